@@ -1,0 +1,272 @@
+use std::sync::Arc;
+
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::error::Result;
+use crate::lifecycle;
+use crate::model::{
+    ClaimRequest, ClaimedJob, Completion, Enqueued, Failure, Heartbeat, HeartbeatAck, Job,
+    JobEvent, JobFilter, JobPage, Lease, LeaseToken, NewJob, QueueConfigPatch, QueueStats,
+    ReapReport, ReplayFilter,
+};
+use crate::store::{NewJobRef, Store};
+use crate::validate::{self, Limits};
+
+/// The validated front door to a [`Store`]: every public operation of tether
+/// goes through here, so every backend sees the same checked input.
+#[derive(Clone)]
+pub struct Engine {
+    store: Arc<dyn Store>,
+    limits: Limits,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("backend", &self.store.backend())
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+impl Engine {
+    /// An engine over `store` with default limits.
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Engine {
+            store,
+            limits: Limits::default(),
+        }
+    }
+
+    /// Replaces the size limits.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The store underneath.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The size limits in force.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Enqueues one job.
+    pub async fn enqueue(&self, tenant: &str, job: NewJob) -> Result<Enqueued> {
+        let mut out = self.enqueue_many(tenant, std::slice::from_ref(&job)).await?;
+        Ok(out.remove(0))
+    }
+
+    /// Enqueues 1–1000 jobs all-or-nothing; answers in request order.
+    pub async fn enqueue_many(&self, tenant: &str, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
+        validate::name("tenant", tenant)?;
+        validate::new_jobs(jobs, &self.limits)?;
+        let refs: Vec<NewJobRef<'_>> = jobs
+            .iter()
+            .map(|job| NewJobRef {
+                id: Uuid::now_v7(),
+                job,
+            })
+            .collect();
+        self.store.enqueue(tenant, &refs).await
+    }
+
+    /// Claims up to `req.limit` ready jobs.
+    pub async fn claim(&self, tenant: &str, req: &ClaimRequest) -> Result<Vec<ClaimedJob>> {
+        validate::name("tenant", tenant)?;
+        validate::claim(req)?;
+        self.store.claim(tenant, req).await
+    }
+
+    /// Extends a lease and records progress.
+    pub async fn heartbeat(&self, tenant: &str, hb: &Heartbeat) -> Result<HeartbeatAck> {
+        validate::name("tenant", tenant)?;
+        validate::heartbeat(hb, &self.limits)?;
+        self.store.heartbeat(tenant, hb).await
+    }
+
+    /// Marks a job succeeded.
+    pub async fn complete(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        token: LeaseToken,
+        result: Option<Value>,
+    ) -> Result<Job> {
+        validate::name("tenant", tenant)?;
+        if let Some(r) = &result {
+            validate::json_size("result", r, &self.limits)?;
+        }
+        self.store.complete(tenant, id, token, result.as_ref()).await
+    }
+
+    /// Completes 1–1000 jobs in one round trip; one answer per item.
+    pub async fn complete_many(
+        &self,
+        tenant: &str,
+        items: &[Completion],
+    ) -> Result<Vec<Result<()>>> {
+        validate::name("tenant", tenant)?;
+        validate::completions(items, &self.limits)?;
+        self.store.complete_many(tenant, items).await
+    }
+
+    /// Ends an attempt with a failure; the error keeps its last 2 000 characters.
+    pub async fn fail(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        token: LeaseToken,
+        failure: Failure,
+    ) -> Result<Job> {
+        validate::name("tenant", tenant)?;
+        validate::failure(&failure)?;
+        let failure = Failure {
+            error: lifecycle::error_tail(&failure.error),
+            ..failure
+        };
+        self.store
+            .fail(tenant, id, token, &failure, lifecycle::jitter())
+            .await
+    }
+
+    /// "Not now": back to the queue after `delay_ms`, the attempt given back.
+    pub async fn snooze(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        token: LeaseToken,
+        delay_ms: i64,
+    ) -> Result<Job> {
+        validate::name("tenant", tenant)?;
+        validate::millis("delay_ms", delay_ms, 0..=validate::MAX_DURATION_MS)?;
+        self.store.snooze(tenant, id, token, delay_ms).await
+    }
+
+    /// Cancels a queued job, or asks a running one to stop.
+    pub async fn cancel(&self, tenant: &str, id: Uuid) -> Result<Job> {
+        validate::name("tenant", tenant)?;
+        self.store.cancel(tenant, id).await
+    }
+
+    /// Queues a failed or cancelled job again, attempt 0.
+    pub async fn replay(&self, tenant: &str, id: Uuid) -> Result<Job> {
+        validate::name("tenant", tenant)?;
+        self.store.replay(tenant, id).await
+    }
+
+    /// Replays many dead jobs of one queue.
+    pub async fn replay_many(&self, tenant: &str, filter: &ReplayFilter) -> Result<u64> {
+        validate::name("tenant", tenant)?;
+        validate::replay_filter(filter)?;
+        self.store.replay_many(tenant, filter).await
+    }
+
+    /// One job.
+    pub async fn get(&self, tenant: &str, id: Uuid) -> Result<Job> {
+        validate::name("tenant", tenant)?;
+        self.store.get(tenant, id).await
+    }
+
+    /// A page of jobs, newest first.
+    pub async fn list(&self, tenant: &str, filter: &JobFilter) -> Result<JobPage> {
+        validate::name("tenant", tenant)?;
+        validate::job_filter(filter)?;
+        self.store.list(tenant, filter).await
+    }
+
+    /// A job's history, oldest first.
+    pub async fn events(&self, tenant: &str, id: Uuid) -> Result<Vec<JobEvent>> {
+        validate::name("tenant", tenant)?;
+        self.store.events(tenant, id).await
+    }
+
+    /// One queue's stats.
+    pub async fn queue_stats(&self, tenant: &str, queue: &str) -> Result<QueueStats> {
+        validate::name("tenant", tenant)?;
+        validate::name("queue", queue)?;
+        self.store.queue_stats(tenant, queue).await
+    }
+
+    /// Every known queue's stats.
+    pub async fn list_queues(&self, tenant: &str) -> Result<Vec<QueueStats>> {
+        validate::name("tenant", tenant)?;
+        self.store.list_queues(tenant).await
+    }
+
+    /// Pauses a queue: it accepts enqueues and hands out no claims.
+    pub async fn pause(&self, tenant: &str, queue: &str) -> Result<QueueStats> {
+        validate::name("tenant", tenant)?;
+        validate::name("queue", queue)?;
+        self.store.set_paused(tenant, queue, true).await
+    }
+
+    /// Resumes a paused queue.
+    pub async fn resume(&self, tenant: &str, queue: &str) -> Result<QueueStats> {
+        validate::name("tenant", tenant)?;
+        validate::name("queue", queue)?;
+        self.store.set_paused(tenant, queue, false).await
+    }
+
+    /// Changes a queue's settings for jobs enqueued from now on.
+    pub async fn configure_queue(
+        &self,
+        tenant: &str,
+        queue: &str,
+        patch: &QueueConfigPatch,
+    ) -> Result<QueueStats> {
+        validate::name("tenant", tenant)?;
+        validate::name("queue", queue)?;
+        validate::queue_config(patch)?;
+        self.store.configure_queue(tenant, queue, patch).await
+    }
+
+    /// One reaper pass (the maintenance leader runs this).
+    pub async fn reap_lapsed_leases(&self, batch: u32) -> Result<ReapReport> {
+        validate::batch_len("batch", batch as usize, validate::MAX_REPLAY as usize)?;
+        self.store.reap_lapsed_leases(batch).await
+    }
+
+    /// One expiry pass.
+    pub async fn expire_jobs(&self, batch: u32) -> Result<u64> {
+        validate::batch_len("batch", batch as usize, validate::MAX_REPLAY as usize)?;
+        self.store.expire_jobs(batch).await
+    }
+
+    /// One pruning pass.
+    pub async fn prune_finished(&self, retention_ms: i64, batch: u32) -> Result<u64> {
+        validate::millis("retention_ms", retention_ms, 0..=i64::MAX)?;
+        validate::batch_len("batch", batch as usize, validate::MAX_REPLAY as usize)?;
+        self.store.prune_finished(retention_ms, batch).await
+    }
+
+    /// Tries to take a named lease (e.g. [`lifecycle::MAINTENANCE_LEASE`]).
+    pub async fn acquire_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        ttl_ms: i64,
+    ) -> Result<Option<Lease>> {
+        validate::name("lease", name)?;
+        validate::worker_id("holder", holder)?;
+        validate::millis("ttl_ms", ttl_ms, validate::LEASE_TTL_RANGE)?;
+        self.store.acquire_lease(name, holder, ttl_ms).await
+    }
+
+    /// Extends a held lease.
+    pub async fn renew_lease(&self, name: &str, token: LeaseToken, ttl_ms: i64) -> Result<Lease> {
+        validate::name("lease", name)?;
+        validate::millis("ttl_ms", ttl_ms, validate::LEASE_TTL_RANGE)?;
+        self.store.renew_lease(name, token, ttl_ms).await
+    }
+
+    /// Gives a lease up.
+    pub async fn release_lease(&self, name: &str, token: LeaseToken) -> Result<()> {
+        validate::name("lease", name)?;
+        self.store.release_lease(name, token).await
+    }
+}

@@ -1,0 +1,86 @@
+use uuid::Uuid;
+
+use crate::model::JobState;
+
+/// Result alias used across tether.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in a tether operation.
+///
+/// Each variant maps to one stable machine-readable code ([`Error::code`]),
+/// which the HTTP API exposes unchanged.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Input broke a rule; nothing was written.
+    #[error("invalid {field}: {message}")]
+    Invalid {
+        /// The offending field, e.g. `jobs[3].queue`.
+        field: String,
+        /// What is wrong with it, for humans.
+        message: String,
+    },
+    /// A payload, result or other blob is above its size limit; nothing was written.
+    #[error("{field} is {size} bytes, above the limit of {limit} bytes")]
+    TooLarge {
+        /// The offending field.
+        field: String,
+        /// Its size in bytes.
+        size: usize,
+        /// The configured limit in bytes.
+        limit: usize,
+    },
+    /// No such job (in this tenant).
+    #[error("job {0} not found")]
+    JobNotFound(Uuid),
+    /// The lease token no longer owns the job: another owner took it over, or
+    /// the job already left `running`. Nothing was changed.
+    #[error("lease lost on job {0}: the token no longer owns the job")]
+    LeaseLost(Uuid),
+    /// A named lease (e.g. the maintenance leader's) was taken over by
+    /// another holder; the old holder must stop acting as its owner.
+    #[error("lease {0:?} lost: another holder took it over")]
+    NamedLeaseLost(String),
+    /// The operation does not apply to the job's current state.
+    #[error("job {id} is {state}: {message}")]
+    InvalidState {
+        /// The job.
+        id: Uuid,
+        /// Its current state.
+        state: JobState,
+        /// Why the operation does not apply.
+        message: String,
+    },
+    /// The operation would break a uniqueness rule (e.g. replaying a job whose
+    /// unique key is held by another active job).
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// The database could not be reached; the operation may be retried.
+    #[error("database unavailable: {0}")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// Any other storage failure.
+    #[error("storage error: {0}")]
+    Storage(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl Error {
+    /// The stable machine-readable code of this error (see `shared/API.md`).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::Invalid { .. } => "invalid_argument",
+            Error::TooLarge { .. } => "payload_too_large",
+            Error::JobNotFound(_) => "not_found",
+            Error::LeaseLost(_) | Error::NamedLeaseLost(_) => "lease_lost",
+            Error::InvalidState { .. } | Error::Conflict(_) => "invalid_state",
+            Error::Unavailable(_) => "unavailable",
+            Error::Storage(_) => "internal",
+        }
+    }
+
+    /// Shorthand for an [`Error::Invalid`].
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Invalid {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}

@@ -1,0 +1,22 @@
+//! The heart of tether with no I/O in it: the job model and its states, the
+//! lifecycle rules (backoff, error truncation, defaults), validation of
+//! everything that crosses the library edge, and the [`Store`] trait that each
+//! storage backend (PostgreSQL, SQLite) implements with the same semantics.
+//!
+//! Callers use [`Engine`], which validates input, applies the rules that need
+//! no database (jitter, error tails), and then delegates to a [`Store`]. A
+//! backend therefore never sees invalid input, and bad input never reaches the
+//! database: nothing is written when validation fails.
+
+mod engine;
+mod error;
+pub mod lifecycle;
+mod model;
+mod store;
+pub mod validate;
+
+pub use engine::Engine;
+pub use error::{Error, Result};
+pub use model::*;
+pub use store::{NewJobRef, Store};
+pub use validate::Limits;

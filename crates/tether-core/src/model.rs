@@ -1,0 +1,622 @@
+//! The job model: what a job is, what happens to it, and the shapes of the
+//! requests and answers of every store operation.
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::lifecycle;
+
+/// Where a job is in its lifecycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    /// Waiting to be claimed (possibly not before `run_at`).
+    Queued,
+    /// Claimed by a worker that holds its lease.
+    Running,
+    /// Finished successfully. Terminal.
+    Succeeded,
+    /// Finished for good: fatal error, attempts exhausted or expired. Terminal;
+    /// the failed jobs are the dead-letter queue.
+    Failed,
+    /// Cancelled. Terminal.
+    Cancelled,
+}
+
+impl JobState {
+    /// All states, in lifecycle order.
+    pub const ALL: [JobState; 5] = [
+        JobState::Queued,
+        JobState::Running,
+        JobState::Succeeded,
+        JobState::Failed,
+        JobState::Cancelled,
+    ];
+
+    /// The state's name as stored and shown (`queued`, `running`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Running => "running",
+            JobState::Succeeded => "succeeded",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether the job is finished for good.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            JobState::Succeeded | JobState::Failed | JobState::Cancelled
+        )
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A string that is not the name of a known enum value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} {value:?}")]
+pub struct UnknownName {
+    what: &'static str,
+    value: String,
+}
+
+impl FromStr for JobState {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        JobState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == s)
+            .ok_or_else(|| UnknownName {
+                what: "job state",
+                value: s.to_owned(),
+            })
+    }
+}
+
+/// A transition recorded in a job's history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// The job was created.
+    Enqueued,
+    /// A worker claimed it (a new attempt began).
+    Claimed,
+    /// The attempt failed and the job was queued again for later.
+    RetryScheduled,
+    /// The worker said "not now": queued again, the attempt given back.
+    Snoozed,
+    /// The lease lapsed without a heartbeat; the reaper requeued, failed or
+    /// cancelled the job (the detail says which).
+    LeaseExpired,
+    /// A worker whose lease no longer owns the job tried to act on it.
+    LeaseLost,
+    /// Finished successfully.
+    Succeeded,
+    /// Failed for good (fatal, or attempts exhausted).
+    Failed,
+    /// Cancellation was requested while the job was running.
+    CancelRequested,
+    /// The job was cancelled.
+    Cancelled,
+    /// A failed or cancelled job was queued again with a fresh attempt budget.
+    Replayed,
+    /// The job passed its `expires_at` before it could run.
+    Expired,
+}
+
+impl EventKind {
+    /// All event kinds.
+    pub const ALL: [EventKind; 12] = [
+        EventKind::Enqueued,
+        EventKind::Claimed,
+        EventKind::RetryScheduled,
+        EventKind::Snoozed,
+        EventKind::LeaseExpired,
+        EventKind::LeaseLost,
+        EventKind::Succeeded,
+        EventKind::Failed,
+        EventKind::CancelRequested,
+        EventKind::Cancelled,
+        EventKind::Replayed,
+        EventKind::Expired,
+    ];
+
+    /// The event's name as stored and shown.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Enqueued => "enqueued",
+            EventKind::Claimed => "claimed",
+            EventKind::RetryScheduled => "retry_scheduled",
+            EventKind::Snoozed => "snoozed",
+            EventKind::LeaseExpired => "lease_expired",
+            EventKind::LeaseLost => "lease_lost",
+            EventKind::Succeeded => "succeeded",
+            EventKind::Failed => "failed",
+            EventKind::CancelRequested => "cancel_requested",
+            EventKind::Cancelled => "cancelled",
+            EventKind::Replayed => "replayed",
+            EventKind::Expired => "expired",
+        }
+    }
+}
+
+impl fmt::Display for EventKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for EventKind {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        EventKind::ALL
+            .into_iter()
+            .find(|kind| kind.as_str() == s)
+            .ok_or_else(|| UnknownName {
+                what: "event kind",
+                value: s.to_owned(),
+            })
+    }
+}
+
+/// Exponential backoff parameters: the n-th retry waits
+/// `min(base_ms * 2^(n-1), cap_ms)` times a jitter in [1.0, 1.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Backoff {
+    /// Delay before the first retry, in milliseconds.
+    pub base_ms: i64,
+    /// Largest delay before jitter, in milliseconds.
+    pub cap_ms: i64,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            base_ms: lifecycle::DEFAULT_BACKOFF_BASE_MS,
+            cap_ms: lifecycle::DEFAULT_BACKOFF_CAP_MS,
+        }
+    }
+}
+
+/// A job as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    /// Server-made, time-ordered (UUID v7).
+    pub id: Uuid,
+    /// The tenant that owns the job.
+    pub tenant: String,
+    /// The queue it waits in.
+    pub queue: String,
+    /// The handler name.
+    pub kind: String,
+    /// Arguments for the handler.
+    pub payload: Value,
+    /// What the handler returned on success.
+    pub result: Option<Value>,
+    /// Lifecycle state.
+    pub state: JobState,
+    /// Higher runs first, in −100..=100.
+    pub priority: i16,
+    /// Claims so far (a snooze gives one back).
+    pub attempt: i32,
+    /// Claims allowed before the job fails for good.
+    pub max_attempts: i32,
+    /// Retry backoff of this job (copied from its queue at enqueue unless set).
+    pub backoff: Backoff,
+    /// Not claimable before this instant.
+    pub run_at: DateTime<Utc>,
+    /// When the job was enqueued.
+    pub created_at: DateTime<Utc>,
+    /// When the latest attempt began.
+    pub started_at: Option<DateTime<Utc>>,
+    /// When the job reached a terminal state.
+    pub finished_at: Option<DateTime<Utc>>,
+    /// Last change of any kind.
+    pub updated_at: DateTime<Utc>,
+    /// The tail of the last error message (at most 2 000 characters).
+    pub last_error: Option<String>,
+    /// At most one active (`queued`/`running`) job per tenant has this key.
+    pub unique_key: Option<String>,
+    /// At most one job per tenant (any state, within retention) has this key.
+    pub idempotency_key: Option<String>,
+    /// Free labels for filtering.
+    pub tags: Vec<String>,
+    /// A queued job not claimed by then fails with reason `expired`.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// How long one attempt may run, enforced by the worker runtime.
+    pub timeout_ms: Option<i64>,
+    /// Cancellation was asked for while the job was running.
+    pub cancel_requested: bool,
+    /// The worker that claimed the latest attempt.
+    pub worker_id: Option<String>,
+    /// When the current lease lapses (running jobs only).
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    /// The last heartbeat of the current attempt.
+    pub heartbeat_at: Option<DateTime<Utc>>,
+    /// Whatever the worker last sent with a heartbeat.
+    pub progress: Option<Value>,
+}
+
+/// The random per-claim token that proves ownership of a running job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct LeaseToken(pub Uuid);
+
+impl fmt::Display for LeaseToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A job handed to a claimer, with the token that fences its lease.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimedJob {
+    /// The job, already `running`.
+    pub job: Job,
+    /// Only this claimer knows it.
+    pub lease_token: LeaseToken,
+}
+
+/// When a new job becomes claimable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RunAt {
+    /// Right away.
+    #[default]
+    Now,
+    /// Not before this instant.
+    At(DateTime<Utc>),
+    /// This many milliseconds after the database's `now()`.
+    Delay(i64),
+}
+
+/// A job to enqueue. Build one with [`NewJob::new`] and the setters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewJob {
+    /// Queue name.
+    pub queue: String,
+    /// Handler name.
+    pub kind: String,
+    /// Handler arguments.
+    pub payload: Value,
+    /// −100..=100, higher first.
+    pub priority: i16,
+    /// When it becomes claimable.
+    pub run_at: RunAt,
+    /// Unset: the queue's setting.
+    pub max_attempts: Option<i32>,
+    /// Unset: the queue's setting.
+    pub backoff: Option<Backoff>,
+    /// Per-attempt time limit.
+    pub timeout_ms: Option<i64>,
+    /// Returns the existing job for this key instead of a second one.
+    pub idempotency_key: Option<String>,
+    /// Returns the active job for this key instead of a second one.
+    pub unique_key: Option<String>,
+    /// Labels.
+    pub tags: Vec<String>,
+    /// Fails with reason `expired` if not claimed by then.
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+impl NewJob {
+    /// A job of `kind` on `queue` with `payload` and every other field default.
+    pub fn new(queue: impl Into<String>, kind: impl Into<String>, payload: Value) -> Self {
+        NewJob {
+            queue: queue.into(),
+            kind: kind.into(),
+            payload,
+            priority: 0,
+            run_at: RunAt::Now,
+            max_attempts: None,
+            backoff: None,
+            timeout_ms: None,
+            idempotency_key: None,
+            unique_key: None,
+            tags: Vec::new(),
+            expires_at: None,
+        }
+    }
+
+    /// Sets the priority.
+    pub fn priority(mut self, priority: i16) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Sets when the job becomes claimable.
+    pub fn run_at(mut self, run_at: RunAt) -> Self {
+        self.run_at = run_at;
+        self
+    }
+
+    /// Sets the attempt budget.
+    pub fn max_attempts(mut self, max_attempts: i32) -> Self {
+        self.max_attempts = Some(max_attempts);
+        self
+    }
+
+    /// Sets the retry backoff.
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = Some(backoff);
+        self
+    }
+
+    /// Sets the per-attempt time limit.
+    pub fn timeout_ms(mut self, timeout_ms: i64) -> Self {
+        self.timeout_ms = Some(timeout_ms);
+        self
+    }
+
+    /// Sets the idempotency key.
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// Sets the unique key.
+    pub fn unique_key(mut self, key: impl Into<String>) -> Self {
+        self.unique_key = Some(key.into());
+        self
+    }
+
+    /// Sets the tags.
+    pub fn tags<I: IntoIterator<Item = S>, S: Into<String>>(mut self, tags: I) -> Self {
+        self.tags = tags.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets the expiry instant.
+    pub fn expires_at(mut self, at: DateTime<Utc>) -> Self {
+        self.expires_at = Some(at);
+        self
+    }
+}
+
+/// The answer to one enqueued job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Enqueued {
+    /// The new job, or the existing one its idempotency/unique key led to.
+    pub job: Job,
+    /// False when an existing job was returned instead of creating one.
+    pub created: bool,
+}
+
+/// A claim of up to `limit` ready jobs from one queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimRequest {
+    /// The queue to claim from.
+    pub queue: String,
+    /// Who claims (shown in history and on the job).
+    pub worker_id: String,
+    /// 1..=1000 jobs.
+    pub limit: u32,
+    /// Lease length; unset: the queue's default.
+    pub lease_ttl_ms: Option<i64>,
+}
+
+/// A heartbeat: extends the lease and reports progress.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Heartbeat {
+    /// The job.
+    pub id: Uuid,
+    /// The token from the claim.
+    pub lease_token: LeaseToken,
+    /// New lease length from now; unset: the TTL given at claim.
+    pub lease_ttl_ms: Option<i64>,
+    /// Replaces the stored progress when set.
+    pub progress: Option<Value>,
+}
+
+/// The answer to a heartbeat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeartbeatAck {
+    /// The extended lease's end.
+    pub lease_expires_at: DateTime<Utc>,
+    /// Someone asked for the job to be cancelled: the handler should stop.
+    pub cancel_requested: bool,
+}
+
+/// One completion in a batch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    /// The job.
+    pub id: Uuid,
+    /// The token from the claim.
+    pub lease_token: LeaseToken,
+    /// The handler's result.
+    pub result: Option<Value>,
+}
+
+/// How an attempt failed.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Failure {
+    /// The error message (only its last 2 000 characters are kept).
+    pub error: String,
+    /// The upstream said when to come back: retry exactly this much later.
+    pub retry_after_ms: Option<i64>,
+    /// Do not retry: the job fails for good.
+    pub fatal: bool,
+    /// The handler stopped because cancellation was requested.
+    pub cancelled: bool,
+}
+
+/// One event of a job's history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobEvent {
+    /// When it happened (database clock).
+    pub at: DateTime<Utc>,
+    /// What happened.
+    pub event: EventKind,
+    /// The job's attempt counter after the transition.
+    pub attempt: i32,
+    /// The worker involved, if any.
+    pub worker_id: Option<String>,
+    /// More context (an error, where the job went).
+    pub detail: Option<String>,
+}
+
+/// Filters and page of a job listing (newest first).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct JobFilter {
+    /// Only this queue.
+    pub queue: Option<String>,
+    /// Only this state (`Failed` = the dead-letter queue).
+    pub state: Option<JobState>,
+    /// Only this kind.
+    pub kind: Option<String>,
+    /// Only jobs carrying this tag.
+    pub tag: Option<String>,
+    /// Page size, 1..=500 (unset: 50).
+    pub limit: Option<u32>,
+    /// Continue after this job id (from a previous page's `next_cursor`).
+    pub cursor: Option<Uuid>,
+}
+
+/// One page of a job listing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobPage {
+    /// The jobs, newest first.
+    pub jobs: Vec<Job>,
+    /// Pass as `cursor` for the next page; `None` at the end.
+    pub next_cursor: Option<Uuid>,
+}
+
+/// Selects dead (or cancelled) jobs of one queue for a bulk replay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayFilter {
+    /// The queue.
+    pub queue: String,
+    /// `Failed` (default) or `Cancelled`.
+    pub state: JobState,
+    /// Only this kind.
+    pub kind: Option<String>,
+    /// At most this many jobs, 1..=10 000 (unset: 1 000).
+    pub limit: Option<u32>,
+}
+
+/// Per-queue settings that new jobs copy at enqueue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueConfig {
+    /// Attempt budget of new jobs.
+    pub max_attempts: i32,
+    /// Backoff of new jobs.
+    pub backoff: Backoff,
+    /// Lease length of claims that do not set one.
+    pub default_lease_ttl_ms: i64,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        QueueConfig {
+            max_attempts: lifecycle::DEFAULT_MAX_ATTEMPTS,
+            backoff: Backoff::default(),
+            default_lease_ttl_ms: lifecycle::DEFAULT_LEASE_TTL_MS,
+        }
+    }
+}
+
+/// A change to a queue's settings; unset fields stay as they are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueConfigPatch {
+    /// New attempt budget.
+    pub max_attempts: Option<i32>,
+    /// New backoff.
+    pub backoff: Option<Backoff>,
+    /// New default lease length.
+    pub default_lease_ttl_ms: Option<i64>,
+}
+
+/// Number of jobs per state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct StateCounts {
+    /// Queued (ready or scheduled).
+    pub queued: i64,
+    /// Running.
+    pub running: i64,
+    /// Succeeded (within retention).
+    pub succeeded: i64,
+    /// Failed: the dead-letter queue.
+    pub failed: i64,
+    /// Cancelled (within retention).
+    pub cancelled: i64,
+}
+
+impl StateCounts {
+    /// Adds `n` jobs in `state`.
+    pub fn add(&mut self, state: JobState, n: i64) {
+        match state {
+            JobState::Queued => self.queued += n,
+            JobState::Running => self.running += n,
+            JobState::Succeeded => self.succeeded += n,
+            JobState::Failed => self.failed += n,
+            JobState::Cancelled => self.cancelled += n,
+        }
+    }
+}
+
+/// A queue's health and settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueStats {
+    /// Queue name.
+    pub name: String,
+    /// Paused queues accept enqueues and hand out no claims.
+    pub paused: bool,
+    /// Jobs per state.
+    pub counts: StateCounts,
+    /// Queued with `run_at <= now`.
+    pub ready: i64,
+    /// Queued with `run_at > now`.
+    pub scheduled: i64,
+    /// Age of the oldest ready job (0 when none is ready): the "stuck" signal.
+    pub oldest_ready_age_ms: i64,
+    /// Running jobs whose lease has lapsed.
+    pub expired_leases: i64,
+    /// Current settings.
+    #[serde(flatten)]
+    pub config: QueueConfig,
+}
+
+/// What one reaper pass did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReapReport {
+    /// Lapsed on their last attempt: now `failed`.
+    pub failed: u64,
+    /// Lapsed after a cancel request: now `cancelled`.
+    pub cancelled: u64,
+    /// Lapsed with attempts left: `queued` again.
+    pub requeued: u64,
+}
+
+impl ReapReport {
+    /// Jobs touched in all.
+    pub fn total(&self) -> u64 {
+        self.failed + self.cancelled + self.requeued
+    }
+}
+
+/// A held lease on a named role (e.g. the maintenance leader).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// The role.
+    pub name: String,
+    /// Who holds it.
+    pub holder: String,
+    /// Fences the holder: renew and release need it.
+    pub token: LeaseToken,
+    /// When it lapses unless renewed (database clock).
+    pub expires_at: DateTime<Utc>,
+}

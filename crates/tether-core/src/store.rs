@@ -1,0 +1,131 @@
+//! The storage trait. Each backend implements every operation atomically (one
+//! statement or one transaction) with the database's clock, and may assume
+//! its input was validated by [`crate::Engine`].
+
+use async_trait::async_trait;
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::error::Result;
+use crate::model::{
+    ClaimRequest, ClaimedJob, Completion, Enqueued, Failure, Heartbeat, HeartbeatAck, Job,
+    JobEvent, JobFilter, JobPage, Lease, LeaseToken, QueueConfigPatch, QueueStats, ReapReport,
+    ReplayFilter,
+};
+
+/// A place where jobs live. All methods take the tenant whose rows they may
+/// see and touch; a job of another tenant is reported as not found.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Short backend name (`postgres`, `sqlite`).
+    fn backend(&self) -> &'static str;
+
+    /// Inserts jobs all-or-nothing, returning one answer per job in order. A
+    /// job whose idempotency key exists (any state) or whose unique key is
+    /// held by a `queued`/`running` job yields that job with `created: false`.
+    async fn enqueue(&self, tenant: &str, jobs: &[NewJobRef<'_>]) -> Result<Vec<Enqueued>>;
+
+    /// Atomically claims up to `limit` ready jobs (priority desc, run_at, id)
+    /// from an unpaused queue, minting a fresh lease token for each.
+    async fn claim(&self, tenant: &str, req: &ClaimRequest) -> Result<Vec<ClaimedJob>>;
+
+    /// Extends a lease if the token still owns the running job.
+    async fn heartbeat(&self, tenant: &str, hb: &Heartbeat) -> Result<HeartbeatAck>;
+
+    /// Marks a running job succeeded if the token still owns it.
+    async fn complete(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        token: LeaseToken,
+        result: Option<&Value>,
+    ) -> Result<Job>;
+
+    /// Completes many jobs in one round trip; one answer per item, in order.
+    async fn complete_many(&self, tenant: &str, items: &[Completion]) -> Result<Vec<Result<()>>>;
+
+    /// Ends an attempt with a failure (see [`crate::lifecycle::fail_outcome`]);
+    /// a retry waits `retry_after_ms` if given, else the jittered backoff.
+    async fn fail(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        token: LeaseToken,
+        failure: &Failure,
+        jitter: f64,
+    ) -> Result<Job>;
+
+    /// Puts a running job back to `queued` after `delay_ms`, giving the
+    /// attempt back.
+    async fn snooze(&self, tenant: &str, id: Uuid, token: LeaseToken, delay_ms: i64)
+        -> Result<Job>;
+
+    /// Cancels a queued job at once, or requests cancellation of a running one.
+    async fn cancel(&self, tenant: &str, id: Uuid) -> Result<Job>;
+
+    /// Queues a failed or cancelled job again with a fresh attempt budget.
+    async fn replay(&self, tenant: &str, id: Uuid) -> Result<Job>;
+
+    /// Replays many dead jobs of one queue; returns how many.
+    async fn replay_many(&self, tenant: &str, filter: &ReplayFilter) -> Result<u64>;
+
+    /// One job.
+    async fn get(&self, tenant: &str, id: Uuid) -> Result<Job>;
+
+    /// Jobs newest first, filtered, one page at a time.
+    async fn list(&self, tenant: &str, filter: &JobFilter) -> Result<JobPage>;
+
+    /// A job's history, oldest first.
+    async fn events(&self, tenant: &str, id: Uuid) -> Result<Vec<JobEvent>>;
+
+    /// One queue's stats (zeros and defaults for a queue never used).
+    async fn queue_stats(&self, tenant: &str, queue: &str) -> Result<QueueStats>;
+
+    /// Stats of every queue the tenant has used or configured, by name.
+    async fn list_queues(&self, tenant: &str) -> Result<Vec<QueueStats>>;
+
+    /// Pauses or resumes a queue.
+    async fn set_paused(&self, tenant: &str, queue: &str, paused: bool) -> Result<QueueStats>;
+
+    /// Changes a queue's settings for jobs enqueued from now on.
+    async fn configure_queue(
+        &self,
+        tenant: &str,
+        queue: &str,
+        patch: &QueueConfigPatch,
+    ) -> Result<QueueStats>;
+
+    /// Reaper pass over all tenants, at most `batch` jobs: lapsed leases on a
+    /// last attempt fail, cancel-requested ones are cancelled, the rest are
+    /// queued again.
+    async fn reap_lapsed_leases(&self, batch: u32) -> Result<ReapReport>;
+
+    /// Fails at most `batch` queued jobs past their `expires_at`.
+    async fn expire_jobs(&self, batch: u32) -> Result<u64>;
+
+    /// Deletes at most `batch` jobs that finished more than `retention_ms`
+    /// ago, with their history; returns how many jobs.
+    async fn prune_finished(&self, retention_ms: i64, batch: u32) -> Result<u64>;
+
+    /// Takes the named lease if nobody holds it or its holder let it lapse,
+    /// minting a fresh token; `None` while someone else holds it.
+    async fn acquire_lease(&self, name: &str, holder: &str, ttl_ms: i64) -> Result<Option<Lease>>;
+
+    /// Extends a held lease; `LeaseLost` once another holder took it.
+    async fn renew_lease(&self, name: &str, token: LeaseToken, ttl_ms: i64) -> Result<Lease>;
+
+    /// Gives a lease up so another node can take it at once.
+    async fn release_lease(&self, name: &str, token: LeaseToken) -> Result<()>;
+}
+
+/// A validated job to enqueue, as the store receives it: the [`NewJob`]
+/// plus the id the engine minted for it.
+///
+/// [`NewJob`]: crate::NewJob
+#[derive(Debug, Clone, Copy)]
+pub struct NewJobRef<'a> {
+    /// The id the job gets if it is created.
+    pub id: Uuid,
+    /// The job.
+    pub job: &'a crate::NewJob,
+}

@@ -1,0 +1,356 @@
+//! Validation of everything that crosses the library edge. Every check runs
+//! before any write, so bad input changes nothing.
+
+use crate::error::{Error, Result};
+use crate::model::{
+    Backoff, ClaimRequest, Completion, Failure, Heartbeat, JobFilter, JobState, NewJob,
+    QueueConfigPatch, ReplayFilter, RunAt,
+};
+
+/// Most jobs in one enqueue, claim or completion batch.
+pub const MAX_BATCH: usize = 1_000;
+/// Longest name (queue, kind, tenant, tag, worker id).
+pub const MAX_NAME_LEN: usize = 128;
+/// Longest idempotency or unique key.
+pub const MAX_KEY_LEN: usize = 255;
+/// Most tags on one job.
+pub const MAX_TAGS: usize = 32;
+/// Priority range.
+pub const PRIORITY_RANGE: std::ops::RangeInclusive<i16> = -100..=100;
+/// Attempt budget range.
+pub const MAX_ATTEMPTS_RANGE: std::ops::RangeInclusive<i32> = 1..=1_000;
+/// Lease length range (1 s to 1 h).
+pub const LEASE_TTL_RANGE: std::ops::RangeInclusive<i64> = 1_000..=3_600_000;
+/// Longest delay, job timeout or backoff: 366 days.
+pub const MAX_DURATION_MS: i64 = 366 * 24 * 3_600_000;
+/// Largest page of a listing.
+pub const MAX_PAGE: u32 = 500;
+/// Largest bulk replay.
+pub const MAX_REPLAY: u32 = 10_000;
+
+/// Size limits, configurable by the operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest serialized payload, result or progress, in bytes (default 1 MiB).
+    pub max_payload_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_payload_bytes: 1024 * 1024,
+        }
+    }
+}
+
+/// A name: 1–128 characters of `[A-Za-z0-9._:-]`.
+pub fn name(field: &str, value: &str) -> Result<()> {
+    if value.is_empty() || value.len() > MAX_NAME_LEN {
+        return Err(Error::invalid(
+            field,
+            format!("must be 1 to {MAX_NAME_LEN} characters, got {}", value.len()),
+        ));
+    }
+    if let Some(bad) = value
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')))
+    {
+        return Err(Error::invalid(
+            field,
+            format!("{value:?} contains {bad:?}; allowed are A-Z a-z 0-9 . _ : -"),
+        ));
+    }
+    Ok(())
+}
+
+/// An idempotency or unique key: 1–255 characters, no control characters.
+pub fn key(field: &str, value: &str) -> Result<()> {
+    if value.is_empty() || value.chars().count() > MAX_KEY_LEN {
+        return Err(Error::invalid(
+            field,
+            format!("must be 1 to {MAX_KEY_LEN} characters"),
+        ));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(Error::invalid(field, "must not contain control characters"));
+    }
+    Ok(())
+}
+
+/// A worker id: 1–128 characters, no control characters.
+pub fn worker_id(field: &str, value: &str) -> Result<()> {
+    if value.is_empty() || value.chars().count() > MAX_NAME_LEN {
+        return Err(Error::invalid(
+            field,
+            format!("must be 1 to {MAX_NAME_LEN} characters"),
+        ));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(Error::invalid(field, "must not contain control characters"));
+    }
+    Ok(())
+}
+
+/// A duration in milliseconds within `range`.
+pub fn millis(field: &str, value: i64, range: std::ops::RangeInclusive<i64>) -> Result<()> {
+    if value < 0 {
+        return Err(Error::invalid(field, format!("must not be negative, got {value}")));
+    }
+    if !range.contains(&value) {
+        return Err(Error::invalid(
+            field,
+            format!(
+                "must be between {} and {} ms, got {value}",
+                range.start(),
+                range.end()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A JSON value whose serialized size is within the limit.
+pub fn json_size(field: &str, value: &serde_json::Value, limits: &Limits) -> Result<()> {
+    let size = serde_json::to_vec(value).map(|v| v.len()).unwrap_or(usize::MAX);
+    if size > limits.max_payload_bytes {
+        return Err(Error::TooLarge {
+            field: field.to_owned(),
+            size,
+            limit: limits.max_payload_bytes,
+        });
+    }
+    Ok(())
+}
+
+/// A batch size of 1..=`max`.
+pub fn batch_len(field: &str, len: usize, max: usize) -> Result<()> {
+    if len == 0 || len > max {
+        return Err(Error::invalid(
+            field,
+            format!("must hold 1 to {max} items, got {len}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Backoff parameters: 0 ≤ base ≤ cap ≤ 366 days.
+pub fn backoff(field: &str, b: &Backoff) -> Result<()> {
+    millis(&format!("{field}.base_ms"), b.base_ms, 0..=MAX_DURATION_MS)?;
+    millis(&format!("{field}.cap_ms"), b.cap_ms, 0..=MAX_DURATION_MS)?;
+    if b.base_ms > b.cap_ms {
+        return Err(Error::invalid(
+            field,
+            format!("base_ms ({}) must not exceed cap_ms ({})", b.base_ms, b.cap_ms),
+        ));
+    }
+    Ok(())
+}
+
+/// An attempt budget.
+pub fn max_attempts(field: &str, value: i32) -> Result<()> {
+    if !MAX_ATTEMPTS_RANGE.contains(&value) {
+        return Err(Error::invalid(
+            field,
+            format!(
+                "must be between {} and {}, got {value}",
+                MAX_ATTEMPTS_RANGE.start(),
+                MAX_ATTEMPTS_RANGE.end()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// One job to enqueue; `field` prefixes the names in errors (e.g. `jobs[3]`).
+pub fn new_job(field: &str, job: &NewJob, limits: &Limits) -> Result<()> {
+    let f = |name: &str| {
+        if field.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{field}.{name}")
+        }
+    };
+    name(&f("queue"), &job.queue)?;
+    name(&f("kind"), &job.kind)?;
+    json_size(&f("payload"), &job.payload, limits)?;
+    if !PRIORITY_RANGE.contains(&job.priority) {
+        return Err(Error::invalid(
+            f("priority"),
+            format!("must be between -100 and 100, got {}", job.priority),
+        ));
+    }
+    if let RunAt::Delay(ms) = job.run_at {
+        millis(&f("delay_ms"), ms, 0..=MAX_DURATION_MS)?;
+    }
+    if let Some(n) = job.max_attempts {
+        max_attempts(&f("max_attempts"), n)?;
+    }
+    if let Some(b) = &job.backoff {
+        backoff(&f("backoff"), b)?;
+    }
+    if let Some(ms) = job.timeout_ms {
+        millis(&f("timeout_ms"), ms, 1..=MAX_DURATION_MS)?;
+    }
+    if let Some(k) = &job.idempotency_key {
+        key(&f("idempotency_key"), k)?;
+    }
+    if let Some(k) = &job.unique_key {
+        key(&f("unique_key"), k)?;
+    }
+    if job.tags.len() > MAX_TAGS {
+        return Err(Error::invalid(
+            f("tags"),
+            format!("at most {MAX_TAGS} tags, got {}", job.tags.len()),
+        ));
+    }
+    for (i, tag) in job.tags.iter().enumerate() {
+        name(&f(&format!("tags[{i}]")), tag)?;
+    }
+    Ok(())
+}
+
+/// A batch of jobs to enqueue.
+pub fn new_jobs(jobs: &[NewJob], limits: &Limits) -> Result<()> {
+    batch_len("jobs", jobs.len(), MAX_BATCH)?;
+    for (i, job) in jobs.iter().enumerate() {
+        new_job(&format!("jobs[{i}]"), job, limits)?;
+    }
+    Ok(())
+}
+
+/// A claim request.
+pub fn claim(req: &ClaimRequest) -> Result<()> {
+    name("queue", &req.queue)?;
+    worker_id("worker_id", &req.worker_id)?;
+    batch_len("limit", req.limit as usize, MAX_BATCH)?;
+    if let Some(ttl) = req.lease_ttl_ms {
+        millis("lease_ttl_ms", ttl, LEASE_TTL_RANGE)?;
+    }
+    Ok(())
+}
+
+/// A heartbeat.
+pub fn heartbeat(hb: &Heartbeat, limits: &Limits) -> Result<()> {
+    if let Some(ttl) = hb.lease_ttl_ms {
+        millis("lease_ttl_ms", ttl, LEASE_TTL_RANGE)?;
+    }
+    if let Some(p) = &hb.progress {
+        json_size("progress", p, limits)?;
+    }
+    Ok(())
+}
+
+/// A batch of completions.
+pub fn completions(items: &[Completion], limits: &Limits) -> Result<()> {
+    batch_len("items", items.len(), MAX_BATCH)?;
+    for (i, item) in items.iter().enumerate() {
+        if let Some(r) = &item.result {
+            json_size(&format!("items[{i}].result"), r, limits)?;
+        }
+    }
+    Ok(())
+}
+
+/// A failure report.
+pub fn failure(failure: &Failure) -> Result<()> {
+    if let Some(ms) = failure.retry_after_ms {
+        millis("retry_after_ms", ms, 0..=MAX_DURATION_MS)?;
+    }
+    if failure.fatal && failure.cancelled {
+        return Err(Error::invalid(
+            "cancelled",
+            "a failure is either fatal or a cancel acknowledgement, not both",
+        ));
+    }
+    Ok(())
+}
+
+/// A listing filter.
+pub fn job_filter(filter: &JobFilter) -> Result<()> {
+    if let Some(q) = &filter.queue {
+        name("queue", q)?;
+    }
+    if let Some(k) = &filter.kind {
+        name("kind", k)?;
+    }
+    if let Some(t) = &filter.tag {
+        name("tag", t)?;
+    }
+    if let Some(limit) = filter.limit {
+        batch_len("limit", limit as usize, MAX_PAGE as usize)?;
+    }
+    Ok(())
+}
+
+/// A bulk replay selection.
+pub fn replay_filter(filter: &ReplayFilter) -> Result<()> {
+    name("queue", &filter.queue)?;
+    if !matches!(filter.state, JobState::Failed | JobState::Cancelled) {
+        return Err(Error::invalid(
+            "state",
+            format!(
+                "only failed or cancelled jobs can be replayed, not {}",
+                filter.state
+            ),
+        ));
+    }
+    if let Some(k) = &filter.kind {
+        name("kind", k)?;
+    }
+    if let Some(limit) = filter.limit {
+        batch_len("limit", limit as usize, MAX_REPLAY as usize)?;
+    }
+    Ok(())
+}
+
+/// A queue settings change.
+pub fn queue_config(patch: &QueueConfigPatch) -> Result<()> {
+    if let Some(n) = patch.max_attempts {
+        max_attempts("max_attempts", n)?;
+    }
+    if let Some(b) = &patch.backoff {
+        backoff("backoff", b)?;
+    }
+    if let Some(ttl) = patch.default_lease_ttl_ms {
+        millis("default_lease_ttl_ms", ttl, LEASE_TTL_RANGE)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn names() {
+        assert!(name("queue", "emails.v2:high-prio_1").is_ok());
+        assert!(name("queue", "").is_err());
+        assert!(name("queue", &"a".repeat(129)).is_err());
+        assert!(name("queue", &"a".repeat(128)).is_ok());
+        assert!(name("queue", "has space").is_err());
+        assert!(name("queue", "ünïcode").is_err());
+    }
+
+    #[test]
+    fn jobs() {
+        let limits = Limits {
+            max_payload_bytes: 100,
+        };
+        let ok = NewJob::new("q", "k", json!({"a": 1}));
+        assert!(new_job("", &ok, &limits).is_ok());
+        let big = NewJob::new("q", "k", json!("x".repeat(200)));
+        assert!(matches!(
+            new_job("", &big, &limits),
+            Err(Error::TooLarge { .. })
+        ));
+        assert!(new_job("", &ok.clone().priority(101), &limits).is_err());
+        assert!(new_job("", &ok.clone().priority(-100), &limits).is_ok());
+        assert!(new_job("", &ok.clone().run_at(RunAt::Delay(-1)), &limits).is_err());
+        assert!(new_job("", &ok.clone().max_attempts(0), &limits).is_err());
+        let err = new_jobs(&[ok.clone(), ok.clone().priority(500)], &limits).unwrap_err();
+        assert!(err.to_string().contains("jobs[1].priority"), "{err}");
+        assert!(new_jobs(&[], &limits).is_err());
+        assert!(new_jobs(&vec![ok; 1001], &limits).is_err());
+    }
+}

@@ -1,0 +1,210 @@
+//! Enqueue: one multi-row INSERT from arrays (UNNEST), whose duplicates are
+//! refused by the partial unique indexes and then resolved to the jobs that
+//! hold their keys.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::PgConnection;
+use tether_core::{Enqueued, Error, Job, NewJobRef, Result, RunAt};
+use uuid::Uuid;
+
+use crate::rows::{self, job_columns};
+use crate::db_error;
+
+const INSERT: &str = concat!(
+    "WITH input AS (
+        SELECT * FROM UNNEST($2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::smallint[],
+                             $7::timestamptz[], $8::bigint[], $9::int[], $10::bigint[], $11::bigint[],
+                             $12::bigint[], $13::text[], $14::text[], $15::jsonb[], $16::timestamptz[])
+            WITH ORDINALITY
+            AS t(id, queue, kind, payload, priority, run_at, delay_ms, max_attempts,
+                 backoff_base_ms, backoff_cap_ms, timeout_ms, idempotency_key, unique_key,
+                 tags, expires_at, ord)
+    ),
+    registered AS (
+        INSERT INTO tether.queues (tenant, name)
+        SELECT DISTINCT $1, queue FROM input
+        ON CONFLICT DO NOTHING
+    ),
+    inserted AS (
+        INSERT INTO tether.jobs AS j (id, tenant, queue, kind, payload, state, priority, attempt,
+            max_attempts, backoff_base_ms, backoff_cap_ms, run_at, created_at, updated_at,
+            unique_key, idempotency_key, tags, expires_at, timeout_ms)
+        SELECT i.id, $1, i.queue, i.kind, i.payload, 'queued', i.priority, 0,
+            COALESCE(i.max_attempts, q.max_attempts, 5),
+            COALESCE(i.backoff_base_ms, q.backoff_base_ms, 1000),
+            COALESCE(i.backoff_cap_ms, q.backoff_cap_ms, 3600000),
+            COALESCE(i.run_at, now() + i.delay_ms * interval '1 millisecond'),
+            now(), now(), i.unique_key, i.idempotency_key,
+            ARRAY(SELECT jsonb_array_elements_text(i.tags)), i.expires_at, i.timeout_ms
+        FROM input i
+        LEFT JOIN tether.queues q ON q.tenant = $1 AND q.name = i.queue
+        ORDER BY i.ord
+        ON CONFLICT DO NOTHING
+        RETURNING ",
+    job_columns!(),
+    "
+    ),
+    history AS (
+        INSERT INTO tether.job_events (job_id, tenant, at, event, attempt)
+        SELECT id, tenant, created_at, 'enqueued', 0 FROM inserted
+    )
+    SELECT * FROM inserted j"
+);
+
+const EXISTING: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    " FROM tether.jobs j
+      WHERE j.tenant = $1
+        AND (j.idempotency_key = ANY($2)
+             OR (j.unique_key = ANY($3) AND j.state IN ('queued', 'running')))"
+);
+
+/// How often a batch retries the entries whose conflicting job vanished
+/// between the insert and the lookup (it finished, or was pruned).
+const MAX_ROUNDS: usize = 8;
+
+/// Enqueues validated jobs on `conn`, which may be inside the caller's own
+/// transaction: the jobs then exist if and only if that transaction commits.
+pub(crate) async fn enqueue_on(
+    conn: &mut PgConnection,
+    tenant: &str,
+    jobs: &[NewJobRef<'_>],
+) -> Result<Vec<Enqueued>> {
+    let mut answers: Vec<Option<Enqueued>> = vec![None; jobs.len()];
+    let mut pending: Vec<usize> = (0..jobs.len()).collect();
+    for _ in 0..MAX_ROUNDS {
+        let batch: Vec<NewJobRef<'_>> = pending.iter().map(|&i| jobs[i]).collect();
+        let inserted = insert(conn, tenant, &batch).await?;
+        let mut by_id: HashMap<Uuid, Job> = inserted.into_iter().map(|j| (j.id, j)).collect();
+        pending.retain(|&i| match by_id.remove(&jobs[i].id) {
+            Some(job) => {
+                answers[i] = Some(Enqueued { job, created: true });
+                false
+            }
+            None => true,
+        });
+        if pending.is_empty() {
+            break;
+        }
+        // Each remaining entry lost to a key held by an existing job (or by
+        // an earlier entry of this batch): return that job.
+        let idempotency: Vec<&str> = pending
+            .iter()
+            .filter_map(|&i| jobs[i].job.idempotency_key.as_deref())
+            .collect();
+        let unique: Vec<&str> = pending
+            .iter()
+            .filter_map(|&i| jobs[i].job.unique_key.as_deref())
+            .collect();
+        let existing: Vec<Job> = sqlx::query(EXISTING)
+            .bind(tenant)
+            .bind(&idempotency)
+            .bind(&unique)
+            .try_map(|row| rows::job(&row))
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(db_error)?;
+        pending.retain(|&i| {
+            let new = jobs[i].job;
+            let by_key = new.idempotency_key.as_deref().and_then(|key| {
+                existing
+                    .iter()
+                    .find(|j| j.idempotency_key.as_deref() == Some(key))
+            });
+            let by_unique = || {
+                new.unique_key.as_deref().and_then(|key| {
+                    existing.iter().find(|j| {
+                        j.unique_key.as_deref() == Some(key) && !j.state.is_terminal()
+                    })
+                })
+            };
+            match by_key.or_else(by_unique) {
+                Some(job) => {
+                    answers[i] = Some(Enqueued {
+                        job: job.clone(),
+                        created: false,
+                    });
+                    false
+                }
+                None => true,
+            }
+        });
+        if pending.is_empty() {
+            break;
+        }
+    }
+    if !pending.is_empty() {
+        return Err(Error::Conflict(format!(
+            "{} job(s) kept racing with concurrent enqueues for the same keys",
+            pending.len()
+        )));
+    }
+    Ok(answers.into_iter().map(|a| a.expect("resolved")).collect())
+}
+
+async fn insert(conn: &mut PgConnection, tenant: &str, jobs: &[NewJobRef<'_>]) -> Result<Vec<Job>> {
+    let n = jobs.len();
+    let mut ids = Vec::with_capacity(n);
+    let mut queues = Vec::with_capacity(n);
+    let mut kinds = Vec::with_capacity(n);
+    let mut payloads: Vec<&Value> = Vec::with_capacity(n);
+    let mut priorities = Vec::with_capacity(n);
+    let mut run_ats: Vec<Option<DateTime<Utc>>> = Vec::with_capacity(n);
+    let mut delays: Vec<i64> = Vec::with_capacity(n);
+    let mut max_attempts = Vec::with_capacity(n);
+    let mut bases = Vec::with_capacity(n);
+    let mut caps = Vec::with_capacity(n);
+    let mut timeouts = Vec::with_capacity(n);
+    let mut idempotency = Vec::with_capacity(n);
+    let mut unique = Vec::with_capacity(n);
+    let mut tags = Vec::with_capacity(n);
+    let mut expires = Vec::with_capacity(n);
+    for r in jobs {
+        let job = r.job;
+        ids.push(r.id);
+        queues.push(job.queue.as_str());
+        kinds.push(job.kind.as_str());
+        payloads.push(&job.payload);
+        priorities.push(job.priority);
+        let (at, delay) = match job.run_at {
+            RunAt::Now => (None, 0),
+            RunAt::At(at) => (Some(at), 0),
+            RunAt::Delay(ms) => (None, ms),
+        };
+        run_ats.push(at);
+        delays.push(delay);
+        max_attempts.push(job.max_attempts);
+        bases.push(job.backoff.map(|b| b.base_ms));
+        caps.push(job.backoff.map(|b| b.cap_ms));
+        timeouts.push(job.timeout_ms);
+        idempotency.push(job.idempotency_key.as_deref());
+        unique.push(job.unique_key.as_deref());
+        tags.push(Value::from(job.tags.clone()));
+        expires.push(job.expires_at);
+    }
+    sqlx::query(INSERT)
+        .bind(tenant)
+        .bind(&ids)
+        .bind(&queues)
+        .bind(&kinds)
+        .bind(&payloads)
+        .bind(&priorities)
+        .bind(&run_ats)
+        .bind(&delays)
+        .bind(&max_attempts)
+        .bind(&bases)
+        .bind(&caps)
+        .bind(&timeouts)
+        .bind(&idempotency)
+        .bind(&unique)
+        .bind(&tags)
+        .bind(&expires)
+        .try_map(|row| rows::job(&row))
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db_error)
+}

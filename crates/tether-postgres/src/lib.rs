@@ -1,0 +1,89 @@
+//! The PostgreSQL backend of tether: the production store, where many server
+//! replicas and workers share one database.
+//!
+//! Every operation is one SQL statement (a chain of CTEs where a transition
+//! also writes history), so it is atomic without an explicit transaction and
+//! costs one round trip. All times come from the database's `now()`. The
+//! schema lives in its own `tether` schema with its own migrations table, so
+//! an application that shares the database keeps its own names.
+
+mod enqueue;
+mod migrate;
+mod rows;
+mod store;
+
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use tether_core::{Error, Result};
+
+
+
+/// A [`tether_core::Store`] on PostgreSQL.
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pool: PgPool,
+}
+
+impl PgStore {
+    /// Connects with a pool of up to 16 connections and applies migrations.
+    pub async fn connect(url: &str) -> Result<PgStore> {
+        let options: PgConnectOptions = url
+            .parse()
+            .map_err(|e: sqlx::Error| Error::invalid("database_url", e.to_string()))?;
+        let pool = PgPoolOptions::new()
+            .max_connections(16)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(options)
+            .await
+            .map_err(db_error)?;
+        PgStore::from_pool(pool).await
+    }
+
+    /// Uses an existing pool (e.g. the application's own) and applies
+    /// migrations.
+    pub async fn from_pool(pool: PgPool) -> Result<PgStore> {
+        migrate::run(&pool).await?;
+        Ok(PgStore { pool })
+    }
+
+    /// The connection pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+}
+
+/// Maps a driver error to tether's: anything that means "the database is not
+/// there right now" is `Unavailable` (safe to retry); the rest is `Storage`.
+pub(crate) fn db_error(err: sqlx::Error) -> Error {
+    let unavailable = match &err {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+            // Class 08: connection exception; 57P0x: the server is shutting
+            // down or starting up.
+            code.starts_with("08") || code.starts_with("57P")
+        }),
+        _ => false,
+    };
+    if unavailable {
+        Error::Unavailable(Box::new(err))
+    } else {
+        Error::Storage(Box::new(err))
+    }
+}
+
+/// Whether a driver error is a unique-constraint violation.
+pub(crate) fn is_unique_violation(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(db) if db.code().as_deref() == Some("23505"))
+}
+
+/// The claim and batch-complete statements exactly as the store runs them.
+/// The benchmark executes them bare, as its raw-SQL reference, to measure
+/// what tether's own code costs on top of what PostgreSQL needs anyway.
+pub mod reference_sql {
+    pub use crate::store::{CLAIM, COMPLETE_MANY};
+}

@@ -1,0 +1,52 @@
+//! Embedded, ordered migrations recorded in `tether.migrations`. sqlx's own
+//! migrator keeps one fixed table name per database, which would collide with
+//! an embedding application's migrations; this runner keeps ours apart.
+
+use sqlx::PgPool;
+use tether_core::Result;
+
+use crate::db_error;
+
+/// (version, name, SQL), in order. Never edit a released entry: add one.
+const MIGRATIONS: &[(i64, &str, &str)] = &[(1, "core", include_str!("../migrations/0001_core.sql"))];
+
+/// Applies every migration not yet recorded, in one transaction, holding an
+/// advisory lock so that replicas starting together apply each one once.
+pub(crate) async fn run(pool: &PgPool) -> Result<()> {
+    let mut tx = pool.begin().await.map_err(db_error)?;
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtext('tether.migrate'))")
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?;
+    sqlx::raw_sql(
+        "CREATE SCHEMA IF NOT EXISTS tether;
+         CREATE TABLE IF NOT EXISTS tether.migrations (
+             version    bigint      PRIMARY KEY,
+             name       text        NOT NULL,
+             applied_at timestamptz NOT NULL DEFAULT now()
+         );",
+    )
+    .execute(&mut *tx)
+    .await
+    .map_err(db_error)?;
+    let applied: Vec<i64> = sqlx::query_scalar("SELECT version FROM tether.migrations")
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db_error)?;
+    for (version, name, sql) in MIGRATIONS {
+        if applied.contains(version) {
+            continue;
+        }
+        sqlx::raw_sql(sql)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        sqlx::query("INSERT INTO tether.migrations (version, name) VALUES ($1, $2)")
+            .bind(version)
+            .bind(name)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+    }
+    tx.commit().await.map_err(db_error)
+}

@@ -1,0 +1,953 @@
+//! The [`Store`] implementation: one SQL statement per operation.
+
+use async_trait::async_trait;
+use serde_json::Value;
+use sqlx::postgres::PgRow;
+use sqlx::{QueryBuilder, Row};
+use tether_core::{
+    ClaimRequest, ClaimedJob, Completion, Enqueued, Error, EventKind, Failure, Heartbeat,
+    HeartbeatAck, Job, JobEvent, JobFilter, JobPage, JobState, Lease, LeaseToken, NewJobRef,
+    QueueConfig, QueueConfigPatch, QueueStats, ReapReport, ReplayFilter, Result, StateCounts,
+    Store,
+};
+use uuid::Uuid;
+
+use crate::rows::{self, job_columns};
+use crate::{db_error, is_unique_violation, PgStore};
+
+/// Claims a batch: `$1` tenant, `$2` queue, `$3` limit, `$4` lease TTL ms (NULL: queue default), `$5` worker id.
+pub const CLAIM: &str = concat!(
+    "WITH config AS (
+        SELECT COALESCE(q.paused, false) AS paused,
+               COALESCE($4::bigint, q.default_lease_ttl_ms, 30000) AS ttl
+        FROM (SELECT 1) one
+        LEFT JOIN tether.queues q ON q.tenant = $1 AND q.name = $2
+    ),
+    picked AS (
+        SELECT j.id FROM tether.jobs j
+        WHERE j.tenant = $1 AND j.queue = $2 AND j.state = 'queued' AND j.run_at <= now()
+          AND (j.expires_at IS NULL OR j.expires_at > now())
+          AND NOT (SELECT paused FROM config)
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT $3
+        FOR UPDATE SKIP LOCKED
+    ),
+    claimed AS (
+        UPDATE tether.jobs j
+        SET state = 'running', attempt = j.attempt + 1, lease_token = gen_random_uuid(),
+            lease_ttl_ms = config.ttl,
+            lease_expires_at = now() + config.ttl * interval '1 millisecond',
+            heartbeat_at = now(), started_at = now(), updated_at = now(),
+            worker_id = $5, progress = NULL
+        FROM picked, config
+        WHERE j.id = picked.id
+        RETURNING ",
+    job_columns!(),
+    ", j.lease_token
+    ),
+    history AS (
+        INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, worker_id)
+        SELECT id, tenant, updated_at, 'claimed', attempt, worker_id FROM claimed
+    )
+    SELECT * FROM claimed j ORDER BY j.priority DESC, j.run_at, j.id"
+);
+
+/// A fenced operation that found no owned job records `lease_lost` in the
+/// same statement, if the job exists in the tenant at all. `$1` id, `$2`
+/// tenant; `done` is the CTE of the fenced update; `$op` names the operation.
+macro_rules! lease_lost_cte {
+    ($op:literal) => {
+        concat!(
+            "lost AS (
+                INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, detail)
+                SELECT x.id, x.tenant, now(), 'lease_lost', x.attempt, '",
+            $op,
+            "' FROM tether.jobs x
+                WHERE x.id = $1 AND x.tenant = $2 AND NOT EXISTS (SELECT 1 FROM done)
+                RETURNING job_id
+            )"
+        )
+    };
+}
+
+const HEARTBEAT: &str = concat!(
+    "WITH done AS (
+        UPDATE tether.jobs
+        SET lease_expires_at = now() + COALESCE($4, lease_ttl_ms) * interval '1 millisecond',
+            heartbeat_at = now(), updated_at = now(), progress = COALESCE($5, progress)
+        WHERE id = $1 AND tenant = $2 AND lease_token = $3 AND state = 'running'
+        RETURNING lease_expires_at, cancel_requested
+    ), ",
+    lease_lost_cte!("heartbeat"),
+    "
+    SELECT d.lease_expires_at, d.cancel_requested, (SELECT count(*) FROM lost) AS lost
+    FROM (SELECT 1) one LEFT JOIN done d ON true"
+);
+
+const COMPLETE: &str = concat!(
+    "WITH done AS (
+        UPDATE tether.jobs j
+        SET state = 'succeeded', result = $4, finished_at = now(), updated_at = now(),
+            lease_token = NULL, lease_expires_at = NULL
+        WHERE j.id = $1 AND j.tenant = $2 AND j.lease_token = $3 AND j.state = 'running'
+        RETURNING ",
+    job_columns!(),
+    "
+    ),
+    history AS (
+        INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, worker_id)
+        SELECT id, tenant, updated_at, 'succeeded', attempt, worker_id FROM done
+    ), ",
+    lease_lost_cte!("complete"),
+    "
+    SELECT j.*, (SELECT count(*) FROM lost) AS lost FROM (SELECT 1) one LEFT JOIN done j ON true"
+);
+
+/// Completes a batch: `$1` tenant, `$2` ids, `$3` lease tokens, `$4` results.
+pub const COMPLETE_MANY: &str = "WITH input AS (
+        SELECT * FROM UNNEST($2::uuid[], $3::uuid[], $4::jsonb[]) WITH ORDINALITY
+            AS t(id, token, result, ord)
+    ),
+    done AS (
+        UPDATE tether.jobs j
+        SET state = 'succeeded', result = i.result, finished_at = now(), updated_at = now(),
+            lease_token = NULL, lease_expires_at = NULL
+        FROM input i
+        WHERE j.id = i.id AND j.tenant = $1 AND j.lease_token = i.token AND j.state = 'running'
+        RETURNING j.id, j.tenant, j.attempt, j.worker_id, j.updated_at
+    ),
+    history AS (
+        INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, worker_id)
+        SELECT id, tenant, updated_at, 'succeeded', attempt, worker_id FROM done
+    ),
+    lost AS (
+        INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, detail)
+        SELECT x.id, x.tenant, now(), 'lease_lost', x.attempt, 'complete'
+        FROM tether.jobs x JOIN input i ON i.id = x.id
+        WHERE x.tenant = $1 AND NOT EXISTS (SELECT 1 FROM done d WHERE d.id = x.id)
+        RETURNING job_id
+    )
+    SELECT i.id, EXISTS (SELECT 1 FROM done d WHERE d.id = i.id) AS ok,
+           EXISTS (SELECT 1 FROM lost l WHERE l.job_id = i.id) AS lost
+    FROM input i ORDER BY i.ord";
+
+/// Fail routing mirrors `lifecycle::fail_outcome`; the retry delay mirrors
+/// `lifecycle::backoff_delay_ms` (`$5` retry_after_ms, `$6` fatal,
+/// `$7` cancelled, `$8` jitter).
+const FAIL: &str = concat!(
+    "WITH cur AS (
+        SELECT id,
+               CASE WHEN $7 OR (cancel_requested AND NOT $6) THEN 'cancelled'
+                    WHEN $6 OR attempt >= max_attempts THEN 'failed'
+                    ELSE 'queued' END AS next_state,
+               COALESCE($5::bigint,
+                        floor(LEAST(backoff_base_ms * power(2::float8, attempt - 1), backoff_cap_ms)
+                              * $8::float8)::bigint) AS delay_ms
+        FROM tether.jobs
+        WHERE id = $1 AND tenant = $2 AND lease_token = $3 AND state = 'running'
+        FOR UPDATE
+    ),
+    done AS (
+        UPDATE tether.jobs j
+        SET state = cur.next_state,
+            run_at = CASE WHEN cur.next_state = 'queued'
+                          THEN now() + cur.delay_ms * interval '1 millisecond' ELSE j.run_at END,
+            finished_at = CASE WHEN cur.next_state = 'queued' THEN NULL ELSE now() END,
+            last_error = $4, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+        FROM cur
+        WHERE j.id = cur.id
+        RETURNING ",
+    job_columns!(),
+    "
+    ),
+    history AS (
+        INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, worker_id, detail)
+        SELECT id, tenant, updated_at,
+               CASE state WHEN 'queued' THEN 'retry_scheduled' ELSE state END,
+               attempt, worker_id, $4
+        FROM done
+    ), ",
+    lease_lost_cte!("fail"),
+    "
+    SELECT j.*, (SELECT count(*) FROM lost) AS lost FROM (SELECT 1) one LEFT JOIN done j ON true"
+);
+
+const SNOOZE: &str = concat!(
+    "WITH cur AS (
+        SELECT id, CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued' END AS next_state
+        FROM tether.jobs
+        WHERE id = $1 AND tenant = $2 AND lease_token = $3 AND state = 'running'
+        FOR UPDATE
+    ),
+    done AS (
+        UPDATE tether.jobs j
+        SET state = cur.next_state,
+            attempt = CASE WHEN cur.next_state = 'queued' THEN j.attempt - 1 ELSE j.attempt END,
+            run_at = CASE WHEN cur.next_state = 'queued'
+                          THEN now() + $4 * interval '1 millisecond' ELSE j.run_at END,
+            finished_at = CASE WHEN cur.next_state = 'queued' THEN NULL ELSE now() END,
+            lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+        FROM cur
+        WHERE j.id = cur.id
+        RETURNING ",
+    job_columns!(),
+    "
+    ),
+    history AS (
+        INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, worker_id, detail)
+        SELECT id, tenant, updated_at,
+               CASE state WHEN 'queued' THEN 'snoozed' ELSE 'cancelled' END,
+               attempt, worker_id, 'delay ' || $4 || ' ms'
+        FROM done
+    ), ",
+    lease_lost_cte!("snooze"),
+    "
+    SELECT j.*, (SELECT count(*) FROM lost) AS lost FROM (SELECT 1) one LEFT JOIN done j ON true"
+);
+
+const CANCEL: &str = concat!(
+    "WITH cur AS (
+        SELECT id, state, cancel_requested FROM tether.jobs
+        WHERE id = $1 AND tenant = $2
+        FOR UPDATE
+    ),
+    done AS (
+        UPDATE tether.jobs j
+        SET state = CASE WHEN cur.state = 'queued' THEN 'cancelled' ELSE j.state END,
+            cancel_requested = (cur.state = 'running'),
+            finished_at = CASE WHEN cur.state = 'queued' THEN now() ELSE j.finished_at END,
+            updated_at = now()
+        FROM cur
+        WHERE j.id = cur.id
+          AND (cur.state = 'queued' OR (cur.state = 'running' AND NOT cur.cancel_requested))
+        RETURNING ",
+    job_columns!(),
+    "
+    ),
+    history AS (
+        INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, worker_id)
+        SELECT id, tenant, updated_at,
+               CASE state WHEN 'cancelled' THEN 'cancelled' ELSE 'cancel_requested' END,
+               attempt, worker_id
+        FROM done
+    )
+    SELECT cur.state AS prior_state, j.* FROM cur LEFT JOIN done j ON true"
+);
+
+const REPLAY: &str = concat!(
+    "WITH cur AS (
+        SELECT id, state FROM tether.jobs WHERE id = $1 AND tenant = $2 FOR UPDATE
+    ),
+    done AS (
+        UPDATE tether.jobs j
+        SET state = 'queued', attempt = 0, run_at = now(), cancel_requested = false,
+            finished_at = NULL, result = NULL, lease_token = NULL, lease_expires_at = NULL,
+            progress = NULL, updated_at = now()
+        FROM cur
+        WHERE j.id = cur.id AND cur.state IN ('failed', 'cancelled')
+        RETURNING ",
+    job_columns!(),
+    "
+    ),
+    history AS (
+        INSERT INTO tether.job_events (job_id, tenant, at, event, attempt)
+        SELECT id, tenant, updated_at, 'replayed', 0 FROM done
+    )
+    SELECT cur.state AS prior_state, j.* FROM cur LEFT JOIN done j ON true"
+);
+
+/// Bulk replay skips jobs whose unique key is held by an active job, and
+/// replays only the oldest of several dead jobs sharing a unique key.
+const REPLAY_MANY: &str = "WITH candidates AS (
+        SELECT id, unique_key FROM tether.jobs
+        WHERE tenant = $1 AND queue = $2 AND state = $3 AND ($4::text IS NULL OR kind = $4)
+        ORDER BY id
+        LIMIT $5
+        FOR UPDATE SKIP LOCKED
+    ),
+    chosen AS (
+        SELECT id FROM candidates WHERE unique_key IS NULL
+        UNION ALL
+        (SELECT DISTINCT ON (c.unique_key) c.id FROM candidates c
+         WHERE c.unique_key IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM tether.jobs a
+                           WHERE a.tenant = $1 AND a.unique_key = c.unique_key
+                             AND a.state IN ('queued', 'running'))
+         ORDER BY c.unique_key, c.id)
+    ),
+    done AS (
+        UPDATE tether.jobs j
+        SET state = 'queued', attempt = 0, run_at = now(), cancel_requested = false,
+            finished_at = NULL, result = NULL, lease_token = NULL, lease_expires_at = NULL,
+            progress = NULL, updated_at = now()
+        FROM chosen
+        WHERE j.id = chosen.id
+        RETURNING j.id, j.tenant, j.updated_at
+    ),
+    history AS (
+        INSERT INTO tether.job_events (job_id, tenant, at, event, attempt)
+        SELECT id, tenant, updated_at, 'replayed', 0 FROM done
+    )
+    SELECT count(*) FROM done";
+
+const GET: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    " FROM tether.jobs j WHERE j.id = $1 AND j.tenant = $2"
+);
+
+const EVENTS: &str = "SELECT at, event, attempt, worker_id, detail FROM tether.job_events
+    WHERE job_id = $1 AND tenant = $2 ORDER BY seq";
+
+/// Per-queue statistics as a LATERAL subquery over a row `q` that carries
+/// `tenant` and `name`.
+macro_rules! queue_stats_sql {
+    ($from:literal) => {
+        concat!(
+            "SELECT q.name, COALESCE(c.paused, false) AS paused,
+                    COALESCE(c.max_attempts, 5) AS max_attempts,
+                    COALESCE(c.backoff_base_ms, 1000) AS backoff_base_ms,
+                    COALESCE(c.backoff_cap_ms, 3600000) AS backoff_cap_ms,
+                    COALESCE(c.default_lease_ttl_ms, 30000) AS default_lease_ttl_ms,
+                    s.counts, r.ready, r.scheduled, r.oldest_ready_age_ms, e.expired_leases
+             FROM ",
+            $from,
+            "
+             LEFT JOIN tether.queues c ON c.tenant = q.tenant AND c.name = q.name
+             CROSS JOIN LATERAL (
+                 SELECT COALESCE(jsonb_object_agg(state, n), '{}') AS counts FROM (
+                     SELECT state, count(*) AS n FROM tether.jobs
+                     WHERE tenant = q.tenant AND queue = q.name GROUP BY state) g
+             ) s
+             CROSS JOIN LATERAL (
+                 SELECT count(*) FILTER (WHERE run_at <= now()) AS ready,
+                        count(*) FILTER (WHERE run_at > now()) AS scheduled,
+                        COALESCE(floor(extract(epoch FROM now() - min(run_at) FILTER (WHERE run_at <= now())) * 1000), 0)::bigint
+                            AS oldest_ready_age_ms
+                 FROM tether.jobs
+                 WHERE tenant = q.tenant AND queue = q.name AND state = 'queued'
+             ) r
+             CROSS JOIN LATERAL (
+                 SELECT count(*) AS expired_leases FROM tether.jobs
+                 WHERE tenant = q.tenant AND queue = q.name AND state = 'running'
+                   AND lease_expires_at < now()
+             ) e"
+        )
+    };
+}
+
+const QUEUE_STATS: &str = queue_stats_sql!("(SELECT $1::text AS tenant, $2::text AS name) q");
+const LIST_QUEUES: &str = concat!(
+    queue_stats_sql!("tether.queues q"),
+    " WHERE q.tenant = $1 ORDER BY q.name"
+);
+
+const SET_PAUSED: &str = "INSERT INTO tether.queues (tenant, name, paused) VALUES ($1, $2, $3)
+    ON CONFLICT (tenant, name) DO UPDATE SET paused = EXCLUDED.paused, updated_at = now()";
+
+const CONFIGURE_QUEUE: &str = "INSERT INTO tether.queues AS q
+        (tenant, name, max_attempts, backoff_base_ms, backoff_cap_ms, default_lease_ttl_ms)
+    VALUES ($1, $2, COALESCE($3, 5), COALESCE($4, 1000), COALESCE($5, 3600000), COALESCE($6, 30000))
+    ON CONFLICT (tenant, name) DO UPDATE SET
+        max_attempts = COALESCE($3, q.max_attempts),
+        backoff_base_ms = COALESCE($4, q.backoff_base_ms),
+        backoff_cap_ms = COALESCE($5, q.backoff_cap_ms),
+        default_lease_ttl_ms = COALESCE($6, q.default_lease_ttl_ms),
+        updated_at = now()";
+
+/// One statement decides all three fates (mirrors `lifecycle::lapse_outcome`),
+/// so an exhausted job can never slip back to `queued`.
+const REAP: &str = "WITH lapsed AS (
+        SELECT id FROM tether.jobs
+        WHERE state = 'running' AND lease_expires_at < now()
+        ORDER BY lease_expires_at
+        LIMIT $1
+        FOR UPDATE SKIP LOCKED
+    ),
+    done AS (
+        UPDATE tether.jobs j
+        SET state = CASE WHEN j.cancel_requested THEN 'cancelled'
+                         WHEN j.attempt >= j.max_attempts THEN 'failed'
+                         ELSE 'queued' END,
+            run_at = CASE WHEN j.cancel_requested OR j.attempt >= j.max_attempts
+                          THEN j.run_at ELSE now() END,
+            finished_at = CASE WHEN j.cancel_requested OR j.attempt >= j.max_attempts
+                               THEN now() ELSE NULL END,
+            last_error = 'lease expired: worker ' || COALESCE(j.worker_id, '?')
+                         || ' stopped heartbeating during attempt ' || j.attempt
+                         || ' of ' || j.max_attempts,
+            lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+        FROM lapsed
+        WHERE j.id = lapsed.id
+        RETURNING j.id, j.tenant, j.state, j.attempt, j.worker_id, j.updated_at
+    ),
+    history AS (
+        INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, worker_id, detail)
+        SELECT id, tenant, updated_at, 'lease_expired', attempt, worker_id, state FROM done
+    )
+    SELECT state, count(*) AS n FROM done GROUP BY state";
+
+const EXPIRE: &str = "WITH gone AS (
+        SELECT id FROM tether.jobs
+        WHERE state = 'queued' AND expires_at IS NOT NULL AND expires_at < now()
+        ORDER BY expires_at
+        LIMIT $1
+        FOR UPDATE SKIP LOCKED
+    ),
+    done AS (
+        UPDATE tether.jobs j
+        SET state = 'failed', finished_at = now(), updated_at = now(), last_error = 'expired'
+        FROM gone
+        WHERE j.id = gone.id
+        RETURNING j.id, j.tenant, j.attempt, j.updated_at, j.expires_at
+    ),
+    history AS (
+        INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, detail)
+        SELECT id, tenant, updated_at, 'expired', attempt,
+               'not claimed before ' || to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')
+        FROM done
+    )
+    SELECT count(*) FROM done";
+
+const PRUNE: &str = "WITH old AS (
+        SELECT id FROM tether.jobs
+        WHERE state IN ('succeeded', 'failed', 'cancelled')
+          AND finished_at <= now() - $1 * interval '1 millisecond'
+        ORDER BY finished_at
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED
+    ),
+    history AS (
+        DELETE FROM tether.job_events e USING old WHERE e.job_id = old.id
+    ),
+    done AS (
+        DELETE FROM tether.jobs j USING old WHERE j.id = old.id RETURNING 1
+    )
+    SELECT count(*) FROM done";
+
+const ACQUIRE_LEASE: &str = "INSERT INTO tether.leases AS l (name, holder, token, acquired_at, expires_at)
+    VALUES ($1, $2, gen_random_uuid(), now(), now() + $3 * interval '1 millisecond')
+    ON CONFLICT (name) DO UPDATE SET
+        holder = EXCLUDED.holder, token = EXCLUDED.token,
+        acquired_at = EXCLUDED.acquired_at, expires_at = EXCLUDED.expires_at
+    WHERE l.expires_at < now()
+    RETURNING name, holder, token, expires_at";
+
+const RENEW_LEASE: &str = "UPDATE tether.leases SET expires_at = now() + $3 * interval '1 millisecond'
+    WHERE name = $1 AND token = $2
+    RETURNING name, holder, token, expires_at";
+
+const RELEASE_LEASE: &str = "DELETE FROM tether.leases WHERE name = $1 AND token = $2";
+
+impl PgStore {
+    /// Interprets the answer of a fenced statement that returns the job's
+    /// columns (NULL when the fence failed) and a `lost` count.
+    fn fenced_job(row: PgRow, id: Uuid) -> Result<Job> {
+        let found: Option<Uuid> = row.try_get("id").map_err(db_error)?;
+        if found.is_some() {
+            return rows::job(&row).map_err(db_error);
+        }
+        let lost: i64 = row.try_get("lost").map_err(db_error)?;
+        Err(if lost > 0 {
+            Error::LeaseLost(id)
+        } else {
+            Error::JobNotFound(id)
+        })
+    }
+
+}
+
+/// Interprets the answer of cancel/replay: the job's state before the
+/// statement and the updated job (`None` when the operation did not apply).
+fn prior_state_and_job(row: Option<PgRow>, id: Uuid) -> Result<(Option<Job>, JobState)> {
+    let row = row.ok_or(Error::JobNotFound(id))?;
+    let prior: String = row.try_get("prior_state").map_err(db_error)?;
+    let prior = prior
+        .parse::<JobState>()
+        .map_err(|e| Error::Storage(Box::new(e)))?;
+    let updated: Option<Uuid> = row.try_get("id").map_err(db_error)?;
+    let job = match updated {
+        Some(_) => Some(rows::job(&row).map_err(db_error)?),
+        None => None,
+    };
+    Ok((job, prior))
+}
+
+fn queue_stats_row(row: &PgRow) -> Result<QueueStats, sqlx::Error> {
+    let counts_json: Value = row.try_get("counts")?;
+    let mut counts = StateCounts::default();
+    if let Value::Object(map) = counts_json {
+        for (state, n) in map {
+            if let (Ok(state), Some(n)) = (state.parse::<JobState>(), n.as_i64()) {
+                counts.add(state, n);
+            }
+        }
+    }
+    Ok(QueueStats {
+        name: row.try_get("name")?,
+        paused: row.try_get("paused")?,
+        counts,
+        ready: row.try_get("ready")?,
+        scheduled: row.try_get("scheduled")?,
+        oldest_ready_age_ms: row.try_get("oldest_ready_age_ms")?,
+        expired_leases: row.try_get("expired_leases")?,
+        config: QueueConfig {
+            max_attempts: row.try_get("max_attempts")?,
+            backoff: tether_core::Backoff {
+                base_ms: row.try_get("backoff_base_ms")?,
+                cap_ms: row.try_get("backoff_cap_ms")?,
+            },
+            default_lease_ttl_ms: row.try_get("default_lease_ttl_ms")?,
+        },
+    })
+}
+
+fn lease_row(row: &PgRow) -> Result<Lease, sqlx::Error> {
+    Ok(Lease {
+        name: row.try_get("name")?,
+        holder: row.try_get("holder")?,
+        token: LeaseToken(row.try_get("token")?),
+        expires_at: row.try_get("expires_at")?,
+    })
+}
+
+#[async_trait]
+impl Store for PgStore {
+    fn backend(&self) -> &'static str {
+        "postgres"
+    }
+
+    async fn enqueue(&self, tenant: &str, jobs: &[NewJobRef<'_>]) -> Result<Vec<Enqueued>> {
+        if jobs.len() == 1 {
+            // One job is written by exactly one statement (later rounds only
+            // run if the first wrote nothing), so it needs no transaction.
+            let mut conn = self.pool.acquire().await.map_err(db_error)?;
+            return crate::enqueue::enqueue_on(&mut conn, tenant, jobs).await;
+        }
+        // A batch may take several rounds when it races with other enqueues;
+        // the transaction keeps it all-or-nothing across them.
+        let mut tx = self.pool.begin().await.map_err(db_error)?;
+        let answers = crate::enqueue::enqueue_on(&mut tx, tenant, jobs).await?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(answers)
+    }
+
+    async fn claim(&self, tenant: &str, req: &ClaimRequest) -> Result<Vec<ClaimedJob>> {
+        sqlx::query(CLAIM)
+            .bind(tenant)
+            .bind(&req.queue)
+            .bind(i64::from(req.limit))
+            .bind(req.lease_ttl_ms)
+            .bind(&req.worker_id)
+            .try_map(|row: PgRow| {
+                Ok(ClaimedJob {
+                    job: rows::job(&row)?,
+                    lease_token: LeaseToken(row.try_get("lease_token")?),
+                })
+            })
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)
+    }
+
+    async fn heartbeat(&self, tenant: &str, hb: &Heartbeat) -> Result<HeartbeatAck> {
+        let row = sqlx::query(HEARTBEAT)
+            .bind(hb.id)
+            .bind(tenant)
+            .bind(hb.lease_token.0)
+            .bind(hb.lease_ttl_ms)
+            .bind(hb.progress.as_ref())
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_error)?;
+        let expires: Option<chrono::DateTime<chrono::Utc>> =
+            row.try_get("lease_expires_at").map_err(db_error)?;
+        match expires {
+            Some(lease_expires_at) => Ok(HeartbeatAck {
+                lease_expires_at,
+                cancel_requested: row.try_get("cancel_requested").map_err(db_error)?,
+            }),
+            None if row.try_get::<i64, _>("lost").map_err(db_error)? > 0 => {
+                Err(Error::LeaseLost(hb.id))
+            }
+            None => Err(Error::JobNotFound(hb.id)),
+        }
+    }
+
+    async fn complete(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        token: LeaseToken,
+        result: Option<&Value>,
+    ) -> Result<Job> {
+        let row = sqlx::query(COMPLETE)
+            .bind(id)
+            .bind(tenant)
+            .bind(token.0)
+            .bind(result)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_error)?;
+        Self::fenced_job(row, id)
+    }
+
+    async fn complete_many(&self, tenant: &str, items: &[Completion]) -> Result<Vec<Result<()>>> {
+        let ids: Vec<Uuid> = items.iter().map(|c| c.id).collect();
+        let tokens: Vec<Uuid> = items.iter().map(|c| c.lease_token.0).collect();
+        let results: Vec<Option<&Value>> = items.iter().map(|c| c.result.as_ref()).collect();
+        let rows = sqlx::query(COMPLETE_MANY)
+            .bind(tenant)
+            .bind(&ids)
+            .bind(&tokens)
+            .bind(&results)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)?;
+        rows.iter()
+            .map(|row| {
+                let id: Uuid = row.try_get("id").map_err(db_error)?;
+                let ok: bool = row.try_get("ok").map_err(db_error)?;
+                let lost: bool = row.try_get("lost").map_err(db_error)?;
+                Ok(match (ok, lost) {
+                    (true, _) => Ok(()),
+                    (false, true) => Err(Error::LeaseLost(id)),
+                    (false, false) => Err(Error::JobNotFound(id)),
+                })
+            })
+            .collect()
+    }
+
+    async fn fail(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        token: LeaseToken,
+        failure: &Failure,
+        jitter: f64,
+    ) -> Result<Job> {
+        let row = sqlx::query(FAIL)
+            .bind(id)
+            .bind(tenant)
+            .bind(token.0)
+            .bind(&failure.error)
+            .bind(failure.retry_after_ms)
+            .bind(failure.fatal)
+            .bind(failure.cancelled)
+            .bind(jitter)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_error)?;
+        Self::fenced_job(row, id)
+    }
+
+    async fn snooze(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        token: LeaseToken,
+        delay_ms: i64,
+    ) -> Result<Job> {
+        let row = sqlx::query(SNOOZE)
+            .bind(id)
+            .bind(tenant)
+            .bind(token.0)
+            .bind(delay_ms)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_error)?;
+        Self::fenced_job(row, id)
+    }
+
+    async fn cancel(&self, tenant: &str, id: Uuid) -> Result<Job> {
+        let row = sqlx::query(CANCEL)
+            .bind(id)
+            .bind(tenant)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)?;
+        match prior_state_and_job(row, id)? {
+            (Some(job), _) => Ok(job),
+            (None, JobState::Running) => self.get(tenant, id).await,
+            (None, state) => Err(Error::InvalidState {
+                id,
+                state,
+                message: "only queued or running jobs can be cancelled".into(),
+            }),
+        }
+    }
+
+    async fn replay(&self, tenant: &str, id: Uuid) -> Result<Job> {
+        let row = sqlx::query(REPLAY)
+            .bind(id)
+            .bind(tenant)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| {
+                if is_unique_violation(&e) {
+                    Error::Conflict(format!(
+                        "job {id} cannot be replayed: another active job holds its unique key"
+                    ))
+                } else {
+                    db_error(e)
+                }
+            })?;
+        match prior_state_and_job(row, id)? {
+            (Some(job), _) => Ok(job),
+            (None, state) => Err(Error::InvalidState {
+                id,
+                state,
+                message: "only failed or cancelled jobs can be replayed".into(),
+            }),
+        }
+    }
+
+    async fn replay_many(&self, tenant: &str, filter: &ReplayFilter) -> Result<u64> {
+        let n: i64 = sqlx::query_scalar(REPLAY_MANY)
+            .bind(tenant)
+            .bind(&filter.queue)
+            .bind(filter.state.as_str())
+            .bind(filter.kind.as_deref())
+            .bind(i64::from(filter.limit.unwrap_or(1_000)))
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| {
+                if is_unique_violation(&e) {
+                    Error::Conflict("a concurrent enqueue took a unique key being replayed".into())
+                } else {
+                    db_error(e)
+                }
+            })?;
+        Ok(n as u64)
+    }
+
+    async fn get(&self, tenant: &str, id: Uuid) -> Result<Job> {
+        sqlx::query(GET)
+            .bind(id)
+            .bind(tenant)
+            .try_map(|row| rows::job(&row))
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)?
+            .ok_or(Error::JobNotFound(id))
+    }
+
+    async fn list(&self, tenant: &str, filter: &JobFilter) -> Result<JobPage> {
+        let limit = filter.limit.unwrap_or(50) as usize;
+        let mut q = QueryBuilder::new(concat!("SELECT ", job_columns!(), " FROM tether.jobs j WHERE j.tenant = "));
+        q.push_bind(tenant);
+        if let Some(queue) = &filter.queue {
+            q.push(" AND j.queue = ").push_bind(queue);
+        }
+        if let Some(state) = filter.state {
+            q.push(" AND j.state = ").push_bind(state.as_str());
+        }
+        if let Some(kind) = &filter.kind {
+            q.push(" AND j.kind = ").push_bind(kind);
+        }
+        if let Some(tag) = &filter.tag {
+            q.push(" AND j.tags @> ARRAY[").push_bind(tag).push("]::text[]");
+        }
+        if let Some(cursor) = filter.cursor {
+            q.push(" AND j.id < ").push_bind(cursor);
+        }
+        q.push(" ORDER BY j.id DESC LIMIT ").push_bind(limit as i64);
+        let jobs: Vec<Job> = q
+            .build()
+            .try_map(|row| rows::job(&row))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)?;
+        let next_cursor = if jobs.len() == limit {
+            jobs.last().map(|j| j.id)
+        } else {
+            None
+        };
+        Ok(JobPage { jobs, next_cursor })
+    }
+
+    async fn events(&self, tenant: &str, id: Uuid) -> Result<Vec<JobEvent>> {
+        let events: Vec<JobEvent> = sqlx::query(EVENTS)
+            .bind(id)
+            .bind(tenant)
+            .try_map(|row: PgRow| {
+                let event: String = row.try_get("event")?;
+                Ok(JobEvent {
+                    at: row.try_get("at")?,
+                    event: event
+                        .parse::<EventKind>()
+                        .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
+                    attempt: row.try_get("attempt")?,
+                    worker_id: row.try_get("worker_id")?,
+                    detail: row.try_get("detail")?,
+                })
+            })
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)?;
+        if events.is_empty() {
+            // Every job has at least its `enqueued` event.
+            self.get(tenant, id).await?;
+        }
+        Ok(events)
+    }
+
+    async fn queue_stats(&self, tenant: &str, queue: &str) -> Result<QueueStats> {
+        sqlx::query(QUEUE_STATS)
+            .bind(tenant)
+            .bind(queue)
+            .try_map(|row| queue_stats_row(&row))
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_error)
+    }
+
+    async fn list_queues(&self, tenant: &str) -> Result<Vec<QueueStats>> {
+        sqlx::query(LIST_QUEUES)
+            .bind(tenant)
+            .try_map(|row| queue_stats_row(&row))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)
+    }
+
+    async fn set_paused(&self, tenant: &str, queue: &str, paused: bool) -> Result<QueueStats> {
+        sqlx::query(SET_PAUSED)
+            .bind(tenant)
+            .bind(queue)
+            .bind(paused)
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        self.queue_stats(tenant, queue).await
+    }
+
+    async fn configure_queue(
+        &self,
+        tenant: &str,
+        queue: &str,
+        patch: &QueueConfigPatch,
+    ) -> Result<QueueStats> {
+        sqlx::query(CONFIGURE_QUEUE)
+            .bind(tenant)
+            .bind(queue)
+            .bind(patch.max_attempts)
+            .bind(patch.backoff.map(|b| b.base_ms))
+            .bind(patch.backoff.map(|b| b.cap_ms))
+            .bind(patch.default_lease_ttl_ms)
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        self.queue_stats(tenant, queue).await
+    }
+
+    async fn reap_lapsed_leases(&self, batch: u32) -> Result<ReapReport> {
+        let rows = sqlx::query(REAP)
+            .bind(i64::from(batch))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)?;
+        let mut report = ReapReport::default();
+        for row in rows {
+            let state: String = row.try_get("state").map_err(db_error)?;
+            let n: i64 = row.try_get("n").map_err(db_error)?;
+            match state.as_str() {
+                "failed" => report.failed += n as u64,
+                "cancelled" => report.cancelled += n as u64,
+                _ => report.requeued += n as u64,
+            }
+        }
+        Ok(report)
+    }
+
+    async fn expire_jobs(&self, batch: u32) -> Result<u64> {
+        let n: i64 = sqlx::query_scalar(EXPIRE)
+            .bind(i64::from(batch))
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_error)?;
+        Ok(n as u64)
+    }
+
+    async fn prune_finished(&self, retention_ms: i64, batch: u32) -> Result<u64> {
+        let n: i64 = sqlx::query_scalar(PRUNE)
+            .bind(retention_ms)
+            .bind(i64::from(batch))
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_error)?;
+        Ok(n as u64)
+    }
+
+    async fn acquire_lease(&self, name: &str, holder: &str, ttl_ms: i64) -> Result<Option<Lease>> {
+        sqlx::query(ACQUIRE_LEASE)
+            .bind(name)
+            .bind(holder)
+            .bind(ttl_ms)
+            .try_map(|row| lease_row(&row))
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)
+    }
+
+    async fn renew_lease(&self, name: &str, token: LeaseToken, ttl_ms: i64) -> Result<Lease> {
+        sqlx::query(RENEW_LEASE)
+            .bind(name)
+            .bind(token.0)
+            .bind(ttl_ms)
+            .try_map(|row| lease_row(&row))
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)?
+            .ok_or_else(|| Error::NamedLeaseLost(name.to_owned()))
+    }
+
+    async fn release_lease(&self, name: &str, token: LeaseToken) -> Result<()> {
+        sqlx::query(RELEASE_LEASE)
+            .bind(name)
+            .bind(token.0)
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        Ok(())
+    }
+}
+
+#[cfg(feature = "testing")]
+impl PgStore {
+    /// Testing aid: moves a running job's lease expiry into the past, as if
+    /// its TTL had passed without a heartbeat.
+    pub async fn lapse_lease(&self, id: Uuid) -> Result<()> {
+        sqlx::query(
+            "UPDATE tether.jobs SET lease_expires_at = now() - interval '1 millisecond'
+             WHERE id = $1 AND state = 'running'",
+        )
+        .bind(id)
+        .execute(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(())
+    }
+
+    /// Testing aid: lets a named lease lapse, as if its holder had died.
+    pub async fn lapse_named_lease(&self, name: &str) -> Result<()> {
+        sqlx::query(
+            "UPDATE tether.leases SET expires_at = now() - interval '1 millisecond' WHERE name = $1",
+        )
+        .bind(name)
+        .execute(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(())
+    }
+
+    /// Testing aid: makes a queued job due now, as if its delay had passed.
+    pub async fn make_due(&self, id: Uuid) -> Result<()> {
+        sqlx::query("UPDATE tether.jobs SET run_at = now() WHERE id = $1 AND state = 'queued'")
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        Ok(())
+    }
+}
