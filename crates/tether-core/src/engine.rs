@@ -57,7 +57,9 @@ impl Engine {
 
     /// Enqueues one job.
     pub async fn enqueue(&self, tenant: &str, job: NewJob) -> Result<Enqueued> {
-        let mut out = self.enqueue_many(tenant, std::slice::from_ref(&job)).await?;
+        let mut out = self
+            .enqueue_many(tenant, std::slice::from_ref(&job))
+            .await?;
         Ok(out.remove(0))
     }
 
@@ -101,7 +103,9 @@ impl Engine {
         if let Some(r) = &result {
             validate::json_size("result", r, &self.limits)?;
         }
-        self.store.complete(tenant, id, token, result.as_ref()).await
+        self.store
+            .complete(tenant, id, token, result.as_ref())
+            .await
     }
 
     /// Completes 1–1000 jobs in one round trip; one answer per item.

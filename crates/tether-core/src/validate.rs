@@ -48,7 +48,10 @@ pub fn name(field: &str, value: &str) -> Result<()> {
     if value.is_empty() || value.len() > MAX_NAME_LEN {
         return Err(Error::invalid(
             field,
-            format!("must be 1 to {MAX_NAME_LEN} characters, got {}", value.len()),
+            format!(
+                "must be 1 to {MAX_NAME_LEN} characters, got {}",
+                value.len()
+            ),
         ));
     }
     if let Some(bad) = value
@@ -94,7 +97,10 @@ pub fn worker_id(field: &str, value: &str) -> Result<()> {
 /// A duration in milliseconds within `range`.
 pub fn millis(field: &str, value: i64, range: std::ops::RangeInclusive<i64>) -> Result<()> {
     if value < 0 {
-        return Err(Error::invalid(field, format!("must not be negative, got {value}")));
+        return Err(Error::invalid(
+            field,
+            format!("must not be negative, got {value}"),
+        ));
     }
     if !range.contains(&value) {
         return Err(Error::invalid(
@@ -111,7 +117,9 @@ pub fn millis(field: &str, value: i64, range: std::ops::RangeInclusive<i64>) -> 
 
 /// A JSON value whose serialized size is within the limit.
 pub fn json_size(field: &str, value: &serde_json::Value, limits: &Limits) -> Result<()> {
-    let size = serde_json::to_vec(value).map(|v| v.len()).unwrap_or(usize::MAX);
+    let size = serde_json::to_vec(value)
+        .map(|v| v.len())
+        .unwrap_or(usize::MAX);
     if size > limits.max_payload_bytes {
         return Err(Error::TooLarge {
             field: field.to_owned(),
@@ -140,7 +148,10 @@ pub fn backoff(field: &str, b: &Backoff) -> Result<()> {
     if b.base_ms > b.cap_ms {
         return Err(Error::invalid(
             field,
-            format!("base_ms ({}) must not exceed cap_ms ({})", b.base_ms, b.cap_ms),
+            format!(
+                "base_ms ({}) must not exceed cap_ms ({})",
+                b.base_ms, b.cap_ms
+            ),
         ));
     }
     Ok(())

@@ -10,8 +10,8 @@ use sqlx::PgConnection;
 use tether_core::{Enqueued, Error, Job, NewJobRef, Result, RunAt};
 use uuid::Uuid;
 
-use crate::rows::{self, job_columns};
 use crate::db_error;
+use crate::rows::{self, job_columns};
 
 const INSERT: &str = concat!(
     "WITH input AS (
@@ -76,6 +76,11 @@ pub(crate) async fn enqueue_on(
 ) -> Result<Vec<Enqueued>> {
     let mut answers: Vec<Option<Enqueued>> = vec![None; jobs.len()];
     let mut pending: Vec<usize> = (0..jobs.len()).collect();
+    // Which entry created which job: an entry behaves as if enqueued after
+    // the entries before it, so it may resolve to a job created by an earlier
+    // entry of the batch, never by a later one.
+    let created_by: HashMap<Uuid, usize> =
+        jobs.iter().enumerate().map(|(i, r)| (r.id, i)).collect();
     for _ in 0..MAX_ROUNDS {
         let batch: Vec<NewJobRef<'_>> = pending.iter().map(|&i| jobs[i]).collect();
         let inserted = insert(conn, tenant, &batch).await?;
@@ -110,16 +115,19 @@ pub(crate) async fn enqueue_on(
             .map_err(db_error)?;
         pending.retain(|&i| {
             let new = jobs[i].job;
+            let visible = |j: &&Job| created_by.get(&j.id).is_none_or(|&k| k < i);
             let by_key = new.idempotency_key.as_deref().and_then(|key| {
                 existing
                     .iter()
+                    .filter(visible)
                     .find(|j| j.idempotency_key.as_deref() == Some(key))
             });
             let by_unique = || {
                 new.unique_key.as_deref().and_then(|key| {
-                    existing.iter().find(|j| {
-                        j.unique_key.as_deref() == Some(key) && !j.state.is_terminal()
-                    })
+                    existing
+                        .iter()
+                        .filter(visible)
+                        .find(|j| j.unique_key.as_deref() == Some(key) && !j.state.is_terminal())
                 })
             };
             match by_key.or_else(by_unique) {

@@ -17,8 +17,6 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use tether_core::{Error, Result};
 
-
-
 /// A [`tether_core::Store`] on PostgreSQL.
 #[derive(Debug, Clone)]
 pub struct PgStore {

@@ -339,7 +339,7 @@ macro_rules! queue_stats_sql {
 const QUEUE_STATS: &str = queue_stats_sql!("(SELECT $1::text AS tenant, $2::text AS name) q");
 const LIST_QUEUES: &str = concat!(
     queue_stats_sql!("tether.queues q"),
-    " WHERE q.tenant = $1 ORDER BY q.name"
+    " WHERE q.tenant = $1 ORDER BY q.name COLLATE \"C\""
 );
 
 const SET_PAUSED: &str = "INSERT INTO tether.queues (tenant, name, paused) VALUES ($1, $2, $3)
@@ -425,7 +425,8 @@ const PRUNE: &str = "WITH old AS (
     )
     SELECT count(*) FROM done";
 
-const ACQUIRE_LEASE: &str = "INSERT INTO tether.leases AS l (name, holder, token, acquired_at, expires_at)
+const ACQUIRE_LEASE: &str =
+    "INSERT INTO tether.leases AS l (name, holder, token, acquired_at, expires_at)
     VALUES ($1, $2, gen_random_uuid(), now(), now() + $3 * interval '1 millisecond')
     ON CONFLICT (name) DO UPDATE SET
         holder = EXCLUDED.holder, token = EXCLUDED.token,
@@ -433,7 +434,8 @@ const ACQUIRE_LEASE: &str = "INSERT INTO tether.leases AS l (name, holder, token
     WHERE l.expires_at < now()
     RETURNING name, holder, token, expires_at";
 
-const RENEW_LEASE: &str = "UPDATE tether.leases SET expires_at = now() + $3 * interval '1 millisecond'
+const RENEW_LEASE: &str =
+    "UPDATE tether.leases SET expires_at = now() + $3 * interval '1 millisecond'
     WHERE name = $1 AND token = $2
     RETURNING name, holder, token, expires_at";
 
@@ -454,7 +456,6 @@ impl PgStore {
             Error::JobNotFound(id)
         })
     }
-
 }
 
 /// Interprets the answer of cancel/replay: the job's state before the
@@ -734,7 +735,11 @@ impl Store for PgStore {
 
     async fn list(&self, tenant: &str, filter: &JobFilter) -> Result<JobPage> {
         let limit = filter.limit.unwrap_or(50) as usize;
-        let mut q = QueryBuilder::new(concat!("SELECT ", job_columns!(), " FROM tether.jobs j WHERE j.tenant = "));
+        let mut q = QueryBuilder::new(concat!(
+            "SELECT ",
+            job_columns!(),
+            " FROM tether.jobs j WHERE j.tenant = "
+        ));
         q.push_bind(tenant);
         if let Some(queue) = &filter.queue {
             q.push(" AND j.queue = ").push_bind(queue);
@@ -746,7 +751,9 @@ impl Store for PgStore {
             q.push(" AND j.kind = ").push_bind(kind);
         }
         if let Some(tag) = &filter.tag {
-            q.push(" AND j.tags @> ARRAY[").push_bind(tag).push("]::text[]");
+            q.push(" AND j.tags @> ARRAY[")
+                .push_bind(tag)
+                .push("]::text[]");
         }
         if let Some(cursor) = filter.cursor {
             q.push(" AND j.id < ").push_bind(cursor);

@@ -1,0 +1,87 @@
+//! tether's benchmark program. It measures tether against the raw SQL it
+//! runs, in one run on one machine, and prints a table followed by one
+//! `BENCH <name> <value>` line per figure named in `shared/TARGETS.md`.
+//!
+//! ```text
+//! cargo run --release -p tether-bench            # full run
+//! cargo run --release -p tether-bench -- --quick # smaller, under two minutes
+//! ```
+//!
+//! PostgreSQL comes from `TETHER_BENCH_DATABASE_URL` (else
+//! `TETHER_TEST_DATABASE_URL`, else `postgres://postgres@127.0.0.1:5432/postgres`);
+//! the program creates its own database and drops it at the end.
+
+mod pg;
+mod report;
+mod sqlite;
+mod workload;
+
+use report::Report;
+
+/// Sizes of one run.
+#[derive(Debug, Clone, Copy)]
+pub struct Scale {
+    /// Jobs enqueued one per call (8 in flight).
+    pub enqueue_single: usize,
+    /// Jobs enqueued in batches of 1 000.
+    pub enqueue_batch: usize,
+    /// Jobs claimed and completed at batch 1, 10 and 100.
+    pub e2e: [(usize, usize); 3],
+    /// Queued jobs for the "small table" claim latency.
+    pub latency_small: usize,
+    /// Queued jobs for the "large table" claim latency.
+    pub latency_large: usize,
+    /// Claims timed per latency figure.
+    pub latency_samples: usize,
+}
+
+impl Scale {
+    fn full() -> Self {
+        Scale {
+            enqueue_single: 20_000,
+            enqueue_batch: 200_000,
+            e2e: [(1, 10_000), (10, 30_000), (100, 100_000)],
+            latency_small: 10_000,
+            latency_large: 1_000_000,
+            latency_samples: 40,
+        }
+    }
+
+    fn quick() -> Self {
+        Scale {
+            enqueue_single: 4_000,
+            enqueue_batch: 50_000,
+            e2e: [(1, 2_000), (10, 5_000), (100, 20_000)],
+            latency_small: 10_000,
+            latency_large: 200_000,
+            latency_samples: 25,
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("usage: tether-bench [--quick]");
+        return;
+    }
+    if let Some(bad) = args.iter().find(|a| *a != "--quick") {
+        eprintln!("unknown argument {bad:?}; usage: tether-bench [--quick]");
+        std::process::exit(2);
+    }
+    let quick = args.iter().any(|a| a == "--quick");
+    let scale = if quick { Scale::quick() } else { Scale::full() };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let mut report = Report::default();
+    runtime.block_on(async {
+        let url = std::env::var("TETHER_BENCH_DATABASE_URL")
+            .or_else(|_| std::env::var("TETHER_TEST_DATABASE_URL"))
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+        pg::run(&url, &scale, &mut report).await;
+        sqlite::run(&scale, &mut report).await;
+    });
+    report.print(if quick { "quick" } else { "full" });
+}

@@ -1,0 +1,349 @@
+//! The PostgreSQL figures: tether next to the raw SQL it runs.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use sqlx::{Connection, PgConnection, PgPool, QueryBuilder, Row};
+use tether_core::{ClaimRequest, Engine};
+use tether_postgres::{reference_sql, PgStore};
+use uuid::Uuid;
+
+use crate::report::Report;
+use crate::workload::{claim_complete, enqueue_batches, enqueue_singles, median_ms, rate, TENANT};
+use crate::Scale;
+
+/// Concurrent producers for single enqueues.
+const PRODUCERS: usize = 8;
+/// Concurrent claimers end to end.
+const CLAIMERS: usize = 4;
+
+/// Runs every PostgreSQL figure in a database of its own, dropped at the end.
+pub async fn run(admin_url: &str, scale: &Scale, report: &mut Report) {
+    let name = format!("tether_bench_{}", std::process::id());
+    let mut admin = PgConnection::connect(admin_url)
+        .await
+        .unwrap_or_else(|e| panic!("cannot reach PostgreSQL at {admin_url}: {e}"));
+    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .execute(&mut admin)
+        .await
+        .expect("drop old bench database");
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut admin)
+        .await
+        .expect("create bench database");
+    let url = database_url(admin_url, &name);
+    let store = PgStore::connect(&url)
+        .await
+        .expect("connect bench database");
+    let pool = store.pool().clone();
+    let engine = Engine::new(Arc::new(store));
+
+    enqueue_figures(&engine, &pool, scale, report).await;
+    e2e_figures(&engine, &pool, scale, report).await;
+    latency_figures(&engine, &pool, scale, report).await;
+
+    pool.close().await;
+    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .execute(&mut admin)
+        .await
+        .expect("drop bench database");
+}
+
+/// `admin_url` with its database name replaced.
+fn database_url(admin_url: &str, database: &str) -> String {
+    let (base, query) = match admin_url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (admin_url, None),
+    };
+    let root = match base.rfind('/') {
+        Some(i) if base[..i].ends_with('/') => base.to_owned(),
+        Some(i) => base[..i].to_owned(),
+        None => base.to_owned(),
+    };
+    let root = root.trim_end_matches('/');
+    match query {
+        Some(q) => format!("{root}/{database}?{q}"),
+        None => format!("{root}/{database}"),
+    }
+}
+
+async fn reset(pool: &PgPool) {
+    sqlx::query("TRUNCATE tether.jobs, tether.job_events")
+        .execute(pool)
+        .await
+        .expect("truncate");
+}
+
+async fn enqueue_figures(engine: &Engine, pool: &PgPool, scale: &Scale, report: &mut Report) {
+    let n = scale.enqueue_single;
+    reset(pool).await;
+    let tether = enqueue_singles(engine, "single", n, PRODUCERS).await;
+    reset(pool).await;
+    let raw = raw_single_inserts(pool, n, PRODUCERS).await;
+    let (t, r) = (rate(n as u64, tether), rate(n as u64, raw));
+    report.add(
+        "pg_enqueue_single_jobs_per_s",
+        t,
+        "jobs/s",
+        format!("enqueue 1 job per call, {PRODUCERS} in flight, {n} jobs"),
+    );
+    report.add(
+        "pg_enqueue_single_raw_rows_per_s",
+        r,
+        "rows/s",
+        "raw single-row INSERT, same clients",
+    );
+    report.add(
+        "pg_enqueue_single_ratio",
+        t / r,
+        "ratio",
+        "tether / raw (bar >= 0.5)",
+    );
+
+    let n = scale.enqueue_batch;
+    reset(pool).await;
+    let tether = enqueue_batches(engine, "batch", n, 2).await;
+    reset(pool).await;
+    let raw = raw_batch_inserts(pool, n, 2).await;
+    let (t, r) = (rate(n as u64, tether), rate(n as u64, raw));
+    report.add(
+        "pg_enqueue_batch_jobs_per_s",
+        t,
+        "jobs/s",
+        format!("enqueue in batches of 1000, 2 in flight, {n} jobs"),
+    );
+    report.add(
+        "pg_enqueue_batch_raw_rows_per_s",
+        r,
+        "rows/s",
+        "raw 100-row INSERTs, same clients",
+    );
+    report.add(
+        "pg_enqueue_batch_ratio",
+        t / r,
+        "ratio",
+        "tether / raw (bar >= 0.5)",
+    );
+}
+
+const RAW_INSERT_COLUMNS: &str = "INSERT INTO tether.jobs (id, tenant, queue, kind, payload, state, \
+    priority, attempt, max_attempts, backoff_base_ms, backoff_cap_ms, run_at, created_at, updated_at) ";
+
+async fn raw_single_inserts(pool: &PgPool, n: usize, tasks: usize) -> Duration {
+    let sql = format!(
+        "{RAW_INSERT_COLUMNS} VALUES ($1, 'bench', 'raw-single', 'noop', $2, 'queued', 0, 0, 5, \
+         1000, 3600000, now(), now(), now())"
+    );
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for t in 0..tasks {
+        let pool = pool.clone();
+        let sql = sql.clone();
+        let count = n / tasks + usize::from(t < n % tasks);
+        handles.push(tokio::spawn(async move {
+            for i in 0..count {
+                sqlx::query(&sql)
+                    .bind(Uuid::now_v7())
+                    .bind(json!({ "i": i }))
+                    .execute(&pool)
+                    .await
+                    .expect("raw insert");
+            }
+        }));
+    }
+    for h in handles {
+        h.await.expect("raw insert task");
+    }
+    started.elapsed()
+}
+
+async fn raw_batch_inserts(pool: &PgPool, n: usize, tasks: usize) -> Duration {
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    let per_task = n.div_ceil(tasks);
+    for t in 0..tasks {
+        let pool = pool.clone();
+        let count = per_task.min(n.saturating_sub(t * per_task));
+        handles.push(tokio::spawn(async move {
+            let mut left = count;
+            while left > 0 {
+                let size = left.min(100);
+                let mut q = QueryBuilder::new(RAW_INSERT_COLUMNS);
+                q.push_values(0..size, |mut row, i| {
+                    row.push_bind(Uuid::now_v7())
+                        .push("'bench'")
+                        .push("'raw-batch'")
+                        .push("'noop'")
+                        .push_bind(json!({ "i": i }))
+                        .push("'queued'")
+                        .push("0")
+                        .push("0")
+                        .push("5")
+                        .push("1000")
+                        .push("3600000")
+                        .push("now()")
+                        .push("now()")
+                        .push("now()");
+                });
+                q.build().execute(&pool).await.expect("raw batch insert");
+                left -= size;
+            }
+        }));
+    }
+    for h in handles {
+        h.await.expect("raw batch task");
+    }
+    started.elapsed()
+}
+
+async fn e2e_figures(engine: &Engine, pool: &PgPool, scale: &Scale, report: &mut Report) {
+    let names = [
+        "pg_e2e_b1_jobs_per_s",
+        "pg_e2e_b10_jobs_per_s",
+        "pg_e2e_b100_jobs_per_s",
+    ];
+    for ((batch, n), name) in scale.e2e.into_iter().zip(names) {
+        reset(pool).await;
+        enqueue_batches(engine, "e2e", n, 2).await;
+        vacuum(pool).await;
+        let (done, elapsed) = claim_complete(engine, "e2e", batch as u32, CLAIMERS).await;
+        assert_eq!(done, n as u64, "every job claimed once");
+        report.add(
+            name,
+            rate(done, elapsed),
+            "jobs/s",
+            format!("claim {batch} + complete {batch}, {CLAIMERS} claimers, {n} no-op jobs"),
+        );
+    }
+    let (_, n) = scale.e2e[2];
+    reset(pool).await;
+    enqueue_batches(engine, "e2e", n, 2).await;
+    vacuum(pool).await;
+    let (done, elapsed) = raw_claim_complete(pool, "e2e", 100, CLAIMERS).await;
+    assert_eq!(done, n as u64, "every job claimed once (raw)");
+    let raw = rate(done, elapsed);
+    report.add(
+        "pg_e2e_b100_raw_jobs_per_s",
+        raw,
+        "jobs/s",
+        "the same claim and complete SQL, executed bare",
+    );
+    report.add(
+        "pg_e2e_b100_ratio",
+        report.get("pg_e2e_b100_jobs_per_s") / raw,
+        "ratio",
+        "tether / raw (bar >= 0.6)",
+    );
+}
+
+async fn raw_claim_complete(
+    pool: &PgPool,
+    queue: &str,
+    batch: i64,
+    claimers: usize,
+) -> (u64, Duration) {
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for c in 0..claimers {
+        let pool = pool.clone();
+        let queue = queue.to_owned();
+        let worker = format!("raw-{c}");
+        handles.push(tokio::spawn(async move {
+            let mut done = 0u64;
+            loop {
+                let rows = sqlx::query(reference_sql::CLAIM)
+                    .bind(TENANT)
+                    .bind(&queue)
+                    .bind(batch)
+                    .bind(None::<i64>)
+                    .bind(&worker)
+                    .fetch_all(&pool)
+                    .await
+                    .expect("raw claim");
+                if rows.is_empty() {
+                    return done;
+                }
+                let ids: Vec<Uuid> = rows.iter().map(|r| r.get("id")).collect();
+                let tokens: Vec<Uuid> = rows.iter().map(|r| r.get("lease_token")).collect();
+                let results: Vec<Option<Value>> = vec![None; ids.len()];
+                sqlx::query(reference_sql::COMPLETE_MANY)
+                    .bind(TENANT)
+                    .bind(&ids)
+                    .bind(&tokens)
+                    .bind(&results)
+                    .fetch_all(&pool)
+                    .await
+                    .expect("raw complete");
+                done += ids.len() as u64;
+            }
+        }));
+    }
+    let mut total = 0;
+    for h in handles {
+        total += h.await.expect("raw claimer");
+    }
+    (total, started.elapsed())
+}
+
+async fn vacuum(pool: &PgPool) {
+    sqlx::query("VACUUM ANALYZE tether.jobs")
+        .execute(pool)
+        .await
+        .expect("vacuum");
+}
+
+/// Fills the queue fast with plain SQL (setup, not measured).
+async fn fill(pool: &PgPool, queue: &str, n: usize) {
+    sqlx::query(&format!(
+        "{RAW_INSERT_COLUMNS} SELECT gen_random_uuid(), 'bench', $1, 'noop', '{{}}', 'queued', \
+         (g % 3)::smallint, 0, 5, 1000, 3600000, now() - g * interval '1 millisecond', now(), now() \
+         FROM generate_series(1, $2) g"
+    ))
+    .bind(queue)
+    .bind(n as i64)
+    .execute(pool)
+    .await
+    .expect("fill");
+}
+
+async fn latency_figures(engine: &Engine, pool: &PgPool, scale: &Scale, report: &mut Report) {
+    let mut medians = Vec::new();
+    for n in [scale.latency_small, scale.latency_large] {
+        reset(pool).await;
+        fill(pool, "latency", n).await;
+        vacuum(pool).await;
+        let req = ClaimRequest {
+            queue: "latency".into(),
+            worker_id: "latency".into(),
+            limit: 100,
+            lease_ttl_ms: None,
+        };
+        let mut samples = Vec::new();
+        for _ in 0..scale.latency_samples {
+            let started = Instant::now();
+            let claimed = engine.claim(TENANT, &req).await.expect("claim");
+            samples.push(started.elapsed());
+            assert_eq!(claimed.len(), 100);
+        }
+        medians.push(median_ms(samples));
+    }
+    report.add(
+        "pg_claim_ms_10k",
+        medians[0],
+        "ms",
+        format!("median claim of 100 with {} queued", scale.latency_small),
+    );
+    report.add(
+        "pg_claim_ms_1m",
+        medians[1],
+        "ms",
+        format!("median claim of 100 with {} queued", scale.latency_large),
+    );
+    report.add(
+        "pg_claim_latency_growth",
+        medians[1] / medians[0],
+        "ratio",
+        "1m / 10k (bar <= 2)",
+    );
+}

@@ -1,0 +1,131 @@
+//! Workloads that run through tether's public API, on any backend.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tether_core::{ClaimRequest, Completion, Engine, NewJob};
+
+/// Tenant every benchmark job belongs to.
+pub const TENANT: &str = "bench";
+
+/// Enqueues `n` no-op jobs on `queue` in batches of 1 000 from `tasks`
+/// concurrent tasks; returns the elapsed time.
+pub async fn enqueue_batches(engine: &Engine, queue: &str, n: usize, tasks: usize) -> Duration {
+    let started = Instant::now();
+    let per_task = n.div_ceil(tasks);
+    let mut handles = Vec::new();
+    for t in 0..tasks {
+        let engine = engine.clone();
+        let queue = queue.to_owned();
+        let count = per_task.min(n.saturating_sub(t * per_task));
+        handles.push(tokio::spawn(async move {
+            let mut left = count;
+            while left > 0 {
+                let size = left.min(1_000);
+                let jobs: Vec<NewJob> = (0..size)
+                    .map(|i| NewJob::new(queue.as_str(), "noop", json!({ "i": i })))
+                    .collect();
+                engine
+                    .enqueue_many(TENANT, &jobs)
+                    .await
+                    .expect("enqueue batch");
+                left -= size;
+            }
+        }));
+    }
+    for h in handles {
+        h.await.expect("enqueue task");
+    }
+    started.elapsed()
+}
+
+/// Enqueues `n` jobs one per call with `tasks` calls in flight.
+pub async fn enqueue_singles(engine: &Engine, queue: &str, n: usize, tasks: usize) -> Duration {
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for t in 0..tasks {
+        let engine = engine.clone();
+        let queue = queue.to_owned();
+        let count = n / tasks + usize::from(t < n % tasks);
+        handles.push(tokio::spawn(async move {
+            for i in 0..count {
+                engine
+                    .enqueue(
+                        TENANT,
+                        NewJob::new(queue.as_str(), "noop", json!({ "i": i })),
+                    )
+                    .await
+                    .expect("enqueue");
+            }
+        }));
+    }
+    for h in handles {
+        h.await.expect("enqueue task");
+    }
+    started.elapsed()
+}
+
+/// `claimers` tasks each claim `batch` jobs and complete them in one call,
+/// until the queue is empty. Returns (jobs done, elapsed).
+pub async fn claim_complete(
+    engine: &Engine,
+    queue: &str,
+    batch: u32,
+    claimers: usize,
+) -> (u64, Duration) {
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for c in 0..claimers {
+        let engine = engine.clone();
+        let req = ClaimRequest {
+            queue: queue.to_owned(),
+            worker_id: format!("bench-{c}"),
+            limit: batch,
+            lease_ttl_ms: None,
+        };
+        handles.push(tokio::spawn(async move {
+            let mut done = 0u64;
+            loop {
+                let claimed = engine.claim(TENANT, &req).await.expect("claim");
+                if claimed.is_empty() {
+                    return done;
+                }
+                let items: Vec<Completion> = claimed
+                    .iter()
+                    .map(|c| Completion {
+                        id: c.job.id,
+                        lease_token: c.lease_token,
+                        result: None,
+                    })
+                    .collect();
+                for answer in engine
+                    .complete_many(TENANT, &items)
+                    .await
+                    .expect("complete")
+                {
+                    answer.expect("completion accepted");
+                }
+                done += items.len() as u64;
+            }
+        }));
+    }
+    let mut total = 0;
+    for h in handles {
+        total += h.await.expect("claimer task");
+    }
+    (total, started.elapsed())
+}
+
+/// Median of a set of durations, in milliseconds.
+pub fn median_ms(mut samples: Vec<Duration>) -> f64 {
+    samples.sort();
+    samples
+        .get(samples.len() / 2)
+        .map(|d| d.as_secs_f64() * 1_000.0)
+        .unwrap_or(f64::NAN)
+}
+
+/// Jobs per second.
+pub fn rate(jobs: u64, elapsed: Duration) -> f64 {
+    jobs as f64 / elapsed.as_secs_f64()
+}

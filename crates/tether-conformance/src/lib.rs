@@ -1,0 +1,450 @@
+//! The behaviour suite every tether backend must pass, and the harness that
+//! provisions a throw-away database for each test.
+//!
+//! A backend's test file is one line:
+//!
+//! ```ignore
+//! tether_conformance::behaviour_suite!(tether_conformance::postgres);
+//! ```
+//!
+//! which expands to one `#[tokio::test]` per behaviour in [`suite`]. Each test
+//! gets a fresh database from the constructor ([`postgres`] or [`sqlite`]),
+//! runs the behaviour through the validated [`Engine`], and drops the
+//! database afterwards ([`TestDb::cleanup`]). A failing test leaks its
+//! database; PostgreSQL leftovers are all named `tether_test_%`, SQLite ones
+//! live in `tether-test-*` folders of the temp directory.
+//!
+//! The suite never skips: if PostgreSQL cannot be reached, the postgres
+//! constructor panics loudly.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use sqlx::Connection;
+use tether_core::{Engine, Result};
+use tether_postgres::PgStore;
+use tether_sqlite::SqliteStore;
+use uuid::Uuid;
+
+pub mod suite;
+
+/// The admin URL used when `TETHER_TEST_DATABASE_URL` is not set.
+pub const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+/// Name prefix of every database (PostgreSQL) and folder (SQLite) the
+/// harness creates; leftovers of failed tests can be swept by it.
+pub const TEST_DB_PREFIX: &str = "tether_test_";
+
+/// The hooks a backend exposes under its `testing` feature: they move time
+/// forward for one row, as if the clock had advanced.
+#[async_trait]
+trait Hooks: Send + Sync {
+    async fn lapse(&self, id: Uuid) -> Result<()>;
+    async fn lapse_named(&self, name: &str) -> Result<()>;
+    async fn due(&self, id: Uuid) -> Result<()>;
+}
+
+#[async_trait]
+impl Hooks for PgStore {
+    async fn lapse(&self, id: Uuid) -> Result<()> {
+        PgStore::lapse_lease(self, id).await
+    }
+    async fn lapse_named(&self, name: &str) -> Result<()> {
+        PgStore::lapse_named_lease(self, name).await
+    }
+    async fn due(&self, id: Uuid) -> Result<()> {
+        PgStore::make_due(self, id).await
+    }
+}
+
+#[async_trait]
+impl Hooks for SqliteStore {
+    async fn lapse(&self, id: Uuid) -> Result<()> {
+        SqliteStore::lapse_lease(self, id).await
+    }
+    async fn lapse_named(&self, name: &str) -> Result<()> {
+        SqliteStore::lapse_named_lease(self, name).await
+    }
+    async fn due(&self, id: Uuid) -> Result<()> {
+        SqliteStore::make_due(self, id).await
+    }
+}
+
+/// What has to be removed when a test is done.
+enum Drop {
+    Postgres { admin_url: String, database: String },
+    Sqlite { dir: PathBuf },
+}
+
+/// A fresh, empty database behind an [`Engine`], plus the backend's time
+/// hooks. Obtain one from [`postgres`] or [`sqlite`]; call
+/// [`TestDb::cleanup`] when done.
+pub struct TestDb {
+    /// The engine every behaviour is tested through.
+    pub engine: Engine,
+    hooks: Arc<dyn Hooks>,
+    drop: Drop,
+}
+
+impl std::fmt::Debug for TestDb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestDb")
+            .field("backend", &self.backend())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TestDb {
+    /// The backend's short name (`postgres`, `sqlite`).
+    pub fn backend(&self) -> &'static str {
+        self.engine.store().backend()
+    }
+
+    /// Moves a running job's `lease_expires_at` into the past, as if its
+    /// worker had stopped heartbeating long ago. Panics if the hook fails.
+    pub async fn lapse_lease(&self, id: Uuid) {
+        if let Err(e) = self.hooks.lapse(id).await {
+            panic!("testing hook lapse_lease({id}) failed: {e}");
+        }
+    }
+
+    /// Moves a named lease's expiry into the past. Panics if the hook fails.
+    pub async fn lapse_named_lease(&self, name: &str) {
+        if let Err(e) = self.hooks.lapse_named(name).await {
+            panic!("testing hook lapse_named_lease({name}) failed: {e}");
+        }
+    }
+
+    /// Moves a queued job's `run_at` to now, as if its delay had passed.
+    /// Panics if the hook fails.
+    pub async fn make_due(&self, id: Uuid) {
+        if let Err(e) = self.hooks.due(id).await {
+            panic!("testing hook make_due({id}) failed: {e}");
+        }
+    }
+
+    /// Closes the store and deletes the database (PostgreSQL: `DROP
+    /// DATABASE ... WITH (FORCE)`; SQLite: removes the folder).
+    pub async fn cleanup(self) {
+        let TestDb {
+            engine,
+            hooks,
+            drop,
+        } = self;
+        std::mem::drop(engine);
+        std::mem::drop(hooks);
+        match drop {
+            Drop::Postgres {
+                admin_url,
+                database,
+            } => {
+                let mut admin = admin_connection(&admin_url).await;
+                let sql = format!("DROP DATABASE IF EXISTS \"{database}\" WITH (FORCE)");
+                if let Err(e) = sqlx::raw_sql(&sql).execute(&mut admin).await {
+                    panic!("cannot drop test database {database}: {e}");
+                }
+                let _ = admin.close().await;
+            }
+            Drop::Sqlite { dir } => {
+                // The pool closes its connections in the background; a
+                // leftover folder is harmless, so do not fail the test on it.
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+        }
+    }
+}
+
+/// A unique name: `<prefix><pid>_<counter>_<random>`.
+fn unique_name(prefix: &str, sep: char) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let random = Uuid::new_v4().simple().to_string();
+    format!(
+        "{prefix}{pid}{sep}{n}{sep}{rand}",
+        pid = std::process::id(),
+        rand = &random[..8]
+    )
+}
+
+/// `url` with its database (path) replaced by `database`, keeping any query.
+fn with_database(url: &str, database: &str) -> String {
+    let (base, query) = match url.find('?') {
+        Some(i) => (&url[..i], &url[i..]),
+        None => (url, ""),
+    };
+    let authority_start = base.find("://").map_or(0, |i| i + 3);
+    let base = match base[authority_start..].find('/') {
+        Some(i) => &base[..authority_start + i],
+        None => base,
+    };
+    format!("{base}/{database}{query}")
+}
+
+async fn admin_connection(admin_url: &str) -> sqlx::PgConnection {
+    match sqlx::PgConnection::connect(admin_url).await {
+        Ok(conn) => conn,
+        Err(e) => panic!(
+            "\n\n\
+             ******************************************************************\n\
+             *  tether conformance: cannot reach PostgreSQL at\n\
+             *    {admin_url}\n\
+             *  error: {e}\n\
+             *  Start PostgreSQL or point TETHER_TEST_DATABASE_URL at one.\n\
+             *  The postgres behaviour suite never skips.\n\
+             ******************************************************************\n"
+        ),
+    }
+}
+
+/// A fresh PostgreSQL database for one test.
+///
+/// Connects to `TETHER_TEST_DATABASE_URL` (default
+/// [`DEFAULT_DATABASE_URL`]), creates a database named
+/// `tether_test_<pid>_<counter>_<random>` and connects a [`PgStore`] to it
+/// (which applies the migrations). Panics loudly if PostgreSQL cannot be
+/// reached: this suite never skips.
+pub async fn postgres() -> TestDb {
+    let admin_url =
+        std::env::var("TETHER_TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.into());
+    let database = unique_name(TEST_DB_PREFIX, '_');
+    let mut admin = admin_connection(&admin_url).await;
+    let sql = format!("CREATE DATABASE \"{database}\"");
+    if let Err(e) = sqlx::raw_sql(&sql).execute(&mut admin).await {
+        panic!("cannot create test database {database} through {admin_url}: {e}");
+    }
+    let _ = admin.close().await;
+    let url = with_database(&admin_url, &database);
+    let store = match PgStore::connect(&url).await {
+        Ok(store) => Arc::new(store),
+        Err(e) => panic!("PgStore::connect({url}) failed: {e}"),
+    };
+    TestDb {
+        engine: Engine::new(store.clone()),
+        hooks: store,
+        drop: Drop::Postgres {
+            admin_url,
+            database,
+        },
+    }
+}
+
+/// A fresh SQLite file for one test:
+/// `<temp dir>/tether-test-<pid>-<counter>-<random>/db.sqlite`.
+pub async fn sqlite() -> TestDb {
+    let dir = std::env::temp_dir().join(unique_name("tether-test-", '-'));
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        panic!("cannot create {}: {e}", dir.display());
+    }
+    let path = dir.join("db.sqlite");
+    let store = match SqliteStore::open(&path).await {
+        Ok(store) => Arc::new(store),
+        Err(e) => panic!("SqliteStore::open({}) failed: {e}", path.display()),
+    };
+    TestDb {
+        engine: Engine::new(store.clone()),
+        hooks: store,
+        drop: Drop::Sqlite { dir },
+    }
+}
+
+/// How long one behaviour may take before its test fails as hung.
+pub const TEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(90);
+
+/// Runs one behaviour against a fresh database from `constructor`, failing
+/// (instead of hanging) if it takes longer than [`TEST_TIMEOUT`]. The
+/// database is cleaned up only when the behaviour passed.
+pub async fn run<C, CF, F>(constructor: C, behaviour: F)
+where
+    C: FnOnce() -> CF,
+    CF: std::future::Future<Output = TestDb>,
+    F: for<'a> FnOnce(&'a TestDb) -> futures_util::future::BoxFuture<'a, ()>,
+{
+    let db = constructor().await;
+    if tokio::time::timeout(TEST_TIMEOUT, behaviour(&db))
+        .await
+        .is_err()
+    {
+        panic!(
+            "behaviour did not finish within {:?} on {}",
+            TEST_TIMEOUT,
+            db.backend()
+        );
+    }
+    db.cleanup().await;
+}
+
+/// Expands to one `#[tokio::test]` per behaviour of the suite, each running
+/// against a fresh database from `$constructor` (e.g.
+/// `tether_conformance::postgres`).
+#[macro_export]
+macro_rules! behaviour_suite {
+    ($constructor:path) => {
+        $crate::__behaviour_tests! {
+            $constructor;
+            claim {
+                one_owner_under_eight_concurrent_claimers,
+                claim_returns_at_most_limit_jobs,
+                claim_order_is_priority_desc_run_at_id,
+                delayed_jobs_are_not_claimed_until_due,
+                other_queues_and_tenants_are_not_claimed,
+            }
+            fencing {
+                every_claim_mints_a_distinct_token,
+                stale_token_is_refused_after_takeover_and_changes_nothing,
+                reaper_takeover_alone_fences_the_old_holder,
+                lapsed_lease_nobody_took_over_still_belongs_to_holder,
+                holder_and_reaper_race_has_one_winner,
+                wrong_token_is_lease_lost,
+                token_of_a_finished_job_is_lease_lost,
+                unknown_id_is_job_not_found,
+            }
+            clock {
+                lease_expiry_is_database_now_plus_ttl,
+                delayed_run_at_is_created_at_plus_delay,
+                heartbeat_records_progress_without_history,
+            }
+            attempts {
+                attempt_grows_at_claim,
+                lapse_on_last_attempt_fails_and_is_never_claimed_again,
+                snooze_gives_the_attempt_back,
+            }
+            reaper {
+                lapsed_lease_is_requeued_in_real_time,
+                reaper_buries_exhausted_requeues_rest_and_cancels_in_one_pass,
+                reaper_pass_is_bounded_by_batch,
+                reaper_works_across_tenants,
+            }
+            dedupe {
+                idempotency_key_returns_existing_job_in_any_state,
+                unique_key_dedupes_only_against_active_jobs,
+                idempotency_key_wins_over_unique_key,
+                concurrent_enqueues_with_one_unique_key_create_one_job,
+                concurrent_enqueues_with_one_idempotency_key_create_one_job,
+                duplicates_inside_one_batch_resolve_to_the_first,
+                batch_keys_resolve_in_order_against_existing_jobs,
+            }
+            retry {
+                retryable_failure_backs_off_exponentially_with_jitter,
+                backoff_is_capped,
+                retry_after_sets_the_exact_delay_and_counts_an_attempt,
+                snooze_requeues_after_delay_with_event,
+                fatal_failure_fails_at_once,
+                last_error_keeps_the_tail,
+            }
+            cancel {
+                cancel_of_queued_job_is_immediate,
+                cancel_of_running_job_is_requested_and_acknowledged,
+                failure_or_snooze_while_cancel_requested_ends_cancelled,
+                complete_while_cancel_requested_succeeds,
+                lapsed_lease_with_cancel_requested_ends_cancelled,
+                cancel_of_terminal_job_is_invalid_state,
+                cancel_racing_claims_never_loses_the_request,
+            }
+            pause {
+                paused_queue_accepts_enqueues_and_hands_out_nothing,
+            }
+            leader {
+                leader_lease_is_exclusive_and_fenced,
+                lapsed_leader_lease_is_renewable_until_taken,
+                leader_takeover_within_one_ttl_in_real_time,
+            }
+            validation {
+                bad_names_are_refused,
+                bad_priority_delay_and_attempts_are_refused,
+                oversize_payload_is_refused,
+                bad_batch_sizes_are_refused,
+                one_bad_entry_refuses_the_whole_batch,
+                bad_arguments_to_other_operations_are_refused,
+            }
+            tenants {
+                tenant_cannot_see_or_touch_another_tenants_job,
+                tenant_listings_and_stats_are_separate,
+                same_keys_in_two_tenants_make_two_jobs,
+            }
+            history {
+                history_records_every_transition_in_order,
+            }
+            replay {
+                replay_resets_attempts_and_keeps_the_id,
+                replay_of_active_or_succeeded_job_is_invalid_state,
+                replay_is_refused_while_unique_key_is_held,
+                bulk_replay_by_queue_kind_and_state,
+            }
+            expiry {
+                expired_job_fails_and_is_never_claimed,
+            }
+            retention {
+                prune_deletes_finished_jobs_and_history_only,
+            }
+            listing {
+                list_filters_by_queue_state_kind_and_tag,
+                cursor_pagination_covers_every_job_once,
+            }
+            queues {
+                queue_stats_report_counts_ready_scheduled_age_and_leases,
+                queue_config_is_copied_at_enqueue,
+                list_queues_shows_every_used_queue,
+            }
+            batch {
+                complete_many_answers_per_item,
+            }
+            model {
+                model_based_random_operation_sequences,
+            }
+        }
+    };
+}
+
+/// Implementation detail of [`behaviour_suite!`].
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __behaviour_tests {
+    ($constructor:path; $( $module:ident { $( $name:ident ),* $(,)? } )*) => {
+        $(
+            mod $module {
+                $(
+                    #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                    async fn $name() {
+                        $crate::run($constructor, |db| {
+                            ::std::boxed::Box::pin($crate::suite::$module::$name(db))
+                        })
+                        .await;
+                    }
+                )*
+            }
+        )*
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn database_is_replaced_in_urls() {
+        assert_eq!(
+            with_database("postgres://postgres@127.0.0.1:5432/postgres", "x"),
+            "postgres://postgres@127.0.0.1:5432/x"
+        );
+        assert_eq!(
+            with_database("postgres://u:p@h/db?sslmode=disable", "x"),
+            "postgres://u:p@h/x?sslmode=disable"
+        );
+        assert_eq!(with_database("postgres://h:1", "x"), "postgres://h:1/x");
+        assert_eq!(
+            with_database("postgres://h?application_name=a", "x"),
+            "postgres://h/x?application_name=a"
+        );
+    }
+
+    #[test]
+    fn names_are_unique_and_prefixed() {
+        let a = unique_name(TEST_DB_PREFIX, '_');
+        let b = unique_name(TEST_DB_PREFIX, '_');
+        assert_ne!(a, b);
+        assert!(a.starts_with("tether_test_"));
+        assert!(a.len() < 63, "PostgreSQL truncates identifiers at 63 bytes");
+    }
+}

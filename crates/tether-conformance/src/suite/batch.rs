@@ -1,0 +1,91 @@
+//! Batch completion: one round trip, one answer per item.
+
+use serde_json::json;
+use tether_core::{Completion, EventKind, JobState};
+use uuid::Uuid;
+
+use super::support::*;
+use crate::TestDb;
+
+/// complete_many with valid, stale-token and unknown-id items answers each
+/// in order: the valid ones succeed (with their results), the stale one is
+/// `LeaseLost` and unchanged (with a `lease_lost` event), the unknown one is
+/// `JobNotFound`.
+pub async fn complete_many_answers_per_item(db: &TestDb) {
+    for _ in 0..3 {
+        enqueue(db, T, job(Q)).await;
+    }
+    let c = claim(db, T, Q, 3).await;
+    assert_eq!(c.len(), 3);
+    let stale_before = get(db, T, c[1].job.id).await;
+    let items = vec![
+        Completion {
+            id: c[0].job.id,
+            lease_token: c[0].lease_token,
+            result: Some(json!({"n": 0})),
+        },
+        Completion {
+            id: c[1].job.id,
+            lease_token: random_token(),
+            result: Some(json!({"n": 1})),
+        },
+        Completion {
+            id: Uuid::now_v7(),
+            lease_token: random_token(),
+            result: None,
+        },
+        Completion {
+            id: c[2].job.id,
+            lease_token: c[2].lease_token,
+            result: None,
+        },
+    ];
+    let answers = ok(db.engine.complete_many(T, &items).await);
+    let codes: Vec<Option<&str>> = answers
+        .iter()
+        .map(|a| a.as_ref().err().map(|e| e.code()))
+        .collect();
+    assert_eq!(
+        codes,
+        vec![None, Some("lease_lost"), Some("not_found"), None]
+    );
+
+    let j0 = get(db, T, c[0].job.id).await;
+    assert_eq!(j0.state, JobState::Succeeded);
+    assert_eq!(j0.result, Some(json!({"n": 0})));
+    assert!(j0.finished_at.is_some());
+    assert_eq!(j0.lease_expires_at, None);
+    assert_eq!(
+        history(db, T, j0.id).await.last(),
+        Some(&(EventKind::Succeeded, 1))
+    );
+    assert_eq!(get(db, T, c[2].job.id).await.state, JobState::Succeeded);
+    assert_eq!(get(db, T, c[1].job.id).await, stale_before);
+    assert_eq!(
+        count_events(db, T, c[1].job.id, EventKind::LeaseLost).await,
+        1
+    );
+
+    // Completing the same jobs again: all lease_lost now, the stale one works.
+    let again = ok(db
+        .engine
+        .complete_many(
+            T,
+            &[
+                Completion {
+                    id: c[0].job.id,
+                    lease_token: c[0].lease_token,
+                    result: None,
+                },
+                Completion {
+                    id: c[1].job.id,
+                    lease_token: c[1].lease_token,
+                    result: None,
+                },
+            ],
+        )
+        .await);
+    assert_eq!(again[0].as_ref().map_err(|e| e.code()), Err("lease_lost"));
+    assert!(again[1].is_ok());
+    assert_eq!(get(db, T, c[0].job.id).await.result, Some(json!({"n": 0})));
+}

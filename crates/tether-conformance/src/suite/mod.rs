@@ -1,0 +1,26 @@
+//! The behaviours, one `pub async fn name(db: &TestDb)` each, in modules by
+//! topic. The numbers in the docs refer to the invariants of DESIGN.md §2;
+//! `docs/semantics.md` holds the finer decisions checked here.
+
+pub mod attempts;
+pub mod batch;
+pub mod cancel;
+pub mod claim;
+pub mod clock;
+pub mod dedupe;
+pub mod expiry;
+pub mod fencing;
+pub mod history;
+pub mod leader;
+pub mod listing;
+pub mod model;
+pub mod pause;
+pub mod queues;
+pub mod reaper;
+pub mod replay;
+pub mod retention;
+pub mod retry;
+pub mod tenants;
+pub mod validation;
+
+pub(crate) mod support;

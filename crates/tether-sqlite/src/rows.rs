@@ -1,0 +1,201 @@
+//! Row mapping (sqlx is used without its macros, so rows are read by hand)
+//! and the translation of sqlx errors into tether's.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::sqlite::SqliteRow;
+use sqlx::Row;
+use tether_core::{
+    Backoff, Error, Job, JobEvent, Lease, LeaseToken, QueueConfig, QueueStats, Result, StateCounts,
+};
+use uuid::Uuid;
+
+/// `?` for sqlx results: maps the error with [`db_err`].
+pub(crate) trait Db<T> {
+    fn db(self) -> Result<T>;
+}
+
+impl<T> Db<T> for std::result::Result<T, sqlx::Error> {
+    fn db(self) -> Result<T> {
+        self.map_err(db_err)
+    }
+}
+
+/// SQLite primary result codes that mean "try again later", not "broken".
+const SQLITE_BUSY: i64 = 5;
+const SQLITE_LOCKED: i64 = 6;
+const SQLITE_IOERR: i64 = 10;
+const SQLITE_CANTOPEN: i64 = 14;
+
+/// The primary SQLite result code of a database error.
+fn primary_code(e: &sqlx::Error) -> Option<i64> {
+    match e {
+        // Extended result codes carry the primary code in the low byte.
+        sqlx::Error::Database(db) => db
+            .code()
+            .and_then(|code| code.parse::<i64>().ok())
+            .map(|code| code & 0xff),
+        _ => None,
+    }
+}
+
+/// SQLITE_BUSY: another connection holds the lock this one needs.
+pub(crate) fn is_busy(e: &sqlx::Error) -> bool {
+    primary_code(e) == Some(SQLITE_BUSY)
+}
+
+/// Pool timeouts, I/O and connection failures are `Unavailable` (the caller
+/// may retry); so is a database still locked by another process after the
+/// busy timeout. Everything else is `Storage`.
+pub(crate) fn db_err(e: sqlx::Error) -> Error {
+    let transient = match &e {
+        sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_) => true,
+        sqlx::Error::Database(_) => matches!(
+            primary_code(&e),
+            Some(SQLITE_BUSY | SQLITE_LOCKED | SQLITE_IOERR | SQLITE_CANTOPEN)
+        ),
+        _ => false,
+    };
+    if transient {
+        Error::Unavailable(Box::new(e))
+    } else {
+        Error::Storage(Box::new(e))
+    }
+}
+
+/// A storage error for data that cannot be read back (corrupt or foreign rows).
+pub(crate) fn corrupt(what: impl std::fmt::Display) -> Error {
+    Error::Storage(what.to_string().into())
+}
+
+/// Milliseconds since the epoch to an instant.
+pub(crate) fn ts(ms: i64) -> Result<DateTime<Utc>> {
+    DateTime::from_timestamp_millis(ms)
+        .ok_or_else(|| corrupt(format!("timestamp {ms} ms out of range")))
+}
+
+fn opt_ts(ms: Option<i64>) -> Result<Option<DateTime<Utc>>> {
+    ms.map(ts).transpose()
+}
+
+pub(crate) fn uuid(text: &str) -> Result<Uuid> {
+    Uuid::parse_str(text).map_err(|e| corrupt(format!("bad uuid {text:?}: {e}")))
+}
+
+fn json(text: &str) -> Result<Value> {
+    serde_json::from_str(text).map_err(|e| corrupt(format!("bad JSON in database: {e}")))
+}
+
+fn opt_json(text: Option<&str>) -> Result<Option<Value>> {
+    text.map(json).transpose()
+}
+
+/// A job from a row holding [`job_cols!`].
+pub(crate) fn job(row: &SqliteRow) -> Result<Job> {
+    let state: &str = row.try_get("state").db()?;
+    let tags: &str = row.try_get("tags").db()?;
+    Ok(Job {
+        id: uuid(row.try_get("id").db()?)?,
+        tenant: row.try_get("tenant").db()?,
+        queue: row.try_get("queue").db()?,
+        kind: row.try_get("kind").db()?,
+        payload: json(row.try_get("payload").db()?)?,
+        result: opt_json(row.try_get("result").db()?)?,
+        state: state.parse().map_err(corrupt)?,
+        priority: row.try_get("priority").db()?,
+        attempt: row.try_get("attempt").db()?,
+        max_attempts: row.try_get("max_attempts").db()?,
+        backoff: Backoff {
+            base_ms: row.try_get("backoff_base_ms").db()?,
+            cap_ms: row.try_get("backoff_cap_ms").db()?,
+        },
+        run_at: ts(row.try_get("run_at").db()?)?,
+        created_at: ts(row.try_get("created_at").db()?)?,
+        started_at: opt_ts(row.try_get("started_at").db()?)?,
+        finished_at: opt_ts(row.try_get("finished_at").db()?)?,
+        updated_at: ts(row.try_get("updated_at").db()?)?,
+        last_error: row.try_get("last_error").db()?,
+        unique_key: row.try_get("unique_key").db()?,
+        idempotency_key: row.try_get("idempotency_key").db()?,
+        tags: serde_json::from_str(tags).map_err(|e| corrupt(format!("bad tags: {e}")))?,
+        expires_at: opt_ts(row.try_get("expires_at").db()?)?,
+        timeout_ms: row.try_get("timeout_ms").db()?,
+        cancel_requested: row.try_get("cancel_requested").db()?,
+        worker_id: row.try_get("worker_id").db()?,
+        lease_expires_at: opt_ts(row.try_get("lease_expires_at").db()?)?,
+        heartbeat_at: opt_ts(row.try_get("heartbeat_at").db()?)?,
+        progress: opt_json(row.try_get("progress").db()?)?,
+    })
+}
+
+/// The lease token of a row holding [`job_cols!`] (claims only).
+pub(crate) fn lease_token(row: &SqliteRow) -> Result<LeaseToken> {
+    let token: Option<&str> = row.try_get("lease_token").db()?;
+    let token = token.ok_or_else(|| corrupt("claimed job without a lease token"))?;
+    Ok(LeaseToken(uuid(token)?))
+}
+
+/// A history event from `at, event, attempt, worker_id, detail`.
+pub(crate) fn event(row: &SqliteRow) -> Result<JobEvent> {
+    let event: &str = row.try_get("event").db()?;
+    Ok(JobEvent {
+        at: ts(row.try_get("at").db()?)?,
+        event: event.parse().map_err(corrupt)?,
+        attempt: row.try_get("attempt").db()?,
+        worker_id: row.try_get("worker_id").db()?,
+        detail: row.try_get("detail").db()?,
+    })
+}
+
+/// A named lease from `name, holder, token, expires_at`.
+pub(crate) fn lease(row: &SqliteRow) -> Result<Lease> {
+    Ok(Lease {
+        name: row.try_get("name").db()?,
+        holder: row.try_get("holder").db()?,
+        token: LeaseToken(uuid(row.try_get("token").db()?)?),
+        expires_at: ts(row.try_get("expires_at").db()?)?,
+    })
+}
+
+/// Queue stats from a row holding `name` and [`stats_cols!`]. The config
+/// columns are NULL for a queue without a row: it has the defaults.
+pub(crate) fn stats(row: &SqliteRow) -> Result<QueueStats> {
+    let defaults = QueueConfig::default();
+    let now: i64 = row.try_get("now").db()?;
+    let queued: i64 = row.try_get("n_queued").db()?;
+    let ready: i64 = row.try_get("n_ready").db()?;
+    let oldest_ready: Option<i64> = row.try_get("oldest_ready").db()?;
+    let counts = StateCounts {
+        queued,
+        running: row.try_get("n_running").db()?,
+        succeeded: row.try_get("n_succeeded").db()?,
+        failed: row.try_get("n_failed").db()?,
+        cancelled: row.try_get("n_cancelled").db()?,
+    };
+    let paused: Option<bool> = row.try_get("paused").db()?;
+    let max_attempts: Option<i32> = row.try_get("max_attempts").db()?;
+    let base_ms: Option<i64> = row.try_get("backoff_base_ms").db()?;
+    let cap_ms: Option<i64> = row.try_get("backoff_cap_ms").db()?;
+    let ttl_ms: Option<i64> = row.try_get("default_lease_ttl_ms").db()?;
+    Ok(QueueStats {
+        name: row.try_get("name").db()?,
+        paused: paused.unwrap_or(false),
+        counts,
+        ready,
+        scheduled: queued - ready,
+        oldest_ready_age_ms: oldest_ready.map_or(0, |run_at| (now - run_at).max(0)),
+        expired_leases: row.try_get("n_lapsed").db()?,
+        config: QueueConfig {
+            max_attempts: max_attempts.unwrap_or(defaults.max_attempts),
+            backoff: Backoff {
+                base_ms: base_ms.unwrap_or(defaults.backoff.base_ms),
+                cap_ms: cap_ms.unwrap_or(defaults.backoff.cap_ms),
+            },
+            default_lease_ttl_ms: ttl_ms.unwrap_or(defaults.default_lease_ttl_ms),
+        },
+    })
+}

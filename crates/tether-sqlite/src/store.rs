@@ -1,0 +1,1459 @@
+//! [`Store`] for [`SqliteStore`]: every operation is one `BEGIN IMMEDIATE`
+//! transaction on the writer connection (or one statement on a read
+//! connection), with few statements each; lists of ids travel as one JSON
+//! array through `json_each` instead of one statement per row.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::OnceLock;
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use sqlx::{Row, Sqlite, SqliteConnection, Transaction};
+use tether_core::lifecycle::{self, FailOutcome};
+use tether_core::{
+    ClaimRequest, ClaimedJob, Completion, Enqueued, Error, EventKind, Failure, Heartbeat,
+    HeartbeatAck, Job, JobEvent, JobFilter, JobPage, JobState, Lease, LeaseToken, NewJobRef,
+    QueueConfig, QueueConfigPatch, QueueStats, ReapReport, ReplayFilter, Result, RunAt, Store,
+};
+use uuid::Uuid;
+
+use crate::rows::{self, Db};
+use crate::SqliteStore;
+
+/// A write transaction on the writer connection. Dropping it without commit
+/// (an error, or the caller's future being dropped) makes sqlx queue a
+/// ROLLBACK on the connection before it can be used again, so the writer is
+/// never handed out inside a stale transaction.
+type Tx = Transaction<'static, Sqlite>;
+
+/// Rows per multi-row enqueue INSERT. A batch is cut into chunks of these
+/// sizes, largest first (1 000 jobs: 31 × 32 + 1 × 8), all in the same
+/// transaction, so it stays all-or-nothing. Each size is one prepared
+/// statement, cached.
+const INSERT_CHUNKS: [usize; 3] = [32, 8, 1];
+/// Values bound per enqueued row (see `insert_jobs_sql`).
+const ROW_PARAMS: usize = 16;
+/// Page size of a listing that does not set one.
+const DEFAULT_PAGE: u32 = 50;
+/// Size of a bulk replay that does not set one.
+const DEFAULT_REPLAY: u32 = 1_000;
+/// `last_error` of a queued job that passed its `expires_at`.
+const EXPIRED_ERROR: &str = "expired";
+
+// ---------------------------------------------------------------------------
+// Statements. Parameters are numbered (?1, ?2, ...) so that one value can be
+// used several times.
+// ---------------------------------------------------------------------------
+
+/// Registers the queues of an enqueue batch (?2: JSON array of names).
+const REGISTER_QUEUES: &str = concat!(
+    "INSERT INTO tether_queues (tenant, name, paused, max_attempts, backoff_base_ms, ",
+    "backoff_cap_ms, default_lease_ttl_ms, created_at, updated_at) ",
+    "SELECT ?1, q.value, 0, ?3, ?4, ?5, ?6, ",
+    now_ms!(),
+    ", ",
+    now_ms!(),
+    " FROM json_each(?2) AS q WHERE true ON CONFLICT (tenant, name) DO NOTHING"
+);
+
+/// Unpacks a flat JSON array holding `$n` scalars per record (`json_each`
+/// over scalars is cheap; over objects, SQLite re-renders and re-parses the
+/// object text on every field access) into rows numbered `idx`, with the
+/// listed columns in order. Rows come out grouped by `key / $n`.
+macro_rules! unpack {
+    ($param:literal, $n:literal, [$($i:literal => $col:literal),+ $(,)?]) => {
+        concat!(
+            "SELECT key / ", $n, " AS idx",
+            $(", max(CASE key % ", $n, " WHEN ", $i, " THEN value END) AS ", $col,)+
+            " FROM json_each(", $param, ") GROUP BY key / ", $n
+        )
+    };
+}
+
+/// The multi-row INSERT of `rows` enqueued jobs. Its parameters, in order:
+/// the tenant, the default attempts/backoff (for a queue without a row),
+/// [`ROW_PARAMS`] values per row bound by `bind_entry` (ordinal, id, queue,
+/// kind, payload, priority, run_at, delay, max_attempts, backoff base, cap,
+/// timeout, idempotency key, unique key, tags, expires_at), and the tenant
+/// again. They are anonymous `?` on purpose: for numbered or named ones,
+/// sqlx looks each name up with `sqlite3_bind_parameter_name`, a linear scan,
+/// which makes binding 500 values quadratic.
+///
+/// Rows are inserted in batch order, so that of two entries with the same
+/// key the first wins. Entries that hit the idempotency or active-unique
+/// index are skipped by `ON CONFLICT DO NOTHING` and resolved afterwards.
+/// Unset attempts/backoff come from the queue row. (`WHERE true` is SQLite's
+/// required disambiguation of INSERT … SELECT … ON CONFLICT.) Values are
+/// bound, not packed into JSON: a payload is stored exactly as serde_json
+/// wrote it, without SQLite escaping and unescaping it.
+fn insert_jobs_sql(rows: usize) -> &'static str {
+    static SQL: [OnceLock<String>; INSERT_CHUNKS.len()] =
+        [const { OnceLock::new() }; INSERT_CHUNKS.len()];
+    let slot = INSERT_CHUNKS
+        .iter()
+        .position(|&n| n == rows)
+        .expect("enqueue chunks come from INSERT_CHUNKS");
+    SQL[slot].get_or_init(|| {
+        let mut sql = String::from(concat!(
+            "INSERT INTO tether_jobs (id, tenant, queue, kind, payload, state, priority, ",
+            "attempt, max_attempts, backoff_base_ms, backoff_cap_ms, run_at, created_at, ",
+            "updated_at, idempotency_key, unique_key, tags, expires_at, timeout_ms, ",
+            "cancel_requested) ",
+            "SELECT v.column2, ?, v.column3, v.column4, v.column5, 'queued', v.column6, 0, ",
+            "COALESCE(v.column9, q.max_attempts, ?), ",
+            "COALESCE(v.column10, q.backoff_base_ms, ?), ",
+            "COALESCE(v.column11, q.backoff_cap_ms, ?), ",
+            "COALESCE(v.column7, ",
+            now_ms!(),
+            " + COALESCE(v.column8, 0)), ",
+            now_ms!(),
+            ", ",
+            now_ms!(),
+            ", v.column13, v.column14, v.column15, v.column16, v.column12, 0 FROM (VALUES "
+        ));
+        let row = format!("({})", vec!["?"; ROW_PARAMS].join(", "));
+        sql.push_str(&vec![row; rows].join(", "));
+        sql.push_str(concat!(
+            ") AS v LEFT JOIN tether_queues AS q ON q.tenant = ? AND q.name = v.column3 ",
+            "WHERE true ORDER BY v.column1 ON CONFLICT DO NOTHING RETURNING ",
+            job_cols!()
+        ));
+        sql
+    })
+}
+
+/// `enqueued` events of the jobs just created (?1: JSON array of ids).
+const ENQUEUED_EVENTS: &str = "INSERT INTO tether_job_events \
+     (job_id, tenant, at, event, attempt, worker_id, detail) \
+     SELECT id, tenant, created_at, 'enqueued', attempt, NULL, NULL \
+     FROM tether_jobs WHERE id IN (SELECT value FROM json_each(?1))";
+
+/// The candidates for each entry that was not inserted (?2: JSON array of
+/// `{idx, ik, uk}`): the job holding its idempotency key (any state) and the
+/// active job holding its unique key. Which one applies is decided in Rust
+/// (see `enqueue`), because it depends on where the entry sits in the batch.
+const DUPLICATE_CANDIDATES: &str = "SELECT e.value ->> 'idx' AS idx, \
+     (SELECT k.id FROM tether_jobs AS k \
+      WHERE k.tenant = ?1 AND k.idempotency_key = e.value ->> 'ik') AS ik_id, \
+     (SELECT u.id FROM tether_jobs AS u WHERE u.tenant = ?1 AND u.unique_key = e.value ->> 'uk' \
+      AND u.state IN ('queued', 'running')) AS uk_id \
+     FROM json_each(?2) AS e";
+
+/// Jobs by id (?1: JSON array of ids).
+const SELECT_JOBS: &str = concat!(
+    "SELECT ",
+    job_cols!(),
+    " FROM tether_jobs WHERE id IN (SELECT value FROM json_each(?1))"
+);
+
+/// The claim, in one statement: pick up to ?5 ready jobs in claim order from
+/// an unpaused queue and lease each with its own fresh token. The lease TTL
+/// is the request's (?3), else the queue's, else ?6.
+const CLAIM: &str = concat!(
+    "UPDATE tether_jobs SET state = 'running', attempt = attempt + 1, lease_token = ",
+    new_token!(),
+    ", lease_ttl_ms = COALESCE(?3, (SELECT default_lease_ttl_ms FROM tether_queues ",
+    "WHERE tenant = ?1 AND name = ?2), ?6), ",
+    "lease_expires_at = ",
+    now_ms!(),
+    " + COALESCE(?3, (SELECT default_lease_ttl_ms FROM tether_queues ",
+    "WHERE tenant = ?1 AND name = ?2), ?6), ",
+    "heartbeat_at = ",
+    now_ms!(),
+    ", started_at = ",
+    now_ms!(),
+    ", updated_at = ",
+    now_ms!(),
+    ", worker_id = ?4, progress = NULL ",
+    "WHERE id IN (SELECT id FROM tether_jobs ",
+    "WHERE tenant = ?1 AND queue = ?2 AND state = 'queued' AND run_at <= ",
+    now_ms!(),
+    " AND (expires_at IS NULL OR expires_at > ",
+    now_ms!(),
+    ") AND NOT EXISTS (SELECT 1 FROM tether_queues WHERE tenant = ?1 AND name = ?2 AND paused = 1) ",
+    "ORDER BY priority DESC, run_at, id LIMIT ?5) ",
+    "RETURNING ",
+    job_cols!()
+);
+
+/// `claimed` events of the jobs just claimed (?1: JSON array of ids).
+const CLAIMED_EVENTS: &str = "INSERT INTO tether_job_events \
+     (job_id, tenant, at, event, attempt, worker_id, detail) \
+     SELECT id, tenant, started_at, 'claimed', attempt, worker_id, NULL \
+     FROM tether_jobs WHERE id IN (SELECT value FROM json_each(?1))";
+
+/// The fence every worker operation matches on.
+macro_rules! fenced {
+    () => {
+        " WHERE tenant = ?1 AND id = ?2 AND lease_token = ?3 AND state = 'running' "
+    };
+}
+
+/// Extends a lease by the given TTL (?4), else the claim's.
+const HEARTBEAT: &str = concat!(
+    "UPDATE tether_jobs SET lease_expires_at = ",
+    now_ms!(),
+    " + COALESCE(?4, lease_ttl_ms, ?6), heartbeat_at = ",
+    now_ms!(),
+    ", progress = COALESCE(?5, progress), updated_at = ",
+    now_ms!(),
+    fenced!(),
+    "RETURNING lease_expires_at, cancel_requested"
+);
+
+const COMPLETE: &str = concat!(
+    "UPDATE tether_jobs SET state = 'succeeded', result = ?4, finished_at = ",
+    now_ms!(),
+    ", updated_at = ",
+    now_ms!(),
+    ", lease_token = NULL, lease_expires_at = NULL",
+    fenced!(),
+    "RETURNING ",
+    job_cols!()
+);
+
+/// Completes a batch (?2: flat JSON array `[id, token, result, ...]`) in one
+/// statement. The unary `+` keeps SQLite from driving the join from the
+/// (tenant, state) index, which would scan every running job of the tenant
+/// once per item: the plan walks the batch and looks each job up by primary
+/// key.
+const COMPLETE_MANY: &str = concat!(
+    "UPDATE tether_jobs SET state = 'succeeded', result = c.r, finished_at = ",
+    now_ms!(),
+    ", updated_at = ",
+    now_ms!(),
+    ", lease_token = NULL, lease_expires_at = NULL FROM (",
+    unpack!("?2", "3", ["0" => "id", "1" => "t", "2" => "r"]),
+    ") AS c WHERE tether_jobs.id = c.id AND +tether_jobs.tenant = ?1 ",
+    "AND tether_jobs.lease_token = c.t AND +tether_jobs.state = 'running' ",
+    "RETURNING id"
+);
+
+/// `succeeded` events of the jobs just completed (?1: JSON array of ids).
+const SUCCEEDED_EVENTS: &str = "INSERT INTO tether_job_events \
+     (job_id, tenant, at, event, attempt, worker_id, detail) \
+     SELECT id, tenant, finished_at, 'succeeded', attempt, worker_id, NULL \
+     FROM tether_jobs WHERE id IN (SELECT value FROM json_each(?1))";
+
+/// What `fail` needs to route the failure, read under the write lock.
+const FAIL_READ: &str = concat!(
+    "SELECT attempt, max_attempts, cancel_requested, backoff_base_ms, backoff_cap_ms ",
+    "FROM tether_jobs",
+    fenced!()
+);
+
+/// Applies a routed failure: ?2 the new state, ?4 the retry delay (NULL for
+/// a terminal outcome).
+const FAIL_WRITE: &str = concat!(
+    "UPDATE tether_jobs SET state = ?2, last_error = ?3, ",
+    "run_at = CASE WHEN ?4 IS NULL THEN run_at ELSE ",
+    now_ms!(),
+    " + ?4 END, ",
+    "finished_at = CASE WHEN ?2 = 'queued' THEN NULL ELSE ",
+    now_ms!(),
+    " END, ",
+    "lease_token = NULL, lease_expires_at = NULL, updated_at = ",
+    now_ms!(),
+    " WHERE id = ?1 RETURNING ",
+    job_cols!()
+);
+
+/// "Not now": back to `queued` after ?4 ms with the attempt given back, or
+/// `cancelled` if cancellation was requested meanwhile (the attempt is then
+/// kept: it was spent, and the job will not run again).
+const SNOOZE: &str = concat!(
+    "UPDATE tether_jobs SET ",
+    "state = CASE WHEN cancel_requested = 1 THEN 'cancelled' ELSE 'queued' END, ",
+    "attempt = CASE WHEN cancel_requested = 1 THEN attempt ELSE attempt - 1 END, ",
+    "run_at = CASE WHEN cancel_requested = 1 THEN run_at ELSE ",
+    now_ms!(),
+    " + ?4 END, ",
+    "finished_at = CASE WHEN cancel_requested = 1 THEN ",
+    now_ms!(),
+    " ELSE NULL END, ",
+    "lease_token = NULL, lease_expires_at = NULL, updated_at = ",
+    now_ms!(),
+    fenced!(),
+    "RETURNING ",
+    job_cols!()
+);
+
+const SELECT_JOB: &str = concat!(
+    "SELECT ",
+    job_cols!(),
+    " FROM tether_jobs WHERE tenant = ?1 AND id = ?2"
+);
+
+const CANCEL_QUEUED: &str = concat!(
+    "UPDATE tether_jobs SET state = 'cancelled', finished_at = ",
+    now_ms!(),
+    ", updated_at = ",
+    now_ms!(),
+    " WHERE id = ?1 RETURNING ",
+    job_cols!()
+);
+
+const REQUEST_CANCEL: &str = concat!(
+    "UPDATE tether_jobs SET cancel_requested = 1, updated_at = ",
+    now_ms!(),
+    " WHERE id = ?1 RETURNING ",
+    job_cols!()
+);
+
+/// The active job holding a unique key, other than ?3.
+const ACTIVE_HOLDER: &str = "SELECT id FROM tether_jobs WHERE tenant = ?1 AND unique_key = ?2 \
+     AND state IN ('queued', 'running') AND id <> ?3 LIMIT 1";
+
+/// The SET clause of a replay: a fresh attempt budget, due now.
+macro_rules! replay_set {
+    () => {
+        concat!(
+            "UPDATE tether_jobs SET state = 'queued', attempt = 0, run_at = ",
+            now_ms!(),
+            ", cancel_requested = 0, finished_at = NULL, result = NULL, lease_token = NULL, ",
+            "lease_expires_at = NULL, progress = NULL, updated_at = ",
+            now_ms!(),
+            " "
+        )
+    };
+}
+
+const REPLAY: &str = concat!(replay_set!(), "WHERE id = ?1 RETURNING ", job_cols!());
+
+/// Bulk replay: the oldest ?5 jobs matching the filter are the candidates
+/// (as on PostgreSQL, the limit bounds the candidates, not the jobs
+/// replayed). A candidate is skipped when its unique key is held by an
+/// active job, or by an older candidate (replaying both would break the
+/// active-unique index and abort the whole statement).
+const REPLAY_MANY: &str = concat!(
+    "WITH c AS MATERIALIZED (SELECT id, unique_key FROM tether_jobs ",
+    "WHERE tenant = ?1 AND queue = ?2 AND state = ?3 AND (?4 IS NULL OR kind = ?4) ",
+    "ORDER BY id LIMIT ?5) ",
+    replay_set!(),
+    "WHERE id IN (SELECT c.id FROM c WHERE c.unique_key IS NULL OR (",
+    "NOT EXISTS (SELECT 1 FROM tether_jobs AS a WHERE a.tenant = ?1 ",
+    "AND a.unique_key = c.unique_key AND a.state IN ('queued', 'running')) ",
+    "AND c.id = (SELECT min(o.id) FROM c AS o WHERE o.unique_key = c.unique_key))) ",
+    "RETURNING id"
+);
+
+/// `replayed` events (?1: JSON array of ids).
+const REPLAYED_EVENTS: &str = "INSERT INTO tether_job_events \
+     (job_id, tenant, at, event, attempt, worker_id, detail) \
+     SELECT id, tenant, updated_at, 'replayed', attempt, NULL, NULL \
+     FROM tether_jobs WHERE id IN (SELECT value FROM json_each(?1))";
+
+/// Records that a stale token tried operation ?3 on a job of the tenant;
+/// inserts nothing when the job does not exist there.
+const LEASE_LOST: &str = concat!(
+    "INSERT INTO tether_job_events (job_id, tenant, at, event, attempt, worker_id, detail) ",
+    "SELECT id, tenant, ",
+    now_ms!(),
+    ", 'lease_lost', attempt, NULL, ?3 FROM tether_jobs WHERE tenant = ?1 AND id = ?2"
+);
+
+/// `lease_lost` events for the items of a batch that did not complete
+/// (?2: JSON array of ids); returns the ids that exist in the tenant.
+const LEASE_LOST_MANY: &str = concat!(
+    "INSERT INTO tether_job_events (job_id, tenant, at, event, attempt, worker_id, detail) ",
+    "SELECT t.id, t.tenant, ",
+    now_ms!(),
+    ", 'lease_lost', t.attempt, NULL, ?3 ",
+    "FROM json_each(?2) AS c JOIN tether_jobs AS t ON t.id = c.value AND t.tenant = ?1 ",
+    "RETURNING job_id"
+);
+
+const INSERT_EVENT: &str = "INSERT INTO tether_job_events \
+     (job_id, tenant, at, event, attempt, worker_id, detail) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+
+const EVENTS: &str = "SELECT e.at AS at, e.event AS event, e.attempt AS attempt, \
+     e.worker_id AS worker_id, e.detail AS detail, e.seq AS seq \
+     FROM tether_jobs AS j LEFT JOIN tether_job_events AS e ON e.job_id = j.id \
+     WHERE j.tenant = ?1 AND j.id = ?2 ORDER BY e.seq";
+
+/// Stats of one queue, whether or not it has a row.
+const QUEUE_STATS: &str = concat!(
+    "SELECT ?2 AS name, ",
+    stats_cols!("?1", "?2"),
+    " FROM (SELECT ",
+    now_ms!(),
+    " AS now) AS s LEFT JOIN tether_queues AS c ON c.tenant = ?1 AND c.name = ?2"
+);
+
+/// Stats of every queue of the tenant that has a row, by name.
+const LIST_QUEUES: &str = concat!(
+    "SELECT c.name AS name, ",
+    stats_cols!("c.tenant", "c.name"),
+    " FROM (SELECT ",
+    now_ms!(),
+    " AS now) AS s JOIN tether_queues AS c ON c.tenant = ?1 ORDER BY c.name"
+);
+
+const SET_PAUSED: &str = concat!(
+    "INSERT INTO tether_queues (tenant, name, paused, max_attempts, backoff_base_ms, ",
+    "backoff_cap_ms, default_lease_ttl_ms, created_at, updated_at) ",
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ",
+    now_ms!(),
+    ", ",
+    now_ms!(),
+    ") ON CONFLICT (tenant, name) DO UPDATE SET paused = excluded.paused, ",
+    "updated_at = excluded.updated_at"
+);
+
+/// Upserts queue settings: patch fields ?3–?6 where set, else the current
+/// value (or the default ?7–?10 for a new row).
+const CONFIGURE_QUEUE: &str = concat!(
+    "INSERT INTO tether_queues (tenant, name, paused, max_attempts, backoff_base_ms, ",
+    "backoff_cap_ms, default_lease_ttl_ms, created_at, updated_at) ",
+    "VALUES (?1, ?2, 0, COALESCE(?3, ?7), COALESCE(?4, ?8), COALESCE(?5, ?9), ",
+    "COALESCE(?6, ?10), ",
+    now_ms!(),
+    ", ",
+    now_ms!(),
+    ") ON CONFLICT (tenant, name) DO UPDATE SET ",
+    "max_attempts = COALESCE(?3, max_attempts), ",
+    "backoff_base_ms = COALESCE(?4, backoff_base_ms), ",
+    "backoff_cap_ms = COALESCE(?5, backoff_cap_ms), ",
+    "default_lease_ttl_ms = COALESCE(?6, default_lease_ttl_ms), ",
+    "updated_at = excluded.updated_at"
+);
+
+/// The reaper, one statement for up to ?1 lapsed leases (all tenants). The
+/// new state is decided per row in one CASE, cancel first, then an exhausted
+/// budget, so an exhausted job can never slip back to `queued` (invariants
+/// 4 and 5). SQLite evaluates every SET expression against the old row.
+const REAP: &str = concat!(
+    "UPDATE tether_jobs SET ",
+    "state = CASE WHEN cancel_requested = 1 THEN 'cancelled' ",
+    "WHEN attempt >= max_attempts THEN 'failed' ELSE 'queued' END, ",
+    "run_at = CASE WHEN cancel_requested = 0 AND attempt < max_attempts THEN ",
+    now_ms!(),
+    " ELSE run_at END, ",
+    "finished_at = CASE WHEN cancel_requested = 1 OR attempt >= max_attempts THEN ",
+    now_ms!(),
+    " ELSE NULL END, ",
+    "last_error = 'lease expired: worker ' || COALESCE(worker_id, '?') ",
+    "|| ' stopped heartbeating during attempt ' || attempt || ' of ' || max_attempts, ",
+    "lease_token = NULL, lease_expires_at = NULL, updated_at = ",
+    now_ms!(),
+    " WHERE id IN (SELECT id FROM tether_jobs WHERE state = 'running' AND lease_expires_at < ",
+    now_ms!(),
+    " ORDER BY lease_expires_at LIMIT ?1) ",
+    "RETURNING id, state"
+);
+
+/// `lease_expired` events, detail = the new state (?1: JSON array of ids).
+const LEASE_EXPIRED_EVENTS: &str = "INSERT INTO tether_job_events \
+     (job_id, tenant, at, event, attempt, worker_id, detail) \
+     SELECT id, tenant, updated_at, 'lease_expired', attempt, worker_id, state \
+     FROM tether_jobs WHERE id IN (SELECT value FROM json_each(?1))";
+
+const EXPIRE: &str = concat!(
+    "UPDATE tether_jobs SET state = 'failed', last_error = ?2, finished_at = ",
+    now_ms!(),
+    ", updated_at = ",
+    now_ms!(),
+    " WHERE id IN (SELECT id FROM tether_jobs WHERE state = 'queued' ",
+    "AND expires_at IS NOT NULL AND expires_at < ",
+    now_ms!(),
+    " ORDER BY expires_at LIMIT ?1) RETURNING id"
+);
+
+/// `expired` events, detail = the instant missed, as ISO 8601 UTC with
+/// milliseconds (?1: JSON array of ids).
+const EXPIRED_EVENTS: &str = "INSERT INTO tether_job_events \
+     (job_id, tenant, at, event, attempt, worker_id, detail) \
+     SELECT id, tenant, updated_at, 'expired', attempt, NULL, \
+     'not claimed before ' || strftime('%Y-%m-%dT%H:%M:%fZ', expires_at / 1000.0, 'unixepoch') \
+     FROM tether_jobs WHERE id IN (SELECT value FROM json_each(?1))";
+
+/// Up to ?2 jobs that finished at least ?1 ms ago, oldest first.
+const PRUNE: &str = concat!(
+    "DELETE FROM tether_jobs WHERE id IN (SELECT id FROM tether_jobs ",
+    "WHERE state IN ('succeeded', 'failed', 'cancelled') AND finished_at <= ",
+    now_ms!(),
+    " - ?1 ORDER BY finished_at LIMIT ?2) RETURNING id"
+);
+
+const PRUNE_EVENTS: &str =
+    "DELETE FROM tether_job_events WHERE job_id IN (SELECT value FROM json_each(?1))";
+
+/// Takes a named lease if it is free or lapsed, in one statement: the
+/// upsert's WHERE leaves a live holder's row alone (and returns nothing).
+const ACQUIRE_LEASE: &str = concat!(
+    "INSERT INTO tether_leases (name, holder, token, acquired_at, expires_at) VALUES (?1, ?2, ",
+    new_token!(),
+    ", ",
+    now_ms!(),
+    ", ",
+    now_ms!(),
+    " + ?3) ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, token = excluded.token, ",
+    "acquired_at = excluded.acquired_at, expires_at = excluded.expires_at ",
+    "WHERE tether_leases.expires_at < excluded.acquired_at ",
+    "RETURNING name, holder, token, expires_at"
+);
+
+/// Renews with the token, lapsed or not: only a new holder fences the old.
+const RENEW_LEASE: &str = concat!(
+    "UPDATE tether_leases SET expires_at = ",
+    now_ms!(),
+    " + ?3 WHERE name = ?1 AND token = ?2 RETURNING name, holder, token, expires_at"
+);
+
+const RELEASE_LEASE: &str = "DELETE FROM tether_leases WHERE name = ?1 AND token = ?2";
+
+// ---------------------------------------------------------------------------
+
+/// A JSON array of strings (ids, queue names) for `json_each`. Written by
+/// hand because it is on the hot path of every claim and completion, and
+/// these strings almost never need escaping.
+fn id_array<'a>(ids: impl IntoIterator<Item = &'a str>) -> String {
+    let mut out = String::from("[");
+    for id in ids {
+        if out.len() > 1 {
+            out.push(',');
+        }
+        if id.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+            out.push_str(&Value::from(id).to_string());
+        } else {
+            out.push('"');
+            out.push_str(id);
+            out.push('"');
+        }
+    }
+    out.push(']');
+    out
+}
+
+fn to_json_text(value: &Value) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| Error::Storage(Box::new(e)))
+}
+
+/// Binds one enqueued row's [`ROW_PARAMS`] values (see `insert_jobs_sql`).
+fn bind_entry<'q>(
+    query: sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
+    ordinal: usize,
+    entry: &'q NewJobRef<'q>,
+) -> Result<sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>>> {
+    let job = entry.job;
+    let (run_at, delay) = match job.run_at {
+        RunAt::Now => (None, None),
+        RunAt::At(at) => (Some(at.timestamp_millis()), None),
+        RunAt::Delay(ms) => (None, Some(ms)),
+    };
+    let tags = serde_json::to_string(&job.tags).map_err(|e| Error::Storage(Box::new(e)))?;
+    Ok(query
+        .bind(ordinal as i64)
+        .bind(entry.id.to_string())
+        .bind(job.queue.as_str())
+        .bind(job.kind.as_str())
+        .bind(to_json_text(&job.payload)?)
+        .bind(job.priority)
+        .bind(run_at)
+        .bind(delay)
+        .bind(job.max_attempts)
+        .bind(job.backoff.map(|b| b.base_ms))
+        .bind(job.backoff.map(|b| b.cap_ms))
+        .bind(job.timeout_ms)
+        .bind(job.idempotency_key.as_deref())
+        .bind(job.unique_key.as_deref())
+        .bind(tags)
+        .bind(job.expires_at.map(|at| at.timestamp_millis())))
+}
+
+/// Inserts one history event for `job` at its `updated_at` (the instant of
+/// the transition that was just written).
+async fn record(
+    conn: &mut SqliteConnection,
+    job: &Job,
+    event: EventKind,
+    worker_id: Option<&str>,
+    detail: Option<&str>,
+) -> Result<()> {
+    sqlx::query(INSERT_EVENT)
+        .bind(job.id.to_string())
+        .bind(&job.tenant)
+        .bind(job.updated_at.timestamp_millis())
+        .bind(event.as_str())
+        .bind(job.attempt)
+        .bind(worker_id)
+        .bind(detail)
+        .execute(conn)
+        .await
+        .db()?;
+    Ok(())
+}
+
+/// The fence did not match: records `lease_lost` (detail = the operation) if
+/// the job exists in the tenant and returns the error to report. The caller
+/// commits (so the event is kept) and returns the error.
+async fn lease_lost(
+    conn: &mut SqliteConnection,
+    tenant: &str,
+    id: Uuid,
+    op: &str,
+) -> Result<Error> {
+    let done = sqlx::query(LEASE_LOST)
+        .bind(tenant)
+        .bind(id.to_string())
+        .bind(op)
+        .execute(conn)
+        .await
+        .db()?;
+    Ok(if done.rows_affected() > 0 {
+        Error::LeaseLost(id)
+    } else {
+        Error::JobNotFound(id)
+    })
+}
+
+/// Runs a "select the job, then decide" operation's first step.
+async fn fetch_job(conn: &mut SqliteConnection, tenant: &str, id: Uuid) -> Result<Job> {
+    let row = sqlx::query(SELECT_JOB)
+        .bind(tenant)
+        .bind(id.to_string())
+        .fetch_optional(conn)
+        .await
+        .db()?;
+    match row {
+        Some(row) => rows::job(&row),
+        None => Err(Error::JobNotFound(id)),
+    }
+}
+
+/// Queue stats on any connection (the writer inside a transaction, or a
+/// reader).
+async fn queue_stats_on(
+    conn: &mut SqliteConnection,
+    tenant: &str,
+    queue: &str,
+) -> Result<QueueStats> {
+    let row = sqlx::query(QUEUE_STATS)
+        .bind(tenant)
+        .bind(queue)
+        .fetch_one(conn)
+        .await
+        .db()?;
+    rows::stats(&row)
+}
+
+impl SqliteStore {
+    /// Starts a write transaction on the writer connection. `BEGIN IMMEDIATE`
+    /// takes SQLite's write lock now, so the transaction cannot fail with
+    /// SQLITE_BUSY later when it moves from reading to writing.
+    pub(crate) async fn begin(&self) -> Result<Tx> {
+        self.writer.begin_with("BEGIN IMMEDIATE").await.db()
+    }
+
+    /// Ends a transaction that changed nothing without the cost of a commit.
+    async fn finish_unchanged(tx: Tx) -> Result<()> {
+        tx.rollback().await.db()
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+
+    async fn enqueue(&self, tenant: &str, jobs: &[NewJobRef<'_>]) -> Result<Vec<Enqueued>> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let defaults = QueueConfig::default();
+        let queues: BTreeSet<&str> = jobs.iter().map(|r| r.job.queue.as_str()).collect();
+        let queues = id_array(queues);
+
+        let mut tx = self.begin().await?;
+        // Register the queues first so the INSERT can read their defaults.
+        sqlx::query(REGISTER_QUEUES)
+            .bind(tenant)
+            .bind(queues)
+            .bind(defaults.max_attempts)
+            .bind(defaults.backoff.base_ms)
+            .bind(defaults.backoff.cap_ms)
+            .bind(defaults.default_lease_ttl_ms)
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        let mut created: HashMap<Uuid, Job> = HashMap::with_capacity(jobs.len());
+        let mut next = 0;
+        while next < jobs.len() {
+            let rows = INSERT_CHUNKS
+                .into_iter()
+                .find(|&n| n <= jobs.len() - next)
+                .unwrap_or(1);
+            let mut query = sqlx::query(insert_jobs_sql(rows))
+                .bind(tenant)
+                .bind(defaults.max_attempts)
+                .bind(defaults.backoff.base_ms)
+                .bind(defaults.backoff.cap_ms);
+            for (ordinal, entry) in jobs.iter().enumerate().skip(next).take(rows) {
+                query = bind_entry(query, ordinal, entry)?;
+            }
+            let inserted = query.bind(tenant).fetch_all(&mut *tx).await.db()?;
+            for row in &inserted {
+                let job = rows::job(row)?;
+                created.insert(job.id, job);
+            }
+            next += rows;
+        }
+        if !created.is_empty() {
+            let ids: Vec<String> = created.keys().map(Uuid::to_string).collect();
+            sqlx::query(ENQUEUED_EVENTS)
+                .bind(id_array(ids.iter().map(String::as_str)))
+                .execute(&mut *tx)
+                .await
+                .db()?;
+        }
+
+        // The entry that created each new job, to judge duplicates in batch
+        // order.
+        let created_by: HashMap<Uuid, usize> = jobs
+            .iter()
+            .enumerate()
+            .filter(|(_, entry)| created.contains_key(&entry.id))
+            .map(|(idx, entry)| (entry.id, idx))
+            .collect();
+        let mut out: Vec<Option<Enqueued>> = Vec::with_capacity(jobs.len());
+        let mut duplicates = Vec::new();
+        for (idx, entry) in jobs.iter().enumerate() {
+            match created.remove(&entry.id) {
+                Some(job) => out.push(Some(Enqueued { job, created: true })),
+                None => {
+                    out.push(None);
+                    duplicates.push(json!({
+                        "idx": idx,
+                        "ik": entry.job.idempotency_key,
+                        "uk": entry.job.unique_key,
+                    }));
+                }
+            }
+        }
+        if !duplicates.is_empty() {
+            let candidates = sqlx::query(DUPLICATE_CANDIDATES)
+                .bind(tenant)
+                .bind(Value::Array(duplicates).to_string())
+                .fetch_all(&mut *tx)
+                .await
+                .db()?;
+            // Each entry resolves against the jobs that existed when its turn
+            // came (the batch is inserted in order): a job this batch created
+            // from a *later* entry does not count. The idempotency key wins
+            // over the unique key.
+            let mut resolved: Vec<(usize, Uuid)> = Vec::with_capacity(candidates.len());
+            for row in &candidates {
+                let idx: i64 = row.try_get("idx").db()?;
+                let idx = usize::try_from(idx)
+                    .map_err(|_| rows::corrupt(format!("duplicate resolution index {idx}")))?;
+                let existed_then = |id: Option<&str>| -> Result<Option<Uuid>> {
+                    let Some(id) = id else { return Ok(None) };
+                    let id = rows::uuid(id)?;
+                    Ok(match created_by.get(&id) {
+                        Some(&creator) if creator > idx => None,
+                        _ => Some(id),
+                    })
+                };
+                let by_idempotency = existed_then(row.try_get("ik_id").db()?)?;
+                let found = match by_idempotency {
+                    Some(id) => Some(id),
+                    None => existed_then(row.try_get("uk_id").db()?)?,
+                };
+                if let Some(id) = found {
+                    resolved.push((idx, id));
+                }
+            }
+            let ids: Vec<String> = resolved.iter().map(|(_, id)| id.to_string()).collect();
+            let existing = sqlx::query(SELECT_JOBS)
+                .bind(id_array(ids.iter().map(String::as_str)))
+                .fetch_all(&mut *tx)
+                .await
+                .db()?;
+            let existing: HashMap<Uuid, Job> = existing
+                .iter()
+                .map(|row| rows::job(row).map(|job| (job.id, job)))
+                .collect::<Result<_>>()?;
+            for (idx, id) in resolved {
+                if let (Some(slot), Some(job)) = (out.get_mut(idx), existing.get(&id)) {
+                    *slot = Some(Enqueued {
+                        job: job.clone(),
+                        created: false,
+                    });
+                }
+            }
+        }
+        // Every entry must have an answer before anything is committed.
+        let out = out
+            .into_iter()
+            .zip(jobs)
+            .map(|(answer, entry)| {
+                answer.ok_or_else(|| {
+                    rows::corrupt(format!(
+                        "job {} was neither inserted nor matched an existing job",
+                        entry.id
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        tx.commit().await.db()?;
+        Ok(out)
+    }
+
+    async fn claim(&self, tenant: &str, req: &ClaimRequest) -> Result<Vec<ClaimedJob>> {
+        let mut tx = self.begin().await?;
+        let claimed_rows = sqlx::query(CLAIM)
+            .bind(tenant)
+            .bind(&req.queue)
+            .bind(req.lease_ttl_ms)
+            .bind(&req.worker_id)
+            .bind(i64::from(req.limit))
+            .bind(lifecycle::DEFAULT_LEASE_TTL_MS)
+            .fetch_all(&mut *tx)
+            .await
+            .db()?;
+        if claimed_rows.is_empty() {
+            Self::finish_unchanged(tx).await?;
+            return Ok(Vec::new());
+        }
+        let ids = claimed_rows
+            .iter()
+            .map(|row| row.try_get::<&str, _>("id"))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .db()?;
+        sqlx::query(CLAIMED_EVENTS)
+            .bind(id_array(ids))
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        tx.commit().await.db()?;
+        // Decoding (JSON payloads included) happens after the commit, so the
+        // writer is not held for it. A row that cannot be decoded is then an
+        // error although the claim stands; its lease lapses and the reaper
+        // hands the job out again.
+        let mut claimed = claimed_rows
+            .iter()
+            .map(|row| {
+                Ok(ClaimedJob {
+                    job: rows::job(row)?,
+                    lease_token: rows::lease_token(row)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        // RETURNING has no defined order; hand the jobs out in claim order.
+        claimed.sort_by(|a, b| {
+            b.job
+                .priority
+                .cmp(&a.job.priority)
+                .then(a.job.run_at.cmp(&b.job.run_at))
+                .then(a.job.id.cmp(&b.job.id))
+        });
+        Ok(claimed)
+    }
+
+    async fn heartbeat(&self, tenant: &str, hb: &Heartbeat) -> Result<HeartbeatAck> {
+        let progress = hb.progress.as_ref().map(to_json_text).transpose()?;
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(HEARTBEAT)
+            .bind(tenant)
+            .bind(hb.id.to_string())
+            .bind(hb.lease_token.0.to_string())
+            .bind(hb.lease_ttl_ms)
+            .bind(progress)
+            .bind(lifecycle::DEFAULT_LEASE_TTL_MS)
+            .fetch_optional(&mut *tx)
+            .await
+            .db()?;
+        let Some(row) = row else {
+            let err = lease_lost(&mut tx, tenant, hb.id, "heartbeat").await?;
+            tx.commit().await.db()?;
+            return Err(err);
+        };
+        let ack = HeartbeatAck {
+            lease_expires_at: rows::ts(row.try_get("lease_expires_at").db()?)?,
+            cancel_requested: row.try_get("cancel_requested").db()?,
+        };
+        tx.commit().await.db()?;
+        Ok(ack)
+    }
+
+    async fn complete(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        token: LeaseToken,
+        result: Option<&Value>,
+    ) -> Result<Job> {
+        let result = result.map(to_json_text).transpose()?;
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(COMPLETE)
+            .bind(tenant)
+            .bind(id.to_string())
+            .bind(token.0.to_string())
+            .bind(result)
+            .fetch_optional(&mut *tx)
+            .await
+            .db()?;
+        let Some(row) = row else {
+            let err = lease_lost(&mut tx, tenant, id, "complete").await?;
+            tx.commit().await.db()?;
+            return Err(err);
+        };
+        let job = rows::job(&row)?;
+        record(
+            &mut tx,
+            &job,
+            EventKind::Succeeded,
+            job.worker_id.as_deref(),
+            None,
+        )
+        .await?;
+        tx.commit().await.db()?;
+        Ok(job)
+    }
+
+    async fn complete_many(&self, tenant: &str, items: &[Completion]) -> Result<Vec<Result<()>>> {
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut batch = Vec::with_capacity(items.len() * 3);
+        for item in items {
+            batch.push(Value::from(item.id.to_string()));
+            batch.push(Value::from(item.lease_token.0.to_string()));
+            batch.push(Value::from(
+                item.result.as_ref().map(to_json_text).transpose()?,
+            ));
+        }
+
+        let mut tx = self.begin().await?;
+        let done = sqlx::query(COMPLETE_MANY)
+            .bind(tenant)
+            .bind(Value::Array(batch).to_string())
+            .fetch_all(&mut *tx)
+            .await
+            .db()?;
+        let done: HashSet<String> = done
+            .iter()
+            .map(|row| row.try_get::<String, _>("id"))
+            .collect::<std::result::Result<_, _>>()
+            .db()?;
+        if !done.is_empty() {
+            sqlx::query(SUCCEEDED_EVENTS)
+                .bind(id_array(done.iter().map(String::as_str)))
+                .execute(&mut *tx)
+                .await
+                .db()?;
+        }
+        // An item succeeds when this batch completed its job. (An item
+        // repeated in the batch is answered like its first occurrence, as the
+        // PostgreSQL backend does: the batch is one operation.)
+        let ok: Vec<bool> = items
+            .iter()
+            .map(|item| done.contains(&item.id.to_string()))
+            .collect();
+        let lost_ids: Vec<String> = items
+            .iter()
+            .zip(&ok)
+            .filter(|(_, ok)| !**ok)
+            .map(|(item, _)| item.id.to_string())
+            .collect();
+        let mut existing: HashSet<String> = HashSet::new();
+        if !lost_ids.is_empty() {
+            let rows = sqlx::query(LEASE_LOST_MANY)
+                .bind(tenant)
+                .bind(id_array(lost_ids.iter().map(String::as_str)))
+                .bind("complete")
+                .fetch_all(&mut *tx)
+                .await
+                .db()?;
+            for row in &rows {
+                existing.insert(row.try_get("job_id").db()?);
+            }
+        }
+        tx.commit().await.db()?;
+        Ok(items
+            .iter()
+            .zip(ok)
+            .map(|(item, succeeded)| {
+                if succeeded {
+                    Ok(())
+                } else if existing.contains(&item.id.to_string()) {
+                    Err(Error::LeaseLost(item.id))
+                } else {
+                    Err(Error::JobNotFound(item.id))
+                }
+            })
+            .collect())
+    }
+
+    async fn fail(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        token: LeaseToken,
+        failure: &Failure,
+        jitter: f64,
+    ) -> Result<Job> {
+        let error = lifecycle::error_tail(&failure.error);
+        let mut tx = self.begin().await?;
+        // Reading then writing is atomic here: BEGIN IMMEDIATE holds the
+        // write lock for the whole transaction.
+        let row = sqlx::query(FAIL_READ)
+            .bind(tenant)
+            .bind(id.to_string())
+            .bind(token.0.to_string())
+            .fetch_optional(&mut *tx)
+            .await
+            .db()?;
+        let Some(row) = row else {
+            let err = lease_lost(&mut tx, tenant, id, "fail").await?;
+            tx.commit().await.db()?;
+            return Err(err);
+        };
+        let attempt: i32 = row.try_get("attempt").db()?;
+        let max_attempts: i32 = row.try_get("max_attempts").db()?;
+        let cancel_requested: bool = row.try_get("cancel_requested").db()?;
+        let backoff = tether_core::Backoff {
+            base_ms: row.try_get("backoff_base_ms").db()?,
+            cap_ms: row.try_get("backoff_cap_ms").db()?,
+        };
+        let outcome = lifecycle::fail_outcome(attempt, max_attempts, cancel_requested, failure);
+        let (delay, event) = match outcome {
+            FailOutcome::Retry => (
+                Some(
+                    failure
+                        .retry_after_ms
+                        .unwrap_or_else(|| lifecycle::backoff_delay_ms(backoff, attempt, jitter)),
+                ),
+                EventKind::RetryScheduled,
+            ),
+            FailOutcome::Failed => (None, EventKind::Failed),
+            FailOutcome::Cancelled => (None, EventKind::Cancelled),
+        };
+        let row = sqlx::query(FAIL_WRITE)
+            .bind(id.to_string())
+            .bind(outcome.state().as_str())
+            .bind(&error)
+            .bind(delay)
+            .fetch_one(&mut *tx)
+            .await
+            .db()?;
+        let job = rows::job(&row)?;
+        record(&mut tx, &job, event, job.worker_id.as_deref(), Some(&error)).await?;
+        tx.commit().await.db()?;
+        Ok(job)
+    }
+
+    async fn snooze(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        token: LeaseToken,
+        delay_ms: i64,
+    ) -> Result<Job> {
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(SNOOZE)
+            .bind(tenant)
+            .bind(id.to_string())
+            .bind(token.0.to_string())
+            .bind(delay_ms)
+            .fetch_optional(&mut *tx)
+            .await
+            .db()?;
+        let Some(row) = row else {
+            let err = lease_lost(&mut tx, tenant, id, "snooze").await?;
+            tx.commit().await.db()?;
+            return Err(err);
+        };
+        let job = rows::job(&row)?;
+        let event = if job.state == JobState::Cancelled {
+            EventKind::Cancelled
+        } else {
+            EventKind::Snoozed
+        };
+        let detail = format!("delay {delay_ms} ms");
+        record(
+            &mut tx,
+            &job,
+            event,
+            job.worker_id.as_deref(),
+            Some(&detail),
+        )
+        .await?;
+        tx.commit().await.db()?;
+        Ok(job)
+    }
+
+    async fn cancel(&self, tenant: &str, id: Uuid) -> Result<Job> {
+        let mut tx = self.begin().await?;
+        let job = fetch_job(&mut tx, tenant, id).await?;
+        let (sql, event) = match job.state {
+            JobState::Queued => (CANCEL_QUEUED, EventKind::Cancelled),
+            JobState::Running if !job.cancel_requested => {
+                (REQUEST_CANCEL, EventKind::CancelRequested)
+            }
+            // Already asked: the request is recorded once.
+            JobState::Running => {
+                Self::finish_unchanged(tx).await?;
+                return Ok(job);
+            }
+            state => {
+                return Err(Error::InvalidState {
+                    id,
+                    state,
+                    message: "only a queued or running job can be cancelled".into(),
+                })
+            }
+        };
+        let row = sqlx::query(sql)
+            .bind(id.to_string())
+            .fetch_one(&mut *tx)
+            .await
+            .db()?;
+        let job = rows::job(&row)?;
+        record(&mut tx, &job, event, job.worker_id.as_deref(), None).await?;
+        tx.commit().await.db()?;
+        Ok(job)
+    }
+
+    async fn replay(&self, tenant: &str, id: Uuid) -> Result<Job> {
+        let mut tx = self.begin().await?;
+        let job = fetch_job(&mut tx, tenant, id).await?;
+        if !matches!(job.state, JobState::Failed | JobState::Cancelled) {
+            return Err(Error::InvalidState {
+                id,
+                state: job.state,
+                message: "only a failed or cancelled job can be replayed".into(),
+            });
+        }
+        if let Some(key) = &job.unique_key {
+            let holder: Option<String> = sqlx::query_scalar(ACTIVE_HOLDER)
+                .bind(tenant)
+                .bind(key)
+                .bind(id.to_string())
+                .fetch_optional(&mut *tx)
+                .await
+                .db()?;
+            if let Some(holder) = holder {
+                return Err(Error::Conflict(format!(
+                    "unique key {key:?} is held by active job {holder}"
+                )));
+            }
+        }
+        let row = sqlx::query(REPLAY)
+            .bind(id.to_string())
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(|e| match &e {
+                // Belt and braces: the index, not the check above, is the rule.
+                sqlx::Error::Database(db) if db.is_unique_violation() => Error::Conflict(format!(
+                    "unique key of job {id} is held by another active job"
+                )),
+                _ => rows::db_err(e),
+            })?;
+        let job = rows::job(&row)?;
+        record(&mut tx, &job, EventKind::Replayed, None, None).await?;
+        tx.commit().await.db()?;
+        Ok(job)
+    }
+
+    async fn replay_many(&self, tenant: &str, filter: &ReplayFilter) -> Result<u64> {
+        let mut tx = self.begin().await?;
+        let replayed = sqlx::query(REPLAY_MANY)
+            .bind(tenant)
+            .bind(&filter.queue)
+            .bind(filter.state.as_str())
+            .bind(filter.kind.as_deref())
+            .bind(i64::from(filter.limit.unwrap_or(DEFAULT_REPLAY)))
+            .fetch_all(&mut *tx)
+            .await
+            .db()?;
+        if replayed.is_empty() {
+            Self::finish_unchanged(tx).await?;
+            return Ok(0);
+        }
+        let ids = replayed
+            .iter()
+            .map(|row| row.try_get::<String, _>("id"))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .db()?;
+        sqlx::query(REPLAYED_EVENTS)
+            .bind(id_array(ids.iter().map(String::as_str)))
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        tx.commit().await.db()?;
+        Ok(ids.len() as u64)
+    }
+
+    async fn get(&self, tenant: &str, id: Uuid) -> Result<Job> {
+        let mut conn = self.reader.acquire().await.db()?;
+        fetch_job(&mut conn, tenant, id).await
+    }
+
+    async fn list(&self, tenant: &str, filter: &JobFilter) -> Result<JobPage> {
+        let limit = filter.limit.unwrap_or(DEFAULT_PAGE);
+        // The filters present pick the statement (each shape is prepared and
+        // cached once), so every shape can use its index; `(? IS NULL OR …)`
+        // would defeat SQLite's index selection.
+        let mut sql = String::from(concat!(
+            "SELECT ",
+            job_cols!(),
+            " FROM tether_jobs WHERE tenant = ?"
+        ));
+        let mut binds: Vec<String> = vec![tenant.to_owned()];
+        if let Some(queue) = &filter.queue {
+            sql.push_str(" AND queue = ?");
+            binds.push(queue.clone());
+        }
+        if let Some(state) = filter.state {
+            sql.push_str(" AND state = ?");
+            binds.push(state.as_str().to_owned());
+        }
+        if let Some(kind) = &filter.kind {
+            sql.push_str(" AND kind = ?");
+            binds.push(kind.clone());
+        }
+        if let Some(tag) = &filter.tag {
+            sql.push_str(" AND EXISTS (SELECT 1 FROM json_each(tags) WHERE value = ?)");
+            binds.push(tag.clone());
+        }
+        if let Some(cursor) = filter.cursor {
+            sql.push_str(" AND id < ?");
+            binds.push(cursor.to_string());
+        }
+        sql.push_str(" ORDER BY id DESC LIMIT ?");
+        let mut query = sqlx::query(&sql);
+        for value in binds {
+            query = query.bind(value);
+        }
+        let mut conn = self.reader.acquire().await.db()?;
+        let found = query
+            .bind(i64::from(limit))
+            .fetch_all(&mut *conn)
+            .await
+            .db()?;
+        let jobs = found.iter().map(rows::job).collect::<Result<Vec<_>>>()?;
+        let next_cursor = if jobs.len() == limit as usize {
+            jobs.last().map(|job| job.id)
+        } else {
+            None
+        };
+        Ok(JobPage { jobs, next_cursor })
+    }
+
+    async fn events(&self, tenant: &str, id: Uuid) -> Result<Vec<JobEvent>> {
+        let mut conn = self.reader.acquire().await.db()?;
+        // One statement: the job's existence in the tenant and its history
+        // come from the same snapshot.
+        let found = sqlx::query(EVENTS)
+            .bind(tenant)
+            .bind(id.to_string())
+            .fetch_all(&mut *conn)
+            .await
+            .db()?;
+        if found.is_empty() {
+            return Err(Error::JobNotFound(id));
+        }
+        let mut events = Vec::with_capacity(found.len());
+        for row in &found {
+            let seq: Option<i64> = row.try_get("seq").db()?;
+            if seq.is_some() {
+                events.push(rows::event(row)?);
+            }
+        }
+        Ok(events)
+    }
+
+    async fn queue_stats(&self, tenant: &str, queue: &str) -> Result<QueueStats> {
+        let mut conn = self.reader.acquire().await.db()?;
+        queue_stats_on(&mut conn, tenant, queue).await
+    }
+
+    async fn list_queues(&self, tenant: &str) -> Result<Vec<QueueStats>> {
+        let mut conn = self.reader.acquire().await.db()?;
+        let found = sqlx::query(LIST_QUEUES)
+            .bind(tenant)
+            .fetch_all(&mut *conn)
+            .await
+            .db()?;
+        found.iter().map(rows::stats).collect()
+    }
+
+    async fn set_paused(&self, tenant: &str, queue: &str, paused: bool) -> Result<QueueStats> {
+        let defaults = QueueConfig::default();
+        let mut tx = self.begin().await?;
+        sqlx::query(SET_PAUSED)
+            .bind(tenant)
+            .bind(queue)
+            .bind(paused)
+            .bind(defaults.max_attempts)
+            .bind(defaults.backoff.base_ms)
+            .bind(defaults.backoff.cap_ms)
+            .bind(defaults.default_lease_ttl_ms)
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        // Read back inside the transaction: the answer is what was written.
+        let stats = queue_stats_on(&mut tx, tenant, queue).await?;
+        tx.commit().await.db()?;
+        Ok(stats)
+    }
+
+    async fn configure_queue(
+        &self,
+        tenant: &str,
+        queue: &str,
+        patch: &QueueConfigPatch,
+    ) -> Result<QueueStats> {
+        let defaults = QueueConfig::default();
+        let mut tx = self.begin().await?;
+        sqlx::query(CONFIGURE_QUEUE)
+            .bind(tenant)
+            .bind(queue)
+            .bind(patch.max_attempts)
+            .bind(patch.backoff.map(|b| b.base_ms))
+            .bind(patch.backoff.map(|b| b.cap_ms))
+            .bind(patch.default_lease_ttl_ms)
+            .bind(defaults.max_attempts)
+            .bind(defaults.backoff.base_ms)
+            .bind(defaults.backoff.cap_ms)
+            .bind(defaults.default_lease_ttl_ms)
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        let stats = queue_stats_on(&mut tx, tenant, queue).await?;
+        tx.commit().await.db()?;
+        Ok(stats)
+    }
+
+    async fn reap_lapsed_leases(&self, batch: u32) -> Result<ReapReport> {
+        let mut tx = self.begin().await?;
+        let reaped = sqlx::query(REAP)
+            .bind(i64::from(batch))
+            .fetch_all(&mut *tx)
+            .await
+            .db()?;
+        if reaped.is_empty() {
+            Self::finish_unchanged(tx).await?;
+            return Ok(ReapReport::default());
+        }
+        let mut report = ReapReport::default();
+        let mut ids = Vec::with_capacity(reaped.len());
+        for row in &reaped {
+            let state: &str = row.try_get("state").db()?;
+            match state.parse::<JobState>().map_err(rows::corrupt)? {
+                JobState::Queued => report.requeued += 1,
+                JobState::Failed => report.failed += 1,
+                JobState::Cancelled => report.cancelled += 1,
+                other => return Err(rows::corrupt(format!("reaper produced state {other}"))),
+            }
+            ids.push(row.try_get::<String, _>("id").db()?);
+        }
+        sqlx::query(LEASE_EXPIRED_EVENTS)
+            .bind(id_array(ids.iter().map(String::as_str)))
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        tx.commit().await.db()?;
+        Ok(report)
+    }
+
+    async fn expire_jobs(&self, batch: u32) -> Result<u64> {
+        let mut tx = self.begin().await?;
+        let expired = sqlx::query(EXPIRE)
+            .bind(i64::from(batch))
+            .bind(EXPIRED_ERROR)
+            .fetch_all(&mut *tx)
+            .await
+            .db()?;
+        if expired.is_empty() {
+            Self::finish_unchanged(tx).await?;
+            return Ok(0);
+        }
+        let ids = expired
+            .iter()
+            .map(|row| row.try_get::<String, _>("id"))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .db()?;
+        sqlx::query(EXPIRED_EVENTS)
+            .bind(id_array(ids.iter().map(String::as_str)))
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        tx.commit().await.db()?;
+        Ok(ids.len() as u64)
+    }
+
+    async fn prune_finished(&self, retention_ms: i64, batch: u32) -> Result<u64> {
+        let mut tx = self.begin().await?;
+        let pruned = sqlx::query(PRUNE)
+            .bind(retention_ms)
+            .bind(i64::from(batch))
+            .fetch_all(&mut *tx)
+            .await
+            .db()?;
+        if pruned.is_empty() {
+            Self::finish_unchanged(tx).await?;
+            return Ok(0);
+        }
+        let ids = pruned
+            .iter()
+            .map(|row| row.try_get::<String, _>("id"))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .db()?;
+        sqlx::query(PRUNE_EVENTS)
+            .bind(id_array(ids.iter().map(String::as_str)))
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        tx.commit().await.db()?;
+        Ok(ids.len() as u64)
+    }
+
+    async fn acquire_lease(&self, name: &str, holder: &str, ttl_ms: i64) -> Result<Option<Lease>> {
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(ACQUIRE_LEASE)
+            .bind(name)
+            .bind(holder)
+            .bind(ttl_ms)
+            .fetch_optional(&mut *tx)
+            .await
+            .db()?;
+        let lease = row.as_ref().map(rows::lease).transpose()?;
+        tx.commit().await.db()?;
+        Ok(lease)
+    }
+
+    async fn renew_lease(&self, name: &str, token: LeaseToken, ttl_ms: i64) -> Result<Lease> {
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(RENEW_LEASE)
+            .bind(name)
+            .bind(token.0.to_string())
+            .bind(ttl_ms)
+            .fetch_optional(&mut *tx)
+            .await
+            .db()?;
+        let Some(row) = row else {
+            // Taken over, released, or never held with this token.
+            Self::finish_unchanged(tx).await?;
+            return Err(Error::NamedLeaseLost(name.to_owned()));
+        };
+        let lease = rows::lease(&row)?;
+        tx.commit().await.db()?;
+        Ok(lease)
+    }
+
+    async fn release_lease(&self, name: &str, token: LeaseToken) -> Result<()> {
+        let mut tx = self.begin().await?;
+        sqlx::query(RELEASE_LEASE)
+            .bind(name)
+            .bind(token.0.to_string())
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        tx.commit().await.db()?;
+        Ok(())
+    }
+}

@@ -1,0 +1,88 @@
+//! Clock controls for the behaviour suite (cargo feature `testing`).
+
+use tether_core::Result;
+
+use crate::rows::{self, Db};
+use crate::SqliteStore;
+
+/// Clock controls: they move a job or lease forward in time instead of
+/// making the test wait. Not for production use.
+impl SqliteStore {
+    /// Makes a running job's lease lapse now (`lease_expires_at = now − 1 ms`),
+    /// as if its TTL had passed without a heartbeat.
+    pub async fn lapse_lease(&self, id: uuid::Uuid) -> Result<()> {
+        self.testing_update(
+            concat!(
+                "UPDATE tether_jobs SET lease_expires_at = ",
+                now_ms!(),
+                " - 1 WHERE id = ?1 AND state = 'running'"
+            ),
+            id,
+        )
+        .await
+    }
+
+    /// Makes a named lease lapse now (`expires_at = now − 1 ms`).
+    pub async fn lapse_named_lease(&self, name: &str) -> Result<()> {
+        let mut tx = self.begin().await?;
+        let done = sqlx::query(concat!(
+            "UPDATE tether_leases SET expires_at = ",
+            now_ms!(),
+            " - 1 WHERE name = ?1"
+        ))
+        .bind(name)
+        .execute(&mut *tx)
+        .await
+        .db()?;
+        tx.commit().await.db()?;
+        if done.rows_affected() == 0 {
+            return Err(tether_core::Error::invalid(
+                "name",
+                format!("no lease named {name:?} is held"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Makes a queued job due now (`run_at = now`), as if its delay had passed.
+    pub async fn make_due(&self, id: uuid::Uuid) -> Result<()> {
+        self.testing_update(
+            concat!(
+                "UPDATE tether_jobs SET run_at = ",
+                now_ms!(),
+                " WHERE id = ?1 AND state = 'queued'"
+            ),
+            id,
+        )
+        .await
+    }
+
+    /// Runs a one-job clock update; `JobNotFound` if no such job exists,
+    /// `InvalidState` if it exists in a state the update does not apply to.
+    async fn testing_update(&self, sql: &'static str, id: uuid::Uuid) -> Result<()> {
+        let mut tx = self.begin().await?;
+        let done = sqlx::query(sql)
+            .bind(id.to_string())
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        if done.rows_affected() == 0 {
+            let state: Option<String> =
+                sqlx::query_scalar("SELECT state FROM tether_jobs WHERE id = ?1")
+                    .bind(id.to_string())
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .db()?;
+            return Err(match state {
+                None => tether_core::Error::JobNotFound(id),
+                Some(state) => tether_core::Error::InvalidState {
+                    id,
+                    state: state.parse().map_err(rows::corrupt)?,
+                    message: "the job is not in the state this clock control applies to".into(),
+                },
+            });
+        }
+        tx.commit().await.db()?;
+        Ok(())
+    }
+}

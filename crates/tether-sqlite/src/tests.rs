@@ -1,0 +1,751 @@
+//! Backend-specific checks: connection setup, migrations and transaction
+//! hygiene. The lifecycle itself is proven by the shared behaviour suite
+//! (`tether-conformance`); the few lifecycle tests here are smoke tests.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::json;
+use sqlx::Connection;
+use tether_core::{
+    ClaimRequest, Completion, Error, EventKind, Failure, Heartbeat, JobFilter, JobState, NewJob,
+    NewJobRef, Store,
+};
+use uuid::Uuid;
+
+use super::SqliteStore;
+
+/// A database file under the temp dir, deleted (with its WAL and shm files)
+/// when dropped.
+struct TempDb(PathBuf);
+
+impl TempDb {
+    fn new() -> TempDb {
+        TempDb(std::env::temp_dir().join(format!(
+            "tether-sqlite-test-{}-{}.db",
+            std::process::id(),
+            Uuid::new_v4()
+        )))
+    }
+}
+
+impl Drop for TempDb {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut path = self.0.clone().into_os_string();
+            path.push(suffix);
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+fn enqueue_refs(jobs: &[NewJob]) -> Vec<NewJobRef<'_>> {
+    jobs.iter()
+        .map(|job| NewJobRef {
+            id: Uuid::now_v7(),
+            job,
+        })
+        .collect()
+}
+
+fn claim_req(queue: &str, limit: u32) -> ClaimRequest {
+    ClaimRequest {
+        queue: queue.into(),
+        worker_id: "w1".into(),
+        limit,
+        lease_ttl_ms: None,
+    }
+}
+
+#[tokio::test]
+async fn migrations_are_idempotent() {
+    let db = TempDb::new();
+    let store = SqliteStore::open(&db.0).await.unwrap();
+    store.close().await;
+    let store = SqliteStore::open(&db.0).await.unwrap();
+    let versions: Vec<(i64, String)> =
+        sqlx::query_as("SELECT version, name FROM tether_migrations ORDER BY version")
+            .fetch_all(&store.reader)
+            .await
+            .unwrap();
+    assert_eq!(versions, vec![(1, "core".to_owned())]);
+    assert_eq!(SqliteStore::schema_version(), 1);
+    store.close().await;
+}
+
+#[tokio::test]
+async fn concurrent_opens_apply_migrations_once() {
+    let db = TempDb::new();
+    // Each open on its own task, so they really race for the new file.
+    let handles: Vec<_> = (0..4)
+        .map(|_| tokio::spawn(SqliteStore::open(db.0.clone())))
+        .collect();
+    let mut stores = Vec::new();
+    for handle in handles {
+        stores.push(handle.await.unwrap().unwrap());
+    }
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM tether_migrations")
+        .fetch_one(&stores[0].reader)
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    for store in &stores {
+        store.close().await;
+    }
+}
+
+#[tokio::test]
+async fn a_newer_schema_is_refused() {
+    let db = TempDb::new();
+    let store = SqliteStore::open(&db.0).await.unwrap();
+    sqlx::query("INSERT INTO tether_migrations (version, name, applied_at) VALUES (99, 'x', 0)")
+        .execute(&store.writer)
+        .await
+        .unwrap();
+    store.close().await;
+    let err = SqliteStore::open(&db.0).await.unwrap_err();
+    assert!(matches!(err, Error::Storage(_)), "{err}");
+}
+
+#[tokio::test]
+async fn pragmas_hold_on_every_connection() {
+    let db = TempDb::new();
+    let store = SqliteStore::open(&db.0).await.unwrap();
+    // Hold several read connections at once so more than one is checked.
+    let mut conns = Vec::new();
+    for _ in 0..super::READ_CONNECTIONS {
+        conns.push(store.reader.acquire().await.unwrap());
+    }
+    conns.push(store.writer.acquire().await.unwrap());
+    for conn in &mut conns {
+        let journal: String = sqlx::query_scalar("PRAGMA journal_mode")
+            .fetch_one(&mut **conn)
+            .await
+            .unwrap();
+        assert_eq!(journal, "wal");
+        let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous")
+            .fetch_one(&mut **conn)
+            .await
+            .unwrap();
+        assert_eq!(synchronous, 2, "synchronous=FULL");
+        let foreign_keys: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
+            .fetch_one(&mut **conn)
+            .await
+            .unwrap();
+        assert_eq!(foreign_keys, 1);
+        let busy: i64 = sqlx::query_scalar("PRAGMA busy_timeout")
+            .fetch_one(&mut **conn)
+            .await
+            .unwrap();
+        assert_eq!(busy, 5_000);
+    }
+    drop(conns);
+    store.close().await;
+}
+
+#[tokio::test]
+async fn sqlite_clock_has_milliseconds() {
+    let db = TempDb::new();
+    let store = SqliteStore::open(&db.0).await.unwrap();
+    let now: i64 = sqlx::query_scalar(concat!("SELECT ", now_ms!()))
+        .fetch_one(&store.reader)
+        .await
+        .unwrap();
+    let rust_now = chrono::Utc::now().timestamp_millis();
+    assert!((now - rust_now).abs() < 5_000, "{now} vs {rust_now}");
+    store.close().await;
+}
+
+#[tokio::test]
+async fn an_abandoned_write_transaction_is_rolled_back() {
+    let db = TempDb::new();
+    let store = SqliteStore::open(&db.0).await.unwrap();
+    {
+        let mut tx = store.writer.begin_with("BEGIN IMMEDIATE").await.unwrap();
+        sqlx::query(
+            "INSERT INTO tether_leases (name, holder, token, acquired_at, expires_at) \
+             VALUES ('x', 'h', 't', 0, 0)",
+        )
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+        // Dropped without commit, as when a caller's future is cancelled.
+    }
+    // The writer is usable again at once (no "cannot start a transaction
+    // within a transaction") and the abandoned write is gone.
+    let lease = store
+        .acquire_lease("maintenance", "node-1", 10_000)
+        .await
+        .unwrap();
+    assert!(lease.is_some());
+    let mut conn = store.writer.acquire().await.unwrap();
+    assert!(!conn.is_in_transaction());
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM tether_leases WHERE name = 'x'")
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    assert_eq!(n, 0);
+    drop(conn);
+
+    // A future dropped mid-operation leaves the writer clean too.
+    for _ in 0..20 {
+        let fut = store.acquire_lease("other", "node-2", 10_000);
+        let _ = tokio::time::timeout(std::time::Duration::from_micros(50), fut).await;
+    }
+    store
+        .acquire_lease("third", "node-3", 10_000)
+        .await
+        .unwrap();
+    store.close().await;
+}
+
+#[tokio::test]
+async fn lifecycle_smoke() {
+    let db = TempDb::new();
+    let store = SqliteStore::open(&db.0).await.unwrap();
+    let jobs = vec![
+        NewJob::new("q", "k", json!({"n": 1})).tags(["a", "b"]),
+        NewJob::new("q", "k", json!({"n": 2})).priority(5),
+        NewJob::new("q", "k", json!({"n": 3, "f": 1.5e300})).idempotency_key("i1"),
+        NewJob::new("q", "k", json!({"n": 4})).idempotency_key("i1"),
+    ];
+    let out = store.enqueue("t", &enqueue_refs(&jobs)).await.unwrap();
+    assert_eq!(
+        out.iter().map(|e| e.created).collect::<Vec<_>>(),
+        [true, true, true, false]
+    );
+    assert_eq!(out[3].job.id, out[2].job.id);
+    assert_eq!(out[2].job.payload, json!({"n": 3, "f": 1.5e300}));
+    assert_eq!(out[0].job.max_attempts, 5);
+    assert_eq!(out[0].job.tags, vec!["a", "b"]);
+
+    let claimed = store.claim("t", &claim_req("q", 10)).await.unwrap();
+    assert_eq!(claimed.len(), 3);
+    assert_eq!(claimed[0].job.id, out[1].job.id, "priority first");
+    assert_eq!(claimed[1].job.id, out[0].job.id, "then run_at/id");
+    let tokens: std::collections::HashSet<_> = claimed.iter().map(|c| c.lease_token).collect();
+    assert_eq!(tokens.len(), 3, "one token per job");
+    for c in &claimed {
+        assert_eq!(c.job.state, JobState::Running);
+        assert_eq!(c.job.attempt, 1);
+        let lease = c.job.lease_expires_at.unwrap() - c.job.heartbeat_at.unwrap();
+        assert_eq!(lease.num_milliseconds(), 30_000);
+        assert_eq!(c.lease_token.0.get_version_num(), 4);
+    }
+
+    let ack = store
+        .heartbeat(
+            "t",
+            &Heartbeat {
+                id: claimed[0].job.id,
+                lease_token: claimed[0].lease_token,
+                lease_ttl_ms: Some(60_000),
+                progress: Some(json!({"pct": 50})),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(!ack.cancel_requested);
+
+    // A wrong token is fenced out, and the history says so.
+    let wrong = tether_core::LeaseToken(Uuid::new_v4());
+    let err = store
+        .complete("t", claimed[0].job.id, wrong, None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::LeaseLost(_)), "{err}");
+    let err = store
+        .complete("t", Uuid::now_v7(), wrong, None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::JobNotFound(_)), "{err}");
+    let err = store
+        .complete(
+            "other-tenant",
+            claimed[0].job.id,
+            claimed[0].lease_token,
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::JobNotFound(_)), "{err}");
+
+    let done = store
+        .complete(
+            "t",
+            claimed[0].job.id,
+            claimed[0].lease_token,
+            Some(&json!(7)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.state, JobState::Succeeded);
+    assert_eq!(done.result, Some(json!(7)));
+    assert!(done.finished_at.is_some());
+
+    let results = store
+        .complete_many(
+            "t",
+            &[
+                Completion {
+                    id: claimed[1].job.id,
+                    lease_token: claimed[1].lease_token,
+                    result: None,
+                },
+                Completion {
+                    id: claimed[1].job.id,
+                    lease_token: claimed[1].lease_token,
+                    result: None,
+                },
+                Completion {
+                    id: claimed[0].job.id,
+                    lease_token: claimed[0].lease_token,
+                    result: None,
+                },
+                Completion {
+                    id: Uuid::now_v7(),
+                    lease_token: wrong,
+                    result: None,
+                },
+            ],
+        )
+        .await
+        .unwrap();
+    assert!(results[0].is_ok());
+    assert!(
+        results[1].is_ok(),
+        "a repeated item is answered like the first"
+    );
+    assert!(matches!(results[2], Err(Error::LeaseLost(_))));
+    assert!(matches!(results[3], Err(Error::JobNotFound(_))));
+
+    let failed = store
+        .fail(
+            "t",
+            claimed[2].job.id,
+            claimed[2].lease_token,
+            &Failure {
+                error: "boom".into(),
+                ..Failure::default()
+            },
+            1.0,
+        )
+        .await
+        .unwrap();
+    assert_eq!(failed.state, JobState::Queued);
+    assert_eq!(failed.last_error.as_deref(), Some("boom"));
+    let delay = failed.run_at - failed.updated_at;
+    assert_eq!(delay.num_milliseconds(), 1_000);
+
+    let events = store.events("t", claimed[0].job.id).await.unwrap();
+    let kinds: Vec<_> = events.iter().map(|e| e.event).collect();
+    assert_eq!(
+        kinds,
+        [
+            EventKind::Enqueued,
+            EventKind::Claimed,
+            EventKind::LeaseLost,
+            EventKind::Succeeded,
+            EventKind::LeaseLost,
+        ]
+    );
+    assert_eq!(events[2].detail.as_deref(), Some("complete"));
+
+    let page = store
+        .list(
+            "t",
+            &JobFilter {
+                tag: Some("a".into()),
+                ..JobFilter::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(page.jobs.len(), 1);
+    assert_eq!(page.jobs[0].id, out[0].job.id);
+
+    let stats = store.queue_stats("t", "q").await.unwrap();
+    assert_eq!(stats.counts.succeeded, 2);
+    assert_eq!(stats.counts.queued, 1);
+    assert_eq!(stats.scheduled, 1);
+    let never = store.queue_stats("t", "never-used").await.unwrap();
+    assert_eq!(never.config, tether_core::QueueConfig::default());
+    assert!(!never.paused);
+    store.close().await;
+}
+
+#[tokio::test]
+async fn reaper_buries_exhausted_jobs_and_requeues_the_rest() {
+    let db = TempDb::new();
+    let store = SqliteStore::open(&db.0).await.unwrap();
+    let jobs = vec![
+        NewJob::new("q", "k", json!(1)).max_attempts(1),
+        NewJob::new("q", "k", json!(2)).max_attempts(3),
+        NewJob::new("q", "k", json!(3)).max_attempts(3),
+    ];
+    let out = store.enqueue("t", &enqueue_refs(&jobs)).await.unwrap();
+    let claimed = store.claim("t", &claim_req("q", 10)).await.unwrap();
+    assert_eq!(claimed.len(), 3);
+    store.cancel("t", out[2].job.id).await.unwrap();
+    sqlx::query(concat!(
+        "UPDATE tether_jobs SET lease_expires_at = ",
+        now_ms!(),
+        " - 1"
+    ))
+    .execute(&store.writer)
+    .await
+    .unwrap();
+    let report = store.reap_lapsed_leases(100).await.unwrap();
+    assert_eq!(
+        (report.failed, report.requeued, report.cancelled),
+        (1, 1, 1)
+    );
+    let states: Vec<_> = {
+        let mut v = Vec::new();
+        for e in &out {
+            v.push(store.get("t", e.job.id).await.unwrap().state);
+        }
+        v
+    };
+    assert_eq!(
+        states,
+        [JobState::Failed, JobState::Queued, JobState::Cancelled]
+    );
+    let events = store.events("t", out[0].job.id).await.unwrap();
+    let last = events.last().unwrap();
+    assert_eq!(last.event, EventKind::LeaseExpired);
+    assert_eq!(last.detail.as_deref(), Some("failed"));
+    // The stale holder is fenced out once the reaper took over.
+    let err = store
+        .complete("t", out[1].job.id, claimed[1].lease_token, None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::LeaseLost(_)));
+    store.close().await;
+}
+
+#[tokio::test]
+async fn concurrent_claimers_never_share_a_job() {
+    let db = TempDb::new();
+    let store = Arc::new(SqliteStore::open(&db.0).await.unwrap());
+    let jobs: Vec<NewJob> = (0..500).map(|i| NewJob::new("q", "k", json!(i))).collect();
+    store.enqueue("t", &enqueue_refs(&jobs)).await.unwrap();
+    let mut handles = Vec::new();
+    for _ in 0..4 {
+        let store = store.clone();
+        handles.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            loop {
+                let got = store.claim("t", &claim_req("q", 7)).await.unwrap();
+                if got.is_empty() {
+                    break;
+                }
+                mine.extend(got.into_iter().map(|c| c.job.id));
+            }
+            mine
+        }));
+    }
+    let mut all = Vec::new();
+    for handle in handles {
+        all.extend(handle.await.unwrap());
+    }
+    let distinct: std::collections::HashSet<_> = all.iter().collect();
+    assert_eq!(all.len(), 500);
+    assert_eq!(distinct.len(), 500);
+    store.close().await;
+}
+
+#[tokio::test]
+async fn batches_across_insert_chunks_keep_order_and_dedupe() {
+    let db = TempDb::new();
+    let store = SqliteStore::open(&db.0).await.unwrap();
+    // 45 entries: chunks of 32, 8, 1, 1, 1, 1, 1. Entry 40 repeats entry 3's
+    // idempotency key, entry 44 entry 35's unique key: both across chunks.
+    let jobs: Vec<NewJob> = (0..45)
+        .map(|i| {
+            let job = NewJob::new("q", "k", json!({ "i": i }));
+            match i {
+                3 | 40 => job.idempotency_key("ik-3"),
+                35 | 44 => job.unique_key("uk-35"),
+                _ => job,
+            }
+        })
+        .collect();
+    let out = store.enqueue("t", &enqueue_refs(&jobs)).await.unwrap();
+    assert_eq!(out.len(), 45);
+    for (i, answer) in out.iter().enumerate() {
+        match i {
+            40 => {
+                assert!(!answer.created);
+                assert_eq!(answer.job.id, out[3].job.id);
+            }
+            44 => {
+                assert!(!answer.created);
+                assert_eq!(answer.job.id, out[35].job.id);
+            }
+            _ => {
+                assert!(answer.created, "entry {i}");
+                assert_eq!(answer.job.payload, json!({ "i": i }), "entry {i}");
+            }
+        }
+    }
+    let stats = store.queue_stats("t", "q").await.unwrap();
+    assert_eq!(stats.counts.queued, 43);
+    // One `enqueued` event per created job, none for the duplicates.
+    let n: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM tether_job_events WHERE event = 'enqueued'")
+            .fetch_one(&store.reader)
+            .await
+            .unwrap();
+    assert_eq!(n, 43);
+    store.close().await;
+}
+
+#[tokio::test]
+async fn bulk_replay_takes_one_job_per_unique_key() {
+    let db = TempDb::new();
+    let store = SqliteStore::open(&db.0).await.unwrap();
+    let fatal = Failure {
+        error: "dead".into(),
+        fatal: true,
+        ..Failure::default()
+    };
+    let mut dead = Vec::new();
+    // Two dead jobs share unique key u (one at a time was active), one has
+    // no key.
+    for job in [
+        NewJob::new("q", "k", json!(1)).unique_key("u"),
+        NewJob::new("q", "k", json!(2)).unique_key("u"),
+        NewJob::new("q", "k", json!(3)),
+    ] {
+        let out = store.enqueue("t", &enqueue_refs(&[job])).await.unwrap();
+        assert!(out[0].created);
+        let c = store
+            .claim("t", &claim_req("q", 1))
+            .await
+            .unwrap()
+            .remove(0);
+        store
+            .fail("t", c.job.id, c.lease_token, &fatal, 1.0)
+            .await
+            .unwrap();
+        dead.push(c.job.id);
+    }
+    let filter = tether_core::ReplayFilter {
+        queue: "q".into(),
+        state: JobState::Failed,
+        kind: None,
+        limit: None,
+    };
+    assert_eq!(store.replay_many("t", &filter).await.unwrap(), 2);
+    let states: Vec<JobState> = {
+        let mut v = Vec::new();
+        for id in &dead {
+            v.push(store.get("t", *id).await.unwrap().state);
+        }
+        v
+    };
+    assert_eq!(
+        states,
+        [JobState::Queued, JobState::Failed, JobState::Queued],
+        "the oldest job of key u is replayed, the other waits"
+    );
+    // Now u is held by an active job: the second stays dead.
+    assert_eq!(store.replay_many("t", &filter).await.unwrap(), 0);
+    assert!(matches!(
+        store.replay("t", dead[1]).await,
+        Err(Error::Conflict(_))
+    ));
+    let events = store.events("t", dead[0]).await.unwrap();
+    assert_eq!(events.last().unwrap().event, EventKind::Replayed);
+    store.close().await;
+}
+
+#[tokio::test]
+async fn listing_pages_newest_first() {
+    let db = TempDb::new();
+    let store = SqliteStore::open(&db.0).await.unwrap();
+    let jobs: Vec<NewJob> = (0..7).map(|i| NewJob::new("q", "k", json!(i))).collect();
+    let out = store.enqueue("t", &enqueue_refs(&jobs)).await.unwrap();
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = store
+            .list(
+                "t",
+                &JobFilter {
+                    queue: Some("q".into()),
+                    limit: Some(3),
+                    cursor,
+                    ..JobFilter::default()
+                },
+            )
+            .await
+            .unwrap();
+        seen.extend(page.jobs.iter().map(|j| j.id));
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    let mut expected: Vec<Uuid> = out.iter().map(|e| e.job.id).collect();
+    expected.reverse();
+    assert_eq!(seen, expected);
+    store.close().await;
+}
+
+/// Operations whose futures are dropped at arbitrary points leave every
+/// job consistent with its history (a claim and its `claimed` events commit
+/// together or not at all) and the writer usable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_operations_leave_nothing_half_done() {
+    let db = TempDb::new();
+    let store = Arc::new(SqliteStore::open(&db.0).await.unwrap());
+    let jobs: Vec<NewJob> = (0..300).map(|i| NewJob::new("q", "k", json!(i))).collect();
+    store.enqueue("t", &enqueue_refs(&jobs)).await.unwrap();
+    for i in 0..300u64 {
+        let store = store.clone();
+        let budget = std::time::Duration::from_micros(i % 40 * 25);
+        let _ = tokio::time::timeout(budget, async move {
+            let claimed = store.claim("t", &claim_req("q", 3)).await?;
+            let items: Vec<Completion> = claimed
+                .iter()
+                .map(|c| Completion {
+                    id: c.job.id,
+                    lease_token: c.lease_token,
+                    result: None,
+                })
+                .collect();
+            if !items.is_empty() {
+                store.complete_many("t", &items).await?;
+            }
+            Ok::<(), Error>(())
+        })
+        .await;
+    }
+    // The writer still works, and nothing is left inside a transaction.
+    store.acquire_lease("check", "me", 10_000).await.unwrap();
+    let inconsistent: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM tether_jobs AS j WHERE j.attempt <> \
+         (SELECT count(*) FROM tether_job_events AS e WHERE e.job_id = j.id AND e.event = 'claimed') \
+         OR (j.state = 'succeeded') <> EXISTS (SELECT 1 FROM tether_job_events AS e \
+             WHERE e.job_id = j.id AND e.event = 'succeeded')",
+    )
+    .fetch_one(&store.reader)
+    .await
+    .unwrap();
+    assert_eq!(inconsistent, 0);
+    let total: i64 = sqlx::query_scalar("SELECT count(*) FROM tether_jobs")
+        .fetch_one(&store.reader)
+        .await
+        .unwrap();
+    assert_eq!(total, 300);
+    store.close().await;
+}
+
+#[cfg(feature = "testing")]
+#[tokio::test]
+async fn clock_controls_move_time_forward() {
+    let db = TempDb::new();
+    let store = SqliteStore::open(&db.0).await.unwrap();
+    let jobs = vec![NewJob::new("q", "k", json!(1)).run_at(tether_core::RunAt::Delay(3_600_000))];
+    let out = store.enqueue("t", &enqueue_refs(&jobs)).await.unwrap();
+    let id = out[0].job.id;
+    assert!(store
+        .claim("t", &claim_req("q", 1))
+        .await
+        .unwrap()
+        .is_empty());
+    store.make_due(id).await.unwrap();
+    let claimed = store.claim("t", &claim_req("q", 1)).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert!(matches!(
+        store.make_due(id).await,
+        Err(Error::InvalidState { .. })
+    ));
+    assert!(matches!(
+        store.lapse_lease(Uuid::now_v7()).await,
+        Err(Error::JobNotFound(_))
+    ));
+    assert_eq!(store.reap_lapsed_leases(10).await.unwrap().total(), 0);
+    store.lapse_lease(id).await.unwrap();
+    assert_eq!(store.reap_lapsed_leases(10).await.unwrap().requeued, 1);
+
+    let lease = store
+        .acquire_lease("m", "a", 10_000)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(store
+        .acquire_lease("m", "b", 10_000)
+        .await
+        .unwrap()
+        .is_none());
+    store.lapse_named_lease("m").await.unwrap();
+    let taken = store
+        .acquire_lease("m", "b", 10_000)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_ne!(taken.token, lease.token);
+    assert!(matches!(
+        store.renew_lease("m", lease.token, 10_000).await,
+        Err(Error::NamedLeaseLost(_))
+    ));
+    assert!(store.lapse_named_lease("nope").await.is_err());
+    store.close().await;
+}
+
+/// An enqueue that returned is on disk: a process killed with SIGKILL right
+/// after loses none of the jobs it was told about.
+#[tokio::test]
+async fn acknowledged_writes_survive_kill_9() {
+    use std::io::BufRead;
+    let db = TempDb::new();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "tests::kill_9_child", "--ignored", "--nocapture"])
+        .env("TETHER_KILL9_DB", &db.0)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut acked = Vec::new();
+    for line in std::io::BufReader::new(stdout).lines() {
+        let line = line.unwrap();
+        if let Some(id) = line.strip_prefix("ACK ") {
+            acked.push(Uuid::parse_str(id).unwrap());
+            if acked.len() == 200 {
+                break;
+            }
+        }
+    }
+    child.kill().unwrap(); // SIGKILL: no destructor, no clean close.
+    child.wait().unwrap();
+    assert_eq!(acked.len(), 200, "the child stopped early");
+    let store = SqliteStore::open(&db.0).await.unwrap();
+    for id in acked {
+        store.get("t", id).await.unwrap();
+    }
+    store.close().await;
+}
+
+/// The child process of `acknowledged_writes_survive_kill_9`: enqueues jobs
+/// one at a time forever, printing each id once the enqueue returned. Does
+/// nothing when run on its own.
+#[tokio::test]
+#[ignore]
+async fn kill_9_child() {
+    use std::io::Write;
+    let Ok(path) = std::env::var("TETHER_KILL9_DB") else {
+        return;
+    };
+    let store = SqliteStore::open(path).await.unwrap();
+    loop {
+        let jobs = [NewJob::new("q", "k", json!({}))];
+        let out = store.enqueue("t", &enqueue_refs(&jobs)).await.unwrap();
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "ACK {}", out[0].job.id).unwrap();
+        stdout.flush().unwrap();
+    }
+}
