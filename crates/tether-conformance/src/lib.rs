@@ -304,6 +304,7 @@ macro_rules! behaviour_suite {
                 lease_expiry_is_database_now_plus_ttl,
                 delayed_run_at_is_created_at_plus_delay,
                 heartbeat_records_progress_without_history,
+                answers_match_the_stored_job,
             }
             attempts {
                 attempt_grows_at_claim,

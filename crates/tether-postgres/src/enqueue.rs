@@ -6,8 +6,9 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::PgConnection;
-use tether_core::{Enqueued, Error, Job, NewJobRef, Result, RunAt};
+use sqlx::postgres::PgRow;
+use sqlx::{PgConnection, Row};
+use tether_core::{Backoff, Enqueued, Error, Job, JobState, NewJobRef, Result, RunAt};
 use uuid::Uuid;
 
 use crate::db_error;
@@ -43,15 +44,17 @@ const INSERT: &str = concat!(
         LEFT JOIN tether.queues q ON q.tenant = $1 AND q.name = i.queue
         ORDER BY i.ord
         ON CONFLICT DO NOTHING
-        RETURNING ",
-    job_columns!(),
-    "
+        -- Only what the database decided: the rest of the job is the input,
+        -- and sending the payload back would cost a JSON parse per job.
+        RETURNING j.id, j.tenant, j.max_attempts, j.backoff_base_ms, j.backoff_cap_ms, j.run_at,
+                  j.created_at, j.expires_at
     ),
     history AS (
         INSERT INTO tether.job_events (job_id, tenant, at, event, attempt)
         SELECT id, tenant, created_at, 'enqueued', 0 FROM inserted
     )
-    SELECT * FROM inserted j"
+    SELECT id, max_attempts, backoff_base_ms, backoff_cap_ms, run_at, created_at, expires_at
+    FROM inserted"
 );
 
 const EXISTING: &str = concat!(
@@ -194,7 +197,7 @@ async fn insert(conn: &mut PgConnection, tenant: &str, jobs: &[NewJobRef<'_>]) -
         tags.push(Value::from(job.tags.clone()));
         expires.push(job.expires_at);
     }
-    sqlx::query(INSERT)
+    let rows = sqlx::query(INSERT)
         .bind(tenant)
         .bind(&ids)
         .bind(&queues)
@@ -211,8 +214,54 @@ async fn insert(conn: &mut PgConnection, tenant: &str, jobs: &[NewJobRef<'_>]) -
         .bind(&unique)
         .bind(&tags)
         .bind(&expires)
-        .try_map(|row| rows::job(&row))
         .fetch_all(&mut *conn)
         .await
+        .map_err(db_error)?;
+    let by_id: HashMap<Uuid, &NewJobRef<'_>> = jobs.iter().map(|r| (r.id, r)).collect();
+    rows.iter()
+        .map(|row| {
+            let id: Uuid = row.try_get("id")?;
+            let new = by_id.get(&id).ok_or(sqlx::Error::RowNotFound)?;
+            created_job(tenant, new, row)
+        })
+        .collect::<Result<Vec<Job>, sqlx::Error>>()
         .map_err(db_error)
+}
+
+/// The job an insert created: the input plus what the database decided.
+fn created_job(tenant: &str, new: &NewJobRef<'_>, row: &PgRow) -> Result<Job, sqlx::Error> {
+    let job = new.job;
+    let created_at: DateTime<Utc> = row.try_get("created_at")?;
+    Ok(Job {
+        id: new.id,
+        tenant: tenant.to_owned(),
+        queue: job.queue.clone(),
+        kind: job.kind.clone(),
+        payload: job.payload.clone(),
+        result: None,
+        state: JobState::Queued,
+        priority: job.priority,
+        attempt: 0,
+        max_attempts: row.try_get("max_attempts")?,
+        backoff: Backoff {
+            base_ms: row.try_get("backoff_base_ms")?,
+            cap_ms: row.try_get("backoff_cap_ms")?,
+        },
+        run_at: row.try_get("run_at")?,
+        created_at,
+        started_at: None,
+        finished_at: None,
+        updated_at: created_at,
+        last_error: None,
+        unique_key: job.unique_key.clone(),
+        idempotency_key: job.idempotency_key.clone(),
+        tags: job.tags.clone(),
+        expires_at: row.try_get("expires_at")?,
+        timeout_ms: job.timeout_ms,
+        cancel_requested: false,
+        worker_id: None,
+        lease_expires_at: None,
+        heartbeat_at: None,
+        progress: None,
+    })
 }

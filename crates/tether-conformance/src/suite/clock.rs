@@ -178,3 +178,40 @@ pub async fn heartbeat_records_progress_without_history(db: &TestDb) {
     let c = claim_id(db, T, Q, j.id).await;
     assert_eq!(c.job.progress, None, "a claim clears progress");
 }
+
+/// What enqueue and claim answer is exactly what the store holds: every
+/// field, including caller-supplied instants the database rounds to its own
+/// precision.
+pub async fn answers_match_the_stored_job(db: &TestDb) {
+    let at = Utc::now() + Duration::hours(3) + Duration::nanoseconds(123_456_789);
+    let exp = Utc::now() + Duration::hours(5) + Duration::nanoseconds(987_654_321);
+    let full = job(Q)
+        .priority(7)
+        .run_at(RunAt::At(at))
+        .expires_at(exp)
+        .max_attempts(9)
+        .backoff(tether_core::Backoff {
+            base_ms: 10,
+            cap_ms: 20,
+        })
+        .timeout_ms(1_234)
+        .idempotency_key("answer:1")
+        .unique_key("answer:u")
+        .tags(["a", "b"]);
+    let answered = enqueue(db, T, full).await;
+    assert_eq!(answered, get(db, T, answered.id).await, "single enqueue");
+
+    let batch = ok(db
+        .engine
+        .enqueue_many(T, &[job(Q).tags(["x"]), job(Q).run_at(RunAt::Delay(5))])
+        .await);
+    for e in batch {
+        assert_eq!(e.job, get(db, T, e.job.id).await, "batch enqueue");
+    }
+
+    let claimed = ok(db.engine.claim(T, &claim_req(Q, 10)).await);
+    assert!(!claimed.is_empty());
+    for c in claimed {
+        assert_eq!(c.job, get(db, T, c.job.id).await, "claim");
+    }
+}
