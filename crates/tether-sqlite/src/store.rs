@@ -650,6 +650,31 @@ impl SqliteStore {
     async fn finish_unchanged(tx: Tx) -> Result<()> {
         tx.rollback().await.db()
     }
+    /// Ends a bulk transition: records the history rows of the jobs it
+    /// touched (`events_sql` takes their ids as a JSON array) and commits,
+    /// or rolls back cheaply when it touched none. Returns how many.
+    async fn finish_bulk(
+        mut tx: Tx,
+        touched: &[sqlx::sqlite::SqliteRow],
+        events_sql: &'static str,
+    ) -> Result<u64> {
+        if touched.is_empty() {
+            Self::finish_unchanged(tx).await?;
+            return Ok(0);
+        }
+        let ids = touched
+            .iter()
+            .map(|row| row.try_get::<String, _>("id"))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .db()?;
+        sqlx::query(events_sql)
+            .bind(id_array(ids.iter().map(String::as_str)))
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        tx.commit().await.db()?;
+        Ok(ids.len() as u64)
+    }
 }
 
 #[async_trait]
@@ -1169,22 +1194,7 @@ impl Store for SqliteStore {
             .fetch_all(&mut *tx)
             .await
             .db()?;
-        if replayed.is_empty() {
-            Self::finish_unchanged(tx).await?;
-            return Ok(0);
-        }
-        let ids = replayed
-            .iter()
-            .map(|row| row.try_get::<String, _>("id"))
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .db()?;
-        sqlx::query(REPLAYED_EVENTS)
-            .bind(id_array(ids.iter().map(String::as_str)))
-            .execute(&mut *tx)
-            .await
-            .db()?;
-        tx.commit().await.db()?;
-        Ok(ids.len() as u64)
+        Self::finish_bulk(tx, &replayed, REPLAYED_EVENTS).await
     }
 
     async fn get(&self, tenant: &str, id: Uuid) -> Result<Job> {
@@ -1340,7 +1350,6 @@ impl Store for SqliteStore {
             return Ok(ReapReport::default());
         }
         let mut report = ReapReport::default();
-        let mut ids = Vec::with_capacity(reaped.len());
         for row in &reaped {
             let state: &str = row.try_get("state").db()?;
             match state.parse::<JobState>().map_err(rows::corrupt)? {
@@ -1349,14 +1358,8 @@ impl Store for SqliteStore {
                 JobState::Cancelled => report.cancelled += 1,
                 other => return Err(rows::corrupt(format!("reaper produced state {other}"))),
             }
-            ids.push(row.try_get::<String, _>("id").db()?);
         }
-        sqlx::query(LEASE_EXPIRED_EVENTS)
-            .bind(id_array(ids.iter().map(String::as_str)))
-            .execute(&mut *tx)
-            .await
-            .db()?;
-        tx.commit().await.db()?;
+        Self::finish_bulk(tx, &reaped, LEASE_EXPIRED_EVENTS).await?;
         Ok(report)
     }
 
@@ -1368,22 +1371,7 @@ impl Store for SqliteStore {
             .fetch_all(&mut *tx)
             .await
             .db()?;
-        if expired.is_empty() {
-            Self::finish_unchanged(tx).await?;
-            return Ok(0);
-        }
-        let ids = expired
-            .iter()
-            .map(|row| row.try_get::<String, _>("id"))
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .db()?;
-        sqlx::query(EXPIRED_EVENTS)
-            .bind(id_array(ids.iter().map(String::as_str)))
-            .execute(&mut *tx)
-            .await
-            .db()?;
-        tx.commit().await.db()?;
-        Ok(ids.len() as u64)
+        Self::finish_bulk(tx, &expired, EXPIRED_EVENTS).await
     }
 
     async fn prune_finished(&self, retention_ms: i64, batch: u32) -> Result<u64> {
@@ -1394,22 +1382,7 @@ impl Store for SqliteStore {
             .fetch_all(&mut *tx)
             .await
             .db()?;
-        if pruned.is_empty() {
-            Self::finish_unchanged(tx).await?;
-            return Ok(0);
-        }
-        let ids = pruned
-            .iter()
-            .map(|row| row.try_get::<String, _>("id"))
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .db()?;
-        sqlx::query(PRUNE_EVENTS)
-            .bind(id_array(ids.iter().map(String::as_str)))
-            .execute(&mut *tx)
-            .await
-            .db()?;
-        tx.commit().await.db()?;
-        Ok(ids.len() as u64)
+        Self::finish_bulk(tx, &pruned, PRUNE_EVENTS).await
     }
 
     async fn acquire_lease(&self, name: &str, holder: &str, ttl_ms: i64) -> Result<Option<Lease>> {
