@@ -102,6 +102,18 @@ impl TestDb {
         self.engine.store().backend()
     }
 
+    /// The URL of this test's PostgreSQL database (`None` on SQLite), for
+    /// tests that need a second store on the same database.
+    pub fn postgres_url(&self) -> Option<String> {
+        match &self.drop {
+            Drop::Postgres {
+                admin_url,
+                database,
+            } => Some(with_database(admin_url, database)),
+            Drop::Sqlite { .. } => None,
+        }
+    }
+
     /// Moves a running job's `lease_expires_at` into the past, as if its
     /// worker had stopped heartbeating long ago. Panics if the hook fails.
     pub async fn lapse_lease(&self, id: Uuid) {
@@ -390,6 +402,10 @@ macro_rules! behaviour_suite {
             }
             batch {
                 complete_many_answers_per_item,
+                heartbeat_many_answers_per_item,
+            }
+            wakeups {
+                enqueue_replay_and_hand_back_wake_subscribers,
             }
             model {
                 model_based_random_operation_sequences,

@@ -12,6 +12,7 @@ use crate::model::{
 };
 use crate::store::{NewJobRef, Store};
 use crate::validate::{self, Limits};
+use crate::wakeup::Wakeup;
 
 /// The validated front door to a [`Store`]: every public operation of tether
 /// goes through here, so every backend sees the same checked input.
@@ -89,6 +90,26 @@ impl Engine {
         validate::name("tenant", tenant)?;
         validate::heartbeat(hb, &self.limits)?;
         self.store.heartbeat(tenant, hb).await
+    }
+
+    /// Heartbeats 1–1000 jobs in one round trip; one answer per item.
+    pub async fn heartbeat_many(
+        &self,
+        tenant: &str,
+        items: &[Heartbeat],
+    ) -> Result<Vec<Result<HeartbeatAck>>> {
+        validate::name("tenant", tenant)?;
+        validate::batch_len("items", items.len(), validate::MAX_BATCH)?;
+        for hb in items {
+            validate::heartbeat(hb, &self.limits)?;
+        }
+        self.store.heartbeat_many(tenant, items).await
+    }
+
+    /// Subscribes to hints that `queue` may have ready jobs. Subscribe before
+    /// claiming, then wait on it (with a poll timeout) when a claim is empty.
+    pub fn subscribe(&self, tenant: &str, queue: &str) -> Wakeup {
+        self.store.subscribe(tenant, queue)
     }
 
     /// Marks a job succeeded.

@@ -14,9 +14,11 @@ pub mod lifecycle;
 mod model;
 mod store;
 pub mod validate;
+mod wakeup;
 
 pub use engine::Engine;
 pub use error::{Error, Result};
 pub use model::*;
 pub use store::{NewJobRef, Store};
 pub use validate::Limits;
+pub use wakeup::{Wakeup, WakeupHub};

@@ -620,3 +620,37 @@ pub struct Lease {
     /// When it lapses unless renewed (database clock).
     pub expires_at: DateTime<Utc>,
 }
+
+/// Arguments of a typed job: the kind names the handler, the value is the
+/// payload. Producers enqueue values of this type; the worker runtime hands
+/// handlers the decoded value instead of raw JSON.
+///
+/// ```
+/// use serde::{Deserialize, Serialize};
+/// use tether_core::JobArgs;
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct SendWelcome {
+///     to: String,
+/// }
+///
+/// impl JobArgs for SendWelcome {
+///     const KIND: &'static str = "send_welcome";
+///     const QUEUE: &'static str = "emails";
+/// }
+/// ```
+pub trait JobArgs: Serialize + serde::de::DeserializeOwned + Send + Sync + 'static {
+    /// The handler name (1–128 characters of `[A-Za-z0-9._:-]`).
+    const KIND: &'static str;
+    /// The queue jobs of this kind go to unless the caller says otherwise.
+    const QUEUE: &'static str = "default";
+
+    /// A [`NewJob`] carrying these arguments, ready for more settings.
+    fn to_new_job(&self) -> Result<NewJob, serde_json::Error> {
+        Ok(NewJob::new(
+            Self::QUEUE,
+            Self::KIND,
+            serde_json::to_value(self)?,
+        ))
+    }
+}

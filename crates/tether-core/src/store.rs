@@ -12,6 +12,7 @@ use crate::model::{
     JobEvent, JobFilter, JobPage, Lease, LeaseToken, QueueConfigPatch, QueueStats, ReapReport,
     ReplayFilter,
 };
+use crate::wakeup::Wakeup;
 
 /// A place where jobs live. All methods take the tenant whose rows they may
 /// see and touch; a job of another tenant is reported as not found.
@@ -31,6 +32,18 @@ pub trait Store: Send + Sync + 'static {
 
     /// Extends a lease if the token still owns the running job.
     async fn heartbeat(&self, tenant: &str, hb: &Heartbeat) -> Result<HeartbeatAck>;
+
+    /// Heartbeats many jobs in one round trip (a worker's whole cycle); one
+    /// answer per item, in order.
+    async fn heartbeat_many(
+        &self,
+        tenant: &str,
+        items: &[Heartbeat],
+    ) -> Result<Vec<Result<HeartbeatAck>>>;
+
+    /// Subscribes to hints that a queue may have ready jobs (sent after
+    /// enqueues and replays; on PostgreSQL across processes by NOTIFY).
+    fn subscribe(&self, tenant: &str, queue: &str) -> Wakeup;
 
     /// Marks a running job succeeded if the token still owns it.
     async fn complete(

@@ -9,6 +9,7 @@
 
 mod enqueue;
 mod migrate;
+mod notify;
 mod rows;
 mod store;
 
@@ -21,6 +22,7 @@ use tether_core::{Error, Result};
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pool: PgPool,
+    notifications: std::sync::Arc<notify::Notifications>,
 }
 
 impl PgStore {
@@ -42,7 +44,10 @@ impl PgStore {
     /// migrations.
     pub async fn from_pool(pool: PgPool) -> Result<PgStore> {
         migrate::run(&pool).await?;
-        Ok(PgStore { pool })
+        Ok(PgStore {
+            pool,
+            notifications: Default::default(),
+        })
     }
 
     /// The connection pool.

@@ -8,7 +8,7 @@ use tether_core::{
     ClaimRequest, ClaimedJob, Completion, Enqueued, Error, EventKind, Failure, Heartbeat,
     HeartbeatAck, Job, JobEvent, JobFilter, JobPage, JobState, Lease, LeaseToken, NewJobRef,
     QueueConfig, QueueConfigPatch, QueueStats, ReapReport, ReplayFilter, Result, StateCounts,
-    Store,
+    Store, Wakeup,
 };
 use uuid::Uuid;
 
@@ -70,19 +70,37 @@ macro_rules! lease_lost_cte {
     };
 }
 
-const HEARTBEAT: &str = concat!(
-    "WITH done AS (
-        UPDATE tether.jobs
-        SET lease_expires_at = now() + COALESCE($4, lease_ttl_ms) * interval '1 millisecond',
-            heartbeat_at = now(), updated_at = now(), progress = COALESCE($5, progress)
-        WHERE id = $1 AND tenant = $2 AND lease_token = $3 AND state = 'running'
-        RETURNING lease_expires_at, cancel_requested
-    ), ",
-    lease_lost_cte!("heartbeat"),
-    "
-    SELECT d.lease_expires_at, d.cancel_requested, (SELECT count(*) FROM lost) AS lost
-    FROM (SELECT 1) one LEFT JOIN done d ON true"
-);
+/// Rows of a batch are locked in id order, so two batches that share jobs
+/// (a heartbeat cycle and a completion batch of one worker) wait for each
+/// other instead of deadlocking.
+const HEARTBEAT_MANY: &str = "WITH input AS (
+        SELECT * FROM UNNEST($2::uuid[], $3::uuid[], $4::bigint[], $5::jsonb[]) WITH ORDINALITY
+            AS t(id, token, ttl, progress, ord)
+    ),
+    locked AS (
+        SELECT j.id FROM tether.jobs j JOIN input i ON i.id = j.id
+        WHERE j.tenant = $1 AND j.lease_token = i.token AND j.state = 'running'
+        ORDER BY j.id
+        FOR UPDATE OF j
+    ),
+    done AS (
+        UPDATE tether.jobs j
+        SET lease_expires_at = now() + COALESCE(i.ttl, j.lease_ttl_ms) * interval '1 millisecond',
+            heartbeat_at = now(), updated_at = now(), progress = COALESCE(i.progress, j.progress)
+        FROM input i, locked l
+        WHERE j.id = i.id AND l.id = i.id AND j.lease_token = i.token
+        RETURNING j.id, j.lease_expires_at, j.cancel_requested
+    ),
+    lost AS (
+        INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, detail)
+        SELECT x.id, x.tenant, now(), 'lease_lost', x.attempt, 'heartbeat'
+        FROM tether.jobs x JOIN input i ON i.id = x.id
+        WHERE x.tenant = $1 AND NOT EXISTS (SELECT 1 FROM done d WHERE d.id = x.id)
+        RETURNING job_id
+    )
+    SELECT i.id, d.lease_expires_at, d.cancel_requested,
+           EXISTS (SELECT 1 FROM lost l WHERE l.job_id = i.id) AS lost
+    FROM input i LEFT JOIN done d ON d.id = i.id ORDER BY i.ord";
 
 const COMPLETE: &str = concat!(
     "WITH done AS (
@@ -104,16 +122,23 @@ const COMPLETE: &str = concat!(
 );
 
 /// Completes a batch: `$1` tenant, `$2` ids, `$3` lease tokens, `$4` results.
+/// Rows are locked in id order (see [`HEARTBEAT_MANY`]).
 pub const COMPLETE_MANY: &str = "WITH input AS (
         SELECT * FROM UNNEST($2::uuid[], $3::uuid[], $4::jsonb[]) WITH ORDINALITY
             AS t(id, token, result, ord)
+    ),
+    locked AS (
+        SELECT j.id FROM tether.jobs j JOIN input i ON i.id = j.id
+        WHERE j.tenant = $1 AND j.lease_token = i.token AND j.state = 'running'
+        ORDER BY j.id
+        FOR UPDATE OF j
     ),
     done AS (
         UPDATE tether.jobs j
         SET state = 'succeeded', result = i.result, finished_at = now(), updated_at = now(),
             lease_token = NULL, lease_expires_at = NULL
-        FROM input i
-        WHERE j.id = i.id AND j.tenant = $1 AND j.lease_token = i.token AND j.state = 'running'
+        FROM input i, locked l
+        WHERE j.id = i.id AND l.id = i.id AND j.lease_token = i.token
         RETURNING j.id, j.tenant, j.attempt, j.worker_id, j.updated_at
     ),
     history AS (
@@ -519,17 +544,29 @@ impl Store for PgStore {
     }
 
     async fn enqueue(&self, tenant: &str, jobs: &[NewJobRef<'_>]) -> Result<Vec<Enqueued>> {
-        if jobs.len() == 1 {
+        let answers = if jobs.len() == 1 {
             // One job is written by exactly one statement (later rounds only
             // run if the first wrote nothing), so it needs no transaction.
             let mut conn = self.pool.acquire().await.map_err(db_error)?;
-            return crate::enqueue::enqueue_on(&mut conn, tenant, jobs).await;
+            crate::enqueue::enqueue_on(&mut conn, tenant, jobs).await?
+        } else {
+            // A batch may take several rounds when it races with other
+            // enqueues; the transaction keeps it all-or-nothing across them.
+            let mut tx = self.pool.begin().await.map_err(db_error)?;
+            let answers = crate::enqueue::enqueue_on(&mut tx, tenant, jobs).await?;
+            tx.commit().await.map_err(db_error)?;
+            answers
+        };
+        let mut queues: Vec<&str> = answers
+            .iter()
+            .filter(|a| a.created)
+            .map(|a| a.job.queue.as_str())
+            .collect();
+        queues.sort_unstable();
+        queues.dedup();
+        for queue in queues {
+            self.notifications.poke(&self.pool, tenant, queue);
         }
-        // A batch may take several rounds when it races with other enqueues;
-        // the transaction keeps it all-or-nothing across them.
-        let mut tx = self.pool.begin().await.map_err(db_error)?;
-        let answers = crate::enqueue::enqueue_on(&mut tx, tenant, jobs).await?;
-        tx.commit().await.map_err(db_error)?;
         Ok(answers)
     }
 
@@ -552,27 +589,49 @@ impl Store for PgStore {
     }
 
     async fn heartbeat(&self, tenant: &str, hb: &Heartbeat) -> Result<HeartbeatAck> {
-        let row = sqlx::query(HEARTBEAT)
-            .bind(hb.id)
+        self.heartbeat_many(tenant, std::slice::from_ref(hb))
+            .await?
+            .remove(0)
+    }
+
+    async fn heartbeat_many(
+        &self,
+        tenant: &str,
+        items: &[Heartbeat],
+    ) -> Result<Vec<Result<HeartbeatAck>>> {
+        let ids: Vec<Uuid> = items.iter().map(|h| h.id).collect();
+        let tokens: Vec<Uuid> = items.iter().map(|h| h.lease_token.0).collect();
+        let ttls: Vec<Option<i64>> = items.iter().map(|h| h.lease_ttl_ms).collect();
+        let progress: Vec<Option<&Value>> = items.iter().map(|h| h.progress.as_ref()).collect();
+        let rows = sqlx::query(HEARTBEAT_MANY)
             .bind(tenant)
-            .bind(hb.lease_token.0)
-            .bind(hb.lease_ttl_ms)
-            .bind(hb.progress.as_ref())
-            .fetch_one(&self.pool)
+            .bind(&ids)
+            .bind(&tokens)
+            .bind(&ttls)
+            .bind(&progress)
+            .fetch_all(&self.pool)
             .await
             .map_err(db_error)?;
-        let expires: Option<chrono::DateTime<chrono::Utc>> =
-            row.try_get("lease_expires_at").map_err(db_error)?;
-        match expires {
-            Some(lease_expires_at) => Ok(HeartbeatAck {
-                lease_expires_at,
-                cancel_requested: row.try_get("cancel_requested").map_err(db_error)?,
-            }),
-            None if row.try_get::<i64, _>("lost").map_err(db_error)? > 0 => {
-                Err(Error::LeaseLost(hb.id))
-            }
-            None => Err(Error::JobNotFound(hb.id)),
-        }
+        rows.iter()
+            .map(|row| {
+                let id: Uuid = row.try_get("id").map_err(db_error)?;
+                let expires: Option<chrono::DateTime<chrono::Utc>> =
+                    row.try_get("lease_expires_at").map_err(db_error)?;
+                let lost: bool = row.try_get("lost").map_err(db_error)?;
+                Ok(match expires {
+                    Some(lease_expires_at) => Ok(HeartbeatAck {
+                        lease_expires_at,
+                        cancel_requested: row.try_get("cancel_requested").map_err(db_error)?,
+                    }),
+                    None if lost => Err(Error::LeaseLost(id)),
+                    None => Err(Error::JobNotFound(id)),
+                })
+            })
+            .collect()
+    }
+
+    fn subscribe(&self, tenant: &str, queue: &str) -> Wakeup {
+        self.notifications.subscribe(&self.pool, tenant, queue)
     }
 
     async fn complete(
@@ -657,7 +716,12 @@ impl Store for PgStore {
             .fetch_one(&self.pool)
             .await
             .map_err(db_error)?;
-        Self::fenced_job(row, id)
+        let job = Self::fenced_job(row, id)?;
+        if delay_ms == 0 && job.state == JobState::Queued {
+            // Handed back (e.g. by a worker shutting down): others may take it now.
+            self.notifications.poke(&self.pool, tenant, &job.queue);
+        }
+        Ok(job)
     }
 
     async fn cancel(&self, tenant: &str, id: Uuid) -> Result<Job> {
@@ -694,7 +758,10 @@ impl Store for PgStore {
                 }
             })?;
         match prior_state_and_job(row, id)? {
-            (Some(job), _) => Ok(job),
+            (Some(job), _) => {
+                self.notifications.poke(&self.pool, tenant, &job.queue);
+                Ok(job)
+            }
             (None, state) => Err(Error::InvalidState {
                 id,
                 state,
@@ -719,6 +786,9 @@ impl Store for PgStore {
                     db_error(e)
                 }
             })?;
+        if n > 0 {
+            self.notifications.poke(&self.pool, tenant, &filter.queue);
+        }
         Ok(n as u64)
     }
 

@@ -75,6 +75,9 @@ pub struct SqliteStore {
     writer: SqlitePool,
     /// Pure reads (get, list, events, stats).
     reader: SqlitePool,
+    /// Wake-up hints for this process's workers. Another process writing to
+    /// the same file is not heard: its jobs are found by polling.
+    wakeups: tether_core::WakeupHub,
 }
 
 impl SqliteStore {
@@ -124,7 +127,11 @@ impl SqliteStore {
             &options.pragma("query_only", "ON"),
         )
         .await?;
-        Ok(SqliteStore { writer, reader })
+        Ok(SqliteStore {
+            writer,
+            reader,
+            wakeups: tether_core::WakeupHub::new(),
+        })
     }
 
     /// Closes every connection, waiting for operations in flight. The store

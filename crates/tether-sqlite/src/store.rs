@@ -823,6 +823,9 @@ impl Store for SqliteStore {
             })
             .collect::<Result<Vec<_>>>()?;
         tx.commit().await.db()?;
+        for answer in out.iter().filter(|a| a.created) {
+            self.wakeups.notify(tenant, &answer.job.queue);
+        }
         Ok(out)
     }
 
@@ -878,29 +881,47 @@ impl Store for SqliteStore {
     }
 
     async fn heartbeat(&self, tenant: &str, hb: &Heartbeat) -> Result<HeartbeatAck> {
-        let progress = hb.progress.as_ref().map(to_json_text).transpose()?;
+        self.heartbeat_many(tenant, std::slice::from_ref(hb))
+            .await?
+            .remove(0)
+    }
+
+    async fn heartbeat_many(
+        &self,
+        tenant: &str,
+        items: &[Heartbeat],
+    ) -> Result<Vec<Result<HeartbeatAck>>> {
+        let progress = items
+            .iter()
+            .map(|hb| hb.progress.as_ref().map(to_json_text).transpose())
+            .collect::<Result<Vec<_>>>()?;
         let mut tx = self.begin().await?;
-        let row = sqlx::query(HEARTBEAT)
-            .bind(tenant)
-            .bind(hb.id.to_string())
-            .bind(hb.lease_token.0.to_string())
-            .bind(hb.lease_ttl_ms)
-            .bind(progress)
-            .bind(lifecycle::DEFAULT_LEASE_TTL_MS)
-            .fetch_optional(&mut *tx)
-            .await
-            .db()?;
-        let Some(row) = row else {
-            let err = lease_lost(&mut tx, tenant, hb.id, "heartbeat").await?;
-            tx.commit().await.db()?;
-            return Err(err);
-        };
-        let ack = HeartbeatAck {
-            lease_expires_at: rows::ts(row.try_get("lease_expires_at").db()?)?,
-            cancel_requested: row.try_get("cancel_requested").db()?,
-        };
+        let mut answers = Vec::with_capacity(items.len());
+        for (hb, progress) in items.iter().zip(progress) {
+            let row = sqlx::query(HEARTBEAT)
+                .bind(tenant)
+                .bind(hb.id.to_string())
+                .bind(hb.lease_token.0.to_string())
+                .bind(hb.lease_ttl_ms)
+                .bind(progress)
+                .bind(lifecycle::DEFAULT_LEASE_TTL_MS)
+                .fetch_optional(&mut *tx)
+                .await
+                .db()?;
+            answers.push(match row {
+                Some(row) => Ok(HeartbeatAck {
+                    lease_expires_at: rows::ts(row.try_get("lease_expires_at").db()?)?,
+                    cancel_requested: row.try_get("cancel_requested").db()?,
+                }),
+                None => Err(lease_lost(&mut tx, tenant, hb.id, "heartbeat").await?),
+            });
+        }
         tx.commit().await.db()?;
-        Ok(ack)
+        Ok(answers)
+    }
+
+    fn subscribe(&self, tenant: &str, queue: &str) -> tether_core::Wakeup {
+        self.wakeups.subscribe(tenant, queue)
     }
 
     async fn complete(
@@ -1107,6 +1128,10 @@ impl Store for SqliteStore {
         )
         .await?;
         tx.commit().await.db()?;
+        if delay_ms == 0 && job.state == JobState::Queued {
+            // Handed back (e.g. by a worker shutting down): others may take it now.
+            self.wakeups.notify(tenant, &job.queue);
+        }
         Ok(job)
     }
 
@@ -1180,6 +1205,7 @@ impl Store for SqliteStore {
         let job = rows::job(&row)?;
         record(&mut tx, &job, EventKind::Replayed, None, None).await?;
         tx.commit().await.db()?;
+        self.wakeups.notify(tenant, &job.queue);
         Ok(job)
     }
 
@@ -1194,7 +1220,11 @@ impl Store for SqliteStore {
             .fetch_all(&mut *tx)
             .await
             .db()?;
-        Self::finish_bulk(tx, &replayed, REPLAYED_EVENTS).await
+        let n = Self::finish_bulk(tx, &replayed, REPLAYED_EVENTS).await?;
+        if n > 0 {
+            self.wakeups.notify(tenant, &filter.queue);
+        }
+        Ok(n)
     }
 
     async fn get(&self, tenant: &str, id: Uuid) -> Result<Job> {

@@ -89,3 +89,61 @@ pub async fn complete_many_answers_per_item(db: &TestDb) {
     assert!(again[1].is_ok());
     assert_eq!(get(db, T, c[0].job.id).await.result, Some(json!({"n": 0})));
 }
+
+/// heartbeat_many extends every owned lease in one call and answers each
+/// item in order: valid (extended, progress stored, cancel flag reported),
+/// stale token (`LeaseLost`, lease unchanged, `lease_lost` recorded),
+/// unknown id (`JobNotFound`).
+pub async fn heartbeat_many_answers_per_item(db: &TestDb) {
+    for _ in 0..3 {
+        enqueue(db, T, job(Q)).await;
+    }
+    let c = claim(db, T, Q, 3).await;
+    assert_eq!(c.len(), 3);
+    ok(db.engine.cancel(T, c[2].job.id).await);
+    let stale_before = get(db, T, c[1].job.id).await;
+    let beat = |i: usize, token| tether_core::Heartbeat {
+        id: c[i].job.id,
+        lease_token: token,
+        lease_ttl_ms: Some(45_000),
+        progress: Some(json!({ "i": i })),
+    };
+    let unknown = tether_core::Heartbeat {
+        id: Uuid::now_v7(),
+        ..beat(0, c[0].lease_token)
+    };
+    let answers = ok(db
+        .engine
+        .heartbeat_many(
+            T,
+            &[
+                beat(0, c[0].lease_token),
+                beat(1, random_token()),
+                unknown,
+                beat(2, c[2].lease_token),
+            ],
+        )
+        .await);
+    assert_eq!(answers.len(), 4);
+    let first = answers[0].as_ref().expect("owned lease is extended");
+    assert!(!first.cancel_requested);
+    let stored = get(db, T, c[0].job.id).await;
+    assert_eq!(stored.lease_expires_at, Some(first.lease_expires_at));
+    assert_eq!(stored.progress, Some(json!({ "i": 0 })));
+    let hb_at = stored.heartbeat_at.expect("heartbeat_at");
+    assert!((ms_between(first.lease_expires_at, hb_at) - 45_000.0).abs() <= 2.0);
+    assert!(matches!(answers[1], Err(tether_core::Error::LeaseLost(_))));
+    assert_eq!(get(db, T, c[1].job.id).await, stale_before);
+    assert_eq!(
+        count_events(db, T, c[1].job.id, EventKind::LeaseLost).await,
+        1
+    );
+    assert!(matches!(
+        answers[2],
+        Err(tether_core::Error::JobNotFound(_))
+    ));
+    let cancelled = answers[3]
+        .as_ref()
+        .expect("cancel-requested job still owned");
+    assert!(cancelled.cancel_requested);
+}

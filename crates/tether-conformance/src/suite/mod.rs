@@ -22,5 +22,6 @@ pub mod retention;
 pub mod retry;
 pub mod tenants;
 pub mod validation;
+pub mod wakeups;
 
 pub(crate) mod support;

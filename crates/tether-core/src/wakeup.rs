@@ -1,0 +1,93 @@
+//! Wake-up hints: "queue Q of tenant T may have ready jobs now".
+//!
+//! A hint is only a hint. Workers still poll at an interval, because a hint
+//! can be lost (a dropped LISTEN connection, another process's enqueue on
+//! SQLite) and jobs also become ready by time alone (delays, backoff).
+//! Subscribing before claiming means a hint sent between an empty claim and
+//! the wait is never missed: the watch channel remembers it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::watch;
+
+/// One hint channel per (tenant, queue); the value only counts hints.
+type Channels = HashMap<(String, String), watch::Sender<u64>>;
+
+/// Delivers hints to the subscribers of each (tenant, queue) in a process.
+#[derive(Debug, Clone, Default)]
+pub struct WakeupHub {
+    senders: Arc<Mutex<Channels>>,
+}
+
+impl WakeupHub {
+    /// A new hub with no subscribers.
+    pub fn new() -> Self {
+        WakeupHub::default()
+    }
+
+    /// Subscribes to hints for one queue of one tenant.
+    pub fn subscribe(&self, tenant: &str, queue: &str) -> Wakeup {
+        let mut senders = self.senders.lock().expect("wakeup hub lock");
+        let sender = senders
+            .entry((tenant.to_owned(), queue.to_owned()))
+            .or_insert_with(|| watch::channel(0).0);
+        let mut rx = sender.subscribe();
+        rx.mark_unchanged();
+        Wakeup { rx }
+    }
+
+    /// Wakes the subscribers of one queue (no-op when it has none).
+    pub fn notify(&self, tenant: &str, queue: &str) {
+        let senders = self.senders.lock().expect("wakeup hub lock");
+        if let Some(sender) = senders.get(&(tenant.to_owned(), queue.to_owned())) {
+            sender.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
+    /// Wakes every subscriber, e.g. after hints may have been lost.
+    pub fn notify_all(&self) {
+        let senders = self.senders.lock().expect("wakeup hub lock");
+        for sender in senders.values() {
+            sender.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+}
+
+/// One subscriber's end: resolves when a hint arrived since the last wait.
+#[derive(Debug)]
+pub struct Wakeup {
+    rx: watch::Receiver<u64>,
+}
+
+impl Wakeup {
+    /// Waits for the next hint (returns at once if one arrived since the
+    /// last call). Pair it with a timeout: hints are not guaranteed.
+    pub async fn hinted(&mut self) {
+        if self.rx.changed().await.is_err() {
+            // The hub is gone: no hint will ever come; let the caller's
+            // timeout (its poll interval) do the waking.
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hint_sent_before_the_wait_is_kept() {
+        let hub = WakeupHub::new();
+        let mut w = hub.subscribe("t", "q");
+        let mut other = hub.subscribe("t", "other");
+        hub.notify("t", "q");
+        assert!(w.rx.has_changed().unwrap());
+        assert!(!other.rx.has_changed().unwrap());
+        hub.notify_all();
+        assert!(other.rx.has_changed().unwrap());
+        other.rx.mark_unchanged();
+        w.rx.mark_unchanged();
+        assert!(!w.rx.has_changed().unwrap());
+    }
+}
