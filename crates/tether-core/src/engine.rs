@@ -68,14 +68,7 @@ impl Engine {
     pub async fn enqueue_many(&self, tenant: &str, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
         validate::name("tenant", tenant)?;
         validate::new_jobs(jobs, &self.limits)?;
-        let refs: Vec<NewJobRef<'_>> = jobs
-            .iter()
-            .map(|job| NewJobRef {
-                id: Uuid::now_v7(),
-                job,
-            })
-            .collect();
-        self.store.enqueue(tenant, &refs).await
+        self.store.enqueue(tenant, &NewJobRef::mint(jobs)).await
     }
 
     /// Claims up to `req.limit` ready jobs.

@@ -330,6 +330,18 @@ impl NewJob {
         }
     }
 
+    /// A job carrying typed arguments, on their kind's default queue.
+    pub fn for_args<J: JobArgs>(args: &J) -> crate::Result<Self> {
+        args.to_new_job()
+            .map_err(|e| crate::Error::invalid("payload", format!("cannot serialize: {e}")))
+    }
+
+    /// Sets the queue.
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        self.queue = queue.into();
+        self
+    }
+
     /// Sets the priority.
     pub fn priority(mut self, priority: i16) -> Self {
         self.priority = priority;

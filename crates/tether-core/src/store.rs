@@ -142,3 +142,15 @@ pub struct NewJobRef<'a> {
     /// The job.
     pub job: &'a crate::NewJob,
 }
+
+impl<'a> NewJobRef<'a> {
+    /// Mints a fresh time-ordered id for each job, in order.
+    pub fn mint(jobs: &'a [crate::NewJob]) -> Vec<NewJobRef<'a>> {
+        jobs.iter()
+            .map(|job| NewJobRef {
+                id: Uuid::now_v7(),
+                job,
+            })
+            .collect()
+    }
+}

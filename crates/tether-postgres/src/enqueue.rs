@@ -14,8 +14,7 @@ use uuid::Uuid;
 use crate::db_error;
 use crate::rows::{self, job_columns};
 
-const INSERT: &str = concat!(
-    "WITH input AS (
+const INSERT: &str = "WITH input AS (
         SELECT * FROM UNNEST($2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::smallint[],
                              $7::timestamptz[], $8::bigint[], $9::int[], $10::bigint[], $11::bigint[],
                              $12::bigint[], $13::text[], $14::text[], $15::jsonb[], $16::timestamptz[])
@@ -54,8 +53,7 @@ const INSERT: &str = concat!(
         SELECT id, tenant, created_at, 'enqueued', 0 FROM inserted
     )
     SELECT id, max_attempts, backoff_base_ms, backoff_cap_ms, run_at, created_at, expires_at
-    FROM inserted"
-);
+    FROM inserted";
 
 const EXISTING: &str = concat!(
     "SELECT ",

@@ -90,3 +90,24 @@ pub(crate) fn is_unique_violation(err: &sqlx::Error) -> bool {
 pub mod reference_sql {
     pub use crate::store::{CLAIM, COMPLETE_MANY};
 }
+
+/// Enqueues jobs on the caller's own connection or transaction, so that on
+/// a transaction the jobs exist if and only if it commits (the business write
+/// and its jobs stand or fall together).
+///
+/// Validates exactly as [`tether_core::Engine::enqueue_many`] does. The
+/// wake-up hint is a `pg_notify` inside the same transaction, which
+/// PostgreSQL delivers only at commit; workers also poll, so a rolled-back or
+/// missed hint costs at most one poll interval.
+pub async fn enqueue_in(
+    conn: &mut sqlx::PgConnection,
+    tenant: &str,
+    jobs: &[tether_core::NewJob],
+    limits: &tether_core::Limits,
+) -> Result<Vec<tether_core::Enqueued>> {
+    tether_core::validate::name("tenant", tenant)?;
+    tether_core::validate::new_jobs(jobs, limits)?;
+    let answers = enqueue::enqueue_on(conn, tenant, &tether_core::NewJobRef::mint(jobs)).await?;
+    notify::notify_in(conn, tenant, &answers).await?;
+    Ok(answers)
+}

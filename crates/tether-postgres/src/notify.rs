@@ -70,6 +70,31 @@ impl Notifications {
     }
 }
 
+/// Sends the hints for freshly created jobs on the caller's connection (in a
+/// transaction they are delivered at commit, and dropped on rollback).
+pub(crate) async fn notify_in(
+    conn: &mut sqlx::PgConnection,
+    tenant: &str,
+    answers: &[tether_core::Enqueued],
+) -> tether_core::Result<()> {
+    let payloads: BTreeSet<String> = answers
+        .iter()
+        .filter(|a| a.created)
+        .map(|a| format!("{tenant} {}", a.job.queue))
+        .collect();
+    if payloads.is_empty() {
+        return Ok(());
+    }
+    let payloads: Vec<String> = payloads.into_iter().collect();
+    sqlx::query("SELECT pg_notify($1, p) FROM unnest($2::text[]) p")
+        .bind(CHANNEL)
+        .bind(&payloads)
+        .execute(conn)
+        .await
+        .map_err(crate::db_error)?;
+    Ok(())
+}
+
 async fn send_loop(pool: PgPool, mut rx: mpsc::UnboundedReceiver<(String, String)>) {
     while let Some(first) = rx.recv().await {
         let mut keys = BTreeSet::from([first]);

@@ -1,0 +1,138 @@
+//! PostgreSQL-only behaviours: wake-up hints that cross processes (two
+//! stores with their own pools stand in for two processes; SQLite hints are
+//! in-process by design, its workers find other processes' jobs by polling),
+//! and enqueueing inside the caller's own transaction.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use sqlx::postgres::PgPool;
+use tether_core::{Engine, Error, Limits, NewJob};
+use tether_postgres::{enqueue_in, PgStore};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enqueue_in_one_process_wakes_a_worker_in_another() {
+    let db = tether_conformance::postgres().await;
+    let url = db.postgres_url().expect("a PostgreSQL test database");
+    let other = Engine::new(Arc::new(
+        PgStore::connect(&url).await.expect("second store"),
+    ));
+    let mut wakeup = other.subscribe("t", "q");
+    // Let the listener connect (it wakes everyone once when it does).
+    let _ = tokio::time::timeout(Duration::from_secs(2), wakeup.hinted()).await;
+
+    for round in 0..3 {
+        db.engine
+            .enqueue("t", NewJob::new("q", "k", json!({ "round": round })))
+            .await
+            .expect("enqueue");
+        tokio::time::timeout(Duration::from_secs(5), wakeup.hinted())
+            .await
+            .unwrap_or_else(|_| panic!("round {round}: no hint crossed to the other store"));
+    }
+    drop(other);
+    db.cleanup().await;
+}
+
+/// A job enqueued in the caller's transaction exists if and only if that
+/// transaction commits, appears to others only at commit, and its wake-up
+/// hint is delivered at commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_enqueued_in_a_transaction_exists_iff_it_commits() {
+    let db = tether_conformance::postgres().await;
+    let url = db.postgres_url().expect("a PostgreSQL test database");
+    let app = PgPool::connect(&url).await.expect("application pool");
+    sqlx::query("CREATE TABLE orders (id int PRIMARY KEY)")
+        .execute(&app)
+        .await
+        .expect("application table");
+    let limits = Limits::default();
+
+    // Rolled back: neither the order nor its job exists.
+    let mut tx = app.begin().await.expect("begin");
+    sqlx::query("INSERT INTO orders VALUES (1)")
+        .execute(&mut *tx)
+        .await
+        .expect("business write");
+    let rolled = enqueue_in(
+        &mut tx,
+        "t",
+        &[NewJob::new("q", "ship", json!({"order": 1}))],
+        &limits,
+    )
+    .await
+    .expect("enqueue in transaction");
+    tx.rollback().await.expect("rollback");
+    assert!(matches!(
+        db.engine.get("t", rolled[0].job.id).await,
+        Err(Error::JobNotFound(_))
+    ));
+
+    // Committed: invisible until the commit, then there and claimable.
+    let mut wakeup = db.engine.subscribe("t", "q");
+    let _ = tokio::time::timeout(Duration::from_secs(2), wakeup.hinted()).await;
+    let mut tx = app.begin().await.expect("begin");
+    sqlx::query("INSERT INTO orders VALUES (2)")
+        .execute(&mut *tx)
+        .await
+        .expect("business write");
+    let kept = enqueue_in(
+        &mut tx,
+        "t",
+        &[NewJob::new("q", "ship", json!({"order": 2}))],
+        &limits,
+    )
+    .await
+    .expect("enqueue in transaction");
+    let id = kept[0].job.id;
+    assert!(kept[0].created);
+    assert!(matches!(
+        db.engine.get("t", id).await,
+        Err(Error::JobNotFound(_))
+    ));
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), wakeup.hinted())
+            .await
+            .is_err(),
+        "the hint must wait for the commit"
+    );
+    tx.commit().await.expect("commit");
+    tokio::time::timeout(Duration::from_secs(5), wakeup.hinted())
+        .await
+        .expect("the hint arrives after the commit");
+    assert_eq!(db.engine.get("t", id).await.expect("committed job").id, id);
+    let claimed = db
+        .engine
+        .claim(
+            "t",
+            &tether_core::ClaimRequest {
+                queue: "q".into(),
+                worker_id: "w".into(),
+                limit: 10,
+                lease_ttl_ms: None,
+            },
+        )
+        .await
+        .expect("claim");
+    assert_eq!(
+        claimed.iter().map(|c| c.job.id).collect::<Vec<_>>(),
+        vec![id]
+    );
+
+    // Bad input is refused before anything is written.
+    let mut tx = app.begin().await.expect("begin");
+    assert!(matches!(
+        enqueue_in(
+            &mut tx,
+            "t",
+            &[NewJob::new("bad queue", "k", json!(null))],
+            &limits
+        )
+        .await,
+        Err(Error::Invalid { .. })
+    ));
+    tx.rollback().await.expect("rollback");
+    app.close().await;
+    db.cleanup().await;
+}
