@@ -1,0 +1,153 @@
+//! tether: durable background jobs whose system of record is the database
+//! you already trust — PostgreSQL, or one embedded SQLite file — with no
+//! broker beside it.
+//!
+//! A [`Client`] enqueues jobs (typed with [`JobArgs`], or raw [`NewJob`]s),
+//! on PostgreSQL also inside your own transaction ([`Client::enqueue_in`]),
+//! so a job exists if and only if your business write commits. The worker
+//! runtime runs handlers for them with leases, heartbeats, retries with
+//! jittered backoff, timeouts, cancellation and graceful shutdown.
+//!
+//! ```
+//! use serde::{Deserialize, Serialize};
+//! use tether::{Client, JobArgs};
+//!
+//! #[derive(Serialize, Deserialize)]
+//! struct SendWelcome {
+//!     to: String,
+//! }
+//!
+//! impl JobArgs for SendWelcome {
+//!     const KIND: &'static str = "send_welcome";
+//!     const QUEUE: &'static str = "emails";
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> tether::Result<()> {
+//! # let dir = std::env::temp_dir().join(format!("tether-doc-{}", std::process::id()));
+//! # std::fs::create_dir_all(&dir).unwrap();
+//! # let url = format!("sqlite://{}", dir.join("jobs.db").display());
+//! // "postgres://…" for PostgreSQL; a path or "sqlite://path" for SQLite.
+//! let client = Client::connect(&url).await?;
+//! let job = client
+//!     .enqueue_args(&SendWelcome { to: "ada@example.com".into() })
+//!     .await?
+//!     .job;
+//! assert_eq!(job.queue, "emails");
+//! # std::fs::remove_dir_all(&dir).ok();
+//! # Ok(())
+//! # }
+//! ```
+
+use std::sync::Arc;
+
+pub use tether_core::{
+    lifecycle, validate, Backoff, ClaimRequest, ClaimedJob, Completion, Engine, Enqueued, Error,
+    EventKind, Failure, Heartbeat, HeartbeatAck, Job, JobArgs, JobEvent, JobFilter, JobPage,
+    JobState, LeaseToken, Limits, NewJob, QueueConfig, QueueConfigPatch, QueueStats, ReplayFilter,
+    Result, RunAt, StateCounts, Store,
+};
+use tether_postgres::PgStore;
+use tether_sqlite::SqliteStore;
+
+/// The tenant a client acts for unless told otherwise.
+pub const DEFAULT_TENANT: &str = "default";
+
+/// A handle on a tether store, acting for one tenant. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Client {
+    engine: Engine,
+    tenant: String,
+    postgres: bool,
+}
+
+impl Client {
+    /// Connects to the store a URL names and brings its schema up to date:
+    /// `postgres://…` / `postgresql://…` for PostgreSQL; `sqlite://PATH`,
+    /// `sqlite:PATH` or a plain file path for SQLite (the file is created if
+    /// missing).
+    pub async fn connect(url: &str) -> Result<Client> {
+        let postgres = url.starts_with("postgres://") || url.starts_with("postgresql://");
+        let store: Arc<dyn Store> = if postgres {
+            Arc::new(PgStore::connect(url).await?)
+        } else {
+            let path = url
+                .strip_prefix("sqlite://")
+                .or_else(|| url.strip_prefix("sqlite:"))
+                .unwrap_or(url);
+            if path.is_empty() {
+                return Err(Error::invalid("database_url", "no SQLite file path given"));
+            }
+            Arc::new(SqliteStore::open(path).await?)
+        };
+        Ok(Client {
+            engine: Engine::new(store),
+            tenant: DEFAULT_TENANT.to_owned(),
+            postgres,
+        })
+    }
+
+    /// A client over an engine you built yourself (e.g. with other limits).
+    pub fn from_engine(engine: Engine) -> Client {
+        let postgres = engine.store().backend() == "postgres";
+        Client {
+            engine,
+            tenant: DEFAULT_TENANT.to_owned(),
+            postgres,
+        }
+    }
+
+    /// The same store, acting for another tenant.
+    pub fn with_tenant(&self, tenant: &str) -> Result<Client> {
+        validate::name("tenant", tenant)?;
+        Ok(Client {
+            tenant: tenant.to_owned(),
+            ..self.clone()
+        })
+    }
+
+    /// The tenant this client acts for.
+    pub fn tenant(&self) -> &str {
+        &self.tenant
+    }
+
+    /// The engine underneath, for every other operation (claim, cancel,
+    /// replay, list, history, queue stats and settings, ...).
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Enqueues one job.
+    pub async fn enqueue(&self, job: NewJob) -> Result<Enqueued> {
+        self.engine.enqueue(&self.tenant, job).await
+    }
+
+    /// Enqueues 1–1000 jobs all-or-nothing; answers in order.
+    pub async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
+        self.engine.enqueue_many(&self.tenant, jobs).await
+    }
+
+    /// Enqueues a typed job on its kind's default queue. For other settings
+    /// (priority, delay, keys, ...) build it with [`NewJob::for_args`] and
+    /// call [`Client::enqueue`].
+    pub async fn enqueue_args<J: JobArgs>(&self, args: &J) -> Result<Enqueued> {
+        self.enqueue(NewJob::for_args(args)?).await
+    }
+
+    /// PostgreSQL only: enqueues on your own connection or transaction
+    /// (`&mut *tx` for a `sqlx::Transaction<Postgres>`), so the jobs exist if
+    /// and only if it commits. Workers are hinted at commit.
+    pub async fn enqueue_in(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        jobs: &[NewJob],
+    ) -> Result<Vec<Enqueued>> {
+        if !self.postgres {
+            return Err(Error::invalid(
+                "database_url",
+                "enqueue_in needs PostgreSQL: this client is on SQLite",
+            ));
+        }
+        tether_postgres::enqueue_in(conn, &self.tenant, jobs, self.engine.limits()).await
+    }
+}
