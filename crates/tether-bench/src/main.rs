@@ -13,6 +13,7 @@
 
 mod pg;
 mod report;
+mod runtime;
 mod sqlite;
 mod workload;
 
@@ -33,6 +34,8 @@ pub struct Scale {
     pub latency_large: usize,
     /// Claims timed per latency figure.
     pub latency_samples: usize,
+    /// Jobs timed from enqueue to handler start (at about 50 per second).
+    pub pickup_jobs: usize,
 }
 
 impl Scale {
@@ -44,6 +47,7 @@ impl Scale {
             latency_small: 10_000,
             latency_large: 1_000_000,
             latency_samples: 40,
+            pickup_jobs: 500,
         }
     }
 
@@ -55,6 +59,7 @@ impl Scale {
             latency_small: 10_000,
             latency_large: 200_000,
             latency_samples: 25,
+            pickup_jobs: 100,
         }
     }
 }

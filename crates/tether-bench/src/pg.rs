@@ -41,6 +41,7 @@ pub async fn run(admin_url: &str, scale: &Scale, report: &mut Report) {
 
     enqueue_figures(&engine, &pool, scale, report).await;
     e2e_figures(&engine, &pool, scale, report).await;
+    runtime_figures(&engine, &url, &pool, scale, report).await;
     latency_figures(&engine, &pool, scale, report).await;
 
     pool.close().await;
@@ -234,6 +235,51 @@ async fn e2e_figures(engine: &Engine, pool: &PgPool, scale: &Scale, report: &mut
         report.get("pg_e2e_b100_jobs_per_s") / raw,
         "ratio",
         "tether / raw (bar >= 0.6)",
+    );
+}
+
+async fn runtime_figures(
+    engine: &Engine,
+    url: &str,
+    pool: &PgPool,
+    scale: &Scale,
+    report: &mut Report,
+) {
+    let (_, n) = scale.e2e[2];
+    reset(pool).await;
+    let jobs_per_s = crate::runtime::e2e(engine, "runtime", n).await;
+    report.add(
+        "pg_runtime_e2e_jobs_per_s",
+        jobs_per_s,
+        "jobs/s",
+        format!("through the worker runtime, no-op handlers, {n} jobs"),
+    );
+    report.add(
+        "pg_runtime_ratio",
+        jobs_per_s / report.get("pg_e2e_b100_raw_jobs_per_s"),
+        "ratio",
+        "runtime / raw claim+complete at batch 100 (bar >= 0.5)",
+    );
+
+    reset(pool).await;
+    // The producer has its own pool, as another process would: the wake-up
+    // crosses through LISTEN/NOTIFY, not the in-process shortcut.
+    let producer = Engine::new(Arc::new(
+        PgStore::connect(url).await.expect("producer store"),
+    ));
+    let n = scale.pickup_jobs;
+    let (p50, p99) = crate::runtime::pickup(&producer, engine, "pickup", n, 50).await;
+    report.add(
+        "pg_pickup_p50_ms",
+        p50,
+        "ms",
+        format!("enqueue returned -> handler started, idle worker, {n} jobs at ~50/s"),
+    );
+    report.add(
+        "pg_pickup_p99_ms",
+        p99,
+        "ms",
+        "the same, 99th percentile (bar <= 10)",
     );
 }
 

@@ -27,6 +27,14 @@ pub async fn run(scale: &Scale, report: &mut Report) {
         "jobs/s",
         format!("SQLite (synchronous=FULL): claim 100 + complete 100, 4 claimers, {n} jobs"),
     );
+    let n = scale.pickup_jobs;
+    let (_, p99) = crate::runtime::pickup(&engine, &engine, "sqlite-pickup", n, 50).await;
+    report.add(
+        "sqlite_pickup_p99_ms",
+        p99,
+        "ms",
+        format!("SQLite: enqueue returned -> handler started, {n} jobs at ~50/s (bar <= 10)"),
+    );
     drop(engine);
     let _ = std::fs::remove_dir_all(&dir);
 }

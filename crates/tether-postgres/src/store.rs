@@ -1,5 +1,7 @@
 //! The [`Store`] implementation: one SQL statement per operation.
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 use serde_json::Value;
 use sqlx::postgres::PgRow;
@@ -74,12 +76,12 @@ macro_rules! lease_lost_cte {
 /// (a heartbeat cycle and a completion batch of one worker) wait for each
 /// other instead of deadlocking.
 const HEARTBEAT_MANY: &str = "WITH input AS (
-        SELECT * FROM UNNEST($2::uuid[], $3::uuid[], $4::bigint[], $5::jsonb[]) WITH ORDINALITY
-            AS t(id, token, ttl, progress, ord)
+        SELECT * FROM UNNEST($2::uuid[], $3::uuid[], $4::bigint[], $5::jsonb[])
+            AS t(id, token, ttl, progress)
     ),
     locked AS (
-        SELECT j.id FROM tether.jobs j JOIN input i ON i.id = j.id
-        WHERE j.tenant = $1 AND j.lease_token = i.token AND j.state = 'running'
+        SELECT j.id FROM UNNEST($2::uuid[]) AS u(id) JOIN tether.jobs j ON j.id = u.id
+        WHERE j.tenant = $1 AND j.state = 'running'
         ORDER BY j.id
         FOR UPDATE OF j
     ),
@@ -87,20 +89,20 @@ const HEARTBEAT_MANY: &str = "WITH input AS (
         UPDATE tether.jobs j
         SET lease_expires_at = now() + COALESCE(i.ttl, j.lease_ttl_ms) * interval '1 millisecond',
             heartbeat_at = now(), updated_at = now(), progress = COALESCE(i.progress, j.progress)
-        FROM input i, locked l
-        WHERE j.id = i.id AND l.id = i.id AND j.lease_token = i.token
+        FROM input i
+        WHERE j.id = i.id AND j.lease_token = i.token AND j.id IN (SELECT id FROM locked)
         RETURNING j.id, j.lease_expires_at, j.cancel_requested
     ),
     lost AS (
         INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, detail)
         SELECT x.id, x.tenant, now(), 'lease_lost', x.attempt, 'heartbeat'
-        FROM tether.jobs x JOIN input i ON i.id = x.id
-        WHERE x.tenant = $1 AND NOT EXISTS (SELECT 1 FROM done d WHERE d.id = x.id)
+        FROM UNNEST($2::uuid[]) AS u(id) JOIN tether.jobs x ON x.id = u.id
+        WHERE x.tenant = $1 AND x.id NOT IN (SELECT id FROM done)
         RETURNING job_id
     )
-    SELECT i.id, d.lease_expires_at, d.cancel_requested,
-           EXISTS (SELECT 1 FROM lost l WHERE l.job_id = i.id) AS lost
-    FROM input i LEFT JOIN done d ON d.id = i.id ORDER BY i.ord";
+    SELECT id, lease_expires_at, cancel_requested FROM done
+    UNION ALL
+    SELECT DISTINCT job_id, NULL::timestamptz, NULL::boolean FROM lost";
 
 const COMPLETE: &str = concat!(
     "WITH done AS (
@@ -124,12 +126,11 @@ const COMPLETE: &str = concat!(
 /// Completes a batch: `$1` tenant, `$2` ids, `$3` lease tokens, `$4` results.
 /// Rows are locked in id order (see [`HEARTBEAT_MANY`]).
 pub const COMPLETE_MANY: &str = "WITH input AS (
-        SELECT * FROM UNNEST($2::uuid[], $3::uuid[], $4::jsonb[]) WITH ORDINALITY
-            AS t(id, token, result, ord)
+        SELECT * FROM UNNEST($2::uuid[], $3::uuid[], $4::jsonb[]) AS t(id, token, result)
     ),
     locked AS (
-        SELECT j.id FROM tether.jobs j JOIN input i ON i.id = j.id
-        WHERE j.tenant = $1 AND j.lease_token = i.token AND j.state = 'running'
+        SELECT j.id FROM UNNEST($2::uuid[]) AS u(id) JOIN tether.jobs j ON j.id = u.id
+        WHERE j.tenant = $1 AND j.state = 'running'
         ORDER BY j.id
         FOR UPDATE OF j
     ),
@@ -137,8 +138,8 @@ pub const COMPLETE_MANY: &str = "WITH input AS (
         UPDATE tether.jobs j
         SET state = 'succeeded', result = i.result, finished_at = now(), updated_at = now(),
             lease_token = NULL, lease_expires_at = NULL
-        FROM input i, locked l
-        WHERE j.id = i.id AND l.id = i.id AND j.lease_token = i.token
+        FROM input i
+        WHERE j.id = i.id AND j.lease_token = i.token AND j.id IN (SELECT id FROM locked)
         RETURNING j.id, j.tenant, j.attempt, j.worker_id, j.updated_at
     ),
     history AS (
@@ -148,13 +149,13 @@ pub const COMPLETE_MANY: &str = "WITH input AS (
     lost AS (
         INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, detail)
         SELECT x.id, x.tenant, now(), 'lease_lost', x.attempt, 'complete'
-        FROM tether.jobs x JOIN input i ON i.id = x.id
-        WHERE x.tenant = $1 AND NOT EXISTS (SELECT 1 FROM done d WHERE d.id = x.id)
+        FROM UNNEST($2::uuid[]) AS u(id) JOIN tether.jobs x ON x.id = u.id
+        WHERE x.tenant = $1 AND x.id NOT IN (SELECT id FROM done)
         RETURNING job_id
     )
-    SELECT i.id, EXISTS (SELECT 1 FROM done d WHERE d.id = i.id) AS ok,
-           EXISTS (SELECT 1 FROM lost l WHERE l.job_id = i.id) AS lost
-    FROM input i ORDER BY i.ord";
+    SELECT id, true AS ok FROM done
+    UNION ALL
+    SELECT DISTINCT job_id, false FROM lost";
 
 /// Fail routing mirrors `lifecycle::fail_outcome`; the retry delay mirrors
 /// `lifecycle::backoff_delay_ms` (`$5` retry_after_ms, `$6` fatal,
@@ -612,22 +613,30 @@ impl Store for PgStore {
             .fetch_all(&self.pool)
             .await
             .map_err(db_error)?;
-        rows.iter()
-            .map(|row| {
-                let id: Uuid = row.try_get("id").map_err(db_error)?;
-                let expires: Option<chrono::DateTime<chrono::Utc>> =
-                    row.try_get("lease_expires_at").map_err(db_error)?;
-                let lost: bool = row.try_get("lost").map_err(db_error)?;
-                Ok(match expires {
-                    Some(lease_expires_at) => Ok(HeartbeatAck {
-                        lease_expires_at,
-                        cancel_requested: row.try_get("cancel_requested").map_err(db_error)?,
-                    }),
-                    None if lost => Err(Error::LeaseLost(id)),
-                    None => Err(Error::JobNotFound(id)),
-                })
+        // Extended leases carry their new expiry; lost ones carry NULL; any
+        // other id is not a job of this tenant.
+        let mut outcome: HashMap<Uuid, Option<HeartbeatAck>> = HashMap::with_capacity(rows.len());
+        for row in &rows {
+            let id: Uuid = row.try_get("id").map_err(db_error)?;
+            let expires: Option<chrono::DateTime<chrono::Utc>> =
+                row.try_get("lease_expires_at").map_err(db_error)?;
+            let ack = match expires {
+                Some(lease_expires_at) => Some(HeartbeatAck {
+                    lease_expires_at,
+                    cancel_requested: row.try_get("cancel_requested").map_err(db_error)?,
+                }),
+                None => None,
+            };
+            outcome.insert(id, ack);
+        }
+        Ok(ids
+            .iter()
+            .map(|&id| match outcome.get(&id) {
+                Some(Some(ack)) => Ok(*ack),
+                Some(None) => Err(Error::LeaseLost(id)),
+                None => Err(Error::JobNotFound(id)),
             })
-            .collect()
+            .collect())
     }
 
     fn subscribe(&self, tenant: &str, queue: &str) -> Wakeup {
@@ -664,18 +673,22 @@ impl Store for PgStore {
             .fetch_all(&self.pool)
             .await
             .map_err(db_error)?;
-        rows.iter()
-            .map(|row| {
-                let id: Uuid = row.try_get("id").map_err(db_error)?;
-                let ok: bool = row.try_get("ok").map_err(db_error)?;
-                let lost: bool = row.try_get("lost").map_err(db_error)?;
-                Ok(match (ok, lost) {
-                    (true, _) => Ok(()),
-                    (false, true) => Err(Error::LeaseLost(id)),
-                    (false, false) => Err(Error::JobNotFound(id)),
-                })
+        // The statement names the completed jobs (ok) and the ones whose
+        // lease was lost; any other id is not a job of this tenant.
+        let mut outcome: HashMap<Uuid, bool> = HashMap::with_capacity(rows.len());
+        for row in &rows {
+            let id: Uuid = row.try_get("id").map_err(db_error)?;
+            let ok: bool = row.try_get("ok").map_err(db_error)?;
+            outcome.insert(id, ok);
+        }
+        Ok(ids
+            .iter()
+            .map(|&id| match outcome.get(&id) {
+                Some(true) => Ok(()),
+                Some(false) => Err(Error::LeaseLost(id)),
+                None => Err(Error::JobNotFound(id)),
             })
-            .collect()
+            .collect())
     }
 
     async fn fail(

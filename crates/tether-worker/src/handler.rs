@@ -1,0 +1,211 @@
+//! What a handler receives ([`JobContext`]) and what it answers
+//! ([`JobResult`], [`JobError`]), and how handlers are stored by kind.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+use tether_core::{Job, JobArgs};
+use uuid::Uuid;
+
+use crate::runtime::InFlight;
+
+/// What a handler answers: `Ok` with an optional result (stored on the job)
+/// or a [`JobError`] saying what should happen to the job instead.
+pub type JobResult = Result<Option<Value>, JobError>;
+
+/// How a handler says an attempt did not succeed; each variant maps to one
+/// lifecycle transition.
+///
+/// Any `std::error::Error` converts into [`JobError::Retry`] (with its chain
+/// of causes in the message), so handlers can use `?` on ordinary errors.
+/// That blanket conversion is also why `JobError` itself does not implement
+/// `std::error::Error` (the two impls would overlap).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobError {
+    /// A transient failure: retried after the job's jittered exponential
+    /// backoff (or failed for good when the attempts are used up).
+    Retry(String),
+    /// A failure that knows when to come back (an upstream's Retry-After):
+    /// retried exactly `after` later. Counts as an attempt.
+    RetryAfter {
+        /// What went wrong.
+        error: String,
+        /// How long to wait before the next attempt.
+        after: Duration,
+    },
+    /// Do not retry: the job fails for good (the dead-letter queue).
+    Fatal(String),
+    /// "Not now" (rate limit, busy resource): run again after the delay, the
+    /// attempt given back. Short delays are slept in-process (the job keeps
+    /// its lease and slot); long ones hand the job back to the queue.
+    Snooze(Duration),
+    /// The handler stopped because cancellation was requested
+    /// ([`JobContext::cancelled`]): the job ends `cancelled`.
+    Cancelled,
+}
+
+impl JobError {
+    /// A retryable error with this message.
+    pub fn retry(message: impl fmt::Display) -> Self {
+        JobError::Retry(message.to_string())
+    }
+
+    /// A retryable error that comes back exactly `after` later.
+    pub fn retry_after(message: impl fmt::Display, after: Duration) -> Self {
+        JobError::RetryAfter {
+            error: message.to_string(),
+            after,
+        }
+    }
+
+    /// A fatal error with this message.
+    pub fn fatal(message: impl fmt::Display) -> Self {
+        JobError::Fatal(message.to_string())
+    }
+
+    /// A snooze of `delay`.
+    pub fn snooze(delay: Duration) -> Self {
+        JobError::Snooze(delay)
+    }
+}
+
+impl fmt::Display for JobError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JobError::Retry(e) => write!(f, "{e}"),
+            JobError::RetryAfter { error, after } => {
+                write!(f, "{error} (retry after {} ms)", after.as_millis())
+            }
+            JobError::Fatal(e) => write!(f, "{e}"),
+            JobError::Snooze(d) => write!(f, "snoozed for {} ms", d.as_millis()),
+            JobError::Cancelled => f.write_str("cancelled"),
+        }
+    }
+}
+
+impl<E: std::error::Error> From<E> for JobError {
+    fn from(err: E) -> Self {
+        // Keep the whole chain: the cause is usually at the end of it, and
+        // the stored error keeps the tail.
+        let mut message = err.to_string();
+        let mut source = err.source();
+        while let Some(cause) = source {
+            message.push_str(": ");
+            message.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        JobError::Retry(message)
+    }
+}
+
+/// What a handler gets besides its arguments: the claimed job, cooperative
+/// cancellation and a way to report progress. Cheap to clone.
+#[derive(Clone)]
+pub struct JobContext {
+    pub(crate) inflight: Arc<InFlight>,
+}
+
+impl fmt::Debug for JobContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JobContext")
+            .field("id", &self.inflight.job.id)
+            .field("kind", &self.inflight.job.kind)
+            .field("attempt", &self.inflight.job.attempt)
+            .finish_non_exhaustive()
+    }
+}
+
+impl JobContext {
+    /// The job as it was claimed (state `running`).
+    pub fn job(&self) -> &Job {
+        &self.inflight.job
+    }
+
+    /// The job's id.
+    pub fn id(&self) -> Uuid {
+        self.inflight.job.id
+    }
+
+    /// This attempt's number (1 on the first run).
+    pub fn attempt(&self) -> i32 {
+        self.inflight.job.attempt
+    }
+
+    /// Resolves once the handler is asked to stop: a cancel was requested for
+    /// the job, its lease was lost to another owner, its timeout elapsed, or
+    /// the worker is shutting down after its grace period. Stop soon after;
+    /// a handler that keeps running after a cancel request is dropped one
+    /// lease TTL later.
+    pub async fn cancelled(&self) {
+        self.inflight.ctx_cancel.cancelled().await
+    }
+
+    /// Whether the handler has been asked to stop (see [`Self::cancelled`]).
+    pub fn is_cancelled(&self) -> bool {
+        self.inflight.ctx_cancel.is_cancelled()
+    }
+
+    /// Records progress; it is sent with the job's next heartbeat and stored
+    /// on the job (a later value replaces an earlier one not yet sent).
+    pub fn set_progress(&self, progress: Value) {
+        *self
+            .inflight
+            .progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(progress);
+    }
+}
+
+/// The future a handler returns, boxed so handlers of any type share a map.
+pub(crate) type HandlerFuture = Pin<Box<dyn Future<Output = JobResult> + Send>>;
+
+/// A registered handler, type-erased.
+pub(crate) type Handler = Arc<dyn Fn(JobContext) -> HandlerFuture + Send + Sync>;
+
+/// Erases a raw handler.
+pub(crate) fn raw<F, Fut>(f: F) -> Handler
+where
+    F: Fn(JobContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = JobResult> + Send + 'static,
+{
+    Arc::new(move |ctx| Box::pin(f(ctx)))
+}
+
+/// Erases a typed handler: decodes the payload into `T` (a payload that does
+/// not fit can never succeed, so that is fatal) and serializes the result.
+pub(crate) fn typed<T, F, Fut, R>(f: F) -> Handler
+where
+    T: JobArgs,
+    F: Fn(T, JobContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<R, JobError>> + Send + 'static,
+    R: Serialize,
+{
+    let f = Arc::new(f);
+    Arc::new(move |ctx: JobContext| {
+        let f = f.clone();
+        Box::pin(async move {
+            let args = T::deserialize(&ctx.job().payload).map_err(|e| {
+                JobError::Fatal(format!(
+                    "payload of job {} does not decode into {} (kind {:?}): {e}",
+                    ctx.id(),
+                    std::any::type_name::<T>(),
+                    T::KIND
+                ))
+            })?;
+            let out = f(args, ctx).await?;
+            let value = serde_json::to_value(&out).map_err(|e| {
+                JobError::Fatal(format!(
+                    "result of kind {:?} does not serialize to JSON: {e}",
+                    T::KIND
+                ))
+            })?;
+            // `()` serializes to null: no result rather than a JSON null.
+            Ok((!value.is_null()).then_some(value))
+        })
+    })
+}

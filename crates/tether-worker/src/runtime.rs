@@ -1,0 +1,1243 @@
+//! The running worker: one fetcher per queue, one heartbeater, one batching
+//! completer, the maintenance loop, and one task per claimed job.
+//!
+//! Ownership of a job's fate is simple on purpose: the job's own task decides
+//! and reports its outcome; the heartbeater only extends leases and fires the
+//! job's cancellation when the store says "cancel requested" or "lease lost";
+//! the completer only batches `complete` calls for job tasks that wait on it.
+//! A job stays in the in-flight table (and keeps being heartbeated) until its
+//! outcome is acknowledged, so a slow report never costs the lease.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use serde_json::Value;
+use tether_core::lifecycle::MAINTENANCE_LEASE;
+use tether_core::{
+    validate, ClaimRequest, ClaimedJob, Completion, Error, Failure, Heartbeat, Job, JobState,
+    LeaseToken,
+};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::time::{sleep, sleep_until, Instant};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, error, info, warn, Instrument};
+use uuid::Uuid;
+
+use crate::builder::{Config, QueueSpec, WorkerBuilder};
+use crate::handler::{Handler, JobContext, JobError, JobResult};
+use crate::source::Source;
+
+/// Most items in one claim, heartbeat or completion batch (the store's limit).
+const MAX_BATCH: usize = validate::MAX_BATCH;
+/// Most jobs one maintenance pass touches.
+const MAINTENANCE_BATCH: u32 = 1_000;
+/// A maintenance pass that came back full runs again, at most this many
+/// times per tick, so a huge backlog cannot starve the lease renewal.
+const MAINTENANCE_ROUNDS: usize = 10;
+/// First delay after a failed call to the source; doubles up to [`MAX_BACKOFF`].
+const MIN_BACKOFF: Duration = Duration::from_millis(100);
+/// Longest delay between retries of a failing source.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// How often an outcome report (complete, fail, snooze) is tried before the
+/// runtime gives up on it. Giving up is safe: the lease lapses and the reaper
+/// requeues the job (the run then counts as an attempt).
+const REPORT_TRIES: u32 = 8;
+
+/// A configured worker, ready to start. Build one with [`Worker::builder`].
+pub struct Worker {
+    pub(crate) source: Arc<dyn Source>,
+    pub(crate) config: Config,
+    pub(crate) handlers: HashMap<String, Handler>,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("config", &self.config)
+            .field("kinds", &self.handlers.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Worker {
+    /// Starts configuring a worker that takes its jobs from `source` (an
+    /// [`tether_core::Engine`] for an embedded worker).
+    pub fn builder(source: impl Source) -> WorkerBuilder {
+        WorkerBuilder::new(Arc::new(source))
+    }
+
+    /// Like [`Worker::builder`], for a source that is already shared.
+    pub fn builder_shared(source: Arc<dyn Source>) -> WorkerBuilder {
+        WorkerBuilder::new(source)
+    }
+
+    /// The id this worker claims jobs (and the maintenance lease) under.
+    pub fn worker_id(&self) -> &str {
+        &self.config.worker_id
+    }
+
+    /// Starts the worker on the current Tokio runtime and returns at once.
+    ///
+    /// The worker runs until [`WorkerHandle::shutdown`]; dropping the handle
+    /// does not stop it.
+    ///
+    /// # Panics
+    /// Outside a Tokio runtime.
+    pub fn start(self) -> WorkerHandle {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
+            source: self.source,
+            config: self.config,
+            handlers: self.handlers,
+            inflight: Mutex::new(HashMap::new()),
+            stop: CancellationToken::new(),
+            drained: CancellationToken::new(),
+            kill: CancellationToken::new(),
+            jobs: TaskTracker::new(),
+            completions: tx,
+            leader: AtomicBool::new(false),
+        });
+        let join = tokio::spawn(killable(shared.kill.clone(), supervise(shared.clone(), rx)));
+        WorkerHandle { shared, join }
+    }
+
+    /// Runs the worker until SIGTERM or Ctrl-C (SIGINT), then shuts it down
+    /// gracefully (see [`WorkerHandle::shutdown`]) and returns. A second
+    /// signal during the shutdown aborts it (see [`WorkerHandle::abort`]).
+    ///
+    /// The signal handlers are installed before the first claim, so a signal
+    /// can never find a job running without a handler for it.
+    pub async fn run_until_signal(self) -> std::io::Result<()> {
+        let mut signals = Signals::install()?;
+        let handle = self.start();
+        signals.next().await?;
+        info!(worker_id = %handle.worker_id(), "signal received: shutting down");
+        handle.shutdown();
+        let WorkerHandle { shared, mut join } = handle;
+        tokio::select! {
+            r = &mut join => resume_panic(r),
+            r = signals.next() => {
+                r?;
+                warn!(worker_id = %shared.config.worker_id, "second signal: aborting without handing jobs back");
+                shared.kill.cancel();
+                resume_panic(join.await);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The process signals that stop a worker.
+struct Signals {
+    #[cfg(unix)]
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Signals> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Ok(Signals {
+                term: signal(SignalKind::terminate())?,
+                int: signal(SignalKind::interrupt())?,
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            Ok(Signals {})
+        }
+    }
+
+    async fn next(&mut self) -> std::io::Result<()> {
+        #[cfg(unix)]
+        {
+            tokio::select! {
+                _ = self.term.recv() => {}
+                _ = self.int.recv() => {}
+            }
+            Ok(())
+        }
+        #[cfg(not(unix))]
+        {
+            tokio::signal::ctrl_c().await
+        }
+    }
+}
+
+/// Controls a started worker.
+#[derive(Debug)]
+pub struct WorkerHandle {
+    shared: Arc<Shared>,
+    join: tokio::task::JoinHandle<()>,
+}
+
+impl WorkerHandle {
+    /// The id the worker claims jobs under.
+    pub fn worker_id(&self) -> &str {
+        &self.shared.config.worker_id
+    }
+
+    /// Begins a graceful shutdown and returns at once ([`Self::join`] waits
+    /// for it): no more claims; running handlers get the shutdown grace to
+    /// finish and their completions are flushed; handlers still running
+    /// after it are cancelled and their jobs handed back to the queue with
+    /// the attempt given back (a snooze of 0); the maintenance lease is
+    /// released. Calling it again does nothing.
+    pub fn shutdown(&self) {
+        self.shared.stop.cancel();
+    }
+
+    /// Stops everything at once without reporting or handing back anything,
+    /// as if the process had been killed: held jobs come back through the
+    /// reaper once their leases lapse, and the maintenance lease lapses too.
+    /// Meant for tests and for a second Ctrl-C.
+    pub fn abort(&self) {
+        self.shared.stop.cancel();
+        self.shared.kill.cancel();
+    }
+
+    /// Waits until the worker has stopped (after [`Self::shutdown`] or
+    /// [`Self::abort`]).
+    pub async fn join(self) {
+        resume_panic(self.join.await);
+    }
+
+    /// Whether this worker currently acts as the maintenance leader.
+    pub fn is_maintenance_leader(&self) -> bool {
+        // An aborted worker never got to clear the flag.
+        self.shared.leader.load(Ordering::SeqCst) && !self.shared.kill.is_cancelled()
+    }
+
+    /// How many jobs the worker holds right now (running, sleeping a short
+    /// snooze, or waiting for their outcome to be acknowledged).
+    pub fn jobs_in_flight(&self) -> usize {
+        lock(&self.shared.inflight).len()
+    }
+}
+
+fn resume_panic(r: Result<(), tokio::task::JoinError>) {
+    if let Err(e) = r {
+        if e.is_panic() {
+            std::panic::resume_unwind(e.into_panic());
+        }
+    }
+}
+
+/// State shared by every task of one worker.
+struct Shared {
+    source: Arc<dyn Source>,
+    config: Config,
+    handlers: HashMap<String, Handler>,
+    /// Every job this worker holds, by id.
+    inflight: Mutex<HashMap<Uuid, Arc<InFlight>>>,
+    /// Shutdown requested: claim nothing more.
+    stop: CancellationToken,
+    /// Every job task has ended: the heartbeater, completer and maintenance
+    /// loop may stop.
+    drained: CancellationToken,
+    /// Abort: every task ends at its next await, reporting nothing.
+    kill: CancellationToken,
+    /// The job tasks.
+    jobs: TaskTracker,
+    completions: mpsc::UnboundedSender<PendingCompletion>,
+    leader: AtomicBool,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("worker_id", &self.config.worker_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One job this worker holds.
+pub(crate) struct InFlight {
+    pub(crate) job: Job,
+    token: LeaseToken,
+    /// Fired when the handler should stop; what [`JobContext::cancelled`] waits on.
+    pub(crate) ctx_cancel: CancellationToken,
+    /// Fired after the shutdown grace: the handler is dropped at once.
+    abandon: CancellationToken,
+    /// Progress waiting for the next heartbeat.
+    pub(crate) progress: Mutex<Option<Value>>,
+    /// A heartbeat said someone asked for this job to be cancelled.
+    cancel_requested: AtomicBool,
+    /// A heartbeat said another owner has the job: its outcome is discarded.
+    lost: AtomicBool,
+    /// Set once the handler is done and the outcome is being reported.
+    reporting_since: Mutex<Option<Instant>>,
+}
+
+impl InFlight {
+    fn new(claimed: ClaimedJob) -> Self {
+        InFlight {
+            job: claimed.job,
+            token: claimed.lease_token,
+            ctx_cancel: CancellationToken::new(),
+            abandon: CancellationToken::new(),
+            progress: Mutex::new(None),
+            cancel_requested: AtomicBool::new(false),
+            lost: AtomicBool::new(false),
+            reporting_since: Mutex::new(None),
+        }
+    }
+
+    fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst)
+    }
+
+    fn is_cancel_requested(&self) -> bool {
+        self.cancel_requested.load(Ordering::SeqCst)
+    }
+
+    fn reporting_since(&self) -> Option<Instant> {
+        *lock(&self.reporting_since)
+    }
+}
+
+/// Locks a mutex, ignoring poisoning: the data behind it stays consistent
+/// (single assignments), and a panicking handler must not wedge the runtime.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs `f` unless the worker is aborted first.
+async fn killable<F: Future<Output = ()>>(kill: CancellationToken, f: F) {
+    tokio::select! {
+        biased;
+        _ = kill.cancelled() => {}
+        _ = f => {}
+    }
+}
+
+/// Errors worth trying again: the database (or server) is not there right now.
+fn is_transient(e: &Error) -> bool {
+    matches!(e, Error::Unavailable(_) | Error::Storage(_))
+}
+
+/// The job belongs to someone else now (or is gone): our view of it is stale.
+fn is_lost(e: &Error) -> bool {
+    matches!(e, Error::LeaseLost(_) | Error::JobNotFound(_))
+}
+
+/// Doubling delays between retries of a failing source.
+struct Backoff(Duration);
+
+impl Backoff {
+    fn new() -> Self {
+        Backoff(MIN_BACKOFF)
+    }
+
+    fn next(&mut self) -> Duration {
+        let d = self.0;
+        self.0 = (self.0 * 2).min(MAX_BACKOFF);
+        d
+    }
+
+    fn reset(&mut self) {
+        self.0 = MIN_BACKOFF;
+    }
+}
+
+/// Calls `f` until it succeeds, fails for good, or [`REPORT_TRIES`] tries
+/// failed transiently.
+async fn retrying<T, F, Fut>(what: &str, mut f: F) -> Result<T, Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, Error>>,
+{
+    let mut backoff = Backoff::new();
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match f().await {
+            Ok(v) => return Ok(v),
+            Err(e) if is_transient(&e) && tries < REPORT_TRIES => {
+                let delay = backoff.next();
+                warn!(error = %e, tries, "{what} failed; trying again in {} ms", delay.as_millis());
+                sleep(delay).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn millis(d: Duration) -> i64 {
+    (d.as_millis().min(validate::MAX_DURATION_MS as u128)) as i64
+}
+
+/// The worker's main task: starts the loops, waits for the shutdown, then
+/// drains in order (claims, handlers, reports, background loops).
+async fn supervise(shared: Arc<Shared>, completions: mpsc::UnboundedReceiver<PendingCompletion>) {
+    let kill = &shared.kill;
+    info!(
+        worker_id = %shared.config.worker_id,
+        tenant = %shared.config.tenant,
+        queues = ?shared.config.queues.iter().map(|q| &q.name).collect::<Vec<_>>(),
+        "worker started"
+    );
+    let heartbeater = tokio::spawn(killable(kill.clone(), heartbeat_loop(shared.clone())));
+    let completer = tokio::spawn(killable(
+        kill.clone(),
+        completer_loop(shared.clone(), completions),
+    ));
+    let maintenance = shared
+        .config
+        .maintenance
+        .then(|| tokio::spawn(killable(kill.clone(), maintenance_loop(shared.clone()))));
+    let fetchers: Vec<_> = shared
+        .config
+        .queues
+        .iter()
+        .map(|q| {
+            tokio::spawn(killable(
+                kill.clone(),
+                fetch_loop(shared.clone(), q.clone()),
+            ))
+        })
+        .collect();
+
+    shared.stop.cancelled().await;
+    info!(worker_id = %shared.config.worker_id, "shutting down: no more claims");
+    for f in fetchers {
+        let _ = f.await;
+    }
+    shared.jobs.close();
+    if tokio::time::timeout(shared.config.shutdown_grace, shared.jobs.wait())
+        .await
+        .is_err()
+    {
+        let left: Vec<Arc<InFlight>> = lock(&shared.inflight).values().cloned().collect();
+        warn!(
+            worker_id = %shared.config.worker_id,
+            jobs = left.len(),
+            "handlers still running after the shutdown grace: cancelling them and handing their jobs back"
+        );
+        for fl in left {
+            fl.ctx_cancel.cancel();
+            fl.abandon.cancel();
+        }
+        shared.jobs.wait().await;
+    }
+    shared.drained.cancel();
+    let _ = completer.await;
+    let _ = heartbeater.await;
+    if let Some(m) = maintenance {
+        let _ = m.await;
+    }
+    info!(worker_id = %shared.config.worker_id, "worker stopped");
+}
+
+/// Claims for one queue: as many jobs as there are free slots, then (when the
+/// queue had fewer) waits for a wake-up hint or the poll interval.
+/// Longest wait for more free slots before claiming into a partly busy
+/// queue (see `fetch_loop`).
+const FETCH_COOLDOWN: Duration = Duration::from_millis(5);
+
+async fn fetch_loop(shared: Arc<Shared>, queue: QueueSpec) {
+    let config = &shared.config;
+    let slots = Arc::new(Semaphore::new(queue.concurrency));
+    // Subscribe before the first claim: a hint sent between an empty claim
+    // and the wait is then kept, never missed.
+    let mut wakeup = shared.source.subscribe(&config.tenant, &queue.name);
+    let mut backoff = Backoff::new();
+    loop {
+        let first = tokio::select! {
+            biased;
+            _ = shared.stop.cancelled() => break,
+            p = slots.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+        };
+        let mut permits = vec![first];
+        while permits.len() < MAX_BATCH {
+            match slots.clone().try_acquire_owned() {
+                Ok(p) => permits.push(p),
+                Err(_) => break,
+            }
+        }
+        // A busy worker would otherwise claim one job per freed slot, a round
+        // trip each. Wait briefly for half the slots to free up, so claims
+        // come in batches; an idle worker (all slots free) claims at once.
+        let target = (queue.concurrency / 2).clamp(1, MAX_BATCH);
+        if permits.len() < target {
+            let deadline = tokio::time::Instant::now() + FETCH_COOLDOWN;
+            while permits.len() < target {
+                tokio::select! {
+                    biased;
+                    _ = shared.stop.cancelled() => break,
+                    p = tokio::time::timeout_at(deadline, slots.clone().acquire_owned()) => match p {
+                        Ok(Ok(p)) => permits.push(p),
+                        _ => break,
+                    },
+                }
+            }
+            while permits.len() < MAX_BATCH {
+                match slots.clone().try_acquire_owned() {
+                    Ok(p) => permits.push(p),
+                    Err(_) => break,
+                }
+            }
+        }
+        let limit = permits.len();
+        let req = ClaimRequest {
+            queue: queue.name.clone(),
+            worker_id: config.worker_id.clone(),
+            limit: limit as u32,
+            lease_ttl_ms: Some(millis(config.lease_ttl)),
+        };
+        // A claim in flight is not interrupted by a shutdown: dropping it
+        // halfway could leave jobs claimed that nobody knows about.
+        match shared.source.claim(&config.tenant, &req).await {
+            Ok(claimed) => {
+                backoff.reset();
+                let n = claimed.len();
+                if shared.stop.is_cancelled() {
+                    for c in claimed {
+                        hand_back_unstarted(&shared, c).await;
+                    }
+                    break;
+                }
+                let mut permits = permits.into_iter();
+                for c in claimed {
+                    match permits.next() {
+                        Some(permit) => spawn_job(&shared, &queue.name, c, permit),
+                        None => {
+                            warn!(job_id = %c.job.id, "the source returned more jobs than asked for; handing it back");
+                            hand_back_unstarted(&shared, c).await;
+                        }
+                    }
+                }
+                drop(permits);
+                if n < limit {
+                    tokio::select! {
+                        biased;
+                        _ = shared.stop.cancelled() => break,
+                        _ = wakeup.hinted() => {}
+                        _ = sleep(config.poll_interval) => {}
+                    }
+                }
+            }
+            Err(e) => {
+                drop(permits);
+                let delay = backoff.next();
+                warn!(queue = %queue.name, error = %e, "claim failed; trying again in {} ms", delay.as_millis());
+                tokio::select! {
+                    biased;
+                    _ = shared.stop.cancelled() => break,
+                    _ = sleep(delay) => {}
+                }
+            }
+        }
+    }
+    debug!(queue = %queue.name, "fetcher stopped");
+}
+
+/// Gives back a job claimed while the worker was already stopping.
+async fn hand_back_unstarted(shared: &Shared, c: ClaimedJob) {
+    let tenant = &shared.config.tenant;
+    if let Err(e) = retrying("snooze", || {
+        shared.source.snooze(tenant, c.job.id, c.lease_token, 0)
+    })
+    .await
+    {
+        warn!(job_id = %c.job.id, error = %e, "could not hand back a job claimed during shutdown; its lease will lapse");
+    }
+}
+
+fn spawn_job(shared: &Arc<Shared>, queue: &str, claimed: ClaimedJob, permit: OwnedSemaphorePermit) {
+    let fl = Arc::new(InFlight::new(claimed));
+    lock(&shared.inflight).insert(fl.job.id, fl.clone());
+    let span = tracing::info_span!(
+        "job",
+        job_id = %fl.job.id,
+        tenant = %shared.config.tenant,
+        queue = %queue,
+        kind = %fl.job.kind,
+        attempt = fl.job.attempt,
+    );
+    shared.jobs.spawn(killable(
+        shared.kill.clone(),
+        run_job(shared.clone(), fl, permit).instrument(span),
+    ));
+}
+
+/// How a handler run ended, before it is mapped to a report.
+enum Ended {
+    /// The handler answered.
+    Returned(JobResult),
+    /// No handler is registered for the job's kind.
+    NoHandler,
+    /// The handler panicked with this message.
+    Panicked(String),
+    /// `timeout_ms` elapsed; the handler was dropped.
+    TimedOut(i64),
+    /// The handler was asked to stop and did not within one lease TTL.
+    Unanswered,
+    /// Shutdown grace over; the handler was dropped.
+    Abandoned,
+}
+
+/// One job from start to acknowledged outcome.
+async fn run_job(shared: Arc<Shared>, fl: Arc<InFlight>, permit: OwnedSemaphorePermit) {
+    let handler = shared.handlers.get(&fl.job.kind).cloned();
+    let started = Instant::now();
+    let ended = match handler {
+        Some(h) => execute(&shared, &fl, h).await,
+        None => Ended::NoHandler,
+    };
+    let labels = [
+        ("queue", fl.job.queue.clone()),
+        ("kind", fl.job.kind.clone()),
+    ];
+    if !matches!(ended, Ended::NoHandler) {
+        metrics::histogram!("tether_worker_handler_duration_seconds", &labels)
+            .record(started.elapsed().as_secs_f64());
+    }
+    // The handler is done: its slot frees now, not after the report's round
+    // trip. The job stays in flight (heartbeated) until the report lands.
+    drop(permit);
+    *lock(&fl.reporting_since) = Some(Instant::now());
+    let outcome = report(&shared, &fl, ended).await;
+    if let Some(outcome) = outcome {
+        metrics::counter!(
+            "tether_worker_jobs_total",
+            "queue" => fl.job.queue.clone(),
+            "kind" => fl.job.kind.clone(),
+            "outcome" => outcome
+        )
+        .increment(1);
+    }
+    lock(&shared.inflight).remove(&fl.job.id);
+}
+
+/// Runs the handler (again after each short in-process snooze) until it
+/// answers, panics, times out, ignores a cancellation for a lease TTL, or is
+/// abandoned at shutdown.
+async fn execute(shared: &Shared, fl: &Arc<InFlight>, handler: Handler) -> Ended {
+    let config = &shared.config;
+    let timeout_ms = fl.job.timeout_ms.filter(|ms| *ms > 0);
+    let deadline = timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms as u64));
+    loop {
+        let ctx = JobContext {
+            inflight: fl.clone(),
+        };
+        let h = handler.clone();
+        // Calling the handler inside the future catches a panic while it
+        // builds its future as well as one while it runs.
+        let run = AssertUnwindSafe(async move { h(ctx).await }).catch_unwind();
+        let timeout = async {
+            match deadline {
+                Some(d) => sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        // A handler asked to stop gets one lease TTL to do so.
+        let unanswered = async {
+            fl.ctx_cancel.cancelled().await;
+            sleep(config.lease_ttl).await
+        };
+        let answer = tokio::select! {
+            biased;
+            _ = fl.abandon.cancelled() => return Ended::Abandoned,
+            r = run => r,
+            _ = timeout => {
+                fl.ctx_cancel.cancel();
+                return Ended::TimedOut(timeout_ms.unwrap_or_default());
+            }
+            _ = unanswered => return Ended::Unanswered,
+        };
+        let answer = match answer {
+            Ok(a) => a,
+            Err(panic) => return Ended::Panicked(panic_message(panic.as_ref())),
+        };
+        let delay = match answer {
+            Err(JobError::Snooze(d)) if d <= config.max_in_process_snooze => d,
+            other => return Ended::Returned(other),
+        };
+        if fl.ctx_cancel.is_cancelled() || shared.stop.is_cancelled() {
+            return Ended::Returned(Err(JobError::Snooze(delay)));
+        }
+        let wake = Instant::now() + delay;
+        // A sleep that would outlast the timeout goes back to the queue
+        // instead: the attempt is given back, so nothing is lost by it.
+        if deadline.is_some_and(|d| wake > d) {
+            return Ended::Returned(Err(JobError::Snooze(delay)));
+        }
+        debug!(delay_ms = delay.as_millis() as u64, "snoozing in-process");
+        tokio::select! {
+            biased;
+            _ = fl.abandon.cancelled() => return Ended::Abandoned,
+            // Shutting down: hand back what is left of the snooze at once
+            // rather than hold a slot through the grace period.
+            _ = shared.stop.cancelled() => {
+                let left = wake.saturating_duration_since(Instant::now());
+                return Ended::Returned(Err(JobError::Snooze(left)));
+            }
+            _ = fl.ctx_cancel.cancelled() => return Ended::Returned(Err(JobError::Cancelled)),
+            _ = sleep_until(wake) => {}
+        }
+    }
+}
+
+fn panic_message(panic: &(dyn Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic with a non-string payload".to_owned()
+    }
+}
+
+/// What became of a report.
+enum Reported {
+    /// The store took it; the job is now in this state.
+    Done(JobState),
+    /// The job belongs to someone else: nothing changed.
+    LeaseLost,
+    /// The store refused the report for good.
+    Rejected(Error),
+    /// The source stayed unavailable through every try.
+    GaveUp(Error),
+}
+
+impl Reported {
+    fn from_result(r: Result<JobState, Error>) -> Self {
+        match r {
+            Ok(state) => Reported::Done(state),
+            Err(e) if is_lost(&e) => Reported::LeaseLost,
+            Err(e) if is_transient(&e) => Reported::GaveUp(e),
+            Err(e) => Reported::Rejected(e),
+        }
+    }
+}
+
+/// Reports how a run ended; answers the metric outcome to count (none when
+/// the report could not be made).
+async fn report(shared: &Shared, fl: &InFlight, ended: Ended) -> Option<&'static str> {
+    let config = &shared.config;
+    if fl.is_lost() {
+        warn!("lease lost while the handler ran (another owner has the job): its outcome is discarded");
+        return Some("lease_lost");
+    }
+    let (failure, fixed_outcome) = match ended {
+        Ended::Abandoned => {
+            let r = snooze(shared, fl, 0).await;
+            return settle(r, |state| {
+                info!(%state, "handed back at shutdown (attempt given back)");
+                snooze_outcome(state)
+            });
+        }
+        // Whatever the handler answers once a cancel was requested, the
+        // worker acknowledges the cancellation.
+        _ if fl.is_cancel_requested() => (
+            Failure {
+                error: "cancelled on request".to_owned(),
+                cancelled: true,
+                ..Failure::default()
+            },
+            Some("cancelled"),
+        ),
+        Ended::Unanswered => (
+            Failure {
+                error: "cancelled: the handler did not stop when asked".to_owned(),
+                cancelled: true,
+                ..Failure::default()
+            },
+            Some("cancelled"),
+        ),
+        Ended::NoHandler => (
+            Failure {
+                error: format!(
+                    "no handler for kind {} on worker {}",
+                    fl.job.kind, config.worker_id
+                ),
+                ..Failure::default()
+            },
+            None,
+        ),
+        Ended::Panicked(msg) => (
+            Failure {
+                error: format!("handler panicked: {msg}"),
+                ..Failure::default()
+            },
+            Some("panicked"),
+        ),
+        Ended::TimedOut(ms) => (
+            Failure {
+                error: format!("timed out after {ms} ms"),
+                ..Failure::default()
+            },
+            Some("timed_out"),
+        ),
+        Ended::Returned(Ok(result)) => return complete(shared, fl, result).await,
+        Ended::Returned(Err(JobError::Snooze(d))) => {
+            let r = snooze(shared, fl, millis(d)).await;
+            return settle(r, |state| {
+                debug!(%state, delay_ms = millis(d), "snoozed");
+                snooze_outcome(state)
+            });
+        }
+        Ended::Returned(Err(JobError::Retry(error))) => (
+            Failure {
+                error,
+                ..Failure::default()
+            },
+            None,
+        ),
+        Ended::Returned(Err(JobError::RetryAfter { error, after })) => (
+            Failure {
+                error,
+                retry_after_ms: Some(millis(after)),
+                ..Failure::default()
+            },
+            None,
+        ),
+        Ended::Returned(Err(JobError::Fatal(error))) => (
+            Failure {
+                error,
+                fatal: true,
+                ..Failure::default()
+            },
+            None,
+        ),
+        Ended::Returned(Err(JobError::Cancelled)) => (
+            Failure {
+                error: "cancelled by the handler".to_owned(),
+                cancelled: true,
+                ..Failure::default()
+            },
+            Some("cancelled"),
+        ),
+    };
+    let error = failure.error.clone();
+    let r = fail(shared, fl, failure).await;
+    settle(r, |state| {
+        match state {
+            JobState::Queued => info!(%error, "attempt failed; retry scheduled"),
+            state => warn!(%state, %error, "attempt failed"),
+        }
+        fixed_outcome.unwrap_or(match state {
+            JobState::Queued => "retried",
+            JobState::Cancelled => "cancelled",
+            _ => "failed",
+        })
+    })
+}
+
+/// A snooze of a job whose cancel was requested ends it `cancelled`.
+fn snooze_outcome(state: JobState) -> &'static str {
+    match state {
+        JobState::Cancelled => "cancelled",
+        _ => "snoozed",
+    }
+}
+
+/// Logs the fate of a report and picks the metric outcome (`on_done` logs a
+/// report the store took and names its outcome).
+fn settle(r: Reported, on_done: impl FnOnce(JobState) -> &'static str) -> Option<&'static str> {
+    match r {
+        Reported::Done(state) => Some(on_done(state)),
+        Reported::LeaseLost => {
+            warn!("lease lost (another owner has the job): the outcome is discarded");
+            Some("lease_lost")
+        }
+        Reported::Rejected(e) => {
+            error!(error = %e, "the outcome was refused; the lease will lapse and the reaper requeue the job");
+            report_error();
+            None
+        }
+        Reported::GaveUp(e) => {
+            error!(error = %e, "could not report the outcome; the lease will lapse and the reaper requeue the job");
+            report_error();
+            None
+        }
+    }
+}
+
+fn report_error() {
+    metrics::counter!("tether_worker_report_errors_total").increment(1);
+}
+
+async fn fail(shared: &Shared, fl: &InFlight, failure: Failure) -> Reported {
+    let tenant = &shared.config.tenant;
+    Reported::from_result(
+        retrying("fail", || {
+            shared
+                .source
+                .fail(tenant, fl.job.id, fl.token, failure.clone())
+        })
+        .await,
+    )
+}
+
+async fn snooze(shared: &Shared, fl: &InFlight, delay_ms: i64) -> Reported {
+    let tenant = &shared.config.tenant;
+    Reported::from_result(
+        retrying("snooze", || {
+            shared.source.snooze(tenant, fl.job.id, fl.token, delay_ms)
+        })
+        .await,
+    )
+}
+
+/// Hands a success to the completer and waits for its answer. A result the
+/// store refuses (e.g. too large) fails the attempt instead, so the job does
+/// not sit in `running` until its lease lapses.
+async fn complete(shared: &Shared, fl: &InFlight, result: Option<Value>) -> Option<&'static str> {
+    let (tx, rx) = oneshot::channel();
+    let pending = PendingCompletion {
+        item: Completion {
+            id: fl.job.id,
+            lease_token: fl.token,
+            result,
+        },
+        done: tx,
+    };
+    let answer = match shared.completions.send(pending) {
+        Ok(()) => rx
+            .await
+            .unwrap_or_else(|_| Reported::GaveUp(Error::Storage("the completer stopped".into()))),
+        Err(_) => Reported::GaveUp(Error::Storage("the completer stopped".into())),
+    };
+    match answer {
+        Reported::Rejected(e) => {
+            warn!(error = %e, "the result was refused; failing the attempt");
+            let failure = Failure {
+                error: format!("the result could not be stored: {e}"),
+                ..Failure::default()
+            };
+            let r = fail(shared, fl, failure).await;
+            settle(r, |_| "failed")
+        }
+        other => settle(other, |_| {
+            debug!("succeeded");
+            "succeeded"
+        }),
+    }
+}
+
+/// A success waiting for the completer.
+struct PendingCompletion {
+    item: Completion,
+    done: oneshot::Sender<Reported>,
+}
+
+/// Batches completions: takes the first waiting one, drains whatever else is
+/// already queued (up to the batch limit) and sends one `complete_many`. No
+/// artificial delay: under load batches form by themselves while a round
+/// trip is in flight.
+async fn completer_loop(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<PendingCompletion>) {
+    loop {
+        let first = tokio::select! {
+            biased;
+            m = rx.recv() => match m {
+                Some(m) => m,
+                None => break,
+            },
+            _ = shared.drained.cancelled() => break,
+        };
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(m) => batch.push(m),
+                Err(_) => break,
+            }
+        }
+        complete_batch(&shared, batch).await;
+    }
+    debug!("completer stopped");
+}
+
+async fn complete_batch(shared: &Shared, batch: Vec<PendingCompletion>) {
+    let tenant = &shared.config.tenant;
+    let items: Vec<Completion> = batch.iter().map(|p| p.item.clone()).collect();
+    match retrying("complete", || shared.source.complete_many(tenant, &items)).await {
+        Ok(answers) => {
+            let mut answers = answers.into_iter();
+            for p in batch {
+                let answer = match answers.next() {
+                    Some(Ok(())) => Reported::Done(JobState::Succeeded),
+                    Some(Err(e)) if is_lost(&e) => Reported::LeaseLost,
+                    Some(Err(e)) if is_transient(&e) => Reported::GaveUp(e),
+                    Some(Err(e)) => Reported::Rejected(e),
+                    None => Reported::GaveUp(Error::Storage(
+                        "complete_many answered fewer items than it was given".into(),
+                    )),
+                };
+                let _ = p.done.send(answer);
+            }
+        }
+        Err(e) if is_transient(&e) => {
+            for p in batch {
+                let _ = p.done.send(Reported::GaveUp(clone_error(&e)));
+            }
+        }
+        // The batch was refused whole (one oversize result refuses them all):
+        // send each alone so only the culprit is refused.
+        Err(e) if batch.len() > 1 => {
+            debug!(error = %e, "batch refused; completing one by one");
+            for p in batch {
+                let one = [p.item.clone()];
+                let r = retrying("complete", || shared.source.complete_many(tenant, &one)).await;
+                let answer = match r.map(|mut a| a.pop()) {
+                    Ok(Some(Ok(()))) => Reported::Done(JobState::Succeeded),
+                    Ok(Some(Err(e))) | Err(e) => Reported::from_result(Err(e)),
+                    Ok(None) => {
+                        Reported::GaveUp(Error::Storage("complete_many answered no item".into()))
+                    }
+                };
+                let _ = p.done.send(answer);
+            }
+        }
+        Err(e) => {
+            let answer = Reported::from_result(Err(e));
+            for p in batch {
+                let _ = p.done.send(match &answer {
+                    Reported::Rejected(e) => Reported::Rejected(clone_error(e)),
+                    Reported::LeaseLost => Reported::LeaseLost,
+                    Reported::GaveUp(e) => Reported::GaveUp(clone_error(e)),
+                    Reported::Done(s) => Reported::Done(*s),
+                });
+            }
+        }
+    }
+}
+
+/// tether's error is not `Clone` (it carries sources); keep its code and text.
+fn clone_error(e: &Error) -> Error {
+    match e {
+        Error::Unavailable(_) => Error::Unavailable(e.to_string().into()),
+        Error::LeaseLost(id) => Error::LeaseLost(*id),
+        Error::JobNotFound(id) => Error::JobNotFound(*id),
+        _ => Error::Storage(e.to_string().into()),
+    }
+}
+
+/// One heartbeat cycle per lease TTL / 3 for every job this worker holds.
+async fn heartbeat_loop(shared: Arc<Shared>) {
+    let interval = shared.config.heartbeat_interval();
+    let mut backoff = Backoff::new();
+    let mut next = Instant::now() + interval;
+    loop {
+        tokio::select! {
+            biased;
+            _ = shared.drained.cancelled() => break,
+            _ = sleep_until(next) => {}
+        }
+        next = if heartbeat_cycle(&shared).await {
+            backoff.reset();
+            Instant::now() + interval
+        } else {
+            // Try again soon: two more failures would cost the leases.
+            Instant::now() + backoff.next().min(interval)
+        };
+    }
+    debug!("heartbeater stopped");
+}
+
+/// Heartbeats every held job in batches of at most 1000; answers whether
+/// every batch went through.
+async fn heartbeat_cycle(shared: &Shared) -> bool {
+    let config = &shared.config;
+    let interval = config.heartbeat_interval();
+    // A job whose outcome is being reported is left alone (a heartbeat that
+    // races the report would only record a spurious `lease_lost`), unless the
+    // report is taking long: then its lease still needs extending.
+    let held: Vec<Arc<InFlight>> = lock(&shared.inflight)
+        .values()
+        .filter(|fl| fl.reporting_since().is_none_or(|t| t.elapsed() >= interval))
+        .cloned()
+        .collect();
+    let mut all_ok = true;
+    for chunk in held.chunks(MAX_BATCH) {
+        let items: Vec<Heartbeat> = chunk
+            .iter()
+            .map(|fl| Heartbeat {
+                id: fl.job.id,
+                lease_token: fl.token,
+                lease_ttl_ms: None,
+                progress: lock(&fl.progress).take(),
+            })
+            .collect();
+        match shared.source.heartbeat_many(&config.tenant, &items).await {
+            Ok(answers) => {
+                for (fl, answer) in chunk.iter().zip(answers) {
+                    match answer {
+                        Ok(ack) => {
+                            if ack.cancel_requested
+                                && !fl.cancel_requested.swap(true, Ordering::SeqCst)
+                            {
+                                info!(job_id = %fl.job.id, "cancel requested: asking the handler to stop");
+                                fl.ctx_cancel.cancel();
+                            }
+                        }
+                        Err(e) if is_lost(&e) => {
+                            // While the outcome is being reported, the report
+                            // itself learns (and logs) the loss.
+                            if fl.reporting_since().is_none()
+                                && !fl.lost.swap(true, Ordering::SeqCst)
+                            {
+                                warn!(job_id = %fl.job.id, "heartbeat: lease lost to another owner; stopping the handler");
+                                fl.ctx_cancel.cancel();
+                            }
+                        }
+                        Err(e) => warn!(job_id = %fl.job.id, error = %e, "heartbeat refused"),
+                    }
+                }
+            }
+            Err(e) => {
+                all_ok = false;
+                warn!(jobs = chunk.len(), error = %e, "heartbeat failed");
+                // Keep the progress for the next cycle unless a newer one came.
+                for (fl, item) in chunk.iter().zip(items) {
+                    if let Some(p) = item.progress {
+                        let mut slot = lock(&fl.progress);
+                        if slot.is_none() {
+                            *slot = Some(p);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    all_ok
+}
+
+/// Takes part in the election of the maintenance leader every tick, and
+/// while leading reaps lapsed leases, expires and prunes jobs.
+async fn maintenance_loop(shared: Arc<Shared>) {
+    let config = &shared.config;
+    let ttl_ms = config.maintenance_ttl_ms();
+    let mut held: Option<LeaseToken> = None;
+    loop {
+        let mut confirmed = false;
+        held = match held {
+            Some(token) => match shared
+                .source
+                .renew_lease(MAINTENANCE_LEASE, token, ttl_ms)
+                .await
+            {
+                Ok(lease) => {
+                    confirmed = true;
+                    Some(lease.token)
+                }
+                Err(Error::NamedLeaseLost(_)) | Err(Error::LeaseLost(_)) => {
+                    info!(worker_id = %config.worker_id, "maintenance leadership lost to another node");
+                    None
+                }
+                Err(e) => {
+                    // Unsure: keep the token (a lapsed lease nobody took is
+                    // still ours to renew) but do not act until confirmed.
+                    warn!(error = %e, "renewing the maintenance lease failed");
+                    Some(token)
+                }
+            },
+            None => match shared
+                .source
+                .acquire_lease(MAINTENANCE_LEASE, &config.worker_id, ttl_ms)
+                .await
+            {
+                Ok(Some(lease)) => {
+                    info!(worker_id = %config.worker_id, "became the maintenance leader");
+                    confirmed = true;
+                    Some(lease.token)
+                }
+                Ok(None) => None,
+                Err(e) => {
+                    warn!(error = %e, "acquiring the maintenance lease failed");
+                    None
+                }
+            },
+        };
+        shared.leader.store(confirmed, Ordering::SeqCst);
+        if confirmed {
+            maintain(&shared).await;
+        }
+        tokio::select! {
+            biased;
+            _ = shared.drained.cancelled() => break,
+            _ = sleep(config.maintenance_tick) => {}
+        }
+    }
+    shared.leader.store(false, Ordering::SeqCst);
+    if let Some(token) = held {
+        match shared.source.release_lease(MAINTENANCE_LEASE, token).await {
+            Ok(()) => info!(worker_id = %config.worker_id, "maintenance lease released"),
+            Err(e) => warn!(error = %e, "releasing the maintenance lease failed; it will lapse"),
+        }
+    }
+}
+
+/// One round of maintenance: each pass repeats while it came back full.
+async fn maintain(shared: &Shared) {
+    let source = &shared.source;
+    let full = u64::from(MAINTENANCE_BATCH);
+    for _ in 0..MAINTENANCE_ROUNDS {
+        match source.reap_lapsed_leases(MAINTENANCE_BATCH).await {
+            Ok(r) => {
+                if r.total() > 0 {
+                    info!(
+                        requeued = r.requeued,
+                        failed = r.failed,
+                        cancelled = r.cancelled,
+                        "reaped jobs with lapsed leases"
+                    );
+                }
+                if r.total() < full {
+                    break;
+                }
+            }
+            Err(e) => {
+                warn!(error = %e, "reaper pass failed");
+                break;
+            }
+        }
+    }
+    for _ in 0..MAINTENANCE_ROUNDS {
+        match source.expire_jobs(MAINTENANCE_BATCH).await {
+            Ok(n) => {
+                if n > 0 {
+                    info!(expired = n, "expired queued jobs");
+                }
+                if n < full {
+                    break;
+                }
+            }
+            Err(e) => {
+                warn!(error = %e, "expiry pass failed");
+                break;
+            }
+        }
+    }
+    let retention_ms = shared.config.retention.as_millis().min(i64::MAX as u128) as i64;
+    for _ in 0..MAINTENANCE_ROUNDS {
+        match source.prune_finished(retention_ms, MAINTENANCE_BATCH).await {
+            Ok(n) => {
+                if n > 0 {
+                    debug!(pruned = n, "pruned finished jobs");
+                }
+                if n < full {
+                    break;
+                }
+            }
+            Err(e) => {
+                warn!(error = %e, "pruning pass failed");
+                break;
+            }
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! Where the runtime gets its jobs from and reports their outcomes to.
+
+use async_trait::async_trait;
+use tether_core::{
+    ClaimRequest, ClaimedJob, Completion, Engine, Failure, Heartbeat, HeartbeatAck, JobState,
+    Lease, LeaseToken, ReapReport, Result, Wakeup,
+};
+use uuid::Uuid;
+
+/// Exactly the operations the worker runtime performs, so that the same
+/// runtime can drive jobs from an in-process [`Engine`] (embedded mode) or,
+/// later, from a remote tether server over HTTP.
+///
+/// Errors follow [`tether_core::Error`]: `Unavailable` and `Storage` are
+/// treated as transient (the runtime backs off and tries again); `LeaseLost`
+/// means the job (or the named lease) belongs to someone else now and the
+/// runtime's view of it must be dropped; anything else is reported and not
+/// retried.
+///
+/// The maintenance methods (`acquire_lease` through `prune_finished`) are only
+/// called when the worker runs with maintenance on (the default; see
+/// [`crate::WorkerBuilder::maintenance`]). A source that cannot offer them
+/// (e.g. a remote client whose server runs maintenance itself) may answer them
+/// with an error and be used with maintenance off.
+#[async_trait]
+pub trait Source: Send + Sync + 'static {
+    /// Claims up to `req.limit` ready jobs of one queue.
+    async fn claim(&self, tenant: &str, req: &ClaimRequest) -> Result<Vec<ClaimedJob>>;
+
+    /// Extends the leases of 1–1000 running jobs (carrying their progress);
+    /// one answer per item, in order.
+    async fn heartbeat_many(
+        &self,
+        tenant: &str,
+        items: &[Heartbeat],
+    ) -> Result<Vec<Result<HeartbeatAck>>>;
+
+    /// Completes 1–1000 jobs; one answer per item, in order.
+    async fn complete_many(&self, tenant: &str, items: &[Completion]) -> Result<Vec<Result<()>>>;
+
+    /// Ends an attempt with a failure; answers the state the job went to.
+    async fn fail(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        token: LeaseToken,
+        failure: Failure,
+    ) -> Result<JobState>;
+
+    /// "Not now": back to the queue after `delay_ms`, the attempt given back;
+    /// answers the state the job went to (`cancelled` if a cancel was pending).
+    async fn snooze(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        token: LeaseToken,
+        delay_ms: i64,
+    ) -> Result<JobState>;
+
+    /// Hints that `queue` may have ready jobs. The runtime subscribes before
+    /// its first claim and treats hints as hints: it polls as well.
+    fn subscribe(&self, tenant: &str, queue: &str) -> Wakeup;
+
+    /// Tries to take a named lease; `None` while another holder has it.
+    async fn acquire_lease(&self, name: &str, holder: &str, ttl_ms: i64) -> Result<Option<Lease>>;
+
+    /// Extends a held named lease; `NamedLeaseLost` once another took it.
+    async fn renew_lease(&self, name: &str, token: LeaseToken, ttl_ms: i64) -> Result<Lease>;
+
+    /// Gives a named lease up so another node can take it at once.
+    async fn release_lease(&self, name: &str, token: LeaseToken) -> Result<()>;
+
+    /// One reaper pass over at most `batch` jobs with lapsed leases.
+    async fn reap_lapsed_leases(&self, batch: u32) -> Result<ReapReport>;
+
+    /// One expiry pass over at most `batch` queued jobs past `expires_at`.
+    async fn expire_jobs(&self, batch: u32) -> Result<u64>;
+
+    /// Deletes at most `batch` jobs finished more than `retention_ms` ago.
+    async fn prune_finished(&self, retention_ms: i64, batch: u32) -> Result<u64>;
+}
+
+#[async_trait]
+impl Source for Engine {
+    async fn claim(&self, tenant: &str, req: &ClaimRequest) -> Result<Vec<ClaimedJob>> {
+        Engine::claim(self, tenant, req).await
+    }
+
+    async fn heartbeat_many(
+        &self,
+        tenant: &str,
+        items: &[Heartbeat],
+    ) -> Result<Vec<Result<HeartbeatAck>>> {
+        Engine::heartbeat_many(self, tenant, items).await
+    }
+
+    async fn complete_many(&self, tenant: &str, items: &[Completion]) -> Result<Vec<Result<()>>> {
+        Engine::complete_many(self, tenant, items).await
+    }
+
+    async fn fail(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        token: LeaseToken,
+        failure: Failure,
+    ) -> Result<JobState> {
+        Ok(Engine::fail(self, tenant, id, token, failure).await?.state)
+    }
+
+    async fn snooze(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        token: LeaseToken,
+        delay_ms: i64,
+    ) -> Result<JobState> {
+        Ok(Engine::snooze(self, tenant, id, token, delay_ms)
+            .await?
+            .state)
+    }
+
+    fn subscribe(&self, tenant: &str, queue: &str) -> Wakeup {
+        Engine::subscribe(self, tenant, queue)
+    }
+
+    async fn acquire_lease(&self, name: &str, holder: &str, ttl_ms: i64) -> Result<Option<Lease>> {
+        Engine::acquire_lease(self, name, holder, ttl_ms).await
+    }
+
+    async fn renew_lease(&self, name: &str, token: LeaseToken, ttl_ms: i64) -> Result<Lease> {
+        Engine::renew_lease(self, name, token, ttl_ms).await
+    }
+
+    async fn release_lease(&self, name: &str, token: LeaseToken) -> Result<()> {
+        Engine::release_lease(self, name, token).await
+    }
+
+    async fn reap_lapsed_leases(&self, batch: u32) -> Result<ReapReport> {
+        Engine::reap_lapsed_leases(self, batch).await
+    }
+
+    async fn expire_jobs(&self, batch: u32) -> Result<u64> {
+        Engine::expire_jobs(self, batch).await
+    }
+
+    async fn prune_finished(&self, retention_ms: i64, batch: u32) -> Result<u64> {
+        Engine::prune_finished(self, retention_ms, batch).await
+    }
+}
