@@ -936,12 +936,23 @@ struct PendingCompletion {
     done: oneshot::Sender<Reported>,
 }
 
+/// Most completions in one `complete_many`: small enough that several
+/// batches can be in flight at once.
+const COMPLETION_BATCH: usize = 250;
+/// Most `complete_many` calls in flight at once.
+const COMPLETIONS_IN_FLIGHT: usize = 4;
+
 /// Batches completions: takes the first waiting one, drains whatever else is
-/// already queued (up to the batch limit) and sends one `complete_many`. No
-/// artificial delay: under load batches form by themselves while a round
-/// trip is in flight.
+/// already queued (up to [`COMPLETION_BATCH`]) and sends one `complete_many`,
+/// with up to [`COMPLETIONS_IN_FLIGHT`] batches in flight. No artificial
+/// delay: under load batches form by themselves while round trips are in
+/// flight. Batches never share a job, so concurrent ones cannot conflict.
 async fn completer_loop(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<PendingCompletion>) {
+    let mut in_flight = tokio::task::JoinSet::new();
     loop {
+        while in_flight.len() >= COMPLETIONS_IN_FLIGHT {
+            in_flight.join_next().await;
+        }
         let first = tokio::select! {
             biased;
             m = rx.recv() => match m {
@@ -949,16 +960,19 @@ async fn completer_loop(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Pen
                 None => break,
             },
             _ = shared.drained.cancelled() => break,
+            Some(_) = in_flight.join_next(), if !in_flight.is_empty() => continue,
         };
         let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
+        while batch.len() < COMPLETION_BATCH {
             match rx.try_recv() {
                 Ok(m) => batch.push(m),
                 Err(_) => break,
             }
         }
-        complete_batch(&shared, batch).await;
+        let shared = shared.clone();
+        in_flight.spawn(async move { complete_batch(&shared, batch).await });
     }
+    while in_flight.join_next().await.is_some() {}
     debug!("completer stopped");
 }
 
