@@ -4,9 +4,10 @@
 //!
 //! A [`Client`] enqueues jobs (typed with [`JobArgs`], or raw [`NewJob`]s),
 //! on PostgreSQL also inside your own transaction ([`Client::enqueue_in`]),
-//! so a job exists if and only if your business write commits. The worker
-//! runtime runs handlers for them with leases, heartbeats, retries with
-//! jittered backoff, timeouts, cancellation and graceful shutdown.
+//! so a job exists if and only if your business write commits. A [`Worker`]
+//! ([`Client::worker`]) runs handlers for them with leases, heartbeats,
+//! retries with jittered backoff, timeouts, cancellation and graceful
+//! shutdown, and elects one maintenance leader among all workers.
 //!
 //! ```
 //! use serde::{Deserialize, Serialize};
@@ -34,6 +35,28 @@
 //!     .await?
 //!     .job;
 //! assert_eq!(job.queue, "emails");
+//!
+//! // A worker for the "emails" queue, 4 handlers at a time.
+//! let worker = client
+//!     .worker()
+//!     .queue("emails", 4)
+//!     .job(|args: SendWelcome, _ctx| async move {
+//!         println!("welcome, {}", args.to);
+//!         Ok::<_, tether::JobError>(())
+//!     })
+//!     .build()
+//!     .expect("valid worker");
+//! let handle = worker.start(); // or `worker.run_until_signal().await` in a service
+//! # let _ = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+//! #     loop {
+//! #         let done = client.engine().get(client.tenant(), job.id).await.unwrap();
+//! #         if done.state == tether::JobState::Succeeded { break; }
+//! #         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+//! #     }
+//! # }).await;
+//! handle.shutdown();
+//! handle.join().await;
+//! # assert_eq!(client.engine().get(client.tenant(), job.id).await?.state, tether::JobState::Succeeded);
 //! # std::fs::remove_dir_all(&dir).ok();
 //! # Ok(())
 //! # }
@@ -49,6 +72,9 @@ pub use tether_core::{
 };
 use tether_postgres::PgStore;
 use tether_sqlite::SqliteStore;
+pub use tether_worker::{
+    BuildError, JobContext, JobError, JobResult, Source, Worker, WorkerBuilder, WorkerHandle,
+};
 
 /// The tenant a client acts for unless told otherwise.
 pub const DEFAULT_TENANT: &str = "default";
@@ -115,6 +141,12 @@ impl Client {
     /// replay, list, history, queue stats and settings, ...).
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// A worker builder on this client's store and tenant: add queues and
+    /// handlers, then `build()` and `start()` (or `run_until_signal()`).
+    pub fn worker(&self) -> WorkerBuilder {
+        Worker::builder(self.engine.clone()).tenant(self.tenant.clone())
     }
 
     /// Enqueues one job.
