@@ -136,3 +136,50 @@ async fn a_job_enqueued_in_a_transaction_exists_iff_it_commits() {
     app.close().await;
     db.cleanup().await;
 }
+
+/// The listener survives losing its connection: after PostgreSQL drops it,
+/// it reconnects, listens again, and hints cross once more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_listener_reconnects_and_hints_flow_again() {
+    let db = tether_conformance::postgres().await;
+    let url = db.postgres_url().expect("a PostgreSQL test database");
+    let database = url.rsplit('/').next().expect("database name").to_owned();
+    let other = Engine::new(Arc::new(
+        PgStore::connect(&url).await.expect("second store"),
+    ));
+    let mut wakeup = other.subscribe("t", "q");
+    let _ = tokio::time::timeout(Duration::from_secs(2), wakeup.hinted()).await;
+
+    let admin = PgPool::connect(&url).await.expect("admin pool");
+    let killed: Vec<i32> = sqlx::query_scalar(
+        "SELECT pid FROM pg_stat_activity
+         WHERE datname = $1 AND query ILIKE 'LISTEN%' AND pid <> pg_backend_pid()",
+    )
+    .bind(&database)
+    .fetch_all(&admin)
+    .await
+    .expect("find listeners");
+    assert!(!killed.is_empty(), "a LISTEN connection exists");
+    for pid in &killed {
+        sqlx::query("SELECT pg_terminate_backend($1)")
+            .bind(pid)
+            .execute(&admin)
+            .await
+            .expect("terminate listener");
+    }
+    // The reconnect wakes everyone once (hints may have been missed); let it
+    // happen, then check that a fresh hint still crosses.
+    let _ = tokio::time::timeout(Duration::from_secs(3), wakeup.hinted()).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let _ = tokio::time::timeout(Duration::from_millis(200), wakeup.hinted()).await;
+    db.engine
+        .enqueue("t", NewJob::new("q", "k", json!("after reconnect")))
+        .await
+        .expect("enqueue");
+    tokio::time::timeout(Duration::from_secs(5), wakeup.hinted())
+        .await
+        .expect("a hint crosses after the listener reconnected");
+    admin.close().await;
+    drop(other);
+    db.cleanup().await;
+}
