@@ -379,6 +379,17 @@ macro_rules! behaviour_suite {
             history {
                 history_records_every_transition_in_order,
             }
+            keys {
+                tenants_are_created_listed_and_fetched,
+                duplicate_tenant_name_is_already_exists,
+                ensure_tenant_is_idempotent,
+                issued_key_authenticates_as_its_tenant,
+                bad_keys_are_unauthenticated,
+                only_the_hash_of_the_secret_is_stored,
+                bad_key_requests_are_refused,
+                keys_are_listed_only_under_their_tenant,
+                revocation_takes_effect_at_once,
+            }
             replay {
                 replay_resets_attempts_and_keeps_the_id,
                 replay_of_active_or_succeeded_job_is_invalid_state,

@@ -3,7 +3,8 @@ use std::sync::Arc;
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::keys::{ApiKeyInfo, ApiKeySecret, Tenant};
 use crate::lifecycle;
 use crate::model::{
     ClaimRequest, ClaimedJob, Completion, Enqueued, Failure, Heartbeat, HeartbeatAck, Job,
@@ -286,5 +287,94 @@ impl Engine {
     pub async fn release_lease(&self, name: &str, token: LeaseToken) -> Result<()> {
         validate::name("lease", name)?;
         self.store.release_lease(name, token).await
+    }
+
+    /// Creates a tenant; its name follows the queue-name rules.
+    pub async fn create_tenant(&self, name: &str) -> Result<Tenant> {
+        validate::name("name", name)?;
+        self.store.create_tenant(name).await
+    }
+
+    /// Every tenant, by name.
+    pub async fn list_tenants(&self) -> Result<Vec<Tenant>> {
+        self.store.list_tenants().await
+    }
+
+    /// One tenant by id.
+    pub async fn get_tenant(&self, id: Uuid) -> Result<Tenant> {
+        self.store.get_tenant(id).await
+    }
+
+    /// The tenant named `name`, created if missing (e.g. `default` at start).
+    pub async fn ensure_tenant(&self, name: &str) -> Result<Tenant> {
+        validate::name("name", name)?;
+        self.store.ensure_tenant(name).await
+    }
+
+    /// Stores a key minted elsewhere (e.g. `TETHER_ADMIN_KEY` at bootstrap):
+    /// its id and the SHA-256 of its secret. Prefer [`Engine::issue_api_key`].
+    pub async fn create_api_key(
+        &self,
+        tenant_id: Uuid,
+        name: Option<&str>,
+        admin: bool,
+        key_id: Uuid,
+        hash: [u8; 32],
+    ) -> Result<ApiKeyInfo> {
+        if let Some(name) = name {
+            validate::key_name("name", name)?;
+        }
+        self.store
+            .create_api_key(tenant_id, name, admin, key_id, hash)
+            .await
+    }
+
+    /// Mints and stores a new key for a tenant. Returns the key's info and
+    /// the full key string, which is shown once and stored nowhere.
+    pub async fn issue_api_key(
+        &self,
+        tenant_id: Uuid,
+        name: Option<&str>,
+        admin: bool,
+    ) -> Result<(ApiKeyInfo, String)> {
+        let (key_id, key, hash) = ApiKeySecret::generate();
+        let info = self
+            .create_api_key(tenant_id, name, admin, key_id, hash)
+            .await?;
+        Ok((info, key))
+    }
+
+    /// A key by id with its stored hash (revoked keys included).
+    pub async fn find_api_key(&self, key_id: Uuid) -> Result<Option<(ApiKeyInfo, [u8; 32])>> {
+        self.store.find_api_key(key_id).await
+    }
+
+    /// Revokes a key; it authenticates nothing from now on.
+    pub async fn revoke_api_key(&self, key_id: Uuid) -> Result<()> {
+        self.store.revoke_api_key(key_id).await
+    }
+
+    /// A tenant's keys, oldest first.
+    pub async fn list_api_keys(&self, tenant_id: Uuid) -> Result<Vec<ApiKeyInfo>> {
+        self.store.list_api_keys(tenant_id).await
+    }
+
+    /// The key's info if `key` is a well-formed, known, unrevoked key whose
+    /// secret matches (compared in constant time); else `Unauthenticated`,
+    /// without saying why.
+    pub async fn authenticate(&self, key: &str) -> Result<ApiKeyInfo> {
+        let Some((key_id, secret)) = ApiKeySecret::parse(key) else {
+            return Err(Error::Unauthenticated);
+        };
+        match self.store.find_api_key(key_id).await? {
+            Some((info, hash)) if secret.verify(&hash) && !info.is_revoked() => Ok(info),
+            Some(_) => Err(Error::Unauthenticated),
+            None => {
+                // Do the same hashing work as for a known id, so an unknown
+                // id is not told apart by timing.
+                let _ = secret.verify(&[0; 32]);
+                Err(Error::Unauthenticated)
+            }
+        }
     }
 }

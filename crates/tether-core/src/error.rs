@@ -32,6 +32,17 @@ pub enum Error {
     /// No such job (in this tenant).
     #[error("job {0} not found")]
     JobNotFound(Uuid),
+    /// No such tenant, API key or other named thing (the message says which).
+    /// Jobs keep their own [`Error::JobNotFound`].
+    #[error("{0} not found")]
+    NotFound(String),
+    /// The thing to create exists already, e.g. a tenant name that is taken.
+    #[error("{0} already exists")]
+    AlreadyExists(String),
+    /// A missing, malformed, unknown or revoked API key. Deliberately says
+    /// nothing about which.
+    #[error("missing, unknown or revoked API key")]
+    Unauthenticated,
     /// The lease token no longer owns the job: another owner took it over, or
     /// the job already left `running`. Nothing was changed.
     #[error("lease lost on job {0}: the token no longer owns the job")]
@@ -68,7 +79,9 @@ impl Error {
         match self {
             Error::Invalid { .. } => "invalid_argument",
             Error::TooLarge { .. } => "payload_too_large",
-            Error::JobNotFound(_) => "not_found",
+            Error::JobNotFound(_) | Error::NotFound(_) => "not_found",
+            Error::AlreadyExists(_) => "already_exists",
+            Error::Unauthenticated => "unauthenticated",
             Error::LeaseLost(_) | Error::NamedLeaseLost(_) => "lease_lost",
             Error::InvalidState { .. } | Error::Conflict(_) => "invalid_state",
             Error::Unavailable(_) => "unavailable",

@@ -10,6 +10,7 @@
 
 mod engine;
 mod error;
+pub mod keys;
 pub mod lifecycle;
 mod model;
 mod store;
@@ -18,6 +19,7 @@ mod wakeup;
 
 pub use engine::Engine;
 pub use error::{Error, Result};
+pub use keys::{ApiKeyInfo, ApiKeySecret, Tenant, DEFAULT_TENANT};
 pub use model::*;
 pub use store::{NewJobRef, Store};
 pub use validate::Limits;

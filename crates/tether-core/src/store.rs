@@ -7,6 +7,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::error::Result;
+use crate::keys::{ApiKeyInfo, Tenant};
 use crate::model::{
     ClaimRequest, ClaimedJob, Completion, Enqueued, Failure, Heartbeat, HeartbeatAck, Job,
     JobEvent, JobFilter, JobPage, Lease, LeaseToken, QueueConfigPatch, QueueStats, ReapReport,
@@ -129,6 +130,44 @@ pub trait Store: Send + Sync + 'static {
 
     /// Gives a lease up so another node can take it at once.
     async fn release_lease(&self, name: &str, token: LeaseToken) -> Result<()>;
+
+    /// Creates a tenant with a fresh id; a taken name is `AlreadyExists`.
+    async fn create_tenant(&self, name: &str) -> Result<Tenant>;
+
+    /// Every tenant, by name.
+    async fn list_tenants(&self) -> Result<Vec<Tenant>>;
+
+    /// One tenant; `NotFound` if there is none with this id.
+    async fn get_tenant(&self, id: Uuid) -> Result<Tenant>;
+
+    /// The tenant named `name`, created first if it does not exist (safe
+    /// when several processes call it at once).
+    async fn ensure_tenant(&self, name: &str) -> Result<Tenant>;
+
+    /// Stores a key's id and the SHA-256 of its secret (never the key).
+    /// `NotFound` if the tenant does not exist; `Invalid` for an admin key
+    /// outside [`crate::DEFAULT_TENANT`]. Both are checked by the store in
+    /// the same statement or transaction as the insert.
+    async fn create_api_key(
+        &self,
+        tenant_id: Uuid,
+        name: Option<&str>,
+        admin: bool,
+        key_id: Uuid,
+        hash: [u8; 32],
+    ) -> Result<ApiKeyInfo>;
+
+    /// A key by id with its stored hash; revoked keys are returned too (with
+    /// `revoked_at` set): refusing them is the caller's job.
+    async fn find_api_key(&self, key_id: Uuid) -> Result<Option<(ApiKeyInfo, [u8; 32])>>;
+
+    /// Revokes a key at once; `NotFound` if there is none. Revoking a
+    /// revoked key changes nothing (the first `revoked_at` stays).
+    async fn revoke_api_key(&self, key_id: Uuid) -> Result<()>;
+
+    /// A tenant's keys, revoked ones included, oldest first; `NotFound` if
+    /// the tenant does not exist.
+    async fn list_api_keys(&self, tenant_id: Uuid) -> Result<Vec<ApiKeyInfo>>;
 }
 
 /// A validated job to enqueue, as the store receives it: the [`NewJob`]

@@ -94,6 +94,11 @@ pub fn worker_id(field: &str, value: &str) -> Result<()> {
     Ok(())
 }
 
+/// An API key's optional label: 1–128 characters, no control characters.
+pub fn key_name(field: &str, value: &str) -> Result<()> {
+    worker_id(field, value)
+}
+
 /// A duration in milliseconds within `range`.
 pub fn millis(field: &str, value: i64, range: std::ops::RangeInclusive<i64>) -> Result<()> {
     if value < 0 {

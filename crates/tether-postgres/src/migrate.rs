@@ -8,8 +8,14 @@ use tether_core::Result;
 use crate::db_error;
 
 /// (version, name, SQL), in order. Never edit a released entry: add one.
-const MIGRATIONS: &[(i64, &str, &str)] =
-    &[(1, "core", include_str!("../migrations/0001_core.sql"))];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "core", include_str!("../migrations/0001_core.sql")),
+    (
+        2,
+        "tenants_keys",
+        include_str!("../migrations/0002_tenants_keys.sql"),
+    ),
+];
 
 /// Applies every migration not yet recorded, in one transaction, holding an
 /// advisory lock so that replicas starting together apply each one once.

@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 use sqlx::postgres::PgRow;
 use sqlx::{QueryBuilder, Row};
+use tether_core::{ApiKeyInfo, Tenant, DEFAULT_TENANT};
 use tether_core::{
     ClaimRequest, ClaimedJob, Completion, Enqueued, Error, EventKind, Failure, Heartbeat,
     HeartbeatAck, Job, JobEvent, JobFilter, JobPage, JobState, Lease, LeaseToken, NewJobRef,
@@ -529,6 +530,85 @@ fn queue_stats_row(row: &PgRow) -> Result<QueueStats, sqlx::Error> {
     })
 }
 
+/// Creates a tenant unless the name is taken: `$1` name. No row: taken.
+const CREATE_TENANT: &str = "INSERT INTO tether.tenants (id, name, created_at)
+    VALUES (gen_random_uuid(), $1, now())
+    ON CONFLICT (name) DO NOTHING
+    RETURNING id, name, created_at";
+
+/// The tenant named `$1`, created if missing. The no-op update on conflict
+/// makes the row come back even when a concurrent caller inserted it.
+const ENSURE_TENANT: &str = "INSERT INTO tether.tenants AS t (id, name, created_at)
+    VALUES (gen_random_uuid(), $1, now())
+    ON CONFLICT (name) DO UPDATE SET name = t.name
+    RETURNING id, name, created_at";
+
+const LIST_TENANTS: &str = "SELECT id, name, created_at FROM tether.tenants ORDER BY name";
+
+const GET_TENANT: &str = "SELECT id, name, created_at FROM tether.tenants WHERE id = $1";
+
+/// Inserts a key if its tenant exists and the admin rule allows it: `$1` key
+/// id, `$2` tenant id, `$3` name, `$4` hash, `$5` admin, `$6` the default
+/// tenant's name. No row: no such tenant; a row with a NULL id: an admin key
+/// outside the default tenant (nothing inserted).
+const CREATE_API_KEY: &str = "WITH t AS (
+        SELECT id, name FROM tether.tenants WHERE id = $2
+    ),
+    k AS (
+        INSERT INTO tether.api_keys (id, tenant_id, name, hash, admin, created_at)
+        SELECT $1, t.id, $3, $4, $5, now() FROM t
+        WHERE NOT $5 OR t.name = $6
+        RETURNING id, tenant_id, name, admin, created_at, revoked_at
+    )
+    SELECT k.id, t.id AS tenant_id, t.name AS tenant, k.name, k.admin, k.created_at,
+           k.revoked_at
+    FROM t LEFT JOIN k ON true";
+
+const FIND_API_KEY: &str = "SELECT k.id, k.tenant_id, t.name AS tenant, k.name, k.admin,
+        k.created_at, k.revoked_at, k.hash
+    FROM tether.api_keys k JOIN tether.tenants t ON t.id = k.tenant_id
+    WHERE k.id = $1";
+
+/// Revokes `$1`; a second revocation keeps the first instant.
+const REVOKE_API_KEY: &str =
+    "UPDATE tether.api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1";
+
+/// A tenant's keys; one row with a NULL key id for a tenant with none, no
+/// row for no tenant.
+const LIST_API_KEYS: &str = "SELECT k.id, t.id AS tenant_id, t.name AS tenant, k.name, k.admin,
+        k.created_at, k.revoked_at
+    FROM tether.tenants t LEFT JOIN tether.api_keys k ON k.tenant_id = t.id
+    WHERE t.id = $1
+    ORDER BY k.created_at, k.id";
+
+fn tenant_row(row: &PgRow) -> Result<Tenant, sqlx::Error> {
+    Ok(Tenant {
+        id: row.try_get("id")?,
+        name: row.try_get("name")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+/// A key's info from a row; `None` when the key columns are NULL (outer join).
+fn api_key_row(row: &PgRow) -> Result<Option<ApiKeyInfo>, sqlx::Error> {
+    let Some(id) = row.try_get::<Option<Uuid>, _>("id")? else {
+        return Ok(None);
+    };
+    Ok(Some(ApiKeyInfo {
+        id,
+        tenant_id: row.try_get("tenant_id")?,
+        tenant: row.try_get("tenant")?,
+        name: row.try_get("name")?,
+        admin: row.try_get("admin")?,
+        created_at: row.try_get("created_at")?,
+        revoked_at: row.try_get("revoked_at")?,
+    }))
+}
+
+fn tenant_not_found(id: Uuid) -> Error {
+    Error::NotFound(format!("tenant {id}"))
+}
+
 fn lease_row(row: &PgRow) -> Result<Lease, sqlx::Error> {
     Ok(Lease {
         name: row.try_get("name")?,
@@ -1000,6 +1080,116 @@ impl Store for PgStore {
             .await
             .map_err(db_error)?;
         Ok(())
+    }
+
+    async fn create_tenant(&self, name: &str) -> Result<Tenant> {
+        sqlx::query(CREATE_TENANT)
+            .bind(name)
+            .try_map(|row| tenant_row(&row))
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)?
+            .ok_or_else(|| Error::AlreadyExists(format!("tenant {name:?}")))
+    }
+
+    async fn list_tenants(&self) -> Result<Vec<Tenant>> {
+        sqlx::query(LIST_TENANTS)
+            .try_map(|row| tenant_row(&row))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)
+    }
+
+    async fn get_tenant(&self, id: Uuid) -> Result<Tenant> {
+        sqlx::query(GET_TENANT)
+            .bind(id)
+            .try_map(|row| tenant_row(&row))
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)?
+            .ok_or_else(|| tenant_not_found(id))
+    }
+
+    async fn ensure_tenant(&self, name: &str) -> Result<Tenant> {
+        sqlx::query(ENSURE_TENANT)
+            .bind(name)
+            .try_map(|row| tenant_row(&row))
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_error)
+    }
+
+    async fn create_api_key(
+        &self,
+        tenant_id: Uuid,
+        name: Option<&str>,
+        admin: bool,
+        key_id: Uuid,
+        hash: [u8; 32],
+    ) -> Result<ApiKeyInfo> {
+        let row = sqlx::query(CREATE_API_KEY)
+            .bind(key_id)
+            .bind(tenant_id)
+            .bind(name)
+            .bind(&hash[..])
+            .bind(admin)
+            .bind(DEFAULT_TENANT)
+            .try_map(|row| api_key_row(&row))
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)?;
+        match row {
+            None => Err(tenant_not_found(tenant_id)),
+            Some(None) => Err(Error::invalid(
+                "admin",
+                format!("admin keys exist only in the {DEFAULT_TENANT:?} tenant"),
+            )),
+            Some(Some(info)) => Ok(info),
+        }
+    }
+
+    async fn find_api_key(&self, key_id: Uuid) -> Result<Option<(ApiKeyInfo, [u8; 32])>> {
+        let row = sqlx::query(FIND_API_KEY)
+            .bind(key_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let info = api_key_row(&row)
+            .map_err(db_error)?
+            .ok_or_else(|| Error::Storage("api key row without id".into()))?;
+        let hash: Vec<u8> = row.try_get("hash").map_err(db_error)?;
+        let hash: [u8; 32] = hash.try_into().map_err(|_| {
+            Error::Storage(format!("api key {key_id}: hash is not 32 bytes").into())
+        })?;
+        Ok(Some((info, hash)))
+    }
+
+    async fn revoke_api_key(&self, key_id: Uuid) -> Result<()> {
+        let done = sqlx::query(REVOKE_API_KEY)
+            .bind(key_id)
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        if done.rows_affected() == 0 {
+            return Err(Error::NotFound(format!("api key {key_id}")));
+        }
+        Ok(())
+    }
+
+    async fn list_api_keys(&self, tenant_id: Uuid) -> Result<Vec<ApiKeyInfo>> {
+        let rows = sqlx::query(LIST_API_KEYS)
+            .bind(tenant_id)
+            .try_map(|row| api_key_row(&row))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)?;
+        if rows.is_empty() {
+            return Err(tenant_not_found(tenant_id));
+        }
+        Ok(rows.into_iter().flatten().collect())
     }
 }
 

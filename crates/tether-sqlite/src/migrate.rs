@@ -15,11 +15,18 @@ struct Migration {
 
 /// Every migration this build knows, oldest first. Append only: an applied
 /// migration is never edited, a change is a new migration.
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "core",
-    sql: include_str!("../migrations/0001_core.sql"),
-}];
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "core",
+        sql: include_str!("../migrations/0001_core.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "tenants_keys",
+        sql: include_str!("../migrations/0002_tenants_keys.sql"),
+    },
+];
 
 /// The newest schema version this build knows.
 pub(crate) fn latest_version() -> i64 {

@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::sqlite::SqliteRow;
 use sqlx::Row;
+use tether_core::{ApiKeyInfo, Tenant};
 use tether_core::{
     Backoff, Error, Job, JobEvent, Lease, LeaseToken, QueueConfig, QueueStats, Result, StateCounts,
 };
@@ -159,6 +160,39 @@ pub(crate) fn lease(row: &SqliteRow) -> Result<Lease> {
         token: LeaseToken(uuid(row.try_get("token").db()?)?),
         expires_at: ts(row.try_get("expires_at").db()?)?,
     })
+}
+
+/// A tenant from `id, name, created_at`.
+pub(crate) fn tenant(row: &SqliteRow) -> Result<Tenant> {
+    Ok(Tenant {
+        id: uuid(row.try_get("id").db()?)?,
+        name: row.try_get("name").db()?,
+        created_at: ts(row.try_get("created_at").db()?)?,
+    })
+}
+
+/// A key's info from `id, tenant_id, tenant, name, admin, created_at,
+/// revoked_at`; `None` when the key columns are NULL (an outer join).
+pub(crate) fn api_key(row: &SqliteRow) -> Result<Option<ApiKeyInfo>> {
+    let Some(id) = row.try_get::<Option<&str>, _>("id").db()? else {
+        return Ok(None);
+    };
+    Ok(Some(ApiKeyInfo {
+        id: uuid(id)?,
+        tenant_id: uuid(row.try_get("tenant_id").db()?)?,
+        tenant: row.try_get("tenant").db()?,
+        name: row.try_get("name").db()?,
+        admin: row.try_get("admin").db()?,
+        created_at: ts(row.try_get("created_at").db()?)?,
+        revoked_at: opt_ts(row.try_get("revoked_at").db()?)?,
+    }))
+}
+
+/// A stored key hash (`hash`), which must be 32 bytes.
+pub(crate) fn key_hash(row: &SqliteRow) -> Result<[u8; 32]> {
+    let hash: &[u8] = row.try_get("hash").db()?;
+    hash.try_into()
+        .map_err(|_| corrupt(format!("api key hash of {} bytes", hash.len())))
 }
 
 /// Queue stats from a row holding `name` and [`stats_cols!`]. The config

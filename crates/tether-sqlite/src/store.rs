@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 use sqlx::{Row, Sqlite, SqliteConnection, Transaction};
 use tether_core::lifecycle::{self, FailOutcome};
+use tether_core::{ApiKeyInfo, Tenant, DEFAULT_TENANT};
 use tether_core::{
     ClaimRequest, ClaimedJob, Completion, Enqueued, Error, EventKind, Failure, Heartbeat,
     HeartbeatAck, Job, JobEvent, JobFilter, JobPage, JobState, Lease, LeaseToken, NewJobRef,
@@ -481,6 +482,53 @@ const PRUNE_EVENTS: &str =
 
 /// Takes a named lease if it is free or lapsed, in one statement: the
 /// upsert's WHERE leaves a live holder's row alone (and returns nothing).
+/// Creates a tenant unless the name is taken: `?1` name. No row: taken.
+const CREATE_TENANT: &str = concat!(
+    "INSERT INTO tether_tenants (id, name, created_at) VALUES (",
+    new_token!(),
+    ", ?1, ",
+    now_ms!(),
+    ") ON CONFLICT (name) DO NOTHING RETURNING id, name, created_at"
+);
+
+const TENANT_BY_NAME: &str = "SELECT id, name, created_at FROM tether_tenants WHERE name = ?1";
+
+const LIST_TENANTS: &str = "SELECT id, name, created_at FROM tether_tenants ORDER BY name";
+
+const GET_TENANT: &str = "SELECT id, name, created_at FROM tether_tenants WHERE id = ?1";
+
+/// `?1` key id, `?2` tenant id, `?3` name, `?4` hash, `?5` admin, `?6` the
+/// tenant's name (read in the same transaction), echoed back.
+const INSERT_API_KEY: &str = concat!(
+    "INSERT INTO tether_api_keys (id, tenant_id, name, hash, admin, created_at) ",
+    "VALUES (?1, ?2, ?3, ?4, ?5, ",
+    now_ms!(),
+    ") RETURNING id, tenant_id, name, admin, created_at, revoked_at, ",
+    "?6 AS tenant"
+);
+
+const FIND_API_KEY: &str = "SELECT k.id, k.tenant_id, t.name AS tenant, k.name, k.admin, \
+     k.created_at, k.revoked_at, k.hash \
+     FROM tether_api_keys k JOIN tether_tenants t ON t.id = k.tenant_id WHERE k.id = ?1";
+
+/// Revokes `?1`; a second revocation keeps the first instant.
+const REVOKE_API_KEY: &str = concat!(
+    "UPDATE tether_api_keys SET revoked_at = COALESCE(revoked_at, ",
+    now_ms!(),
+    ") WHERE id = ?1"
+);
+
+/// A tenant's keys; one row with a NULL key id for a tenant with none, no
+/// row for no tenant.
+const LIST_API_KEYS: &str = "SELECT k.id, t.id AS tenant_id, t.name AS tenant, k.name, k.admin, \
+     k.created_at, k.revoked_at \
+     FROM tether_tenants t LEFT JOIN tether_api_keys k ON k.tenant_id = t.id \
+     WHERE t.id = ?1 ORDER BY k.created_at, k.id";
+
+fn tenant_not_found(id: Uuid) -> Error {
+    Error::NotFound(format!("tenant {id}"))
+}
+
 const ACQUIRE_LEASE: &str = concat!(
     "INSERT INTO tether_leases (name, holder, token, acquired_at, expires_at) VALUES (?1, ?2, ",
     new_token!(),
@@ -1458,5 +1506,149 @@ impl Store for SqliteStore {
             .db()?;
         tx.commit().await.db()?;
         Ok(())
+    }
+
+    async fn create_tenant(&self, name: &str) -> Result<Tenant> {
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(CREATE_TENANT)
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await
+            .db()?;
+        let Some(row) = row else {
+            Self::finish_unchanged(tx).await?;
+            return Err(Error::AlreadyExists(format!("tenant {name:?}")));
+        };
+        let tenant = rows::tenant(&row)?;
+        tx.commit().await.db()?;
+        Ok(tenant)
+    }
+
+    async fn list_tenants(&self) -> Result<Vec<Tenant>> {
+        let mut conn = self.reader.acquire().await.db()?;
+        let found = sqlx::query(LIST_TENANTS).fetch_all(&mut *conn).await.db()?;
+        found.iter().map(rows::tenant).collect()
+    }
+
+    async fn get_tenant(&self, id: Uuid) -> Result<Tenant> {
+        let mut conn = self.reader.acquire().await.db()?;
+        let row = sqlx::query(GET_TENANT)
+            .bind(id.to_string())
+            .fetch_optional(&mut *conn)
+            .await
+            .db()?;
+        row.as_ref()
+            .map(rows::tenant)
+            .transpose()?
+            .ok_or_else(|| tenant_not_found(id))
+    }
+
+    async fn ensure_tenant(&self, name: &str) -> Result<Tenant> {
+        let mut tx = self.begin().await?;
+        let created = sqlx::query(CREATE_TENANT)
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await
+            .db()?;
+        let row = match created {
+            Some(row) => row,
+            None => sqlx::query(TENANT_BY_NAME)
+                .bind(name)
+                .fetch_one(&mut *tx)
+                .await
+                .db()?,
+        };
+        let tenant = rows::tenant(&row)?;
+        tx.commit().await.db()?;
+        Ok(tenant)
+    }
+
+    async fn create_api_key(
+        &self,
+        tenant_id: Uuid,
+        name: Option<&str>,
+        admin: bool,
+        key_id: Uuid,
+        hash: [u8; 32],
+    ) -> Result<ApiKeyInfo> {
+        let mut tx = self.begin().await?;
+        let tenant = sqlx::query(GET_TENANT)
+            .bind(tenant_id.to_string())
+            .fetch_optional(&mut *tx)
+            .await
+            .db()?;
+        let Some(tenant) = tenant.as_ref().map(rows::tenant).transpose()? else {
+            Self::finish_unchanged(tx).await?;
+            return Err(tenant_not_found(tenant_id));
+        };
+        if admin && tenant.name != DEFAULT_TENANT {
+            Self::finish_unchanged(tx).await?;
+            return Err(Error::invalid(
+                "admin",
+                format!("admin keys exist only in the {DEFAULT_TENANT:?} tenant"),
+            ));
+        }
+        let row = sqlx::query(INSERT_API_KEY)
+            .bind(key_id.to_string())
+            .bind(tenant_id.to_string())
+            .bind(name)
+            .bind(&hash[..])
+            .bind(admin)
+            .bind(&tenant.name)
+            .fetch_one(&mut *tx)
+            .await
+            .db()?;
+        let info =
+            rows::api_key(&row)?.ok_or_else(|| rows::corrupt("inserted api key without id"))?;
+        tx.commit().await.db()?;
+        Ok(info)
+    }
+
+    async fn find_api_key(&self, key_id: Uuid) -> Result<Option<(ApiKeyInfo, [u8; 32])>> {
+        let mut conn = self.reader.acquire().await.db()?;
+        let row = sqlx::query(FIND_API_KEY)
+            .bind(key_id.to_string())
+            .fetch_optional(&mut *conn)
+            .await
+            .db()?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let info = rows::api_key(&row)?.ok_or_else(|| rows::corrupt("api key row without id"))?;
+        Ok(Some((info, rows::key_hash(&row)?)))
+    }
+
+    async fn revoke_api_key(&self, key_id: Uuid) -> Result<()> {
+        let mut tx = self.begin().await?;
+        let done = sqlx::query(REVOKE_API_KEY)
+            .bind(key_id.to_string())
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        if done.rows_affected() == 0 {
+            Self::finish_unchanged(tx).await?;
+            return Err(Error::NotFound(format!("api key {key_id}")));
+        }
+        tx.commit().await.db()?;
+        Ok(())
+    }
+
+    async fn list_api_keys(&self, tenant_id: Uuid) -> Result<Vec<ApiKeyInfo>> {
+        let mut conn = self.reader.acquire().await.db()?;
+        let found = sqlx::query(LIST_API_KEYS)
+            .bind(tenant_id.to_string())
+            .fetch_all(&mut *conn)
+            .await
+            .db()?;
+        if found.is_empty() {
+            return Err(tenant_not_found(tenant_id));
+        }
+        let mut keys = Vec::with_capacity(found.len());
+        for row in &found {
+            if let Some(info) = rows::api_key(row)? {
+                keys.push(info);
+            }
+        }
+        Ok(keys)
     }
 }

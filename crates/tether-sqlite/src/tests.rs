@@ -68,8 +68,11 @@ async fn migrations_are_idempotent() {
             .fetch_all(&store.reader)
             .await
             .unwrap();
-    assert_eq!(versions, vec![(1, "core".to_owned())]);
-    assert_eq!(SqliteStore::schema_version(), 1);
+    assert_eq!(
+        versions,
+        vec![(1, "core".to_owned()), (2, "tenants_keys".to_owned())]
+    );
+    assert_eq!(SqliteStore::schema_version(), 2);
     store.close().await;
 }
 
@@ -88,7 +91,7 @@ async fn concurrent_opens_apply_migrations_once() {
         .fetch_one(&stores[0].reader)
         .await
         .unwrap();
-    assert_eq!(n, 1);
+    assert_eq!(n, 2);
     for store in &stores {
         store.close().await;
     }

@@ -77,7 +77,7 @@ pub use tether_worker::{
 };
 
 /// The tenant a client acts for unless told otherwise.
-pub const DEFAULT_TENANT: &str = "default";
+pub use tether_core::DEFAULT_TENANT;
 
 /// A handle on a tether store, acting for one tenant. Cheap to clone.
 #[derive(Debug, Clone)]

@@ -11,6 +11,7 @@ pub mod dedupe;
 pub mod expiry;
 pub mod fencing;
 pub mod history;
+pub mod keys;
 pub mod leader;
 pub mod listing;
 pub mod model;
