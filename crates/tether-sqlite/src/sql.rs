@@ -93,3 +93,23 @@ macro_rules! stats_cols {
         )
     };
 }
+
+/// One history row per job whose id is in the JSON array `?1`, read from the
+/// job row just written: `$at` the timestamp column, `$event` the event
+/// name, `$worker` and `$detail` SQL expressions.
+macro_rules! events_of_ids {
+    ($at:literal, $event:literal, $worker:literal, $detail:literal) => {
+        concat!(
+            "INSERT INTO tether_job_events (job_id, tenant, at, event, attempt, worker_id, detail) ",
+            "SELECT id, tenant, ",
+            $at,
+            ", '",
+            $event,
+            "', attempt, ",
+            $worker,
+            ", ",
+            $detail,
+            " FROM tether_jobs WHERE id IN (SELECT value FROM json_each(?1))"
+        )
+    };
+}

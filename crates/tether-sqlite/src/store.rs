@@ -124,10 +124,7 @@ fn insert_jobs_sql(rows: usize) -> &'static str {
 }
 
 /// `enqueued` events of the jobs just created (?1: JSON array of ids).
-const ENQUEUED_EVENTS: &str = "INSERT INTO tether_job_events \
-     (job_id, tenant, at, event, attempt, worker_id, detail) \
-     SELECT id, tenant, created_at, 'enqueued', attempt, NULL, NULL \
-     FROM tether_jobs WHERE id IN (SELECT value FROM json_each(?1))";
+const ENQUEUED_EVENTS: &str = events_of_ids!("created_at", "enqueued", "NULL", "NULL");
 
 /// The candidates for each entry that was not inserted (?2: JSON array of
 /// `{idx, ik, uk}`): the job holding its idempotency key (any state) and the
@@ -178,10 +175,7 @@ const CLAIM: &str = concat!(
 );
 
 /// `claimed` events of the jobs just claimed (?1: JSON array of ids).
-const CLAIMED_EVENTS: &str = "INSERT INTO tether_job_events \
-     (job_id, tenant, at, event, attempt, worker_id, detail) \
-     SELECT id, tenant, started_at, 'claimed', attempt, worker_id, NULL \
-     FROM tether_jobs WHERE id IN (SELECT value FROM json_each(?1))";
+const CLAIMED_EVENTS: &str = events_of_ids!("started_at", "claimed", "worker_id", "NULL");
 
 /// The fence every worker operation matches on.
 macro_rules! fenced {
@@ -231,10 +225,7 @@ const COMPLETE_MANY: &str = concat!(
 );
 
 /// `succeeded` events of the jobs just completed (?1: JSON array of ids).
-const SUCCEEDED_EVENTS: &str = "INSERT INTO tether_job_events \
-     (job_id, tenant, at, event, attempt, worker_id, detail) \
-     SELECT id, tenant, finished_at, 'succeeded', attempt, worker_id, NULL \
-     FROM tether_jobs WHERE id IN (SELECT value FROM json_each(?1))";
+const SUCCEEDED_EVENTS: &str = events_of_ids!("finished_at", "succeeded", "worker_id", "NULL");
 
 /// What `fail` needs to route the failure, read under the write lock.
 const FAIL_READ: &str = concat!(
@@ -339,10 +330,7 @@ const REPLAY_MANY: &str = concat!(
 );
 
 /// `replayed` events (?1: JSON array of ids).
-const REPLAYED_EVENTS: &str = "INSERT INTO tether_job_events \
-     (job_id, tenant, at, event, attempt, worker_id, detail) \
-     SELECT id, tenant, updated_at, 'replayed', attempt, NULL, NULL \
-     FROM tether_jobs WHERE id IN (SELECT value FROM json_each(?1))";
+const REPLAYED_EVENTS: &str = events_of_ids!("updated_at", "replayed", "NULL", "NULL");
 
 /// Records that a stale token tried operation ?3 on a job of the tenant;
 /// inserts nothing when the job does not exist there.
@@ -445,10 +433,8 @@ const REAP: &str = concat!(
 );
 
 /// `lease_expired` events, detail = the new state (?1: JSON array of ids).
-const LEASE_EXPIRED_EVENTS: &str = "INSERT INTO tether_job_events \
-     (job_id, tenant, at, event, attempt, worker_id, detail) \
-     SELECT id, tenant, updated_at, 'lease_expired', attempt, worker_id, state \
-     FROM tether_jobs WHERE id IN (SELECT value FROM json_each(?1))";
+const LEASE_EXPIRED_EVENTS: &str =
+    events_of_ids!("updated_at", "lease_expired", "worker_id", "state");
 
 const EXPIRE: &str = concat!(
     "UPDATE tether_jobs SET state = 'failed', last_error = ?2, finished_at = ",
@@ -463,11 +449,12 @@ const EXPIRE: &str = concat!(
 
 /// `expired` events, detail = the instant missed, as ISO 8601 UTC with
 /// milliseconds (?1: JSON array of ids).
-const EXPIRED_EVENTS: &str = "INSERT INTO tether_job_events \
-     (job_id, tenant, at, event, attempt, worker_id, detail) \
-     SELECT id, tenant, updated_at, 'expired', attempt, NULL, \
-     'not claimed before ' || strftime('%Y-%m-%dT%H:%M:%fZ', expires_at / 1000.0, 'unixepoch') \
-     FROM tether_jobs WHERE id IN (SELECT value FROM json_each(?1))";
+const EXPIRED_EVENTS: &str = events_of_ids!(
+    "updated_at",
+    "expired",
+    "NULL",
+    "'not claimed before ' || strftime('%Y-%m-%dT%H:%M:%fZ', expires_at / 1000.0, 'unixepoch')"
+);
 
 /// Up to ?2 jobs that finished at least ?1 ms ago, oldest first.
 const PRUNE: &str = concat!(
