@@ -1,0 +1,172 @@
+//! Extractors whose rejections speak the API's error shape: JSON bodies
+//! (content type, size limit, unknown fields, field-naming messages), query
+//! strings, and the authenticated caller.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::header::{AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode};
+use serde::de::DeserializeOwned;
+use tether_core::{ApiKeyInfo, Error};
+
+use crate::error::ApiError;
+use crate::AppState;
+
+/// A JSON request body, deserialized strictly.
+#[derive(Debug)]
+pub struct ApiJson<T>(pub T);
+
+/// A JSON request body that may also be absent (empty, no content type):
+/// then `T::default()`.
+#[derive(Debug)]
+pub struct OptionalJson<T>(pub T);
+
+fn is_json(headers: &HeaderMap) -> bool {
+    let Some(ct) = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let mime = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
+}
+
+async fn read_body(req: Request, limit: usize) -> Result<Bytes, ApiError> {
+    let too_large =
+        || ApiError::too_large(format!("request body is above the limit of {limit} bytes"));
+    if let Some(len) = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        if len > limit as u64 {
+            return Err(too_large());
+        }
+    }
+    axum::body::to_bytes(req.into_body(), limit)
+        .await
+        .map_err(|_| too_large())
+}
+
+/// Deserializes JSON, naming the offending field in the message.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path.is_empty() || path == "." {
+            ApiError::invalid(format!("malformed JSON body: {inner}"))
+        } else {
+            ApiError::invalid(format!("invalid {path}: {inner}"))
+        }
+    })?;
+    de.end()
+        .map_err(|e| ApiError::invalid(format!("malformed JSON body: {e}")))?;
+    Ok(value)
+}
+
+impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
+        if !is_json(req.headers()) {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "the request body must be application/json",
+            ));
+        }
+        let bytes = read_body(req, state.config.max_body_bytes).await?;
+        parse_json(&bytes).map(ApiJson)
+    }
+}
+
+impl<T: DeserializeOwned + Default> FromRequest<AppState> for OptionalJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
+        let declared_json = is_json(req.headers());
+        let has_type = req.headers().contains_key(CONTENT_TYPE);
+        let bytes = read_body(req, state.config.max_body_bytes).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) && !declared_json {
+            return Ok(OptionalJson(T::default()));
+        }
+        if !declared_json || !has_type {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "the request body must be application/json",
+            ));
+        }
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(OptionalJson(T::default()));
+        }
+        parse_json(&bytes).map(OptionalJson)
+    }
+}
+
+/// A query string, deserialized with API-shaped rejections.
+#[derive(Debug)]
+pub struct ApiQuery<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        let query = parts.uri.query().unwrap_or("");
+        axum::extract::Query::<T>::try_from_uri(&parts.uri)
+            .map(|q| ApiQuery(q.0))
+            .map_err(|e| {
+                tracing::debug!(query, "bad query string");
+                ApiError::invalid(format!("invalid query string: {}", e.body_text()))
+            })
+    }
+}
+
+/// The caller, authenticated by `Authorization: Bearer <key>`.
+#[derive(Debug, Clone)]
+pub struct Caller(pub ApiKeyInfo);
+
+impl Caller {
+    /// The tenant name the caller's jobs are filed under.
+    pub fn tenant(&self) -> &str {
+        &self.0.tenant
+    }
+
+    /// Fails with 403 unless the key has admin scope.
+    pub fn require_admin(&self) -> Result<(), ApiError> {
+        if self.0.admin {
+            Ok(())
+        } else {
+            Err(ApiError::permission_denied("this route needs an admin key"))
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        if let Some(caller) = parts.extensions.get::<Caller>() {
+            return Ok(caller.clone());
+        }
+        let key = parts
+            .headers
+            .get(AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                let (scheme, rest) = v.split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+            })
+            .ok_or_else(|| ApiError::from(Error::Unauthenticated))?;
+        let info = state.engine.authenticate(key).await?;
+        let caller = Caller(info);
+        parts.extensions.insert(caller.clone());
+        Ok(caller)
+    }
+}

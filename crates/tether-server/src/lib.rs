@@ -1,0 +1,166 @@
+//! tether's HTTP service: the `/v1` API of `shared/API.md` over an
+//! [`Engine`], with API-key authentication, tenant walls and errors in the
+//! API's shape.
+//!
+//! [`router`] builds the whole service; the binary (`tether serve`) only
+//! binds it to a socket.
+//!
+//! Decisions where `shared/API.md` is silent:
+//! - Every `/v1` route authenticates first (before body checks), so a
+//!   request without a valid key is 401 whatever else is wrong with it.
+//!   Unknown routes are 404 and wrong methods 405 even without a key.
+//! - A path id that is not a UUID names nothing: 404 `not_found`.
+//! - An absent `payload` is JSON `null`. Times are written with millisecond
+//!   precision (`2026-11-29T23:00:00.123Z`); any RFC 3339 offset is accepted
+//!   on input and converted to UTC.
+//! - `wait_ms` above the configured maximum (30 000) is 400. A long-poll
+//!   claims once more when its wait ends, so a job that became ready by time
+//!   alone (a delay ending, which sends no hint) is still handed out.
+//! - Bodies whose fields are all optional (bulk replay, key creation) may be
+//!   omitted; `application/json` and `application/*+json` (any parameters)
+//!   are JSON; anything else with a body is 415.
+//! - Unknown query parameters of `GET /v1/jobs` are 400, empty ones unset.
+//! - Storage failures other than unreachability are 500 `internal` with a
+//!   generic message (details go to the log only).
+
+mod dto;
+mod error;
+mod extract;
+mod routes;
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::json;
+use tether_core::Engine;
+use uuid::Uuid;
+
+pub use error::{ApiError, ApiResult};
+pub use extract::{ApiJson, ApiQuery, Caller, OptionalJson};
+
+/// Settings of the HTTP service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// Largest request body in bytes (default 1 MiB); above it → 413.
+    pub max_body_bytes: usize,
+    /// Longest `wait_ms` a claim may ask for (default 30 000).
+    pub max_wait_ms: i64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            max_body_bytes: 1024 * 1024,
+            max_wait_ms: 30_000,
+        }
+    }
+}
+
+/// What every handler shares.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    /// The engine over the store.
+    pub engine: Engine,
+    /// The service settings.
+    pub config: Arc<ServerConfig>,
+}
+
+impl AppState {
+    /// State over `engine` with `config`.
+    pub fn new(engine: Engine, config: ServerConfig) -> Self {
+        AppState {
+            engine,
+            config: Arc::new(config),
+        }
+    }
+}
+
+/// The whole service: `/healthz`, `/readyz` and the `/v1` API.
+pub fn router(state: AppState) -> Router {
+    use routes::*;
+    let v1 = Router::new()
+        .route("/jobs", post(enqueue).get(list_jobs))
+        .route("/jobs/batch", post(enqueue_batch))
+        .route("/jobs/complete", post(complete_many))
+        .route("/jobs/{id}", get(get_job))
+        .route("/jobs/{id}/events", get(job_events))
+        .route("/jobs/{id}/heartbeat", post(heartbeat))
+        .route("/jobs/{id}/complete", post(complete))
+        .route("/jobs/{id}/fail", post(fail))
+        .route("/jobs/{id}/snooze", post(snooze))
+        .route("/jobs/{id}/cancel", post(cancel))
+        .route("/jobs/{id}/replay", post(replay))
+        .route("/queues", get(list_queues))
+        .route("/queues/{queue}", get(get_queue).patch(configure_queue))
+        .route("/queues/{queue}/claim", post(claim))
+        .route("/queues/{queue}/pause", post(pause_queue))
+        .route("/queues/{queue}/resume", post(resume_queue))
+        .route("/queues/{queue}/replay", post(replay_queue))
+        .route("/tenants", post(create_tenant).get(list_tenants))
+        .route("/tenants/{tenant_id}/keys", post(create_key))
+        .route("/keys/{key_id}", axum::routing::delete(revoke_key))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            authenticate,
+        ));
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .nest("/v1", v1)
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(state)
+}
+
+/// Authenticates every `/v1` request before its handler runs and puts the
+/// [`Caller`] in the request's extensions.
+async fn authenticate(
+    State(state): State<AppState>,
+    req: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let (mut parts, body) = req.into_parts();
+    let caller = <Caller as axum::extract::FromRequestParts<AppState>>::from_request_parts(
+        &mut parts, &state,
+    )
+    .await?;
+    parts.extensions.insert(caller);
+    Ok(next.run(Request::from_parts(parts, body)).await)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("no such route")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this route does not accept that method",
+    )
+}
+
+async fn healthz() -> Json<serde_json::Value> {
+    Json(json!({ "status": "ok" }))
+}
+
+async fn readyz(State(state): State<AppState>) -> Response {
+    // One primary-key probe: cheap, and it needs a working connection.
+    match state.engine.find_api_key(Uuid::nil()).await {
+        Ok(_) => Json(json!({ "status": "ok" })).into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "readiness check failed");
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "database unreachable",
+            )
+            .into_response()
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! Shared helpers of the HTTP tests: a router over a fresh database, a
+//! bootstrapped admin key and a second tenant, and a one-shot request helper.
+
+#![allow(dead_code)]
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
+use axum::Router;
+use serde_json::Value;
+use tether_conformance::TestDb;
+use tether_server::{router, AppState, ServerConfig};
+use tower::ServiceExt;
+
+/// A router plus the keys of the bootstrap tenants.
+pub struct Ctx {
+    pub app: Router,
+    /// Admin key of `default`.
+    pub admin: String,
+    /// Non-admin key of tenant `other`.
+    pub other: String,
+    /// Id of tenant `other`.
+    pub other_id: String,
+}
+
+pub async fn setup(db: &TestDb) -> Ctx {
+    setup_with(db, ServerConfig::default()).await
+}
+
+pub async fn setup_with(db: &TestDb, config: ServerConfig) -> Ctx {
+    let engine = db.engine.clone();
+    let default = engine.ensure_tenant("default").await.unwrap();
+    let (_, admin) = engine
+        .issue_api_key(default.id, Some("admin"), true)
+        .await
+        .unwrap();
+    let other = engine.ensure_tenant("other").await.unwrap();
+    let (_, other_key) = engine
+        .issue_api_key(other.id, Some("other"), false)
+        .await
+        .unwrap();
+    Ctx {
+        app: router(AppState::new(engine, config)),
+        admin,
+        other: other_key,
+        other_id: other.id.to_string(),
+    }
+}
+
+/// An answer: status and parsed JSON body (`Value::Null` when empty).
+#[derive(Debug)]
+pub struct Answer {
+    pub status: StatusCode,
+    pub body: Value,
+}
+
+impl Answer {
+    /// Asserts the status and, for errors, the code.
+    #[track_caller]
+    pub fn expect(&self, status: u16) -> &Value {
+        assert_eq!(self.status.as_u16(), status, "body: {}", self.body);
+        &self.body
+    }
+
+    /// Asserts an error answer with this status and code.
+    #[track_caller]
+    pub fn expect_error(&self, status: u16, code: &str) {
+        assert_eq!(self.status.as_u16(), status, "body: {}", self.body);
+        assert_eq!(self.body["error"]["code"], code, "body: {}", self.body);
+        assert!(
+            self.body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "body: {}",
+            self.body
+        );
+    }
+}
+
+impl Ctx {
+    /// Sends one request with `key` (if any) and a JSON body (if any).
+    pub async fn call(
+        &self,
+        method: &str,
+        uri: &str,
+        key: Option<&str>,
+        body: Option<Value>,
+    ) -> Answer {
+        let mut req = Request::builder()
+            .method(Method::from_bytes(method.as_bytes()).unwrap())
+            .uri(uri);
+        if let Some(key) = key {
+            req = req.header("authorization", format!("Bearer {key}"));
+        }
+        let req = match body {
+            Some(b) => req
+                .header("content-type", "application/json")
+                .body(Body::from(serde_json::to_vec(&b).unwrap())),
+            None => req.body(Body::empty()),
+        }
+        .unwrap();
+        self.send(req).await
+    }
+
+    /// Sends a prepared request.
+    pub async fn send(&self, req: Request<Body>) -> Answer {
+        let resp = self.app.clone().oneshot(req).await.unwrap();
+        let status = resp.status();
+        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&bytes)))
+        };
+        Answer { status, body }
+    }
+
+    /// A raw-body request with the admin key.
+    pub async fn raw(
+        &self,
+        method: &str,
+        uri: &str,
+        content_type: Option<&str>,
+        body: Vec<u8>,
+    ) -> Answer {
+        let mut req = Request::builder()
+            .method(Method::from_bytes(method.as_bytes()).unwrap())
+            .uri(uri)
+            .header("authorization", format!("Bearer {}", self.admin));
+        if let Some(ct) = content_type {
+            req = req.header("content-type", ct);
+        }
+        self.send(req.body(Body::from(body)).unwrap()).await
+    }
+
+    /// Admin-key shorthands.
+    pub async fn post(&self, uri: &str, body: Value) -> Answer {
+        self.call("POST", uri, Some(&self.admin.clone()), Some(body))
+            .await
+    }
+
+    pub async fn post_empty(&self, uri: &str) -> Answer {
+        self.call("POST", uri, Some(&self.admin.clone()), None)
+            .await
+    }
+
+    pub async fn get(&self, uri: &str) -> Answer {
+        self.call("GET", uri, Some(&self.admin.clone()), None).await
+    }
+
+    /// Enqueues `{queue, kind}` and returns the job id.
+    pub async fn enqueue(&self, queue: &str, kind: &str) -> String {
+        let a = self
+            .post(
+                "/v1/jobs",
+                serde_json::json!({"queue": queue, "kind": kind}),
+            )
+            .await;
+        a.expect(201)["job"]["id"].as_str().unwrap().to_owned()
+    }
+
+    /// Claims one job from `queue`; returns (id, lease_token).
+    pub async fn claim_one(&self, queue: &str) -> (String, String) {
+        let a = self
+            .post(
+                &format!("/v1/queues/{queue}/claim"),
+                serde_json::json!({"worker_id": "w1"}),
+            )
+            .await;
+        let jobs = a.expect(200)["jobs"].as_array().unwrap().clone();
+        assert_eq!(jobs.len(), 1, "{}", a.body);
+        (
+            jobs[0]["id"].as_str().unwrap().to_owned(),
+            jobs[0]["lease_token"].as_str().unwrap().to_owned(),
+        )
+    }
+}
+
+/// Declares each listed `async fn(&TestDb)` as one test per backend.
+#[macro_export]
+macro_rules! both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    tether_conformance::run(tether_conformance::postgres, |db| {
+                        ::std::boxed::Box::pin(super::$name(db))
+                    })
+                    .await;
+                }
+            )*
+        }
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    tether_conformance::run(tether_conformance::sqlite, |db| {
+                        ::std::boxed::Box::pin(super::$name(db))
+                    })
+                    .await;
+                }
+            )*
+        }
+    };
+}

@@ -1,0 +1,1179 @@
+//! HTTP-level tests of the `/v1` API, each on PostgreSQL and SQLite, driving
+//! the router in-process.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{setup, setup_with, Ctx};
+use serde_json::{json, Value};
+use tether_conformance::TestDb;
+use tether_server::ServerConfig;
+
+both_backends!(
+    health_and_readiness,
+    job_object_has_exactly_the_api_fields,
+    enqueue_single_batch_and_dedupe,
+    claim_heartbeat_complete,
+    fail_retry_fatal_and_cancel_ack,
+    snooze_cancel_and_replay,
+    complete_batch_answers_per_item,
+    list_get_and_events,
+    queue_routes,
+    tenant_and_key_routes,
+    authentication_is_required,
+    admin_routes_need_admin,
+    tenant_walls_on_every_id_route,
+    bad_input_is_refused,
+    size_and_media_type_limits,
+    routing_errors,
+    conflicts,
+    long_poll_wakes_on_enqueue,
+    long_poll_times_out_empty,
+);
+
+const JOB_FIELDS: [&str; 25] = [
+    "id",
+    "queue",
+    "kind",
+    "payload",
+    "result",
+    "state",
+    "priority",
+    "attempt",
+    "max_attempts",
+    "run_at",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "updated_at",
+    "last_error",
+    "unique_key",
+    "idempotency_key",
+    "tags",
+    "expires_at",
+    "timeout_ms",
+    "cancel_requested",
+    "worker_id",
+    "lease_expires_at",
+    "heartbeat_at",
+    "progress",
+];
+
+fn is_rfc3339_utc(v: &Value) -> bool {
+    v.as_str()
+        .is_some_and(|s| s.ends_with('Z') && chrono::DateTime::parse_from_rfc3339(s).is_ok())
+}
+
+async fn health_and_readiness(db: &TestDb) {
+    let c = setup(db).await;
+    c.call("GET", "/healthz", None, None).await.expect(200);
+    c.call("GET", "/readyz", None, None).await.expect(200);
+}
+
+async fn job_object_has_exactly_the_api_fields(db: &TestDb) {
+    let c = setup(db).await;
+    let a = c
+        .post(
+            "/v1/jobs",
+            json!({"queue": "q", "kind": "k", "payload": {"a": 1}, "tags": ["t1"]}),
+        )
+        .await;
+    let body = a.expect(201).clone();
+    assert_eq!(body["created"], true);
+    let job = body["job"].as_object().unwrap();
+    let mut keys: Vec<&str> = job.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    let mut want = JOB_FIELDS.to_vec();
+    want.sort_unstable();
+    assert_eq!(keys, want);
+    assert_eq!(job["state"], "queued");
+    assert_eq!(job["payload"], json!({"a": 1}));
+    assert_eq!(job["tags"], json!(["t1"]));
+    assert_eq!(job["max_attempts"], 5);
+    assert_eq!(job["priority"], 0);
+    assert!(is_rfc3339_utc(&job["run_at"]), "{}", job["run_at"]);
+    assert!(is_rfc3339_utc(&job["created_at"]));
+    // Claimed jobs carry the lease token; reads never do.
+    let claim = c
+        .post("/v1/queues/q/claim", json!({"worker_id": "w"}))
+        .await;
+    let claimed = &claim.expect(200)["jobs"][0];
+    assert!(claimed["lease_token"].is_string());
+    assert_eq!(claimed["state"], "running");
+    assert!(is_rfc3339_utc(&claimed["lease_expires_at"]));
+    let id = claimed["id"].as_str().unwrap();
+    let got = c.get(&format!("/v1/jobs/{id}")).await;
+    assert!(got.expect(200)["job"].get("lease_token").is_none());
+    assert!(got.body["job"].get("tenant").is_none());
+}
+
+async fn enqueue_single_batch_and_dedupe(db: &TestDb) {
+    let c = setup(db).await;
+    let first = c
+        .post(
+            "/v1/jobs",
+            json!({"queue": "q", "kind": "k", "idempotency_key": "inv:1", "payload": 1}),
+        )
+        .await;
+    let id = first.expect(201)["job"]["id"].clone();
+    let again = c
+        .post(
+            "/v1/jobs",
+            json!({"queue": "q", "kind": "k", "idempotency_key": "inv:1", "payload": 2}),
+        )
+        .await;
+    assert_eq!(again.expect(200)["created"], false);
+    assert_eq!(again.body["job"]["id"], id);
+    assert_eq!(again.body["job"]["payload"], 1);
+    // Unique key dedupes against the active job.
+    let u1 = c
+        .post(
+            "/v1/jobs",
+            json!({"queue": "q", "kind": "k", "unique_key": "u"}),
+        )
+        .await;
+    u1.expect(201);
+    let u2 = c
+        .post(
+            "/v1/jobs",
+            json!({"queue": "q", "kind": "k", "unique_key": "u"}),
+        )
+        .await;
+    assert_eq!(u2.expect(200)["job"]["id"], u1.body["job"]["id"]);
+    // Delays, priorities, options.
+    let d = c
+        .post(
+            "/v1/jobs",
+            json!({"queue": "q", "kind": "k", "delay_ms": 60000, "priority": 7,
+                   "max_attempts": 2, "timeout_ms": 500, "backoff": {"base_ms": 10, "cap_ms": 20},
+                   "expires_at": "2099-01-01T00:00:00Z"}),
+        )
+        .await;
+    let j = &d.expect(201)["job"];
+    assert_eq!(j["priority"], 7);
+    assert_eq!(j["max_attempts"], 2);
+    assert_eq!(j["timeout_ms"], 500);
+    assert_eq!(j["expires_at"], "2099-01-01T00:00:00.000Z");
+    let at = c
+        .post(
+            "/v1/jobs",
+            json!({"queue": "q", "kind": "k", "run_at": "2099-01-01T00:00:00+02:00"}),
+        )
+        .await;
+    assert_eq!(at.expect(201)["job"]["run_at"], "2098-12-31T22:00:00.000Z");
+    // Explicit nulls mean "unset".
+    let n = c
+        .post(
+            "/v1/jobs",
+            json!({"queue": "q", "kind": "k", "payload": null, "priority": null, "tags": null,
+                   "run_at": null, "delay_ms": null, "backoff": null}),
+        )
+        .await;
+    assert_eq!(n.expect(201)["job"]["tags"], json!([]));
+    assert_eq!(n.body["job"]["payload"], Value::Null);
+    // Batch: request order, created flags, duplicates resolved.
+    let b = c
+        .post(
+            "/v1/jobs/batch",
+            json!({"jobs": [
+                {"queue": "b", "kind": "x"},
+                {"queue": "b", "kind": "y", "idempotency_key": "inv:1"},
+                {"queue": "b", "kind": "z"}
+            ]}),
+        )
+        .await;
+    let results = b.expect(200)["results"].as_array().unwrap().clone();
+    assert_eq!(results.len(), 3);
+    assert_eq!(results[0]["created"], true);
+    assert_eq!(results[0]["job"]["kind"], "x");
+    assert_eq!(results[1]["created"], false);
+    assert_eq!(results[1]["job"]["id"], id);
+    assert_eq!(results[2]["job"]["kind"], "z");
+    // One bad entry refuses the whole batch and writes nothing.
+    let bad = c
+        .post(
+            "/v1/jobs/batch",
+            json!({"jobs": [{"queue": "c", "kind": "x"}, {"queue": "c", "kind": "bad name"}]}),
+        )
+        .await;
+    bad.expect_error(400, "invalid_argument");
+    assert!(bad.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("jobs[1].kind"));
+    let stats = c.get("/v1/queues/c").await;
+    assert_eq!(stats.expect(200)["queue"]["counts"]["queued"], 0);
+    // Empty and oversized batches.
+    c.post("/v1/jobs/batch", json!({"jobs": []}))
+        .await
+        .expect_error(400, "invalid_argument");
+    let many: Vec<Value> = (0..1001)
+        .map(|_| json!({"queue": "c", "kind": "x"}))
+        .collect();
+    c.post("/v1/jobs/batch", json!({"jobs": many}))
+        .await
+        .expect_error(400, "invalid_argument");
+}
+
+async fn claim_heartbeat_complete(db: &TestDb) {
+    let c = setup(db).await;
+    for _ in 0..3 {
+        c.enqueue("q", "k").await;
+    }
+    let a = c
+        .post(
+            "/v1/queues/q/claim",
+            json!({"worker_id": "w", "limit": 2, "lease_ttl_ms": 5000}),
+        )
+        .await;
+    let jobs = a.expect(200)["jobs"].as_array().unwrap().clone();
+    assert_eq!(jobs.len(), 2);
+    assert_eq!(jobs[0]["worker_id"], "w");
+    assert_eq!(jobs[0]["attempt"], 1);
+    let id = jobs[0]["id"].as_str().unwrap();
+    let token = jobs[0]["lease_token"].as_str().unwrap();
+    let hb = c
+        .post(
+            &format!("/v1/jobs/{id}/heartbeat"),
+            json!({"lease_token": token, "lease_ttl_ms": 60000, "progress": {"pct": 50}}),
+        )
+        .await;
+    assert_eq!(hb.expect(200)["cancel_requested"], false);
+    assert!(is_rfc3339_utc(&hb.body["lease_expires_at"]));
+    let got = c.get(&format!("/v1/jobs/{id}")).await;
+    assert_eq!(got.expect(200)["job"]["progress"], json!({"pct": 50}));
+    // Heartbeat without a TTL keeps the claim's.
+    c.post(
+        &format!("/v1/jobs/{id}/heartbeat"),
+        json!({"lease_token": token}),
+    )
+    .await
+    .expect(200);
+    let done = c
+        .post(
+            &format!("/v1/jobs/{id}/complete"),
+            json!({"lease_token": token, "result": {"ok": 1}}),
+        )
+        .await;
+    let job = &done.expect(200)["job"];
+    assert_eq!(job["state"], "succeeded");
+    assert_eq!(job["result"], json!({"ok": 1}));
+    assert!(is_rfc3339_utc(&job["finished_at"]));
+    // The claim limit default is 1.
+    let one = c
+        .post("/v1/queues/q/claim", json!({"worker_id": "w"}))
+        .await;
+    assert_eq!(one.expect(200)["jobs"].as_array().unwrap().len(), 1);
+    let none = c
+        .post("/v1/queues/q/claim", json!({"worker_id": "w"}))
+        .await;
+    assert_eq!(none.expect(200)["jobs"], json!([]));
+}
+
+async fn fail_retry_fatal_and_cancel_ack(db: &TestDb) {
+    let c = setup(db).await;
+    c.enqueue("q", "k").await;
+    let (id, token) = c.claim_one("q").await;
+    let f = c
+        .post(
+            &format!("/v1/jobs/{id}/fail"),
+            json!({"lease_token": token, "error": "boom", "retry_after_ms": 0}),
+        )
+        .await;
+    let job = &f.expect(200)["job"];
+    assert_eq!(job["state"], "queued");
+    assert_eq!(job["last_error"], "boom");
+    assert_eq!(job["attempt"], 1);
+    let (id2, token2) = c.claim_one("q").await;
+    assert_eq!(id2, id);
+    let f = c
+        .post(
+            &format!("/v1/jobs/{id}/fail"),
+            json!({"lease_token": token2, "error": "bad", "fatal": true}),
+        )
+        .await;
+    assert_eq!(f.expect(200)["job"]["state"], "failed");
+    // Dead-letter listing.
+    let dlq = c.get("/v1/jobs?state=failed").await;
+    assert_eq!(dlq.expect(200)["jobs"][0]["id"], id.as_str());
+    // Cancel acknowledgement.
+    c.enqueue("q2", "k").await;
+    let (id3, token3) = c.claim_one("q2").await;
+    let cr = c.post_empty(&format!("/v1/jobs/{id3}/cancel")).await;
+    assert_eq!(cr.expect(200)["job"]["cancel_requested"], true);
+    assert_eq!(cr.body["job"]["state"], "running");
+    let hb = c
+        .post(
+            &format!("/v1/jobs/{id3}/heartbeat"),
+            json!({"lease_token": token3}),
+        )
+        .await;
+    assert_eq!(hb.expect(200)["cancel_requested"], true);
+    let f = c
+        .post(
+            &format!("/v1/jobs/{id3}/fail"),
+            json!({"lease_token": token3, "error": "stopped", "cancelled": true}),
+        )
+        .await;
+    assert_eq!(f.expect(200)["job"]["state"], "cancelled");
+}
+
+async fn snooze_cancel_and_replay(db: &TestDb) {
+    let c = setup(db).await;
+    c.enqueue("q", "k").await;
+    let (id, token) = c.claim_one("q").await;
+    let s = c
+        .post(
+            &format!("/v1/jobs/{id}/snooze"),
+            json!({"lease_token": token, "delay_ms": 60000}),
+        )
+        .await;
+    let job = &s.expect(200)["job"];
+    assert_eq!(job["state"], "queued");
+    assert_eq!(job["attempt"], 0);
+    // Queued → cancelled at once; then replay → queued, attempt 0.
+    let cancelled = c.post_empty(&format!("/v1/jobs/{id}/cancel")).await;
+    assert_eq!(cancelled.expect(200)["job"]["state"], "cancelled");
+    let replayed = c.post_empty(&format!("/v1/jobs/{id}/replay")).await;
+    assert_eq!(replayed.expect(200)["job"]["state"], "queued");
+    assert_eq!(replayed.body["job"]["attempt"], 0);
+    // Bulk replay of a queue's dead letters.
+    for _ in 0..3 {
+        c.enqueue("dead", "k").await;
+    }
+    for _ in 0..3 {
+        let (id, token) = c.claim_one("dead").await;
+        c.post(
+            &format!("/v1/jobs/{id}/fail"),
+            json!({"lease_token": token, "error": "x", "fatal": true}),
+        )
+        .await
+        .expect(200);
+    }
+    let r = c.post("/v1/queues/dead/replay", json!({"limit": 2})).await;
+    assert_eq!(r.expect(200)["replayed"], 2);
+    let r = c.post_empty("/v1/queues/dead/replay").await;
+    assert_eq!(r.expect(200)["replayed"], 1);
+    let r = c
+        .post(
+            "/v1/queues/dead/replay",
+            json!({"state": "cancelled", "kind": "k"}),
+        )
+        .await;
+    assert_eq!(r.expect(200)["replayed"], 0);
+    c.post("/v1/queues/dead/replay", json!({"state": "running"}))
+        .await
+        .expect_error(400, "invalid_argument");
+}
+
+async fn complete_batch_answers_per_item(db: &TestDb) {
+    let c = setup(db).await;
+    c.enqueue("q", "k").await;
+    c.enqueue("q", "k").await;
+    let (a, ta) = c.claim_one("q").await;
+    let (b, _) = c.claim_one("q").await;
+    let missing = uuid::Uuid::now_v7().to_string();
+    let r = c
+        .post(
+            "/v1/jobs/complete",
+            json!({"items": [
+                {"id": a, "lease_token": ta, "result": 1},
+                {"id": b, "lease_token": uuid::Uuid::new_v4()},
+                {"id": missing, "lease_token": uuid::Uuid::new_v4()}
+            ]}),
+        )
+        .await;
+    let results = r.expect(200)["results"].as_array().unwrap().clone();
+    assert_eq!(results[0], json!({"id": a, "ok": true}));
+    assert_eq!(results[1]["id"], b.as_str());
+    assert_eq!(results[1]["ok"], false);
+    assert_eq!(results[1]["error"]["code"], "lease_lost");
+    assert_eq!(results[2]["ok"], false);
+    assert_eq!(results[2]["error"]["code"], "not_found");
+    let got = c.get(&format!("/v1/jobs/{a}")).await;
+    assert_eq!(got.expect(200)["job"]["state"], "succeeded");
+    c.post("/v1/jobs/complete", json!({"items": []}))
+        .await
+        .expect_error(400, "invalid_argument");
+}
+
+async fn list_get_and_events(db: &TestDb) {
+    let c = setup(db).await;
+    for i in 0..5 {
+        c.post("/v1/jobs", json!({"queue": "l", "kind": if i % 2 == 0 { "even" } else { "odd" }, "tags": [format!("t{i}")]}))
+            .await
+            .expect(201);
+    }
+    c.enqueue("other-queue", "even").await;
+    let all = c.get("/v1/jobs?queue=l").await;
+    assert_eq!(all.expect(200)["jobs"].as_array().unwrap().len(), 5);
+    assert_eq!(all.body["next_cursor"], Value::Null);
+    let even = c.get("/v1/jobs?queue=l&kind=even").await;
+    assert_eq!(even.expect(200)["jobs"].as_array().unwrap().len(), 3);
+    let tagged = c.get("/v1/jobs?tag=t3").await;
+    assert_eq!(tagged.expect(200)["jobs"].as_array().unwrap().len(), 1);
+    let queued = c.get("/v1/jobs?state=queued&queue=").await;
+    assert_eq!(queued.expect(200)["jobs"].as_array().unwrap().len(), 6);
+    // Cursor pagination: newest first, every job once.
+    let mut seen = Vec::new();
+    let mut uri = "/v1/jobs?queue=l&limit=2".to_owned();
+    loop {
+        let page = c.get(&uri).await;
+        let body = page.expect(200).clone();
+        for j in body["jobs"].as_array().unwrap() {
+            seen.push(j["id"].as_str().unwrap().to_owned());
+        }
+        match body["next_cursor"].as_str() {
+            Some(cur) => uri = format!("/v1/jobs?queue=l&limit=2&cursor={cur}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 5);
+    let mut sorted = seen.clone();
+    sorted.sort_unstable_by(|a, b| b.cmp(a));
+    assert_eq!(seen, sorted, "newest first");
+    // Bad filters.
+    for bad in [
+        "limit=0",
+        "limit=501",
+        "limit=x",
+        "state=nope",
+        "cursor=zzz",
+        "queue=a%20b",
+        "bogus=1",
+    ] {
+        c.get(&format!("/v1/jobs?{bad}"))
+            .await
+            .expect_error(400, "invalid_argument");
+    }
+    // History, oldest first.
+    let (id, token) = c.claim_one("other-queue").await;
+    c.post(
+        &format!("/v1/jobs/{id}/complete"),
+        json!({"lease_token": token}),
+    )
+    .await
+    .expect(200);
+    let ev = c.get(&format!("/v1/jobs/{id}/events")).await;
+    let events = ev.expect(200)["events"].as_array().unwrap().clone();
+    let names: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["enqueued", "claimed", "succeeded"]);
+    assert_eq!(events[1]["worker_id"], "w1");
+    assert_eq!(events[1]["attempt"], 1);
+    assert!(is_rfc3339_utc(&events[0]["at"]));
+    assert!(events[0].as_object().unwrap().contains_key("detail"));
+}
+
+async fn queue_routes(db: &TestDb) {
+    let c = setup(db).await;
+    c.enqueue("q", "k").await;
+    c.post(
+        "/v1/jobs",
+        json!({"queue": "q", "kind": "k", "delay_ms": 60000}),
+    )
+    .await
+    .expect(201);
+    let list = c.get("/v1/queues").await;
+    let queues = list.expect(200)["queues"].as_array().unwrap().clone();
+    assert_eq!(queues.len(), 1);
+    let q = &queues[0];
+    assert_eq!(q["name"], "q");
+    assert_eq!(q["counts"]["queued"], 2);
+    assert_eq!(q["ready"], 1);
+    assert_eq!(q["scheduled"], 1);
+    for f in [
+        "paused",
+        "oldest_ready_age_ms",
+        "expired_leases",
+        "max_attempts",
+        "backoff",
+        "default_lease_ttl_ms",
+    ] {
+        assert!(q.get(f).is_some(), "queue stats lack {f}: {q}");
+    }
+    // An unused queue reads as zeros.
+    let unused = c.get("/v1/queues/never-used").await;
+    let u = &unused.expect(200)["queue"];
+    assert_eq!(
+        u["counts"],
+        json!({"queued": 0, "running": 0, "succeeded": 0, "failed": 0, "cancelled": 0})
+    );
+    assert_eq!(u["oldest_ready_age_ms"], 0);
+    // Pause: enqueue accepted, no claims; resume.
+    let p = c.post_empty("/v1/queues/q/pause").await;
+    assert_eq!(p.expect(200)["queue"]["paused"], true);
+    let none = c
+        .post("/v1/queues/q/claim", json!({"worker_id": "w"}))
+        .await;
+    assert_eq!(none.expect(200)["jobs"], json!([]));
+    let r = c.post_empty("/v1/queues/q/resume").await;
+    assert_eq!(r.expect(200)["queue"]["paused"], false);
+    c.claim_one("q").await;
+    // Config.
+    let patched = c
+        .call(
+            "PATCH",
+            "/v1/queues/q",
+            Some(&c.admin.clone()),
+            Some(json!({"max_attempts": 9, "backoff": {"base_ms": 5, "cap_ms": 50}, "default_lease_ttl_ms": 2000})),
+        )
+        .await;
+    let q = &patched.expect(200)["queue"];
+    assert_eq!(q["max_attempts"], 9);
+    assert_eq!(q["backoff"], json!({"base_ms": 5, "cap_ms": 50}));
+    assert_eq!(q["default_lease_ttl_ms"], 2000);
+    let j = c.post("/v1/jobs", json!({"queue": "q", "kind": "k"})).await;
+    assert_eq!(j.expect(201)["job"]["max_attempts"], 9);
+    c.call(
+        "PATCH",
+        "/v1/queues/q",
+        Some(&c.admin.clone()),
+        Some(json!({"max_attempts": 0})),
+    )
+    .await
+    .expect_error(400, "invalid_argument");
+    c.call(
+        "PATCH",
+        "/v1/queues/q",
+        Some(&c.admin.clone()),
+        Some(json!({"paused": true})),
+    )
+    .await
+    .expect_error(400, "invalid_argument");
+    c.get("/v1/queues/bad%20name")
+        .await
+        .expect_error(400, "invalid_argument");
+}
+
+async fn tenant_and_key_routes(db: &TestDb) {
+    let c = setup(db).await;
+    let t = c.post("/v1/tenants", json!({"name": "acme"})).await;
+    let body = t.expect(201).clone();
+    assert_eq!(body["tenant"]["name"], "acme");
+    assert!(is_rfc3339_utc(&body["tenant"]["created_at"]));
+    let acme_id = body["tenant"]["id"].as_str().unwrap().to_owned();
+    let acme_key = body["api_key"].as_str().unwrap().to_owned();
+    // The new key works and sees only acme's jobs.
+    let e = c
+        .call(
+            "POST",
+            "/v1/jobs",
+            Some(&acme_key),
+            Some(json!({"queue": "q", "kind": "k"})),
+        )
+        .await;
+    e.expect(201);
+    let mine = c.call("GET", "/v1/jobs", Some(&acme_key), None).await;
+    assert_eq!(mine.expect(200)["jobs"].as_array().unwrap().len(), 1);
+    let admins = c.get("/v1/jobs").await;
+    assert_eq!(admins.expect(200)["jobs"], json!([]));
+    // Listing.
+    let list = c.get("/v1/tenants").await;
+    let names: Vec<String> = list.expect(200)["tenants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    for n in ["default", "other", "acme"] {
+        assert!(names.contains(&n.to_owned()), "{names:?}");
+    }
+    // Duplicate name, bad name.
+    c.post("/v1/tenants", json!({"name": "acme"}))
+        .await
+        .expect_error(409, "already_exists");
+    c.post("/v1/tenants", json!({"name": "a b"}))
+        .await
+        .expect_error(400, "invalid_argument");
+    // Keys: a second key for acme; admin only for default.
+    let k = c
+        .post(
+            &format!("/v1/tenants/{acme_id}/keys"),
+            json!({"name": "ci"}),
+        )
+        .await;
+    let key2 = k.expect(201)["api_key"].as_str().unwrap().to_owned();
+    let key2_id = k.body["key_id"].as_str().unwrap().to_owned();
+    c.call("GET", "/v1/jobs", Some(&key2), None)
+        .await
+        .expect(200);
+    c.post_empty(&format!("/v1/tenants/{acme_id}/keys"))
+        .await
+        .expect(201);
+    c.post(
+        &format!("/v1/tenants/{acme_id}/keys"),
+        json!({"admin": true}),
+    )
+    .await
+    .expect_error(400, "invalid_argument");
+    let default_id = list.body["tenants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "default")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let ak = c
+        .post(
+            &format!("/v1/tenants/{default_id}/keys"),
+            json!({"admin": true}),
+        )
+        .await;
+    let admin2 = ak.expect(201)["api_key"].as_str().unwrap().to_owned();
+    c.call("GET", "/v1/tenants", Some(&admin2), None)
+        .await
+        .expect(200);
+    c.post(
+        &format!("/v1/tenants/{}/keys", uuid::Uuid::new_v4()),
+        json!({}),
+    )
+    .await
+    .expect_error(404, "not_found");
+    c.post("/v1/tenants/not-a-uuid/keys", json!({}))
+        .await
+        .expect_error(404, "not_found");
+    // Revocation takes effect at once.
+    let del = c
+        .call(
+            "DELETE",
+            &format!("/v1/keys/{key2_id}"),
+            Some(&c.admin.clone()),
+            None,
+        )
+        .await;
+    del.expect(204);
+    c.call("GET", "/v1/jobs", Some(&key2), None)
+        .await
+        .expect_error(401, "unauthenticated");
+    c.call(
+        "DELETE",
+        &format!("/v1/keys/{}", uuid::Uuid::new_v4()),
+        Some(&c.admin.clone()),
+        None,
+    )
+    .await
+    .expect_error(404, "not_found");
+}
+
+async fn authentication_is_required(db: &TestDb) {
+    let c = setup(db).await;
+    let id = c.enqueue("q", "k").await;
+    let (_, fake, _) = tether_core::ApiKeySecret::generate();
+    let routes = [
+        ("POST", "/v1/jobs".to_owned()),
+        ("GET", "/v1/jobs".to_owned()),
+        ("GET", format!("/v1/jobs/{id}")),
+        ("POST", "/v1/queues/q/claim".to_owned()),
+        ("GET", "/v1/queues".to_owned()),
+        ("GET", "/v1/tenants".to_owned()),
+    ];
+    for (method, uri) in &routes {
+        c.call(method, uri, None, Some(json!({})))
+            .await
+            .expect_error(401, "unauthenticated");
+        c.call(method, uri, Some("garbage"), Some(json!({})))
+            .await
+            .expect_error(401, "unauthenticated");
+        c.call(method, uri, Some(&fake), Some(json!({})))
+            .await
+            .expect_error(401, "unauthenticated");
+    }
+    // Wrong scheme.
+    let req = axum::http::Request::builder()
+        .uri("/v1/jobs")
+        .header("authorization", format!("Basic {}", c.admin))
+        .body(axum::body::Body::empty())
+        .unwrap();
+    c.send(req).await.expect_error(401, "unauthenticated");
+    // Revoked key.
+    let tenant = db.engine.ensure_tenant("default").await.unwrap();
+    let (info, key) = db
+        .engine
+        .issue_api_key(tenant.id, None, false)
+        .await
+        .unwrap();
+    c.call("GET", "/v1/jobs", Some(&key), None)
+        .await
+        .expect(200);
+    db.engine.revoke_api_key(info.id).await.unwrap();
+    c.call("GET", "/v1/jobs", Some(&key), None)
+        .await
+        .expect_error(401, "unauthenticated");
+}
+
+async fn admin_routes_need_admin(db: &TestDb) {
+    let c = setup(db).await;
+    let other = c.other.clone();
+    let tid = c.other_id.clone();
+    let key_id = uuid::Uuid::new_v4();
+    c.call(
+        "POST",
+        "/v1/tenants",
+        Some(&other),
+        Some(json!({"name": "x"})),
+    )
+    .await
+    .expect_error(403, "permission_denied");
+    c.call("GET", "/v1/tenants", Some(&other), None)
+        .await
+        .expect_error(403, "permission_denied");
+    c.call(
+        "POST",
+        &format!("/v1/tenants/{tid}/keys"),
+        Some(&other),
+        Some(json!({})),
+    )
+    .await
+    .expect_error(403, "permission_denied");
+    c.call("DELETE", &format!("/v1/keys/{key_id}"), Some(&other), None)
+        .await
+        .expect_error(403, "permission_denied");
+    // A non-admin key of the default tenant is no admin either.
+    let tenant = db.engine.ensure_tenant("default").await.unwrap();
+    let (_, plain) = db
+        .engine
+        .issue_api_key(tenant.id, None, false)
+        .await
+        .unwrap();
+    c.call("GET", "/v1/tenants", Some(&plain), None)
+        .await
+        .expect_error(403, "permission_denied");
+}
+
+async fn tenant_walls_on_every_id_route(db: &TestDb) {
+    let c = setup(db).await;
+    c.enqueue("q", "k").await;
+    let (id, token) = c.claim_one("q").await;
+    let other = c.other.clone();
+    let lt = json!({"lease_token": token});
+    let cases: Vec<(&str, String, Option<Value>)> = vec![
+        ("GET", format!("/v1/jobs/{id}"), None),
+        ("GET", format!("/v1/jobs/{id}/events"), None),
+        ("POST", format!("/v1/jobs/{id}/heartbeat"), Some(lt.clone())),
+        ("POST", format!("/v1/jobs/{id}/complete"), Some(lt.clone())),
+        (
+            "POST",
+            format!("/v1/jobs/{id}/fail"),
+            Some(json!({"lease_token": token, "error": "x"})),
+        ),
+        (
+            "POST",
+            format!("/v1/jobs/{id}/snooze"),
+            Some(json!({"lease_token": token, "delay_ms": 0})),
+        ),
+        ("POST", format!("/v1/jobs/{id}/cancel"), None),
+        ("POST", format!("/v1/jobs/{id}/replay"), None),
+    ];
+    for (method, uri, body) in cases {
+        c.call(method, &uri, Some(&other), body)
+            .await
+            .expect_error(404, "not_found");
+    }
+    let batch = c
+        .call(
+            "POST",
+            "/v1/jobs/complete",
+            Some(&other),
+            Some(json!({"items": [{"id": id, "lease_token": token}]})),
+        )
+        .await;
+    assert_eq!(
+        batch.expect(200)["results"][0]["error"]["code"],
+        "not_found"
+    );
+    // Lists and queues do not show it; the other tenant's claim finds nothing.
+    let list = c.call("GET", "/v1/jobs", Some(&other), None).await;
+    assert_eq!(list.expect(200)["jobs"], json!([]));
+    let queues = c.call("GET", "/v1/queues", Some(&other), None).await;
+    assert_eq!(queues.expect(200)["queues"], json!([]));
+    let q = c.call("GET", "/v1/queues/q", Some(&other), None).await;
+    assert_eq!(q.expect(200)["queue"]["counts"]["running"], 0);
+    // The job is untouched: still running and completable by its owner.
+    let done = c.post(&format!("/v1/jobs/{id}/complete"), lt).await;
+    assert_eq!(done.expect(200)["job"]["state"], "succeeded");
+    // Same idempotency key in two tenants makes two jobs.
+    let a = c
+        .post(
+            "/v1/jobs",
+            json!({"queue": "q", "kind": "k", "idempotency_key": "same"}),
+        )
+        .await;
+    let b = c
+        .call(
+            "POST",
+            "/v1/jobs",
+            Some(&other),
+            Some(json!({"queue": "q", "kind": "k", "idempotency_key": "same"})),
+        )
+        .await;
+    assert_eq!(b.expect(201)["created"], true);
+    assert_ne!(a.expect(201)["job"]["id"], b.body["job"]["id"]);
+}
+
+async fn bad_input_is_refused(db: &TestDb) {
+    let c = setup(db).await;
+    let msg = |a: &common::Answer| a.body["error"]["message"].as_str().unwrap().to_owned();
+    // Unknown field, named.
+    let a = c
+        .post(
+            "/v1/jobs",
+            json!({"queue": "q", "kind": "k", "colour": "red"}),
+        )
+        .await;
+    a.expect_error(400, "invalid_argument");
+    assert!(msg(&a).contains("colour"), "{}", msg(&a));
+    // Wrong type, field named.
+    let a = c
+        .post(
+            "/v1/jobs",
+            json!({"queue": "q", "kind": "k", "priority": "high"}),
+        )
+        .await;
+    a.expect_error(400, "invalid_argument");
+    assert!(msg(&a).contains("priority"), "{}", msg(&a));
+    // Nested field named.
+    let a = c
+        .post(
+            "/v1/jobs/batch",
+            json!({"jobs": [{"queue": "q", "kind": "k"}, {"queue": "q", "kind": 5}]}),
+        )
+        .await;
+    a.expect_error(400, "invalid_argument");
+    assert!(msg(&a).contains("jobs[1].kind"), "{}", msg(&a));
+    // Missing required field.
+    let a = c.post("/v1/jobs", json!({"queue": "q"})).await;
+    a.expect_error(400, "invalid_argument");
+    assert!(msg(&a).contains("kind"), "{}", msg(&a));
+    // Malformed JSON.
+    c.raw(
+        "POST",
+        "/v1/jobs",
+        Some("application/json"),
+        b"{\"queue\": ".to_vec(),
+    )
+    .await
+    .expect_error(400, "invalid_argument");
+    c.raw(
+        "POST",
+        "/v1/jobs",
+        Some("application/json"),
+        b"{} trailing".to_vec(),
+    )
+    .await
+    .expect_error(400, "invalid_argument");
+    c.raw("POST", "/v1/jobs", Some("application/json"), Vec::new())
+        .await
+        .expect_error(400, "invalid_argument");
+    // Bad values.
+    let a = c
+        .post("/v1/jobs", json!({"queue": "bad name", "kind": "k"}))
+        .await;
+    a.expect_error(400, "invalid_argument");
+    assert!(msg(&a).contains("queue"), "{}", msg(&a));
+    c.post(
+        "/v1/jobs",
+        json!({"queue": "q", "kind": "k", "delay_ms": -1}),
+    )
+    .await
+    .expect_error(400, "invalid_argument");
+    c.post(
+        "/v1/jobs",
+        json!({"queue": "q", "kind": "k", "priority": 101}),
+    )
+    .await
+    .expect_error(400, "invalid_argument");
+    let a = c
+        .post(
+            "/v1/jobs",
+            json!({"queue": "q", "kind": "k", "run_at": "2099-01-01T00:00:00Z", "delay_ms": 5}),
+        )
+        .await;
+    a.expect_error(400, "invalid_argument");
+    assert!(msg(&a).contains("run_at"), "{}", msg(&a));
+    c.post(
+        "/v1/jobs",
+        json!({"queue": "q", "kind": "k", "run_at": "tomorrow"}),
+    )
+    .await
+    .expect_error(400, "invalid_argument");
+    c.post("/v1/queues/bad%20q/claim", json!({"worker_id": "w"}))
+        .await
+        .expect_error(400, "invalid_argument");
+    for body in [
+        json!({"worker_id": "w", "limit": 0}),
+        json!({"worker_id": "w", "limit": 1001}),
+        json!({"worker_id": "w", "lease_ttl_ms": 999}),
+        json!({"worker_id": "w", "wait_ms": 30001}),
+        json!({"worker_id": "w", "wait_ms": -1}),
+        json!({"limit": 1}),
+    ] {
+        c.post("/v1/queues/q/claim", body)
+            .await
+            .expect_error(400, "invalid_argument");
+    }
+    let id = c.enqueue("q", "k").await;
+    let (_, token) = c.claim_one("q").await;
+    c.post(
+        &format!("/v1/jobs/{id}/heartbeat"),
+        json!({"lease_token": "not-a-uuid"}),
+    )
+    .await
+    .expect_error(400, "invalid_argument");
+    c.post(
+        &format!("/v1/jobs/{id}/snooze"),
+        json!({"lease_token": token, "delay_ms": -5}),
+    )
+    .await
+    .expect_error(400, "invalid_argument");
+    c.post(
+        &format!("/v1/jobs/{id}/fail"),
+        json!({"lease_token": token, "error": "x", "fatal": true, "cancelled": true}),
+    )
+    .await
+    .expect_error(400, "invalid_argument");
+    // Nothing was written by the refused enqueues: one job only.
+    let list = c.get("/v1/jobs").await;
+    assert_eq!(list.expect(200)["jobs"].as_array().unwrap().len(), 1);
+}
+
+async fn size_and_media_type_limits(db: &TestDb) {
+    let c = setup(db).await;
+    // Body above the default 1 MiB.
+    let big = "x".repeat(1024 * 1024 + 10);
+    let body = serde_json::to_vec(&json!({"queue": "q", "kind": "k", "payload": big})).unwrap();
+    c.raw("POST", "/v1/jobs", Some("application/json"), body)
+        .await
+        .expect_error(413, "payload_too_large");
+    // A smaller configured limit, with the body streamed without a length.
+    let small = setup_with(
+        db,
+        ServerConfig {
+            max_body_bytes: 100,
+            ..ServerConfig::default()
+        },
+    )
+    .await;
+    let body = serde_json::to_vec(&json!({"queue": "q", "kind": "k", "payload": "y".repeat(200)}))
+        .unwrap();
+    small
+        .raw("POST", "/v1/jobs", Some("application/json"), body)
+        .await
+        .expect_error(413, "payload_too_large");
+    // Wrong or missing content type.
+    let ok = serde_json::to_vec(&json!({"queue": "q", "kind": "k"})).unwrap();
+    c.raw("POST", "/v1/jobs", Some("text/plain"), ok.clone())
+        .await
+        .expect_error(415, "unsupported_media_type");
+    c.raw("POST", "/v1/jobs", None, ok.clone())
+        .await
+        .expect_error(415, "unsupported_media_type");
+    c.raw(
+        "POST",
+        "/v1/queues/q/replay",
+        Some("text/plain"),
+        b"{}".to_vec(),
+    )
+    .await
+    .expect_error(415, "unsupported_media_type");
+    c.raw(
+        "POST",
+        "/v1/jobs",
+        Some("application/json; charset=utf-8"),
+        ok,
+    )
+    .await
+    .expect(201);
+}
+
+async fn routing_errors(db: &TestDb) {
+    let c = setup(db).await;
+    c.get("/v1/nope").await.expect_error(404, "not_found");
+    c.call("GET", "/nope", None, None)
+        .await
+        .expect_error(404, "not_found");
+    c.call("DELETE", "/v1/jobs", Some(&c.admin.clone()), None)
+        .await
+        .expect_error(405, "method_not_allowed");
+    c.call("PUT", "/v1/queues/q", Some(&c.admin.clone()), None)
+        .await
+        .expect_error(405, "method_not_allowed");
+    c.call("POST", "/healthz", None, None)
+        .await
+        .expect_error(405, "method_not_allowed");
+    // Routing answers come before authentication.
+    c.call("DELETE", "/v1/jobs", None, None)
+        .await
+        .expect_error(405, "method_not_allowed");
+    c.call("GET", "/v1/nope", None, None)
+        .await
+        .expect_error(404, "not_found");
+    c.get("/v1/jobs/0190a0a0-0000-7000-8000-000000000000/nope")
+        .await
+        .expect_error(404, "not_found");
+    c.get("/v1").await.expect_error(404, "not_found");
+    // A path id that is not a UUID names no job.
+    c.get("/v1/jobs/not-a-uuid")
+        .await
+        .expect_error(404, "not_found");
+    c.get(&format!("/v1/jobs/{}", uuid::Uuid::now_v7()))
+        .await
+        .expect_error(404, "not_found");
+}
+
+async fn conflicts(db: &TestDb) {
+    let c = setup(db).await;
+    c.enqueue("q", "k").await;
+    let (id, token) = c.claim_one("q").await;
+    let wrong = uuid::Uuid::new_v4().to_string();
+    for (route, body) in [
+        ("heartbeat", json!({"lease_token": wrong})),
+        ("complete", json!({"lease_token": wrong})),
+        ("fail", json!({"lease_token": wrong, "error": "x"})),
+        ("snooze", json!({"lease_token": wrong, "delay_ms": 0})),
+    ] {
+        c.post(&format!("/v1/jobs/{id}/{route}"), body)
+            .await
+            .expect_error(409, "lease_lost");
+    }
+    // Replay of a running job; cancel and complete of a finished one.
+    c.post_empty(&format!("/v1/jobs/{id}/replay"))
+        .await
+        .expect_error(409, "invalid_state");
+    c.post(
+        &format!("/v1/jobs/{id}/complete"),
+        json!({"lease_token": token}),
+    )
+    .await
+    .expect(200);
+    c.post_empty(&format!("/v1/jobs/{id}/cancel"))
+        .await
+        .expect_error(409, "invalid_state");
+    c.post(
+        &format!("/v1/jobs/{id}/complete"),
+        json!({"lease_token": token}),
+    )
+    .await
+    .expect_error(409, "lease_lost");
+    c.post("/v1/tenants", json!({"name": "other"}))
+        .await
+        .expect_error(409, "already_exists");
+}
+
+async fn long_poll_wakes_on_enqueue(db: &TestDb) {
+    let c = setup(db).await;
+    let app = c.app.clone();
+    let admin = c.admin.clone();
+    let poller = tokio::spawn(async move {
+        let c = Ctx {
+            app,
+            admin,
+            other: String::new(),
+            other_id: String::new(),
+        };
+        let start = Instant::now();
+        let a = c
+            .post(
+                "/v1/queues/lp/claim",
+                json!({"worker_id": "w", "wait_ms": 5000}),
+            )
+            .await;
+        (a, start.elapsed())
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let id = c.enqueue("lp", "k").await;
+    let (a, elapsed) = poller.await.unwrap();
+    let jobs = a.expect(200)["jobs"].as_array().unwrap().clone();
+    assert_eq!(jobs.len(), 1, "{}", a.body);
+    assert_eq!(jobs[0]["id"], id.as_str());
+    assert!(
+        elapsed >= Duration::from_millis(150),
+        "returned before the enqueue: {elapsed:?}"
+    );
+    assert!(
+        elapsed < Duration::from_millis(2500),
+        "woke too late: {elapsed:?}"
+    );
+}
+
+async fn long_poll_times_out_empty(db: &TestDb) {
+    let c = setup(db).await;
+    let start = Instant::now();
+    let a = c
+        .post(
+            "/v1/queues/empty/claim",
+            json!({"worker_id": "w", "wait_ms": 300}),
+        )
+        .await;
+    let elapsed = start.elapsed();
+    assert_eq!(a.expect(200), &json!({"jobs": []}));
+    assert!(elapsed >= Duration::from_millis(300), "{elapsed:?}");
+    assert!(elapsed < Duration::from_millis(3000), "{elapsed:?}");
+}
+
+// Not through `both_backends!`: sqlx's connect future is not `Send` for
+// every lifetime, which the harness's boxed behaviour future needs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_database_is_503_postgres() {
+    let db = tether_conformance::postgres().await;
+    unreachable_database(db.postgres_url()).await;
+    db.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_database_is_503_sqlite() {
+    unreachable_database(None).await;
+}
+
+/// A second store on the same backend, closed after bootstrap: every query
+/// then fails as "database unavailable".
+async fn unreachable_database(url: Option<String>) {
+    let dir = std::env::temp_dir().join(format!("tether-server-503-{}", uuid::Uuid::new_v4()));
+    type Close = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+    let (store, close): (std::sync::Arc<dyn tether_core::Store>, Close) = match url {
+        Some(url) => {
+            let pg = tether_postgres::PgStore::connect(&url).await.unwrap();
+            let pool = pg.pool().clone();
+            (
+                std::sync::Arc::new(pg),
+                Box::pin(async move { pool.close().await }),
+            )
+        }
+        None => {
+            std::fs::create_dir_all(&dir).unwrap();
+            let lite = tether_sqlite::SqliteStore::open(dir.join("db.sqlite"))
+                .await
+                .unwrap();
+            let handle = lite.clone();
+            (
+                std::sync::Arc::new(lite),
+                Box::pin(async move { handle.close().await }),
+            )
+        }
+    };
+    let engine = tether_core::Engine::new(store);
+    let tenant = engine.ensure_tenant("default").await.unwrap();
+    let (_, key) = engine.issue_api_key(tenant.id, None, true).await.unwrap();
+    let c = Ctx {
+        app: tether_server::router(tether_server::AppState::new(
+            engine,
+            ServerConfig::default(),
+        )),
+        admin: key,
+        other: String::new(),
+        other_id: String::new(),
+    };
+    c.call("GET", "/readyz", None, None).await.expect(200);
+    close.await;
+    c.call("GET", "/readyz", None, None)
+        .await
+        .expect_error(503, "unavailable");
+    c.call("GET", "/healthz", None, None).await.expect(200);
+    c.get("/v1/jobs").await.expect_error(503, "unavailable");
+    let _ = std::fs::remove_dir_all(&dir);
+}
