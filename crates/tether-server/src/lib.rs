@@ -50,6 +50,13 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// Longest `wait_ms` a claim may ask for (default 30 000).
     pub max_wait_ms: i64,
+    /// Most claims waiting at once (default 1 024). A claim that finds every
+    /// waiting place taken answers at once, as if it had asked for
+    /// `wait_ms: 0`, so a flood of long-polls cannot pin the server.
+    pub max_long_polls: usize,
+    /// Longest any request may take, long-polls included (default 60 s, so
+    /// above `max_wait_ms`); past it the answer is 503 `unavailable`.
+    pub request_timeout: std::time::Duration,
 }
 
 impl Default for ServerConfig {
@@ -57,6 +64,8 @@ impl Default for ServerConfig {
         ServerConfig {
             max_body_bytes: 1024 * 1024,
             max_wait_ms: 30_000,
+            max_long_polls: 1_024,
+            request_timeout: std::time::Duration::from_secs(60),
         }
     }
 }
@@ -68,6 +77,8 @@ pub struct AppState {
     pub engine: Engine,
     /// The service settings.
     pub config: Arc<ServerConfig>,
+    /// One permit per claim allowed to wait (see `max_long_polls`).
+    pub long_polls: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
@@ -75,6 +86,7 @@ impl AppState {
     pub fn new(engine: Engine, config: ServerConfig) -> Self {
         AppState {
             engine,
+            long_polls: Arc::new(tokio::sync::Semaphore::new(config.max_long_polls)),
             config: Arc::new(config),
         }
     }
@@ -114,7 +126,25 @@ pub fn router(state: AppState) -> Router {
         .nest("/v1", v1)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            time_limit,
+        ))
         .with_state(state)
+}
+
+/// Bounds every request by `request_timeout`. A request cut off mid-claim
+/// loses nothing: the jobs it took come back when their lease lapses.
+async fn time_limit(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    match tokio::time::timeout(state.config.request_timeout, next.run(req)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "the request took too long; it is safe to retry",
+        )
+        .into_response(),
+    }
 }
 
 /// Authenticates every `/v1` request before its handler runs and puts the

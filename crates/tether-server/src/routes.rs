@@ -88,9 +88,17 @@ pub(crate) async fn claim(
     };
     let tenant = caller.tenant();
     let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms as u64);
+    // Only so many claims may wait at once; beyond that, answer at once.
+    let waiting = if wait_ms > 0 {
+        st.long_polls.clone().try_acquire_owned().ok()
+    } else {
+        None
+    };
     // Subscribe before the first claim so a hint sent between an empty claim
     // and the wait is not missed.
-    let mut wakeup = (wait_ms > 0).then(|| st.engine.subscribe(tenant, &req.queue));
+    let mut wakeup = waiting
+        .as_ref()
+        .map(|_| st.engine.subscribe(tenant, &req.queue));
     loop {
         let jobs = st.engine.claim(tenant, &req).await?;
         if !jobs.is_empty() {

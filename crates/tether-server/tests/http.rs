@@ -30,6 +30,8 @@ both_backends!(
     conflicts,
     long_poll_wakes_on_enqueue,
     long_poll_times_out_empty,
+    long_polls_beyond_the_cap_answer_at_once,
+    requests_past_the_time_limit_are_503,
 );
 
 const JOB_FIELDS: [&str; 25] = [
@@ -1114,6 +1116,82 @@ async fn long_poll_times_out_empty(db: &TestDb) {
     assert_eq!(a.expect(200), &json!({"jobs": []}));
     assert!(elapsed >= Duration::from_millis(300), "{elapsed:?}");
     assert!(elapsed < Duration::from_millis(3000), "{elapsed:?}");
+}
+
+async fn long_polls_beyond_the_cap_answer_at_once(db: &TestDb) {
+    let c = std::sync::Arc::new(
+        setup_with(
+            db,
+            ServerConfig {
+                max_long_polls: 1,
+                ..ServerConfig::default()
+            },
+        )
+        .await,
+    );
+    let first = {
+        let c = c.clone();
+        tokio::spawn(async move {
+            c.post(
+                "/v1/queues/capped/claim",
+                json!({"worker_id": "a", "wait_ms": 1500}),
+            )
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let start = Instant::now();
+    let second = c
+        .post(
+            "/v1/queues/capped/claim",
+            json!({"worker_id": "b", "wait_ms": 1500}),
+        )
+        .await;
+    let elapsed = start.elapsed();
+    assert_eq!(second.expect(200), &json!({"jobs": []}));
+    assert!(
+        elapsed < Duration::from_millis(1000),
+        "the second claim waited: {elapsed:?}"
+    );
+    assert_eq!(first.await.unwrap().expect(200), &json!({"jobs": []}));
+    // The place is free again once the first wait ended.
+    let start = Instant::now();
+    let third = c
+        .post(
+            "/v1/queues/capped/claim",
+            json!({"worker_id": "c", "wait_ms": 300}),
+        )
+        .await;
+    assert_eq!(third.expect(200), &json!({"jobs": []}));
+    assert!(
+        start.elapsed() >= Duration::from_millis(300),
+        "the third claim did not wait"
+    );
+}
+
+async fn requests_past_the_time_limit_are_503(db: &TestDb) {
+    let c = setup_with(
+        db,
+        ServerConfig {
+            request_timeout: Duration::from_millis(200),
+            ..ServerConfig::default()
+        },
+    )
+    .await;
+    let start = Instant::now();
+    c.post(
+        "/v1/queues/slow/claim",
+        json!({"worker_id": "w", "wait_ms": 5000}),
+    )
+    .await
+    .expect_error(503, "unavailable");
+    assert!(
+        start.elapsed() < Duration::from_millis(2000),
+        "{:?}",
+        start.elapsed()
+    );
+    // Quick requests are unaffected.
+    c.get("/v1/queues").await.expect(200);
 }
 
 // Not through `both_backends!`: sqlx's connect future is not `Send` for
