@@ -643,6 +643,14 @@ async fn lease_lost(
     })
 }
 
+/// Ends a single-job fenced operation whose fence matched nothing: commits
+/// the `lease_lost` record and returns the error to answer with.
+async fn refuse_stale(mut tx: Tx, tenant: &str, id: Uuid, op: &str) -> Result<Error> {
+    let err = lease_lost(&mut tx, tenant, id, op).await?;
+    tx.commit().await.db()?;
+    Ok(err)
+}
+
 /// Runs a "select the job, then decide" operation's first step.
 async fn fetch_job(conn: &mut SqliteConnection, tenant: &str, id: Uuid) -> Result<Job> {
     let row = sqlx::query(SELECT_JOB)
@@ -977,9 +985,7 @@ impl Store for SqliteStore {
             .await
             .db()?;
         let Some(row) = row else {
-            let err = lease_lost(&mut tx, tenant, id, "complete").await?;
-            tx.commit().await.db()?;
-            return Err(err);
+            return Err(refuse_stale(tx, tenant, id, "complete").await?);
         };
         let job = rows::job(&row)?;
         record(
@@ -1088,9 +1094,7 @@ impl Store for SqliteStore {
             .await
             .db()?;
         let Some(row) = row else {
-            let err = lease_lost(&mut tx, tenant, id, "fail").await?;
-            tx.commit().await.db()?;
-            return Err(err);
+            return Err(refuse_stale(tx, tenant, id, "fail").await?);
         };
         let attempt: i32 = row.try_get("attempt").db()?;
         let max_attempts: i32 = row.try_get("max_attempts").db()?;
@@ -1143,9 +1147,7 @@ impl Store for SqliteStore {
             .await
             .db()?;
         let Some(row) = row else {
-            let err = lease_lost(&mut tx, tenant, id, "snooze").await?;
-            tx.commit().await.db()?;
-            return Err(err);
+            return Err(refuse_stale(tx, tenant, id, "snooze").await?);
         };
         let job = rows::job(&row)?;
         let event = if job.state == JobState::Cancelled {
