@@ -34,7 +34,7 @@ impl WakeupHub {
             .or_insert_with(|| watch::channel(0).0);
         let mut rx = sender.subscribe();
         rx.mark_unchanged();
-        Wakeup { rx }
+        Wakeup { rx: Some(rx) }
     }
 
     /// Wakes the subscribers of one queue (no-op when it has none).
@@ -57,14 +57,25 @@ impl WakeupHub {
 /// One subscriber's end: resolves when a hint arrived since the last wait.
 #[derive(Debug)]
 pub struct Wakeup {
-    rx: watch::Receiver<u64>,
+    /// `None` for [`Wakeup::always`].
+    rx: Option<watch::Receiver<u64>>,
 }
 
 impl Wakeup {
+    /// A wake-up that is always hinted, for sources whose claim itself
+    /// waits for work (a long-poll over HTTP): the caller goes straight back
+    /// to claiming instead of sleeping its poll interval.
+    pub fn always() -> Self {
+        Wakeup { rx: None }
+    }
+
     /// Waits for the next hint (returns at once if one arrived since the
     /// last call). Pair it with a timeout: hints are not guaranteed.
     pub async fn hinted(&mut self) {
-        if self.rx.changed().await.is_err() {
+        let Some(rx) = self.rx.as_mut() else {
+            return;
+        };
+        if rx.changed().await.is_err() {
             // The hub is gone: no hint will ever come; let the caller's
             // timeout (its poll interval) do the waking.
             std::future::pending::<()>().await;
@@ -79,15 +90,25 @@ mod tests {
     #[test]
     fn a_hint_sent_before_the_wait_is_kept() {
         let hub = WakeupHub::new();
-        let mut w = hub.subscribe("t", "q");
-        let mut other = hub.subscribe("t", "other");
+        let w = hub.subscribe("t", "q");
+        let other = hub.subscribe("t", "other");
+        let (mut w, mut other) = (w.rx.unwrap(), other.rx.unwrap());
         hub.notify("t", "q");
-        assert!(w.rx.has_changed().unwrap());
-        assert!(!other.rx.has_changed().unwrap());
+        assert!(w.has_changed().unwrap());
+        assert!(!other.has_changed().unwrap());
         hub.notify_all();
-        assert!(other.rx.has_changed().unwrap());
-        other.rx.mark_unchanged();
-        w.rx.mark_unchanged();
-        assert!(!w.rx.has_changed().unwrap());
+        assert!(other.has_changed().unwrap());
+        other.mark_unchanged();
+        w.mark_unchanged();
+        assert!(!w.has_changed().unwrap());
+    }
+
+    #[test]
+    fn always_is_hinted_at_once() {
+        use std::future::Future;
+        let mut w = Wakeup::always();
+        let mut hinted = std::pin::pin!(w.hinted());
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(hinted.as_mut().poll(&mut cx).is_ready());
     }
 }

@@ -293,6 +293,28 @@ pub struct HeartbeatBody {
     pub progress: Option<Value>,
 }
 
+/// One item of `POST /v1/jobs/heartbeat`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatItem {
+    /// Job.
+    pub id: Uuid,
+    /// Token from the claim.
+    pub lease_token: LeaseToken,
+    /// New lease length.
+    pub lease_ttl_ms: Option<i64>,
+    /// Progress.
+    pub progress: Option<Value>,
+}
+
+/// `POST /v1/jobs/heartbeat`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatManyBody {
+    /// 1–1000 items.
+    pub items: Vec<HeartbeatItem>,
+}
+
 /// `POST /v1/jobs/{id}/complete`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

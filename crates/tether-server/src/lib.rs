@@ -99,6 +99,7 @@ pub fn router(state: AppState) -> Router {
         .route("/jobs", post(enqueue).get(list_jobs))
         .route("/jobs/batch", post(enqueue_batch))
         .route("/jobs/complete", post(complete_many))
+        .route("/jobs/heartbeat", post(heartbeat_many))
         .route("/jobs/{id}", get(get_job))
         .route("/jobs/{id}/events", get(job_events))
         .route("/jobs/{id}/heartbeat", post(heartbeat))

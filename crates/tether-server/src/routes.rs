@@ -140,6 +140,40 @@ pub(crate) async fn heartbeat(
     })))
 }
 
+/// Heartbeats many jobs in one round trip (an addition to API.md, used by
+/// remote workers): one answer per item, in request order.
+pub(crate) async fn heartbeat_many(
+    State(st): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<HeartbeatManyBody>,
+) -> ApiResult<Json<Value>> {
+    let items: Vec<Heartbeat> = body
+        .items
+        .into_iter()
+        .map(|i| Heartbeat {
+            id: i.id,
+            lease_token: i.lease_token,
+            lease_ttl_ms: i.lease_ttl_ms,
+            progress: i.progress,
+        })
+        .collect();
+    let out = st.engine.heartbeat_many(caller.tenant(), &items).await?;
+    let results: Vec<Value> = items
+        .iter()
+        .zip(out)
+        .map(|(item, r)| match r {
+            Ok(ack) => json!({
+                "id": item.id,
+                "ok": true,
+                "lease_expires_at": time(&ack.lease_expires_at),
+                "cancel_requested": ack.cancel_requested,
+            }),
+            Err(e) => json!({ "id": item.id, "ok": false, "error": ApiError::from(e).body() }),
+        })
+        .collect();
+    Ok(Json(json!({ "results": results })))
+}
+
 pub(crate) async fn complete(
     State(st): State<AppState>,
     caller: Caller,

@@ -18,6 +18,7 @@ both_backends!(
     fail_retry_fatal_and_cancel_ack,
     snooze_cancel_and_replay,
     complete_batch_answers_per_item,
+    heartbeat_batch_answers_per_item,
     list_get_and_events,
     queue_routes,
     tenant_and_key_routes,
@@ -398,6 +399,49 @@ async fn complete_batch_answers_per_item(db: &TestDb) {
     c.post("/v1/jobs/complete", json!({"items": []}))
         .await
         .expect_error(400, "invalid_argument");
+}
+
+async fn heartbeat_batch_answers_per_item(db: &TestDb) {
+    let c = setup(db).await;
+    c.enqueue("q", "k").await;
+    c.enqueue("q", "k").await;
+    let (a, ta) = c.claim_one("q").await;
+    let (b, _) = c.claim_one("q").await;
+    let missing = uuid::Uuid::now_v7().to_string();
+    let r = c
+        .post(
+            "/v1/jobs/heartbeat",
+            json!({"items": [
+                {"id": a, "lease_token": ta, "lease_ttl_ms": 120000, "progress": {"done": 3}},
+                {"id": b, "lease_token": uuid::Uuid::new_v4()},
+                {"id": missing, "lease_token": uuid::Uuid::new_v4()}
+            ]}),
+        )
+        .await;
+    let results = r.expect(200)["results"].as_array().unwrap().clone();
+    assert_eq!(results[0]["id"], a.as_str());
+    assert_eq!(results[0]["ok"], true);
+    assert_eq!(results[0]["cancel_requested"], false);
+    assert!(is_rfc3339_utc(&results[0]["lease_expires_at"]));
+    assert_eq!(results[1]["ok"], false);
+    assert_eq!(results[1]["error"]["code"], "lease_lost");
+    assert_eq!(results[2]["error"]["code"], "not_found");
+    let got = c.get(&format!("/v1/jobs/{a}")).await;
+    let got = got.expect(200);
+    assert_eq!(got["job"]["progress"], json!({"done": 3}));
+    let until =
+        chrono::DateTime::parse_from_rfc3339(got["job"]["lease_expires_at"].as_str().unwrap())
+            .unwrap();
+    assert!(until > chrono::Utc::now() + chrono::Duration::seconds(100));
+    c.post("/v1/jobs/heartbeat", json!({"items": []}))
+        .await
+        .expect_error(400, "invalid_argument");
+    c.post(
+        "/v1/jobs/heartbeat",
+        json!({"items": [{"id": a, "lease_token": ta, "extra": 1}]}),
+    )
+    .await
+    .expect_error(400, "invalid_argument");
 }
 
 async fn list_get_and_events(db: &TestDb) {
