@@ -3,8 +3,9 @@ use std::sync::Arc;
 use serde_json::Value;
 use uuid::Uuid;
 
+use crate::counters;
 use crate::error::{Error, Result};
-use crate::keys::{ApiKeyInfo, ApiKeySecret, Tenant};
+use crate::keys::{ApiKeyInfo, ApiKeySecret, Tenant, DEFAULT_TENANT};
 use crate::lifecycle;
 use crate::model::{
     ClaimRequest, ClaimedJob, Completion, Enqueued, Failure, Heartbeat, HeartbeatAck, Job,
@@ -69,14 +70,18 @@ impl Engine {
     pub async fn enqueue_many(&self, tenant: &str, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
         validate::name("tenant", tenant)?;
         validate::new_jobs(jobs, &self.limits)?;
-        self.store.enqueue(tenant, &NewJobRef::mint(jobs)).await
+        let out = self.store.enqueue(tenant, &NewJobRef::mint(jobs)).await?;
+        counters::enqueued(tenant, &out);
+        Ok(out)
     }
 
     /// Claims up to `req.limit` ready jobs.
     pub async fn claim(&self, tenant: &str, req: &ClaimRequest) -> Result<Vec<ClaimedJob>> {
         validate::name("tenant", tenant)?;
         validate::claim(req)?;
-        self.store.claim(tenant, req).await
+        let jobs = self.store.claim(tenant, req).await?;
+        counters::claimed(tenant, &req.queue, jobs.len());
+        Ok(jobs)
     }
 
     /// Extends a lease and records progress.
@@ -118,9 +123,12 @@ impl Engine {
         if let Some(r) = &result {
             validate::json_size("result", r, &self.limits)?;
         }
-        self.store
+        let job = self
+            .store
             .complete(tenant, id, token, result.as_ref())
-            .await
+            .await?;
+        counters::completed(tenant, 1);
+        Ok(job)
     }
 
     /// Completes 1–1000 jobs in one round trip; one answer per item.
@@ -131,7 +139,9 @@ impl Engine {
     ) -> Result<Vec<Result<()>>> {
         validate::name("tenant", tenant)?;
         validate::completions(items, &self.limits)?;
-        self.store.complete_many(tenant, items).await
+        let out = self.store.complete_many(tenant, items).await?;
+        counters::completed(tenant, out.iter().filter(|r| r.is_ok()).count());
+        Ok(out)
     }
 
     /// Ends an attempt with a failure; the error keeps its last 2 000 characters.
@@ -148,9 +158,12 @@ impl Engine {
             error: lifecycle::error_tail(&failure.error),
             ..failure
         };
-        self.store
+        let job = self
+            .store
             .fail(tenant, id, token, &failure, lifecycle::jitter())
-            .await
+            .await?;
+        counters::failed(tenant, job.state);
+        Ok(job)
     }
 
     /// "Not now": back to the queue after `delay_ms`, the attempt given back.
@@ -163,7 +176,9 @@ impl Engine {
     ) -> Result<Job> {
         validate::name("tenant", tenant)?;
         validate::millis("delay_ms", delay_ms, 0..=validate::MAX_DURATION_MS)?;
-        self.store.snooze(tenant, id, token, delay_ms).await
+        let job = self.store.snooze(tenant, id, token, delay_ms).await?;
+        counters::snoozed(tenant);
+        Ok(job)
     }
 
     /// Cancels a queued job, or asks a running one to stop.
@@ -175,14 +190,18 @@ impl Engine {
     /// Queues a failed or cancelled job again, attempt 0.
     pub async fn replay(&self, tenant: &str, id: Uuid) -> Result<Job> {
         validate::name("tenant", tenant)?;
-        self.store.replay(tenant, id).await
+        let job = self.store.replay(tenant, id).await?;
+        counters::replayed(tenant, 1);
+        Ok(job)
     }
 
     /// Replays many dead jobs of one queue.
     pub async fn replay_many(&self, tenant: &str, filter: &ReplayFilter) -> Result<u64> {
         validate::name("tenant", tenant)?;
         validate::replay_filter(filter)?;
-        self.store.replay_many(tenant, filter).await
+        let n = self.store.replay_many(tenant, filter).await?;
+        counters::replayed(tenant, n);
+        Ok(n)
     }
 
     /// One job.
@@ -247,20 +266,26 @@ impl Engine {
     /// One reaper pass (the maintenance leader runs this).
     pub async fn reap_lapsed_leases(&self, batch: u32) -> Result<ReapReport> {
         validate::batch_len("batch", batch as usize, validate::MAX_REPLAY as usize)?;
-        self.store.reap_lapsed_leases(batch).await
+        let report = self.store.reap_lapsed_leases(batch).await?;
+        counters::reaped(&report);
+        Ok(report)
     }
 
     /// One expiry pass.
     pub async fn expire_jobs(&self, batch: u32) -> Result<u64> {
         validate::batch_len("batch", batch as usize, validate::MAX_REPLAY as usize)?;
-        self.store.expire_jobs(batch).await
+        let n = self.store.expire_jobs(batch).await?;
+        counters::expired(n);
+        Ok(n)
     }
 
     /// One pruning pass.
     pub async fn prune_finished(&self, retention_ms: i64, batch: u32) -> Result<u64> {
         validate::millis("retention_ms", retention_ms, 0..=i64::MAX)?;
         validate::batch_len("batch", batch as usize, validate::MAX_REPLAY as usize)?;
-        self.store.prune_finished(retention_ms, batch).await
+        let n = self.store.prune_finished(retention_ms, batch).await?;
+        counters::pruned(n);
+        Ok(n)
     }
 
     /// Tries to take a named lease (e.g. [`lifecycle::MAINTENANCE_LEASE`]).
@@ -327,6 +352,38 @@ impl Engine {
         self.store
             .create_api_key(tenant_id, name, admin, key_id, hash)
             .await
+    }
+
+    /// Makes an operator-chosen string (e.g. `TETHER_ADMIN_KEY`) an admin
+    /// key of the [`DEFAULT_TENANT`]: stores it unless it is already there,
+    /// so every replica can run this at start. A key that was revoked stays
+    /// revoked (the answer shows it): revocation is never undone behind an
+    /// operator's back.
+    pub async fn ensure_operator_admin_key(&self, key: &str) -> Result<ApiKeyInfo> {
+        let (key_id, secret) =
+            ApiKeySecret::operator(key).map_err(|why| Error::invalid("TETHER_ADMIN_KEY", why))?;
+        if let Some((info, _)) = self.store.find_api_key(key_id).await? {
+            return Ok(info);
+        }
+        let tenant = self.ensure_tenant(DEFAULT_TENANT).await?;
+        let created = self
+            .store
+            .create_api_key(
+                tenant.id,
+                Some("TETHER_ADMIN_KEY"),
+                true,
+                key_id,
+                secret.hash(),
+            )
+            .await;
+        match created {
+            Ok(info) => Ok(info),
+            // Another replica stored it first.
+            Err(e) => match self.store.find_api_key(key_id).await? {
+                Some((info, _)) => Ok(info),
+                None => Err(e),
+            },
+        }
     }
 
     /// Mints and stores a new key for a tenant. Returns the key's info and

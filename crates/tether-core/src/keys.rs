@@ -27,6 +27,8 @@ const SECRET_HEX_LEN: usize = 64;
 
 /// Length of a whole key: prefix, 32 hex digits of id, `_`, the secret.
 pub const KEY_LEN: usize = KEY_PREFIX.len() + 32 + 1 + SECRET_HEX_LEN;
+/// Lengths accepted for an operator-chosen key ([`ApiKeySecret::operator`]).
+pub const OPERATOR_KEY_LEN: std::ops::RangeInclusive<usize> = 16..=256;
 
 /// A tenant: the wall around a set of jobs, queues, schedules and keys.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,9 +90,47 @@ impl ApiKeySecret {
         (id, key, secret.hash())
     }
 
-    /// Splits a key string into its id and secret; `None` unless it has
-    /// exactly the issued shape (prefix, 32 then 64 lowercase hex digits).
+    /// Splits a key string into its id and secret: an issued key (prefix,
+    /// 32 then 64 lowercase hex digits), or else an operator-chosen key (see
+    /// [`ApiKeySecret::operator`]); `None` when it is neither.
     pub fn parse(key: &str) -> Option<(Uuid, ApiKeySecret)> {
+        Self::parse_issued(key).or_else(|| Self::operator(key).ok())
+    }
+
+    /// An operator-chosen key, such as `TETHER_ADMIN_KEY`: any string of
+    /// [`OPERATOR_KEY_LEN`] printable ASCII characters not starting like an
+    /// issued key. It has no id inside, so its id is derived from it (the
+    /// first 16 bytes of a SHA-256 of the key under a fixed label, a UUID
+    /// v8) and its "secret" is the whole string, hashed like any secret.
+    /// Its strength is the operator's choice, hence the minimum length.
+    pub fn operator(key: &str) -> Result<(Uuid, ApiKeySecret), String> {
+        if !OPERATOR_KEY_LEN.contains(&key.len()) {
+            return Err(format!(
+                "must be {} to {} characters long, got {}",
+                OPERATOR_KEY_LEN.start(),
+                OPERATOR_KEY_LEN.end(),
+                key.len()
+            ));
+        }
+        if !key.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err("must be printable ASCII without spaces".to_owned());
+        }
+        if key.starts_with(KEY_PREFIX) {
+            return Err(format!(
+                "must not start with {KEY_PREFIX:?}, which marks issued keys"
+            ));
+        }
+        let mut label = Sha256::new();
+        label.update(b"tether operator key id\0");
+        label.update(key.as_bytes());
+        let digest = label.finalize();
+        let mut id = [0u8; 16];
+        id.copy_from_slice(&digest[..16]);
+        let id = uuid::Builder::from_custom_bytes(id).into_uuid();
+        Ok((id, ApiKeySecret(key.to_owned())))
+    }
+
+    fn parse_issued(key: &str) -> Option<(Uuid, ApiKeySecret)> {
         if key.len() != KEY_LEN {
             return None;
         }
@@ -201,7 +241,12 @@ mod tests {
             format!("tth_{id_hex}_{}é", &secret[..62]),
         ];
         for k in &bad {
-            assert!(ApiKeySecret::parse(k).is_none(), "{k:?} parsed");
+            assert!(ApiKeySecret::parse_issued(k).is_none(), "{k:?} parsed");
+            // Whatever else parses is an operator key: its id is derived from
+            // the whole string, never taken from inside it.
+            if let Some((other, _)) = ApiKeySecret::parse(k) {
+                assert_ne!(other, id, "{k:?}");
+            }
         }
         assert!(ApiKeySecret::parse(&key).is_some());
     }
@@ -217,5 +262,28 @@ mod tests {
     #[test]
     fn hex_encoding() {
         assert_eq!(to_hex(&[0x00, 0x0f, 0xa5, 0xff]), "000fa5ff");
+    }
+
+    #[test]
+    fn operator_keys_derive_a_stable_id_and_verify() {
+        let key = "correct-horse-battery-staple-42";
+        let (id, secret) = ApiKeySecret::parse(key).expect("an operator key parses");
+        let (again, _) = ApiKeySecret::operator(key).unwrap();
+        assert_eq!(id, again, "the id is derived from the key alone");
+        assert_eq!(id.get_version_num(), 8);
+        let hash: [u8; 32] = Sha256::digest(key.as_bytes()).into();
+        assert!(secret.verify(&hash));
+        let (other, _) = ApiKeySecret::operator("correct-horse-battery-staple-43").unwrap();
+        assert_ne!(id, other);
+    }
+
+    #[test]
+    fn weak_or_odd_operator_keys_are_refused() {
+        assert!(ApiKeySecret::operator("short").is_err());
+        assert!(ApiKeySecret::operator(&"x".repeat(257)).is_err());
+        assert!(ApiKeySecret::operator("has a space in the middle").is_err());
+        assert!(ApiKeySecret::operator("tth_looks_like_an_issued_key").is_err());
+        assert!(ApiKeySecret::parse("tth_looks_like_an_issued_key").is_none());
+        assert!(ApiKeySecret::operator(&"k".repeat(16)).is_ok());
     }
 }

@@ -8,6 +8,7 @@
 //! backend therefore never sees invalid input, and bad input never reaches the
 //! database: nothing is written when validation fails.
 
+mod counters;
 mod engine;
 mod error;
 pub mod keys;

@@ -1,14 +1,22 @@
-//! Request and response bodies, field for field as in `shared/API.md`.
+//! Request and response bodies, field for field as in `shared/API.md`, with
+//! their OpenAPI schemas: doc comments become the document's descriptions.
+
+use std::borrow::Cow;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
+use tether_core::validate::MAX_NAME_LEN;
 use tether_core::{
-    Backoff, ClaimedJob, Job, JobEvent, JobState, LeaseToken, NewJob, RunAt, Tenant,
+    Backoff, ClaimedJob, EventKind, Job, JobEvent, JobState, LeaseToken, NewJob, QueueConfigPatch,
+    QueueStats, RunAt, StateCounts, Tenant,
 };
+use utoipa::openapi::schema::{Object, ObjectBuilder, Schema, Type};
+use utoipa::openapi::RefOr;
+use utoipa::{IntoParams, PartialSchema, ToSchema};
 use uuid::Uuid;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorDetail};
 
 /// RFC 3339 in UTC with milliseconds: `2026-11-29T23:00:00.123Z`.
 pub fn time(t: &DateTime<Utc>) -> String {
@@ -26,66 +34,175 @@ fn ser_opt_time<S: Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok,
     }
 }
 
+/// Declares a unit type that stands for a schema the derive cannot make: a
+/// type of `tether-core`, or a body written outside this module.
+macro_rules! schema_of {
+    ($(#[$doc:meta])* $ty:ident as $name:literal => $schema:expr) => {
+        $(#[$doc])*
+        pub(crate) struct $ty;
+
+        impl PartialSchema for $ty {
+            fn schema() -> RefOr<Schema> {
+                $schema.into()
+            }
+        }
+
+        impl ToSchema for $ty {
+            fn name() -> Cow<'static, str> {
+                Cow::Borrowed($name)
+            }
+        }
+    };
+}
+
+/// A string schema with these values only.
+fn string_enum<'a>(description: &str, values: impl IntoIterator<Item = &'a str>) -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(values))
+        .description(Some(description))
+        .build()
+}
+
+schema_of!(
+    /// Schema of [`JobState`], with the values the core knows.
+    JobStateSchema as "JobState" => string_enum(
+        "Where a job is in its lifecycle: `queued` (waiting, possibly not before `run_at`), \
+         `running` (claimed, under a lease), and the terminal `succeeded`, `failed` (the \
+         dead-letter queue) and `cancelled`.",
+        JobState::ALL.map(JobState::as_str),
+    )
+);
+
+schema_of!(
+    /// Schema of [`EventKind`], with the values the core knows.
+    EventKindSchema as "EventKind" => string_enum(
+        "A transition in a job's history.",
+        EventKind::ALL.map(EventKind::as_str),
+    )
+);
+
+schema_of!(
+    /// Schema of the names of queues, kinds, tags and tenants.
+    NameSchema as "Name" => ObjectBuilder::new()
+        .schema_type(Type::String)
+        .min_length(Some(1))
+        .max_length(Some(MAX_NAME_LEN))
+        .pattern(Some("^[A-Za-z0-9._:-]+$"))
+        .description(Some(format!(
+            "A queue, kind, tag or tenant name: 1–{MAX_NAME_LEN} characters of `[A-Za-z0-9._:-]`."
+        )))
+);
+
+schema_of!(
+    /// Schema of the answer of `/healthz` and `/readyz`: `{"status": "ok"}`.
+    HealthSchema as "Health" => ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property("status", string_enum("Always `ok`.", ["ok"]))
+        .required("status")
+        .description(Some("The service is up (`/healthz`) or ready (`/readyz`)."))
+);
+
+/// The `ok` of a successful batch item: always `true`.
+fn ok_true() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::Boolean)
+        .enum_values(Some([true]))
+        .description(Some("Always `true` here: this item succeeded."))
+        .build()
+}
+
+/// The `ok` of a failed batch item: always `false`.
+fn ok_false() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::Boolean)
+        .enum_values(Some([false]))
+        .description(Some(
+            "Always `false` here: this item failed; the others are unaffected.",
+        ))
+        .build()
+}
+
 /// The job object of the API (no tenant, never the lease token).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = Job)]
 pub struct JobDto {
-    /// Job id.
+    /// Server-made, time-ordered (UUID v7).
     pub id: Uuid,
-    /// Queue.
+    /// The queue the job waits in.
+    #[schema(value_type = NameSchema)]
     pub queue: String,
-    /// Kind.
+    /// The handler name.
+    #[schema(value_type = NameSchema)]
     pub kind: String,
-    /// Payload.
+    /// Arguments for the handler, any JSON (`null` when none was given).
     pub payload: Value,
-    /// Result.
+    /// What the handler returned on success.
+    #[schema(required)]
     pub result: Option<Value>,
-    /// State.
+    /// Lifecycle state.
+    #[schema(value_type = JobStateSchema)]
     pub state: JobState,
-    /// Priority.
+    /// Higher runs first.
+    #[schema(minimum = -100, maximum = 100)]
     pub priority: i16,
-    /// Claims so far.
+    /// Claims so far (a snooze gives one back).
+    #[schema(minimum = 0)]
     pub attempt: i32,
-    /// Attempt budget.
+    /// Claims allowed before the job fails for good.
+    #[schema(minimum = 1, maximum = 1000)]
     pub max_attempts: i32,
-    /// Not before.
+    /// Not claimable before this instant.
     #[serde(serialize_with = "ser_time")]
     pub run_at: DateTime<Utc>,
-    /// Created.
+    /// When the job was enqueued.
     #[serde(serialize_with = "ser_time")]
     pub created_at: DateTime<Utc>,
-    /// Latest attempt began.
+    /// When the latest attempt began.
     #[serde(serialize_with = "ser_opt_time")]
+    #[schema(required)]
     pub started_at: Option<DateTime<Utc>>,
-    /// Terminal since.
+    /// When the job reached a terminal state.
     #[serde(serialize_with = "ser_opt_time")]
+    #[schema(required)]
     pub finished_at: Option<DateTime<Utc>>,
-    /// Last change.
+    /// Last change of any kind.
     #[serde(serialize_with = "ser_time")]
     pub updated_at: DateTime<Utc>,
-    /// Tail of the last error.
+    /// The last 2 000 characters of the last error message.
+    #[schema(required)]
     pub last_error: Option<String>,
-    /// Unique key.
+    /// At most one active (`queued` or `running`) job of the tenant has it.
+    #[schema(required)]
     pub unique_key: Option<String>,
-    /// Idempotency key.
+    /// At most one job of the tenant (any state, within retention) has it.
+    #[schema(required)]
     pub idempotency_key: Option<String>,
-    /// Tags.
+    /// Free labels for filtering.
+    #[schema(value_type = Vec<NameSchema>)]
     pub tags: Vec<String>,
-    /// Expiry.
+    /// A queued job not claimed by then fails as expired.
     #[serde(serialize_with = "ser_opt_time")]
+    #[schema(required)]
     pub expires_at: Option<DateTime<Utc>>,
-    /// Per-attempt time limit.
+    /// How long one attempt may run (enforced by the worker runtime).
+    #[schema(required, minimum = 1)]
     pub timeout_ms: Option<i64>,
-    /// Cancel asked for while running.
+    /// Cancellation was asked for while the job was running.
     pub cancel_requested: bool,
-    /// Latest claimer.
+    /// The worker that claimed the latest attempt.
+    #[schema(required)]
     pub worker_id: Option<String>,
-    /// Lease end.
+    /// When the current lease lapses (running jobs).
     #[serde(serialize_with = "ser_opt_time")]
+    #[schema(required)]
     pub lease_expires_at: Option<DateTime<Utc>>,
-    /// Last heartbeat.
+    /// The last heartbeat of the current attempt.
     #[serde(serialize_with = "ser_opt_time")]
+    #[schema(required)]
     pub heartbeat_at: Option<DateTime<Utc>>,
-    /// Last progress.
+    /// Whatever JSON the worker last sent with a heartbeat.
+    #[schema(required)]
     pub progress: Option<Value>,
 }
 
@@ -122,12 +239,15 @@ impl From<Job> for JobDto {
 }
 
 /// A claimed job: the job object plus its lease token.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = ClaimedJob)]
 pub struct ClaimedJobDto {
     /// The job.
     #[serde(flatten)]
     pub job: JobDto,
+    /// Proves ownership of the job to heartbeat, complete, fail and snooze.
     /// Only the claimer sees it.
+    #[schema(value_type = Uuid)]
     pub lease_token: LeaseToken,
 }
 
@@ -140,19 +260,23 @@ impl From<ClaimedJob> for ClaimedJobDto {
     }
 }
 
-/// One history event.
-#[derive(Debug, Clone, Serialize)]
+/// One event of a job's history.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = JobEvent)]
 pub struct EventDto {
-    /// When.
+    /// When it happened.
     #[serde(serialize_with = "ser_time")]
     pub at: DateTime<Utc>,
-    /// What.
-    pub event: tether_core::EventKind,
-    /// Attempt after the transition.
+    /// What happened.
+    #[schema(value_type = EventKindSchema)]
+    pub event: EventKind,
+    /// The job's attempt after the transition.
     pub attempt: i32,
-    /// Worker involved.
+    /// The worker involved, if any.
+    #[schema(required)]
     pub worker_id: Option<String>,
-    /// Context.
+    /// Context, e.g. the error message.
+    #[schema(required)]
     pub detail: Option<String>,
 }
 
@@ -168,14 +292,16 @@ impl From<JobEvent> for EventDto {
     }
 }
 
-/// A tenant.
-#[derive(Debug, Clone, Serialize)]
+/// A tenant: the wall around a set of jobs, queues and keys.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = Tenant)]
 pub struct TenantDto {
-    /// Id.
+    /// Its id.
     pub id: Uuid,
-    /// Name.
+    /// Its unique name.
+    #[schema(value_type = NameSchema)]
     pub name: String,
-    /// Created.
+    /// When it was created.
     #[serde(serialize_with = "ser_time")]
     pub created_at: DateTime<Utc>,
 }
@@ -190,37 +316,152 @@ impl From<Tenant> for TenantDto {
     }
 }
 
+/// Exponential retry backoff: the n-th retry waits
+/// `min(base_ms * 2^(n-1), cap_ms)` times a jitter in [1.0, 1.5).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = Backoff)]
+pub struct BackoffDto {
+    /// Delay before the first retry (default 1 000).
+    #[schema(minimum = 0, maximum = 31622400000_i64)]
+    pub base_ms: i64,
+    /// Largest delay before jitter, at least `base_ms` (default 3 600 000).
+    #[schema(minimum = 0, maximum = 31622400000_i64)]
+    pub cap_ms: i64,
+}
+
+impl From<Backoff> for BackoffDto {
+    fn from(b: Backoff) -> Self {
+        BackoffDto {
+            base_ms: b.base_ms,
+            cap_ms: b.cap_ms,
+        }
+    }
+}
+
+impl From<BackoffDto> for Backoff {
+    fn from(b: BackoffDto) -> Self {
+        Backoff {
+            base_ms: b.base_ms,
+            cap_ms: b.cap_ms,
+        }
+    }
+}
+
+/// Number of jobs per state.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[schema(as = StateCounts)]
+pub struct StateCountsDto {
+    /// Queued, ready or scheduled.
+    pub queued: i64,
+    /// Running.
+    pub running: i64,
+    /// Succeeded (within retention).
+    pub succeeded: i64,
+    /// Failed: the dead-letter queue.
+    pub failed: i64,
+    /// Cancelled (within retention).
+    pub cancelled: i64,
+}
+
+impl From<StateCounts> for StateCountsDto {
+    fn from(c: StateCounts) -> Self {
+        StateCountsDto {
+            queued: c.queued,
+            running: c.running,
+            succeeded: c.succeeded,
+            failed: c.failed,
+            cancelled: c.cancelled,
+        }
+    }
+}
+
+/// A queue's health and settings. Queues exist implicitly: an unused one
+/// reads as zeros with the default settings.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = Queue)]
+pub struct QueueDto {
+    /// Queue name.
+    #[schema(value_type = NameSchema)]
+    pub name: String,
+    /// A paused queue accepts enqueues and hands out no claims.
+    pub paused: bool,
+    /// Jobs per state.
+    pub counts: StateCountsDto,
+    /// Queued with `run_at` ≤ now.
+    pub ready: i64,
+    /// Queued with `run_at` > now.
+    pub scheduled: i64,
+    /// Age of the oldest ready job, 0 when none is ready.
+    pub oldest_ready_age_ms: i64,
+    /// Running jobs past their `lease_expires_at`.
+    pub expired_leases: i64,
+    /// Attempt budget that new jobs copy (default 5).
+    pub max_attempts: i32,
+    /// Backoff that new jobs copy.
+    pub backoff: BackoffDto,
+    /// Lease length of claims that do not set one (default 30 000).
+    pub default_lease_ttl_ms: i64,
+}
+
+impl From<QueueStats> for QueueDto {
+    fn from(q: QueueStats) -> Self {
+        QueueDto {
+            name: q.name,
+            paused: q.paused,
+            counts: q.counts.into(),
+            ready: q.ready,
+            scheduled: q.scheduled,
+            oldest_ready_age_ms: q.oldest_ready_age_ms,
+            expired_leases: q.expired_leases,
+            max_attempts: q.config.max_attempts,
+            backoff: q.config.backoff.into(),
+            default_lease_ttl_ms: q.config.default_lease_ttl_ms,
+        }
+    }
+}
+
 /// `POST /v1/jobs` and each entry of a batch.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EnqueueRequest {
-    /// Queue.
+    /// The queue to wait in.
+    #[schema(value_type = NameSchema)]
     pub queue: String,
-    /// Kind.
+    /// The handler name.
+    #[schema(value_type = NameSchema)]
     pub kind: String,
-    /// Payload (default null).
+    /// Arguments for the handler, any JSON (default `null`).
     #[serde(default)]
     pub payload: Value,
-    /// Priority (default 0).
+    /// Higher runs first (default 0).
+    #[schema(minimum = -100, maximum = 100, default = 0)]
     pub priority: Option<i16>,
-    /// Not before this instant.
+    /// Not claimable before this instant; not with `delay_ms`.
     pub run_at: Option<DateTime<Utc>>,
-    /// Not before now + this.
+    /// Not claimable before now + this; not with `run_at`.
+    #[schema(minimum = 0, maximum = 31622400000_i64)]
     pub delay_ms: Option<i64>,
-    /// Attempt budget.
+    /// Claims allowed before the job fails for good (default: the queue's).
+    #[schema(minimum = 1, maximum = 1000)]
     pub max_attempts: Option<i32>,
-    /// Per-attempt time limit.
+    /// How long one attempt may run.
+    #[schema(minimum = 1, maximum = 31622400000_i64)]
     pub timeout_ms: Option<i64>,
-    /// Idempotency key.
+    /// A second enqueue with this key answers the existing job (200).
+    #[schema(min_length = 1, max_length = 255)]
     pub idempotency_key: Option<String>,
-    /// Unique key.
+    /// While a `queued` or `running` job has this key, an enqueue with it
+    /// answers that job (200).
+    #[schema(min_length = 1, max_length = 255)]
     pub unique_key: Option<String>,
-    /// Tags.
+    /// Free labels for filtering.
+    #[schema(value_type = Option<Vec<NameSchema>>, max_items = 32)]
     pub tags: Option<Vec<String>>,
-    /// Expiry.
+    /// A job not claimed by then fails as expired.
     pub expires_at: Option<DateTime<Utc>>,
-    /// Backoff.
-    pub backoff: Option<Backoff>,
+    /// Retry backoff (default: the queue's).
+    pub backoff: Option<BackoffDto>,
 }
 
 impl EnqueueRequest {
@@ -249,7 +490,7 @@ impl EnqueueRequest {
             priority: self.priority.unwrap_or(0),
             run_at,
             max_attempts: self.max_attempts,
-            backoff: self.backoff,
+            backoff: self.backoff.map(Into::into),
             timeout_ms: self.timeout_ms,
             idempotency_key: self.idempotency_key,
             unique_key: self.unique_key,
@@ -260,161 +501,425 @@ impl EnqueueRequest {
 }
 
 /// `POST /v1/jobs/batch`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BatchEnqueueRequest {
-    /// 1–1000 jobs.
+    /// The jobs; one invalid entry rejects the whole batch.
+    #[schema(min_items = 1, max_items = 1000)]
     pub jobs: Vec<EnqueueRequest>,
 }
 
 /// `POST /v1/queues/{queue}/claim`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClaimBody {
-    /// Claimer.
+    /// Who claims: 1–128 characters, no control characters.
+    #[schema(min_length = 1, max_length = 128)]
     pub worker_id: String,
-    /// 1–1000 (default 1).
+    /// Most jobs to take.
+    #[schema(minimum = 1, maximum = 1000, default = 1)]
     pub limit: Option<u32>,
     /// Lease length (default: the queue's, 30 000).
+    #[schema(minimum = 1000, maximum = 3600000)]
     pub lease_ttl_ms: Option<i64>,
-    /// Long-poll up to this long (0–30 000, default 0).
+    /// Long-poll: when nothing is ready, wait up to this long for a job
+    /// (the maximum is the server's `max_wait_ms`, 30 000 by default).
+    #[schema(minimum = 0, maximum = 30000, default = 0)]
     pub wait_ms: Option<i64>,
 }
 
 /// `POST /v1/jobs/{id}/heartbeat`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatBody {
-    /// Token from the claim.
+    /// The token from the claim.
+    #[schema(value_type = Uuid)]
     pub lease_token: LeaseToken,
-    /// New lease length.
+    /// Extend the lease to now + this (default: the TTL given at claim).
+    #[schema(minimum = 1000, maximum = 3600000)]
     pub lease_ttl_ms: Option<i64>,
-    /// Progress.
+    /// Any JSON, shown as the job's `progress`.
     pub progress: Option<Value>,
 }
 
 /// One item of `POST /v1/jobs/heartbeat`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatItem {
-    /// Job.
+    /// The job.
     pub id: Uuid,
-    /// Token from the claim.
+    /// The token from the claim.
+    #[schema(value_type = Uuid)]
     pub lease_token: LeaseToken,
-    /// New lease length.
+    /// Extend the lease to now + this (default: the TTL given at claim).
+    #[schema(minimum = 1000, maximum = 3600000)]
     pub lease_ttl_ms: Option<i64>,
-    /// Progress.
+    /// Any JSON, shown as the job's `progress`.
     pub progress: Option<Value>,
 }
 
 /// `POST /v1/jobs/heartbeat`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatManyBody {
-    /// 1–1000 items.
+    /// The heartbeats.
+    #[schema(min_items = 1, max_items = 1000)]
     pub items: Vec<HeartbeatItem>,
 }
 
 /// `POST /v1/jobs/{id}/complete`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CompleteBody {
-    /// Token from the claim.
+    /// The token from the claim.
+    #[schema(value_type = Uuid)]
     pub lease_token: LeaseToken,
-    /// Result.
+    /// What the handler returned, any JSON.
     pub result: Option<Value>,
 }
 
 /// One item of `POST /v1/jobs/complete`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CompleteItem {
-    /// Job.
+    /// The job.
     pub id: Uuid,
-    /// Token.
+    /// The token from the claim.
+    #[schema(value_type = Uuid)]
     pub lease_token: LeaseToken,
-    /// Result.
+    /// What the handler returned, any JSON.
     pub result: Option<Value>,
 }
 
 /// `POST /v1/jobs/complete`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CompleteManyBody {
-    /// 1–1000 items.
+    /// The completions.
+    #[schema(min_items = 1, max_items = 1000)]
     pub items: Vec<CompleteItem>,
 }
 
 /// `POST /v1/jobs/{id}/fail`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FailBody {
-    /// Token.
+    /// The token from the claim.
+    #[schema(value_type = Uuid)]
     pub lease_token: LeaseToken,
-    /// Message.
+    /// The error message (the job keeps its last 2 000 characters).
     pub error: String,
-    /// Exact retry delay.
+    /// Retry exactly this much later instead of the jittered backoff.
+    #[schema(minimum = 0, maximum = 31622400000_i64)]
     pub retry_after_ms: Option<i64>,
-    /// No retry.
+    /// Fail for good, no retry (default false).
+    #[schema(default = false)]
     pub fatal: Option<bool>,
-    /// Cancel acknowledged.
+    /// The worker stopped because of a cancel request: the job becomes
+    /// `cancelled` (default false; not with `fatal`).
+    #[schema(default = false)]
     pub cancelled: Option<bool>,
 }
 
 /// `POST /v1/jobs/{id}/snooze`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SnoozeBody {
-    /// Token.
+    /// The token from the claim.
+    #[schema(value_type = Uuid)]
     pub lease_token: LeaseToken,
-    /// Back to queued after this.
+    /// Back to `queued` at now + this.
+    #[schema(minimum = 0, maximum = 31622400000_i64)]
     pub delay_ms: i64,
 }
 
-/// `POST /v1/queues/{queue}/replay`.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// `POST /v1/queues/{queue}/replay` (the body may be omitted).
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BulkReplayBody {
-    /// `failed` (default) or `cancelled`.
+    /// Replay jobs in this state: `failed` (default) or `cancelled`.
+    #[schema(value_type = Option<JobStateSchema>)]
     pub state: Option<JobState>,
-    /// Only this kind.
+    /// Only jobs of this kind.
+    #[schema(value_type = Option<NameSchema>)]
     pub kind: Option<String>,
-    /// At most this many.
+    /// At most this many jobs.
+    #[schema(minimum = 1, maximum = 10000, default = 1000)]
     pub limit: Option<u32>,
 }
 
-/// `GET /v1/jobs` query.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// `PATCH /v1/queues/{queue}`: unset fields stay as they are.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+pub struct QueueConfigBody {
+    /// Attempt budget that new jobs copy.
+    #[schema(minimum = 1, maximum = 1000)]
+    pub max_attempts: Option<i32>,
+    /// Backoff that new jobs copy.
+    pub backoff: Option<BackoffDto>,
+    /// Lease length of claims that do not set one.
+    #[schema(minimum = 1000, maximum = 3600000)]
+    pub default_lease_ttl_ms: Option<i64>,
+}
+
+impl From<QueueConfigBody> for QueueConfigPatch {
+    fn from(b: QueueConfigBody) -> Self {
+        QueueConfigPatch {
+            max_attempts: b.max_attempts,
+            backoff: b.backoff.map(Into::into),
+            default_lease_ttl_ms: b.default_lease_ttl_ms,
+        }
+    }
+}
+
+/// `GET /v1/jobs` query. Empty parameters are unset; unknown ones are 400.
+#[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
-    /// Queue.
+    /// Only this queue.
+    #[param(value_type = Option<NameSchema>)]
     pub queue: Option<String>,
-    /// State.
+    /// Only this state (`failed` is the dead-letter queue).
+    #[param(value_type = Option<JobStateSchema>)]
     pub state: Option<String>,
-    /// Kind.
+    /// Only this kind.
+    #[param(value_type = Option<NameSchema>)]
     pub kind: Option<String>,
-    /// Tag.
+    /// Only jobs carrying this tag.
+    #[param(value_type = Option<NameSchema>)]
     pub tag: Option<String>,
     /// Page size.
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 500, default = 50)]
     pub limit: Option<String>,
-    /// Opaque cursor.
+    /// The `next_cursor` of the previous page (opaque).
     pub cursor: Option<String>,
 }
 
 /// `POST /v1/tenants`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTenantBody {
-    /// Name.
+    /// The new tenant's unique name.
+    #[schema(value_type = NameSchema)]
     pub name: String,
 }
 
-/// `POST /v1/tenants/{tenant_id}/keys`.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// `POST /v1/tenants/{tenant_id}/keys` (the body may be omitted).
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateKeyBody {
-    /// Label.
+    /// A label for humans: 1–128 characters, no control characters.
+    #[schema(min_length = 1, max_length = 128)]
     pub name: Option<String>,
-    /// Admin scope (default tenant only).
+    /// Admin scope; only for the `default` tenant, else 400 (default false).
+    #[schema(default = false)]
     pub admin: Option<bool>,
+}
+
+/// `{job}`: the answer of the routes that act on one job.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct JobResponse {
+    /// The job after the operation.
+    pub job: JobDto,
+}
+
+impl From<Job> for JobResponse {
+    fn from(j: Job) -> Self {
+        JobResponse { job: j.into() }
+    }
+}
+
+/// `{job, created}`: the answer of `POST /v1/jobs`, and one entry of a batch.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct EnqueueResponse {
+    /// The new job, or the existing one for the same idempotency key or
+    /// active unique key (unchanged, whatever this request said).
+    pub job: JobDto,
+    /// Whether this request created the job.
+    pub created: bool,
+}
+
+impl From<tether_core::Enqueued> for EnqueueResponse {
+    fn from(e: tether_core::Enqueued) -> Self {
+        EnqueueResponse {
+            job: e.job.into(),
+            created: e.created,
+        }
+    }
+}
+
+/// The answer of `POST /v1/jobs/batch`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct BatchEnqueueResponse {
+    /// One per requested job, in request order.
+    pub results: Vec<EnqueueResponse>,
+}
+
+/// The answer of a claim.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ClaimResponse {
+    /// The claimed jobs, now `running`; empty when none was ready.
+    pub jobs: Vec<ClaimedJobDto>,
+}
+
+/// The answer of a heartbeat.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct HeartbeatResponse {
+    /// When the extended lease lapses.
+    #[serde(serialize_with = "ser_time")]
+    pub lease_expires_at: DateTime<Utc>,
+    /// Cancellation was asked for: the worker should stop and acknowledge.
+    pub cancel_requested: bool,
+}
+
+/// A heartbeat of a batch that went through.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct HeartbeatDone {
+    /// The job.
+    pub id: Uuid,
+    /// Always `true`.
+    #[schema(schema_with = ok_true)]
+    pub ok: bool,
+    /// When the extended lease lapses.
+    #[serde(serialize_with = "ser_time")]
+    pub lease_expires_at: DateTime<Utc>,
+    /// Cancellation was asked for: the worker should stop and acknowledge.
+    pub cancel_requested: bool,
+}
+
+/// One item of a batch that failed, with the error it would have had alone.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ItemFailure {
+    /// The job.
+    pub id: Uuid,
+    /// Always `false`.
+    #[schema(schema_with = ok_false)]
+    pub ok: bool,
+    /// Why, e.g. `lease_lost` or `not_found`.
+    pub error: ErrorDetail,
+}
+
+impl ItemFailure {
+    /// The failure of the item about job `id`.
+    pub fn new(id: Uuid, e: tether_core::Error) -> Self {
+        ItemFailure {
+            id,
+            ok: false,
+            error: ApiError::from(e).detail(),
+        }
+    }
+}
+
+/// The outcome of one heartbeat of a batch.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum HeartbeatResult {
+    /// The lease was extended.
+    Done(HeartbeatDone),
+    /// The heartbeat failed.
+    Failed(ItemFailure),
+}
+
+/// The answer of `POST /v1/jobs/heartbeat`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct HeartbeatManyResponse {
+    /// One per item, in request order.
+    pub results: Vec<HeartbeatResult>,
+}
+
+/// A completion of a batch that went through.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CompleteDone {
+    /// The job, now `succeeded`.
+    pub id: Uuid,
+    /// Always `true`.
+    #[schema(schema_with = ok_true)]
+    pub ok: bool,
+}
+
+/// The outcome of one completion of a batch.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum CompleteResult {
+    /// The job succeeded.
+    Done(CompleteDone),
+    /// The completion failed.
+    Failed(ItemFailure),
+}
+
+/// The answer of `POST /v1/jobs/complete`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CompleteManyResponse {
+    /// One per item, in request order.
+    pub results: Vec<CompleteResult>,
+}
+
+/// The answer of `POST /v1/queues/{queue}/replay`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct BulkReplayResponse {
+    /// How many jobs were queued again.
+    pub replayed: u64,
+}
+
+/// One page of `GET /v1/jobs`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct JobListResponse {
+    /// The jobs, newest first.
+    pub jobs: Vec<JobDto>,
+    /// Pass as `cursor` for the next page; `null` at the end. Opaque.
+    #[schema(required, value_type = Option<String>)]
+    pub next_cursor: Option<Uuid>,
+}
+
+/// The answer of `GET /v1/jobs/{id}/events`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct EventListResponse {
+    /// The job's history, oldest first.
+    pub events: Vec<EventDto>,
+}
+
+/// `{queue}`: the answer of the routes about one queue.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct QueueResponse {
+    /// The queue, after the operation.
+    pub queue: QueueDto,
+}
+
+impl From<QueueStats> for QueueResponse {
+    fn from(q: QueueStats) -> Self {
+        QueueResponse { queue: q.into() }
+    }
+}
+
+/// The answer of `GET /v1/queues`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct QueueListResponse {
+    /// The tenant's queues that have jobs or settings.
+    pub queues: Vec<QueueDto>,
+}
+
+/// The answer of `POST /v1/tenants`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CreateTenantResponse {
+    /// The new tenant.
+    pub tenant: TenantDto,
+    /// Its first (non-admin) API key, shown this once.
+    pub api_key: String,
+}
+
+/// The answer of `GET /v1/tenants`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TenantListResponse {
+    /// Every tenant.
+    pub tenants: Vec<TenantDto>,
+}
+
+/// The answer of `POST /v1/tenants/{tenant_id}/keys`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CreateKeyResponse {
+    /// The key's id (for `DELETE /v1/keys/{key_id}`).
+    pub key_id: Uuid,
+    /// The key, shown this once.
+    pub api_key: String,
 }

@@ -1,9 +1,33 @@
 //! The one error type of the HTTP API: a status code plus
-//! `{"error": {"code", "message"}}`, as in the table of `shared/API.md`.
+//! `{"error": {"code", "message"}}`, as in the table of `shared/API.md`,
+//! and the error parts of the OpenAPI document.
+
+use std::borrow::Cow;
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde::Serialize;
+use utoipa::openapi::response::{Response as DocResponse, ResponseBuilder};
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr};
+use utoipa::{PartialSchema, ToResponse, ToSchema};
+
+/// Every error code with its status: the table of `shared/API.md`, plus
+/// `internal` (500), the answer to an unexpected storage failure.
+const CODES: [(&str, StatusCode); 12] = [
+    ("invalid_argument", StatusCode::BAD_REQUEST),
+    ("unauthenticated", StatusCode::UNAUTHORIZED),
+    ("permission_denied", StatusCode::FORBIDDEN),
+    ("not_found", StatusCode::NOT_FOUND),
+    ("method_not_allowed", StatusCode::METHOD_NOT_ALLOWED),
+    ("already_exists", StatusCode::CONFLICT),
+    ("lease_lost", StatusCode::CONFLICT),
+    ("invalid_state", StatusCode::CONFLICT),
+    ("payload_too_large", StatusCode::PAYLOAD_TOO_LARGE),
+    ("unsupported_media_type", StatusCode::UNSUPPORTED_MEDIA_TYPE),
+    ("unavailable", StatusCode::SERVICE_UNAVAILABLE),
+    ("internal", StatusCode::INTERNAL_SERVER_ERROR),
+];
 
 /// An error answer: status, stable machine-readable code, human message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,25 +75,20 @@ impl ApiError {
         Self::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message)
     }
 
-    /// The status that goes with an error code.
+    /// The status that goes with an error code (500 for an unknown one).
     pub fn status_of(code: &str) -> StatusCode {
-        match code {
-            "invalid_argument" => StatusCode::BAD_REQUEST,
-            "unauthenticated" => StatusCode::UNAUTHORIZED,
-            "permission_denied" => StatusCode::FORBIDDEN,
-            "not_found" => StatusCode::NOT_FOUND,
-            "method_not_allowed" => StatusCode::METHOD_NOT_ALLOWED,
-            "already_exists" | "lease_lost" | "invalid_state" => StatusCode::CONFLICT,
-            "payload_too_large" => StatusCode::PAYLOAD_TOO_LARGE,
-            "unsupported_media_type" => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unavailable" => StatusCode::SERVICE_UNAVAILABLE,
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
-        }
+        CODES
+            .iter()
+            .find(|(c, _)| *c == code)
+            .map_or(StatusCode::INTERNAL_SERVER_ERROR, |(_, status)| *status)
     }
 
     /// The `{"code", "message"}` object (also used per item in batch answers).
-    pub fn body(&self) -> serde_json::Value {
-        json!({ "code": self.code, "message": self.message })
+    pub(crate) fn detail(&self) -> ErrorDetail {
+        ErrorDetail {
+            code: self.code,
+            message: self.message.clone(),
+        }
     }
 }
 
@@ -94,13 +113,103 @@ impl From<tether_core::Error> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({ "error": self.body() });
+        let body = ErrorBody {
+            error: self.detail(),
+        };
         (self.status, axum::Json(body)).into_response()
     }
 }
 
 /// Result alias of the handlers.
 pub type ApiResult<T> = Result<T, ApiError>;
+
+/// The body of every error answer: `{"error": {"code", "message"}}`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = Error)]
+pub(crate) struct ErrorBody {
+    /// What went wrong.
+    pub error: ErrorDetail,
+}
+
+/// An error: a stable machine-readable code and a message for humans.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub(crate) struct ErrorDetail {
+    /// Machine-readable; the HTTP status follows from it.
+    #[schema(value_type = ErrorCode)]
+    pub code: &'static str,
+    /// For humans; not stable.
+    pub message: String,
+}
+
+/// Schema of the error codes (the `code` of [`ErrorDetail`]), made from
+/// [`CODES`] so the document lists exactly the codes the server knows.
+pub(crate) struct ErrorCode;
+
+impl PartialSchema for ErrorCode {
+    fn schema() -> RefOr<Schema> {
+        let table: Vec<String> = CODES
+            .iter()
+            .map(|(code, status)| format!("`{code}` ({})", status.as_u16()))
+            .collect();
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .enum_values(Some(CODES.iter().map(|(code, _)| *code)))
+            .description(Some(format!(
+                "A machine-readable error code and the status it comes with: {}.",
+                table.join(", ")
+            )))
+            .into()
+    }
+}
+
+impl ToSchema for ErrorCode {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("ErrorCode")
+    }
+}
+
+/// Declares unit types that stand for the error answers every route shares
+/// (`#/components/responses/...` in the OpenAPI document).
+macro_rules! error_responses {
+    ($($(#[$doc:meta])* $name:ident => $description:literal;)*) => {$(
+        $(#[$doc])*
+        pub(crate) struct $name;
+
+        impl<'r> ToResponse<'r> for $name {
+            fn response() -> (&'r str, RefOr<DocResponse>) {
+                (stringify!($name), error_response($description).into())
+            }
+        }
+    )*};
+}
+
+/// An error answer with `description` and the [`ErrorBody`] schema.
+pub(crate) fn error_response(description: &str) -> DocResponse {
+    let content = ContentBuilder::new()
+        .schema(Some(Ref::from_schema_name(ErrorBody::name())))
+        .build();
+    ResponseBuilder::new()
+        .description(description)
+        .content("application/json", content)
+        .build()
+}
+
+error_responses! {
+    /// 400 `invalid_argument`.
+    BadRequest => "`invalid_argument`: malformed JSON, an unknown field, or a value out of range or pattern; the message names the field.";
+    /// 401 `unauthenticated`.
+    Unauthenticated => "`unauthenticated`: the `Authorization: Bearer` key is missing, unknown or revoked.";
+    /// 403 `permission_denied`.
+    PermissionDenied => "`permission_denied`: the route needs an admin key.";
+    /// 413 `payload_too_large`.
+    PayloadTooLarge => "`payload_too_large`: the body, a payload, a result or a progress value is above the configured limit (default 1 MiB).";
+    /// 415 `unsupported_media_type`.
+    UnsupportedMediaType => "`unsupported_media_type`: a body that is not `application/json` (or `application/*+json`).";
+    /// 500 `internal`.
+    Internal => "`internal`: an unexpected storage failure; the details are in the server log only.";
+    /// 503 `unavailable`.
+    Unavailable => "`unavailable`: the database is unreachable or the request took longer than the server's time limit; safe to retry.";
+}
 
 #[cfg(test)]
 mod tests {

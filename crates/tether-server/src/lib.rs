@@ -26,6 +26,8 @@
 mod dto;
 mod error;
 mod extract;
+mod metrics;
+mod openapi;
 mod routes;
 
 use std::sync::Arc;
@@ -42,6 +44,8 @@ use uuid::Uuid;
 
 pub use error::{ApiError, ApiResult};
 pub use extract::{ApiJson, ApiQuery, Caller, OptionalJson};
+pub use metrics::{Metrics, GAUGE_CACHE};
+pub use openapi::{openapi, openapi_json};
 
 /// Settings of the HTTP service.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +83,11 @@ pub struct AppState {
     pub config: Arc<ServerConfig>,
     /// One permit per claim allowed to wait (see `max_long_polls`).
     pub long_polls: Arc<tokio::sync::Semaphore>,
+    /// Cancelled when the server begins to stop: waiting claims answer at
+    /// once (empty) so a graceful shutdown does not wait out long-polls.
+    pub shutdown: tokio_util::sync::CancellationToken,
+    /// What `/metrics` serves besides the queue gauges.
+    pub metrics: Metrics,
 }
 
 impl AppState {
@@ -87,8 +96,16 @@ impl AppState {
         AppState {
             engine,
             long_polls: Arc::new(tokio::sync::Semaphore::new(config.max_long_polls)),
+            shutdown: tokio_util::sync::CancellationToken::new(),
+            metrics: Metrics::gauges_only(),
             config: Arc::new(config),
         }
+    }
+
+    /// The same state serving `metrics` at `/metrics`.
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = metrics;
+        self
     }
 }
 
@@ -124,6 +141,8 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics::metrics))
+        .route("/openapi.json", get(openapi::serve))
         .nest("/v1", v1)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -176,10 +195,31 @@ async fn method_not_allowed() -> ApiError {
     )
 }
 
+/// Liveness: the process is up.
+///
+/// No key needed; does not touch the database.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "service",
+    responses((status = 200, description = "The process is alive.", body = dto::HealthSchema))
+)]
 async fn healthz() -> Json<serde_json::Value> {
     Json(json!({ "status": "ok" }))
 }
 
+/// Readiness: the database is reachable.
+///
+/// No key needed.
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "service",
+    responses(
+        (status = 200, description = "The database is reachable.", body = dto::HealthSchema),
+        (status = 503, response = error::Unavailable),
+    )
+)]
 async fn readyz(State(state): State<AppState>) -> Response {
     // One primary-key probe: cheap, and it needs a working connection.
     match state.engine.find_api_key(Uuid::nil()).await {

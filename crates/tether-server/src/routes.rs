@@ -1,20 +1,27 @@
-//! The handlers of the `/v1` routes.
+//! The handlers of the `/v1` routes, each with its OpenAPI description:
+//! a doc comment's first line is the operation's summary, the rest its
+//! description.
+//!
+//! Every `/v1` route answers 401 without a valid key (checked before
+//! anything else), 500 on an unexpected storage failure and 503 when the
+//! database is unreachable or the request outlives the server's time limit.
+//! Routes with a body also answer 400, 413 and 415.
 
 use std::time::Duration;
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::{json, Value};
 use tether_core::{
-    ClaimRequest, Completion, Error, Failure, Heartbeat, JobFilter, JobState, QueueConfigPatch,
-    ReplayFilter,
+    ClaimRequest, Completion, Error, Failure, Heartbeat, JobFilter, JobState, ReplayFilter,
 };
 use uuid::Uuid;
 
 use crate::dto::*;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{
+    ApiError, ApiResult, BadRequest, ErrorBody, Internal, PayloadTooLarge, PermissionDenied,
+    Unauthenticated, Unavailable, UnsupportedMediaType,
+};
 use crate::extract::{ApiJson, ApiQuery, Caller, OptionalJson};
 use crate::AppState;
 
@@ -23,19 +30,43 @@ fn job_id(raw: &str) -> ApiResult<Uuid> {
     Uuid::try_parse(raw).map_err(|_| ApiError::not_found(format!("job {raw} not found")))
 }
 
-fn job(j: tether_core::Job) -> Json<Value> {
-    Json(json!({ "job": JobDto::from(j) }))
+fn job(j: tether_core::Job) -> Json<JobResponse> {
+    Json(j.into())
 }
 
-fn queue(q: tether_core::QueueStats) -> Json<Value> {
-    Json(json!({ "queue": q }))
+fn queue(q: tether_core::QueueStats) -> Json<QueueResponse> {
+    Json(q.into())
 }
 
+/// Enqueue a job.
+///
+/// An existing job for the same idempotency key, or for the same unique key
+/// while that job is `queued` or `running`, is answered instead (200,
+/// `created: false`), unchanged even if this request's payload differs. A
+/// job that sets neither `max_attempts` nor `backoff` copies its queue's.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs",
+    tag = "jobs",
+    security(("api_key" = [])),
+    request_body = EnqueueRequest,
+    responses(
+        (status = 201, description = "The job was created.", body = EnqueueResponse),
+        (status = 200, description = "An existing job for the same idempotency key or active unique key (`created: false`).", body = EnqueueResponse),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 409, description = "`invalid_state`: the enqueue kept racing with concurrent enqueues for the same keys; retry.", body = ErrorBody),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 500, response = Internal),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub(crate) async fn enqueue(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<EnqueueRequest>,
-) -> ApiResult<Response> {
+) -> ApiResult<(StatusCode, Json<EnqueueResponse>)> {
     let new = body.into_new_job("")?;
     let out = st.engine.enqueue(caller.tenant(), new).await?;
     let status = if out.created {
@@ -43,15 +74,35 @@ pub(crate) async fn enqueue(
     } else {
         StatusCode::OK
     };
-    let body = json!({ "job": JobDto::from(out.job), "created": out.created });
-    Ok((status, Json(body)).into_response())
+    Ok((status, Json(out.into())))
 }
 
+/// Enqueue many jobs at once.
+///
+/// All or nothing: one invalid entry rejects the whole batch and writes
+/// nothing. Each entry is deduplicated like a single enqueue.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/batch",
+    tag = "jobs",
+    security(("api_key" = [])),
+    request_body = BatchEnqueueRequest,
+    responses(
+        (status = 200, description = "One result per job, in request order.", body = BatchEnqueueResponse),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 409, description = "`invalid_state`: the batch kept racing with concurrent enqueues for the same keys; retry.", body = ErrorBody),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 500, response = Internal),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub(crate) async fn enqueue_batch(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<BatchEnqueueRequest>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<BatchEnqueueResponse>> {
     let jobs = body
         .jobs
         .into_iter()
@@ -59,19 +110,43 @@ pub(crate) async fn enqueue_batch(
         .map(|(i, j)| j.into_new_job(&format!("jobs[{i}]")))
         .collect::<ApiResult<Vec<_>>>()?;
     let out = st.engine.enqueue_many(caller.tenant(), &jobs).await?;
-    let results: Vec<Value> = out
-        .into_iter()
-        .map(|e| json!({ "job": JobDto::from(e.job), "created": e.created }))
-        .collect();
-    Ok(Json(json!({ "results": results })))
+    Ok(Json(BatchEnqueueResponse {
+        results: out.into_iter().map(Into::into).collect(),
+    }))
 }
 
+/// Claim ready jobs from a queue.
+///
+/// Hands out up to `limit` ready jobs, highest priority first, each now
+/// `running` under a lease and with the `lease_token` that proves ownership.
+/// With `wait_ms`, an empty queue holds the request until a job becomes
+/// ready or the wait ends (then `{"jobs": []}`); when the server's waiting
+/// places are all taken, the claim answers at once, and a waiting claim
+/// answers empty when the server begins to stop. A paused queue hands out
+/// nothing.
+#[utoipa::path(
+    post,
+    path = "/v1/queues/{queue}/claim",
+    tag = "workers",
+    security(("api_key" = [])),
+    params(("queue" = NameSchema, Path, description = "The queue to claim from.")),
+    request_body = ClaimBody,
+    responses(
+        (status = 200, description = "The claimed jobs, possibly none.", body = ClaimResponse),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 500, response = Internal),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub(crate) async fn claim(
     State(st): State<AppState>,
     caller: Caller,
     Path(queue_name): Path<String>,
     ApiJson(body): ApiJson<ClaimBody>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<ClaimResponse>> {
     let max_wait = st.config.max_wait_ms;
     let wait_ms = body.wait_ms.unwrap_or(0);
     if !(0..=max_wait).contains(&wait_ms) {
@@ -107,26 +182,57 @@ pub(crate) async fn claim(
         let Some(w) = wakeup.as_mut() else {
             return Ok(claimed(jobs));
         };
-        if tokio::time::timeout_at(deadline, w.hinted()).await.is_err() {
-            // The wait is over. One last claim catches jobs that became ready
-            // by time alone (a delay ending), which sends no hint.
-            let jobs = st.engine.claim(tenant, &req).await?;
-            return Ok(claimed(jobs));
+        tokio::select! {
+            _ = w.hinted() => {}
+            _ = tokio::time::sleep_until(deadline) => {
+                // The wait is over. One last claim catches jobs that became
+                // ready by time alone (a delay ending), which sends no hint.
+                let jobs = st.engine.claim(tenant, &req).await?;
+                return Ok(claimed(jobs));
+            }
+            // The server is stopping: answer now, empty, so it can exit.
+            _ = st.shutdown.cancelled() => return Ok(claimed(Vec::new())),
         }
     }
 }
 
-fn claimed(jobs: Vec<tether_core::ClaimedJob>) -> Json<Value> {
-    let jobs: Vec<ClaimedJobDto> = jobs.into_iter().map(Into::into).collect();
-    Json(json!({ "jobs": jobs }))
+fn claimed(jobs: Vec<tether_core::ClaimedJob>) -> Json<ClaimResponse> {
+    Json(ClaimResponse {
+        jobs: jobs.into_iter().map(Into::into).collect(),
+    })
 }
 
+/// Extend a job's lease.
+///
+/// The lease is extended to now + `lease_ttl_ms`, or + the TTL given at
+/// claim when omitted. `cancel_requested` tells the worker to stop. A token
+/// stays valid while the job is `running` with it, even past
+/// `lease_expires_at`, until the reaper or another claimer takes the job.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/{id}/heartbeat",
+    tag = "workers",
+    security(("api_key" = [])),
+    params(("id" = Uuid, Path, description = "The job's id.")),
+    request_body = HeartbeatBody,
+    responses(
+        (status = 200, description = "The lease was extended.", body = HeartbeatResponse),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 404, description = "`not_found`: no such job in this tenant (also an id that is not a UUID).", body = ErrorBody),
+        (status = 409, description = "`lease_lost`: the token no longer owns the job.", body = ErrorBody),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 500, response = Internal),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub(crate) async fn heartbeat(
     State(st): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
     ApiJson(body): ApiJson<HeartbeatBody>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<HeartbeatResponse>> {
     let hb = Heartbeat {
         id: job_id(&id)?,
         lease_token: body.lease_token,
@@ -134,19 +240,39 @@ pub(crate) async fn heartbeat(
         progress: body.progress,
     };
     let ack = st.engine.heartbeat(caller.tenant(), &hb).await?;
-    Ok(Json(json!({
-        "lease_expires_at": time(&ack.lease_expires_at),
-        "cancel_requested": ack.cancel_requested,
-    })))
+    Ok(Json(HeartbeatResponse {
+        lease_expires_at: ack.lease_expires_at,
+        cancel_requested: ack.cancel_requested,
+    }))
 }
 
-/// Heartbeats many jobs in one round trip (an addition to API.md, used by
-/// remote workers): one answer per item, in request order.
+/// Extend many leases at once.
+///
+/// An addition to `shared/API.md`: the batch form of the heartbeat, so a
+/// remote worker extends all its leases in one round trip. Each item
+/// succeeds or fails on its own (`ok`), with the error it would have had
+/// alone.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/heartbeat",
+    tag = "workers",
+    security(("api_key" = [])),
+    request_body = HeartbeatManyBody,
+    responses(
+        (status = 200, description = "One result per item, in request order.", body = HeartbeatManyResponse),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 500, response = Internal),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub(crate) async fn heartbeat_many(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<HeartbeatManyBody>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<HeartbeatManyResponse>> {
     let items: Vec<Heartbeat> = body
         .items
         .into_iter()
@@ -158,28 +284,50 @@ pub(crate) async fn heartbeat_many(
         })
         .collect();
     let out = st.engine.heartbeat_many(caller.tenant(), &items).await?;
-    let results: Vec<Value> = items
+    let results = items
         .iter()
         .zip(out)
         .map(|(item, r)| match r {
-            Ok(ack) => json!({
-                "id": item.id,
-                "ok": true,
-                "lease_expires_at": time(&ack.lease_expires_at),
-                "cancel_requested": ack.cancel_requested,
+            Ok(ack) => HeartbeatResult::Done(HeartbeatDone {
+                id: item.id,
+                ok: true,
+                lease_expires_at: ack.lease_expires_at,
+                cancel_requested: ack.cancel_requested,
             }),
-            Err(e) => json!({ "id": item.id, "ok": false, "error": ApiError::from(e).body() }),
+            Err(e) => HeartbeatResult::Failed(ItemFailure::new(item.id, e)),
         })
         .collect();
-    Ok(Json(json!({ "results": results })))
+    Ok(Json(HeartbeatManyResponse { results }))
 }
 
+/// Complete a job.
+///
+/// The job becomes `succeeded` with `result`.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/{id}/complete",
+    tag = "workers",
+    security(("api_key" = [])),
+    params(("id" = Uuid, Path, description = "The job's id.")),
+    request_body = CompleteBody,
+    responses(
+        (status = 200, description = "The job, now `succeeded`.", body = JobResponse),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 404, description = "`not_found`: no such job in this tenant (also an id that is not a UUID).", body = ErrorBody),
+        (status = 409, description = "`lease_lost`: the token no longer owns the job.", body = ErrorBody),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 500, response = Internal),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub(crate) async fn complete(
     State(st): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
     ApiJson(body): ApiJson<CompleteBody>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<JobResponse>> {
     let id = job_id(&id)?;
     let j = st
         .engine
@@ -188,11 +336,31 @@ pub(crate) async fn complete(
     Ok(job(j))
 }
 
+/// Complete many jobs at once.
+///
+/// Each item succeeds or fails on its own (`ok`), with the error it would
+/// have had alone.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/complete",
+    tag = "workers",
+    security(("api_key" = [])),
+    request_body = CompleteManyBody,
+    responses(
+        (status = 200, description = "One result per item, in request order.", body = CompleteManyResponse),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 500, response = Internal),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub(crate) async fn complete_many(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<CompleteManyBody>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<CompleteManyResponse>> {
     let items: Vec<Completion> = body
         .items
         .into_iter()
@@ -203,23 +371,51 @@ pub(crate) async fn complete_many(
         })
         .collect();
     let out = st.engine.complete_many(caller.tenant(), &items).await?;
-    let results: Vec<Value> = items
+    let results = items
         .iter()
         .zip(out)
         .map(|(item, r)| match r {
-            Ok(()) => json!({ "id": item.id, "ok": true }),
-            Err(e) => json!({ "id": item.id, "ok": false, "error": ApiError::from(e).body() }),
+            Ok(()) => CompleteResult::Done(CompleteDone {
+                id: item.id,
+                ok: true,
+            }),
+            Err(e) => CompleteResult::Failed(ItemFailure::new(item.id, e)),
         })
         .collect();
-    Ok(Json(json!({ "results": results })))
+    Ok(Json(CompleteManyResponse { results }))
 }
 
+/// Fail an attempt.
+///
+/// The attempt counts as failed: the job is queued again with jittered
+/// backoff, or exactly `retry_after_ms` later when given, or becomes
+/// `failed` when `fatal` or out of attempts. A worker that stopped because
+/// of a cancel request sends `cancelled: true`: the job becomes `cancelled`.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/{id}/fail",
+    tag = "workers",
+    security(("api_key" = [])),
+    params(("id" = Uuid, Path, description = "The job's id.")),
+    request_body = FailBody,
+    responses(
+        (status = 200, description = "The job, now `queued`, `failed` or `cancelled`.", body = JobResponse),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 404, description = "`not_found`: no such job in this tenant (also an id that is not a UUID).", body = ErrorBody),
+        (status = 409, description = "`lease_lost`: the token no longer owns the job.", body = ErrorBody),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 500, response = Internal),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub(crate) async fn fail(
     State(st): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
     ApiJson(body): ApiJson<FailBody>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<JobResponse>> {
     let id = job_id(&id)?;
     let failure = Failure {
         error: body.error,
@@ -234,12 +430,36 @@ pub(crate) async fn fail(
     Ok(job(j))
 }
 
+/// Snooze a job: "not now, not my fault".
+///
+/// Back to `queued` at now + `delay_ms`; the attempt is given back (the
+/// answer already shows the lowered `attempt`). For rate limits, a busy
+/// resource, a revision race.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/{id}/snooze",
+    tag = "workers",
+    security(("api_key" = [])),
+    params(("id" = Uuid, Path, description = "The job's id.")),
+    request_body = SnoozeBody,
+    responses(
+        (status = 200, description = "The job, now `queued`.", body = JobResponse),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 404, description = "`not_found`: no such job in this tenant (also an id that is not a UUID).", body = ErrorBody),
+        (status = 409, description = "`lease_lost`: the token no longer owns the job.", body = ErrorBody),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 500, response = Internal),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub(crate) async fn snooze(
     State(st): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
     ApiJson(body): ApiJson<SnoozeBody>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<JobResponse>> {
     let id = job_id(&id)?;
     let j = st
         .engine
@@ -248,49 +468,126 @@ pub(crate) async fn snooze(
     Ok(job(j))
 }
 
+/// Cancel a job.
+///
+/// A `queued` job is cancelled at once; a `running` one gets
+/// `cancel_requested: true`, which its worker sees in heartbeat answers.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/{id}/cancel",
+    tag = "jobs",
+    security(("api_key" = [])),
+    params(("id" = Uuid, Path, description = "The job's id.")),
+    responses(
+        (status = 200, description = "The job, now `cancelled` or with `cancel_requested`.", body = JobResponse),
+        (status = 401, response = Unauthenticated),
+        (status = 404, description = "`not_found`: no such job in this tenant (also an id that is not a UUID).", body = ErrorBody),
+        (status = 409, description = "`invalid_state`: the job is already terminal.", body = ErrorBody),
+        (status = 500, response = Internal),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub(crate) async fn cancel(
     State(st): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<JobResponse>> {
     let id = job_id(&id)?;
     Ok(job(st.engine.cancel(caller.tenant(), id).await?))
 }
 
+/// Replay a failed or cancelled job.
+///
+/// Queued again with attempt 0.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/{id}/replay",
+    tag = "jobs",
+    security(("api_key" = [])),
+    params(("id" = Uuid, Path, description = "The job's id.")),
+    responses(
+        (status = 200, description = "The job, now `queued`.", body = JobResponse),
+        (status = 401, response = Unauthenticated),
+        (status = 404, description = "`not_found`: no such job in this tenant (also an id that is not a UUID).", body = ErrorBody),
+        (status = 409, description = "`invalid_state`: the job is not `failed` or `cancelled`, or another active job holds its unique key.", body = ErrorBody),
+        (status = 500, response = Internal),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub(crate) async fn replay(
     State(st): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<JobResponse>> {
     let id = job_id(&id)?;
     Ok(job(st.engine.replay(caller.tenant(), id).await?))
 }
 
+/// Replay a queue's dead letters in bulk.
+///
+/// Queues again (attempt 0) the queue's `failed` jobs, or its `cancelled`
+/// ones with `state: "cancelled"`. The body may be omitted.
+#[utoipa::path(
+    post,
+    path = "/v1/queues/{queue}/replay",
+    tag = "queues",
+    security(("api_key" = [])),
+    params(("queue" = NameSchema, Path, description = "The queue.")),
+    request_body = Option<BulkReplayBody>,
+    responses(
+        (status = 200, description = "How many jobs were queued again.", body = BulkReplayResponse),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 409, description = "`invalid_state`: a concurrent enqueue took a unique key being replayed; retry.", body = ErrorBody),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 500, response = Internal),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub(crate) async fn replay_queue(
     State(st): State<AppState>,
     caller: Caller,
     Path(queue_name): Path<String>,
     OptionalJson(body): OptionalJson<BulkReplayBody>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<BulkReplayResponse>> {
     let filter = ReplayFilter {
         queue: queue_name,
         state: body.state.unwrap_or(JobState::Failed),
         kind: body.kind,
         limit: body.limit,
     };
-    let n = st.engine.replay_many(caller.tenant(), &filter).await?;
-    Ok(Json(json!({ "replayed": n })))
+    let replayed = st.engine.replay_many(caller.tenant(), &filter).await?;
+    Ok(Json(BulkReplayResponse { replayed }))
 }
 
 fn non_empty(v: Option<String>) -> Option<String> {
     v.filter(|s| !s.is_empty())
 }
 
+/// List jobs.
+///
+/// Newest first, a page at a time: pass the answer's `next_cursor` as
+/// `cursor` for the next page. `state=failed` is the dead-letter queue.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs",
+    tag = "jobs",
+    security(("api_key" = [])),
+    params(ListQuery),
+    responses(
+        (status = 200, description = "One page of jobs.", body = JobListResponse),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 500, response = Internal),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub(crate) async fn list_jobs(
     State(st): State<AppState>,
     caller: Caller,
     ApiQuery(q): ApiQuery<ListQuery>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<JobListResponse>> {
     let state = non_empty(q.state)
         .map(|s| s.parse::<JobState>())
         .transpose()
@@ -312,71 +609,187 @@ pub(crate) async fn list_jobs(
         cursor,
     };
     let page = st.engine.list(caller.tenant(), &filter).await?;
-    let jobs: Vec<JobDto> = page.jobs.into_iter().map(Into::into).collect();
-    Ok(Json(json!({
-        "jobs": jobs,
-        "next_cursor": page.next_cursor.map(|c| c.to_string()),
-    })))
+    Ok(Json(JobListResponse {
+        jobs: page.jobs.into_iter().map(Into::into).collect(),
+        next_cursor: page.next_cursor,
+    }))
 }
 
+/// Read a job.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs/{id}",
+    tag = "jobs",
+    security(("api_key" = [])),
+    params(("id" = Uuid, Path, description = "The job's id.")),
+    responses(
+        (status = 200, description = "The job.", body = JobResponse),
+        (status = 401, response = Unauthenticated),
+        (status = 404, description = "`not_found`: no such job in this tenant (also an id that is not a UUID).", body = ErrorBody),
+        (status = 500, response = Internal),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub(crate) async fn get_job(
     State(st): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<JobResponse>> {
     let id = job_id(&id)?;
     Ok(job(st.engine.get(caller.tenant(), id).await?))
 }
 
+/// Read a job's history.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs/{id}/events",
+    tag = "jobs",
+    security(("api_key" = [])),
+    params(("id" = Uuid, Path, description = "The job's id.")),
+    responses(
+        (status = 200, description = "The job's events, oldest first.", body = EventListResponse),
+        (status = 401, response = Unauthenticated),
+        (status = 404, description = "`not_found`: no such job in this tenant (also an id that is not a UUID).", body = ErrorBody),
+        (status = 500, response = Internal),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub(crate) async fn job_events(
     State(st): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<EventListResponse>> {
     let id = job_id(&id)?;
     let events = st.engine.events(caller.tenant(), id).await?;
-    let events: Vec<EventDto> = events.into_iter().map(Into::into).collect();
-    Ok(Json(json!({ "events": events })))
+    Ok(Json(EventListResponse {
+        events: events.into_iter().map(Into::into).collect(),
+    }))
 }
 
+/// List the tenant's queues.
+#[utoipa::path(
+    get,
+    path = "/v1/queues",
+    tag = "queues",
+    security(("api_key" = [])),
+    responses(
+        (status = 200, description = "The queues with their stats and settings.", body = QueueListResponse),
+        (status = 401, response = Unauthenticated),
+        (status = 500, response = Internal),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub(crate) async fn list_queues(
     State(st): State<AppState>,
     caller: Caller,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<QueueListResponse>> {
     let queues = st.engine.list_queues(caller.tenant()).await?;
-    Ok(Json(json!({ "queues": queues })))
+    Ok(Json(QueueListResponse {
+        queues: queues.into_iter().map(Into::into).collect(),
+    }))
 }
 
+/// Read a queue.
+///
+/// Queues exist implicitly: any valid name can be read, and an unused one
+/// reads as zeros with the default settings.
+#[utoipa::path(
+    get,
+    path = "/v1/queues/{queue}",
+    tag = "queues",
+    security(("api_key" = [])),
+    params(("queue" = NameSchema, Path, description = "The queue.")),
+    responses(
+        (status = 200, description = "The queue's stats and settings.", body = QueueResponse),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 500, response = Internal),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub(crate) async fn get_queue(
     State(st): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<QueueResponse>> {
     Ok(queue(st.engine.queue_stats(caller.tenant(), &name).await?))
 }
 
+/// Pause a queue.
+///
+/// A paused queue accepts enqueues and hands out no claims.
+#[utoipa::path(
+    post,
+    path = "/v1/queues/{queue}/pause",
+    tag = "queues",
+    security(("api_key" = [])),
+    params(("queue" = NameSchema, Path, description = "The queue.")),
+    responses(
+        (status = 200, description = "The queue, now paused.", body = QueueResponse),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 500, response = Internal),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub(crate) async fn pause_queue(
     State(st): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<QueueResponse>> {
     Ok(queue(st.engine.pause(caller.tenant(), &name).await?))
 }
 
+/// Resume a paused queue.
+#[utoipa::path(
+    post,
+    path = "/v1/queues/{queue}/resume",
+    tag = "queues",
+    security(("api_key" = [])),
+    params(("queue" = NameSchema, Path, description = "The queue.")),
+    responses(
+        (status = 200, description = "The queue, no longer paused.", body = QueueResponse),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 500, response = Internal),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub(crate) async fn resume_queue(
     State(st): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<QueueResponse>> {
     Ok(queue(st.engine.resume(caller.tenant(), &name).await?))
 }
 
+/// Change a queue's settings.
+///
+/// New jobs copy them at enqueue; jobs already enqueued keep theirs.
+#[utoipa::path(
+    patch,
+    path = "/v1/queues/{queue}",
+    tag = "queues",
+    security(("api_key" = [])),
+    params(("queue" = NameSchema, Path, description = "The queue.")),
+    request_body = QueueConfigBody,
+    responses(
+        (status = 200, description = "The queue with its new settings.", body = QueueResponse),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 500, response = Internal),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub(crate) async fn configure_queue(
     State(st): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
-    ApiJson(patch): ApiJson<QueueConfigPatch>,
-) -> ApiResult<Json<Value>> {
+    ApiJson(body): ApiJson<QueueConfigBody>,
+) -> ApiResult<Json<QueueResponse>> {
+    let patch = body.into();
     Ok(queue(
         st.engine
             .configure_queue(caller.tenant(), &name, &patch)
@@ -384,50 +797,130 @@ pub(crate) async fn configure_queue(
     ))
 }
 
+/// Create a tenant (admin).
+///
+/// Creates the tenant, then issues its first (non-admin) key. These are two
+/// steps: if issuing fails, the tenant exists without a key, and an admin
+/// can issue one with `POST /v1/tenants/{tenant_id}/keys`.
+#[utoipa::path(
+    post,
+    path = "/v1/tenants",
+    tag = "admin",
+    security(("api_key" = [])),
+    request_body = CreateTenantBody,
+    responses(
+        (status = 201, description = "The tenant and its first key.", body = CreateTenantResponse),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = PermissionDenied),
+        (status = 409, description = "`already_exists`: the name is taken.", body = ErrorBody),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 500, response = Internal),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub(crate) async fn create_tenant(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<CreateTenantBody>,
-) -> ApiResult<Response> {
+) -> ApiResult<(StatusCode, Json<CreateTenantResponse>)> {
     caller.require_admin()?;
     let tenant = st.engine.create_tenant(&body.name).await?;
-    let (_, key) = st.engine.issue_api_key(tenant.id, None, false).await?;
-    let body = json!({ "tenant": TenantDto::from(tenant), "api_key": key });
-    Ok((StatusCode::CREATED, Json(body)).into_response())
+    let (_, api_key) = st.engine.issue_api_key(tenant.id, None, false).await?;
+    let body = CreateTenantResponse {
+        tenant: tenant.into(),
+        api_key,
+    };
+    Ok((StatusCode::CREATED, Json(body)))
 }
 
+/// List tenants (admin).
+#[utoipa::path(
+    get,
+    path = "/v1/tenants",
+    tag = "admin",
+    security(("api_key" = [])),
+    responses(
+        (status = 200, description = "Every tenant.", body = TenantListResponse),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = PermissionDenied),
+        (status = 500, response = Internal),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub(crate) async fn list_tenants(
     State(st): State<AppState>,
     caller: Caller,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<TenantListResponse>> {
     caller.require_admin()?;
-    let tenants: Vec<TenantDto> = st
-        .engine
-        .list_tenants()
-        .await?
-        .into_iter()
-        .map(Into::into)
-        .collect();
-    Ok(Json(json!({ "tenants": tenants })))
+    let tenants = st.engine.list_tenants().await?;
+    Ok(Json(TenantListResponse {
+        tenants: tenants.into_iter().map(Into::into).collect(),
+    }))
 }
 
+/// Issue an API key for a tenant (admin).
+///
+/// The key is shown this once. `admin: true` is only for the `default`
+/// tenant. The body may be omitted.
+#[utoipa::path(
+    post,
+    path = "/v1/tenants/{tenant_id}/keys",
+    tag = "admin",
+    security(("api_key" = [])),
+    params(("tenant_id" = Uuid, Path, description = "The tenant's id.")),
+    request_body = Option<CreateKeyBody>,
+    responses(
+        (status = 201, description = "The new key.", body = CreateKeyResponse),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = PermissionDenied),
+        (status = 404, description = "`not_found`: no such tenant (also an id that is not a UUID).", body = ErrorBody),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 500, response = Internal),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub(crate) async fn create_key(
     State(st): State<AppState>,
     caller: Caller,
     Path(tenant_id): Path<String>,
     OptionalJson(body): OptionalJson<CreateKeyBody>,
-) -> ApiResult<Response> {
+) -> ApiResult<(StatusCode, Json<CreateKeyResponse>)> {
     caller.require_admin()?;
     let tenant_id = Uuid::try_parse(&tenant_id)
         .map_err(|_| ApiError::from(Error::NotFound(format!("tenant {tenant_id}"))))?;
-    let (info, key) = st
+    let (info, api_key) = st
         .engine
         .issue_api_key(tenant_id, body.name.as_deref(), body.admin.unwrap_or(false))
         .await?;
-    let body = json!({ "key_id": info.id, "api_key": key });
-    Ok((StatusCode::CREATED, Json(body)).into_response())
+    let body = CreateKeyResponse {
+        key_id: info.id,
+        api_key,
+    };
+    Ok((StatusCode::CREATED, Json(body)))
 }
 
+/// Revoke an API key (admin).
+///
+/// Takes effect at once: the key authenticates nothing from then on.
+#[utoipa::path(
+    delete,
+    path = "/v1/keys/{key_id}",
+    tag = "admin",
+    security(("api_key" = [])),
+    params(("key_id" = Uuid, Path, description = "The key's id (`key_id` when it was issued).")),
+    responses(
+        (status = 204, description = "The key is revoked."),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = PermissionDenied),
+        (status = 404, description = "`not_found`: no such key (also an id that is not a UUID).", body = ErrorBody),
+        (status = 500, response = Internal),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub(crate) async fn revoke_key(
     State(st): State<AppState>,
     caller: Caller,

@@ -9,6 +9,7 @@ use serde::Serialize;
 use tether_core::{validate, JobArgs};
 
 use crate::handler::{self, Handler, JobContext, JobError, JobResult};
+use crate::maintenance::{DEFAULT_MAINTENANCE_TICK, DEFAULT_RETENTION};
 use crate::source::Source;
 use crate::Worker;
 
@@ -22,10 +23,6 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 pub const DEFAULT_MAX_IN_PROCESS_SNOOZE: Duration = Duration::from_secs(5);
 /// Default time running handlers get to finish at shutdown.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
-/// Default retention of finished jobs before the maintenance leader prunes them.
-pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
-/// Default interval of the maintenance loop.
-pub const DEFAULT_MAINTENANCE_TICK: Duration = Duration::from_secs(1);
 /// Most handlers one queue may run at once (a claim takes at most 1000 jobs).
 pub const MAX_CONCURRENCY: usize = 1_000;
 
@@ -101,18 +98,6 @@ impl Config {
     /// heartbeat never costs the lease.
     pub(crate) fn heartbeat_interval(&self) -> Duration {
         self.lease_ttl / 3
-    }
-
-    /// The maintenance lease lasts three ticks (at least the 1 s minimum the
-    /// store accepts), so a leader survives two missed renewals and a dead
-    /// one is replaced within about three ticks.
-    pub(crate) fn maintenance_ttl_ms(&self) -> i64 {
-        (self.maintenance_tick.as_millis() as i64)
-            .saturating_mul(3)
-            .clamp(
-                *validate::LEASE_TTL_RANGE.start(),
-                *validate::LEASE_TTL_RANGE.end(),
-            )
     }
 }
 

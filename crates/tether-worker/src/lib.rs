@@ -60,14 +60,17 @@
 
 mod builder;
 mod handler;
+mod maintenance;
 mod runtime;
 mod source;
 
 pub use builder::{
-    BuildError, WorkerBuilder, DEFAULT_LEASE_TTL, DEFAULT_MAINTENANCE_TICK,
-    DEFAULT_MAX_IN_PROCESS_SNOOZE, DEFAULT_POLL_INTERVAL, DEFAULT_RETENTION,
-    DEFAULT_SHUTDOWN_GRACE, DEFAULT_TENANT, MAX_CONCURRENCY,
+    BuildError, WorkerBuilder, DEFAULT_LEASE_TTL, DEFAULT_MAX_IN_PROCESS_SNOOZE,
+    DEFAULT_POLL_INTERVAL, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TENANT, MAX_CONCURRENCY,
 };
 pub use handler::{JobContext, JobError, JobResult};
+pub use maintenance::{
+    Maintenance, MaintenanceHandle, DEFAULT_MAINTENANCE_TICK, DEFAULT_RETENTION,
+};
 pub use runtime::{Worker, WorkerHandle};
 pub use source::Source;

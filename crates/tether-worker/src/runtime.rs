@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use serde_json::Value;
-use tether_core::lifecycle::MAINTENANCE_LEASE;
 use tether_core::{
     validate, ClaimRequest, ClaimedJob, Completion, Error, Failure, Heartbeat, Job, JobState,
     LeaseToken,
@@ -32,15 +31,11 @@ use uuid::Uuid;
 
 use crate::builder::{Config, QueueSpec, WorkerBuilder};
 use crate::handler::{Handler, JobContext, JobError, JobResult};
+use crate::maintenance::Maintenance;
 use crate::source::Source;
 
 /// Most items in one claim, heartbeat or completion batch (the store's limit).
 const MAX_BATCH: usize = validate::MAX_BATCH;
-/// Most jobs one maintenance pass touches.
-const MAINTENANCE_BATCH: u32 = 1_000;
-/// A maintenance pass that came back full runs again, at most this many
-/// times per tick, so a huge backlog cannot starve the lease renewal.
-const MAINTENANCE_ROUNDS: usize = 10;
 /// First delay after a failed call to the source; doubles up to [`MAX_BACKOFF`].
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
 /// Longest delay between retries of a failing source.
@@ -102,7 +97,7 @@ impl Worker {
             kill: CancellationToken::new(),
             jobs: TaskTracker::new(),
             completions: tx,
-            leader: AtomicBool::new(false),
+            leader: Arc::new(AtomicBool::new(false)),
         });
         let join = tokio::spawn(killable(shared.kill.clone(), supervise(shared.clone(), rx)));
         WorkerHandle { shared, join }
@@ -250,7 +245,8 @@ struct Shared {
     /// The job tasks.
     jobs: TaskTracker,
     completions: mpsc::UnboundedSender<PendingCompletion>,
-    leader: AtomicBool,
+    /// Whether this worker's maintenance leadership is confirmed.
+    leader: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -392,10 +388,15 @@ async fn supervise(shared: Arc<Shared>, completions: mpsc::UnboundedReceiver<Pen
         kill.clone(),
         completer_loop(shared.clone(), completions),
     ));
-    let maintenance = shared
-        .config
-        .maintenance
-        .then(|| tokio::spawn(killable(kill.clone(), maintenance_loop(shared.clone()))));
+    let maintenance = shared.config.maintenance.then(|| {
+        let maintenance = Maintenance::new(shared.source.clone(), &shared.config.worker_id)
+            .tick(shared.config.maintenance_tick)
+            .retention(shared.config.retention);
+        tokio::spawn(killable(
+            kill.clone(),
+            maintenance.run(shared.leader.clone(), shared.drained.clone()),
+        ))
+    });
     let fetchers: Vec<_> = shared
         .config
         .queues
@@ -1129,129 +1130,4 @@ async fn heartbeat_cycle(shared: &Shared) -> bool {
         }
     }
     all_ok
-}
-
-/// Takes part in the election of the maintenance leader every tick, and
-/// while leading reaps lapsed leases, expires and prunes jobs.
-async fn maintenance_loop(shared: Arc<Shared>) {
-    let config = &shared.config;
-    let ttl_ms = config.maintenance_ttl_ms();
-    let mut held: Option<LeaseToken> = None;
-    loop {
-        let mut confirmed = false;
-        held = match held {
-            Some(token) => match shared
-                .source
-                .renew_lease(MAINTENANCE_LEASE, token, ttl_ms)
-                .await
-            {
-                Ok(lease) => {
-                    confirmed = true;
-                    Some(lease.token)
-                }
-                Err(Error::NamedLeaseLost(_)) | Err(Error::LeaseLost(_)) => {
-                    info!(worker_id = %config.worker_id, "maintenance leadership lost to another node");
-                    None
-                }
-                Err(e) => {
-                    // Unsure: keep the token (a lapsed lease nobody took is
-                    // still ours to renew) but do not act until confirmed.
-                    warn!(error = %e, "renewing the maintenance lease failed");
-                    Some(token)
-                }
-            },
-            None => match shared
-                .source
-                .acquire_lease(MAINTENANCE_LEASE, &config.worker_id, ttl_ms)
-                .await
-            {
-                Ok(Some(lease)) => {
-                    info!(worker_id = %config.worker_id, "became the maintenance leader");
-                    confirmed = true;
-                    Some(lease.token)
-                }
-                Ok(None) => None,
-                Err(e) => {
-                    warn!(error = %e, "acquiring the maintenance lease failed");
-                    None
-                }
-            },
-        };
-        shared.leader.store(confirmed, Ordering::SeqCst);
-        if confirmed {
-            maintain(&shared).await;
-        }
-        tokio::select! {
-            biased;
-            _ = shared.drained.cancelled() => break,
-            _ = sleep(config.maintenance_tick) => {}
-        }
-    }
-    shared.leader.store(false, Ordering::SeqCst);
-    if let Some(token) = held {
-        match shared.source.release_lease(MAINTENANCE_LEASE, token).await {
-            Ok(()) => info!(worker_id = %config.worker_id, "maintenance lease released"),
-            Err(e) => warn!(error = %e, "releasing the maintenance lease failed; it will lapse"),
-        }
-    }
-}
-
-/// One round of maintenance: each pass repeats while it came back full.
-async fn maintain(shared: &Shared) {
-    let source = &shared.source;
-    let full = u64::from(MAINTENANCE_BATCH);
-    for _ in 0..MAINTENANCE_ROUNDS {
-        match source.reap_lapsed_leases(MAINTENANCE_BATCH).await {
-            Ok(r) => {
-                if r.total() > 0 {
-                    info!(
-                        requeued = r.requeued,
-                        failed = r.failed,
-                        cancelled = r.cancelled,
-                        "reaped jobs with lapsed leases"
-                    );
-                }
-                if r.total() < full {
-                    break;
-                }
-            }
-            Err(e) => {
-                warn!(error = %e, "reaper pass failed");
-                break;
-            }
-        }
-    }
-    for _ in 0..MAINTENANCE_ROUNDS {
-        match source.expire_jobs(MAINTENANCE_BATCH).await {
-            Ok(n) => {
-                if n > 0 {
-                    info!(expired = n, "expired queued jobs");
-                }
-                if n < full {
-                    break;
-                }
-            }
-            Err(e) => {
-                warn!(error = %e, "expiry pass failed");
-                break;
-            }
-        }
-    }
-    let retention_ms = shared.config.retention.as_millis().min(i64::MAX as u128) as i64;
-    for _ in 0..MAINTENANCE_ROUNDS {
-        match source.prune_finished(retention_ms, MAINTENANCE_BATCH).await {
-            Ok(n) => {
-                if n > 0 {
-                    debug!(pruned = n, "pruned finished jobs");
-                }
-                if n < full {
-                    break;
-                }
-            }
-            Err(e) => {
-                warn!(error = %e, "pruning pass failed");
-                break;
-            }
-        }
-    }
 }

@@ -1,0 +1,12 @@
+//! The `tether` command: `tether serve` runs the HTTP service (SQLite under a
+//! data directory by default, PostgreSQL when given a URL) with the
+//! maintenance leader election built in; `tether migrate` applies the schema
+//! and exits. The client commands of the operator CLI build on this crate.
+//!
+//! The logic lives in this library so that tests and the benchmark program
+//! run exactly the code the binary runs.
+
+pub mod admin_key;
+pub mod duration;
+pub mod serve;
+pub mod store;

@@ -1,0 +1,172 @@
+//! The `tether` binary: see the `tether_cli` library.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use tether_cli::serve::{self, ServeArgs};
+use tether_cli::store::Database;
+
+/// tether: durable background jobs whose system of record is the database.
+#[derive(Debug, Parser)]
+#[command(name = "tether", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the HTTP service (SQLite under --data-dir unless --database-url).
+    Serve(ServeArgs),
+    /// Apply the database migrations and exit.
+    Migrate(MigrateArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct MigrateArgs {
+    /// Directory of the SQLite file.
+    #[arg(long, env = "TETHER_DATA_DIR", default_value = "./tether-data")]
+    data_dir: std::path::PathBuf,
+    /// `postgres://…` to migrate PostgreSQL instead of the SQLite file.
+    #[arg(long, env = "TETHER_DATABASE_URL", hide_env_values = true)]
+    database_url: Option<String>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = runtime.block_on(async {
+        match cli.command {
+            Command::Serve(args) => run_serve(args).await,
+            Command::Migrate(args) => migrate(args).await,
+        }
+    });
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Logs go to stderr, filtered by `TETHER_LOG` (or `RUST_LOG`), default
+/// `info`, e.g. `TETHER_LOG=warn,tether_worker=debug`.
+fn init_logging() {
+    let spec = std::env::var("TETHER_LOG")
+        .or_else(|_| std::env::var("RUST_LOG"))
+        .unwrap_or_else(|_| "info".to_owned());
+    let filter: tracing_subscriber::filter::Targets = spec.parse().unwrap_or_else(|e| {
+        eprintln!("warning: ignoring the log filter {spec:?}: {e}");
+        tracing_subscriber::filter::Targets::new().with_default(tracing::Level::INFO)
+    });
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
+        )
+        .with(filter)
+        .init();
+}
+
+async fn run_serve(args: ServeArgs) -> Result<(), String> {
+    let env_key = std::env::var("TETHER_ADMIN_KEY").ok();
+    let mut signals =
+        Signals::install().map_err(|e| format!("cannot install signal handlers: {e}"))?;
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .install_recorder()
+        .map_err(|e| format!("cannot install the metrics recorder: {e}"))?;
+    let upkeep = recorder.clone();
+    tokio::spawn(async move {
+        // Histograms are summarised by the upkeep; without it they only grow.
+        loop {
+            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+            upkeep.run_upkeep();
+        }
+    });
+    let metrics = tether_server::Metrics::with_recorder(recorder);
+    let running = serve::start(&args, env_key.as_deref(), metrics)
+        .await
+        .map_err(|e| e.to_string())?;
+    print!("{}", running.banner());
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    signals.next().await;
+    tracing::info!("signal received: stopping gracefully (a second signal exits at once)");
+    tokio::spawn(async move {
+        signals.next().await;
+        eprintln!("second signal: exiting without waiting");
+        std::process::exit(1);
+    });
+    running
+        .stop()
+        .await
+        .map_err(|e| format!("serving failed: {e}"))
+}
+
+async fn migrate(args: MigrateArgs) -> Result<(), String> {
+    let database = Database::choose(args.database_url.as_deref(), &args.data_dir)?;
+    if let Database::Sqlite(path) = &database {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+    }
+    tether::Client::connect(&database.url())
+        .await
+        .map_err(|e| format!("cannot migrate {}: {e}", database.describe()))?;
+    println!("migrations applied: {}", database.describe());
+    Ok(())
+}
+
+/// SIGTERM and SIGINT (Ctrl-C).
+struct Signals {
+    #[cfg(unix)]
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Signals> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Ok(Signals {
+                term: signal(SignalKind::terminate())?,
+                int: signal(SignalKind::interrupt())?,
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            Ok(Signals {})
+        }
+    }
+
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        {
+            tokio::select! {
+                _ = self.term.recv() => {}
+                _ = self.int.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

@@ -1,0 +1,462 @@
+//! `tether serve` as a real process: first-start admin key, TETHER_ADMIN_KEY,
+//! metrics, graceful shutdown with a waiting claim, and maintenance failover
+//! between replicas on one PostgreSQL database.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+/// A running `tether serve` child process.
+struct Server {
+    child: Child,
+    addr: String,
+    banner: String,
+}
+
+impl Server {
+    /// Starts `tether serve` on a free port and waits for its banner.
+    fn start(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tether"));
+        cmd.arg("serve")
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(extra)
+            .env_remove("TETHER_ADMIN_KEY")
+            .env_remove("TETHER_DATABASE_URL")
+            .env("TETHER_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn tether serve");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut banner = String::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = match rx.recv_timeout(left) {
+                Ok(line) => line,
+                Err(_) => {
+                    let _ = child.kill();
+                    let status = child.wait().unwrap();
+                    panic!("tether serve gave no banner ({status}); got: {banner}");
+                }
+            };
+            banner.push_str(&line);
+            banner.push('\n');
+            if line.trim_start().starts_with("admin key") && !line.ends_with(':') {
+                break;
+            }
+            if line.starts_with("    tth_") {
+                break;
+            }
+        }
+        let addr = banner
+            .lines()
+            .find_map(|l| l.strip_prefix("tether serve: listening on http://"))
+            .expect("banner names the address")
+            .trim()
+            .to_owned();
+        Server {
+            child,
+            addr,
+            banner,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn signal(&self, signal: &str) {
+        let ok = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid().to_string())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -{signal} failed");
+    }
+
+    /// Waits for the process to exit; panics after `within`.
+    fn wait_exit(&mut self, within: Duration) -> std::process::ExitStatus {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("tether serve did not exit within {within:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "tether-cli-test-{tag}-{}-{}",
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+async fn call(method: reqwest::Method, url: &str, key: &str, body: Option<Value>) -> (u16, Value) {
+    let mut req = http().request(method, url).bearer_auth(key);
+    if let Some(body) = body {
+        req = req.json(&body);
+    }
+    let resp = req.send().await.expect("request");
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap();
+    let body = if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or(Value::String(text))
+    };
+    (status, body)
+}
+
+#[tokio::test]
+async fn first_start_generates_an_admin_key_once() {
+    let dir = temp_dir("first");
+    let mut s = Server::start(&dir, &[], &[]);
+    assert!(s.banner.contains("backend: sqlite"), "{}", s.banner);
+    let printed = s
+        .banner
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("tth_").map(|k| format!("tth_{k}")))
+        .expect("the first start prints the key");
+    let saved = tether_cli::admin_key::read_key_file(&dir).unwrap();
+    assert_eq!(printed, saved);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.join("admin.key"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let (status, body) = call(reqwest::Method::GET, &s.url("/v1/tenants"), &saved, None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["tenants"][0]["name"], "default");
+    s.signal("TERM");
+    assert!(s.wait_exit(Duration::from_secs(10)).success());
+
+    // The second start finds the key and shows nothing secret.
+    let s = Server::start(&dir, &[], &[]);
+    assert!(!s.banner.contains("tth_"), "{}", s.banner);
+    assert!(s.banner.contains("admin.key"), "{}", s.banner);
+    let (status, _) = call(reqwest::Method::GET, &s.url("/v1/tenants"), &saved, None).await;
+    assert_eq!(status, 200);
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn tether_admin_key_is_the_admin_key() {
+    let dir = temp_dir("envkey");
+    let key = "an-operator-chosen-admin-key-1234";
+    let s = Server::start(&dir, &[], &[("TETHER_ADMIN_KEY", key)]);
+    assert!(s.banner.contains("TETHER_ADMIN_KEY"), "{}", s.banner);
+    assert!(
+        !dir.join("admin.key").exists(),
+        "no key file with TETHER_ADMIN_KEY"
+    );
+    let (status, body) = call(
+        reqwest::Method::POST,
+        &s.url("/v1/tenants"),
+        key,
+        Some(json!({"name": "acme"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, _) = call(
+        reqwest::Method::GET,
+        &s.url("/v1/tenants"),
+        "an-operator-chosen-admin-key-1235",
+        None,
+    )
+    .await;
+    assert_eq!(status, 401);
+    drop(s);
+
+    // A weak key is refused at start, loudly.
+    let out = Command::new(env!("CARGO_BIN_EXE_tether"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&dir)
+        .env("TETHER_ADMIN_KEY", "short")
+        .env("TETHER_LOG", "off")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("TETHER_ADMIN_KEY"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn metrics_need_an_admin_key_and_show_queues_and_counters() {
+    let dir = temp_dir("metrics");
+    let key = "metrics-admin-key-0123456789";
+    let s = Server::start(&dir, &[], &[("TETHER_ADMIN_KEY", key)]);
+    let (status, _) = call(
+        reqwest::Method::POST,
+        &s.url("/v1/jobs"),
+        key,
+        Some(json!({"queue": "mail", "kind": "send"})),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let (status, tenant) = call(
+        reqwest::Method::POST,
+        &s.url("/v1/tenants"),
+        key,
+        Some(json!({"name": "acme"})),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let acme_key = tenant["api_key"].as_str().unwrap().to_owned();
+
+    let resp = http()
+        .get(s.url("/metrics"))
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    assert!(resp.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/plain"));
+    let text = resp.text().await.unwrap();
+    for line in [
+        "tether_queue_jobs{tenant=\"default\",queue=\"mail\",state=\"queued\"} 1",
+        "tether_queue_oldest_ready_age_seconds{tenant=\"default\",queue=\"mail\"}",
+        "tether_queue_expired_leases{tenant=\"default\",queue=\"mail\"} 0",
+        "tether_jobs_enqueued_total{tenant=\"default\",queue=\"mail\"} 1",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+    let (status, body) = call(reqwest::Method::GET, &s.url("/metrics"), &acme_key, None).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (403, Some("permission_denied"))
+    );
+    let resp = http().get(s.url("/metrics")).send().await.unwrap();
+    assert_eq!(resp.status().as_u16(), 401);
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn sigterm_answers_waiting_claims_and_exits_zero() {
+    let dir = temp_dir("sigterm");
+    let key = "sigterm-admin-key-0123456789";
+    let mut s = Server::start(&dir, &[], &[("TETHER_ADMIN_KEY", key)]);
+    let url = s.url("/v1/queues/idle/claim");
+    let waiting = tokio::spawn({
+        let key = key.to_owned();
+        async move {
+            call(
+                reqwest::Method::POST,
+                &url,
+                &key,
+                Some(json!({"worker_id": "w", "wait_ms": 25000})),
+            )
+            .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!waiting.is_finished(), "the claim waits");
+    let sent = Instant::now();
+    s.signal("TERM");
+    let (status, body) = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiting claim is answered during shutdown")
+        .unwrap();
+    assert_eq!((status, body), (200, json!({"jobs": []})));
+    let exit = s.wait_exit(Duration::from_secs(10));
+    assert!(exit.success(), "{exit}");
+    assert!(
+        sent.elapsed() < Duration::from_secs(10),
+        "the shutdown did not wait out the long-poll"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The holder of the maintenance lease, if it is live.
+async fn maintenance_holder(pool: &sqlx::PgPool) -> Option<String> {
+    sqlx::query_scalar::<_, String>(
+        "SELECT holder FROM tether.leases WHERE name = 'maintenance' AND expires_at > now()",
+    )
+    .fetch_optional(pool)
+    .await
+    .unwrap()
+}
+
+/// The pid in a holder id `serve:<pid>:<random>`.
+fn holder_pid(holder: &str) -> u32 {
+    holder.split(':').nth(1).unwrap().parse().unwrap()
+}
+
+async fn wait_for_holder(
+    pool: &sqlx::PgPool,
+    among: &[u32],
+    not: Option<u32>,
+    within: Duration,
+) -> u32 {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(h) = maintenance_holder(pool).await {
+            let pid = holder_pid(&h);
+            if among.contains(&pid) && Some(pid) != not {
+                return pid;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no replica among {among:?} (other than {not:?}) took the maintenance lease within {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn replicas_on_postgres_elect_one_maintainer_and_fail_over() {
+    let db = tether_conformance::postgres().await;
+    let url = db.postgres_url().unwrap();
+    let pool = sqlx::PgPool::connect(&url).await.unwrap();
+    let key = "replica-admin-key-0123456789";
+    let dirs: Vec<PathBuf> = (0..3).map(|i| temp_dir(&format!("replica{i}"))).collect();
+    // Tick 300 ms: the leader lease lasts 1 s (the minimum).
+    let args = [
+        "--database-url",
+        url.as_str(),
+        "--maintenance-tick",
+        "300ms",
+    ];
+    let mut servers: Vec<Server> = dirs
+        .iter()
+        .map(|d| Server::start(d, &args, &[("TETHER_ADMIN_KEY", key)]))
+        .collect();
+    let pids: Vec<u32> = servers.iter().map(Server::pid).collect();
+    let leader = wait_for_holder(&pool, &pids, None, Duration::from_secs(10)).await;
+
+    // For a while, exactly that replica keeps the lease (no flapping).
+    for _ in 0..10 {
+        let h = maintenance_holder(&pool).await.expect("a live lease");
+        assert_eq!(holder_pid(&h), leader);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // A job whose worker vanished: claimed with a 1 s lease, never finished.
+    let api = &servers[0];
+    let (status, _) = call(
+        reqwest::Method::POST,
+        &api.url("/v1/jobs"),
+        key,
+        Some(json!({"queue": "q", "kind": "k", "max_attempts": 3})),
+    )
+    .await;
+    assert_eq!(status, 201);
+
+    // Kill the leader outright: another replica takes over once the lease
+    // (1 s) lapses, and keeps reaping.
+    let idx = pids.iter().position(|p| *p == leader).unwrap();
+    let mut dead = servers.remove(idx);
+    dead.signal("KILL");
+    dead.wait_exit(Duration::from_secs(5));
+    let killed_at = Instant::now();
+    let survivors: Vec<u32> = servers.iter().map(Server::pid).collect();
+    let next = wait_for_holder(&pool, &survivors, Some(leader), Duration::from_secs(10)).await;
+    let took = killed_at.elapsed();
+    assert!(
+        took < Duration::from_millis(1_000 + 2 * 300 + 2_000),
+        "takeover took {took:?}, expected about one lease TTL"
+    );
+
+    let api = &servers[0];
+    let (status, claimed) = call(
+        reqwest::Method::POST,
+        &api.url("/v1/queues/q/claim"),
+        key,
+        Some(json!({"worker_id": "vanishing", "lease_ttl_ms": 1000})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let id = claimed["jobs"][0]["id"]
+        .as_str()
+        .expect("claimed")
+        .to_owned();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, job) = call(
+            reqwest::Method::GET,
+            &api.url(&format!("/v1/jobs/{id}")),
+            key,
+            None,
+        )
+        .await;
+        if job["job"]["state"] == "queued" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the new leader did not reap: {job}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // A graceful stop hands the lease over at once (released, not lapsed).
+    let idx = survivors.iter().position(|p| *p == next).unwrap();
+    let mut stopping = servers.remove(idx);
+    stopping.signal("TERM");
+    assert!(stopping.wait_exit(Duration::from_secs(10)).success());
+    let last = servers[0].pid();
+    wait_for_holder(&pool, &[last], None, Duration::from_secs(5)).await;
+
+    drop(servers);
+    pool.close().await;
+    for d in dirs {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}

@@ -1,0 +1,162 @@
+//! `GET /metrics` (admin key): Prometheus text. Queue gauges are read from
+//! the database at scrape time for every tenant, cached briefly so that
+//! several scrapers cannot load it; counters come from the process's
+//! `metrics` recorder when one is installed (`tether serve` installs it).
+
+use std::fmt::Write;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::{IntoResponse, Response};
+use metrics_exporter_prometheus::PrometheusHandle;
+use tether_core::{Engine, QueueStats};
+
+use crate::error::ApiResult;
+use crate::extract::Caller;
+use crate::AppState;
+
+/// How long one reading of the queue gauges is served again.
+pub const GAUGE_CACHE: Duration = Duration::from_secs(2);
+
+/// The `/metrics` state: the recorder's handle and the gauge cache.
+#[derive(Clone, Default)]
+pub struct Metrics {
+    recorder: Option<PrometheusHandle>,
+    cache: Arc<Mutex<Option<(Instant, String)>>>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics")
+            .field("recorder", &self.recorder.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Metrics {
+    /// Gauges only (no counters): for a process without a recorder.
+    pub fn gauges_only() -> Self {
+        Metrics::default()
+    }
+
+    /// Gauges plus whatever the installed Prometheus recorder holds (the
+    /// `tether_jobs_*_total` counters of the engine, the worker metrics).
+    pub fn with_recorder(recorder: PrometheusHandle) -> Self {
+        Metrics {
+            recorder: Some(recorder),
+            ..Metrics::default()
+        }
+    }
+
+    async fn gauges(&self, engine: &Engine) -> ApiResult<String> {
+        if let Some((at, text)) = &*self.cache.lock().unwrap_or_else(|e| e.into_inner()) {
+            if at.elapsed() < GAUGE_CACHE {
+                return Ok(text.clone());
+            }
+        }
+        let mut queues = Vec::new();
+        for tenant in engine.list_tenants().await? {
+            let stats = engine.list_queues(&tenant.name).await?;
+            queues.push((tenant.name, stats));
+        }
+        let text = render_gauges(&queues);
+        *self.cache.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((Instant::now(), text.clone()));
+        Ok(text)
+    }
+}
+
+/// One queue's samples of one gauge: an optional `state` label and a value.
+type Samples = Vec<(Option<&'static str>, f64)>;
+/// A gauge: name, help text, and how to read it off a queue's stats.
+type Gauge = (&'static str, &'static str, fn(&QueueStats) -> Samples);
+
+/// The queue gauges as Prometheus text.
+fn render_gauges(queues: &[(String, Vec<QueueStats>)]) -> String {
+    let gauges: [Gauge; 6] = [
+        (
+            "tether_queue_jobs",
+            "Jobs per queue and state, read from the database.",
+            |q| {
+                let c = &q.counts;
+                vec![
+                    (Some("queued"), c.queued as f64),
+                    (Some("running"), c.running as f64),
+                    (Some("succeeded"), c.succeeded as f64),
+                    (Some("failed"), c.failed as f64),
+                    (Some("cancelled"), c.cancelled as f64),
+                ]
+            },
+        ),
+        (
+            "tether_queue_ready_jobs",
+            "Queued jobs whose run_at has come.",
+            |q| vec![(None, q.ready as f64)],
+        ),
+        (
+            "tether_queue_scheduled_jobs",
+            "Queued jobs whose run_at is still ahead.",
+            |q| vec![(None, q.scheduled as f64)],
+        ),
+        (
+            "tether_queue_oldest_ready_age_seconds",
+            "How long the oldest ready job has waited (0 when none is ready).",
+            |q| vec![(None, q.oldest_ready_age_ms as f64 / 1000.0)],
+        ),
+        (
+            "tether_queue_expired_leases",
+            "Running jobs past their lease, not yet reaped.",
+            |q| vec![(None, q.expired_leases as f64)],
+        ),
+        ("tether_queue_paused", "1 when the queue is paused.", |q| {
+            vec![(None, if q.paused { 1.0 } else { 0.0 })]
+        }),
+    ];
+    let mut out = String::new();
+    for (name, help, samples) in gauges {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        for (tenant, stats) in queues {
+            for q in stats {
+                for (state, value) in samples(q) {
+                    let _ = write!(
+                        out,
+                        "{name}{{tenant=\"{}\",queue=\"{}\"",
+                        escape(tenant),
+                        escape(&q.name)
+                    );
+                    if let Some(state) = state {
+                        let _ = write!(out, ",state=\"{state}\"");
+                    }
+                    let _ = writeln!(out, "}} {value}");
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A label value in Prometheus text (names are restricted already; this
+/// keeps the output well-formed whatever they hold).
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// `GET /metrics`.
+pub(crate) async fn metrics(State(st): State<AppState>, caller: Caller) -> ApiResult<Response> {
+    caller.require_admin()?;
+    let mut text = st.metrics.gauges(&st.engine).await?;
+    if let Some(recorder) = &st.metrics.recorder {
+        text.push_str(&recorder.render());
+    }
+    Ok((
+        [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        text,
+    )
+        .into_response())
+}

@@ -1,0 +1,217 @@
+//! The OpenAPI document of the HTTP API, generated from the handlers'
+//! `#[utoipa::path]` annotations and the schemas of `dto.rs` and
+//! `error.rs`, and served at `GET /openapi.json`.
+//!
+//! `docs/openapi.json` is a committed copy; `tests/openapi.rs` fails when
+//! it differs from what this module makes.
+
+use std::sync::OnceLock;
+
+use axum::http::header::CONTENT_TYPE;
+use axum::response::IntoResponse;
+use utoipa::openapi::path::{HttpMethod, OperationBuilder};
+use utoipa::openapi::response::ResponseBuilder;
+use utoipa::openapi::schema::{ObjectBuilder, Schema, SchemaType, Type};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr};
+use utoipa::{Modify, OpenApi, ToResponse};
+
+use crate::error::{Internal, PermissionDenied, Unauthenticated, Unavailable};
+
+/// The name of the bearer-key security scheme.
+const API_KEY: &str = "api_key";
+
+/// The document: every route's operation, the shared error answers, the
+/// bearer scheme and `/metrics`.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "tether",
+        description = "The HTTP API of tether, a durable job queue: the contract of `shared/API.md`.\n\n\
+            JSON in, JSON out; unknown fields in a request body are rejected. Times are RFC 3339 \
+            strings in UTC with milliseconds; durations are integer milliseconds named `*_ms`; ids \
+            are UUIDs. Every `/v1` route needs `Authorization: Bearer <api key>`; a key sees only \
+            its tenant's jobs and queues, and admin keys (of the `default` tenant only) also manage \
+            tenants and keys and read `/metrics`. Errors are a status plus \
+            `{\"error\": {\"code\", \"message\"}}`.",
+        license(name = "MIT OR Apache-2.0", identifier = "MIT OR Apache-2.0"),
+    ),
+    paths(
+        crate::healthz,
+        crate::readyz,
+        serve,
+        crate::routes::enqueue,
+        crate::routes::enqueue_batch,
+        crate::routes::list_jobs,
+        crate::routes::get_job,
+        crate::routes::job_events,
+        crate::routes::cancel,
+        crate::routes::replay,
+        crate::routes::claim,
+        crate::routes::heartbeat,
+        crate::routes::heartbeat_many,
+        crate::routes::complete,
+        crate::routes::complete_many,
+        crate::routes::fail,
+        crate::routes::snooze,
+        crate::routes::list_queues,
+        crate::routes::get_queue,
+        crate::routes::configure_queue,
+        crate::routes::pause_queue,
+        crate::routes::resume_queue,
+        crate::routes::replay_queue,
+        crate::routes::create_tenant,
+        crate::routes::list_tenants,
+        crate::routes::create_key,
+        crate::routes::revoke_key,
+    ),
+    components(schemas(crate::error::ErrorBody), responses(
+        crate::error::BadRequest,
+        Unauthenticated,
+        PermissionDenied,
+        crate::error::PayloadTooLarge,
+        crate::error::UnsupportedMediaType,
+        Internal,
+        Unavailable,
+    )),
+    modifiers(&BearerKey, &OptionalBodies, &Metrics),
+    tags(
+        (name = "jobs", description = "Producing and managing jobs."),
+        (name = "workers", description = "Claiming jobs and reporting on them, under a lease."),
+        (name = "queues", description = "Queue stats, settings, pausing and bulk replay."),
+        (name = "admin", description = "Tenants, keys and metrics: admin keys only."),
+        (name = "service", description = "Health and this document: no key needed."),
+    )
+)]
+struct ApiDoc;
+
+/// Adds the `api_key` bearer scheme that the `/v1` routes and `/metrics`
+/// name in their `security`.
+struct BearerKey;
+
+impl Modify for BearerKey {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        let scheme = HttpBuilder::new()
+            .scheme(HttpAuthScheme::Bearer)
+            .description(Some(
+                "`Authorization: Bearer <api key>`. A key belongs to one tenant; a missing, \
+                 unknown or revoked key is 401.",
+            ))
+            .build();
+        doc.components
+            .get_or_insert_with(Default::default)
+            .add_security_scheme(API_KEY, SecurityScheme::Http(scheme));
+    }
+}
+
+/// An `Option<T>` request body in an annotation means that the body may be
+/// omitted (an [`OptionalJson`](crate::OptionalJson) body), not that it may
+/// be JSON `null`: of what utoipa makes of it, this keeps the body not
+/// required and drops the `null` choice from its schema.
+struct OptionalBodies;
+
+impl Modify for OptionalBodies {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        let is_null = |s: &RefOr<Schema>| match s {
+            RefOr::T(Schema::Object(o)) => o.schema_type == SchemaType::Type(Type::Null),
+            _ => false,
+        };
+        for item in doc.paths.paths.values_mut() {
+            let operations = [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+            ];
+            let optional_bodies = operations
+                .into_iter()
+                .flatten()
+                .filter_map(|op| op.request_body.as_mut())
+                .filter(|body| body.required.is_none());
+            for body in optional_bodies {
+                for content in body.content.values_mut() {
+                    if let Some(RefOr::T(Schema::OneOf(one_of))) = &content.schema {
+                        let mut rest = one_of.items.iter().filter(|s| !is_null(s));
+                        if let (Some(schema), None) = (rest.next(), rest.next()) {
+                            content.schema = Some(schema.clone());
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Adds `GET /metrics`. Its handler (`metrics.rs`) carries no
+/// `#[utoipa::path]`; were it annotated, it would be listed in `paths`
+/// instead.
+struct Metrics;
+
+impl Modify for Metrics {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        let text = ContentBuilder::new()
+            .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+            .build();
+        let response = |(name, _)| Ref::from_response_name(name);
+        let operation = OperationBuilder::new()
+            .operation_id(Some("metrics"))
+            .tag("admin")
+            .summary(Some("Prometheus metrics of every tenant (admin)."))
+            .description(Some(
+                "The Prometheus text format, labelled by tenant and queue: at least \
+                 `tether_queue_jobs{tenant,queue,state}`, \
+                 `tether_queue_oldest_ready_age_seconds{tenant,queue}`, \
+                 `tether_queue_expired_leases{tenant,queue}` and `tether_jobs_*_total` counters.",
+            ))
+            .security(SecurityRequirement::new(API_KEY, Vec::<String>::new()))
+            .response(
+                "200",
+                ResponseBuilder::new()
+                    .description("The metrics, in the Prometheus text exposition format.")
+                    .content("text/plain", text),
+            )
+            .response("401", response(Unauthenticated::response()))
+            .response("403", response(PermissionDenied::response()))
+            .response("500", response(Internal::response()))
+            .response("503", response(Unavailable::response()));
+        doc.paths
+            .add_path_operation("/metrics", vec![HttpMethod::Get], operation);
+    }
+}
+
+/// The OpenAPI 3.1 document of the whole HTTP surface.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    ApiDoc::openapi()
+}
+
+/// [`openapi`] as pretty-printed JSON with a final newline, as committed in
+/// `docs/openapi.json` (keys in a stable order).
+pub fn openapi_json() -> String {
+    let mut json = openapi()
+        .to_pretty_json()
+        .expect("an OpenAPI document always serializes");
+    json.push('\n');
+    json
+}
+
+/// Serve this document.
+///
+/// The OpenAPI 3.1 document of the HTTP API, generated from the server's
+/// code. No key needed.
+#[utoipa::path(
+    get,
+    path = "/openapi.json",
+    operation_id = "openapi",
+    tag = "service",
+    responses(
+        (status = 200, description = "This document.", content_type = "application/json", body = Object),
+    )
+)]
+pub(crate) async fn serve() -> impl IntoResponse {
+    static DOC: OnceLock<String> = OnceLock::new();
+    (
+        [(CONTENT_TYPE, "application/json")],
+        DOC.get_or_init(openapi_json).as_str(),
+    )
+}

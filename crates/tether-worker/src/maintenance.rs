@@ -1,0 +1,278 @@
+//! The maintenance duty: every node takes part in electing one leader under
+//! the named lease [`MAINTENANCE_LEASE`], and only the leader reaps lapsed
+//! job leases, expires queued jobs past `expires_at` and prunes finished
+//! jobs. The same lease-and-fencing mechanism that guards jobs guards the
+//! leadership: a leader that cannot renew stops acting, and a dead leader is
+//! replaced once its lease (three ticks) lapses.
+//!
+//! A [`crate::Worker`] runs this loop itself unless told otherwise; a
+//! process with no worker (`tether serve`) starts a [`Maintenance`] directly.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tether_core::lifecycle::MAINTENANCE_LEASE;
+use tether_core::{validate, Error, LeaseToken};
+use tokio::time::sleep;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::source::Source;
+
+/// Default retention of finished jobs before the maintenance leader prunes them.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Default interval of the maintenance loop.
+pub const DEFAULT_MAINTENANCE_TICK: Duration = Duration::from_secs(1);
+/// Most jobs one maintenance pass touches.
+const MAINTENANCE_BATCH: u32 = 1_000;
+/// A maintenance pass that came back full runs again, at most this many
+/// times per tick, so a huge backlog cannot starve the lease renewal.
+const MAINTENANCE_ROUNDS: usize = 10;
+
+/// One node's part in maintenance: configure it, then [`Maintenance::start`].
+#[derive(Clone)]
+pub struct Maintenance {
+    source: Arc<dyn Source>,
+    holder: String,
+    tick: Duration,
+    retention: Duration,
+}
+
+impl std::fmt::Debug for Maintenance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Maintenance")
+            .field("holder", &self.holder)
+            .field("tick", &self.tick)
+            .field("retention", &self.retention)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Maintenance {
+    /// Maintenance over `source`, electing under the holder id `holder`
+    /// (shown as the lease's holder; use something that names the node).
+    pub fn new(source: Arc<dyn Source>, holder: impl Into<String>) -> Self {
+        Maintenance {
+            source,
+            holder: holder.into(),
+            tick: DEFAULT_MAINTENANCE_TICK,
+            retention: DEFAULT_RETENTION,
+        }
+    }
+
+    /// Interval of the loop (default 1 s). The leader lease lasts three
+    /// ticks (at least 1 s), so a dead leader is replaced that fast.
+    pub fn tick(mut self, tick: Duration) -> Self {
+        self.tick = tick;
+        self
+    }
+
+    /// How long finished jobs are kept before they are pruned (default 7 days).
+    pub fn retention(mut self, retention: Duration) -> Self {
+        self.retention = retention;
+        self
+    }
+
+    /// The leader lease's length: three ticks, within the lease TTL range.
+    pub fn lease_ttl_ms(&self) -> i64 {
+        (self.tick.as_millis().min(i64::MAX as u128) as i64)
+            .saturating_mul(3)
+            .clamp(
+                *validate::LEASE_TTL_RANGE.start(),
+                *validate::LEASE_TTL_RANGE.end(),
+            )
+    }
+
+    /// Starts the loop on the current Tokio runtime.
+    ///
+    /// # Panics
+    /// Outside a Tokio runtime.
+    pub fn start(self) -> MaintenanceHandle {
+        let leader = Arc::new(AtomicBool::new(false));
+        let stop = CancellationToken::new();
+        let kill = CancellationToken::new();
+        let run = self.run(leader.clone(), stop.clone());
+        let killed = kill.clone();
+        let join = tokio::spawn(async move {
+            tokio::select! {
+                biased;
+                _ = killed.cancelled() => {}
+                _ = run => {}
+            }
+        });
+        MaintenanceHandle {
+            leader,
+            stop,
+            kill,
+            join,
+        }
+    }
+
+    /// Takes part in the election every tick and, while leading, maintains;
+    /// on `stop` releases the lease so another node takes over at once.
+    /// `leader` tells whether this node's leadership is confirmed.
+    pub(crate) async fn run(self, leader: Arc<AtomicBool>, stop: CancellationToken) {
+        let ttl_ms = self.lease_ttl_ms();
+        let mut held: Option<LeaseToken> = None;
+        loop {
+            let mut confirmed = false;
+            held = match held {
+                Some(token) => match self
+                    .source
+                    .renew_lease(MAINTENANCE_LEASE, token, ttl_ms)
+                    .await
+                {
+                    Ok(lease) => {
+                        confirmed = true;
+                        Some(lease.token)
+                    }
+                    Err(Error::NamedLeaseLost(_)) | Err(Error::LeaseLost(_)) => {
+                        info!(holder = %self.holder, "maintenance leadership lost to another node");
+                        None
+                    }
+                    Err(e) => {
+                        // Unsure: keep the token (a lapsed lease nobody took
+                        // is still ours to renew) but do not act until
+                        // confirmed.
+                        warn!(error = %e, "renewing the maintenance lease failed");
+                        Some(token)
+                    }
+                },
+                None => match self
+                    .source
+                    .acquire_lease(MAINTENANCE_LEASE, &self.holder, ttl_ms)
+                    .await
+                {
+                    Ok(Some(lease)) => {
+                        info!(holder = %self.holder, "became the maintenance leader");
+                        confirmed = true;
+                        Some(lease.token)
+                    }
+                    Ok(None) => None,
+                    Err(e) => {
+                        warn!(error = %e, "acquiring the maintenance lease failed");
+                        None
+                    }
+                },
+            };
+            leader.store(confirmed, Ordering::SeqCst);
+            if confirmed {
+                self.maintain().await;
+            }
+            tokio::select! {
+                biased;
+                _ = stop.cancelled() => break,
+                _ = sleep(self.tick) => {}
+            }
+        }
+        leader.store(false, Ordering::SeqCst);
+        if let Some(token) = held {
+            match self.source.release_lease(MAINTENANCE_LEASE, token).await {
+                Ok(()) => info!(holder = %self.holder, "maintenance lease released"),
+                Err(e) => {
+                    warn!(error = %e, "releasing the maintenance lease failed; it will lapse")
+                }
+            }
+        }
+    }
+
+    /// One round of maintenance: each pass repeats while it came back full.
+    async fn maintain(&self) {
+        let source = &self.source;
+        let full = u64::from(MAINTENANCE_BATCH);
+        for _ in 0..MAINTENANCE_ROUNDS {
+            match source.reap_lapsed_leases(MAINTENANCE_BATCH).await {
+                Ok(r) => {
+                    if r.total() > 0 {
+                        info!(
+                            requeued = r.requeued,
+                            failed = r.failed,
+                            cancelled = r.cancelled,
+                            "reaped jobs with lapsed leases"
+                        );
+                    }
+                    if r.total() < full {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    warn!(error = %e, "reaper pass failed");
+                    break;
+                }
+            }
+        }
+        for _ in 0..MAINTENANCE_ROUNDS {
+            match source.expire_jobs(MAINTENANCE_BATCH).await {
+                Ok(n) => {
+                    if n > 0 {
+                        info!(expired = n, "expired queued jobs");
+                    }
+                    if n < full {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    warn!(error = %e, "expiry pass failed");
+                    break;
+                }
+            }
+        }
+        let retention_ms = self.retention.as_millis().min(i64::MAX as u128) as i64;
+        for _ in 0..MAINTENANCE_ROUNDS {
+            match source.prune_finished(retention_ms, MAINTENANCE_BATCH).await {
+                Ok(n) => {
+                    if n > 0 {
+                        debug!(pruned = n, "pruned finished jobs");
+                    }
+                    if n < full {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    warn!(error = %e, "pruning pass failed");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Controls a started [`Maintenance`].
+#[derive(Debug)]
+pub struct MaintenanceHandle {
+    leader: Arc<AtomicBool>,
+    stop: CancellationToken,
+    kill: CancellationToken,
+    join: tokio::task::JoinHandle<()>,
+}
+
+impl MaintenanceHandle {
+    /// Whether this node currently acts as the maintenance leader.
+    pub fn is_leader(&self) -> bool {
+        // An aborted loop never got to clear the flag.
+        self.leader.load(Ordering::SeqCst) && !self.kill.is_cancelled()
+    }
+
+    /// Stops after the current round and releases the lease, so another
+    /// node takes over at once; [`Self::join`] waits for it.
+    pub fn shutdown(&self) {
+        self.stop.cancel();
+    }
+
+    /// Stops at once without releasing the lease, as if the process had
+    /// died: another node takes over when the lease lapses. For tests.
+    pub fn abort(&self) {
+        self.stop.cancel();
+        self.kill.cancel();
+    }
+
+    /// Waits until the loop has stopped.
+    pub async fn join(self) {
+        if let Err(e) = self.join.await {
+            if e.is_panic() {
+                std::panic::resume_unwind(e.into_panic());
+            }
+        }
+    }
+}
