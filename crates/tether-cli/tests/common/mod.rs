@@ -1,0 +1,160 @@
+//! Shared by the tests that run the real `tether` binary.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// A running `tether serve` child process.
+pub struct Server {
+    pub child: Child,
+    pub addr: String,
+    pub banner: String,
+}
+
+impl Server {
+    /// Starts `tether serve` on a free port and waits for its banner.
+    pub fn start(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tether"));
+        cmd.arg("serve")
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(extra)
+            .env_remove("TETHER_ADMIN_KEY")
+            .env_remove("TETHER_DATABASE_URL")
+            .env("TETHER_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn tether serve");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut banner = String::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = match rx.recv_timeout(left) {
+                Ok(line) => line,
+                Err(_) => {
+                    let _ = child.kill();
+                    let status = child.wait().unwrap();
+                    panic!("tether serve gave no banner ({status}); got: {banner}");
+                }
+            };
+            banner.push_str(&line);
+            banner.push('\n');
+            if line.trim_start().starts_with("admin key") && !line.ends_with(':') {
+                break;
+            }
+            if line.starts_with("    tth_") {
+                break;
+            }
+        }
+        let addr = banner
+            .lines()
+            .find_map(|l| l.strip_prefix("tether serve: listening on http://"))
+            .expect("banner names the address")
+            .trim()
+            .to_owned();
+        Server {
+            child,
+            addr,
+            banner,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn signal(&self, signal: &str) {
+        let ok = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid().to_string())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -{signal} failed");
+    }
+
+    /// Waits for the process to exit; panics after `within`.
+    pub fn wait_exit(&mut self, within: Duration) -> std::process::ExitStatus {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("tether serve did not exit within {within:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn temp_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "tether-cli-test-{tag}-{}-{}",
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+pub fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+pub async fn call(
+    method: reqwest::Method,
+    url: &str,
+    key: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut req = http().request(method, url).bearer_auth(key);
+    if let Some(body) = body {
+        req = req.json(&body);
+    }
+    let resp = req.send().await.expect("request");
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap();
+    let body = if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or(Value::String(text))
+    };
+    (status, body)
+}
