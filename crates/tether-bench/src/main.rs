@@ -11,6 +11,7 @@
 //! `TETHER_TEST_DATABASE_URL`, else `postgres://postgres@127.0.0.1:5432/postgres`);
 //! the program creates its own database and drops it at the end.
 
+mod http;
 mod pg;
 mod report;
 mod runtime;
@@ -66,6 +67,13 @@ impl Scale {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [cmd, url] = args.as_slice() {
+        if cmd == "__serve" {
+            // The HTTP figures' server process (see `http`).
+            http::serve_child(url);
+            return;
+        }
+    }
     if args.iter().any(|a| a == "--help" || a == "-h") {
         println!("usage: tether-bench [--quick]");
         return;

@@ -43,6 +43,7 @@ pub async fn run(admin_url: &str, scale: &Scale, report: &mut Report) {
     e2e_figures(&engine, &pool, scale, report).await;
     runtime_figures(&engine, &url, &pool, scale, report).await;
     latency_figures(&engine, &pool, scale, report).await;
+    crate::http::run(&engine, &url, &pool, scale, report).await;
 
     pool.close().await;
     sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
@@ -69,7 +70,8 @@ fn database_url(admin_url: &str, database: &str) -> String {
     }
 }
 
-async fn reset(pool: &PgPool) {
+/// Empties the job tables between figures.
+pub async fn reset(pool: &PgPool) {
     sqlx::query("TRUNCATE tether.jobs, tether.job_events")
         .execute(pool)
         .await

@@ -60,8 +60,11 @@ impl Engine {
 
     /// Enqueues one job.
     pub async fn enqueue(&self, tenant: &str, job: NewJob) -> Result<Enqueued> {
+        validate::name("tenant", tenant)?;
+        // Validated on its own so that errors name `queue`, not `jobs[0].queue`.
+        validate::new_job("", &job, &self.limits)?;
         let mut out = self
-            .enqueue_many(tenant, std::slice::from_ref(&job))
+            .store_enqueue(tenant, std::slice::from_ref(&job))
             .await?;
         Ok(out.remove(0))
     }
@@ -70,6 +73,11 @@ impl Engine {
     pub async fn enqueue_many(&self, tenant: &str, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
         validate::name("tenant", tenant)?;
         validate::new_jobs(jobs, &self.limits)?;
+        self.store_enqueue(tenant, jobs).await
+    }
+
+    /// Hands validated jobs to the store and counts the ones created.
+    async fn store_enqueue(&self, tenant: &str, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
         let out = self.store.enqueue(tenant, &NewJobRef::mint(jobs)).await?;
         counters::enqueued(tenant, &out);
         Ok(out)

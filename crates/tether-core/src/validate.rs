@@ -63,6 +63,14 @@ pub fn name(field: &str, value: &str) -> Result<()> {
             format!("{value:?} contains {bad:?}; allowed are A-Z a-z 0-9 . _ : -"),
         ));
     }
+    // Names travel as URL path segments (`/v1/queues/{queue}`), where `.`
+    // and `..` are dot-segments that URL parsers remove.
+    if value == "." || value == ".." {
+        return Err(Error::invalid(
+            field,
+            format!("{value:?} cannot be used: it is a dot-segment in a URL path"),
+        ));
+    }
     Ok(())
 }
 
@@ -346,6 +354,10 @@ mod tests {
         assert!(name("queue", &"a".repeat(128)).is_ok());
         assert!(name("queue", "has space").is_err());
         assert!(name("queue", "ünïcode").is_err());
+        assert!(name("queue", ".").is_err());
+        assert!(name("queue", "..").is_err());
+        assert!(name("queue", "...").is_ok());
+        assert!(name("queue", ".hidden").is_ok());
     }
 
     #[test]

@@ -1,0 +1,324 @@
+//! The HTTP figures: `tether serve` on PostgreSQL in a child process (this
+//! same program, re-run as `__serve`, so it runs exactly `tether serve`'s
+//! code), driven over loopback by the Rust SDK.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use sqlx::PgPool;
+use tether_client::{ClaimOptions, Client};
+use tether_core::{Completion, Engine, NewJob};
+
+use crate::report::Report;
+use crate::workload::{enqueue_batches, median_ms, rate, TENANT};
+use crate::Scale;
+
+/// Client workers claiming end to end.
+const CLIENT_WORKERS: usize = 4;
+/// The admin key the child server is started with.
+const ADMIN_KEY: &str = "tether-bench-admin-key-000000";
+
+/// The child `tether serve`; killed when dropped.
+struct ServerProcess {
+    child: Child,
+    /// Closing it asks the server to stop gracefully.
+    stdin: Option<std::process::ChildStdin>,
+    addr: String,
+}
+
+impl ServerProcess {
+    fn start(database_url: &str) -> ServerProcess {
+        let exe = std::env::current_exe().expect("own executable");
+        let mut child = Command::new(exe)
+            .arg("__serve")
+            .arg(database_url)
+            .env("TETHER_ADMIN_KEY", ADMIN_KEY)
+            .env("TETHER_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the server process");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let addr = loop {
+            match lines.next() {
+                Some(Ok(line)) => {
+                    if let Some(a) = line.strip_prefix("tether serve: listening on http://") {
+                        break a.trim().to_owned();
+                    }
+                }
+                _ => panic!("the server process ended before listening"),
+            }
+        };
+        // Keep draining its stdout so it never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        ServerProcess { child, stdin, addr }
+    }
+
+    fn rss_mib(&self) -> f64 {
+        rss_of(self.child.id())
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `__serve <database url>`: runs `tether serve` on a free loopback port
+/// until stdin closes (the parent died or is done).
+pub fn serve_child(database_url: &str) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    runtime.block_on(async {
+        let mut args = tether_cli::serve::ServeArgs::defaults();
+        args.listen = "127.0.0.1:0".parse().unwrap();
+        args.database_url = Some(database_url.to_owned());
+        args.data_dir = std::env::temp_dir().join(format!("tether-bench-{}", std::process::id()));
+        let key = std::env::var("TETHER_ADMIN_KEY").ok();
+        let running =
+            tether_cli::serve::start(&args, key.as_deref(), tether_server::Metrics::gauges_only())
+                .await
+                .unwrap_or_else(|e| panic!("tether serve: {e}"));
+        print!("{}", running.banner());
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        // The parent holds our stdin; its end (or its death) stops us.
+        let _ = tokio::task::spawn_blocking(|| {
+            let mut sink = String::new();
+            while std::io::stdin()
+                .read_line(&mut sink)
+                .map(|n| n > 0)
+                .unwrap_or(false)
+            {}
+        })
+        .await;
+        let _ = running.stop().await;
+        let _ = std::fs::remove_dir_all(&args.data_dir);
+    });
+}
+
+/// Runs the HTTP figures against the bench database at `url`.
+pub async fn run(engine: &Engine, url: &str, pool: &PgPool, scale: &Scale, report: &mut Report) {
+    let server = ServerProcess::start(url);
+    let base = format!("http://{}", server.addr);
+    // A key of the bench tenant, so HTTP and library calls see the same jobs.
+    let tenant = engine.ensure_tenant(TENANT).await.expect("bench tenant");
+    let (_, key) = engine
+        .issue_api_key(tenant.id, Some("bench"), false)
+        .await
+        .expect("bench key");
+    let client = Client::new(&base, &key).expect("client");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    report.add(
+        "server_rss_idle_mib",
+        server.rss_mib(),
+        "MiB",
+        "tether serve resident memory, idle after start (bar <= 64)",
+    );
+
+    // Batch enqueue over HTTP.
+    let n = scale.enqueue_batch / 2;
+    crate::pg::reset(pool).await;
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for t in 0..2 {
+        let client = client.clone();
+        let per_task = n / 2;
+        handles.push(tokio::spawn(async move {
+            let mut left = per_task;
+            let mut i = 0;
+            while left > 0 {
+                let size = left.min(1_000);
+                let jobs: Vec<NewJob> = (0..size)
+                    .map(|j| NewJob::new("http-batch", "noop", json!({"t": t, "i": i, "j": j})))
+                    .collect();
+                client.enqueue_batch(&jobs).await.expect("enqueue batch");
+                left -= size;
+                i += 1;
+            }
+        }));
+    }
+    for h in handles {
+        h.await.expect("enqueue task");
+    }
+    report.add(
+        "http_pg_enqueue_batch_jobs_per_s",
+        rate((n / 2 * 2) as u64, started.elapsed()),
+        "jobs/s",
+        format!("POST /v1/jobs/batch of 1000, 2 in flight, {n} jobs"),
+    );
+
+    // End to end: claim 100 + batch complete, 4 client workers.
+    let (_, n) = scale.e2e[2];
+    crate::pg::reset(pool).await;
+    enqueue_batches(engine, "http-e2e", n, 2).await;
+    let peak = Arc::new(std::sync::Mutex::new(0f64));
+    let sampling = Arc::new(AtomicBool::new(true));
+    let sampler = {
+        let (peak, sampling) = (peak.clone(), sampling.clone());
+        let pid = server.child.id();
+        tokio::spawn(async move {
+            while sampling.load(Ordering::Relaxed) {
+                let rss = rss_of(pid);
+                {
+                    let mut p = peak.lock().unwrap();
+                    *p = p.max(rss);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for w in 0..CLIENT_WORKERS {
+        let client = client.clone();
+        handles.push(tokio::spawn(async move {
+            let mut opts = ClaimOptions::new(format!("http-bench-{w}"));
+            opts.limit = Some(100);
+            let mut done = 0u64;
+            loop {
+                let claimed = client.claim("http-e2e", &opts).await.expect("claim");
+                if claimed.is_empty() {
+                    return done;
+                }
+                let items: Vec<Completion> = claimed
+                    .iter()
+                    .map(|c| Completion {
+                        id: c.job.id,
+                        lease_token: c.lease_token,
+                        result: None,
+                    })
+                    .collect();
+                for item in client.complete_batch(&items).await.expect("complete") {
+                    item.result.expect("completion accepted");
+                }
+                done += items.len() as u64;
+            }
+        }));
+    }
+    let mut done = 0;
+    for h in handles {
+        done += h.await.expect("client worker");
+    }
+    let elapsed = started.elapsed();
+    sampling.store(false, Ordering::Relaxed);
+    let _ = sampler.await;
+    assert_eq!(done as usize, n, "every job completed over HTTP");
+    let http = rate(done, elapsed);
+    report.add(
+        "http_pg_e2e_jobs_per_s",
+        http,
+        "jobs/s",
+        format!("HTTP claim 100 + batch complete, {CLIENT_WORKERS} client workers, {n} jobs"),
+    );
+    report.add(
+        "http_vs_library_ratio",
+        http / report.get("pg_e2e_b100_jobs_per_s"),
+        "ratio",
+        "HTTP e2e / library e2e at batch 100 (bar >= 0.4)",
+    );
+    report.add(
+        "server_rss_load_mib",
+        *peak.lock().unwrap(),
+        "MiB",
+        "tether serve peak resident memory during the HTTP e2e run",
+    );
+
+    // Long-poll wake-up: an idle client waits in a claim; jobs arrive ~50/s.
+    crate::pg::reset(pool).await;
+    let samples = pickup(&client, engine, scale.pickup_jobs).await;
+    let mut sorted = samples.clone();
+    sorted.sort();
+    let p99 = sorted[(sorted.len() * 99 / 100).min(sorted.len() - 1)];
+    report.add(
+        "http_pickup_p50_ms",
+        median_ms(samples),
+        "ms",
+        "enqueue -> long-poll claim answered, over HTTP",
+    );
+    report.add(
+        "http_pickup_p99_ms",
+        p99.as_secs_f64() * 1_000.0,
+        "ms",
+        format!("same, p99 of {} jobs (bar <= 15)", sorted.len()),
+    );
+    drop(server);
+}
+
+/// Resident memory of a process in MiB (Linux), NaN when unknown.
+fn rss_of(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(f64::NAN)
+}
+
+/// Enqueues `n` jobs (library, one at a time, about 50 per second) while a
+/// client long-polls for them; each sample is enqueue start → claim answer.
+async fn pickup(client: &Client, engine: &Engine, n: usize) -> Vec<Duration> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(uuid::Uuid, Instant)>();
+    let waiter = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            let mut opts = ClaimOptions::new("http-pickup");
+            opts.wait_ms = Some(30_000);
+            let mut seen = Vec::with_capacity(n);
+            while seen.len() < n {
+                for c in client.claim("http-pickup", &opts).await.expect("claim") {
+                    seen.push((c.job.id, Instant::now()));
+                    let done = Completion {
+                        id: c.job.id,
+                        lease_token: c.lease_token,
+                        result: None,
+                    };
+                    let _ = client.complete_batch(&[done]).await;
+                }
+            }
+            seen
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for _ in 0..n {
+        let at = Instant::now();
+        let out = engine
+            .enqueue(
+                TENANT,
+                NewJob::new("http-pickup", "noop", serde_json::Value::Null),
+            )
+            .await
+            .expect("enqueue");
+        tx.send((out.job.id, at)).unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(tx);
+    let seen = waiter.await.expect("waiter");
+    let mut sent = std::collections::HashMap::new();
+    while let Some((id, at)) = rx.recv().await {
+        sent.insert(id, at);
+    }
+    seen.into_iter()
+        .filter_map(|(id, got)| sent.get(&id).map(|at| got.duration_since(*at)))
+        .collect()
+}

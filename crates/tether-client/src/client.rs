@@ -1,0 +1,671 @@
+//! The HTTP client: one method per route of `shared/API.md`.
+
+use std::time::Duration;
+
+use reqwest::header::{HeaderValue, AUTHORIZATION};
+use reqwest::{Method, RequestBuilder, Url};
+use serde::de::DeserializeOwned;
+use serde_json::{json, Map, Value};
+use tether_core::{Completion, Failure, Heartbeat, JobArgs, LeaseToken, NewJob, QueueConfigPatch};
+use uuid::Uuid;
+
+use crate::error::{Error, ErrorCode, Result};
+use crate::wire::{self, *};
+
+/// Default limit of one request (a long-poll claim gets its `wait_ms` on top).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default limit of establishing a connection.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A handle on a tether server, acting with one API key (and so for that
+/// key's tenant). Cheap to clone: clones share one connection pool.
+#[derive(Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: Url,
+    auth: HeaderValue,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the API key.
+        f.debug_struct("Client")
+            .field("base_url", &self.base.as_str())
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Configures a [`Client`]; start from [`Client::builder`].
+pub struct ClientBuilder {
+    base_url: String,
+    api_key: String,
+    timeout: Duration,
+    connect_timeout: Duration,
+    user_agent: String,
+    http: Option<reqwest::Client>,
+}
+
+impl std::fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientBuilder")
+            .field("base_url", &self.base_url)
+            .field("timeout", &self.timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("user_agent", &self.user_agent)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientBuilder {
+    /// Limit of one request, from connecting to the end of the answer
+    /// (default 30 s). A long-poll claim may take its `wait_ms` longer.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Limit of establishing a connection (default 10 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// The `User-Agent` header (default `tether-client/<version>`).
+    pub fn user_agent(mut self, user_agent: impl Into<String>) -> Self {
+        self.user_agent = user_agent.into();
+        self
+    }
+
+    /// Sends requests through this `reqwest` client (its own timeouts,
+    /// proxies, TLS roots, ...) instead of building one; the connect timeout
+    /// and user agent set here are then not applied.
+    pub fn http_client(mut self, http: reqwest::Client) -> Self {
+        self.http = Some(http);
+        self
+    }
+
+    /// Checks the settings and builds the client. Nothing is sent yet.
+    pub fn build(self) -> Result<Client> {
+        let mut base = Url::parse(&self.base_url)
+            .map_err(|e| Error::invalid("base_url", format!("{:?}: {e}", self.base_url)))?;
+        if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
+            return Err(Error::invalid(
+                "base_url",
+                format!("{:?} is not an http:// or https:// URL", self.base_url),
+            ));
+        }
+        base.set_query(None);
+        base.set_fragment(None);
+        let mut auth = HeaderValue::from_str(&format!("Bearer {}", self.api_key.trim()))
+            .map_err(|_| Error::invalid("api_key", "not a valid HTTP header value"))?;
+        auth.set_sensitive(true);
+        let http = match self.http {
+            Some(http) => http,
+            None => reqwest::Client::builder()
+                .connect_timeout(self.connect_timeout)
+                .user_agent(self.user_agent)
+                .build()
+                .map_err(Error::Transport)?,
+        };
+        Ok(Client {
+            http,
+            base,
+            auth,
+            timeout: self.timeout,
+        })
+    }
+}
+
+/// A request in the making: method, route (for error messages), URL.
+struct Call {
+    method: Method,
+    route: String,
+    url: Url,
+}
+
+impl Client {
+    /// A client for the server at `base_url` (e.g. `http://127.0.0.1:7070`;
+    /// a path prefix such as `https://host/tether/` is kept) that
+    /// authenticates with `api_key`, with default settings.
+    pub fn new(base_url: &str, api_key: &str) -> Result<Client> {
+        Client::builder(base_url, api_key).build()
+    }
+
+    /// Starts configuring a client (timeouts, user agent, own `reqwest`
+    /// client).
+    pub fn builder(base_url: &str, api_key: &str) -> ClientBuilder {
+        ClientBuilder {
+            base_url: base_url.to_owned(),
+            api_key: api_key.to_owned(),
+            timeout: DEFAULT_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            user_agent: concat!("tether-client/", env!("CARGO_PKG_VERSION")).to_owned(),
+            http: None,
+        }
+    }
+
+    /// The server's base URL.
+    pub fn base_url(&self) -> &Url {
+        &self.base
+    }
+
+    /// The limit of one request (see [`ClientBuilder::timeout`]).
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    // ----- plumbing -------------------------------------------------------
+
+    /// `segments` appended to the base URL, each percent-encoded as one
+    /// path segment.
+    fn call(&self, method: Method, segments: &[&str]) -> Result<Call> {
+        if let Some(s) = segments.iter().find(|s| matches!(**s, "" | "." | "..")) {
+            return Err(Error::invalid(
+                "path",
+                format!("{s:?} cannot be sent as a path segment"),
+            ));
+        }
+        let mut url = self.base.clone();
+        url.path_segments_mut()
+            .map_err(|_| Error::invalid("base_url", "cannot be a base"))?
+            .pop_if_empty()
+            .extend(segments);
+        let route = format!("{method} /{}", segments.join("/"));
+        Ok(Call { method, route, url })
+    }
+
+    fn request(&self, call: &Call, auth: bool) -> RequestBuilder {
+        let mut req = self
+            .http
+            .request(call.method.clone(), call.url.clone())
+            .timeout(self.timeout);
+        if auth {
+            req = req.header(AUTHORIZATION, self.auth.clone());
+        }
+        req
+    }
+
+    /// Sends a prepared request; answers the body of a success,
+    /// or the typed error of a failure.
+    async fn send(&self, req: RequestBuilder) -> Result<Vec<u8>> {
+        let resp = req.send().await.map_err(Error::Transport)?;
+        let status = resp.status().as_u16();
+        let bytes = resp.bytes().await.map_err(Error::Transport)?;
+        if (200..300).contains(&status) {
+            return Ok(bytes.to_vec());
+        }
+        Err(api_error(status, &bytes))
+    }
+
+    async fn json<T: DeserializeOwned>(&self, call: Call, body: Option<&Value>) -> Result<T> {
+        let mut req = self.request(&call, true);
+        if let Some(body) = body {
+            req = req.json(body);
+        }
+        let bytes = self.send(req).await?;
+        decode(&call, &bytes)
+    }
+
+    async fn get<T: DeserializeOwned>(&self, segments: &[&str]) -> Result<T> {
+        let call = self.call(Method::GET, segments)?;
+        self.json(call, None).await
+    }
+
+    async fn post<T: DeserializeOwned>(
+        &self,
+        segments: &[&str],
+        body: Option<&Value>,
+    ) -> Result<T> {
+        let call = self.call(Method::POST, segments)?;
+        self.json(call, body).await
+    }
+
+    // ----- producing --------------------------------------------------------
+
+    /// `POST /v1/jobs`: enqueues one job. [`Enqueued::created`] is `false`
+    /// when an existing job with the same idempotency key (or active unique
+    /// key) was returned instead.
+    pub async fn enqueue(&self, job: NewJob) -> Result<Enqueued> {
+        let call = self.call(Method::POST, &["v1", "jobs"])?;
+        self.json(call, Some(&wire::enqueue_body(&job))).await
+    }
+
+    /// Enqueues a typed job on its kind's default queue. For other settings
+    /// build it with [`NewJob::for_args`] and call [`Client::enqueue`].
+    pub async fn enqueue_args<J: JobArgs>(&self, args: &J) -> Result<Enqueued> {
+        let job = NewJob::for_args(args).map_err(|e| Error::invalid("payload", e.to_string()))?;
+        self.enqueue(job).await
+    }
+
+    /// `POST /v1/jobs/batch`: enqueues 1–1000 jobs all-or-nothing; answers
+    /// in request order.
+    pub async fn enqueue_batch(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
+        let jobs: Vec<Value> = jobs.iter().map(wire::enqueue_body).collect();
+        let env: ResultsEnvelope<Enqueued> = self
+            .post(&["v1", "jobs", "batch"], Some(&json!({ "jobs": jobs })))
+            .await?;
+        Ok(env.results)
+    }
+
+    // ----- working ----------------------------------------------------------
+
+    /// `POST /v1/queues/{queue}/claim`: claims up to `limit` ready jobs. With
+    /// `wait_ms`, an empty queue holds the request until a job becomes ready
+    /// or the wait ends (then the answer is empty); this request's timeout
+    /// is extended by the wait.
+    pub async fn claim(&self, queue: &str, opts: &ClaimOptions) -> Result<Vec<ClaimedJob>> {
+        let call = self.call(Method::POST, &["v1", "queues", queue, "claim"])?;
+        let mut body = Map::new();
+        body.insert("worker_id".into(), opts.worker_id.clone().into());
+        if let Some(n) = opts.limit {
+            body.insert("limit".into(), n.into());
+        }
+        if let Some(ms) = opts.lease_ttl_ms {
+            body.insert("lease_ttl_ms".into(), ms.into());
+        }
+        let wait = opts.wait_ms.unwrap_or(0).max(0);
+        if let Some(ms) = opts.wait_ms {
+            body.insert("wait_ms".into(), ms.into());
+        }
+        let req = self
+            .request(&call, true)
+            .timeout(self.timeout + Duration::from_millis(wait as u64))
+            .json(&Value::Object(body));
+        let bytes = self.send(req).await?;
+        let env: JobsEnvelope = decode(&call, &bytes)?;
+        Ok(env.jobs)
+    }
+
+    /// `POST /v1/jobs/{id}/heartbeat`: extends the lease to now +
+    /// `lease_ttl_ms` (or + the TTL given at claim) and stores the progress;
+    /// the answer says whether a cancel was requested.
+    pub async fn heartbeat(&self, hb: &Heartbeat) -> Result<HeartbeatAck> {
+        let id = hb.id.to_string();
+        self.post(
+            &["v1", "jobs", &id, "heartbeat"],
+            Some(&heartbeat_body(hb, false)),
+        )
+        .await
+    }
+
+    /// `POST /v1/jobs/heartbeat`: heartbeats 1–1000 jobs in one round trip
+    /// (the batch route of `docs/http.md`); one answer per item, in order.
+    pub async fn heartbeat_batch(
+        &self,
+        items: &[Heartbeat],
+    ) -> Result<Vec<ItemResult<HeartbeatAck>>> {
+        let items: Vec<Value> = items.iter().map(|h| heartbeat_body(h, true)).collect();
+        let env: ResultsEnvelope<BatchItem> = self
+            .post(
+                &["v1", "jobs", "heartbeat"],
+                Some(&json!({ "items": items })),
+            )
+            .await?;
+        Ok(env
+            .results
+            .into_iter()
+            .map(|item| {
+                let result = match (item.ok, item.lease_expires_at) {
+                    (true, Some(lease_expires_at)) => Ok(HeartbeatAck {
+                        lease_expires_at,
+                        cancel_requested: item.cancel_requested.unwrap_or(false),
+                    }),
+                    _ => Err(item_error(item.error)),
+                };
+                ItemResult {
+                    id: item.id,
+                    result,
+                }
+            })
+            .collect())
+    }
+
+    /// `POST /v1/jobs/{id}/complete`: the job succeeded with `result`.
+    pub async fn complete(
+        &self,
+        id: Uuid,
+        lease_token: LeaseToken,
+        result: Option<Value>,
+    ) -> Result<Job> {
+        let mut body = json!({ "lease_token": lease_token });
+        if let Some(r) = result {
+            body["result"] = r;
+        }
+        let id = id.to_string();
+        let env: JobEnvelope = self
+            .post(&["v1", "jobs", &id, "complete"], Some(&body))
+            .await?;
+        Ok(env.job)
+    }
+
+    /// `POST /v1/jobs/complete`: completes 1–1000 jobs; one answer per item,
+    /// in order.
+    pub async fn complete_batch(&self, items: &[Completion]) -> Result<Vec<ItemResult<()>>> {
+        let items: Vec<Value> = items
+            .iter()
+            .map(|c| {
+                let mut v = json!({ "id": c.id, "lease_token": c.lease_token });
+                if let Some(r) = &c.result {
+                    v["result"] = r.clone();
+                }
+                v
+            })
+            .collect();
+        let env: ResultsEnvelope<BatchItem> = self
+            .post(
+                &["v1", "jobs", "complete"],
+                Some(&json!({ "items": items })),
+            )
+            .await?;
+        Ok(env
+            .results
+            .into_iter()
+            .map(|item| ItemResult {
+                id: item.id,
+                result: if item.ok {
+                    Ok(())
+                } else {
+                    Err(item_error(item.error))
+                },
+            })
+            .collect())
+    }
+
+    /// `POST /v1/jobs/{id}/fail`: the attempt failed. The job is queued
+    /// again (after its jittered backoff, or exactly `retry_after_ms`), or
+    /// `failed` when fatal or out of attempts, or `cancelled` when
+    /// `failure.cancelled` acknowledges a cancel request.
+    pub async fn fail(&self, id: Uuid, lease_token: LeaseToken, failure: &Failure) -> Result<Job> {
+        let mut body = json!({ "lease_token": lease_token, "error": failure.error });
+        if let Some(ms) = failure.retry_after_ms {
+            body["retry_after_ms"] = ms.into();
+        }
+        if failure.fatal {
+            body["fatal"] = true.into();
+        }
+        if failure.cancelled {
+            body["cancelled"] = true.into();
+        }
+        let id = id.to_string();
+        let env: JobEnvelope = self.post(&["v1", "jobs", &id, "fail"], Some(&body)).await?;
+        Ok(env.job)
+    }
+
+    /// `POST /v1/jobs/{id}/snooze`: "not now" — back to `queued` at now +
+    /// `delay_ms` with the attempt given back.
+    pub async fn snooze(&self, id: Uuid, lease_token: LeaseToken, delay_ms: i64) -> Result<Job> {
+        let body = json!({ "lease_token": lease_token, "delay_ms": delay_ms });
+        let id = id.to_string();
+        let env: JobEnvelope = self
+            .post(&["v1", "jobs", &id, "snooze"], Some(&body))
+            .await?;
+        Ok(env.job)
+    }
+
+    // ----- managing ---------------------------------------------------------
+
+    /// `GET /v1/jobs/{id}`.
+    pub async fn get_job(&self, id: Uuid) -> Result<Job> {
+        let id = id.to_string();
+        let env: JobEnvelope = self.get(&["v1", "jobs", &id]).await?;
+        Ok(env.job)
+    }
+
+    /// `GET /v1/jobs?...`: one page of jobs, newest first. Follow
+    /// [`JobPage::next_cursor`] for the next one.
+    pub async fn list_jobs(&self, query: &JobQuery) -> Result<JobPage> {
+        let call = self.call(Method::GET, &["v1", "jobs"])?;
+        let req = self.request(&call, true).query(&query.pairs());
+        let bytes = self.send(req).await?;
+        decode(&call, &bytes)
+    }
+
+    /// `GET /v1/jobs/{id}/events`: the job's history, oldest first.
+    pub async fn events(&self, id: Uuid) -> Result<Vec<JobEvent>> {
+        let id = id.to_string();
+        let env: EventsEnvelope = self.get(&["v1", "jobs", &id, "events"]).await?;
+        Ok(env.events)
+    }
+
+    /// `POST /v1/jobs/{id}/cancel`: a queued job is cancelled at once, a
+    /// running one gets `cancel_requested`; a finished one is 409
+    /// `invalid_state`.
+    pub async fn cancel(&self, id: Uuid) -> Result<Job> {
+        let id = id.to_string();
+        let env: JobEnvelope = self.post(&["v1", "jobs", &id, "cancel"], None).await?;
+        Ok(env.job)
+    }
+
+    /// `POST /v1/jobs/{id}/replay`: a failed or cancelled job is queued
+    /// again with a fresh attempt budget (same id).
+    pub async fn replay(&self, id: Uuid) -> Result<Job> {
+        let id = id.to_string();
+        let env: JobEnvelope = self.post(&["v1", "jobs", &id, "replay"], None).await?;
+        Ok(env.job)
+    }
+
+    /// `POST /v1/queues/{queue}/replay`: bulk replay of the dead-letter
+    /// queue (or of cancelled jobs); answers how many were replayed.
+    pub async fn replay_queue(&self, queue: &str, filter: &BulkReplay) -> Result<u64> {
+        let mut body = Map::new();
+        if let Some(s) = filter.state {
+            body.insert("state".into(), s.as_str().into());
+        }
+        if let Some(k) = &filter.kind {
+            body.insert("kind".into(), k.clone().into());
+        }
+        if let Some(n) = filter.limit {
+            body.insert("limit".into(), n.into());
+        }
+        let env: ReplayedEnvelope = self
+            .post(
+                &["v1", "queues", queue, "replay"],
+                Some(&Value::Object(body)),
+            )
+            .await?;
+        Ok(env.replayed)
+    }
+
+    /// `GET /v1/queues`: every queue of the tenant with its stats.
+    pub async fn list_queues(&self) -> Result<Vec<Queue>> {
+        let env: QueuesEnvelope = self.get(&["v1", "queues"]).await?;
+        Ok(env.queues)
+    }
+
+    /// `GET /v1/queues/{queue}`: one queue's stats and settings (any valid
+    /// name; an unused queue shows zero counts).
+    pub async fn get_queue(&self, queue: &str) -> Result<Queue> {
+        let env: QueueEnvelope = self.get(&["v1", "queues", queue]).await?;
+        Ok(env.queue)
+    }
+
+    /// `POST /v1/queues/{queue}/pause`: the queue hands out no claims
+    /// (enqueues are still accepted).
+    pub async fn pause(&self, queue: &str) -> Result<Queue> {
+        let env: QueueEnvelope = self.post(&["v1", "queues", queue, "pause"], None).await?;
+        Ok(env.queue)
+    }
+
+    /// `POST /v1/queues/{queue}/resume`.
+    pub async fn resume(&self, queue: &str) -> Result<Queue> {
+        let env: QueueEnvelope = self.post(&["v1", "queues", queue, "resume"], None).await?;
+        Ok(env.queue)
+    }
+
+    /// `PATCH /v1/queues/{queue}`: changes the settings later jobs copy;
+    /// unset fields stay as they are.
+    pub async fn configure_queue(&self, queue: &str, patch: &QueueConfigPatch) -> Result<Queue> {
+        let mut body = Map::new();
+        if let Some(n) = patch.max_attempts {
+            body.insert("max_attempts".into(), n.into());
+        }
+        if let Some(b) = patch.backoff {
+            body.insert(
+                "backoff".into(),
+                json!({ "base_ms": b.base_ms, "cap_ms": b.cap_ms }),
+            );
+        }
+        if let Some(ms) = patch.default_lease_ttl_ms {
+            body.insert("default_lease_ttl_ms".into(), ms.into());
+        }
+        let call = self.call(Method::PATCH, &["v1", "queues", queue])?;
+        let env: QueueEnvelope = self.json(call, Some(&Value::Object(body))).await?;
+        Ok(env.queue)
+    }
+
+    // ----- schedules --------------------------------------------------------
+    //
+    // `POST/GET /v1/schedules`, `GET/PATCH/DELETE /v1/schedules/{id}`,
+    // `GET /v1/schedules/{id}/runs`, `POST /v1/schedules/{id}/trigger` and
+    // `GET /v1/cron/preview` belong here once the server implements them
+    // (it does not yet); their wire types go to `wire.rs` beside `Job`.
+
+    // ----- tenants and keys (admin scope) -----------------------------------
+
+    /// `POST /v1/tenants` (admin): creates a tenant and its first key.
+    pub async fn create_tenant(&self, name: &str) -> Result<CreatedTenant> {
+        self.post(&["v1", "tenants"], Some(&json!({ "name": name })))
+            .await
+    }
+
+    /// `GET /v1/tenants` (admin).
+    pub async fn list_tenants(&self) -> Result<Vec<Tenant>> {
+        let env: TenantsEnvelope = self.get(&["v1", "tenants"]).await?;
+        Ok(env.tenants)
+    }
+
+    /// `POST /v1/tenants/{tenant_id}/keys` (admin): issues a key for a
+    /// tenant (`admin: true` only for the `default` tenant).
+    pub async fn create_key(&self, tenant_id: Uuid, key: &NewKey) -> Result<CreatedKey> {
+        let mut body = Map::new();
+        if let Some(name) = &key.name {
+            body.insert("name".into(), name.clone().into());
+        }
+        if key.admin {
+            body.insert("admin".into(), true.into());
+        }
+        let id = tenant_id.to_string();
+        self.post(&["v1", "tenants", &id, "keys"], Some(&Value::Object(body)))
+            .await
+    }
+
+    /// `DELETE /v1/keys/{key_id}` (admin): revokes a key at once.
+    pub async fn revoke_key(&self, key_id: Uuid) -> Result<()> {
+        let id = key_id.to_string();
+        let call = self.call(Method::DELETE, &["v1", "keys", &id])?;
+        let req = self.request(&call, true);
+        self.send(req).await?;
+        Ok(())
+    }
+
+    // ----- outside /v1 ------------------------------------------------------
+
+    /// `GET /healthz` (no key): `Ok` while the server process is alive.
+    pub async fn healthz(&self) -> Result<()> {
+        self.probe("healthz").await
+    }
+
+    /// `GET /readyz` (no key): `Ok` while the server reaches its database;
+    /// 503 `unavailable` otherwise.
+    pub async fn readyz(&self) -> Result<()> {
+        self.probe("readyz").await
+    }
+
+    async fn probe(&self, route: &str) -> Result<()> {
+        let call = self.call(Method::GET, &[route])?;
+        let req = self.request(&call, false);
+        self.send(req).await?;
+        Ok(())
+    }
+
+    /// `GET /metrics` (admin key): the Prometheus text of every tenant's
+    /// queues.
+    pub async fn metrics(&self) -> Result<String> {
+        let call = self.call(Method::GET, &["metrics"])?;
+        let req = self.request(&call, true);
+        let bytes = self.send(req).await?;
+        String::from_utf8(bytes).map_err(|e| Error::Decode {
+            route: call.route,
+            source: serde::de::Error::custom(e),
+        })
+    }
+
+    /// `GET /openapi.json` (no key): the machine-readable description of
+    /// the API.
+    pub async fn openapi(&self) -> Result<Value> {
+        let call = self.call(Method::GET, &["openapi.json"])?;
+        let req = self.request(&call, false);
+        let bytes = self.send(req).await?;
+        decode(&call, &bytes)
+    }
+}
+
+/// The wire form of one heartbeat (`with_id` for the batch route).
+fn heartbeat_body(hb: &Heartbeat, with_id: bool) -> Value {
+    let mut v = json!({ "lease_token": hb.lease_token });
+    if with_id {
+        v["id"] = hb.id.to_string().into();
+    }
+    if let Some(ms) = hb.lease_ttl_ms {
+        v["lease_ttl_ms"] = ms.into();
+    }
+    if let Some(p) = &hb.progress {
+        v["progress"] = p.clone();
+    }
+    v
+}
+
+fn decode<T: DeserializeOwned>(call: &Call, bytes: &[u8]) -> Result<T> {
+    serde_json::from_slice(bytes).map_err(|source| Error::Decode {
+        route: call.route.clone(),
+        source,
+    })
+}
+
+/// The typed error of an answer with a non-2xx status.
+fn api_error(status: u16, body: &[u8]) -> Error {
+    match serde_json::from_slice::<ErrorEnvelope>(body) {
+        Ok(env) => Error::Api {
+            status,
+            code: ErrorCode::from(env.error.code.as_str()),
+            message: env.error.message,
+        },
+        Err(_) => {
+            // Not the API's shape (a proxy, a server of another kind): keep
+            // a bounded excerpt of the body as the message.
+            let text = String::from_utf8_lossy(body);
+            let text = text.trim();
+            let message = if text.is_empty() {
+                format!("HTTP {status} without an error body")
+            } else {
+                text.chars().take(500).collect()
+            };
+            Error::Api {
+                status,
+                code: ErrorCode::from_status(status),
+                message,
+            }
+        }
+    }
+}
+
+/// The error of a failed batch item.
+fn item_error(body: Option<ErrorBody>) -> Error {
+    match body {
+        Some(b) => {
+            let code = ErrorCode::from(b.code.as_str());
+            Error::Api {
+                status: code.status(),
+                code,
+                message: b.message,
+            }
+        }
+        None => Error::Api {
+            status: 500,
+            code: ErrorCode::Internal,
+            message: "a batch item failed without an error".to_owned(),
+        },
+    }
+}

@@ -1,0 +1,255 @@
+//! The remote worker: [`tether_worker::Source`] over the HTTP API, so the
+//! same worker runtime that runs embedded (over an in-process engine) runs
+//! jobs claimed from a tether server.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tether_core::{
+    ClaimRequest, ClaimedJob, Completion, Error, Failure, Heartbeat, HeartbeatAck, JobState, Lease,
+    LeaseToken, ReapReport, Result, Wakeup, WakeupHub,
+};
+use tether_worker::{Source, Worker, WorkerBuilder};
+use uuid::Uuid;
+
+use crate::{ClaimOptions, Client};
+
+/// Default long-poll of a remote worker's claims.
+pub const DEFAULT_CLAIM_WAIT: Duration = Duration::from_secs(5);
+
+/// Longest long-poll the API allows.
+pub const MAX_CLAIM_WAIT: Duration = Duration::from_secs(30);
+
+/// An empty claim answered this much before its wait ended was not held.
+const EARLY_SLACK: Duration = Duration::from_millis(250);
+/// Longest pause after an empty claim the server did not hold.
+const EARLY_PAUSE: Duration = Duration::from_secs(1);
+
+/// A [`Source`] that takes jobs from a tether server: what a remote worker
+/// runs on. Build workers with [`RemoteSource::worker`] (or
+/// [`Client::worker`]), which turns maintenance off.
+///
+/// - **Claims** are `POST /v1/queues/{queue}/claim` long-polls of up to
+///   [`RemoteSource::claim_wait`] (default 5 s), and
+///   [`subscribe`](Source::subscribe) answers [`Wakeup::always`] (for a
+///   non-zero wait), so an idle
+///   worker goes straight back to the long-poll instead of sleeping its poll
+///   interval: a new job reaches it as fast as the server sees it. The
+///   runtime never interrupts a claim in flight (that could lose the jobs it
+///   took), so a **shutdown may wait up to the claim wait** before it starts
+///   draining.
+/// - **Heartbeats** of all held jobs go in one `POST /v1/jobs/heartbeat`
+///   (given up after a third of the lease TTL, so a stuck round trip is
+///   retried while the leases still hold), **completions** in one
+///   `POST /v1/jobs/complete`; **fail** and
+///   **snooze** use their per-job routes and answer the job's new state.
+/// - **Tenants:** the API key decides the tenant. The runtime's tenant
+///   setting ([`WorkerBuilder::tenant`]) is not sent anywhere; it only labels
+///   the worker's logs and fills [`tether_core::Job::tenant`] of the jobs
+///   handed to handlers, so set it to the key's tenant name if handlers read
+///   it.
+/// - **Maintenance** (reaping lapsed leases, expiry, pruning, electing the
+///   leader) runs in the server: the maintenance methods of this source
+///   answer [`Error::Invalid`], and workers built from it run with
+///   `maintenance(false)`.
+/// - Errors map as [`crate::Error`]'s conversion says: transport failures and
+///   `unavailable` become [`Error::Unavailable`], which the runtime retries
+///   with backoff; `lease_lost`/`not_found` drop the job.
+#[derive(Debug, Clone)]
+pub struct RemoteSource {
+    client: Client,
+    wait: Duration,
+    /// The shortest lease TTL claimed with so far (ms; `i64::MAX` before the
+    /// first claim): a heartbeat round trip must end well within it.
+    shortest_lease_ms: Arc<AtomicI64>,
+}
+
+impl RemoteSource {
+    /// A source over `client`, long-polling [`DEFAULT_CLAIM_WAIT`].
+    pub fn new(client: Client) -> Self {
+        RemoteSource {
+            client,
+            wait: DEFAULT_CLAIM_WAIT,
+            shortest_lease_ms: Arc::new(AtomicI64::new(i64::MAX)),
+        }
+    }
+
+    /// How long one claim waits on the server for work when the queue is
+    /// empty (0 to [`MAX_CLAIM_WAIT`]; longer values are capped). Longer
+    /// means fewer idle round trips but a slower start of a shutdown; 0
+    /// turns long-polling off (then [`subscribe`](Source::subscribe) never
+    /// hints, and the worker's poll interval paces idle claims).
+    pub fn claim_wait(mut self, wait: Duration) -> Self {
+        self.wait = wait.min(MAX_CLAIM_WAIT);
+        self
+    }
+
+    /// The client underneath.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// A worker builder on this source with maintenance off: add queues and
+    /// handlers, then `build()` and `start()` (or `run_until_signal()`),
+    /// exactly as for an embedded worker.
+    pub fn worker(self) -> WorkerBuilder {
+        Worker::builder(self).maintenance(false)
+    }
+
+    fn claim_options(&self, req: &ClaimRequest) -> ClaimOptions {
+        ClaimOptions {
+            worker_id: req.worker_id.clone(),
+            limit: Some(req.limit),
+            lease_ttl_ms: req.lease_ttl_ms,
+            wait_ms: Some(self.wait.as_millis() as i64),
+        }
+    }
+}
+
+impl Client {
+    /// A remote worker builder over this client (long-polling
+    /// [`DEFAULT_CLAIM_WAIT`], maintenance off): add queues and handlers,
+    /// then `build()` and `start()` (or `run_until_signal()`), exactly as for
+    /// an embedded worker. For another claim wait, use
+    /// [`RemoteSource::new`]`(client).claim_wait(..).worker()`.
+    pub fn worker(&self) -> WorkerBuilder {
+        RemoteSource::new(self.clone()).worker()
+    }
+}
+
+fn maintenance_elsewhere(what: &str) -> Error {
+    Error::invalid(
+        "maintenance",
+        format!(
+            "{what} runs in the tether server, not in remote workers: \
+             build remote workers with .maintenance(false) (RemoteSource::worker does)"
+        ),
+    )
+}
+
+#[async_trait]
+impl Source for RemoteSource {
+    async fn claim(&self, tenant: &str, req: &ClaimRequest) -> Result<Vec<ClaimedJob>> {
+        if let Some(ttl) = req.lease_ttl_ms {
+            self.shortest_lease_ms.fetch_min(ttl, Ordering::Relaxed);
+        }
+        let started = tokio::time::Instant::now();
+        let jobs = self
+            .client
+            .claim(&req.queue, &self.claim_options(req))
+            .await?;
+        // An empty answer long before the wait ended means the server did
+        // not hold the request (every long-poll place taken, or a server
+        // without long-polls). `subscribe` says "go again at once", so pause
+        // here instead of spinning.
+        let elapsed = started.elapsed();
+        if jobs.is_empty() && elapsed + EARLY_SLACK < self.wait {
+            tokio::time::sleep((self.wait - elapsed).min(EARLY_PAUSE)).await;
+        }
+        Ok(jobs.into_iter().map(|c| c.into_core(tenant)).collect())
+    }
+
+    async fn heartbeat_many(
+        &self,
+        _tenant: &str,
+        items: &[Heartbeat],
+    ) -> Result<Vec<Result<HeartbeatAck>>> {
+        // The client's timeout may exceed the lease: a heartbeat stuck that
+        // long would cost every lease it carries. Give up after a third of
+        // the shortest lease (the runtime's heartbeat interval) instead, so
+        // the runtime tries again while the leases still hold.
+        let shortest = self.shortest_lease_ms.load(Ordering::Relaxed);
+        let limit =
+            Duration::from_millis((shortest / 3).max(1_000) as u64).min(self.client.timeout());
+        let answers = tokio::time::timeout(limit, self.client.heartbeat_batch(items))
+            .await
+            .map_err(|_| {
+                Error::Unavailable(
+                    format!("heartbeat got no answer within {} ms", limit.as_millis()).into(),
+                )
+            })??;
+        Ok(answers
+            .into_iter()
+            .map(|a| {
+                a.result
+                    .map(Into::into)
+                    .map_err(|e| e.into_core_for_job(a.id))
+            })
+            .collect())
+    }
+
+    async fn complete_many(&self, _tenant: &str, items: &[Completion]) -> Result<Vec<Result<()>>> {
+        let answers = self.client.complete_batch(items).await?;
+        Ok(answers
+            .into_iter()
+            .map(|a| a.result.map_err(|e| e.into_core_for_job(a.id)))
+            .collect())
+    }
+
+    async fn fail(
+        &self,
+        _tenant: &str,
+        id: Uuid,
+        token: LeaseToken,
+        failure: Failure,
+    ) -> Result<JobState> {
+        match self.client.fail(id, token, &failure).await {
+            Ok(job) => Ok(job.state),
+            Err(e) => Err(e.into_core_for_job(id)),
+        }
+    }
+
+    async fn snooze(
+        &self,
+        _tenant: &str,
+        id: Uuid,
+        token: LeaseToken,
+        delay_ms: i64,
+    ) -> Result<JobState> {
+        match self.client.snooze(id, token, delay_ms).await {
+            Ok(job) => Ok(job.state),
+            Err(e) => Err(e.into_core_for_job(id)),
+        }
+    }
+
+    fn subscribe(&self, tenant: &str, queue: &str) -> Wakeup {
+        if self.wait.is_zero() {
+            // No long-poll: a wake-up that never comes, so the runtime's
+            // poll interval paces idle claims (the hub is dropped at once).
+            return WakeupHub::new().subscribe(tenant, queue);
+        }
+        // The claim itself long-polls: go straight back to it.
+        Wakeup::always()
+    }
+
+    async fn acquire_lease(
+        &self,
+        _name: &str,
+        _holder: &str,
+        _ttl_ms: i64,
+    ) -> Result<Option<Lease>> {
+        Err(maintenance_elsewhere("leader election"))
+    }
+
+    async fn renew_lease(&self, _name: &str, _token: LeaseToken, _ttl_ms: i64) -> Result<Lease> {
+        Err(maintenance_elsewhere("leader election"))
+    }
+
+    async fn release_lease(&self, _name: &str, _token: LeaseToken) -> Result<()> {
+        Err(maintenance_elsewhere("leader election"))
+    }
+
+    async fn reap_lapsed_leases(&self, _batch: u32) -> Result<ReapReport> {
+        Err(maintenance_elsewhere("reaping lapsed leases"))
+    }
+
+    async fn expire_jobs(&self, _batch: u32) -> Result<u64> {
+        Err(maintenance_elsewhere("expiring jobs"))
+    }
+
+    async fn prune_finished(&self, _retention_ms: i64, _batch: u32) -> Result<u64> {
+        Err(maintenance_elsewhere("pruning finished jobs"))
+    }
+}
