@@ -11,6 +11,7 @@
 //! `TETHER_TEST_DATABASE_URL`, else `postgres://postgres@127.0.0.1:5432/postgres`);
 //! the program creates its own database and drops it at the end.
 
+mod cron;
 mod http;
 mod pg;
 mod report;
@@ -37,6 +38,8 @@ pub struct Scale {
     pub latency_samples: usize,
     /// Jobs timed from enqueue to handler start (at about 50 per second).
     pub pickup_jobs: usize,
+    /// Seconds a per-second schedule runs for the lateness figure.
+    pub cron_seconds: u64,
 }
 
 impl Scale {
@@ -49,6 +52,7 @@ impl Scale {
             latency_large: 1_000_000,
             latency_samples: 40,
             pickup_jobs: 500,
+            cron_seconds: 60,
         }
     }
 
@@ -61,6 +65,7 @@ impl Scale {
             latency_large: 200_000,
             latency_samples: 25,
             pickup_jobs: 100,
+            cron_seconds: 15,
         }
     }
 }

@@ -44,6 +44,7 @@ pub async fn run(admin_url: &str, scale: &Scale, report: &mut Report) {
     runtime_figures(&engine, &url, &pool, scale, report).await;
     latency_figures(&engine, &pool, scale, report).await;
     crate::http::run(&engine, &url, &pool, scale, report).await;
+    crate::cron::run(&engine, &pool, scale, report).await;
 
     pool.close().await;
     sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))

@@ -1,11 +1,12 @@
 //! The Rust SDK of tether's HTTP API: a typed [`Client`] for every `/v1`
 //! route of a tether server (`tether serve`) — enqueue, claim, heartbeat,
 //! complete, fail, snooze, cancel, replay, job and queue reads, queue
-//! settings, tenants and keys — with typed errors ([`Error`], [`ErrorCode`]),
-//! and a remote worker: the same worker runtime as an embedded tether
-//! deployment ([`tether_worker`]), fed by the server over HTTP
-//! ([`RemoteSource`], [`Client::worker`]). Use it when your Rust service
-//! talks to a shared tether server instead of owning the database.
+//! settings, schedules and cron previews, tenants and keys — with typed
+//! errors ([`Error`], [`ErrorCode`]), and a remote worker: the same worker
+//! runtime as an embedded tether deployment ([`tether_worker`]), fed by the
+//! server over HTTP ([`RemoteSource`], [`Client::worker`]). Use it when your
+//! Rust service talks to a shared tether server instead of owning the
+//! database.
 //!
 //! Jobs to enqueue are [`NewJob`]s (or typed [`JobArgs`]), as for the
 //! embedded `tether` crate; answers are the API's own wire types ([`Job`],
@@ -64,15 +65,17 @@ pub use client::{Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT
 pub use error::{Error, ErrorCode, Result};
 pub use remote::{RemoteSource, DEFAULT_CLAIM_WAIT, MAX_CLAIM_WAIT};
 pub use wire::{
-    BulkReplay, ClaimOptions, ClaimedJob, CreatedKey, CreatedTenant, Enqueued, HeartbeatAck,
-    ItemResult, Job, JobEvent, JobPage, JobQuery, NewKey, Queue, StateCounts, Tenant,
+    BulkReplay, ClaimOptions, ClaimedJob, CreatedKey, CreatedTenant, CronPreview, Enqueued,
+    HeartbeatAck, ItemResult, Job, JobEvent, JobPage, JobQuery, NewKey, Queue, Schedule,
+    ScheduleRun, StateCounts, Tenant,
 };
 
 /// Request types shared with the embedded library: what to enqueue, and the
-/// shapes of heartbeats, completions, failures and queue settings.
+/// shapes of heartbeats, completions, failures, queue settings and
+/// schedules.
 pub use tether_core::{
     Backoff, Completion, EventKind, Failure, Heartbeat, JobArgs, JobState, LeaseToken, NewJob,
-    QueueConfigPatch, RunAt,
+    Overlap, QueueConfigPatch, RunAt, RunOutcome, SchedulePatch, ScheduleSpec,
 };
 
 /// The worker runtime a remote worker runs on (see [`Client::worker`]).

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tether_core::{
-    ClaimRequest, ClaimedJob, Completion, Error, Failure, Heartbeat, HeartbeatAck, JobState, Lease,
-    LeaseToken, ReapReport, Result, Wakeup, WakeupHub,
+    ClaimRequest, ClaimedJob, Completion, Error, Failure, FireReport, Heartbeat, HeartbeatAck,
+    JobState, Lease, LeaseToken, ReapReport, Result, Wakeup, WakeupHub,
 };
 use tether_worker::{Source, Worker, WorkerBuilder};
 use uuid::Uuid;
@@ -251,5 +251,17 @@ impl Source for RemoteSource {
 
     async fn prune_finished(&self, _retention_ms: i64, _batch: u32) -> Result<u64> {
         Err(maintenance_elsewhere("pruning finished jobs"))
+    }
+
+    async fn fire_due_schedules(&self, _batch: u32, _catch_up: Duration) -> Result<FireReport> {
+        Err(maintenance_elsewhere("firing schedules"))
+    }
+
+    async fn next_schedule_due(&self) -> Result<Option<Duration>> {
+        Err(maintenance_elsewhere("firing schedules"))
+    }
+
+    async fn prune_schedule_runs(&self, _retention_ms: i64, _batch: u32) -> Result<u64> {
+        Err(maintenance_elsewhere("pruning schedule runs"))
     }
 }

@@ -421,6 +421,18 @@ macro_rules! behaviour_suite {
             model {
                 model_based_random_operation_sequences,
             }
+            schedules {
+                schedules_crud_and_tenant_walls,
+                bad_schedules_are_refused_and_write_nothing,
+                concurrent_schedulers_fire_each_instant_once,
+                missed_fires_collapse_into_one_run,
+                short_gaps_are_caught_up_instant_by_instant,
+                a_fire_never_makes_a_second_job_for_its_instant,
+                overlap_skip_records_skipped_runs,
+                disabled_schedules_do_not_fire_or_replay,
+                trigger_runs_now_and_keeps_the_timetable,
+                schedule_runs_are_pruned_and_jobs_outlive_schedules,
+            }
         }
     };
 }

@@ -12,11 +12,15 @@
 //! - `tether_jobs_snoozed_total{tenant}`, `tether_jobs_replayed_total{tenant}`;
 //! - `tether_jobs_reaped_total{outcome}`: lapsed leases taken back by the
 //!   reaper (`requeued`, `failed`, `cancelled`);
-//! - `tether_jobs_expired_total`, `tether_jobs_pruned_total`.
+//! - `tether_jobs_expired_total`, `tether_jobs_pruned_total`;
+//! - `tether_schedule_fires_total{tenant}` and the histogram
+//!   `tether_schedule_fire_lateness_seconds{tenant}`: from a fire instant to
+//!   its job being enqueued.
 
 use std::collections::BTreeMap;
 
-use metrics::counter;
+use chrono::{DateTime, Utc};
+use metrics::{counter, histogram};
 
 use crate::model::{Enqueued, JobState, ReapReport};
 
@@ -86,4 +90,14 @@ pub(crate) fn pruned(n: u64) {
     if n > 0 {
         counter!("tether_jobs_pruned_total").increment(n);
     }
+}
+
+pub(crate) fn fired(tenant: &str, fire_at: DateTime<Utc>) {
+    counter!("tether_schedule_fires_total", "tenant" => tenant.to_owned()).increment(1);
+    let late = (Utc::now() - fire_at)
+        .num_microseconds()
+        .unwrap_or(i64::MAX) as f64
+        / 1e6;
+    histogram!("tether_schedule_fire_lateness_seconds", "tenant" => tenant.to_owned())
+        .record(late.max(0.0));
 }

@@ -9,19 +9,24 @@
 //! database: nothing is written when validation fails.
 
 mod counters;
+pub mod cron;
 mod engine;
 mod error;
 pub mod keys;
 pub mod lifecycle;
 mod model;
+pub mod schedule;
 mod store;
 pub mod validate;
 mod wakeup;
 
-pub use engine::Engine;
+pub use engine::{Engine, MAX_PREVIEW, SCHEDULE_RUNS_SHOWN};
 pub use error::{Error, Result};
 pub use keys::{ApiKeyInfo, ApiKeySecret, Tenant, DEFAULT_TENANT};
 pub use model::*;
+pub use schedule::{
+    FireReport, Overlap, RunOutcome, Schedule, SchedulePatch, ScheduleRun, ScheduleSpec,
+};
 pub use store::{NewJobRef, Store};
 pub use validate::Limits;
 pub use wakeup::{Wakeup, WakeupHub};

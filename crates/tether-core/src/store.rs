@@ -3,6 +3,7 @@
 //! its input was validated by [`crate::Engine`].
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -13,6 +14,7 @@ use crate::model::{
     JobEvent, JobFilter, JobPage, Lease, LeaseToken, QueueConfigPatch, QueueStats, ReapReport,
     ReplayFilter,
 };
+use crate::schedule::{Fire, FireOutcome, Schedule, ScheduleRun, ScheduleSpec};
 use crate::wakeup::Wakeup;
 
 /// A place where jobs live. All methods take the tenant whose rows they may
@@ -168,6 +170,66 @@ pub trait Store: Send + Sync + 'static {
     /// A tenant's keys, revoked ones included, oldest first; `NotFound` if
     /// the tenant does not exist.
     async fn list_api_keys(&self, tenant_id: Uuid) -> Result<Vec<ApiKeyInfo>>;
+
+    /// Creates a schedule with a fresh id; a name the tenant already uses is
+    /// `AlreadyExists`.
+    async fn create_schedule(
+        &self,
+        tenant: &str,
+        spec: &ScheduleSpec,
+        next_run_at: Option<DateTime<Utc>>,
+    ) -> Result<Schedule>;
+
+    /// One schedule; `NotFound` if the tenant has none with this id.
+    async fn get_schedule(&self, tenant: &str, id: Uuid) -> Result<Schedule>;
+
+    /// The tenant's schedules, by name.
+    async fn list_schedules(&self, tenant: &str) -> Result<Vec<Schedule>>;
+
+    /// Replaces a schedule's definition and `next_run_at` (its runs and
+    /// `last_*` stay); `NotFound`, or `AlreadyExists` for a taken name.
+    async fn update_schedule(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        spec: &ScheduleSpec,
+        next_run_at: Option<DateTime<Utc>>,
+    ) -> Result<Schedule>;
+
+    /// Deletes a schedule and its runs (its jobs stay); `NotFound`.
+    async fn delete_schedule(&self, tenant: &str, id: Uuid) -> Result<()>;
+
+    /// A schedule's newest `limit` runs, newest first; `NotFound` if the
+    /// tenant has no such schedule.
+    async fn schedule_runs(&self, tenant: &str, id: Uuid, limit: u32) -> Result<Vec<ScheduleRun>>;
+
+    /// Enabled schedules of every tenant whose `next_run_at` has come
+    /// (database clock), earliest first, at most `limit`; with the
+    /// database's current time.
+    async fn due_schedules(&self, limit: u32) -> Result<(DateTime<Utc>, Vec<Schedule>)>;
+
+    /// The earliest `next_run_at` of any enabled schedule of any tenant, with
+    /// the database's current time.
+    async fn next_schedule_due(&self) -> Result<(DateTime<Utc>, Option<DateTime<Utc>>)>;
+
+    /// Records one fire in one transaction: advances `next_run_at` from
+    /// `fire.expected_next_run_at` (compare-and-set on an enabled schedule;
+    /// `Raced` and nothing done when it no longer matches) and sets
+    /// `last_run_at`; then, unless `fire.overlap` is `Skip` and the job of
+    /// the last run is `queued` or `running` (a `skipped` run), enqueues
+    /// `fire.job` with id `job_id` (an existing job with the same
+    /// idempotency key counts as the run's job), sets `last_job_id` and
+    /// records an `enqueued` run.
+    async fn fire_schedule(&self, fire: &Fire, job_id: Uuid) -> Result<FireOutcome>;
+
+    /// A run outside the timetable: enqueues `job` now, records an
+    /// `enqueued` run stamped now, sets `last_run_at`/`last_job_id`, and
+    /// leaves `next_run_at` alone; `NotFound` if the tenant has no such
+    /// schedule. Returns the job.
+    async fn trigger_schedule(&self, tenant: &str, id: Uuid, job: NewJobRef<'_>) -> Result<Job>;
+
+    /// Deletes at most `batch` runs recorded more than `retention_ms` ago.
+    async fn prune_schedule_runs(&self, retention_ms: i64, batch: u32) -> Result<u64>;
 }
 
 /// A validated job to enqueue, as the store receives it: the [`NewJob`]

@@ -3,14 +3,18 @@
 //!
 //! Every operation is one SQL statement (a chain of CTEs where a transition
 //! also writes history), so it is atomic without an explicit transaction and
-//! costs one round trip. All times come from the database's `now()`. The
-//! schema lives in its own `tether` schema with its own migrations table, so
-//! an application that shares the database keeps its own names.
+//! costs one round trip; only a schedule's fire and trigger take a short
+//! transaction, to enqueue and record the run together with the
+//! timetable's compare-and-set or row lock. All times come from the
+//! database's `now()`. The schema lives in its own `tether` schema with its
+//! own migrations table, so an application that shares the database keeps
+//! its own names.
 
 mod enqueue;
 mod migrate;
 mod notify;
 mod rows;
+mod schedules;
 mod store;
 
 use std::time::Duration;

@@ -15,6 +15,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "tenants_keys",
         include_str!("../migrations/0002_tenants_keys.sql"),
     ),
+    (
+        3,
+        "schedules",
+        include_str!("../migrations/0003_schedules.sql"),
+    ),
 ];
 
 /// Applies every migration not yet recorded, in one transaction, holding an

@@ -2,7 +2,7 @@
 
 use sqlx::postgres::PgRow;
 use sqlx::Row;
-use tether_core::{Backoff, Job, JobState};
+use tether_core::{Backoff, Job, JobState, Overlap, Schedule, ScheduleSpec};
 
 /// The job columns every query returns, in this order.
 macro_rules! job_columns {
@@ -52,5 +52,40 @@ pub(crate) fn job(row: &PgRow) -> Result<Job, sqlx::Error> {
         lease_expires_at: row.try_get("lease_expires_at")?,
         heartbeat_at: row.try_get("heartbeat_at")?,
         progress: row.try_get("progress")?,
+    })
+}
+
+/// The schedule columns every schedule query returns, in this order.
+macro_rules! schedule_columns {
+    () => {
+        "s.id, s.tenant, s.name, s.cron, s.timezone, s.queue, s.kind, s.payload, s.enabled, \
+         s.overlap, s.next_run_at, s.last_run_at, s.last_job_id, s.created_at, s.updated_at"
+    };
+}
+pub(crate) use schedule_columns;
+
+/// Decodes a row that carries [`schedule_columns!`].
+pub(crate) fn schedule(row: &PgRow) -> Result<Schedule, sqlx::Error> {
+    let overlap: String = row.try_get("overlap")?;
+    Ok(Schedule {
+        id: row.try_get("id")?,
+        tenant: row.try_get("tenant")?,
+        spec: ScheduleSpec {
+            name: row.try_get("name")?,
+            cron: row.try_get("cron")?,
+            timezone: row.try_get("timezone")?,
+            queue: row.try_get("queue")?,
+            kind: row.try_get("kind")?,
+            payload: row.try_get("payload")?,
+            enabled: row.try_get("enabled")?,
+            overlap: Overlap::parse(&overlap).ok_or_else(|| {
+                sqlx::Error::Decode(format!("unknown schedule overlap {overlap:?}").into())
+            })?,
+        },
+        next_run_at: row.try_get("next_run_at")?,
+        last_run_at: row.try_get("last_run_at")?,
+        last_job_id: row.try_get("last_job_id")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
     })
 }

@@ -3,10 +3,12 @@
 use std::collections::HashMap;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::postgres::PgRow;
 use sqlx::{QueryBuilder, Row};
-use tether_core::{ApiKeyInfo, Tenant, DEFAULT_TENANT};
+use tether_core::schedule::{Fire, FireOutcome};
+use tether_core::{ApiKeyInfo, Schedule, ScheduleRun, ScheduleSpec, Tenant, DEFAULT_TENANT};
 use tether_core::{
     ClaimRequest, ClaimedJob, Completion, Enqueued, Error, EventKind, Failure, Heartbeat,
     HeartbeatAck, Job, JobEvent, JobFilter, JobPage, JobState, Lease, LeaseToken, NewJobRef,
@@ -1190,6 +1192,61 @@ impl Store for PgStore {
             return Err(tenant_not_found(tenant_id));
         }
         Ok(rows.into_iter().flatten().collect())
+    }
+
+    async fn create_schedule(
+        &self,
+        tenant: &str,
+        spec: &ScheduleSpec,
+        next_run_at: Option<DateTime<Utc>>,
+    ) -> Result<Schedule> {
+        self.schedule_create(tenant, spec, next_run_at).await
+    }
+
+    async fn get_schedule(&self, tenant: &str, id: Uuid) -> Result<Schedule> {
+        self.schedule_get(tenant, id).await
+    }
+
+    async fn list_schedules(&self, tenant: &str) -> Result<Vec<Schedule>> {
+        self.schedule_list(tenant).await
+    }
+
+    async fn update_schedule(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        spec: &ScheduleSpec,
+        next_run_at: Option<DateTime<Utc>>,
+    ) -> Result<Schedule> {
+        self.schedule_update(tenant, id, spec, next_run_at).await
+    }
+
+    async fn delete_schedule(&self, tenant: &str, id: Uuid) -> Result<()> {
+        self.schedule_delete(tenant, id).await
+    }
+
+    async fn schedule_runs(&self, tenant: &str, id: Uuid, limit: u32) -> Result<Vec<ScheduleRun>> {
+        self.schedule_runs_of(tenant, id, limit).await
+    }
+
+    async fn due_schedules(&self, limit: u32) -> Result<(DateTime<Utc>, Vec<Schedule>)> {
+        self.schedules_due(limit).await
+    }
+
+    async fn next_schedule_due(&self) -> Result<(DateTime<Utc>, Option<DateTime<Utc>>)> {
+        self.schedule_next_due().await
+    }
+
+    async fn fire_schedule(&self, fire: &Fire, job_id: Uuid) -> Result<FireOutcome> {
+        self.schedule_fire(fire, job_id).await
+    }
+
+    async fn trigger_schedule(&self, tenant: &str, id: Uuid, job: NewJobRef<'_>) -> Result<Job> {
+        self.schedule_trigger(tenant, id, job).await
+    }
+
+    async fn prune_schedule_runs(&self, retention_ms: i64, batch: u32) -> Result<u64> {
+        self.schedule_runs_prune(retention_ms, batch).await
     }
 }
 

@@ -131,6 +131,16 @@ pub fn router(state: AppState) -> Router {
         .route("/queues/{queue}/pause", post(pause_queue))
         .route("/queues/{queue}/resume", post(resume_queue))
         .route("/queues/{queue}/replay", post(replay_queue))
+        .route("/schedules", post(create_schedule).get(list_schedules))
+        .route(
+            "/schedules/{id}",
+            get(get_schedule)
+                .patch(patch_schedule)
+                .delete(delete_schedule),
+        )
+        .route("/schedules/{id}/runs", get(schedule_runs))
+        .route("/schedules/{id}/trigger", post(trigger_schedule))
+        .route("/cron/preview", get(cron_preview))
         .route("/tenants", post(create_tenant).get(list_tenants))
         .route("/tenants/{tenant_id}/keys", post(create_key))
         .route("/keys/{key_id}", axum::routing::delete(revoke_key))

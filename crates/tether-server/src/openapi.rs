@@ -31,8 +31,8 @@ const API_KEY: &str = "api_key";
             JSON in, JSON out; unknown fields in a request body are rejected. Times are RFC 3339 \
             strings in UTC with milliseconds; durations are integer milliseconds named `*_ms`; ids \
             are UUIDs. Every `/v1` route needs `Authorization: Bearer <api key>`; a key sees only \
-            its tenant's jobs and queues, and admin keys (of the `default` tenant only) also manage \
-            tenants and keys and read `/metrics`. Errors are a status plus \
+            its tenant's jobs, queues and schedules, and admin keys (of the `default` tenant only) \
+            also manage tenants and keys and read `/metrics`. Errors are a status plus \
             `{\"error\": {\"code\", \"message\"}}`.",
         license(name = "MIT OR Apache-2.0", identifier = "MIT OR Apache-2.0"),
     ),
@@ -60,6 +60,14 @@ const API_KEY: &str = "api_key";
         crate::routes::pause_queue,
         crate::routes::resume_queue,
         crate::routes::replay_queue,
+        crate::routes::create_schedule,
+        crate::routes::list_schedules,
+        crate::routes::get_schedule,
+        crate::routes::patch_schedule,
+        crate::routes::delete_schedule,
+        crate::routes::schedule_runs,
+        crate::routes::trigger_schedule,
+        crate::routes::cron_preview,
         crate::routes::create_tenant,
         crate::routes::list_tenants,
         crate::routes::create_key,
@@ -79,6 +87,7 @@ const API_KEY: &str = "api_key";
         (name = "jobs", description = "Producing and managing jobs."),
         (name = "workers", description = "Claiming jobs and reporting on them, under a lease."),
         (name = "queues", description = "Queue stats, settings, pausing and bulk replay."),
+        (name = "schedules", description = "Cron timetables that enqueue jobs, their runs, and a preview of cron expressions."),
         (name = "admin", description = "Tenants, keys and metrics: admin keys only."),
         (name = "service", description = "Health and this document: no key needed."),
     )

@@ -15,8 +15,8 @@ const COMMITTED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/openapi
 
 /// Every route of `shared/API.md` that the server serves, plus the batch
 /// heartbeat (an addition, see `docs/http.md`). Not here: `GET /` (the
-/// dashboard) and the schedule and cron routes, which do not exist yet.
-const ROUTES: [(&str, &str); 28] = [
+/// dashboard), which does not exist yet.
+const ROUTES: [(&str, &str); 36] = [
     // Outside /v1.
     ("get", "/healthz"),
     ("get", "/readyz"),
@@ -45,6 +45,15 @@ const ROUTES: [(&str, &str); 28] = [
     ("post", "/v1/queues/{queue}/pause"),
     ("post", "/v1/queues/{queue}/resume"),
     ("patch", "/v1/queues/{queue}"),
+    // Schedules.
+    ("post", "/v1/schedules"),
+    ("get", "/v1/schedules"),
+    ("get", "/v1/schedules/{id}"),
+    ("patch", "/v1/schedules/{id}"),
+    ("delete", "/v1/schedules/{id}"),
+    ("get", "/v1/schedules/{id}/runs"),
+    ("post", "/v1/schedules/{id}/trigger"),
+    ("get", "/v1/cron/preview"),
     // Tenants and keys.
     ("post", "/v1/tenants"),
     ("get", "/v1/tenants"),
@@ -156,6 +165,21 @@ fn documented_ranges_are_the_validators() {
         .find(|p| p["name"] == "limit")
         .unwrap();
     assert_eq!(limit["schema"]["maximum"], MAX_PAGE);
+    let max_cron = tether_core::cron::MAX_INPUT_LEN;
+    for body in ["CreateScheduleBody", "PatchScheduleBody"] {
+        assert_eq!(schema(body)["cron"]["maxLength"], max_cron, "{body}");
+        assert_eq!(schema(body)["timezone"]["maxLength"], max_cron, "{body}");
+    }
+    let preview = &doc["paths"]["/v1/cron/preview"]["get"]["parameters"];
+    let count = preview
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "count")
+        .unwrap();
+    assert_eq!(count["schema"]["maximum"], 100);
+    assert!(tether_core::Engine::cron_preview("* * * * *", "UTC", None, 100).is_ok());
+    assert!(tether_core::Engine::cron_preview("* * * * *", "UTC", None, 101).is_err());
     for state in ["queued", "running", "succeeded", "failed", "cancelled"] {
         let states = doc["components"]["schemas"]["JobState"]["enum"]
             .as_array()
@@ -448,6 +472,96 @@ async fn requests_and_answers_fit_the_document(db: &TestDb) {
     )
     .await
     .expect(200);
+    // Schedules.
+    let create = ("post", "/v1/schedules");
+    let full = json!({
+        "name": "nightly", "cron": "0 3 * * *", "timezone": "Europe/Berlin", "queue": "q",
+        "kind": "k", "payload": {"a": 1}, "enabled": true, "overlap": "skip"
+    });
+    let made = check(&c, &doc, admin, create, "/v1/schedules", Some(full.clone())).await;
+    let sid = made.expect(201)["schedule"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    check(&c, &doc, admin, create, "/v1/schedules", Some(full))
+        .await
+        .expect_error(409, "already_exists");
+    let minimal =
+        json!({"name": "off", "cron": "0 0 * * *", "queue": "q", "kind": "k", "enabled": false});
+    let off = check(&c, &doc, admin, create, "/v1/schedules", Some(minimal)).await;
+    assert!(off.expect(201)["schedule"]["next_run_at"].is_null());
+    let bad = json!({"name": "bad", "cron": "* * * *", "queue": "q", "kind": "k"});
+    check(&c, &doc, admin, create, "/v1/schedules", Some(bad))
+        .await
+        .expect_error(400, "invalid_argument");
+    check(
+        &c,
+        &doc,
+        admin,
+        ("get", "/v1/schedules"),
+        "/v1/schedules",
+        None,
+    )
+    .await
+    .expect(200);
+    let one = ("get", "/v1/schedules/{id}");
+    let uri = format!("/v1/schedules/{sid}");
+    check(&c, &doc, admin, one, &uri, None).await.expect(200);
+    check(&c, &doc, admin, one, "/v1/schedules/nope", None)
+        .await
+        .expect_error(404, "not_found");
+    let patch = ("patch", "/v1/schedules/{id}");
+    let body = json!({"name": "nightly-2", "cron": "30 2 * * *", "timezone": "UTC", "queue": "q2",
+                      "kind": "k2", "payload": null, "enabled": true, "overlap": "allow"});
+    check(&c, &doc, admin, patch, &uri, Some(body))
+        .await
+        .expect(200);
+    check(&c, &doc, admin, patch, &uri, Some(json!({"name": "off"})))
+        .await
+        .expect_error(409, "already_exists");
+    check(
+        &c,
+        &doc,
+        admin,
+        patch,
+        &uri,
+        Some(json!({"timezone": "Nowhere"})),
+    )
+    .await
+    .expect_error(400, "invalid_argument");
+    let trigger = ("post", "/v1/schedules/{id}/trigger");
+    check(&c, &doc, admin, trigger, &format!("{uri}/trigger"), None)
+        .await
+        .expect(201);
+    let runs = ("get", "/v1/schedules/{id}/runs");
+    let answer = check(&c, &doc, admin, runs, &format!("{uri}/runs"), None).await;
+    assert_eq!(answer.expect(200)["runs"].as_array().unwrap().len(), 1);
+    let preview = ("get", "/v1/cron/preview");
+    let answer = check(
+        &c,
+        &doc,
+        admin,
+        preview,
+        "/v1/cron/preview?cron=30+2+*+*+*&timezone=America/New_York&from=2026-03-07T12:00:00Z&count=2",
+        None,
+    )
+    .await;
+    assert_eq!(answer.expect(200)["times"].as_array().unwrap().len(), 2);
+    check(
+        &c,
+        &doc,
+        admin,
+        preview,
+        "/v1/cron/preview?cron=*+*+*+*+*&count=0",
+        None,
+    )
+    .await
+    .expect_error(400, "invalid_argument");
+    let delete = ("delete", "/v1/schedules/{id}");
+    check(&c, &doc, admin, delete, &uri, None).await.expect(204);
+    check(&c, &doc, admin, delete, &uri, None)
+        .await
+        .expect_error(404, "not_found");
     // Tenants and keys.
     let tenants = ("post", "/v1/tenants");
     let made = check(

@@ -1,6 +1,6 @@
 //! The SQLite storage backend of tether: the embedded default, where the
-//! whole queue (jobs, their history, queue settings and leader leases) lives
-//! in one local file. `tether serve` with no database flag runs on it, and an
+//! whole queue (jobs, their history, queue settings, schedules and their
+//! runs, tenants, keys and leader leases) lives in one local file. `tether serve` with no database flag runs on it, and an
 //! application can embed it to get a durable queue without running a server.
 //!
 //! [`SqliteStore`] implements [`tether_core::Store`] with exactly the

@@ -26,6 +26,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "tenants_keys",
         sql: include_str!("../migrations/0002_tenants_keys.sql"),
     },
+    Migration {
+        version: 3,
+        name: "schedules",
+        sql: include_str!("../migrations/0003_schedules.sql"),
+    },
 ];
 
 /// The newest schema version this build knows.

@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::sqlite::SqliteRow;
 use sqlx::Row;
+use tether_core::schedule::{Overlap, RunOutcome, Schedule, ScheduleRun, ScheduleSpec};
 use tether_core::{ApiKeyInfo, Tenant};
 use tether_core::{
     Backoff, Error, Job, JobEvent, Lease, LeaseToken, QueueConfig, QueueStats, Result, StateCounts,
@@ -79,7 +80,7 @@ pub(crate) fn ts(ms: i64) -> Result<DateTime<Utc>> {
         .ok_or_else(|| corrupt(format!("timestamp {ms} ms out of range")))
 }
 
-fn opt_ts(ms: Option<i64>) -> Result<Option<DateTime<Utc>>> {
+pub(crate) fn opt_ts(ms: Option<i64>) -> Result<Option<DateTime<Utc>>> {
     ms.map(ts).transpose()
 }
 
@@ -193,6 +194,44 @@ pub(crate) fn key_hash(row: &SqliteRow) -> Result<[u8; 32]> {
     let hash: &[u8] = row.try_get("hash").db()?;
     hash.try_into()
         .map_err(|_| corrupt(format!("api key hash of {} bytes", hash.len())))
+}
+
+/// A schedule from a row holding [`schedule_cols!`].
+pub(crate) fn schedule(row: &SqliteRow) -> Result<Schedule> {
+    let overlap: &str = row.try_get("overlap").db()?;
+    let last_job_id: Option<&str> = row.try_get("last_job_id").db()?;
+    Ok(Schedule {
+        id: uuid(row.try_get("id").db()?)?,
+        tenant: row.try_get("tenant").db()?,
+        spec: ScheduleSpec {
+            name: row.try_get("name").db()?,
+            cron: row.try_get("cron").db()?,
+            timezone: row.try_get("timezone").db()?,
+            queue: row.try_get("queue").db()?,
+            kind: row.try_get("kind").db()?,
+            payload: json(row.try_get("payload").db()?)?,
+            enabled: row.try_get("enabled").db()?,
+            overlap: Overlap::parse(overlap)
+                .ok_or_else(|| corrupt(format!("unknown overlap policy {overlap:?}")))?,
+        },
+        next_run_at: opt_ts(row.try_get("next_run_at").db()?)?,
+        last_run_at: opt_ts(row.try_get("last_run_at").db()?)?,
+        last_job_id: last_job_id.map(uuid).transpose()?,
+        created_at: ts(row.try_get("created_at").db()?)?,
+        updated_at: ts(row.try_get("updated_at").db()?)?,
+    })
+}
+
+/// A schedule run from `fire_at, job_id, outcome`.
+pub(crate) fn schedule_run(row: &SqliteRow) -> Result<ScheduleRun> {
+    let outcome: &str = row.try_get("outcome").db()?;
+    let job_id: Option<&str> = row.try_get("job_id").db()?;
+    Ok(ScheduleRun {
+        fire_at: ts(row.try_get("fire_at").db()?)?,
+        job_id: job_id.map(uuid).transpose()?,
+        outcome: RunOutcome::parse(outcome)
+            .ok_or_else(|| corrupt(format!("unknown schedule run outcome {outcome:?}")))?,
+    })
 }
 
 /// Queue stats from a row holding `name` and [`stats_cols!`]. The config

@@ -38,6 +38,14 @@ macro_rules! job_cols {
     };
 }
 
+/// The columns [`crate::rows::schedule`] reads.
+macro_rules! schedule_cols {
+    () => {
+        "id, tenant, name, cron, timezone, queue, kind, payload, enabled, overlap, next_run_at, \
+         last_run_at, last_job_id, created_at, updated_at"
+    };
+}
+
 /// The per-queue figures of [`crate::rows::stats`], for the queue named by the
 /// SQL expressions `$tenant` and `$queue`, measured against `s.now`.
 ///

@@ -7,9 +7,13 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::OnceLock;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 use sqlx::{Row, Sqlite, SqliteConnection, Transaction};
 use tether_core::lifecycle::{self, FailOutcome};
+use tether_core::schedule::{
+    Fire, FireOutcome, Overlap, RunOutcome, Schedule, ScheduleRun, ScheduleSpec,
+};
 use tether_core::{ApiKeyInfo, Tenant, DEFAULT_TENANT};
 use tether_core::{
     ClaimRequest, ClaimedJob, Completion, Enqueued, Error, EventKind, Failure, Heartbeat,
@@ -538,6 +542,134 @@ const RENEW_LEASE: &str = concat!(
 
 const RELEASE_LEASE: &str = "DELETE FROM tether_leases WHERE name = ?1 AND token = ?2";
 
+/// Creates a schedule unless the tenant already uses its name (the UNIQUE
+/// (tenant, name) constraint decides; no row comes back then). ?1 tenant,
+/// ?2 id, ?3–?11 the definition (see `bind_spec`).
+const CREATE_SCHEDULE: &str = concat!(
+    "INSERT INTO tether_schedules (tenant, id, name, cron, timezone, queue, kind, payload, ",
+    "enabled, overlap, next_run_at, created_at, updated_at) ",
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ",
+    now_ms!(),
+    ", ",
+    now_ms!(),
+    ") ON CONFLICT (tenant, name) DO NOTHING RETURNING ",
+    schedule_cols!()
+);
+
+/// Replaces a schedule's definition and `next_run_at` (same parameters as
+/// [`CREATE_SCHEDULE`]); `last_*` and the runs stay.
+const UPDATE_SCHEDULE: &str = concat!(
+    "UPDATE tether_schedules SET name = ?3, cron = ?4, timezone = ?5, queue = ?6, kind = ?7, ",
+    "payload = ?8, enabled = ?9, overlap = ?10, next_run_at = ?11, updated_at = ",
+    now_ms!(),
+    " WHERE tenant = ?1 AND id = ?2 RETURNING ",
+    schedule_cols!()
+);
+
+const SELECT_SCHEDULE: &str = concat!(
+    "SELECT ",
+    schedule_cols!(),
+    " FROM tether_schedules WHERE tenant = ?1 AND id = ?2"
+);
+
+const LIST_SCHEDULES: &str = concat!(
+    "SELECT ",
+    schedule_cols!(),
+    " FROM tether_schedules WHERE tenant = ?1 ORDER BY name"
+);
+
+const DELETE_SCHEDULE: &str = "DELETE FROM tether_schedules WHERE tenant = ?1 AND id = ?2";
+
+/// The runs go with their schedule by `ON DELETE CASCADE` (every connection
+/// enables foreign keys); deleting them by hand as well keeps that true on a
+/// connection that does not.
+const DELETE_SCHEDULE_RUNS: &str = "DELETE FROM tether_schedule_runs WHERE schedule_id = ?1";
+
+/// A schedule's newest ?3 runs, in one statement so that "does the tenant
+/// have it" and its runs come from the same snapshot: one row with NULL run
+/// columns for a schedule without runs, no row for no schedule.
+pub(crate) const SCHEDULE_RUNS: &str =
+    "SELECT r.id AS run_id, r.fire_at AS fire_at, r.job_id AS job_id, \
+     r.outcome AS outcome \
+     FROM tether_schedules AS s LEFT JOIN tether_schedule_runs AS r ON r.schedule_id = s.id \
+     WHERE s.tenant = ?1 AND s.id = ?2 ORDER BY r.fire_at DESC, r.id DESC LIMIT ?3";
+
+/// The database's clock.
+const DB_NOW: &str = concat!("SELECT ", now_ms!());
+
+/// Up to ?2 schedules of every tenant due by ?1 (the database's clock, read
+/// just before), earliest first: a walk of the partial index that stops at
+/// the batch. (`enabled = 1 AND next_run_at IS NOT NULL` spelled as in the
+/// index, which SQLite requires to use it. The clock is bound rather than
+/// computed in the statement because SQLite's `'now'` is fixed for one
+/// `sqlite3_step`, i.e. one row of a SELECT, not for the whole statement.)
+pub(crate) const DUE_SCHEDULES: &str = concat!(
+    "SELECT ",
+    schedule_cols!(),
+    " FROM tether_schedules WHERE enabled = 1 AND next_run_at IS NOT NULL ",
+    "AND next_run_at <= ?1 ORDER BY next_run_at, id LIMIT ?2"
+);
+
+pub(crate) const NEXT_SCHEDULE_DUE: &str = concat!(
+    "SELECT ",
+    now_ms!(),
+    " AS now, (SELECT min(next_run_at) FROM tether_schedules ",
+    "WHERE enabled = 1 AND next_run_at IS NOT NULL) AS next"
+);
+
+/// The compare-and-set of a fire: moves the timetable from the `next_run_at`
+/// the scheduler read (?3) to ?5 and stamps the run (?4), only if it is still
+/// the stored one on an enabled schedule. Returns the previous run's job
+/// (`last_job_id` is not changed here); no row: another node, or a patch,
+/// moved it first.
+const FIRE_SCHEDULE: &str = concat!(
+    "UPDATE tether_schedules SET next_run_at = ?5, last_run_at = ?4, updated_at = ",
+    now_ms!(),
+    " WHERE tenant = ?1 AND id = ?2 AND enabled = 1 AND next_run_at = ?3 ",
+    "RETURNING last_job_id"
+);
+
+/// A triggered run: stamps `last_run_at` with now and returns the stamp, so
+/// that the run recorded with it carries the very same instant.
+const TRIGGER_SCHEDULE: &str = concat!(
+    "UPDATE tether_schedules SET last_run_at = ",
+    now_ms!(),
+    ", updated_at = ",
+    now_ms!(),
+    " WHERE tenant = ?1 AND id = ?2 RETURNING last_run_at"
+);
+
+const SET_LAST_JOB: &str = "UPDATE tether_schedules SET last_job_id = ?2 WHERE id = ?1";
+
+/// Whether job ?2 of tenant ?1 is unfinished (overlap `skip`).
+const JOB_ACTIVE: &str = "SELECT EXISTS (SELECT 1 FROM tether_jobs WHERE tenant = ?1 AND id = ?2 \
+     AND state IN ('queued', 'running'))";
+
+/// ?1 schedule, ?2 tenant, ?3 fire_at, ?4 job (NULL when skipped), ?5 outcome.
+const INSERT_SCHEDULE_RUN: &str = concat!(
+    "INSERT INTO tether_schedule_runs (schedule_id, tenant, fire_at, job_id, outcome, ",
+    "recorded_at) VALUES (?1, ?2, ?3, ?4, ?5, ",
+    now_ms!(),
+    ")"
+);
+
+/// Up to ?2 runs recorded at least ?1 ms ago, oldest first (`<=` like the
+/// pruning of jobs, so a retention of 0 takes every run).
+pub(crate) const PRUNE_SCHEDULE_RUNS: &str = concat!(
+    "DELETE FROM tether_schedule_runs WHERE id IN (SELECT id FROM tether_schedule_runs ",
+    "WHERE recorded_at <= ",
+    now_ms!(),
+    " - ?1 ORDER BY recorded_at LIMIT ?2)"
+);
+
+fn schedule_not_found(id: Uuid) -> Error {
+    Error::NotFound(format!("schedule {id}"))
+}
+
+fn schedule_name_taken(name: &str) -> Error {
+    Error::AlreadyExists(format!("schedule {name:?}"))
+}
+
 // ---------------------------------------------------------------------------
 
 /// A JSON array of strings (ids, queue names) for `json_each`. Written by
@@ -665,6 +797,215 @@ async fn fetch_job(conn: &mut SqliteConnection, tenant: &str, id: Uuid) -> Resul
     }
 }
 
+/// Enqueues on an open write transaction: the whole of [`Store::enqueue`]
+/// except the commit and the wake-up hints, so that a schedule can record a
+/// run and enqueue its job atomically. The caller commits, then sends the
+/// hints (see [`SqliteStore::notify_created`]).
+async fn enqueue_in(tx: &mut Tx, tenant: &str, jobs: &[NewJobRef<'_>]) -> Result<Vec<Enqueued>> {
+    if jobs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let conn: &mut SqliteConnection = tx;
+    let defaults = QueueConfig::default();
+    let queues: BTreeSet<&str> = jobs.iter().map(|r| r.job.queue.as_str()).collect();
+    let queues = id_array(queues);
+
+    // Register the queues first so the INSERT can read their defaults.
+    sqlx::query(REGISTER_QUEUES)
+        .bind(tenant)
+        .bind(queues)
+        .bind(defaults.max_attempts)
+        .bind(defaults.backoff.base_ms)
+        .bind(defaults.backoff.cap_ms)
+        .bind(defaults.default_lease_ttl_ms)
+        .execute(&mut *conn)
+        .await
+        .db()?;
+    let mut created: HashMap<Uuid, Job> = HashMap::with_capacity(jobs.len());
+    let mut next = 0;
+    while next < jobs.len() {
+        let rows = INSERT_CHUNKS
+            .into_iter()
+            .find(|&n| n <= jobs.len() - next)
+            .unwrap_or(1);
+        let mut query = sqlx::query(insert_jobs_sql(rows))
+            .bind(tenant)
+            .bind(defaults.max_attempts)
+            .bind(defaults.backoff.base_ms)
+            .bind(defaults.backoff.cap_ms);
+        for (ordinal, entry) in jobs.iter().enumerate().skip(next).take(rows) {
+            query = bind_entry(query, ordinal, entry)?;
+        }
+        let inserted = query.bind(tenant).fetch_all(&mut *conn).await.db()?;
+        for row in &inserted {
+            let job = rows::job(row)?;
+            created.insert(job.id, job);
+        }
+        next += rows;
+    }
+    if !created.is_empty() {
+        let ids: Vec<String> = created.keys().map(Uuid::to_string).collect();
+        sqlx::query(ENQUEUED_EVENTS)
+            .bind(id_array(ids.iter().map(String::as_str)))
+            .execute(&mut *conn)
+            .await
+            .db()?;
+    }
+
+    // The entry that created each new job, to judge duplicates in batch
+    // order.
+    let created_by: HashMap<Uuid, usize> = jobs
+        .iter()
+        .enumerate()
+        .filter(|(_, entry)| created.contains_key(&entry.id))
+        .map(|(idx, entry)| (entry.id, idx))
+        .collect();
+    let mut out: Vec<Option<Enqueued>> = Vec::with_capacity(jobs.len());
+    let mut duplicates = Vec::new();
+    for (idx, entry) in jobs.iter().enumerate() {
+        match created.remove(&entry.id) {
+            Some(job) => out.push(Some(Enqueued { job, created: true })),
+            None => {
+                out.push(None);
+                duplicates.push(json!({
+                    "idx": idx,
+                    "ik": entry.job.idempotency_key,
+                    "uk": entry.job.unique_key,
+                }));
+            }
+        }
+    }
+    if !duplicates.is_empty() {
+        let candidates = sqlx::query(DUPLICATE_CANDIDATES)
+            .bind(tenant)
+            .bind(Value::Array(duplicates).to_string())
+            .fetch_all(&mut *conn)
+            .await
+            .db()?;
+        // Each entry resolves against the jobs that existed when its turn
+        // came (the batch is inserted in order): a job this batch created
+        // from a *later* entry does not count. The idempotency key wins
+        // over the unique key.
+        let mut resolved: Vec<(usize, Uuid)> = Vec::with_capacity(candidates.len());
+        for row in &candidates {
+            let idx: i64 = row.try_get("idx").db()?;
+            let idx = usize::try_from(idx)
+                .map_err(|_| rows::corrupt(format!("duplicate resolution index {idx}")))?;
+            let existed_then = |id: Option<&str>| -> Result<Option<Uuid>> {
+                let Some(id) = id else { return Ok(None) };
+                let id = rows::uuid(id)?;
+                Ok(match created_by.get(&id) {
+                    Some(&creator) if creator > idx => None,
+                    _ => Some(id),
+                })
+            };
+            let by_idempotency = existed_then(row.try_get("ik_id").db()?)?;
+            let found = match by_idempotency {
+                Some(id) => Some(id),
+                None => existed_then(row.try_get("uk_id").db()?)?,
+            };
+            if let Some(id) = found {
+                resolved.push((idx, id));
+            }
+        }
+        let ids: Vec<String> = resolved.iter().map(|(_, id)| id.to_string()).collect();
+        let existing = sqlx::query(SELECT_JOBS)
+            .bind(id_array(ids.iter().map(String::as_str)))
+            .fetch_all(&mut *conn)
+            .await
+            .db()?;
+        let existing: HashMap<Uuid, Job> = existing
+            .iter()
+            .map(|row| rows::job(row).map(|job| (job.id, job)))
+            .collect::<Result<_>>()?;
+        for (idx, id) in resolved {
+            if let (Some(slot), Some(job)) = (out.get_mut(idx), existing.get(&id)) {
+                *slot = Some(Enqueued {
+                    job: job.clone(),
+                    created: false,
+                });
+            }
+        }
+    }
+    // Every entry must have an answer before anything is committed.
+    let out = out
+        .into_iter()
+        .zip(jobs)
+        .map(|(answer, entry)| {
+            answer.ok_or_else(|| {
+                rows::corrupt(format!(
+                    "job {} was neither inserted nor matched an existing job",
+                    entry.id
+                ))
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(out)
+}
+
+/// Binds a schedule definition and its `next_run_at` as ?3–?11 (after the
+/// tenant and the id).
+fn bind_spec<'q>(
+    query: sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
+    spec: &'q ScheduleSpec,
+    next_run_at: Option<DateTime<Utc>>,
+) -> Result<sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>>> {
+    Ok(query
+        .bind(spec.name.as_str())
+        .bind(spec.cron.as_str())
+        .bind(spec.timezone.as_str())
+        .bind(spec.queue.as_str())
+        .bind(spec.kind.as_str())
+        .bind(to_json_text(&spec.payload)?)
+        .bind(spec.enabled)
+        .bind(spec.overlap.as_str())
+        .bind(next_run_at.map(|at| at.timestamp_millis())))
+}
+
+/// Records a run of a schedule (on the open transaction of the fire or
+/// trigger), stamped `fire_at`.
+async fn record_run(
+    conn: &mut SqliteConnection,
+    schedule_id: Uuid,
+    tenant: &str,
+    fire_at: i64,
+    job_id: Option<Uuid>,
+    outcome: RunOutcome,
+) -> Result<()> {
+    sqlx::query(INSERT_SCHEDULE_RUN)
+        .bind(schedule_id.to_string())
+        .bind(tenant)
+        .bind(fire_at)
+        .bind(job_id.map(|id| id.to_string()))
+        .bind(outcome.as_str())
+        .execute(conn)
+        .await
+        .db()?;
+    Ok(())
+}
+
+/// Enqueues a schedule's job on the open transaction and makes it the
+/// schedule's `last_job_id`; an existing job with the same idempotency key
+/// is the run's job. Returns the answer (the caller commits, then hints).
+async fn enqueue_run(
+    tx: &mut Tx,
+    tenant: &str,
+    schedule_id: Uuid,
+    job: NewJobRef<'_>,
+) -> Result<Enqueued> {
+    let answer = enqueue_in(tx, tenant, std::slice::from_ref(&job))
+        .await?
+        .pop()
+        .ok_or_else(|| rows::corrupt("an enqueue of one job gave no answer"))?;
+    sqlx::query(SET_LAST_JOB)
+        .bind(schedule_id.to_string())
+        .bind(answer.job.id.to_string())
+        .execute(&mut **tx)
+        .await
+        .db()?;
+    Ok(answer)
+}
+
 /// Queue stats on any connection (the writer inside a transaction, or a
 /// reader).
 async fn queue_stats_on(
@@ -687,6 +1028,14 @@ impl SqliteStore {
     /// SQLITE_BUSY later when it moves from reading to writing.
     pub(crate) async fn begin(&self) -> Result<Tx> {
         self.writer.begin_with("BEGIN IMMEDIATE").await.db()
+    }
+
+    /// Sends the wake-up hints of an enqueue that was just committed: one per
+    /// job it created (an existing job that was returned wakes nobody).
+    fn notify_created(&self, tenant: &str, answers: &[Enqueued]) {
+        for answer in answers.iter().filter(|a| a.created) {
+            self.wakeups.notify(tenant, &answer.job.queue);
+        }
     }
 
     /// Ends a transaction that changed nothing without the cost of a commit.
@@ -730,145 +1079,10 @@ impl Store for SqliteStore {
         if jobs.is_empty() {
             return Ok(Vec::new());
         }
-        let defaults = QueueConfig::default();
-        let queues: BTreeSet<&str> = jobs.iter().map(|r| r.job.queue.as_str()).collect();
-        let queues = id_array(queues);
-
         let mut tx = self.begin().await?;
-        // Register the queues first so the INSERT can read their defaults.
-        sqlx::query(REGISTER_QUEUES)
-            .bind(tenant)
-            .bind(queues)
-            .bind(defaults.max_attempts)
-            .bind(defaults.backoff.base_ms)
-            .bind(defaults.backoff.cap_ms)
-            .bind(defaults.default_lease_ttl_ms)
-            .execute(&mut *tx)
-            .await
-            .db()?;
-        let mut created: HashMap<Uuid, Job> = HashMap::with_capacity(jobs.len());
-        let mut next = 0;
-        while next < jobs.len() {
-            let rows = INSERT_CHUNKS
-                .into_iter()
-                .find(|&n| n <= jobs.len() - next)
-                .unwrap_or(1);
-            let mut query = sqlx::query(insert_jobs_sql(rows))
-                .bind(tenant)
-                .bind(defaults.max_attempts)
-                .bind(defaults.backoff.base_ms)
-                .bind(defaults.backoff.cap_ms);
-            for (ordinal, entry) in jobs.iter().enumerate().skip(next).take(rows) {
-                query = bind_entry(query, ordinal, entry)?;
-            }
-            let inserted = query.bind(tenant).fetch_all(&mut *tx).await.db()?;
-            for row in &inserted {
-                let job = rows::job(row)?;
-                created.insert(job.id, job);
-            }
-            next += rows;
-        }
-        if !created.is_empty() {
-            let ids: Vec<String> = created.keys().map(Uuid::to_string).collect();
-            sqlx::query(ENQUEUED_EVENTS)
-                .bind(id_array(ids.iter().map(String::as_str)))
-                .execute(&mut *tx)
-                .await
-                .db()?;
-        }
-
-        // The entry that created each new job, to judge duplicates in batch
-        // order.
-        let created_by: HashMap<Uuid, usize> = jobs
-            .iter()
-            .enumerate()
-            .filter(|(_, entry)| created.contains_key(&entry.id))
-            .map(|(idx, entry)| (entry.id, idx))
-            .collect();
-        let mut out: Vec<Option<Enqueued>> = Vec::with_capacity(jobs.len());
-        let mut duplicates = Vec::new();
-        for (idx, entry) in jobs.iter().enumerate() {
-            match created.remove(&entry.id) {
-                Some(job) => out.push(Some(Enqueued { job, created: true })),
-                None => {
-                    out.push(None);
-                    duplicates.push(json!({
-                        "idx": idx,
-                        "ik": entry.job.idempotency_key,
-                        "uk": entry.job.unique_key,
-                    }));
-                }
-            }
-        }
-        if !duplicates.is_empty() {
-            let candidates = sqlx::query(DUPLICATE_CANDIDATES)
-                .bind(tenant)
-                .bind(Value::Array(duplicates).to_string())
-                .fetch_all(&mut *tx)
-                .await
-                .db()?;
-            // Each entry resolves against the jobs that existed when its turn
-            // came (the batch is inserted in order): a job this batch created
-            // from a *later* entry does not count. The idempotency key wins
-            // over the unique key.
-            let mut resolved: Vec<(usize, Uuid)> = Vec::with_capacity(candidates.len());
-            for row in &candidates {
-                let idx: i64 = row.try_get("idx").db()?;
-                let idx = usize::try_from(idx)
-                    .map_err(|_| rows::corrupt(format!("duplicate resolution index {idx}")))?;
-                let existed_then = |id: Option<&str>| -> Result<Option<Uuid>> {
-                    let Some(id) = id else { return Ok(None) };
-                    let id = rows::uuid(id)?;
-                    Ok(match created_by.get(&id) {
-                        Some(&creator) if creator > idx => None,
-                        _ => Some(id),
-                    })
-                };
-                let by_idempotency = existed_then(row.try_get("ik_id").db()?)?;
-                let found = match by_idempotency {
-                    Some(id) => Some(id),
-                    None => existed_then(row.try_get("uk_id").db()?)?,
-                };
-                if let Some(id) = found {
-                    resolved.push((idx, id));
-                }
-            }
-            let ids: Vec<String> = resolved.iter().map(|(_, id)| id.to_string()).collect();
-            let existing = sqlx::query(SELECT_JOBS)
-                .bind(id_array(ids.iter().map(String::as_str)))
-                .fetch_all(&mut *tx)
-                .await
-                .db()?;
-            let existing: HashMap<Uuid, Job> = existing
-                .iter()
-                .map(|row| rows::job(row).map(|job| (job.id, job)))
-                .collect::<Result<_>>()?;
-            for (idx, id) in resolved {
-                if let (Some(slot), Some(job)) = (out.get_mut(idx), existing.get(&id)) {
-                    *slot = Some(Enqueued {
-                        job: job.clone(),
-                        created: false,
-                    });
-                }
-            }
-        }
-        // Every entry must have an answer before anything is committed.
-        let out = out
-            .into_iter()
-            .zip(jobs)
-            .map(|(answer, entry)| {
-                answer.ok_or_else(|| {
-                    rows::corrupt(format!(
-                        "job {} was neither inserted nor matched an existing job",
-                        entry.id
-                    ))
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let out = enqueue_in(&mut tx, tenant, jobs).await?;
         tx.commit().await.db()?;
-        for answer in out.iter().filter(|a| a.created) {
-            self.wakeups.notify(tenant, &answer.job.queue);
-        }
+        self.notify_created(tenant, &out);
         Ok(out)
     }
 
@@ -1639,5 +1853,266 @@ impl Store for SqliteStore {
             }
         }
         Ok(keys)
+    }
+
+    async fn create_schedule(
+        &self,
+        tenant: &str,
+        spec: &ScheduleSpec,
+        next_run_at: Option<DateTime<Utc>>,
+    ) -> Result<Schedule> {
+        let query = sqlx::query(CREATE_SCHEDULE)
+            .bind(tenant)
+            .bind(Uuid::now_v7().to_string());
+        let query = bind_spec(query, spec, next_run_at)?;
+        let mut tx = self.begin().await?;
+        let row = query.fetch_optional(&mut *tx).await.db()?;
+        let Some(row) = row else {
+            Self::finish_unchanged(tx).await?;
+            return Err(schedule_name_taken(&spec.name));
+        };
+        let schedule = rows::schedule(&row)?;
+        tx.commit().await.db()?;
+        Ok(schedule)
+    }
+
+    async fn get_schedule(&self, tenant: &str, id: Uuid) -> Result<Schedule> {
+        let mut conn = self.reader.acquire().await.db()?;
+        let row = sqlx::query(SELECT_SCHEDULE)
+            .bind(tenant)
+            .bind(id.to_string())
+            .fetch_optional(&mut *conn)
+            .await
+            .db()?;
+        row.as_ref()
+            .map(rows::schedule)
+            .transpose()?
+            .ok_or_else(|| schedule_not_found(id))
+    }
+
+    async fn list_schedules(&self, tenant: &str) -> Result<Vec<Schedule>> {
+        let mut conn = self.reader.acquire().await.db()?;
+        let found = sqlx::query(LIST_SCHEDULES)
+            .bind(tenant)
+            .fetch_all(&mut *conn)
+            .await
+            .db()?;
+        found.iter().map(rows::schedule).collect()
+    }
+
+    async fn update_schedule(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        spec: &ScheduleSpec,
+        next_run_at: Option<DateTime<Utc>>,
+    ) -> Result<Schedule> {
+        let query = sqlx::query(UPDATE_SCHEDULE)
+            .bind(tenant)
+            .bind(id.to_string());
+        let query = bind_spec(query, spec, next_run_at)?;
+        let mut tx = self.begin().await?;
+        let row = query.fetch_optional(&mut *tx).await.map_err(|e| match &e {
+            // The id does not change, so the only UNIQUE rule an update
+            // can break is the (tenant, name) one.
+            sqlx::Error::Database(db) if db.is_unique_violation() => {
+                schedule_name_taken(&spec.name)
+            }
+            _ => rows::db_err(e),
+        })?;
+        let Some(row) = row else {
+            Self::finish_unchanged(tx).await?;
+            return Err(schedule_not_found(id));
+        };
+        let schedule = rows::schedule(&row)?;
+        tx.commit().await.db()?;
+        Ok(schedule)
+    }
+
+    async fn delete_schedule(&self, tenant: &str, id: Uuid) -> Result<()> {
+        let mut tx = self.begin().await?;
+        let done = sqlx::query(DELETE_SCHEDULE)
+            .bind(tenant)
+            .bind(id.to_string())
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        if done.rows_affected() == 0 {
+            Self::finish_unchanged(tx).await?;
+            return Err(schedule_not_found(id));
+        }
+        sqlx::query(DELETE_SCHEDULE_RUNS)
+            .bind(id.to_string())
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        tx.commit().await.db()?;
+        Ok(())
+    }
+
+    async fn schedule_runs(&self, tenant: &str, id: Uuid, limit: u32) -> Result<Vec<ScheduleRun>> {
+        let mut conn = self.reader.acquire().await.db()?;
+        // At least one row, so that a schedule is told from no schedule even
+        // when no runs are asked for.
+        let found = sqlx::query(SCHEDULE_RUNS)
+            .bind(tenant)
+            .bind(id.to_string())
+            .bind(i64::from(limit.max(1)))
+            .fetch_all(&mut *conn)
+            .await
+            .db()?;
+        if found.is_empty() {
+            return Err(schedule_not_found(id));
+        }
+        let mut runs = Vec::with_capacity(found.len());
+        for row in found.iter().take(limit as usize) {
+            let run_id: Option<i64> = row.try_get("run_id").db()?;
+            if run_id.is_some() {
+                runs.push(rows::schedule_run(row)?);
+            }
+        }
+        Ok(runs)
+    }
+
+    async fn due_schedules(&self, limit: u32) -> Result<(DateTime<Utc>, Vec<Schedule>)> {
+        let mut conn = self.reader.acquire().await.db()?;
+        let now: i64 = sqlx::query_scalar(DB_NOW)
+            .fetch_one(&mut *conn)
+            .await
+            .db()?;
+        let found = sqlx::query(DUE_SCHEDULES)
+            .bind(now)
+            .bind(i64::from(limit))
+            .fetch_all(&mut *conn)
+            .await
+            .db()?;
+        let due = found.iter().map(rows::schedule).collect::<Result<_>>()?;
+        Ok((rows::ts(now)?, due))
+    }
+
+    async fn next_schedule_due(&self) -> Result<(DateTime<Utc>, Option<DateTime<Utc>>)> {
+        let mut conn = self.reader.acquire().await.db()?;
+        let row = sqlx::query(NEXT_SCHEDULE_DUE)
+            .fetch_one(&mut *conn)
+            .await
+            .db()?;
+        Ok((
+            rows::ts(row.try_get("now").db()?)?,
+            rows::opt_ts(row.try_get("next").db()?)?,
+        ))
+    }
+
+    async fn fire_schedule(&self, fire: &Fire, job_id: Uuid) -> Result<FireOutcome> {
+        let tenant = fire.tenant.as_str();
+        let fire_at = fire.fire_at.timestamp_millis();
+        let mut tx = self.begin().await?;
+        // 1. The compare-and-set: under the write lock, so of two nodes (or
+        // two processes on the file) that read the same `next_run_at`, the
+        // second finds it moved.
+        let moved = sqlx::query(FIRE_SCHEDULE)
+            .bind(tenant)
+            .bind(fire.schedule_id.to_string())
+            .bind(fire.expected_next_run_at.timestamp_millis())
+            .bind(fire_at)
+            .bind(fire.next_run_at.map(|at| at.timestamp_millis()))
+            .fetch_optional(&mut *tx)
+            .await
+            .db()?;
+        let Some(moved) = moved else {
+            Self::finish_unchanged(tx).await?;
+            return Ok(FireOutcome::Raced);
+        };
+        let last_job: Option<&str> = moved.try_get("last_job_id").db()?;
+        let last_job = last_job.map(rows::uuid).transpose()?;
+
+        // 2. Overlap `skip`: nothing to enqueue while the last run's job is
+        // unfinished (a job pruned since counts as finished).
+        if fire.overlap == Overlap::Skip {
+            if let Some(last_job) = last_job {
+                let active: bool = sqlx::query_scalar(JOB_ACTIVE)
+                    .bind(tenant)
+                    .bind(last_job.to_string())
+                    .fetch_one(&mut *tx)
+                    .await
+                    .db()?;
+                if active {
+                    record_run(
+                        &mut tx,
+                        fire.schedule_id,
+                        tenant,
+                        fire_at,
+                        None,
+                        RunOutcome::Skipped,
+                    )
+                    .await?;
+                    tx.commit().await.db()?;
+                    return Ok(FireOutcome::Ran(RunOutcome::Skipped, None));
+                }
+            }
+        }
+
+        // 3. The job, by its fire key: if it exists already, it is this
+        // run's job and nothing new is made.
+        let job = NewJobRef {
+            id: job_id,
+            job: &fire.job,
+        };
+        let answer = enqueue_run(&mut tx, tenant, fire.schedule_id, job).await?;
+        record_run(
+            &mut tx,
+            fire.schedule_id,
+            tenant,
+            fire_at,
+            Some(answer.job.id),
+            RunOutcome::Enqueued,
+        )
+        .await?;
+        tx.commit().await.db()?;
+        let job_id = answer.job.id;
+        self.notify_created(tenant, std::slice::from_ref(&answer));
+        Ok(FireOutcome::Ran(RunOutcome::Enqueued, Some(job_id)))
+    }
+
+    async fn trigger_schedule(&self, tenant: &str, id: Uuid, job: NewJobRef<'_>) -> Result<Job> {
+        let mut tx = self.begin().await?;
+        let stamped: Option<i64> = sqlx::query_scalar(TRIGGER_SCHEDULE)
+            .bind(tenant)
+            .bind(id.to_string())
+            .fetch_optional(&mut *tx)
+            .await
+            .db()?;
+        let Some(fire_at) = stamped else {
+            Self::finish_unchanged(tx).await?;
+            return Err(schedule_not_found(id));
+        };
+        let answer = enqueue_run(&mut tx, tenant, id, job).await?;
+        record_run(
+            &mut tx,
+            id,
+            tenant,
+            fire_at,
+            Some(answer.job.id),
+            RunOutcome::Enqueued,
+        )
+        .await?;
+        tx.commit().await.db()?;
+        self.notify_created(tenant, std::slice::from_ref(&answer));
+        Ok(answer.job)
+    }
+
+    async fn prune_schedule_runs(&self, retention_ms: i64, batch: u32) -> Result<u64> {
+        let mut tx = self.begin().await?;
+        let done = sqlx::query(PRUNE_SCHEDULE_RUNS)
+            .bind(retention_ms)
+            .bind(i64::from(batch))
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        if done.rows_affected() == 0 {
+            Self::finish_unchanged(tx).await?;
+            return Ok(0);
+        }
+        tx.commit().await.db()?;
+        Ok(done.rows_affected())
     }
 }

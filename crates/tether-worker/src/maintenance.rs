@@ -1,7 +1,7 @@
 //! The maintenance duty: every node takes part in electing one leader under
 //! the named lease [`MAINTENANCE_LEASE`], and only the leader reaps lapsed
-//! job leases, expires queued jobs past `expires_at` and prunes finished
-//! jobs. The same lease-and-fencing mechanism that guards jobs guards the
+//! job leases, expires queued jobs past `expires_at`, prunes finished jobs
+//! and old schedule runs, and fires due schedules. The same lease-and-fencing mechanism that guards jobs guards the
 //! leadership: a leader that cannot renew stops acting, and a dead leader is
 //! replaced once its lease (three ticks) lapses.
 //!
@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use tether_core::lifecycle::MAINTENANCE_LEASE;
 use tether_core::{validate, Error, LeaseToken};
-use tokio::time::sleep;
+use tokio::time::{sleep_until, Instant};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -157,13 +157,15 @@ impl Maintenance {
                 },
             };
             leader.store(confirmed, Ordering::SeqCst);
+            let tick_end = Instant::now() + self.tick;
             if confirmed {
                 self.maintain().await;
+                self.fire_schedules_until(tick_end, &stop).await;
             }
             tokio::select! {
                 biased;
                 _ = stop.cancelled() => break,
-                _ = sleep(self.tick) => {}
+                _ = sleep_until(tick_end) => {}
             }
         }
         leader.store(false, Ordering::SeqCst);
@@ -173,6 +175,75 @@ impl Maintenance {
                 Err(e) => {
                     warn!(error = %e, "releasing the maintenance lease failed; it will lapse")
                 }
+            }
+        }
+    }
+
+    /// Fires schedules as they come due until `end` (the next election):
+    /// sleeps until the earliest `next_run_at` rather than a whole tick, so
+    /// a per-second schedule fires on time. The leader lease outlasts the
+    /// tick, so this never runs on a node whose leadership has lapsed
+    /// unnoticed; and a fire is a compare-and-set, so even then it could not
+    /// double one.
+    async fn fire_schedules_until(&self, end: Instant, stop: &CancellationToken) {
+        // Instants missed by up to two lease TTLs (a leader failover: the
+        // old lease lapses, then a follower's next tick takes it) are each
+        // fired late; a longer outage collapses into one run.
+        let catch_up = Duration::from_millis(2 * self.lease_ttl_ms() as u64);
+        loop {
+            let report = match self
+                .source
+                .fire_due_schedules(MAINTENANCE_BATCH, catch_up)
+                .await
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    warn!(error = %e, "scheduler pass failed");
+                    return;
+                }
+            };
+            if report.enqueued + report.skipped > 0 {
+                debug!(
+                    enqueued = report.enqueued,
+                    skipped = report.skipped,
+                    raced = report.raced,
+                    "fired schedules"
+                );
+            }
+            if report.failed > 0 {
+                warn!(
+                    schedules = report.failed,
+                    "schedules whose definition no longer parses were not fired"
+                );
+            }
+            if report.total() >= u64::from(MAINTENANCE_BATCH) {
+                continue;
+            }
+            let wait = match self.source.next_schedule_due().await {
+                Ok(Some(wait)) => wait,
+                Ok(None) => return,
+                Err(e) => {
+                    warn!(error = %e, "reading the next schedule due failed");
+                    return;
+                }
+            };
+            if wait.is_zero() {
+                if report.enqueued + report.skipped > 0 {
+                    // Catching up, one instant per pass: go on at once.
+                    continue;
+                }
+                // Due yet nothing fired: only unfireable schedules are left;
+                // try again next tick instead of spinning.
+                return;
+            }
+            let wake = Instant::now() + wait;
+            if wake >= end {
+                return;
+            }
+            tokio::select! {
+                biased;
+                _ = stop.cancelled() => return,
+                _ = sleep_until(wake) => {}
             }
         }
     }
@@ -234,6 +305,14 @@ impl Maintenance {
                     break;
                 }
             }
+        }
+        match source
+            .prune_schedule_runs(retention_ms, MAINTENANCE_BATCH)
+            .await
+        {
+            Ok(n) if n > 0 => debug!(pruned = n, "pruned schedule runs"),
+            Ok(_) => {}
+            Err(e) => warn!(error = %e, "pruning schedule runs failed"),
         }
     }
 }

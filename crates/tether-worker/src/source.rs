@@ -1,9 +1,11 @@
 //! Where the runtime gets its jobs from and reports their outcomes to.
 
 use async_trait::async_trait;
+use std::time::Duration;
+
 use tether_core::{
-    ClaimRequest, ClaimedJob, Completion, Engine, Failure, Heartbeat, HeartbeatAck, JobState,
-    Lease, LeaseToken, ReapReport, Result, Wakeup,
+    ClaimRequest, ClaimedJob, Completion, Engine, Failure, FireReport, Heartbeat, HeartbeatAck,
+    JobState, Lease, LeaseToken, ReapReport, Result, Wakeup,
 };
 use uuid::Uuid;
 
@@ -17,7 +19,7 @@ use uuid::Uuid;
 /// runtime's view of it must be dropped; anything else is reported and not
 /// retried.
 ///
-/// The maintenance methods (`acquire_lease` through `prune_finished`) are only
+/// The maintenance methods (`acquire_lease` through the schedule ones) are only
 /// called when the worker runs with maintenance on (the default; see
 /// [`crate::WorkerBuilder::maintenance`]). A source that cannot offer them
 /// (e.g. a remote client whose server runs maintenance itself) may answer them
@@ -78,6 +80,18 @@ pub trait Source: Send + Sync + 'static {
 
     /// Deletes at most `batch` jobs finished more than `retention_ms` ago.
     async fn prune_finished(&self, retention_ms: i64, batch: u32) -> Result<u64>;
+
+    /// One scheduler pass: fires at most `batch` due schedules, each
+    /// instant missed by at most `catch_up` on its own, older ones collapsed
+    /// (see [`Engine::fire_due_schedules`]).
+    async fn fire_due_schedules(&self, batch: u32, catch_up: Duration) -> Result<FireReport>;
+
+    /// How long until the earliest enabled schedule is due (zero if one
+    /// is); `None` without enabled schedules.
+    async fn next_schedule_due(&self) -> Result<Option<Duration>>;
+
+    /// Deletes at most `batch` schedule runs older than `retention_ms`.
+    async fn prune_schedule_runs(&self, retention_ms: i64, batch: u32) -> Result<u64>;
 }
 
 #[async_trait]
@@ -146,5 +160,17 @@ impl Source for Engine {
 
     async fn prune_finished(&self, retention_ms: i64, batch: u32) -> Result<u64> {
         Engine::prune_finished(self, retention_ms, batch).await
+    }
+
+    async fn fire_due_schedules(&self, batch: u32, catch_up: Duration) -> Result<FireReport> {
+        Engine::fire_due_schedules(self, batch, catch_up).await
+    }
+
+    async fn next_schedule_due(&self) -> Result<Option<Duration>> {
+        Engine::next_schedule_due(self).await
+    }
+
+    async fn prune_schedule_runs(&self, retention_ms: i64, batch: u32) -> Result<u64> {
+        Engine::prune_schedule_runs(self, retention_ms, batch).await
     }
 }

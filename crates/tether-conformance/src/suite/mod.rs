@@ -21,6 +21,7 @@ pub mod reaper;
 pub mod replay;
 pub mod retention;
 pub mod retry;
+pub mod schedules;
 pub mod tenants;
 pub mod validation;
 pub mod wakeups;

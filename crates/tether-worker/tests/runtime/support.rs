@@ -289,4 +289,23 @@ impl Source for Probe {
         self.check()?;
         self.engine.prune_finished(retention_ms, batch).await
     }
+
+    async fn fire_due_schedules(
+        &self,
+        batch: u32,
+        catch_up: std::time::Duration,
+    ) -> Result<tether_core::FireReport> {
+        self.check()?;
+        self.engine.fire_due_schedules(batch, catch_up).await
+    }
+
+    async fn next_schedule_due(&self) -> Result<Option<std::time::Duration>> {
+        self.check()?;
+        self.engine.next_schedule_due().await
+    }
+
+    async fn prune_schedule_runs(&self, retention_ms: i64, batch: u32) -> Result<u64> {
+        self.check()?;
+        self.engine.prune_schedule_runs(retention_ms, batch).await
+    }
 }

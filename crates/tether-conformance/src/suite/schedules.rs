@@ -1,0 +1,510 @@
+//! Invariant 11, cron fires once: a schedule's fire instant produces exactly
+//! one job across concurrent schedulers and crashes; missed fires collapse
+//! into one run; overlap `skip`, disabling and triggering behave as API.md
+//! says. These run in real time on per-second schedules.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+use tether_core::schedule::fire_key;
+use tether_core::{
+    Completion, Engine, Error, JobFilter, JobState, NewJob, Overlap, RunOutcome, SchedulePatch,
+    ScheduleSpec,
+};
+
+use super::support::*;
+use crate::TestDb;
+
+const EVERY_SECOND: &str = "* * * * * *";
+/// Collapse every missed instant (as after downtime).
+const NO_CATCH_UP: Duration = Duration::ZERO;
+
+/// A schedule firing once a minute, at the second-of-minute two seconds
+/// from now: soon, and with no other instant within a minute, so a test
+/// that runs late on a loaded machine still sees that instant as the latest.
+fn soon_once_a_minute() -> String {
+    use chrono::Timelike;
+    let at = Utc::now() + chrono::Duration::seconds(2);
+    format!("{} * * * * *", at.second())
+}
+
+fn spec(name: &str, cron: &str) -> ScheduleSpec {
+    ScheduleSpec::new(name, cron, "cron-q", "tick").payload(json!({"from": name}))
+}
+
+/// Sleeps until just after `at` (wall clock).
+async fn sleep_past(at: DateTime<Utc>, extra_ms: i64) {
+    let wait = (at - Utc::now()).num_milliseconds() + extra_ms;
+    if wait > 0 {
+        tokio::time::sleep(Duration::from_millis(wait as u64)).await;
+    }
+}
+
+async fn scheduled_jobs(e: &Engine, tenant: &str) -> Vec<tether_core::Job> {
+    let filter = JobFilter {
+        queue: Some("cron-q".into()),
+        limit: Some(500),
+        ..JobFilter::default()
+    };
+    ok(e.list(tenant, &filter).await).jobs
+}
+
+/// Create, read, list, patch and delete; names are unique per tenant; a
+/// schedule of another tenant does not exist for this one.
+pub async fn schedules_crud_and_tenant_walls(db: &TestDb) {
+    let e = &db.engine;
+    let before = Utc::now();
+    let s = ok(e
+        .create_schedule(
+            "t1",
+            &spec("nightly", "0 3 * * *").timezone("Europe/Berlin"),
+        )
+        .await);
+    assert_eq!(s.tenant, "t1");
+    assert_eq!(s.spec.name, "nightly");
+    assert_eq!(s.spec.timezone, "Europe/Berlin");
+    assert_eq!(s.spec.overlap, Overlap::Allow);
+    assert!(s.spec.enabled);
+    assert_eq!(s.spec.payload, json!({"from": "nightly"}));
+    let next = s.next_run_at.expect("an enabled schedule has a next run");
+    assert!(
+        next > before && next <= before + chrono::Duration::days(1) + chrono::Duration::hours(1)
+    );
+    assert_eq!(s.last_run_at, None);
+    assert_eq!(ok(e.get_schedule("t1", s.id).await), s);
+
+    expect_code(
+        e.create_schedule("t1", &spec("nightly", "0 4 * * *")).await,
+        "already_exists",
+    );
+    // Another tenant may use the same name.
+    let other = ok(e.create_schedule("t2", &spec("nightly", "0 4 * * *")).await);
+    ok(e.create_schedule("t1", &spec("hourly", "0 * * * *")).await);
+    let names: Vec<String> = ok(e.list_schedules("t1").await)
+        .into_iter()
+        .map(|s| s.spec.name)
+        .collect();
+    assert_eq!(names, ["hourly", "nightly"], "listed by name");
+
+    let patched = ok(e
+        .patch_schedule(
+            "t1",
+            s.id,
+            &SchedulePatch {
+                cron: Some("30 6 * * 1-5".into()),
+                overlap: Some(Overlap::Skip),
+                payload: Some(json!(null)),
+                ..SchedulePatch::default()
+            },
+        )
+        .await);
+    assert_eq!(patched.spec.cron, "30 6 * * 1-5");
+    assert_eq!(patched.spec.overlap, Overlap::Skip);
+    assert_eq!(patched.spec.payload, json!(null));
+    assert_eq!(patched.spec.name, "nightly");
+    assert_eq!(patched.created_at, s.created_at);
+    assert!(patched.updated_at >= s.updated_at);
+    expect_code(
+        e.patch_schedule(
+            "t1",
+            s.id,
+            &SchedulePatch {
+                name: Some("hourly".into()),
+                ..SchedulePatch::default()
+            },
+        )
+        .await,
+        "already_exists",
+    );
+
+    // The walls: t1 cannot see or touch t2's schedule.
+    expect_code(e.get_schedule("t1", other.id).await, "not_found");
+    expect_code(
+        e.patch_schedule("t1", other.id, &SchedulePatch::default())
+            .await,
+        "not_found",
+    );
+    expect_code(e.schedule_runs("t1", other.id).await, "not_found");
+    expect_code(e.trigger_schedule("t1", other.id).await, "not_found");
+    expect_code(e.delete_schedule("t1", other.id).await, "not_found");
+    assert_eq!(
+        ok(e.get_schedule("t2", other.id).await).spec.name,
+        "nightly"
+    );
+
+    ok(e.delete_schedule("t1", s.id).await);
+    expect_code(e.get_schedule("t1", s.id).await, "not_found");
+    expect_code(e.delete_schedule("t1", s.id).await, "not_found");
+}
+
+/// Bad expressions, zones, names and payloads are refused and write
+/// nothing.
+pub async fn bad_schedules_are_refused_and_write_nothing(db: &TestDb) {
+    let e = &db.engine;
+    for (bad, field) in [
+        (spec("a", "* * * *"), "cron"),
+        (spec("a", "61 * * * *"), "cron"),
+        (spec("a", "not cron"), "cron"),
+        (spec("a", "0 0 30 2 *"), "cron"),
+        (
+            spec("a", "0 3 * * *").timezone("Mars/Olympus_Mons"),
+            "timezone",
+        ),
+        (spec("a", "0 3 * * *").timezone(""), "timezone"),
+        (spec("has space", "0 3 * * *"), "name"),
+        (
+            ScheduleSpec::new("a", "0 3 * * *", "bad queue", "k"),
+            "queue",
+        ),
+        (ScheduleSpec::new("a", "0 3 * * *", "q", ""), "kind"),
+    ] {
+        match e.create_schedule("t", &bad).await {
+            Err(Error::Invalid { field: f, .. }) => assert_eq!(f, field, "{bad:?}"),
+            other => panic!("{bad:?} was not refused as invalid {field}: {other:?}"),
+        }
+    }
+    let big = spec("big", "0 3 * * *").payload(json!("x".repeat(2 * 1024 * 1024)));
+    expect_code(e.create_schedule("t", &big).await, "payload_too_large");
+    assert!(
+        ok(e.list_schedules("t").await).is_empty(),
+        "nothing written"
+    );
+
+    let s = ok(e.create_schedule("t", &spec("ok", "0 3 * * *")).await);
+    expect_invalid(
+        e.patch_schedule(
+            "t",
+            s.id,
+            &SchedulePatch {
+                timezone: Some("Nowhere/Land".into()),
+                ..SchedulePatch::default()
+            },
+        )
+        .await,
+    );
+    assert_eq!(
+        ok(e.get_schedule("t", s.id).await),
+        s,
+        "a refused patch changes nothing"
+    );
+}
+
+/// Four concurrent schedulers fire a per-second schedule for about three
+/// seconds: every fire instant made exactly one job and one run. (Instants
+/// are whole seconds apart; on a loaded machine a late pass may collapse
+/// two into one, which is the documented behaviour, never a double.)
+pub async fn concurrent_schedulers_fire_each_instant_once(db: &TestDb) {
+    let e = &db.engine;
+    let s = ok(e.create_schedule("t", &spec("sec", EVERY_SECOND)).await);
+    let until = Utc::now() + chrono::Duration::milliseconds(3_300);
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let e = e.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut enqueued = 0;
+            while Utc::now() < until {
+                enqueued += e
+                    .fire_due_schedules(100, NO_CATCH_UP)
+                    .await
+                    .expect("fire")
+                    .enqueued;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            enqueued
+        }));
+    }
+    let mut enqueued = 0;
+    for t in tasks {
+        enqueued += t.await.unwrap();
+    }
+    let jobs = scheduled_jobs(e, "t").await;
+    assert!(
+        jobs.len() >= 2,
+        "a per-second schedule fired only {} times",
+        jobs.len()
+    );
+    assert_eq!(jobs.len() as u64, enqueued, "each enqueued run is one job");
+    let keys: HashSet<String> = jobs
+        .iter()
+        .map(|j| j.idempotency_key.clone().expect("a fire key"))
+        .collect();
+    assert_eq!(keys.len(), jobs.len(), "no fire key made two jobs");
+
+    let runs = ok(e.schedule_runs("t", s.id).await);
+    assert_eq!(runs.len(), jobs.len(), "one run per job");
+    let mut instants: Vec<DateTime<Utc>> = runs.iter().map(|r| r.fire_at).collect();
+    assert!(
+        instants.windows(2).all(|w| w[0] > w[1]),
+        "runs newest first, no instant twice: {instants:?}"
+    );
+    instants.reverse();
+    for w in instants.windows(2) {
+        let gap = (w[1] - w[0]).num_milliseconds();
+        assert!(
+            gap >= 1_000 && gap % 1_000 == 0,
+            "instants {w:?} are not whole seconds apart"
+        );
+    }
+    for (run, at) in runs.iter().zip(instants.iter().rev()) {
+        assert_eq!(run.outcome, RunOutcome::Enqueued);
+        let job = jobs
+            .iter()
+            .find(|j| Some(j.id) == run.job_id)
+            .expect("the run's job");
+        assert_eq!(
+            job.idempotency_key.as_deref(),
+            Some(fire_key(s.id, *at).as_str())
+        );
+        assert_eq!(job.kind, "tick");
+        assert_eq!(job.payload, json!({"from": "sec"}));
+    }
+    let after = ok(e.get_schedule("t", s.id).await);
+    assert_eq!(after.last_run_at, instants.last().copied());
+    assert!(after.next_run_at.unwrap() > after.last_run_at.unwrap());
+}
+
+/// After downtime the missed fires collapse into one run stamped with the
+/// latest missed instant, and the next run is in the future.
+pub async fn missed_fires_collapse_into_one_run(db: &TestDb) {
+    let e = &db.engine;
+    let s = ok(e.create_schedule("t", &spec("sec", EVERY_SECOND)).await);
+    let first = s.next_run_at.unwrap();
+    // Nobody fires for over three instants.
+    sleep_past(first, 3_200).await;
+    let report = ok(e.fire_due_schedules(100, NO_CATCH_UP).await);
+    assert_eq!(report.enqueued, 1, "{report:?}");
+    let runs = ok(e.schedule_runs("t", s.id).await);
+    assert_eq!(runs.len(), 1);
+    let stamped = runs[0].fire_at;
+    assert!(
+        stamped >= first + chrono::Duration::seconds(3),
+        "stamped with the latest missed instant, got {stamped} (first was {first})"
+    );
+    assert!(stamped <= Utc::now());
+    let after = ok(e.get_schedule("t", s.id).await);
+    assert!(after.next_run_at.unwrap() > stamped);
+    assert_eq!(
+        ok(e.fire_due_schedules(100, NO_CATCH_UP).await).enqueued,
+        0,
+        "nothing due twice"
+    );
+}
+
+/// Instants missed by less than the catch-up window (a leader failover) are
+/// each fired, in order, one per pass; none is lost.
+pub async fn short_gaps_are_caught_up_instant_by_instant(db: &TestDb) {
+    let e = &db.engine;
+    let s = ok(e.create_schedule("t", &spec("sec", EVERY_SECOND)).await);
+    let first = s.next_run_at.unwrap();
+    sleep_past(first, 2_300).await;
+    let mut enqueued = 0;
+    for _ in 0..10 {
+        enqueued += ok(e.fire_due_schedules(100, Duration::from_secs(60)).await).enqueued;
+    }
+    assert!(
+        enqueued >= 3,
+        "only {enqueued} of the missed instants fired"
+    );
+    let mut instants: Vec<DateTime<Utc>> = ok(e.schedule_runs("t", s.id).await)
+        .into_iter()
+        .map(|r| r.fire_at)
+        .collect();
+    instants.reverse();
+    assert_eq!(instants[0], first, "the first missed instant fired");
+    for w in instants.windows(2) {
+        assert_eq!(
+            (w[1] - w[0]).num_milliseconds(),
+            1_000,
+            "no instant lost: {instants:?}"
+        );
+    }
+    assert_eq!(scheduled_jobs(e, "t").await.len(), instants.len());
+}
+
+/// A fire whose job already exists (the scheduler died after enqueueing,
+/// before its transaction committed... or another node enqueued it) makes
+/// no second job: the run refers to the existing one.
+pub async fn a_fire_never_makes_a_second_job_for_its_instant(db: &TestDb) {
+    let e = &db.engine;
+    let s = ok(e
+        .create_schedule("t", &spec("soon", &soon_once_a_minute()))
+        .await);
+    let at = s.next_run_at.unwrap();
+    let existing = ok(e
+        .enqueue(
+            "t",
+            NewJob::new("cron-q", "tick", json!("early")).idempotency_key(fire_key(s.id, at)),
+        )
+        .await)
+    .job;
+    sleep_past(at, 200).await;
+    ok(e.fire_due_schedules(100, NO_CATCH_UP).await);
+    let jobs = scheduled_jobs(e, "t").await;
+    let for_instant: Vec<_> = jobs
+        .iter()
+        .filter(|j| j.idempotency_key.as_deref() == Some(fire_key(s.id, at).as_str()))
+        .collect();
+    assert_eq!(for_instant.len(), 1, "one job for the instant");
+    assert_eq!(for_instant[0].id, existing.id);
+    let runs = ok(e.schedule_runs("t", s.id).await);
+    assert_eq!(runs[0].fire_at, at);
+    assert_eq!(runs[0].job_id, Some(existing.id));
+}
+
+/// Overlap `skip`: while the previous run's job is queued or running, a fire
+/// enqueues nothing and records a `skipped` run; once it finished, fires
+/// enqueue again.
+pub async fn overlap_skip_records_skipped_runs(db: &TestDb) {
+    let e = &db.engine;
+    let s = ok(e
+        .create_schedule("t", &spec("sec", EVERY_SECOND).overlap(Overlap::Skip))
+        .await);
+    sleep_past(s.next_run_at.unwrap(), 100).await;
+    assert_eq!(ok(e.fire_due_schedules(100, NO_CATCH_UP).await).enqueued, 1);
+    let first = ok(e.get_schedule("t", s.id).await);
+
+    // Still queued: skipped.
+    sleep_past(first.next_run_at.unwrap(), 100).await;
+    let report = ok(e.fire_due_schedules(100, NO_CATCH_UP).await);
+    assert_eq!((report.enqueued, report.skipped), (0, 1), "{report:?}");
+    // Running: skipped.
+    let claimed = claim_one(db, "t", "cron-q").await;
+    let now = ok(e.get_schedule("t", s.id).await);
+    sleep_past(now.next_run_at.unwrap(), 100).await;
+    assert_eq!(ok(e.fire_due_schedules(100, NO_CATCH_UP).await).skipped, 1);
+    // Finished: enqueued again.
+    let done = Completion {
+        id: claimed.job.id,
+        lease_token: claimed.lease_token,
+        result: None,
+    };
+    ok(e.complete_many("t", &[done]).await)
+        .into_iter()
+        .for_each(|r| r.expect("completed"));
+    let now = ok(e.get_schedule("t", s.id).await);
+    sleep_past(now.next_run_at.unwrap(), 100).await;
+    assert_eq!(ok(e.fire_due_schedules(100, NO_CATCH_UP).await).enqueued, 1);
+
+    let outcomes: Vec<RunOutcome> = ok(e.schedule_runs("t", s.id).await)
+        .into_iter()
+        .rev()
+        .map(|r| r.outcome)
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            RunOutcome::Enqueued,
+            RunOutcome::Skipped,
+            RunOutcome::Skipped,
+            RunOutcome::Enqueued
+        ]
+    );
+    let runs = ok(e.schedule_runs("t", s.id).await);
+    assert!(runs
+        .iter()
+        .filter(|r| r.outcome == RunOutcome::Skipped)
+        .all(|r| r.job_id.is_none()));
+    assert_eq!(scheduled_jobs(e, "t").await.len(), 2);
+}
+
+/// A disabled schedule does not fire; re-enabling it starts from now and
+/// does not replay the time it was off.
+pub async fn disabled_schedules_do_not_fire_or_replay(db: &TestDb) {
+    let e = &db.engine;
+    let s = ok(e
+        .create_schedule("t", &spec("sec", EVERY_SECOND).enabled(false))
+        .await);
+    assert_eq!(s.next_run_at, None);
+    tokio::time::sleep(Duration::from_millis(1_300)).await;
+    assert_eq!(ok(e.fire_due_schedules(100, NO_CATCH_UP).await).total(), 0);
+
+    let on = ok(e
+        .patch_schedule(
+            "t",
+            s.id,
+            &SchedulePatch {
+                enabled: Some(true),
+                cron: Some(soon_once_a_minute()),
+                ..SchedulePatch::default()
+            },
+        )
+        .await);
+    let next = on.next_run_at.expect("enabled again");
+    assert!(
+        next > Utc::now() - chrono::Duration::milliseconds(50),
+        "not in the past"
+    );
+    assert_eq!(
+        ok(e.fire_due_schedules(100, NO_CATCH_UP).await).total(),
+        0,
+        "no replay"
+    );
+    sleep_past(next, 100).await;
+    assert_eq!(ok(e.fire_due_schedules(100, NO_CATCH_UP).await).enqueued, 1);
+    let runs = ok(e.schedule_runs("t", s.id).await);
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].fire_at, next);
+
+    // Disabling stops it again.
+    let off = ok(e
+        .patch_schedule(
+            "t",
+            s.id,
+            &SchedulePatch {
+                enabled: Some(false),
+                ..SchedulePatch::default()
+            },
+        )
+        .await);
+    assert_eq!(off.next_run_at, None);
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    assert_eq!(ok(e.fire_due_schedules(100, NO_CATCH_UP).await).total(), 0);
+}
+
+/// A trigger runs the schedule now: one job, one run; the timetable stays.
+pub async fn trigger_runs_now_and_keeps_the_timetable(db: &TestDb) {
+    let e = &db.engine;
+    let s = ok(e.create_schedule("t", &spec("daily", "0 3 * * *")).await);
+    let job = ok(e.trigger_schedule("t", s.id).await);
+    assert_eq!(job.queue, "cron-q");
+    assert_eq!(job.kind, "tick");
+    assert_eq!(job.state, JobState::Queued);
+    assert_eq!(job.payload, json!({"from": "daily"}));
+    let again = ok(e.trigger_schedule("t", s.id).await);
+    assert_ne!(again.id, job.id, "every trigger is a run of its own");
+    let after = ok(e.get_schedule("t", s.id).await);
+    assert_eq!(after.next_run_at, s.next_run_at);
+    assert!(after.last_run_at.is_some());
+    assert_eq!(after.last_job_id, Some(again.id));
+    let runs = ok(e.schedule_runs("t", s.id).await);
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[0].job_id, Some(again.id), "newest first");
+    assert_eq!(runs[1].job_id, Some(job.id));
+    assert!(runs.iter().all(|r| r.outcome == RunOutcome::Enqueued));
+}
+
+/// Runs older than the retention window are pruned; deleting a schedule
+/// deletes its runs but not its jobs.
+pub async fn schedule_runs_are_pruned_and_jobs_outlive_schedules(db: &TestDb) {
+    let e = &db.engine;
+    let s = ok(e.create_schedule("t", &spec("daily", "0 3 * * *")).await);
+    let job = ok(e.trigger_schedule("t", s.id).await);
+    ok(e.trigger_schedule("t", s.id).await);
+    assert_eq!(
+        ok(e.prune_schedule_runs(3_600_000, 100).await),
+        0,
+        "young runs stay"
+    );
+    tick().await;
+    assert_eq!(ok(e.prune_schedule_runs(0, 1).await), 1, "bounded by batch");
+    assert_eq!(ok(e.prune_schedule_runs(0, 100).await), 1);
+    assert!(ok(e.schedule_runs("t", s.id).await).is_empty());
+    ok(e.delete_schedule("t", s.id).await);
+    assert_eq!(
+        get(db, "t", job.id).await.id,
+        job.id,
+        "the job outlives its schedule"
+    );
+}
