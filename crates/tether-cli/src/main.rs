@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use tether_cli::cli::ClientCommand;
 use tether_cli::serve::{self, ServeArgs};
 use tether_cli::store::Database;
 
@@ -14,12 +15,16 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per process: the size of the variants does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the HTTP service (SQLite under --data-dir unless --database-url).
     Serve(ServeArgs),
     /// Apply the database migrations and exit.
     Migrate(MigrateArgs),
+    #[command(flatten)]
+    Client(ClientCommand),
 }
 
 #[derive(Debug, clap::Args)]
@@ -34,7 +39,9 @@ struct MigrateArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    if !matches!(cli.command, Command::Client(_)) {
+        init_logging();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -46,17 +53,24 @@ fn main() -> ExitCode {
         }
     };
     let outcome = runtime.block_on(async {
-        match cli.command {
+        let result = match cli.command {
             Command::Serve(args) => run_serve(args).await,
             Command::Migrate(args) => migrate(args).await,
-        }
+            Command::Client(command) => {
+                return tether_cli::cli::run(command).await.map_err(|e| {
+                    eprintln!("error: {e}");
+                    ExitCode::from(e.exit_code())
+                })
+            }
+        };
+        result.map_err(|message| {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        })
     });
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("error: {message}");
-            ExitCode::FAILURE
-        }
+        Err(code) => code,
     }
 }
 

@@ -370,6 +370,7 @@ macro_rules! behaviour_suite {
                 bad_batch_sizes_are_refused,
                 one_bad_entry_refuses_the_whole_batch,
                 bad_arguments_to_other_operations_are_refused,
+                nul_characters_are_refused_or_replaced,
             }
             tenants {
                 tenant_cannot_see_or_touch_another_tenants_job,

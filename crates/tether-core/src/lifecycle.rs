@@ -93,11 +93,17 @@ pub fn lapse_outcome(attempt: i32, max_attempts: i32, cancel_requested: bool) ->
 /// end of a stack trace or a chain of causes is where the cause usually is.
 pub fn error_tail(message: &str) -> String {
     let chars = message.chars().count();
-    if chars <= ERROR_TAIL_CHARS {
-        message.to_owned()
-    } else {
-        message.chars().skip(chars - ERROR_TAIL_CHARS).collect()
-    }
+    let tail = message.chars().skip(chars.saturating_sub(ERROR_TAIL_CHARS));
+    // U+0000 cannot be stored in a PostgreSQL text column; an error message
+    // is kept, not refused, so it is replaced.
+    tail.map(|c| {
+        if c == '\0' {
+            char::REPLACEMENT_CHARACTER
+        } else {
+            c
+        }
+    })
+    .collect()
 }
 
 #[cfg(test)]

@@ -128,7 +128,9 @@ pub fn millis(field: &str, value: i64, range: std::ops::RangeInclusive<i64>) -> 
     Ok(())
 }
 
-/// A JSON value whose serialized size is within the limit.
+/// A JSON value whose serialized size is within the limit and whose strings
+/// (and keys) hold no U+0000, which PostgreSQL's `jsonb` cannot store: the
+/// same value is refused on every backend, before anything is written.
 pub fn json_size(field: &str, value: &serde_json::Value, limits: &Limits) -> Result<()> {
     let size = serde_json::to_vec(value)
         .map(|v| v.len())
@@ -140,7 +142,23 @@ pub fn json_size(field: &str, value: &serde_json::Value, limits: &Limits) -> Res
             limit: limits.max_payload_bytes,
         });
     }
+    if holds_nul(value) {
+        return Err(Error::invalid(
+            field,
+            "must not contain the character U+0000 in any string or key",
+        ));
+    }
     Ok(())
+}
+
+fn holds_nul(value: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(items) => items.iter().any(holds_nul),
+        Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || holds_nul(v)),
+        Value::Null | Value::Bool(_) | Value::Number(_) => false,
+    }
 }
 
 /// A batch size of 1..=`max`.
@@ -345,6 +363,22 @@ pub fn queue_config(patch: &QueueConfigPatch) -> Result<()> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn json_with_nul_is_refused() {
+        let limits = Limits::default();
+        assert!(json_size("payload", &json!({"a": ["ok", {"b": "x"}]}), &limits).is_ok());
+        for bad in [
+            json!("a\u{0}b"),
+            json!({"k": ["fine", "n\u{0}l"]}),
+            json!({"ke\u{0}y": 1}),
+        ] {
+            match json_size("payload", &bad, &limits) {
+                Err(Error::Invalid { field, .. }) => assert_eq!(field, "payload"),
+                other => panic!("{bad} was not refused: {other:?}"),
+            }
+        }
+    }
 
     #[test]
     fn names() {

@@ -53,8 +53,16 @@ async fn read_body(req: Request, limit: usize) -> Result<Bytes, ApiError> {
         .map_err(|_| too_large())
 }
 
-/// Deserializes JSON, naming the offending field in the message.
+/// Deserializes a JSON object, naming the offending field in the message.
+/// Every request body of the API is an object; serde would also take a
+/// struct from an array of its fields, which the API does not allow.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    if first.is_some_and(|&b| b != b'{') {
+        return Err(ApiError::invalid(
+            "malformed JSON body: the body must be a JSON object",
+        ));
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();

@@ -23,6 +23,7 @@
 //! - Storage failures other than unreachability are 500 `internal` with a
 //!   generic message (details go to the log only).
 
+mod dashboard;
 mod dto;
 mod error;
 mod extract;
@@ -109,7 +110,8 @@ impl AppState {
     }
 }
 
-/// The whole service: `/healthz`, `/readyz` and the `/v1` API.
+/// The whole service: `/healthz`, `/readyz`, the `/v1` API and the
+/// dashboard at `/`.
 pub fn router(state: AppState) -> Router {
     use routes::*;
     let v1 = Router::new()
@@ -154,6 +156,7 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(metrics::metrics))
         .route("/openapi.json", get(openapi::serve))
         .nest("/v1", v1)
+        .merge(dashboard::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(

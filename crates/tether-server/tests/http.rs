@@ -882,6 +882,19 @@ async fn bad_input_is_refused(db: &TestDb) {
         .await;
     a.expect_error(400, "invalid_argument");
     assert!(msg(&a).contains("colour"), "{}", msg(&a));
+    // A body that is not an object, even one serde could read as a struct.
+    for body in [json!(["q", "k"]), json!(null), json!("q"), json!(7)] {
+        let a = c.post("/v1/jobs", body.clone()).await;
+        a.expect_error(400, "invalid_argument");
+        assert!(msg(&a).contains("JSON object"), "{body}: {}", msg(&a));
+    }
+    let a = c
+        .post(
+            &format!("/v1/tenants/{}/keys", c.other_id),
+            json!([null, null]),
+        )
+        .await;
+    a.expect_error(400, "invalid_argument");
     // Wrong type, field named.
     let a = c
         .post(

@@ -14,8 +14,10 @@ use tether_conformance::TestDb;
 const COMMITTED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/openapi.json");
 
 /// Every route of `shared/API.md` that the server serves, plus the batch
-/// heartbeat (an addition, see `docs/http.md`). Not here: `GET /` (the
-/// dashboard), which does not exist yet.
+/// heartbeat (an addition, see `docs/http.md`). Not here, on purpose: the
+/// dashboard's static files (`GET /`, `GET /assets/app.js`,
+/// `GET /assets/style.css`), which are a web page, not API operations
+/// (`tests/dashboard.rs` tests them).
 const ROUTES: [(&str, &str); 36] = [
     // Outside /v1.
     ("get", "/healthz"),

@@ -158,3 +158,76 @@ pub async fn call(
     };
     (status, body)
 }
+
+/// What one run of the `tether` binary did.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// Stdout as one JSON document; panics with both streams otherwise.
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not one JSON document ({e}):\n{}\nstderr: {}",
+                self.stdout, self.stderr
+            )
+        })
+    }
+
+    /// Panics unless the exit code is `code`.
+    pub fn expect(self, code: i32) -> Run {
+        assert_eq!(
+            self.code, code,
+            "exit code {} instead of {code}\nstdout: {}\nstderr: {}",
+            self.code, self.stdout, self.stderr
+        );
+        self
+    }
+
+    /// Panics unless it exited 0.
+    pub fn ok(self) -> Run {
+        self.expect(0)
+    }
+}
+
+/// Runs `tether <args>` with none of the TETHER_* variables of the
+/// environment (only `env`), `stdin` as its input, and waits for it.
+pub fn tether(args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Run {
+    use std::io::Write;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tether"));
+    cmd.args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for var in [
+        "TETHER_URL",
+        "TETHER_KEY",
+        "TETHER_DATA_DIR",
+        "TETHER_ADMIN_KEY",
+        "TETHER_DATABASE_URL",
+    ] {
+        cmd.env_remove(var);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("spawn tether");
+    if let Some(input) = stdin {
+        let mut pipe = child.stdin.take().unwrap();
+        pipe.write_all(input.as_bytes()).unwrap();
+    }
+    let out = child.wait_with_output().expect("wait for tether");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}

@@ -305,3 +305,35 @@ pub async fn bad_arguments_to_other_operations_are_refused(db: &TestDb) {
     expect_invalid(db.engine.acquire_lease("maintenance", "n", 10).await);
     expect_invalid(db.engine.acquire_lease("bad name", "n", 10_000).await);
 }
+
+/// U+0000 in a JSON payload, result or progress is refused on every backend
+/// (PostgreSQL's `jsonb` cannot store it, so no backend does); in an error
+/// message it is replaced, since the failure itself must be recorded.
+pub async fn nul_characters_are_refused_or_replaced(db: &TestDb) {
+    let e = &db.engine;
+    let bad = json!({"text": "a\u{0}b"});
+    assert_field(
+        &expect_invalid(e.enqueue("t", NewJob::new(Q, "k", bad.clone())).await),
+        "payload",
+    );
+    assert_nothing_written(db, "t").await;
+
+    enqueue(db, "t", job(Q)).await;
+    let c = claim_one(db, "t", Q).await;
+    let hb = Heartbeat {
+        id: c.job.id,
+        lease_token: c.lease_token,
+        lease_ttl_ms: None,
+        progress: Some(bad.clone()),
+    };
+    assert_field(&expect_invalid(e.heartbeat("t", &hb).await), "progress");
+    assert_field(
+        &expect_invalid(e.complete("t", c.job.id, c.lease_token, Some(bad)).await),
+        "result",
+    );
+    let failed = ok(e
+        .fail("t", c.job.id, c.lease_token, failure("broken\u{0}pipe"))
+        .await);
+    assert_eq!(failed.last_error.as_deref(), Some("broken\u{FFFD}pipe"));
+    assert_eq!(get(db, "t", c.job.id).await.last_error, failed.last_error);
+}

@@ -1,0 +1,211 @@
+//! `tether dlq ls | replay`: the dead-letter queue is the `failed` jobs.
+
+use std::io::{IsTerminal, Write};
+
+use chrono::Utc;
+use clap::Subcommand;
+use tether_client::{BulkReplay, JobQuery, JobState};
+
+use super::format::{self, Table};
+use super::jobs::PageArgs;
+use super::{out, CliError, Conn, Ctx};
+
+/// Jobs per replay round when `--limit` is not given.
+const ROUND: u32 = 1_000;
+
+/// `tether dlq …`.
+#[derive(Debug, clap::Args)]
+pub struct DlqArgs {
+    #[command(flatten)]
+    conn: Conn,
+    #[command(subcommand)]
+    command: DlqCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum DlqCommand {
+    /// Failed jobs, newest first, with their last error.
+    Ls {
+        /// Only this queue.
+        #[arg(long)]
+        queue: Option<String>,
+        /// Only this kind.
+        #[arg(long)]
+        kind: Option<String>,
+        #[command(flatten)]
+        page: PageArgs,
+    },
+    /// Queue a queue's failed jobs again (one round of --limit; --all: until none is left).
+    Replay {
+        /// The queue.
+        queue: String,
+        /// Only jobs of this kind.
+        #[arg(long)]
+        kind: Option<String>,
+        /// Jobs per round, 1–10000 [default: 1000].
+        #[arg(long)]
+        limit: Option<u32>,
+        /// Replay in rounds until no failed job is left.
+        #[arg(long)]
+        all: bool,
+    },
+}
+
+pub(crate) async fn run(args: DlqArgs) -> Result<(), CliError> {
+    let ctx = Ctx::new(&args.conn)?;
+    match args.command {
+        DlqCommand::Ls { queue, kind, page } => {
+            let query = JobQuery {
+                queue,
+                kind,
+                state: Some(JobState::Failed),
+                ..JobQuery::default()
+            };
+            let page = super::jobs::list(&ctx, query, &page).await?;
+            if ctx.json {
+                return ctx.print_json(&page);
+            }
+            if page.jobs.is_empty() {
+                out("the dead-letter queue is empty\n");
+            } else {
+                let now = Utc::now();
+                let mut t =
+                    Table::new(&["ID", "QUEUE", "KIND", "ATTEMPTS", "FAILED", "LAST ERROR"])
+                        .flex("LAST ERROR");
+                for job in &page.jobs {
+                    t.row(vec![
+                        job.id.to_string(),
+                        job.queue.clone(),
+                        job.kind.clone(),
+                        format!("{}/{}", job.attempt, job.max_attempts),
+                        format::ago_opt(job.finished_at, now),
+                        job.last_error.clone().unwrap_or_default(),
+                    ]);
+                }
+                t.print();
+            }
+            super::jobs::more_hint(&page);
+            Ok(())
+        }
+        DlqCommand::Replay {
+            queue,
+            kind,
+            limit,
+            all,
+        } => replay(&ctx, &queue, kind, limit, all).await,
+    }
+}
+
+async fn replay(
+    ctx: &Ctx,
+    queue: &str,
+    kind: Option<String>,
+    limit: Option<u32>,
+    all: bool,
+) -> Result<(), CliError> {
+    let round = limit.unwrap_or(ROUND);
+    let show_bar = all && !ctx.json && super::stdout_is_tty() && std::io::stderr().is_terminal();
+    // The total is known when every failed job of the queue is wanted.
+    let total = if show_bar && kind.is_none() {
+        Some(ctx.call(ctx.client.get_queue(queue)).await?.counts.failed as u64)
+    } else {
+        None
+    };
+    let mut bar = Progress::new(show_bar, total);
+    let filter = BulkReplay {
+        state: Some(JobState::Failed),
+        kind: kind.clone(),
+        limit: Some(round),
+    };
+    let mut replayed = 0u64;
+    let mut rounds = 0u32;
+    loop {
+        let n = match ctx.call(ctx.client.replay_queue(queue, &filter)).await {
+            Ok(n) => n,
+            Err(e) => {
+                bar.finish();
+                if replayed > 0 {
+                    eprintln!("replayed {replayed} jobs before the error");
+                }
+                return Err(e);
+            }
+        };
+        replayed += n;
+        rounds += 1;
+        bar.update(replayed);
+        // A round that found fewer than it may take emptied the queue.
+        if !all || n < u64::from(round) {
+            break;
+        }
+    }
+    bar.finish();
+    if ctx.json {
+        return ctx.print_doc("replayed", &replayed);
+    }
+    let what = match &kind {
+        Some(k) => format!("failed {k} jobs"),
+        None => "failed jobs".to_owned(),
+    };
+    if all && rounds > 1 {
+        out(&format!(
+            "replayed {replayed} {what} of queue {queue} in {rounds} rounds\n"
+        ));
+    } else {
+        out(&format!("replayed {replayed} {what} of queue {queue}\n"));
+    }
+    if !all && replayed == u64::from(round) {
+        eprintln!("more failed jobs may be left: add --all to replay until none is");
+    }
+    Ok(())
+}
+
+/// A progress bar on stderr, redrawn in place with `\r` (only on a
+/// terminal).
+struct Progress {
+    on: bool,
+    total: Option<u64>,
+}
+
+impl Progress {
+    fn new(on: bool, total: Option<u64>) -> Progress {
+        let bar = Progress { on, total };
+        bar.draw(0);
+        bar
+    }
+
+    fn update(&self, done: u64) {
+        self.draw(done);
+    }
+
+    fn draw(&self, done: u64) {
+        if !self.on {
+            return;
+        }
+        const WIDTH: u64 = 30;
+        let line = match self.total {
+            Some(total) if total > 0 => {
+                let shown = done.min(total);
+                let filled = (shown * WIDTH / total) as usize;
+                format!(
+                    "\rreplaying [{}{}] {shown}/{total}",
+                    "#".repeat(filled),
+                    "-".repeat(WIDTH as usize - filled)
+                )
+            }
+            _ => format!("\rreplaying… {done} jobs"),
+        };
+        let mut err = std::io::stderr().lock();
+        let _ = err.write_all(line.as_bytes());
+        let _ = err.flush();
+    }
+
+    fn finish(&mut self) {
+        if self.on {
+            // Clear the bar's line so the summary starts clean.
+            let mut err = std::io::stderr().lock();
+            let _ = err.write_all(b"\r\x1b[2K");
+            let _ = err.flush();
+            self.on = false;
+        }
+    }
+}

@@ -1,0 +1,368 @@
+//! Human output: aligned tables, key/value blocks, ages ("3m ago"),
+//! durations ("2.1s") and truncation.
+
+use chrono::{DateTime, SecondsFormat, SubsecRound, Utc};
+
+/// Width of a truncated cell when the terminal's width is unknown (output
+/// to a pipe or a file).
+const DEFAULT_FLEX_WIDTH: usize = 60;
+/// A flexible column never gets narrower than this.
+const MIN_FLEX_WIDTH: usize = 12;
+
+/// A table with a header row; columns are separated by two spaces and
+/// padded to their widest cell. One column may be marked flexible (an error
+/// message, a detail): it is truncated so the table fits the terminal.
+pub(crate) struct Table {
+    headers: Vec<&'static str>,
+    rows: Vec<Vec<String>>,
+    flex: Option<usize>,
+    right: Vec<bool>,
+}
+
+impl Table {
+    pub(crate) fn new(headers: &[&'static str]) -> Table {
+        Table {
+            headers: headers.to_vec(),
+            rows: Vec::new(),
+            flex: None,
+            right: vec![false; headers.len()],
+        }
+    }
+
+    /// Marks the column named `header` as the one truncated to fit.
+    pub(crate) fn flex(mut self, header: &str) -> Table {
+        self.flex = self.headers.iter().position(|h| *h == header);
+        self
+    }
+
+    /// Right-aligns the columns named in `headers` (numbers).
+    pub(crate) fn numeric(mut self, headers: &[&str]) -> Table {
+        for (i, h) in self.headers.iter().enumerate() {
+            if headers.contains(h) {
+                self.right[i] = true;
+            }
+        }
+        self
+    }
+
+    pub(crate) fn row(&mut self, cells: Vec<String>) {
+        debug_assert_eq!(cells.len(), self.headers.len());
+        self.rows
+            .push(cells.into_iter().map(|c| one_line(&c)).collect());
+    }
+
+    /// The table as text, fitted to `width` columns when given.
+    pub(crate) fn render(&self, width: Option<usize>) -> String {
+        let n = self.headers.len();
+        let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
+        for row in &self.rows {
+            for (i, cell) in row.iter().enumerate() {
+                widths[i] = widths[i].max(cell.chars().count());
+            }
+        }
+        if let Some(f) = self.flex {
+            let others: usize = widths
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != f)
+                .map(|(_, w)| w + 2)
+                .sum();
+            let room = match width {
+                Some(total) => total.saturating_sub(others).max(MIN_FLEX_WIDTH),
+                None => DEFAULT_FLEX_WIDTH,
+            };
+            widths[f] = widths[f].min(room.max(self.headers[f].chars().count()));
+        }
+        let mut text = String::new();
+        let header: Vec<String> = self.headers.iter().map(|h| h.to_string()).collect();
+        for row in std::iter::once(&header).chain(&self.rows) {
+            let mut line = String::new();
+            for (i, cell) in row.iter().enumerate() {
+                let cell = truncate(cell, widths[i]);
+                let pad = widths[i] - cell.chars().count();
+                if i > 0 {
+                    line.push_str("  ");
+                }
+                if self.right[i] {
+                    line.extend(std::iter::repeat_n(' ', pad));
+                    line.push_str(&cell);
+                } else {
+                    line.push_str(&cell);
+                    if i + 1 < n {
+                        line.extend(std::iter::repeat_n(' ', pad));
+                    }
+                }
+            }
+            text.push_str(line.trim_end());
+            text.push('\n');
+        }
+        text
+    }
+
+    /// The table fitted to the terminal when stdout is one.
+    pub(crate) fn print(&self) {
+        super::out(&self.render(terminal_width()));
+    }
+}
+
+/// `key: value` lines with the values aligned; empty values are skipped.
+pub(crate) fn fields(pairs: &[(&str, String)]) -> String {
+    let width = pairs
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, _)| k.chars().count() + 1)
+        .max()
+        .unwrap_or(0);
+    let mut text = String::new();
+    for (k, v) in pairs.iter().filter(|(_, v)| !v.is_empty()) {
+        let key = format!("{k}:");
+        let mut lines = v.lines();
+        text.push_str(&format!(
+            "{key:<width$}  {}\n",
+            lines.next().unwrap_or_default()
+        ));
+        for line in lines {
+            text.push_str(&format!("{:width$}  {line}\n", ""));
+        }
+    }
+    text
+}
+
+/// The width of the terminal stdout is, if it is one: `COLUMNS`, else
+/// what `stty size` says, else 120.
+pub(crate) fn terminal_width() -> Option<usize> {
+    if !super::stdout_is_tty() {
+        return None;
+    }
+    if let Some(n) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse().ok())
+    {
+        return Some(n);
+    }
+    stty_columns().or(Some(120))
+}
+
+#[cfg(unix)]
+fn stty_columns() -> Option<usize> {
+    let tty = std::fs::File::open("/dev/tty").ok()?;
+    let out = std::process::Command::new("stty")
+        .arg("size")
+        .stdin(tty)
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    text.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[cfg(not(unix))]
+fn stty_columns() -> Option<usize> {
+    None
+}
+
+/// `text` on one line (newlines and tabs become spaces), cut to `max`
+/// characters with a trailing `…`.
+pub(crate) fn truncate(text: &str, max: usize) -> String {
+    let text = one_line(text);
+    if text.chars().count() <= max {
+        return text;
+    }
+    if max == 0 {
+        return String::new();
+    }
+    let mut cut: String = text.chars().take(max - 1).collect();
+    cut.push('…');
+    cut
+}
+
+fn one_line(text: &str) -> String {
+    if text.contains(['\n', '\r', '\t']) {
+        text.split(['\n', '\r', '\t'])
+            .filter(|s| !s.trim().is_empty())
+            .map(str::trim)
+            .collect::<Vec<_>>()
+            .join(" ")
+    } else {
+        text.to_owned()
+    }
+}
+
+/// How long ago `t` was, coarsely: "just now", "45s ago", "3m ago",
+/// "2h ago", "5d ago"; a future instant reads "in 3m".
+pub(crate) fn ago(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    let ms = (now - t).num_milliseconds();
+    if ms.abs() < 1_000 {
+        return "just now".to_owned();
+    }
+    let span = coarse(ms.unsigned_abs());
+    if ms > 0 {
+        format!("{span} ago")
+    } else {
+        format!("in {span}")
+    }
+}
+
+/// `ago` of an optional instant ("" when absent).
+pub(crate) fn ago_opt(t: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
+    t.map(|t| ago(t, now)).unwrap_or_default()
+}
+
+/// One unit, rounded to the nearest: "45s", "3m", "2h", "5d".
+fn coarse(ms: u64) -> String {
+    let s = (ms + 500) / 1_000;
+    if s < 60 {
+        return format!("{s}s");
+    }
+    let m = (s + 30) / 60;
+    if m < 60 {
+        return format!("{m}m");
+    }
+    let h = (s + 1_800) / 3_600;
+    if h < 24 {
+        return format!("{h}h");
+    }
+    format!("{}d", (s + 43_200) / 86_400)
+}
+
+/// A duration for humans: "850ms", "2.1s", "3m20s", "2h05m", "3d4h".
+pub(crate) fn duration_ms(ms: i64) -> String {
+    if ms < 0 {
+        return format!("-{}", duration_ms(ms.saturating_neg()));
+    }
+    let ms = ms as u64;
+    match ms {
+        0..=999 => format!("{ms}ms"),
+        1_000..=59_999 => {
+            let tenths = (ms + 50) / 100;
+            if tenths % 10 == 0 {
+                format!("{}s", tenths / 10)
+            } else {
+                format!("{}.{}s", tenths / 10, tenths % 10)
+            }
+        }
+        60_000..=3_599_999 => {
+            let s = ms / 1_000;
+            match s % 60 {
+                0 => format!("{}m", s / 60),
+                r => format!("{}m{r}s", s / 60),
+            }
+        }
+        3_600_000..=86_399_999 => {
+            let m = ms / 60_000;
+            match m % 60 {
+                0 => format!("{}h", m / 60),
+                r => format!("{}h{r:02}m", m / 60),
+            }
+        }
+        _ => {
+            let h = ms / 3_600_000;
+            match h % 24 {
+                0 => format!("{}d", h / 24),
+                r => format!("{}d{r}h", h / 24),
+            }
+        }
+    }
+}
+
+/// An instant as the API writes it, to the second: `2026-11-29T23:00:00Z`
+/// (sub-second digits only when present).
+pub(crate) fn time(t: DateTime<Utc>) -> String {
+    t.trunc_subsecs(3)
+        .to_rfc3339_opts(SecondsFormat::AutoSi, true)
+}
+
+/// An instant and how far from now: `2026-11-29T23:00:00Z (3m ago)`.
+pub(crate) fn time_ago(t: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
+    match t {
+        Some(t) => format!("{} ({})", time(t), ago(t, now)),
+        None => String::new(),
+    }
+}
+
+/// JSON for humans: indented, `null` shown as nothing.
+pub(crate) fn pretty_json(value: &serde_json::Value) -> String {
+    if value.is_null() {
+        return String::new();
+    }
+    serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages() {
+        let now: DateTime<Utc> = "2026-01-01T12:00:00Z".parse().unwrap();
+        let at = |s: i64| now - chrono::Duration::seconds(s);
+        assert_eq!(ago(now, now), "just now");
+        assert_eq!(ago(at(45), now), "45s ago");
+        assert_eq!(ago(at(200), now), "3m ago");
+        assert_eq!(ago(at(299), now), "5m ago");
+        assert_eq!(ago(at(3_590), now), "1h ago");
+        assert_eq!(ago(at(7_300), now), "2h ago");
+        assert_eq!(ago(at(5 * 86_400 + 10), now), "5d ago");
+        assert_eq!(ago(at(-300), now), "in 5m");
+        assert_eq!(
+            time(now + chrono::Duration::nanoseconds(123_456_789)),
+            "2026-01-01T12:00:00.123Z"
+        );
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration_ms(850), "850ms");
+        assert_eq!(duration_ms(2_100), "2.1s");
+        assert_eq!(duration_ms(2_049), "2s");
+        assert_eq!(duration_ms(30_000), "30s");
+        assert_eq!(duration_ms(200_000), "3m20s");
+        assert_eq!(duration_ms(300_000), "5m");
+        assert_eq!(duration_ms(3_600_000), "1h");
+        assert_eq!(duration_ms(7_500_000), "2h05m");
+        assert_eq!(duration_ms(3 * 86_400_000 + 4 * 3_600_000), "3d4h");
+        assert_eq!(duration_ms(-1_500), "-1.5s");
+    }
+
+    #[test]
+    fn truncation() {
+        assert_eq!(truncate("short", 10), "short");
+        assert_eq!(truncate("exactly10!", 10), "exactly10!");
+        assert_eq!(truncate("a long error message", 10), "a long er…");
+        assert_eq!(truncate("line one\nline two", 40), "line one line two");
+        assert_eq!(truncate("ééééé", 3), "éé…");
+    }
+
+    #[test]
+    fn tables_align_and_fit() {
+        let mut t = Table::new(&["ID", "N", "ERROR"])
+            .flex("ERROR")
+            .numeric(&["N"]);
+        t.row(vec!["a".into(), "1".into(), "boom".into()]);
+        t.row(vec![
+            "bbb".into(),
+            "100".into(),
+            "a very long error message that does not fit".into(),
+        ]);
+        let text = t.render(Some(30));
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "ID     N  ERROR");
+        assert_eq!(lines[1], "a      1  boom");
+        assert!(lines[2].starts_with("bbb  100  a very long"), "{text}");
+        assert!(lines[2].ends_with('…'), "{text}");
+        assert!(lines.iter().all(|l| l.chars().count() <= 30), "{text}");
+    }
+
+    #[test]
+    fn field_blocks_skip_empty_values() {
+        let text = fields(&[
+            ("id", "x".into()),
+            ("nothing", String::new()),
+            ("payload", "{\n  \"a\": 1\n}".into()),
+        ]);
+        assert_eq!(
+            text,
+            "id:       x\npayload:  {\n            \"a\": 1\n          }\n"
+        );
+    }
+}

@@ -1,0 +1,285 @@
+//! The operator commands of the `tether` binary: `enqueue`, `jobs`,
+//! `queues`, `dlq`, `schedules`, `tenants`, `keys` and `stats`. They talk to
+//! a tether server over its HTTP API through the Rust SDK
+//! ([`tether_client::Client`]), never to the database.
+//!
+//! The server is `--url` / `TETHER_URL` (default `http://127.0.0.1:7070`),
+//! the key `--key` / `TETHER_KEY`, or else the `admin.key` file a local
+//! server wrote under `--data-dir` / `TETHER_DATA_DIR` (default
+//! `./tether-data`). Read commands print human tables, or with `--json` the
+//! API's JSON as one document. Exit codes: 0 ok, 1 the operation failed (an
+//! API or transport error), 2 a usage error.
+
+mod admin;
+mod dlq;
+mod enqueue;
+mod format;
+mod jobs;
+mod queues;
+mod schedules;
+mod stats;
+
+use std::fmt;
+use std::future::Future;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+use clap::Subcommand;
+use serde::Serialize;
+use tether_client::Client;
+
+/// The server the client commands talk to when no `--url` is given.
+pub const DEFAULT_URL: &str = "http://127.0.0.1:7070";
+
+/// The client commands (flattened into the binary's top-level commands).
+#[derive(Debug, Subcommand)]
+pub enum ClientCommand {
+    /// Enqueue a job.
+    Enqueue(enqueue::EnqueueArgs),
+    /// List, inspect, cancel and replay jobs.
+    Jobs(jobs::JobsArgs),
+    /// Queue health and settings; pause and resume.
+    Queues(queues::QueuesArgs),
+    /// The dead-letter queue (failed jobs): list and replay.
+    Dlq(dlq::DlqArgs),
+    /// Cron schedules: list, add, remove, runs, preview, enable, disable, trigger.
+    Schedules(schedules::SchedulesArgs),
+    /// Tenants (admin key).
+    Tenants(admin::TenantsArgs),
+    /// API keys (admin key).
+    Keys(admin::KeysArgs),
+    /// Per-queue health at a glance, optionally refreshing.
+    Stats(stats::StatsArgs),
+}
+
+/// Where the server is, which key to use, and how to print: accepted by
+/// every client command, before or after its subcommand.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Server and output")]
+pub struct Conn {
+    /// The server's base URL.
+    #[arg(long, env = "TETHER_URL", default_value = DEFAULT_URL, global = true)]
+    url: String,
+    /// API key [default: the admin.key file under --data-dir].
+    #[arg(long, env = "TETHER_KEY", hide_env_values = true, global = true)]
+    key: Option<String>,
+    /// Data directory of a local server: its admin.key is used when no key is given.
+    #[arg(
+        long,
+        env = "TETHER_DATA_DIR",
+        default_value = "./tether-data",
+        global = true
+    )]
+    data_dir: PathBuf,
+    /// Print the API's JSON (one document) instead of human tables.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+/// Runs one client command.
+pub async fn run(command: ClientCommand) -> Result<(), CliError> {
+    match command {
+        ClientCommand::Enqueue(args) => enqueue::run(args).await,
+        ClientCommand::Jobs(args) => jobs::run(args).await,
+        ClientCommand::Queues(args) => queues::run(args).await,
+        ClientCommand::Dlq(args) => dlq::run(args).await,
+        ClientCommand::Schedules(args) => schedules::run(args).await,
+        ClientCommand::Tenants(args) => admin::run_tenants(args).await,
+        ClientCommand::Keys(args) => admin::run_keys(args).await,
+        ClientCommand::Stats(args) => stats::run(args).await,
+    }
+}
+
+/// Why a client command failed; its `Display` is the line printed after
+/// `error: `.
+#[derive(Debug)]
+pub enum CliError {
+    /// A call to the server failed (exit code 1, or 2 when the request was
+    /// refused before it was sent, e.g. a malformed `--url`).
+    Api {
+        /// The server's URL, for transport errors.
+        url: String,
+        /// What the client reported.
+        error: tether_client::Error,
+    },
+    /// The command line or its input cannot be used (exit code 2).
+    Usage(String),
+    /// Anything else that failed (exit code 1).
+    Failed(String),
+}
+
+impl CliError {
+    /// The process exit code: 1 for a failed operation, 2 for a usage error.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Api {
+                error: tether_client::Error::Invalid { .. },
+                ..
+            }
+            | CliError::Usage(_) => 2,
+            CliError::Api { .. } | CliError::Failed(_) => 1,
+        }
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use tether_client::Error;
+        match self {
+            CliError::Api { url, error } => match error {
+                Error::Api { code, message, .. } => write!(f, "{code}: {message}"),
+                Error::Transport(e) if e.is_timeout() => {
+                    write!(f, "the server at {url} did not answer in time")
+                }
+                Error::Transport(e) => write!(
+                    f,
+                    "the server could not be reached at {url}: {}",
+                    root_cause(e)
+                ),
+                Error::Decode { route, source } => write!(
+                    f,
+                    "unexpected answer to {route} from {url} (is it a tether server of this version?): {source}"
+                ),
+                Error::Invalid { .. } => write!(f, "{error}"),
+            },
+            CliError::Usage(m) | CliError::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for CliError {}
+
+/// The innermost cause of a transport error ("Connection refused (os error
+/// 111)" rather than "error sending request").
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause: &dyn std::error::Error = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}
+
+/// What every command needs: the client, the URL (for messages) and the
+/// output mode.
+pub(crate) struct Ctx {
+    pub(crate) client: Client,
+    pub(crate) url: String,
+    pub(crate) json: bool,
+}
+
+impl Ctx {
+    /// Builds the client from the connection options.
+    pub(crate) fn new(conn: &Conn) -> Result<Ctx, CliError> {
+        let key = match conn.key.as_deref().map(str::trim).filter(|k| !k.is_empty()) {
+            Some(key) => key.to_owned(),
+            None => match crate::admin_key::read_key_file(&conn.data_dir) {
+                Ok(key) if !key.is_empty() => key,
+                Ok(_) | Err(_) => {
+                    return Err(CliError::Usage(format!(
+                        "no API key: pass --key or set TETHER_KEY, or point --data-dir at the data \
+                         directory of a local server ({} was not found)",
+                        conn.data_dir
+                            .join(crate::admin_key::ADMIN_KEY_FILE)
+                            .display()
+                    )))
+                }
+            },
+        };
+        let url = conn.url.trim().to_owned();
+        let client = Client::builder(&url, &key)
+            .user_agent(concat!("tether-cli/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|error| CliError::Api {
+                url: url.clone(),
+                error,
+            })?;
+        Ok(Ctx {
+            client,
+            url,
+            json: conn.json,
+        })
+    }
+
+    /// Awaits one client call, attaching the URL to its error.
+    pub(crate) async fn call<T>(
+        &self,
+        call: impl Future<Output = tether_client::Result<T>>,
+    ) -> Result<T, CliError> {
+        call.await.map_err(|error| CliError::Api {
+            url: self.url.clone(),
+            error,
+        })
+    }
+
+    /// Prints `{"<key>": value}` as one pretty JSON document (the API's
+    /// envelope, fields in the API's order).
+    pub(crate) fn print_doc<T: Serialize + ?Sized>(
+        &self,
+        key: &'static str,
+        value: &T,
+    ) -> Result<(), CliError> {
+        self.print_json(&Doc(key, value))
+    }
+
+    /// Prints `value` as one pretty JSON document.
+    pub(crate) fn print_json<T: Serialize + ?Sized>(&self, value: &T) -> Result<(), CliError> {
+        let text = serde_json::to_string_pretty(value)
+            .map_err(|e| CliError::Failed(format!("cannot write JSON: {e}")))?;
+        out(&format!("{text}\n"));
+        Ok(())
+    }
+}
+
+/// A one-field JSON object, `{"<key>": value}`, serialized without going
+/// through `serde_json::Value` (which would sort the fields).
+pub(crate) struct Doc<'a, T: ?Sized>(pub(crate) &'static str, pub(crate) &'a T);
+
+impl<T: Serialize + ?Sized> Doc<'_, T> {
+    /// The document on one line.
+    pub(crate) fn compact(key: &'static str, value: &T) -> String {
+        serde_json::to_string(&Doc(key, value)).unwrap_or_default()
+    }
+}
+
+impl<T: Serialize + ?Sized> Serialize for Doc<'_, T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(1))?;
+        map.serialize_entry(self.0, self.1)?;
+        map.end()
+    }
+}
+
+/// Writes to stdout; a closed pipe (`tether jobs ls | head`) is not an
+/// error worth a panic.
+pub(crate) fn out(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(text.as_bytes());
+    let _ = stdout.flush();
+}
+
+/// Whether stdout is a terminal (tables fit its width; bars and in-place
+/// refreshes are drawn only then).
+pub(crate) fn stdout_is_tty() -> bool {
+    std::io::stdout().is_terminal()
+}
+
+/// Parses a duration option (`500ms`, `30s`, `5m`, `2h`, `7d`) into
+/// milliseconds.
+pub(crate) fn millis(text: &str) -> Result<i64, String> {
+    let d = crate::duration::parse(text)?;
+    i64::try_from(d.as_millis()).map_err(|_| format!("{text:?} is too long"))
+}
+
+/// Parses a JSON option or argument.
+pub(crate) fn json_value(text: &str) -> Result<serde_json::Value, String> {
+    serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))
+}
+
+/// Parses a job state (`queued`, `running`, `succeeded`, `failed`,
+/// `cancelled`).
+pub(crate) fn job_state(text: &str) -> Result<tether_client::JobState, String> {
+    text.parse().map_err(|_| {
+        format!("unknown state {text:?} (use queued, running, succeeded, failed or cancelled)")
+    })
+}

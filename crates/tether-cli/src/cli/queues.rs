@@ -1,0 +1,202 @@
+//! `tether queues ls | show | pause | resume | config`.
+
+use chrono::Utc;
+use clap::Subcommand;
+use tether_client::{Queue, QueueConfigPatch};
+
+use super::format::{self, Table};
+use super::{out, CliError, Conn, Ctx};
+
+/// `tether queues …`.
+#[derive(Debug, clap::Args)]
+pub struct QueuesArgs {
+    #[command(flatten)]
+    conn: Conn,
+    #[command(subcommand)]
+    command: QueuesCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum QueuesCommand {
+    /// Every queue with its counts and settings.
+    Ls,
+    /// One queue's health and settings (any name: an unused queue shows zeros).
+    Show {
+        /// The queue.
+        queue: String,
+    },
+    /// Stop handing out jobs (enqueues are still accepted).
+    Pause {
+        /// The queue.
+        queue: String,
+    },
+    /// Hand out jobs again.
+    Resume {
+        /// The queue.
+        queue: String,
+    },
+    /// Change the settings later jobs copy (none given: show them).
+    Config {
+        /// The queue.
+        queue: String,
+        /// Attempts before a job fails for good.
+        #[arg(long)]
+        max_attempts: Option<i32>,
+        /// Delay before the first retry (e.g. 1s).
+        #[arg(long, value_parser = super::millis, value_name = "DURATION")]
+        backoff_base: Option<i64>,
+        /// Largest delay between retries (e.g. 1h).
+        #[arg(long, value_parser = super::millis, value_name = "DURATION")]
+        backoff_cap: Option<i64>,
+        /// Lease length of claims that do not set one (e.g. 30s).
+        #[arg(long, value_parser = super::millis, value_name = "DURATION")]
+        lease_ttl: Option<i64>,
+    },
+}
+
+pub(crate) async fn run(args: QueuesArgs) -> Result<(), CliError> {
+    let ctx = Ctx::new(&args.conn)?;
+    match args.command {
+        QueuesCommand::Ls => {
+            let queues = ctx.call(ctx.client.list_queues()).await?;
+            if ctx.json {
+                return ctx.print_doc("queues", &queues);
+            }
+            if queues.is_empty() {
+                out("no queues yet\n");
+                return Ok(());
+            }
+            let mut t = Table::new(&[
+                "QUEUE",
+                "STATUS",
+                "READY",
+                "SCHEDULED",
+                "RUNNING",
+                "SUCCEEDED",
+                "FAILED",
+                "CANCELLED",
+                "MAX ATTEMPTS",
+                "BACKOFF",
+                "LEASE",
+            ])
+            .numeric(&[
+                "READY",
+                "SCHEDULED",
+                "RUNNING",
+                "SUCCEEDED",
+                "FAILED",
+                "CANCELLED",
+                "MAX ATTEMPTS",
+            ]);
+            for q in &queues {
+                t.row(vec![
+                    q.name.clone(),
+                    if q.paused { "paused" } else { "active" }.to_owned(),
+                    q.ready.to_string(),
+                    q.scheduled.to_string(),
+                    q.counts.running.to_string(),
+                    q.counts.succeeded.to_string(),
+                    q.counts.failed.to_string(),
+                    q.counts.cancelled.to_string(),
+                    q.max_attempts.to_string(),
+                    backoff(q),
+                    format::duration_ms(q.default_lease_ttl_ms),
+                ]);
+            }
+            t.print();
+            Ok(())
+        }
+        QueuesCommand::Show { queue } => {
+            let q = ctx.call(ctx.client.get_queue(&queue)).await?;
+            show(&ctx, &q)
+        }
+        QueuesCommand::Pause { queue } => {
+            let q = ctx.call(ctx.client.pause(&queue)).await?;
+            if ctx.json {
+                return ctx.print_doc("queue", &q);
+            }
+            out(&format!(
+                "paused queue {} ({} ready jobs wait)\n",
+                q.name, q.ready
+            ));
+            Ok(())
+        }
+        QueuesCommand::Resume { queue } => {
+            let q = ctx.call(ctx.client.resume(&queue)).await?;
+            if ctx.json {
+                return ctx.print_doc("queue", &q);
+            }
+            out(&format!("resumed queue {}\n", q.name));
+            Ok(())
+        }
+        QueuesCommand::Config {
+            queue,
+            max_attempts,
+            backoff_base,
+            backoff_cap,
+            lease_ttl,
+        } => {
+            let patch = QueueConfigPatch {
+                max_attempts,
+                backoff: super::enqueue::backoff(&ctx, &queue, backoff_base, backoff_cap).await?,
+                default_lease_ttl_ms: lease_ttl,
+            };
+            let q = if patch == QueueConfigPatch::default() {
+                ctx.call(ctx.client.get_queue(&queue)).await?
+            } else {
+                ctx.call(ctx.client.configure_queue(&queue, &patch)).await?
+            };
+            show(&ctx, &q)
+        }
+    }
+}
+
+fn show(ctx: &Ctx, q: &Queue) -> Result<(), CliError> {
+    if ctx.json {
+        return ctx.print_doc("queue", &q);
+    }
+    let c = &q.counts;
+    let now = Utc::now();
+    let oldest = if q.ready > 0 {
+        let at = now - chrono::Duration::milliseconds(q.oldest_ready_age_ms);
+        format!(
+            "{} (waiting since {})",
+            format::duration_ms(q.oldest_ready_age_ms),
+            format::time(at)
+        )
+    } else {
+        "-".to_owned()
+    };
+    out(&format::fields(&[
+        ("queue", q.name.clone()),
+        (
+            "status",
+            if q.paused { "paused" } else { "active" }.to_owned(),
+        ),
+        (
+            "queued",
+            format!(
+                "{} ({} ready, {} scheduled)",
+                c.queued, q.ready, q.scheduled
+            ),
+        ),
+        ("running", c.running.to_string()),
+        ("succeeded", c.succeeded.to_string()),
+        ("failed", c.failed.to_string()),
+        ("cancelled", c.cancelled.to_string()),
+        ("oldest ready", oldest),
+        ("expired leases", q.expired_leases.to_string()),
+        ("max attempts", q.max_attempts.to_string()),
+        ("backoff", backoff(q)),
+        ("lease ttl", format::duration_ms(q.default_lease_ttl_ms)),
+    ]));
+    Ok(())
+}
+
+fn backoff(q: &Queue) -> String {
+    format!(
+        "{}..{}",
+        format::duration_ms(q.backoff.base_ms),
+        format::duration_ms(q.backoff.cap_ms)
+    )
+}

@@ -1,0 +1,186 @@
+//! `tether stats [--watch [INTERVAL]]`: per-queue health at a glance.
+
+use std::time::Duration;
+
+use chrono::{SubsecRound, Utc};
+use tether_client::Queue;
+
+use super::format::{self, Table};
+use super::{out, CliError, Conn, Ctx};
+
+/// `tether stats …`.
+#[derive(Debug, clap::Args)]
+pub struct StatsArgs {
+    #[command(flatten)]
+    conn: Conn,
+    /// Only these queues [default: every queue].
+    queues: Vec<String>,
+    /// Refresh every INTERVAL (default 2s) until Ctrl-C; in place on a terminal.
+    #[arg(
+        long,
+        value_name = "INTERVAL",
+        num_args = 0..=1,
+        default_missing_value = "2s",
+        value_parser = super::millis
+    )]
+    watch: Option<i64>,
+}
+
+pub(crate) async fn run(args: StatsArgs) -> Result<(), CliError> {
+    let ctx = Ctx::new(&args.conn)?;
+    let Some(every) = args.watch else {
+        let queues = fetch(&ctx, &args.queues).await?;
+        return print(&ctx, &queues);
+    };
+    let every = Duration::from_millis(every.max(100) as u64);
+    let tty = super::stdout_is_tty() && !ctx.json;
+    if tty {
+        out("\x1b[?25l\x1b[2J");
+    }
+    let outcome = loop {
+        let frame = match fetch(&ctx, &args.queues).await {
+            Ok(queues) if ctx.json => {
+                // One compact document per line (JSON Lines) while watching.
+                out(&format!("{}\n", super::Doc::compact("queues", &queues)));
+                None
+            }
+            Ok(queues) => Some(render(&queues)),
+            Err(e) => Some(format!("error: {e}\n")),
+        };
+        if let Some(frame) = frame {
+            let head = format!(
+                "tether stats · {} · every {} · {} (Ctrl-C to stop)\n\n",
+                ctx.url,
+                format::duration_ms(every.as_millis() as i64),
+                format::time(Utc::now().trunc_subsecs(0))
+            );
+            if tty {
+                // Home, each line cleared to its end, the rest of the screen cleared.
+                let body: String = format!("{head}{frame}")
+                    .lines()
+                    .map(|l| format!("{l}\x1b[K\n"))
+                    .collect();
+                out(&format!("\x1b[H{body}\x1b[J"));
+            } else {
+                out(&format!("{head}{frame}\n"));
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = tokio::signal::ctrl_c() => break Ok(()),
+        }
+    };
+    if tty {
+        out("\x1b[?25h");
+    }
+    outcome
+}
+
+async fn fetch(ctx: &Ctx, only: &[String]) -> Result<Vec<Queue>, CliError> {
+    if only.is_empty() {
+        return ctx.call(ctx.client.list_queues()).await;
+    }
+    let mut queues = Vec::with_capacity(only.len());
+    for name in only {
+        queues.push(ctx.call(ctx.client.get_queue(name)).await?);
+    }
+    Ok(queues)
+}
+
+fn print(ctx: &Ctx, queues: &[Queue]) -> Result<(), CliError> {
+    if ctx.json {
+        return ctx.print_doc("queues", &queues);
+    }
+    out(&render(queues));
+    Ok(())
+}
+
+fn render(queues: &[Queue]) -> String {
+    if queues.is_empty() {
+        return "no queues yet\n".to_owned();
+    }
+    let mut t = Table::new(&[
+        "QUEUE",
+        "HEALTH",
+        "QUEUED",
+        "READY",
+        "SCHEDULED",
+        "RUNNING",
+        "SUCCEEDED",
+        "FAILED",
+        "CANCELLED",
+        "OLDEST READY",
+        "EXPIRED LEASES",
+    ])
+    .numeric(&[
+        "QUEUED",
+        "READY",
+        "SCHEDULED",
+        "RUNNING",
+        "SUCCEEDED",
+        "FAILED",
+        "CANCELLED",
+        "OLDEST READY",
+        "EXPIRED LEASES",
+    ]);
+    let mut total = tether_client::StateCounts::default();
+    for q in queues {
+        let c = &q.counts;
+        total.queued += c.queued;
+        total.running += c.running;
+        total.succeeded += c.succeeded;
+        total.failed += c.failed;
+        total.cancelled += c.cancelled;
+        t.row(vec![
+            q.name.clone(),
+            health(q),
+            c.queued.to_string(),
+            q.ready.to_string(),
+            q.scheduled.to_string(),
+            c.running.to_string(),
+            c.succeeded.to_string(),
+            c.failed.to_string(),
+            c.cancelled.to_string(),
+            if q.ready > 0 {
+                format::duration_ms(q.oldest_ready_age_ms)
+            } else {
+                "-".to_owned()
+            },
+            q.expired_leases.to_string(),
+        ]);
+    }
+    let mut text = t.render(format::terminal_width());
+    text.push_str(&format!(
+        "\n{} queues: {} queued, {} running, {} succeeded, {} failed, {} cancelled\n",
+        queues.len(),
+        total.queued,
+        total.running,
+        total.succeeded,
+        total.failed,
+        total.cancelled
+    ));
+    text
+}
+
+/// One word on what needs attention first.
+fn health(q: &Queue) -> String {
+    let mut notes = Vec::new();
+    if q.paused {
+        notes.push("paused");
+    }
+    if q.expired_leases > 0 {
+        notes.push("expired leases");
+    }
+    // Ready work waiting for over a minute with nothing running: stuck?
+    if !q.paused && q.ready > 0 && q.counts.running == 0 && q.oldest_ready_age_ms > 60_000 {
+        notes.push("stalled");
+    }
+    if q.counts.failed > 0 {
+        notes.push("dead letters");
+    }
+    if notes.is_empty() {
+        "ok".to_owned()
+    } else {
+        notes.join(", ")
+    }
+}

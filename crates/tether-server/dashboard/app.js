@@ -1,0 +1,467 @@
+// The tether dashboard: plain DOM, no framework, no build step.
+//
+// SECURITY: payloads, errors, kinds, queue names and tags are
+// attacker-controlled. They reach the page only as text (el() appends
+// strings as Text nodes); nothing here parses HTML. The server's
+// Content-Security-Policy forbids inline script as a second wall.
+'use strict';
+
+const KEY = 'tether.key';
+const REFRESH_MS = Number(new URLSearchParams(location.search).get('refresh_ms')) || 5000;
+const STATES = ['queued', 'running', 'succeeded', 'failed', 'cancelled'];
+const PAGE_SIZES = ['10', '25', '50', '100'];
+const $ = (selector) => document.querySelector(selector);
+const enc = encodeURIComponent;
+
+let key = sessionStorage.getItem(KEY);
+let shown = null; // the hash whose view is on screen
+let seq = 0; // the latest render; older ones drop their result
+let inflight = 0;
+let renders = 0;
+let lastTyped = 0;
+let lastList = '#/jobs'; // where "back" from a job goes
+const opened = new Map(); // <details> open state by key, kept across refreshes
+
+// ---------------------------------------------------------------- helpers
+
+/** Builds an element. Strings among the children become Text nodes. */
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name.startsWith('on')) node.addEventListener(name.slice(2), value);
+    else if (name === 'class') node.className = value;
+    else node.setAttribute(name, value === true ? '' : String(value));
+  }
+  for (const child of children.flat(Infinity)) {
+    if (child === undefined || child === null || child === false) continue;
+    node.append(child instanceof Node ? child : String(child));
+  }
+  return node;
+}
+
+const link = (hash, text, title) => el('a', { href: hash, title }, text);
+const badge = (text) => el('span', { class: `badge ${STATES.includes(text) ? text : ''}` }, text);
+const truncate = (s, n) => (s && s.length > n ? `${s.slice(0, n - 1)}…` : s || '');
+const json = (v) => el('pre', { class: 'json' }, v === undefined ? 'null' : JSON.stringify(v, null, 2));
+
+function table(headers, rows, attrs) {
+  return el('table', attrs,
+    // A header given as [text] heads a column of numbers.
+    el('thead', {}, el('tr', {}, headers.map((h) => (Array.isArray(h) ? el('th', { class: 'num' }, h[0]) : el('th', {}, h))))),
+    el('tbody', {}, rows));
+}
+
+function dur(ms) {
+  const s = Math.floor(Math.abs(ms) / 1000);
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ${s % 60}s`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
+  return `${Math.floor(s / 86400)}d ${Math.floor((s % 86400) / 3600)}h`;
+}
+
+function ago(iso) {
+  const ms = Date.now() - Date.parse(iso);
+  return ms >= 0 ? `${dur(ms)} ago` : `in ${dur(ms)}`;
+}
+
+/** A time as "2026-11-30 03:00:00Z (in 5h 2m)"; the exact instant on hover. */
+function when(iso, relativeOnly) {
+  if (!iso) return '—';
+  const abs = iso.replace('T', ' ').replace(/\.\d+Z$/, 'Z');
+  return el('time', { datetime: iso, title: iso }, relativeOnly ? ago(iso) : `${abs} (${ago(iso)})`);
+}
+
+/** A collapsible section that stays open or closed across refreshes
+ * (render() opens it as last seen, once it is on screen). */
+function section(id, title, body, open = true) {
+  const d = el('details', { 'data-key': id, 'data-open': String(open) }, el('summary', {}, title), body);
+  d.addEventListener('toggle', () => { if (d.isConnected) opened.set(id, d.open); });
+  return d;
+}
+
+function restoreSections() {
+  for (const d of document.querySelectorAll('#view details[data-key]')) {
+    const id = d.dataset.key;
+    d.open = opened.has(id) ? opened.get(id) : d.dataset.open === 'true';
+  }
+}
+
+function errorText(e) {
+  return e instanceof ApiError ? `${e.code}: ${e.message}` : `Error: ${e.message || e}`;
+}
+
+let flashTimer;
+function flash(message, isError) {
+  if (!message) return;
+  const box = $('#flash');
+  box.textContent = message;
+  box.className = isError ? 'error' : 'ok';
+  box.hidden = false;
+  clearTimeout(flashTimer);
+  flashTimer = setTimeout(() => { box.hidden = true; }, 8000);
+}
+
+/** A button that runs `action` (which returns a message), then re-renders. */
+function button(label, action, question) {
+  const b = el('button', { type: 'button' }, label);
+  b.addEventListener('click', async () => {
+    if (question && !window.confirm(question)) return;
+    b.disabled = true;
+    try { flash(await action()); } catch (e) { flash(errorText(e), true); }
+    await render();
+  });
+  return b;
+}
+
+// ---------------------------------------------------------------- API
+
+class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+async function api(method, path, body) {
+  const headers = { Authorization: `Bearer ${key}` };
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  const res = await fetch(path, {
+    method, headers, cache: 'no-store', body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch { /* not JSON: use the status */ }
+  if (res.ok) return data;
+  const err = (data && data.error) || { code: String(res.status), message: res.statusText || 'request failed' };
+  if (res.status === 401) signOut(`The key was not accepted (${err.message}).`);
+  throw new ApiError(res.status, err.code, err.message);
+}
+
+// ---------------------------------------------------------------- routing
+
+function route() {
+  const [path, query = ''] = (location.hash.replace(/^#/, '') || '/').split('?');
+  let parts;
+  try { parts = path.split('/').filter(Boolean).map(decodeURIComponent); } catch { parts = []; }
+  const params = new URLSearchParams(query);
+  if (parts[0] === 'jobs' && parts[1]) return { view: 'job', id: parts[1], params };
+  const view = { jobs: 'jobs', dlq: 'dlq', schedules: 'schedules' }[parts[0]] || 'overview';
+  return { view, params };
+}
+
+function go(view, params) {
+  const qs = new URLSearchParams(params).toString();
+  const target = `#/${view}${qs ? `?${qs}` : ''}`;
+  if (location.hash === target) render(); else location.hash = target;
+}
+
+// ---------------------------------------------------------------- views
+
+async function overview() {
+  const { queues } = await api('GET', '/v1/queues');
+  const head = ['Queue', 'Status', ['Queued'], ['Ready'], ['Scheduled'], ['Running'], ['Succeeded'], ['Failed'],
+    ['Cancelled'], ['Oldest ready'], ['Expired leases'], ''];
+  const num = (name, value, content) => el('td', { class: 'num', 'data-count': name }, content ?? value);
+  const rows = queues.map((q) => {
+    const path = `/v1/queues/${enc(q.name)}`;
+    const toggle = q.paused
+      ? button('Resume', () => api('POST', `${path}/resume`).then(() => `Queue ${q.name} resumed.`))
+      : button('Pause', () => api('POST', `${path}/pause`).then(() => `Queue ${q.name} paused.`));
+    return el('tr', { 'data-queue': q.name },
+      el('td', {}, link(`#/jobs?queue=${enc(q.name)}`, q.name)),
+      el('td', { 'data-count': 'paused' }, q.paused ? el('span', { class: 'badge paused' }, 'paused') : el('span', { class: 'badge active' }, 'active')),
+      num('queued', q.counts.queued),
+      num('ready', q.ready),
+      num('scheduled', q.scheduled),
+      num('running', q.counts.running),
+      num('succeeded', q.counts.succeeded),
+      num('failed', q.counts.failed, q.counts.failed ? link(`#/dlq?queue=${enc(q.name)}`, q.counts.failed) : '0'),
+      num('cancelled', q.counts.cancelled),
+      num('oldest_ready', q.oldest_ready_age_ms, q.oldest_ready_age_ms ? dur(q.oldest_ready_age_ms) : '—'),
+      el('td', { class: q.expired_leases ? 'num warn' : 'num', 'data-count': 'expired_leases' }, q.expired_leases),
+      el('td', {}, toggle));
+  });
+  const content = queues.length
+    ? table(head, rows, { id: 'queues' })
+    : el('p', { class: 'muted' }, 'No queues yet: enqueue a job and its queue appears here.');
+  return { toolbar: el('h1', {}, 'Queues'), content };
+}
+
+function filterBar(view, params, fields, ...extra) {
+  const form = el('form', { class: 'filters', role: 'search', id: 'filters' });
+  for (const f of fields) {
+    const value = params.get(f) || '';
+    const input = f === 'state'
+      ? el('select', { name: f, onchange: () => form.requestSubmit() },
+        el('option', { value: '' }, 'any'), STATES.map((s) => el('option', { value: s, selected: s === value }, s)))
+      : el('input', { name: f, value, placeholder: `any ${f}`, spellcheck: 'false', autocomplete: 'off' });
+    form.append(el('label', {}, el('span', {}, f), input));
+  }
+  const limit = params.get('limit') || '50';
+  const sizes = PAGE_SIZES.includes(limit) ? PAGE_SIZES : [limit, ...PAGE_SIZES];
+  form.append(
+    el('label', {}, el('span', {}, 'per page'), el('select', { name: 'limit', onchange: () => form.requestSubmit() },
+      sizes.map((n) => el('option', { value: n, selected: n === limit }, n)))),
+    el('button', { type: 'submit' }, 'Apply'),
+    el('button', { type: 'button', onclick: () => go(view, {}) }, 'Clear'),
+    ...extra);
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    const next = {};
+    for (const [k, v] of new FormData(form)) if (v.trim() && !(k === 'limit' && v === '50')) next[k] = v.trim();
+    go(view, next);
+  });
+  return form;
+}
+
+function pager(view, params, next) {
+  const page = Number(params.get('page')) || 1;
+  const base = Object.fromEntries(params);
+  delete base.cursor;
+  delete base.page;
+  return el('div', { class: 'pager' },
+    el('button', { type: 'button', disabled: !params.get('cursor'), onclick: () => go(view, base) }, 'First'),
+    el('span', { class: 'muted', id: 'page' }, `Page ${page}`),
+    el('button', { type: 'button', disabled: !next, onclick: () => go(view, { ...base, cursor: next, page: page + 1 }) }, 'Next'));
+}
+
+async function listJobs(params, filters, dlq) {
+  const q = new URLSearchParams();
+  for (const f of filters) if (params.get(f)) q.set(f, params.get(f));
+  if (dlq) q.set('state', 'failed');
+  q.set('limit', params.get('limit') || '50');
+  if (params.get('cursor')) q.set('cursor', params.get('cursor'));
+  return api('GET', `/v1/jobs?${q}`);
+}
+
+const jobLink = (j) => link(`#/jobs/${enc(j.id)}`, j.id);
+const errorCell = (j) => el('td', { class: 'error-text', title: j.last_error || '' }, truncate(j.last_error, 80));
+
+async function jobs(r) {
+  lastList = location.hash;
+  const filters = ['queue', 'state', 'kind', 'tag'];
+  const page = await listJobs(r.params, filters, false);
+  const rows = page.jobs.map((j) => el('tr', { 'data-id': j.id },
+    el('td', {}, j.queue), el('td', { class: 'mono' }, jobLink(j)), el('td', {}, j.kind),
+    el('td', {}, badge(j.state), j.cancel_requested ? ' cancel requested' : ''),
+    el('td', { class: 'num' }, `${j.attempt}/${j.max_attempts}`),
+    el('td', {}, when(j.created_at, true)), errorCell(j)));
+  const content = [
+    page.jobs.length
+      ? table(['Queue', 'Job', 'Kind', 'State', ['Attempt'], 'Age', 'Last error'], rows, { id: 'jobs' })
+      : el('p', { class: 'muted' }, 'No jobs match.'),
+    pager('jobs', r.params, page.next_cursor)];
+  return { toolbar: [el('h1', {}, 'Jobs'), filterBar('jobs', r.params, filters)], content };
+}
+
+async function replayAll(params) {
+  const kind = params.get('kind');
+  const queue = params.get('queue');
+  const body = { state: 'failed', ...(kind ? { kind } : {}) };
+  const names = queue ? [queue]
+    : (await api('GET', '/v1/queues')).queues.filter((q) => q.counts.failed > 0).map((q) => q.name);
+  let total = 0;
+  for (const name of names) {
+    // Each call replays up to 1000; go on while full pages come back.
+    for (let round = 0; round < 100; round += 1) {
+      const { replayed } = await api('POST', `/v1/queues/${enc(name)}/replay`, body);
+      total += replayed;
+      if (replayed < 1000) break;
+    }
+  }
+  return `Replayed ${total} failed job(s).`;
+}
+
+async function dlq(r) {
+  lastList = location.hash;
+  const filters = ['queue', 'kind'];
+  const page = await listJobs(r.params, filters, true);
+  const rows = page.jobs.map((j) => el('tr', { 'data-id': j.id },
+    el('td', {}, j.queue), el('td', { class: 'mono' }, jobLink(j)), el('td', {}, j.kind),
+    el('td', { class: 'num' }, `${j.attempt}/${j.max_attempts}`),
+    el('td', {}, when(j.finished_at, true)), errorCell(j),
+    el('td', {}, button('Replay', () => api('POST', `/v1/jobs/${enc(j.id)}/replay`).then(() => `Job ${j.id} replayed.`)))));
+  const what = `every failed job${r.params.get('kind') ? ` of kind ${r.params.get('kind')}` : ''} in ${r.params.get('queue') ? `queue ${r.params.get('queue')}` : 'every queue'}`;
+  const all = button('Replay all matching', () => replayAll(r.params), `Replay ${what}?`);
+  all.id = 'replay-all';
+  const content = [
+    page.jobs.length
+      ? table(['Queue', 'Job', 'Kind', ['Attempts'], 'Failed', 'Last error', ''], rows, { id: 'dlq' })
+      : el('p', { class: 'muted', id: 'dlq-empty' }, 'No failed jobs match: the dead-letter queue is empty.'),
+    pager('dlq', r.params, page.next_cursor)];
+  return { toolbar: [el('h1', {}, 'Dead letters'), filterBar('dlq', r.params, filters, all)], content };
+}
+
+async function job(r) {
+  const path = `/v1/jobs/${enc(r.id)}`;
+  const [{ job: j }, { events }] = await Promise.all([api('GET', path), api('GET', `${path}/events`)]);
+  const actions = [];
+  if ((j.state === 'queued' || j.state === 'running') && !j.cancel_requested) {
+    actions.push(button('Cancel', () => api('POST', `${path}/cancel`).then(() => 'Cancel sent.'), 'Cancel this job?'));
+  }
+  if (j.state === 'failed' || j.state === 'cancelled') {
+    actions.push(button('Replay', () => api('POST', `${path}/replay`).then(() => 'Job replayed.')));
+  }
+  const fields = [
+    ['id', j.id], ['queue', j.queue], ['kind', j.kind], ['state', badge(j.state)],
+    ['attempt', `${j.attempt} of ${j.max_attempts}`], ['priority', j.priority],
+    ['tags', j.tags.length ? j.tags.map((t) => el('span', { class: 'tag' }, t)) : '—'],
+    ['created', when(j.created_at)], ['run at', when(j.run_at)], ['started', when(j.started_at)],
+    ['finished', when(j.finished_at)], ['updated', when(j.updated_at)], ['expires', when(j.expires_at)],
+    ['timeout', j.timeout_ms ? dur(j.timeout_ms) : '—'], ['worker', j.worker_id || '—'],
+    ['lease expires', when(j.lease_expires_at)], ['heartbeat', when(j.heartbeat_at)],
+    ['cancel requested', j.cancel_requested ? 'yes' : 'no'],
+    ['unique key', j.unique_key || '—'], ['idempotency key', j.idempotency_key || '—'],
+  ];
+  const history = table(['At', 'Event', ['Attempt'], 'Worker', 'Detail'], events.map((e) => el('tr', { 'data-event': e.event },
+    el('td', {}, when(e.at)), el('td', {}, e.event), el('td', { class: 'num' }, e.attempt),
+    el('td', {}, e.worker_id || ''), el('td', { class: 'detail' }, e.detail || ''))), { id: 'history' });
+  const content = el('div', { class: 'job', 'data-state': j.state },
+    el('div', { class: 'actions' }, badge(j.state), actions),
+    j.last_error ? el('div', { class: 'card' }, el('h2', {}, 'Last error'), el('pre', { class: 'error-text', id: 'last-error' }, j.last_error)) : null,
+    el('dl', { class: 'fields' }, fields.map(([name, value]) => [el('dt', {}, name), el('dd', {}, value)])),
+    section(`payload:${j.id}`, 'Payload', json(j.payload)),
+    section(`result:${j.id}`, 'Result', json(j.result)),
+    section(`progress:${j.id}`, 'Progress', json(j.progress)),
+    section(`history:${j.id}`, `History (${events.length})`, history));
+  const toolbar = [el('p', {}, link(lastList, '← back to the list')), el('h1', {}, `Job ${j.kind}`, el('small', { class: 'mono' }, ` ${j.id}`))];
+  return { toolbar, content };
+}
+
+async function schedules() {
+  const list = (await api('GET', '/v1/schedules')).schedules;
+  const extra = await Promise.all(list.map(async (s) => {
+    const q = new URLSearchParams({ cron: s.cron, timezone: s.timezone, count: '3' });
+    const [preview, runs] = await Promise.all([
+      api('GET', `/v1/cron/preview?${q}`).catch(() => ({ times: [] })),
+      api('GET', `/v1/schedules/${enc(s.id)}/runs`)]);
+    return { times: preview.times, runs: runs.runs };
+  }));
+  const rows = list.map((s, i) => {
+    const { times, runs } = extra[i];
+    const recent = runs.slice(0, 10).map((run) => el('li', {}, when(run.fire_at), ' ', el('span', { class: `badge ${run.outcome}` }, run.outcome),
+      run.job_id ? [' ', link(`#/jobs/${enc(run.job_id)}`, run.job_id)] : ''));
+    return el('tr', { 'data-schedule': s.id },
+      el('td', {}, s.name), el('td', { class: 'mono' }, s.cron), el('td', {}, s.timezone),
+      el('td', {}, `${s.queue} / ${s.kind}`),
+      el('td', {}, s.enabled ? 'yes' : el('span', { class: 'badge paused' }, 'disabled')),
+      el('td', {}, s.overlap),
+      el('td', {}, el('ol', { class: 'times' }, times.map((t) => el('li', {}, when(t))))),
+      el('td', {}, when(s.last_run_at, true)),
+      el('td', {}, runs.length ? section(`runs:${s.id}`, `${runs.length} run(s)`, el('ul', { class: 'runs' }, recent), false) : '—'));
+  });
+  const content = list.length
+    ? table(['Name', 'Cron', 'Zone', 'Queue / kind', 'Enabled', 'Overlap', 'Next runs', 'Last run', 'Recent runs'], rows, { id: 'schedules' })
+    : el('p', { class: 'muted' }, 'No schedules.');
+  return { toolbar: el('h1', {}, 'Schedules'), content };
+}
+
+const VIEWS = { overview, jobs, dlq, job, schedules };
+
+// ---------------------------------------------------------------- shell
+
+function status(text) { $('#status').textContent = text; }
+
+function showSignIn() {
+  for (const id of ['#nav', '#sign-out', '#auto', '#view', '#flash']) $(id).hidden = true;
+  $('#sign-in').hidden = false;
+  $('#key').focus();
+  status('');
+}
+
+function signOut(message) {
+  key = null;
+  sessionStorage.removeItem(KEY);
+  shown = null;
+  $('#view').replaceChildren();
+  $('#sign-in-error').textContent = message || '';
+  showSignIn();
+}
+
+async function render() {
+  if (!key) return showSignIn();
+  for (const id of ['#nav', '#sign-out', '#auto', '#view']) $(id).hidden = false;
+  $('#sign-in').hidden = true;
+  const mine = ++seq;
+  const hash = location.hash || '#/';
+  const r = route();
+  const fresh = hash !== shown;
+  for (const a of document.querySelectorAll('#nav a')) {
+    const current = a.dataset.view === r.view || (r.view === 'job' && a.dataset.view === 'jobs');
+    if (current) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
+  }
+  inflight += 1;
+  try {
+    let built;
+    try {
+      built = await VIEWS[r.view](r);
+    } catch (e) {
+      if (!fresh || !key) throw e;
+      built = { content: el('p', { class: 'error', id: 'view-error' }, errorText(e)) };
+    }
+    if (mine !== seq || !key) return;
+    const x = window.scrollX;
+    const y = window.scrollY;
+    // A refresh swaps the data only: filters being edited, the scroll
+    // position and open sections stay.
+    if (fresh) {
+      $('#view').replaceChildren(...[built.toolbar, el('div', { id: 'content' }, built.content)].flat().filter(Boolean));
+    } else {
+      $('#content').replaceChildren(...[built.content].flat().filter(Boolean));
+    }
+    restoreSections();
+    if (fresh) window.scrollTo(0, 0); else window.scrollTo(x, y);
+    shown = hash;
+    renders += 1;
+    document.body.dataset.shown = hash; // for tests: which view is on screen
+    document.body.dataset.renders = String(renders);
+    status(`Updated ${new Date().toLocaleTimeString()}`);
+  } catch (e) {
+    if (mine === seq && key) status(`Refresh failed: ${errorText(e)}`);
+  } finally {
+    inflight -= 1;
+  }
+}
+
+function typing() {
+  const a = document.activeElement;
+  const inField = a && a.matches('#view input:not([type=checkbox]), #view textarea');
+  return inField || Date.now() - lastTyped < 3000;
+}
+
+function tick() {
+  if (!key || !$('#auto-refresh').checked || document.hidden || inflight > 0) return;
+  if (typing()) { status('Auto-refresh paused while you type'); return; }
+  render();
+}
+
+$('#sign-in').addEventListener('submit', async (e) => {
+  e.preventDefault();
+  const candidate = $('#key').value.trim();
+  if (!candidate) return;
+  key = candidate;
+  try {
+    await api('GET', '/v1/queues');
+  } catch (err) {
+    if (err.status !== 401) { $('#sign-in-error').textContent = errorText(err); key = null; }
+    return;
+  }
+  sessionStorage.setItem(KEY, candidate);
+  $('#key').blur();
+  $('#key').value = '';
+  $('#sign-in-error').textContent = '';
+  shown = null;
+  render();
+});
+$('#sign-out').addEventListener('click', () => signOut('Signed out.'));
+document.addEventListener('input', (e) => {
+  if (e.target.matches('#view input:not([type=checkbox]), #view textarea')) lastTyped = Date.now();
+}, true);
+window.addEventListener('hashchange', () => {
+  $('#flash').hidden = true; // a message belongs to the view it was shown on
+  render();
+});
+setInterval(tick, REFRESH_MS);
+render();

@@ -1,0 +1,308 @@
+// Drives tether's dashboard in Debian's Chromium (playwright-core, no
+// downloaded browser). Run by crates/tether-server/tests/dashboard.rs, which
+// starts a real server over a seeded database and passes in the environment:
+// TETHER_URL, TETHER_KEY (admin), the seeded ids (FAILED_JOB, FAILED_JOB2,
+// RUNNING_JOB, XSS_JOB, SCHEDULE_ID) and SCREENSHOT_DIR. The expected counts
+// below mirror that seed. Exit code 0 means every check passed.
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+
+const need = (name) => {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set (run this through cargo test --test dashboard)`);
+  return value;
+};
+const BASE = need('TETHER_URL');
+const KEY = need('TETHER_KEY');
+const FAILED_JOB = need('FAILED_JOB');
+const FAILED_JOB2 = need('FAILED_JOB2');
+const RUNNING_JOB = need('RUNNING_JOB');
+const XSS_JOB = need('XSS_JOB');
+const SCHEDULE_ID = need('SCHEDULE_ID');
+const OUT = need('SCREENSHOT_DIR');
+const REFRESH_MS = 1000;
+const XSS_TEXT = '<script>window.__pwned=1</script><img src=x onerror=window.__pwned=2>';
+const ERROR_TEXT = 'upstream said 503 <img src=x onerror=window.__pwned=3>';
+
+mkdirSync(OUT, { recursive: true });
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const step = (text) => console.log(`- ${text}`);
+
+async function api(method, route) {
+  const res = await fetch(`${BASE}${route}`, { method, headers: { Authorization: `Bearer ${KEY}` } });
+  assert.ok(res.ok, `${method} ${route}: ${res.status}`);
+  return res.json();
+}
+
+/** Polls `check` (which returns true, or a value to report) until true. */
+async function until(what, check, timeout = 20000) {
+  const deadline = Date.now() + timeout;
+  let last;
+  while (Date.now() < deadline) {
+    try {
+      last = await check();
+      if (last === true) return;
+    } catch (e) {
+      last = e.message;
+    }
+    await sleep(100);
+  }
+  throw new Error(`timed out waiting for ${what} (last seen: ${JSON.stringify(last)})`);
+}
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  args: [
+    '--no-sandbox', '--disable-gpu', '--disable-background-networking',
+    // Nothing outside this machine is reachable: ask for nothing.
+    '--disable-component-update', '--disable-sync', '--disable-quic', '--no-first-run',
+  ],
+  headless: true,
+});
+const problems = [];
+let page;
+try {
+  const context = await browser.newContext({ viewport: { width: 1360, height: 860 } });
+  page = await context.newPage();
+  page.setDefaultTimeout(20000);
+  page.on('pageerror', (e) => problems.push(`uncaught error in the page: ${e.message}`));
+  page.on('console', (m) => {
+    if (m.type() === 'error' && /Content Security Policy|Refused/.test(m.text())) problems.push(`CSP: ${m.text()}`);
+  });
+  page.on('dialog', (d) => d.accept());
+
+  // The whole page, no taller than its content (a short window first).
+  const shot = async (name) => {
+    const size = page.viewportSize();
+    await page.setViewportSize({ width: size.width, height: 240 });
+    await page.screenshot({ path: path.join(OUT, `${name}.png`), fullPage: true });
+    await page.setViewportSize(size);
+  };
+  const text = async (selector) => (await page.locator(selector).first().textContent({ timeout: 1000 }))?.trim();
+  const expectText = (selector, expected) =>
+    until(`${selector} to read ${JSON.stringify(expected)}`, async () => {
+      const seen = await text(selector);
+      return seen === expected || seen;
+    });
+  const renders = () => page.evaluate(() => Number(document.body.dataset.renders || 0));
+  const waitRenders = async (n) => {
+    const start = await renders();
+    await until(`${n} auto-refreshes`, async () => (await renders()) >= start + n || `${(await renders()) - start} so far`);
+  };
+  // The view of the current hash is on screen (not the previous one's).
+  const settled = () => until(`the view of ${page.url()}`, () =>
+    page.evaluate(() => document.body.dataset.shown === (location.hash || '#/') || location.hash));
+  const visit = async (hash) => {
+    await page.evaluate((h) => { location.hash = h; }, hash);
+    await settled();
+  };
+  const rows = (table) => page.locator(`#${table} tbody tr`);
+  const ids = (table) => rows(table).evaluateAll((trs) => trs.map((tr) => tr.dataset.id));
+  const nav = async (label, table) => {
+    await page.locator('#nav a', { hasText: label }).click();
+    await settled();
+    if (table) await page.locator(`#${table}`).waitFor();
+  };
+
+  step('sign in: a wrong key is refused, the right one is kept in sessionStorage');
+  await page.goto(`${BASE}/?refresh_ms=${REFRESH_MS}`);
+  await page.locator('#sign-in').waitFor();
+  await shot('sign-in');
+  await page.fill('#key', 'tether_not_a_real_key');
+  await page.click('#sign-in button[type=submit]');
+  await page.locator('#sign-in-error', { hasText: 'not accepted' }).waitFor();
+  await page.fill('#key', KEY);
+  await page.click('#sign-in button[type=submit]');
+  await page.locator('#queues').waitFor();
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('tether.key')), KEY);
+  await waitRenders(2); // auto-refresh runs with no one touching the page
+  assert.match(await text('#status'), /^Updated /);
+
+  step('overview: per-queue counts, ready vs scheduled, oldest ready age');
+  const cell = (queue, name) => `#queues tr[data-queue="${queue}"] td[data-count="${name}"]`;
+  for (const [queue, name, expected] of [
+    ['emails', 'queued', '5'], ['emails', 'ready', '4'], ['emails', 'scheduled', '1'], ['emails', 'paused', 'active'],
+    ['reports', 'queued', '1'], ['reports', 'running', '1'], ['reports', 'failed', '1'],
+    ['billing', 'failed', '1'], ['billing', 'expired_leases', '0'],
+  ]) await expectText(cell(queue, name), expected);
+  assert.notEqual(await text(cell('emails', 'oldest_ready')), '—');
+  await shot('overview');
+
+  step('pause and resume a queue');
+  await page.locator('#queues tr[data-queue="emails"] button', { hasText: 'Pause' }).click();
+  await expectText(cell('emails', 'paused'), 'paused');
+  assert.equal((await api('GET', '/v1/queues/emails')).queue.paused, true);
+  await shot('overview-paused');
+  await page.locator('#queues tr[data-queue="emails"] button', { hasText: 'Resume' }).click();
+  await expectText(cell('emails', 'paused'), 'active');
+  assert.equal((await api('GET', '/v1/queues/emails')).queue.paused, false);
+
+  step('jobs: all jobs, then the state filter');
+  await nav('Jobs', 'jobs');
+  await until('9 jobs listed', async () => (await rows('jobs').count()) === 9 || (await rows('jobs').count()));
+  await page.selectOption('#filters select[name=state]', 'failed');
+  await settled();
+  await until('2 failed jobs', async () => {
+    const seen = await ids('jobs');
+    return (seen.length === 2 && seen.includes(FAILED_JOB) && seen.includes(FAILED_JOB2)) || seen;
+  });
+  assert.match(page.url(), /state=failed/);
+  assert.equal(await text(`#jobs tr[data-id="${FAILED_JOB}"] td.error-text`), ERROR_TEXT);
+  await shot('jobs');
+
+  step('jobs: paging with next_cursor (Next, Next, First)');
+  await visit('#/jobs?queue=emails&limit=2');
+  await expectText('#page', 'Page 1');
+  await until('2 rows on page 1', async () => (await rows('jobs').count()) === 2);
+  const page1 = await ids('jobs');
+  await page.locator('.pager button', { hasText: 'Next' }).click();
+  await settled();
+  await expectText('#page', 'Page 2');
+  await until('another 2 rows on page 2', async () => {
+    const seen = await ids('jobs');
+    return (seen.length === 2 && !seen.some((id) => page1.includes(id))) || seen;
+  });
+  const page2 = await ids('jobs');
+
+  step('auto-refresh keeps the page, the filters and the scroll position');
+  const hash = await page.evaluate(() => location.hash);
+  await page.setViewportSize({ width: 1360, height: 260 });
+  await page.evaluate(() => window.scrollTo(0, 120));
+  const scrolled = await page.evaluate(() => window.scrollY);
+  assert.ok(scrolled > 0, 'the page should be scrollable in a short window');
+  await waitRenders(2);
+  assert.equal(await page.evaluate(() => window.scrollY), scrolled);
+  assert.equal(await page.evaluate(() => location.hash), hash);
+  assert.deepEqual(await ids('jobs'), page2);
+  assert.equal(await page.inputValue('#filters input[name=queue]'), 'emails');
+  await page.setViewportSize({ width: 1360, height: 860 });
+
+  step('auto-refresh pauses while the user types, and keeps what was typed');
+  await page.click('#filters input[name=kind]');
+  await page.keyboard.type('send_em');
+  await sleep(1500); // a refresh already under way may still land
+  const before = await renders();
+  await sleep(REFRESH_MS * 3);
+  assert.equal(await renders(), before, 'no refresh while typing');
+  assert.match(await text('#status'), /paused while you type/);
+  await page.locator('#view h1').click(); // focus leaves the field
+  await waitRenders(1);
+  assert.equal(await page.inputValue('#filters input[name=kind]'), 'send_em');
+  assert.equal(await page.evaluate(() => location.hash), hash);
+  await page.locator('.pager button', { hasText: 'Next' }).click();
+  await settled();
+  await expectText('#page', 'Page 3');
+  await until('1 row on the last page', async () => (await rows('jobs').count()) === 1);
+  assert.equal(await page.locator('.pager button', { hasText: 'Next' }).isDisabled(), true);
+  await page.locator('.pager button', { hasText: 'First' }).click();
+  await settled();
+  await expectText('#page', 'Page 1');
+  assert.deepEqual(await ids('jobs'), page1);
+
+  step('job detail: the failed job, its error and its history');
+  await visit('#/jobs?state=failed');
+  await page.locator(`#jobs tr[data-id="${FAILED_JOB}"] a`).click();
+  await settled();
+  await page.locator('.job[data-state=failed]').waitFor();
+  assert.equal(await text('#last-error'), ERROR_TEXT);
+  for (const event of ['enqueued', 'claimed', 'failed']) {
+    await page.locator(`#history tr[data-event=${event}]`).first().waitFor();
+  }
+  assert.match(await text('details[data-key^="payload:"] pre'), /"report": "weekly"/);
+  await shot('job-failed');
+
+  step('job detail: a closed section stays closed across refreshes');
+  await page.locator('details[data-key^="payload:"] summary').click();
+  await waitRenders(2);
+  assert.equal(await page.locator('details[data-key^="payload:"]').evaluate((d) => d.open), false);
+  await page.locator('details[data-key^="payload:"] summary').click();
+
+  step('dead letters: replay one and see it leave');
+  await nav('Dead letters', 'dlq');
+  await page.locator(`#dlq tr[data-id="${FAILED_JOB}"]`).waitFor();
+  await page.locator(`#dlq tr[data-id="${FAILED_JOB2}"]`).waitFor();
+  await shot('dlq');
+  await page.locator(`#dlq tr[data-id="${FAILED_JOB}"] button`, { hasText: 'Replay' }).click();
+  await page.locator(`#dlq tr[data-id="${FAILED_JOB}"]`).waitFor({ state: 'detached' });
+  await page.locator(`#dlq tr[data-id="${FAILED_JOB2}"]`).waitFor();
+  assert.equal((await api('GET', `/v1/jobs/${FAILED_JOB}`)).job.state, 'queued');
+
+  step('dead letters: replay all matching a queue filter');
+  await page.fill('#filters input[name=queue]', 'billing');
+  await page.press('#filters input[name=queue]', 'Enter');
+  await settled();
+  await until('the billing filter', async () => (await ids('dlq')).join() === FAILED_JOB2 || (await ids('dlq')));
+  await page.click('#replay-all');
+  await page.locator('#dlq-empty').waitFor();
+  await page.locator('#flash', { hasText: 'Replayed 1 failed job' }).waitFor();
+  assert.equal((await api('GET', `/v1/jobs/${FAILED_JOB2}`)).job.state, 'queued');
+  await page.locator('#filters button', { hasText: 'Clear' }).click();
+  await settled();
+  await page.locator('#dlq-empty').waitFor();
+
+  step('a <script> payload and an <img onerror> error are shown as text, never run');
+  await visit(`#/jobs/${XSS_JOB}`);
+  await page.locator('details[data-key^="payload:"] pre').waitFor();
+  assert.match(await text('details[data-key^="payload:"] pre'), /"html": "<script>window.__pwned=1<\/script><img src=x onerror=window.__pwned=2>"/);
+  await page.getByText(XSS_TEXT, { exact: false }).first().waitFor();
+  await shot('job-xss');
+  await nav('Jobs', 'jobs');
+  await page.locator(`#jobs tr[data-id="${XSS_JOB}"]`).waitFor();
+  await visit(`#/jobs/${FAILED_JOB}`);
+  await page.locator('.job').waitFor();
+  await sleep(300);
+  assert.equal(await page.evaluate(() => window.__pwned), undefined, 'job data ran as script');
+  assert.equal(await page.locator('#view script, #view img').count(), 0, 'job data became elements');
+
+  step('running job: progress shown, cancel asks the worker to stop');
+  await visit(`#/jobs/${RUNNING_JOB}`);
+  await page.locator('.job[data-state=running]').waitFor();
+  assert.match(await text('details[data-key^="progress:"] pre'), /"done": 3/);
+  await page.locator('.actions button', { hasText: 'Cancel' }).click();
+  await until('cancel requested', async () => (await api('GET', `/v1/jobs/${RUNNING_JOB}`)).job.cancel_requested === true);
+  await page.locator('.fields dd', { hasText: /^yes$/ }).waitFor();
+
+  step('schedules: expression, zone, next runs, recent runs (kept open across refreshes)');
+  await nav('Schedules', 'schedules');
+  const row = `#schedules tr[data-schedule="${SCHEDULE_ID}"]`;
+  await page.locator(row).waitFor();
+  const rowText = await text(row);
+  for (const part of ['nightly-report', '0 3 * * *', 'Europe/Berlin', 'reports / build_report', 'skip']) {
+    assert.ok(rowText.includes(part), `schedule row lacks ${part}: ${rowText}`);
+  }
+  assert.equal(await page.locator(`${row} ol.times li`).count(), 3);
+  await page.locator(`${row} details summary`, { hasText: '1 run(s)' }).click();
+  await waitRenders(2);
+  assert.equal(await page.locator(`${row} details`).evaluate((d) => d.open), true);
+  await page.locator(`${row} ul.runs li`, { hasText: 'enqueued' }).waitFor();
+  await shot('schedules');
+
+  step('overview after the replays: nothing failed');
+  await nav('Overview', 'queues');
+  await expectText(cell('reports', 'failed'), '0');
+  await expectText(cell('billing', 'failed'), '0');
+
+  step('sign out forgets the key');
+  await page.click('#sign-out');
+  await page.locator('#sign-in').waitFor();
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('tether.key')), null);
+  await page.reload();
+  await page.locator('#sign-in').waitFor();
+  assert.equal(await page.locator('#nav').isHidden(), true);
+
+  assert.deepEqual(problems, [], 'the page reported errors');
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  console.log(`dashboard: all browser checks passed; screenshots in ${OUT}`);
+} catch (e) {
+  console.error(`dashboard: FAILED: ${e.stack || e}`);
+  if (problems.length) console.error(`page problems:\n${problems.join('\n')}`);
+  if (page) {
+    await page.screenshot({ path: path.join(OUT, 'failure.png'), fullPage: true }).catch(() => {});
+    console.error(`screenshot of the failure: ${path.join(OUT, 'failure.png')}`);
+  }
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+}
