@@ -22,20 +22,24 @@ const CLIENT_WORKERS: usize = 4;
 /// The admin key the child server is started with.
 const ADMIN_KEY: &str = "tether-bench-admin-key-000000";
 
-/// The child `tether serve`; killed when dropped.
-struct ServerProcess {
+/// The child `tether serve`; stopped when dropped.
+pub struct ServerProcess {
     child: Child,
     /// Closing it asks the server to stop gracefully.
     stdin: Option<std::process::ChildStdin>,
-    addr: String,
+    /// Where it listens.
+    pub addr: String,
 }
 
 impl ServerProcess {
-    fn start(database_url: &str) -> ServerProcess {
+    /// Starts `tether serve` on `database_url`; `retention` (e.g. `30s`)
+    /// overrides how long finished jobs are kept.
+    pub fn start(database_url: &str, retention: Option<&str>) -> ServerProcess {
         let exe = std::env::current_exe().expect("own executable");
         let mut child = Command::new(exe)
             .arg("__serve")
             .arg(database_url)
+            .env("TETHER_BENCH_RETENTION", retention.unwrap_or(""))
             .env("TETHER_ADMIN_KEY", ADMIN_KEY)
             .env("TETHER_LOG", "warn")
             .stdin(Stdio::piped())
@@ -61,7 +65,13 @@ impl ServerProcess {
         ServerProcess { child, stdin, addr }
     }
 
-    fn rss_mib(&self) -> f64 {
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Its resident memory in MiB.
+    pub fn rss_mib(&self) -> f64 {
         rss_of(self.child.id())
     }
 }
@@ -92,6 +102,12 @@ pub fn serve_child(database_url: &str) {
         let mut args = tether_cli::serve::ServeArgs::defaults();
         args.listen = "127.0.0.1:0".parse().unwrap();
         args.database_url = Some(database_url.to_owned());
+        if let Ok(retention) = std::env::var("TETHER_BENCH_RETENTION") {
+            if !retention.is_empty() {
+                args.retention = tether_cli::duration::parse(&retention)
+                    .unwrap_or_else(|e| panic!("TETHER_BENCH_RETENTION: {e}"));
+            }
+        }
         args.data_dir = std::env::temp_dir().join(format!("tether-bench-{}", std::process::id()));
         let key = std::env::var("TETHER_ADMIN_KEY").ok();
         let running =
@@ -118,7 +134,7 @@ pub fn serve_child(database_url: &str) {
 
 /// Runs the HTTP figures against the bench database at `url`.
 pub async fn run(engine: &Engine, url: &str, pool: &PgPool, scale: &Scale, report: &mut Report) {
-    let server = ServerProcess::start(url);
+    let server = ServerProcess::start(url, None);
     let base = format!("http://{}", server.addr);
     // A key of the bench tenant, so HTTP and library calls see the same jobs.
     let tenant = engine.ensure_tenant(TENANT).await.expect("bench tenant");
@@ -265,7 +281,7 @@ pub async fn run(engine: &Engine, url: &str, pool: &PgPool, scale: &Scale, repor
 }
 
 /// Resident memory of a process in MiB (Linux), NaN when unknown.
-fn rss_of(pid: u32) -> f64 {
+pub fn rss_of(pid: u32) -> f64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()

@@ -16,6 +16,7 @@ mod http;
 mod pg;
 mod report;
 mod runtime;
+mod soak;
 mod sqlite;
 mod workload;
 
@@ -79,15 +80,31 @@ fn main() {
             return;
         }
     }
+    const USAGE: &str = "usage: tether-bench [--quick] | --soak [--soak-jobs N]";
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("usage: tether-bench [--quick]");
+        println!("{USAGE}");
         return;
     }
-    if let Some(bad) = args.iter().find(|a| *a != "--quick") {
-        eprintln!("unknown argument {bad:?}; usage: tether-bench [--quick]");
-        std::process::exit(2);
+    let mut soak_jobs: Option<u64> = None;
+    let mut quick = false;
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "--quick" => quick = true,
+            "--soak" => soak_jobs = soak_jobs.or(Some(1_000_000)),
+            "--soak-jobs" => {
+                let n = rest.next().and_then(|n| n.parse().ok()).unwrap_or_else(|| {
+                    eprintln!("--soak-jobs needs a number; {USAGE}");
+                    std::process::exit(2);
+                });
+                soak_jobs = Some(n);
+            }
+            bad => {
+                eprintln!("unknown argument {bad:?}; {USAGE}");
+                std::process::exit(2);
+            }
+        }
     }
-    let quick = args.iter().any(|a| a == "--quick");
     let scale = if quick { Scale::quick() } else { Scale::full() };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -98,8 +115,17 @@ fn main() {
         let url = std::env::var("TETHER_BENCH_DATABASE_URL")
             .or_else(|_| std::env::var("TETHER_TEST_DATABASE_URL"))
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+        if let Some(jobs) = soak_jobs {
+            soak::run(&url, jobs, &mut report).await;
+            return;
+        }
         pg::run(&url, &scale, &mut report).await;
         sqlite::run(&scale, &mut report).await;
     });
-    report.print(if quick { "quick" } else { "full" });
+    let mode = match (soak_jobs, quick) {
+        (Some(_), _) => "soak",
+        (None, true) => "quick",
+        (None, false) => "full",
+    };
+    report.print(mode);
 }

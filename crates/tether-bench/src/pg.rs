@@ -18,39 +18,71 @@ const PRODUCERS: usize = 8;
 /// Concurrent claimers end to end.
 const CLAIMERS: usize = 4;
 
-/// Runs every PostgreSQL figure in a database of its own, dropped at the end.
-pub async fn run(admin_url: &str, scale: &Scale, report: &mut Report) {
-    let name = format!("tether_bench_{}", std::process::id());
-    let mut admin = PgConnection::connect(admin_url)
-        .await
-        .unwrap_or_else(|e| panic!("cannot reach PostgreSQL at {admin_url}: {e}"));
-    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        .execute(&mut admin)
-        .await
-        .expect("drop old bench database");
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&mut admin)
-        .await
-        .expect("create bench database");
-    let url = database_url(admin_url, &name);
-    let store = PgStore::connect(&url)
-        .await
-        .expect("connect bench database");
-    let pool = store.pool().clone();
-    let engine = Engine::new(Arc::new(store));
+/// A database of the benchmark's own, dropped by [`BenchDb::drop_now`].
+pub struct BenchDb {
+    admin: PgConnection,
+    name: String,
+    /// Its URL.
+    pub url: String,
+    /// An engine over it (migrations applied).
+    pub engine: Engine,
+    /// Its pool.
+    pub pool: PgPool,
+}
 
-    enqueue_figures(&engine, &pool, scale, report).await;
-    e2e_figures(&engine, &pool, scale, report).await;
-    runtime_figures(&engine, &url, &pool, scale, report).await;
-    latency_figures(&engine, &pool, scale, report).await;
-    crate::http::run(&engine, &url, &pool, scale, report).await;
-    crate::cron::run(&engine, &pool, scale, report).await;
+impl BenchDb {
+    /// Creates `tether_bench_<pid><suffix>` (replacing a leftover one).
+    pub async fn create(admin_url: &str, suffix: &str) -> BenchDb {
+        let name = format!("tether_bench_{}{suffix}", std::process::id());
+        let mut admin = PgConnection::connect(admin_url)
+            .await
+            .unwrap_or_else(|e| panic!("cannot reach PostgreSQL at {admin_url}: {e}"));
+        sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .execute(&mut admin)
+            .await
+            .expect("drop old bench database");
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&mut admin)
+            .await
+            .expect("create bench database");
+        let url = database_url(admin_url, &name);
+        let store = PgStore::connect(&url)
+            .await
+            .expect("connect bench database");
+        let pool = store.pool().clone();
+        BenchDb {
+            admin,
+            name,
+            url,
+            engine: Engine::new(Arc::new(store)),
+            pool,
+        }
+    }
 
-    pool.close().await;
-    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        .execute(&mut admin)
+    /// Closes the pool and drops the database.
+    pub async fn drop_now(mut self) {
+        self.pool.close().await;
+        sqlx::query(&format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.name
+        ))
+        .execute(&mut self.admin)
         .await
         .expect("drop bench database");
+    }
+}
+
+/// Runs every PostgreSQL figure in a database of its own, dropped at the end.
+pub async fn run(admin_url: &str, scale: &Scale, report: &mut Report) {
+    let db = BenchDb::create(admin_url, "").await;
+    let (engine, pool, url) = (&db.engine, &db.pool, db.url.as_str());
+    enqueue_figures(engine, pool, scale, report).await;
+    e2e_figures(engine, pool, scale, report).await;
+    runtime_figures(engine, url, pool, scale, report).await;
+    latency_figures(engine, pool, scale, report).await;
+    crate::http::run(engine, url, pool, scale, report).await;
+    crate::cron::run(engine, pool, scale, report).await;
+    db.drop_now().await;
 }
 
 /// `admin_url` with its database name replaced.
