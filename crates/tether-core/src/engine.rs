@@ -448,16 +448,6 @@ impl Engine {
             }
         }
     }
-    /// Checks a schedule definition (names, expression and time zone,
-    /// payload size) and returns its timetable.
-    fn check_schedule(&self, spec: &ScheduleSpec) -> Result<CronSchedule> {
-        validate::name("name", &spec.name)?;
-        validate::name("queue", &spec.queue)?;
-        validate::name("kind", &spec.kind)?;
-        validate::json_size("payload", &spec.payload, &self.limits)?;
-        CronSchedule::parse(&spec.cron, &spec.timezone)
-    }
-
     /// The first fire instant from now, for an enabled schedule.
     fn first_run(spec: &ScheduleSpec, cron: &CronSchedule) -> Option<DateTime<Utc>> {
         if spec.enabled {
@@ -470,7 +460,7 @@ impl Engine {
     /// Creates a schedule; its first run is the first fire instant from now.
     pub async fn create_schedule(&self, tenant: &str, spec: &ScheduleSpec) -> Result<Schedule> {
         validate::name("tenant", tenant)?;
-        let cron = self.check_schedule(spec)?;
+        let cron = validate::schedule(spec, &self.limits)?;
         self.store
             .create_schedule(tenant, spec, Self::first_run(spec, &cron))
             .await
@@ -499,7 +489,7 @@ impl Engine {
         validate::name("tenant", tenant)?;
         let current = self.store.get_schedule(tenant, id).await?;
         let spec = patch.apply(&current.spec);
-        let cron = self.check_schedule(&spec)?;
+        let cron = validate::schedule(&spec, &self.limits)?;
         // Never back onto an instant that already ran, whatever this
         // host's clock says.
         let next_run_at =

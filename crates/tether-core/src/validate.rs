@@ -359,6 +359,16 @@ pub fn queue_config(patch: &QueueConfigPatch) -> Result<()> {
     Ok(())
 }
 
+/// A schedule definition: names, payload size, and its expression and time
+/// zone; answers the timetable they make.
+pub fn schedule(spec: &crate::ScheduleSpec, limits: &Limits) -> Result<crate::cron::CronSchedule> {
+    name("name", &spec.name)?;
+    name("queue", &spec.queue)?;
+    name("kind", &spec.kind)?;
+    json_size("payload", &spec.payload, limits)?;
+    crate::cron::CronSchedule::parse(&spec.cron, &spec.timezone)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,6 +27,8 @@ mod dashboard;
 mod dto;
 mod error;
 mod extract;
+#[doc(hidden)]
+pub mod fuzzing;
 mod metrics;
 mod openapi;
 mod routes;
