@@ -966,8 +966,12 @@ pub async fn maintenance_has_one_leader_and_fails_over(db: &TestDb) {
     b.join().await;
     leader_of(&[&c], 5 * SEC).await;
     let took = died.elapsed();
+    // No lower bound: on a loaded machine B's last renewal may already be
+    // most of a lease old when it dies (a tick's maintenance work runs
+    // between renewals). That C never takes a lease before it lapses is the
+    // behaviour suite's `leader` module's job, at the store.
     assert!(
-        took >= Duration::from_millis(500) && took < Duration::from_millis(2_500),
+        took < Duration::from_millis(2_500),
         "takeover after a crash took {took:?} (lease 1 s, ticks 100 ms)"
     );
     c.shutdown();
