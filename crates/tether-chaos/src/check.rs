@@ -1,0 +1,971 @@
+//! The verdict: every promise checked from the database (`tether.jobs`), the
+//! history (`tether.job_events`) and what the clients observed. Pure logic
+//! over rows, so it is tested on crafted histories.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::obs::{Obs, Side};
+use crate::plan;
+
+/// One row of `tether.jobs` (the columns the checks need).
+#[derive(Debug, Clone)]
+pub struct JobRow {
+    /// Job id.
+    pub id: Uuid,
+    /// Idempotency key.
+    pub key: Option<String>,
+    /// State.
+    pub state: String,
+    /// Attempt counter.
+    pub attempt: i32,
+    /// Attempt budget.
+    pub max_attempts: i32,
+    /// `payload.n`.
+    pub n: Option<i64>,
+    /// Not-before.
+    pub run_at: DateTime<Utc>,
+    /// Result of the accepted completion.
+    pub result: Option<Value>,
+}
+
+/// One row of `tether.job_events`.
+#[derive(Debug, Clone)]
+pub struct EventRow {
+    /// The job.
+    pub job_id: Uuid,
+    /// Order within the history.
+    pub seq: i64,
+    /// When (database clock).
+    pub at: DateTime<Utc>,
+    /// What.
+    pub event: String,
+    /// The job's attempt after the transition.
+    pub attempt: i32,
+    /// Who.
+    pub worker_id: Option<String>,
+    /// Detail (error message, lease_lost operation, reaper outcome, ...).
+    pub detail: Option<String>,
+}
+
+/// Every check, by name, with the promise it guards (the report lists them).
+pub const CHECKS: [(&str, &str); 20] = [
+    (
+        "lost",
+        "every acknowledged job exists under its key (nothing lost)",
+    ),
+    (
+        "not_acknowledged",
+        "every submitted job was acknowledged to its producer",
+    ),
+    (
+        "unacknowledged_job",
+        "no job exists that no producer was told about",
+    ),
+    ("key_two_jobs", "no idempotency key produced two jobs"),
+    (
+        "not_terminal",
+        "every job is terminal or legitimately still queued (nothing stuck)",
+    ),
+    (
+        "double_completion",
+        "no job has more than one accepted completion",
+    ),
+    (
+        "too_many_claims",
+        "no job claimed more than max_attempts times (claims − snoozes)",
+    ),
+    (
+        "history_mismatch",
+        "row and history agree (one enqueued, attempt = claims − snoozes, state)",
+    ),
+    (
+        "lease_lost_not_superseded",
+        "every lease_lost in the history follows a superseded claim",
+    ),
+    (
+        "lease_lost_client",
+        "every lease_lost a worker heard refers to a claim already ended then",
+    ),
+    (
+        "claim_not_in_history",
+        "every claim a worker received is in the history",
+    ),
+    (
+        "outcome_vs_handler",
+        "every outcome is one the handler answered or the reaper decided",
+    ),
+    ("internal_errors", "no client saw `internal`"),
+    (
+        "undocumented_errors",
+        "clients saw only documented error codes",
+    ),
+    (
+        "unexpected_errors",
+        "clients saw only `unavailable`, `lease_lost` and transport failures",
+    ),
+    (
+        "fencing_not_exercised",
+        "a SIGSTOPped worker's late reports were fenced (lease_lost)",
+    ),
+    (
+        "producer_problems",
+        "producers got every submission acknowledged",
+    ),
+    (
+        "fault_failures",
+        "every fault was injected and every process came back",
+    ),
+    ("crashes", "no replica or worker process exited on its own"),
+    (
+        "graceful_stop",
+        "workers and replicas exited on SIGTERM at the end",
+    ),
+];
+
+/// Events that end the ownership of the latest claim.
+const ENDING: [&str; 7] = [
+    "succeeded",
+    "failed",
+    "retry_scheduled",
+    "snoozed",
+    "lease_expired",
+    "cancelled",
+    "claimed",
+];
+
+/// The error codes of API.md's table, plus `internal`.
+pub const DOCUMENTED: [&str; 12] = [
+    "invalid_argument",
+    "unauthenticated",
+    "permission_denied",
+    "not_found",
+    "method_not_allowed",
+    "already_exists",
+    "lease_lost",
+    "invalid_state",
+    "payload_too_large",
+    "unsupported_media_type",
+    "unavailable",
+    "internal",
+];
+
+/// Failures that carry no API code: the request got no answer
+/// (`transport`), or the worker's own heartbeat time limit (`timeout`).
+pub const NO_ANSWER: [&str; 2] = ["transport", "timeout"];
+
+/// What this scenario may legitimately show a client: outages and fencing.
+const EXPECTED: [&str; 2] = ["unavailable", "lease_lost"];
+
+/// How far the worker's and the database's readings of the one host clock
+/// may disagree (rounding, and nothing else on one machine).
+const CLOCK_SLACK_US: i64 = 20_000;
+
+/// One violated promise: how often, and a few examples.
+#[derive(Debug, Default, Clone)]
+pub struct Violation {
+    /// Occurrences.
+    pub count: u64,
+    /// Up to five, for the report.
+    pub examples: Vec<String>,
+}
+
+/// Counts taken from the history.
+#[derive(Debug, Default, Clone)]
+pub struct Stats {
+    /// Jobs in the database.
+    pub jobs: u64,
+    /// By final state.
+    pub states: BTreeMap<String, u64>,
+    /// Queued with a `run_at` in the future (legitimately waiting).
+    pub queued_later: u64,
+    /// `claimed` events.
+    pub claims: u64,
+    /// `retry_scheduled` events.
+    pub retries: u64,
+    /// `snoozed` events.
+    pub snoozes: u64,
+    /// `lease_expired` events (the reaper), by outcome.
+    pub lease_expired: BTreeMap<String, u64>,
+    /// `lease_lost` events, by operation.
+    pub lease_lost: BTreeMap<String, u64>,
+    /// `lease_lost` answers workers printed.
+    pub client_lease_lost: u64,
+    /// Claims workers printed.
+    pub client_claims: u64,
+    /// Most claims of one job.
+    pub max_claims: u64,
+    /// Failed jobs: fatal, attempts exhausted by the handler, by the reaper.
+    pub failed_by: BTreeMap<&'static str, u64>,
+    /// Keys acknowledged more than once (duplicate submissions, retries).
+    pub keys_acked_repeatedly: u64,
+}
+
+/// The outcome of the checks.
+#[derive(Debug, Default, Clone)]
+pub struct Findings {
+    /// Violations by check.
+    pub violations: BTreeMap<&'static str, Violation>,
+    /// Counts.
+    pub stats: Stats,
+}
+
+impl Findings {
+    /// Records one violation of `check` (one of [`CHECKS`]).
+    pub fn flag(&mut self, check: &'static str, example: impl FnOnce() -> String) {
+        let v = self.violations.entry(check).or_default();
+        v.count += 1;
+        if v.examples.len() < 5 {
+            v.examples.push(example());
+        }
+    }
+
+    /// Whether every promise held.
+    pub fn passed(&self) -> bool {
+        self.violations.is_empty()
+    }
+}
+
+/// What the run knows besides the rows.
+#[derive(Debug, Clone)]
+pub struct Context {
+    /// The run's seed (decides every handler's plan).
+    pub seed: u64,
+    /// Jobs the producers were to enqueue (`n` in `0..jobs`).
+    pub jobs: u64,
+    /// The database's `now()` when the rows were read.
+    pub now: DateTime<Utc>,
+    /// SIGSTOPs of a worker that held running jobs.
+    pub stops_with_jobs: u64,
+}
+
+fn us(t: DateTime<Utc>) -> i64 {
+    t.timestamp_micros()
+}
+
+/// Runs every check. `events` must be ordered by job and `seq`.
+pub fn check(jobs: &[JobRow], events: &[EventRow], obs: &Obs, cx: &Context) -> Findings {
+    let mut f = Findings::default();
+    let by_id: HashMap<Uuid, &JobRow> = jobs.iter().map(|j| (j.id, j)).collect();
+    let mut history: HashMap<Uuid, Vec<&EventRow>> = HashMap::new();
+    for e in events {
+        history.entry(e.job_id).or_default().push(e);
+    }
+    f.stats.jobs = jobs.len() as u64;
+
+    check_keys(&mut f, jobs, &by_id, obs, cx);
+    for job in jobs {
+        let empty = Vec::new();
+        let h = history.get(&job.id).unwrap_or(&empty);
+        check_job(&mut f, job, h, cx);
+    }
+    for id in history.keys() {
+        if !by_id.contains_key(id) {
+            f.flag("history_mismatch", || {
+                format!("events of job {id}, which does not exist")
+            });
+        }
+    }
+    check_client_fencing(&mut f, &history, obs);
+    check_errors(&mut f, obs);
+    let lost_events: u64 = f.stats.lease_lost.values().sum();
+    if cx.stops_with_jobs > 0 && lost_events == 0 {
+        f.flag("fencing_not_exercised", || {
+            format!(
+                "{} SIGSTOPs of workers holding jobs, yet no lease_lost in the history",
+                cx.stops_with_jobs
+            )
+        });
+    }
+    f
+}
+
+/// Nothing lost, no key with two jobs, every submission acknowledged.
+fn check_keys(
+    f: &mut Findings,
+    jobs: &[JobRow],
+    by_id: &HashMap<Uuid, &JobRow>,
+    obs: &Obs,
+    cx: &Context,
+) {
+    for (key, acks) in &obs.acks {
+        let ids: HashSet<Uuid> = acks.iter().map(|a| a.0).collect();
+        if ids.len() > 1 {
+            f.flag("key_two_jobs", || {
+                format!("key {key} acknowledged as jobs {ids:?}")
+            });
+        }
+        let created = acks.iter().filter(|a| a.1).count();
+        if created > 1 {
+            f.flag("key_two_jobs", || {
+                format!("key {key} answered created=true {created} times")
+            });
+        }
+        if acks.len() > 1 {
+            f.stats.keys_acked_repeatedly += 1;
+        }
+        for id in ids {
+            match by_id.get(&id) {
+                None => f.flag("lost", || {
+                    format!("job {id} (key {key}) was acknowledged but is not in the database")
+                }),
+                Some(j) if j.key.as_deref() != Some(key) => f.flag("lost", || {
+                    format!(
+                        "job {id} was acknowledged for key {key} but holds key {:?}",
+                        j.key
+                    )
+                }),
+                Some(_) => {}
+            }
+        }
+    }
+    for n in 0..cx.jobs {
+        let key = plan::key(n);
+        if !obs.acks.contains_key(&key) {
+            f.flag("not_acknowledged", || {
+                format!("key {key} was never acknowledged to its producer")
+            });
+        }
+    }
+    let mut per_key: HashMap<&str, u32> = HashMap::new();
+    for j in jobs {
+        match j.key.as_deref() {
+            Some(k) => {
+                let c = per_key.entry(k).or_insert(0);
+                *c += 1;
+                if *c == 2 {
+                    f.flag("key_two_jobs", || {
+                        format!("key {k} holds two jobs in the database")
+                    });
+                }
+                if !obs.acks.contains_key(k) {
+                    f.flag("unacknowledged_job", || {
+                        format!("job {} (key {k}) exists but no producer was told so", j.id)
+                    });
+                }
+            }
+            None => f.flag("unacknowledged_job", || {
+                format!("job {} has no idempotency key", j.id)
+            }),
+        }
+    }
+}
+
+/// The history of one job, replayed.
+fn check_job(f: &mut Findings, job: &JobRow, h: &[&EventRow], cx: &Context) {
+    let id = job.id;
+    let p = job.n.map(|n| plan::plan(cx.seed, n as u64));
+    let mut state = "none";
+    let (mut claims, mut snoozes, mut enqueued) = (0u64, 0u64, 0u64);
+    let mut succeeded: Vec<&EventRow> = Vec::new();
+    for e in h {
+        let ev = e.event.as_str();
+        let terminal = matches!(state, "succeeded" | "failed" | "cancelled");
+        if terminal && !matches!(ev, "lease_lost" | "cancel_requested") {
+            f.flag("history_mismatch", || {
+                format!("job {id}: {ev} (seq {}) after it was {state}", e.seq)
+            });
+        }
+        match ev {
+            "enqueued" => {
+                enqueued += 1;
+                state = "queued";
+            }
+            "claimed" => {
+                claims += 1;
+                f.stats.claims += 1;
+                let expected = claims as i64 - snoozes as i64;
+                if i64::from(e.attempt) != expected {
+                    f.flag("history_mismatch", || {
+                        format!("job {id}: claim (seq {}) at attempt {}, but claims − snoozes = {expected}", e.seq, e.attempt)
+                    });
+                }
+                if e.attempt > job.max_attempts {
+                    f.flag("too_many_claims", || {
+                        format!(
+                            "job {id}: claimed for attempt {} of {}",
+                            e.attempt, job.max_attempts
+                        )
+                    });
+                }
+                if state != "queued" {
+                    f.flag("history_mismatch", || {
+                        format!("job {id}: claimed (seq {}) while {state}", e.seq)
+                    });
+                }
+                state = "running";
+            }
+            "snoozed" => {
+                snoozes += 1;
+                f.stats.snoozes += 1;
+                state = "queued";
+            }
+            "retry_scheduled" | "failed" => {
+                if ev == "retry_scheduled" {
+                    f.stats.retries += 1;
+                }
+                state = if ev == "failed" { "failed" } else { "queued" };
+                if let Some(p) = p {
+                    let detail = e.detail.as_deref().unwrap_or_default();
+                    match p.failure_on(e.attempt) {
+                        Some((fatal, msg)) if msg == detail => {
+                            let exhausted = e.attempt >= job.max_attempts;
+                            let should_fail = fatal || exhausted;
+                            if should_fail != (ev == "failed") {
+                                f.flag("outcome_vs_handler", || {
+                                    format!("job {id}: {ev} at attempt {} of {} after a {} failure", e.attempt, job.max_attempts, if fatal { "fatal" } else { "retryable" })
+                                });
+                            }
+                            if ev == "failed" {
+                                *f.stats.failed_by.entry(if fatal { "fatal" } else { "exhausted" }).or_insert(0) += 1;
+                            }
+                        }
+                        _ => f.flag("outcome_vs_handler", || {
+                            format!("job {id} ({p:?}): {ev} at attempt {} with {detail:?}, which its handler never answers", e.attempt)
+                        }),
+                    }
+                }
+            }
+            "succeeded" => {
+                succeeded.push(e);
+                state = "succeeded";
+                if let Some(p) = p {
+                    if p.failure_on(e.attempt).is_some() {
+                        f.flag("outcome_vs_handler", || {
+                            format!("job {id} ({p:?}): succeeded at attempt {}, which its handler fails", e.attempt)
+                        });
+                    }
+                }
+            }
+            "lease_expired" => {
+                let outcome = e.detail.as_deref().unwrap_or("?");
+                *f.stats.lease_expired.entry(outcome.to_owned()).or_insert(0) += 1;
+                match outcome {
+                    "queued" if e.attempt < job.max_attempts => state = "queued",
+                    "queued" => {
+                        f.flag("too_many_claims", || {
+                            format!(
+                                "job {id}: the reaper requeued it at attempt {} of {}",
+                                e.attempt, job.max_attempts
+                            )
+                        });
+                        state = "queued";
+                    }
+                    "failed" => {
+                        *f.stats.failed_by.entry("reaped").or_insert(0) += 1;
+                        state = "failed";
+                    }
+                    other => {
+                        state = "cancelled";
+                        f.flag("outcome_vs_handler", || {
+                            format!("job {id}: reaped to {other}")
+                        });
+                    }
+                }
+            }
+            "lease_lost" => {
+                let op = e.detail.clone().unwrap_or_else(|| "?".to_owned());
+                *f.stats.lease_lost.entry(op.clone()).or_insert(0) += 1;
+                // Which token was presented is not recorded; the strongest
+                // history-only proof that it was superseded: some claim
+                // happened, and either the job no longer runs (its last
+                // claim ended) or it runs under a later claim than another.
+                if claims == 0 || (state == "running" && claims == 1) {
+                    f.flag("lease_lost_not_superseded", || {
+                        format!("job {id}: lease_lost ({op}, seq {}) while the only token ever minted ({claims} claims) still owned it ({state})", e.seq)
+                    });
+                }
+            }
+            "cancelled" => {
+                state = "cancelled";
+                f.flag("outcome_vs_handler", || {
+                    format!("job {id}: cancelled, though nobody cancels")
+                });
+            }
+            "cancel_requested" => {}
+            other => f.flag("history_mismatch", || {
+                format!("job {id}: unexpected event {other}")
+            }),
+        }
+    }
+    f.stats.max_claims = f.stats.max_claims.max(claims);
+    *f.stats.states.entry(job.state.clone()).or_insert(0) += 1;
+    if enqueued != 1 {
+        f.flag("history_mismatch", || {
+            format!("job {id}: {enqueued} enqueued events")
+        });
+    }
+    if succeeded.len() > 1 {
+        f.flag("double_completion", || {
+            format!("job {id}: {} accepted completions", succeeded.len())
+        });
+    }
+    if state != job.state {
+        f.flag("history_mismatch", || {
+            format!(
+                "job {id}: the row says {}, its history says {state}",
+                job.state
+            )
+        });
+    }
+    let spent = claims as i64 - snoozes as i64;
+    if spent > i64::from(job.max_attempts) {
+        f.flag("too_many_claims", || {
+            format!(
+                "job {id}: {claims} claims − {snoozes} snoozes > max_attempts {}",
+                job.max_attempts
+            )
+        });
+    }
+    if i64::from(job.attempt) != spent {
+        f.flag("history_mismatch", || {
+            format!(
+                "job {id}: attempt {} but claims − snoozes = {spent}",
+                job.attempt
+            )
+        });
+    }
+    match job.state.as_str() {
+        "succeeded" => {
+            if let Some(e) = succeeded.last() {
+                let by = job
+                    .result
+                    .as_ref()
+                    .and_then(|r| r.get("by"))
+                    .and_then(Value::as_str);
+                let attempt = job
+                    .result
+                    .as_ref()
+                    .and_then(|r| r.get("attempt"))
+                    .and_then(Value::as_i64);
+                if by != e.worker_id.as_deref() || attempt != Some(i64::from(e.attempt)) {
+                    f.flag("outcome_vs_handler", || {
+                        format!("job {id}: result {:?} is not the accepted completion's (worker {:?}, attempt {})", job.result, e.worker_id, e.attempt)
+                    });
+                }
+            }
+        }
+        "failed" | "cancelled" => {}
+        "queued" if job.run_at > cx.now => f.stats.queued_later += 1,
+        other => f.flag("not_terminal", || {
+            format!(
+                "job {id} is still {other} (attempt {}, run_at {})",
+                job.attempt, job.run_at
+            )
+        }),
+    }
+}
+
+/// Every `lease_lost` a worker was told refers to a token whose claim had
+/// ended by then (per the history and the one clock of this machine); every
+/// claim a worker was given is in the history.
+fn check_client_fencing(f: &mut Findings, history: &HashMap<Uuid, Vec<&EventRow>>, obs: &Obs) {
+    f.stats.client_claims = obs.claims.len() as u64;
+    f.stats.client_lease_lost = obs.losts.len() as u64;
+    let empty = Vec::new();
+    // The claim event that minted a token: the latest claim by that worker
+    // at that attempt recorded before the worker had the answer.
+    let minted = |token: &Uuid| -> Option<(usize, &EventRow)> {
+        let c = obs.claims.get(token)?;
+        let h = history.get(&c.job).unwrap_or(&empty);
+        h.iter()
+            .enumerate()
+            .rev()
+            .find(|(_, e)| {
+                e.event == "claimed"
+                    && e.attempt == c.attempt
+                    && e.worker_id.as_deref() == Some(c.worker.as_str())
+                    && us(e.at) <= c.at_us + CLOCK_SLACK_US
+            })
+            .map(|(i, e)| (i, *e))
+    };
+    for (token, c) in &obs.claims {
+        if minted(token).is_none() {
+            f.flag("claim_not_in_history", || {
+                format!(
+                    "worker {} was given job {} (attempt {}), but the history has no such claim",
+                    c.worker, c.job, c.attempt
+                )
+            });
+        }
+    }
+    for l in &obs.losts {
+        let Some(c) = obs.claims.get(&l.token) else {
+            f.flag("lease_lost_client", || {
+                format!(
+                    "lease_lost ({}) on job {} for token {}, which no worker was given",
+                    l.op, l.job, l.token
+                )
+            });
+            continue;
+        };
+        if c.job != l.job {
+            f.flag("lease_lost_client", || {
+                format!(
+                    "token {} presented for job {} but minted for {}",
+                    l.token, l.job, c.job
+                )
+            });
+            continue;
+        }
+        let Some((i, claim)) = minted(&l.token) else {
+            continue; // already flagged as claim_not_in_history
+        };
+        let h = &history[&c.job];
+        let superseded = h[i + 1..]
+            .iter()
+            .find(|e| ENDING.contains(&e.event.as_str()) && us(e.at) <= l.at_us + CLOCK_SLACK_US);
+        if superseded.is_none() {
+            f.flag("lease_lost_client", || {
+                format!("job {}: worker {} was told lease_lost ({}) for its claim of seq {} although nothing had ended that claim yet", l.job, c.worker, l.op, claim.seq)
+            });
+        }
+    }
+}
+
+/// Clients saw only documented codes, and none that means a bug.
+fn check_errors(f: &mut Findings, obs: &Obs) {
+    for ((side, code), n) in &obs.errors {
+        let who = match side {
+            Side::Producer => "producers",
+            Side::Worker => "workers",
+        };
+        let code = code.as_str();
+        if code == "internal" {
+            f.flag("internal_errors", || format!("{who} got {n} × internal"));
+        } else if !DOCUMENTED.contains(&code) && !NO_ANSWER.contains(&code) {
+            f.flag("undocumented_errors", || format!("{who} got {n} × {code}"));
+        } else if !EXPECTED.contains(&code) && !NO_ANSWER.contains(&code) {
+            f.flag("unexpected_errors", || format!("{who} got {n} × {code} (documented, but nothing in this scenario should cause it)"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::obs::{ClaimObs, LostObs};
+    use crate::plan::Plan;
+
+    fn t(ms: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp_millis(1_800_000_000_000 + ms).unwrap()
+    }
+
+    /// A job number whose plan is a plain success, for seed 1.
+    fn ok_n() -> i64 {
+        (0..)
+            .find(|&n| matches!(plan::plan(1, n as u64), Plan::Ok { .. }))
+            .unwrap()
+    }
+
+    struct H {
+        id: Uuid,
+        events: Vec<EventRow>,
+    }
+
+    impl H {
+        fn new() -> H {
+            let mut h = H {
+                id: Uuid::now_v7(),
+                events: Vec::new(),
+            };
+            h.ev(0, "enqueued", 0, None, None);
+            h
+        }
+        fn ev(
+            &mut self,
+            ms: i64,
+            event: &str,
+            attempt: i32,
+            worker: Option<&str>,
+            detail: Option<&str>,
+        ) -> &mut Self {
+            self.events.push(EventRow {
+                job_id: self.id,
+                seq: self.events.len() as i64 + 1,
+                at: t(ms),
+                event: event.to_owned(),
+                attempt,
+                worker_id: worker.map(str::to_owned),
+                detail: detail.map(str::to_owned),
+            });
+            self
+        }
+    }
+
+    fn row(h: &H, n: i64, state: &str, attempt: i32, result: Option<Value>) -> JobRow {
+        JobRow {
+            id: h.id,
+            key: Some(plan::key(n as u64)),
+            state: state.to_owned(),
+            attempt,
+            max_attempts: 5,
+            n: Some(n),
+            run_at: t(0),
+            result,
+        }
+    }
+
+    fn cx() -> Context {
+        Context {
+            seed: 1,
+            jobs: 0,
+            now: t(100_000),
+            stops_with_jobs: 0,
+        }
+    }
+
+    /// A job claimed by w1, SIGSTOPped and reaped, claimed and completed by
+    /// w2, whose stale worker then heard lease_lost on its completion.
+    fn fenced_story() -> (H, JobRow, Obs) {
+        let n = ok_n();
+        let mut h = H::new();
+        h.ev(10, "claimed", 1, Some("w1"), None)
+            .ev(5_000, "lease_expired", 1, Some("w1"), Some("queued"))
+            .ev(5_100, "claimed", 2, Some("w2"), None)
+            .ev(5_200, "succeeded", 2, Some("w2"), None)
+            .ev(9_000, "lease_lost", 2, None, Some("complete"));
+        let job = row(
+            &h,
+            n,
+            "succeeded",
+            2,
+            Some(serde_json::json!({"n": n, "by": "w2", "attempt": 2})),
+        );
+        let mut obs = Obs::default();
+        obs.ack(plan::key(n as u64), h.id, true);
+        obs.ack(plan::key(n as u64), h.id, false);
+        let (t1, t2) = (Uuid::new_v4(), Uuid::new_v4());
+        obs.claims.insert(
+            t1,
+            ClaimObs {
+                job: h.id,
+                attempt: 1,
+                worker: "w1".into(),
+                at_us: us(t(12)),
+            },
+        );
+        obs.claims.insert(
+            t2,
+            ClaimObs {
+                job: h.id,
+                attempt: 2,
+                worker: "w2".into(),
+                at_us: us(t(5_101)),
+            },
+        );
+        obs.losts.push(LostObs {
+            op: "complete".into(),
+            job: h.id,
+            token: t1,
+            at_us: us(t(9_001)),
+        });
+        (h, job, obs)
+    }
+
+    #[test]
+    fn a_clean_fenced_history_passes() {
+        let (h, job, obs) = fenced_story();
+        let f = check(&[job], &h.events, &obs, &cx());
+        assert!(f.passed(), "{:?}", f.violations);
+        assert_eq!(f.stats.claims, 2);
+        assert_eq!(f.stats.lease_lost["complete"], 1);
+        assert_eq!(f.stats.keys_acked_repeatedly, 1);
+    }
+
+    #[test]
+    fn a_second_accepted_completion_is_caught() {
+        let (mut h, job, obs) = fenced_story();
+        h.events.pop();
+        h.ev(9_000, "succeeded", 2, Some("w1"), None);
+        let f = check(&[job], &h.events, &obs, &cx());
+        assert!(
+            f.violations.contains_key("double_completion"),
+            "{:?}",
+            f.violations
+        );
+    }
+
+    #[test]
+    fn lease_lost_for_the_owner_is_caught() {
+        let n = ok_n();
+        let mut h = H::new();
+        h.ev(10, "claimed", 1, Some("w1"), None)
+            .ev(20, "lease_lost", 1, None, Some("heartbeat"))
+            .ev(100, "succeeded", 1, Some("w1"), None);
+        let job = row(
+            &h,
+            n,
+            "succeeded",
+            1,
+            Some(serde_json::json!({"by": "w1", "attempt": 1})),
+        );
+        let mut obs = Obs::default();
+        obs.ack(plan::key(n as u64), h.id, true);
+        let token = Uuid::new_v4();
+        obs.claims.insert(
+            token,
+            ClaimObs {
+                job: h.id,
+                attempt: 1,
+                worker: "w1".into(),
+                at_us: us(t(11)),
+            },
+        );
+        obs.losts.push(LostObs {
+            op: "heartbeat".into(),
+            job: h.id,
+            token,
+            at_us: us(t(21)),
+        });
+        let f = check(&[job], &h.events, &obs, &cx());
+        assert!(
+            f.violations.contains_key("lease_lost_not_superseded"),
+            "{:?}",
+            f.violations
+        );
+        assert!(
+            f.violations.contains_key("lease_lost_client"),
+            "{:?}",
+            f.violations
+        );
+    }
+
+    #[test]
+    fn too_many_claims_and_lost_jobs_and_split_keys_are_caught() {
+        let n = ok_n();
+        let mut h = H::new();
+        for a in 1..=6 {
+            h.ev(a * 10, "claimed", a as i32, Some("w"), None).ev(
+                a * 10 + 5,
+                "lease_expired",
+                a as i32,
+                Some("w"),
+                Some("queued"),
+            );
+        }
+        let mut job = row(&h, n, "queued", 6, None);
+        job.run_at = t(0);
+        let mut obs = Obs::default();
+        obs.ack(plan::key(n as u64), h.id, true);
+        obs.ack(plan::key(n as u64), Uuid::now_v7(), true);
+        let mut c = cx();
+        c.jobs = n as u64 + 2;
+        let f = check(&[job], &h.events, &obs, &c);
+        for v in [
+            "too_many_claims",
+            "not_terminal",
+            "lost",
+            "key_two_jobs",
+            "not_acknowledged",
+        ] {
+            assert!(f.violations.contains_key(v), "{v}: {:?}", f.violations);
+        }
+    }
+
+    #[test]
+    fn snoozes_give_their_attempt_back() {
+        let n = ok_n();
+        let mut h = H::new();
+        for a in 0..8 {
+            h.ev(a * 10, "claimed", 1, Some("w"), None).ev(
+                a * 10 + 5,
+                "snoozed",
+                0,
+                Some("w"),
+                Some("delay 5 ms"),
+            );
+        }
+        h.ev(100, "claimed", 1, Some("w"), None)
+            .ev(110, "succeeded", 1, Some("w"), None);
+        let job = row(
+            &h,
+            n,
+            "succeeded",
+            1,
+            Some(serde_json::json!({"by": "w", "attempt": 1})),
+        );
+        let mut obs = Obs::default();
+        obs.ack(plan::key(n as u64), h.id, true);
+        let f = check(&[job], &h.events, &obs, &cx());
+        assert!(f.passed(), "{:?}", f.violations);
+        assert_eq!((f.stats.claims, f.stats.snoozes), (9, 8));
+    }
+
+    #[test]
+    fn outcomes_must_be_what_the_handler_answered() {
+        let n = (0..)
+            .find(|&n| plan::plan(1, n as u64) == Plan::Fatal)
+            .unwrap();
+        let mut h = H::new();
+        h.ev(10, "claimed", 1, Some("w"), None)
+            .ev(20, "succeeded", 1, Some("w"), None);
+        let job = row(
+            &h,
+            n,
+            "succeeded",
+            1,
+            Some(serde_json::json!({"by": "w", "attempt": 1})),
+        );
+        let mut obs = Obs::default();
+        obs.ack(plan::key(n as u64), h.id, true);
+        let f = check(&[job], &h.events, &obs, &cx());
+        assert!(
+            f.violations.contains_key("outcome_vs_handler"),
+            "{:?}",
+            f.violations
+        );
+
+        let mut h2 = H::new();
+        h2.ev(10, "claimed", 1, Some("w"), None).ev(
+            20,
+            "failed",
+            1,
+            Some("w"),
+            Some(plan::FATAL_MESSAGE),
+        );
+        let mut job2 = row(&h2, n, "failed", 1, None);
+        job2.key = Some(plan::key(n as u64));
+        let f = check(&[job2], &h2.events, &obs_for(&h2, n), &cx());
+        assert!(f.passed(), "{:?}", f.violations);
+        assert_eq!(f.stats.failed_by["fatal"], 1);
+    }
+
+    fn obs_for(h: &H, n: i64) -> Obs {
+        let mut obs = Obs::default();
+        obs.ack(plan::key(n as u64), h.id, true);
+        obs
+    }
+
+    #[test]
+    fn error_codes_are_judged() {
+        let mut obs = Obs::default();
+        obs.error(Side::Worker, "unavailable");
+        obs.error(Side::Worker, "transport");
+        obs.error(Side::Producer, "lease_lost");
+        let f = check(&[], &[], &obs, &cx());
+        assert!(f.passed(), "{:?}", f.violations);
+        obs.error(Side::Producer, "internal");
+        obs.error(Side::Worker, "decode");
+        obs.error(Side::Worker, "unauthenticated");
+        let f = check(&[], &[], &obs, &cx());
+        for v in [
+            "internal_errors",
+            "undocumented_errors",
+            "unexpected_errors",
+        ] {
+            assert!(f.violations.contains_key(v), "{v}: {:?}", f.violations);
+        }
+    }
+
+    #[test]
+    fn a_stop_without_any_lease_lost_means_fencing_was_not_exercised() {
+        let mut c = cx();
+        c.stops_with_jobs = 1;
+        let f = check(&[], &[], &Obs::default(), &c);
+        assert!(f.violations.contains_key("fencing_not_exercised"));
+    }
+}

@@ -1,0 +1,586 @@
+//! The fault injector: every few seconds a SIGKILL of a worker (restarted
+//! at once), a SIGSTOP of a worker for longer than its lease (SIGCONT
+//! later), a SIGKILL of a replica (the maintenance leader or any; restarted
+//! at the same address), and once a restart of PostgreSQL itself.
+
+use std::process::Command;
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use sqlx::{Connection, PgPool};
+use tokio::time::Instant;
+
+use crate::cluster::Cluster;
+
+/// How long a SIGSTOPped worker stays stopped: past the main queue's lease
+/// (4 s) plus the reaper's tick, so its jobs are reaped and claimed again.
+pub const STOP_FOR: Duration = Duration::from_secs(7);
+/// Pause before a killed replica is started again.
+const SERVER_DOWN_FOR: Duration = Duration::from_millis(1_000);
+/// Pause before a killed worker is started again.
+const WORKER_DOWN_FOR: Duration = Duration::from_millis(300);
+
+/// One fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// SIGKILL a worker process, then start a new one in its slot.
+    KillWorker,
+    /// SIGSTOP a worker that holds jobs for [`STOP_FOR`], then SIGCONT.
+    StopWorker,
+    /// SIGKILL a random replica, then restart it.
+    KillServer,
+    /// SIGKILL the replica that leads maintenance, then restart it.
+    KillLeader,
+    /// Restart PostgreSQL.
+    RestartPg,
+}
+
+/// The faults of a run and when (after the start), decided by the seed:
+/// one every 2–4 s from 2 s to 4 s before the window ends, the first five
+/// covering every kind, and one PostgreSQL restart at 40 % of the window.
+pub fn schedule(seed: u64, window: Duration) -> Vec<(Duration, Fault)> {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0xfa_0175);
+    let first = [
+        Fault::KillWorker,
+        Fault::StopWorker,
+        Fault::KillLeader,
+        Fault::KillWorker,
+        Fault::KillServer,
+    ];
+    let mut out = Vec::new();
+    let mut t = Duration::from_secs(2);
+    let end = window.saturating_sub(Duration::from_secs(4));
+    while t < end {
+        let fault =
+            first
+                .get(out.len())
+                .copied()
+                .unwrap_or_else(|| match rng.random_range(0..100) {
+                    0..=49 => Fault::KillWorker,
+                    50..=64 => Fault::StopWorker,
+                    65..=79 => Fault::KillServer,
+                    _ => Fault::KillLeader,
+                });
+        out.push((t, fault));
+        t += Duration::from_millis(rng.random_range(2_000..4_000));
+    }
+    out.push((window.mul_f64(0.4), Fault::RestartPg));
+    out.sort_by_key(|(t, _)| *t);
+    out
+}
+
+/// What the injector did.
+#[derive(Debug, Default, Clone)]
+pub struct FaultStats {
+    /// Worker processes SIGKILLed.
+    pub worker_kills: u64,
+    /// Worker processes SIGSTOPped (and SIGCONTed later).
+    pub worker_stops: u64,
+    /// ... of which held running jobs when stopped.
+    pub stops_with_jobs: u64,
+    /// Replicas SIGKILLed.
+    pub server_kills: u64,
+    /// ... of which led maintenance at the time.
+    pub leader_kills: u64,
+    /// PostgreSQL restarts.
+    pub pg_restarts: u64,
+    /// From the restart command's start until PostgreSQL answered again.
+    pub pg_downtime: Option<Duration>,
+    /// Things the injector could not do (a restart that failed): each one
+    /// fails the run.
+    pub failures: Vec<String>,
+    /// Processes that exited although nobody killed or stopped them.
+    pub crashes: Vec<String>,
+}
+
+impl FaultStats {
+    /// Every SIGKILL (workers and replicas).
+    pub fn kills(&self) -> u64 {
+        self.worker_kills + self.server_kills
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Action {
+    Fault(Fault),
+    /// SIGCONT worker slot `.0` if still incarnation `.1`.
+    Cont(usize, u32),
+    RestartServer(usize, Instant),
+    RestartWorker(usize, Instant),
+}
+
+/// Runs the faults.
+pub struct Injector {
+    /// The processes.
+    pub cluster: Cluster,
+    /// The run's database.
+    pub pool: PgPool,
+    /// The admin URL (to see PostgreSQL answer again).
+    pub admin_url: String,
+    /// The command that restarts PostgreSQL.
+    pub pg_restart: String,
+    /// Decides victims.
+    pub rng: StdRng,
+    /// The start of the window.
+    pub start: Instant,
+    /// What it did.
+    pub stats: FaultStats,
+}
+
+impl Injector {
+    fn say(&self, what: String) {
+        println!("[{:>6.1}s] {what}", self.start.elapsed().as_secs_f64());
+    }
+
+    /// Runs `schedule` (offsets from `start`) and every follow-up (restarts,
+    /// SIGCONTs); returns when nothing is left to do, every process running.
+    pub async fn run(mut self, schedule: Vec<(Duration, Fault)>) -> (Cluster, FaultStats) {
+        let mut queue: Vec<(Instant, Action)> = schedule
+            .into_iter()
+            .map(|(t, f)| (self.start + t, Action::Fault(f)))
+            .collect();
+        while !queue.is_empty() {
+            let i = (0..queue.len())
+                .min_by_key(|&i| queue[i].0)
+                .expect("non-empty");
+            let (at, action) = queue.swap_remove(i);
+            tokio::time::sleep_until(at).await;
+            for crash in self.cluster.crashed() {
+                self.say(format!("{crash}!"));
+                self.stats.crashes.push(crash);
+            }
+            for follow_up in self.act(action).await {
+                queue.push(follow_up);
+            }
+        }
+        (self.cluster, self.stats)
+    }
+
+    async fn act(&mut self, action: Action) -> Vec<(Instant, Action)> {
+        let now = Instant::now();
+        match action {
+            Action::Fault(Fault::KillWorker) => self.kill_worker(),
+            Action::Fault(Fault::StopWorker) => self.stop_worker().await,
+            Action::Fault(Fault::KillServer) => self.kill_server(false).await,
+            Action::Fault(Fault::KillLeader) => self.kill_server(true).await,
+            Action::Fault(Fault::RestartPg) => {
+                self.restart_pg().await;
+                Vec::new()
+            }
+            Action::Cont(i, generation) => {
+                let w = &mut self.cluster.workers[i];
+                if w.generation == generation && w.stopped {
+                    if let Some(p) = &w.proc {
+                        let _ = p.signal("CONT");
+                    }
+                    w.stopped = false;
+                    let name = w.name(i);
+                    self.say(format!("SIGCONT worker {name}"));
+                }
+                Vec::new()
+            }
+            Action::RestartWorker(i, since) => match self.cluster.start_worker(i).await {
+                Ok(()) => Vec::new(),
+                Err(e) if since.elapsed() > Duration::from_secs(60) => {
+                    self.stats
+                        .failures
+                        .push(format!("worker slot {i} could not be restarted: {e}"));
+                    Vec::new()
+                }
+                Err(_) => vec![(
+                    now + Duration::from_secs(1),
+                    Action::RestartWorker(i, since),
+                )],
+            },
+            Action::RestartServer(i, since) => match self.cluster.start_server(i).await {
+                Ok(()) => {
+                    self.say(format!(
+                        "replica {i} back on port {} after {:.1}s",
+                        self.cluster.servers[i].port,
+                        since.elapsed().as_secs_f64()
+                    ));
+                    Vec::new()
+                }
+                Err(e) if since.elapsed() > Duration::from_secs(90) => {
+                    self.stats
+                        .failures
+                        .push(format!("replica {i} could not be restarted: {e}"));
+                    Vec::new()
+                }
+                Err(_) => vec![(
+                    now + Duration::from_millis(500),
+                    Action::RestartServer(i, since),
+                )],
+            },
+        }
+    }
+
+    fn kill_worker(&mut self) -> Vec<(Instant, Action)> {
+        let candidates = self.cluster.workers_running();
+        if candidates.is_empty() {
+            return Vec::new();
+        }
+        let i = candidates[self.rng.random_range(0..candidates.len())];
+        let w = &mut self.cluster.workers[i];
+        let name = w.name(i);
+        let Some(mut p) = w.proc.take() else {
+            return Vec::new();
+        };
+        let pid = p.pid;
+        p.kill();
+        self.stats.worker_kills += 1;
+        self.say(format!("SIGKILL worker {name} (pid {pid})"));
+        let now = Instant::now();
+        vec![(now + WORKER_DOWN_FOR, Action::RestartWorker(i, now))]
+    }
+
+    async fn stop_worker(&mut self) -> Vec<(Instant, Action)> {
+        if self.cluster.workers.iter().any(|w| w.stopped) {
+            // One stopped at a time: kill one instead.
+            return self.kill_worker();
+        }
+        let running = self.cluster.workers_running();
+        let busy = self.busy_workers().await;
+        let holding: Vec<usize> = running
+            .iter()
+            .copied()
+            .filter(|i| busy.contains(&self.cluster.workers[*i].name(*i)))
+            .collect();
+        let pool = if holding.is_empty() {
+            &running
+        } else {
+            &holding
+        };
+        if pool.is_empty() {
+            return Vec::new();
+        }
+        let i = pool[self.rng.random_range(0..pool.len())];
+        let w = &mut self.cluster.workers[i];
+        let (name, generation) = (w.name(i), w.generation);
+        let Some(p) = &w.proc else {
+            return Vec::new();
+        };
+        if p.signal("STOP").is_err() {
+            return Vec::new();
+        }
+        w.stopped = true;
+        self.stats.worker_stops += 1;
+        if !holding.is_empty() {
+            self.stats.stops_with_jobs += 1;
+        }
+        self.say(format!(
+            "SIGSTOP worker {name} for {} s ({})",
+            STOP_FOR.as_secs(),
+            if holding.is_empty() {
+                "holding no job"
+            } else {
+                "holding jobs"
+            }
+        ));
+        vec![(Instant::now() + STOP_FOR, Action::Cont(i, generation))]
+    }
+
+    /// Names (`w<slot>g<generation>`) of the workers holding running jobs.
+    async fn busy_workers(&self) -> Vec<String> {
+        let q = sqlx::query_scalar::<_, String>(
+            "SELECT DISTINCT worker_id FROM tether.jobs WHERE state = 'running' AND worker_id IS NOT NULL",
+        )
+        .fetch_all(&self.pool);
+        match tokio::time::timeout(Duration::from_secs(5), q).await {
+            Ok(Ok(ids)) => ids
+                .into_iter()
+                .filter_map(|id| id.split('.').next().map(str::to_owned))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The process id of the maintenance leader, per `tether.leases`.
+    async fn leader_pid(&self) -> Option<u32> {
+        let q = sqlx::query_scalar::<_, String>(
+            "SELECT holder FROM tether.leases WHERE name = 'maintenance' AND expires_at > now()",
+        )
+        .fetch_optional(&self.pool);
+        let holder = tokio::time::timeout(Duration::from_secs(5), q)
+            .await
+            .ok()?
+            .ok()??;
+        // `serve:<pid>:<random>`
+        holder
+            .strip_prefix("serve:")?
+            .split(':')
+            .next()?
+            .parse()
+            .ok()
+    }
+
+    async fn kill_server(&mut self, leader: bool) -> Vec<(Instant, Action)> {
+        let up = self.cluster.servers_up();
+        if up.len() < self.cluster.servers.len() {
+            // One replica down at a time: kill a worker instead.
+            return self.kill_worker();
+        }
+        let leader_pid = self.leader_pid().await;
+        let by_pid = |pid: Option<u32>, c: &Cluster| {
+            up.iter()
+                .copied()
+                .find(|&i| c.servers[i].proc.as_ref().map(|p| p.pid) == pid && pid.is_some())
+        };
+        let leading = by_pid(leader_pid, &self.cluster);
+        let i = match (leader, leading) {
+            (true, Some(i)) => i,
+            _ => up[self.rng.random_range(0..up.len())],
+        };
+        let Some(mut p) = self.cluster.servers[i].proc.take() else {
+            return Vec::new();
+        };
+        let pid = p.pid;
+        p.kill();
+        let was_leader = leading == Some(i);
+        self.stats.server_kills += 1;
+        if was_leader {
+            self.stats.leader_kills += 1;
+        }
+        self.say(format!(
+            "SIGKILL replica {i} (pid {pid}){}",
+            if was_leader {
+                ", the maintenance leader"
+            } else {
+                ""
+            }
+        ));
+        let now = Instant::now();
+        vec![(now + SERVER_DOWN_FOR, Action::RestartServer(i, now))]
+    }
+
+    async fn restart_pg(&mut self) {
+        let started = Instant::now();
+        self.say(format!("restarting PostgreSQL: {}", self.pg_restart));
+        let cmd = self.pg_restart.clone();
+        let out =
+            tokio::task::spawn_blocking(move || Command::new("sh").arg("-c").arg(&cmd).output())
+                .await;
+        match out {
+            Ok(Ok(o)) if o.status.success() => {}
+            Ok(Ok(o)) => {
+                let msg = format!(
+                    "the PostgreSQL restart command failed ({}): {}{}",
+                    o.status,
+                    String::from_utf8_lossy(&o.stdout),
+                    String::from_utf8_lossy(&o.stderr)
+                );
+                self.say(msg.clone());
+                self.stats.failures.push(msg);
+                return;
+            }
+            Ok(Err(e)) => {
+                self.stats
+                    .failures
+                    .push(format!("cannot run the PostgreSQL restart command: {e}"));
+                return;
+            }
+            Err(e) => {
+                self.stats
+                    .failures
+                    .push(format!("the PostgreSQL restart task failed: {e}"));
+                return;
+            }
+        }
+        loop {
+            if answers(&self.admin_url).await {
+                break;
+            }
+            if started.elapsed() > Duration::from_secs(60) {
+                self.stats
+                    .failures
+                    .push("PostgreSQL did not answer within 60 s of its restart".to_owned());
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        self.stats.pg_restarts += 1;
+        self.stats.pg_downtime = Some(started.elapsed());
+        self.say(format!(
+            "PostgreSQL answers again after {:.1}s",
+            started.elapsed().as_secs_f64()
+        ));
+    }
+}
+
+/// Whether PostgreSQL at `url` answers a query.
+pub async fn answers(url: &str) -> bool {
+    let attempt = async {
+        let mut conn = sqlx::PgConnection::connect(url).await.ok()?;
+        sqlx::query("SELECT 1").execute(&mut conn).await.ok()?;
+        let _ = conn.close().await;
+        Some(())
+    };
+    matches!(
+        tokio::time::timeout(Duration::from_secs(3), attempt).await,
+        Ok(Some(()))
+    )
+}
+
+/// The host and port of a `postgres://` URL (port 5432 when absent).
+pub fn host_port(url: &str) -> (String, u16) {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?']).next().unwrap_or_default();
+    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
+        let (h, after) = v6.split_once(']').unwrap_or((v6, ""));
+        (h.to_owned(), after.strip_prefix(':').unwrap_or(""))
+    } else {
+        match hostport.rsplit_once(':') {
+            Some((h, p)) => (h.to_owned(), p),
+            None => (hostport.to_owned(), ""),
+        }
+    };
+    (host, port.parse().unwrap_or(5432))
+}
+
+/// `url` with its database name replaced by `database`.
+pub fn with_database(url: &str, database: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("postgres", url));
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let query = tail.split_once('?').map(|(_, q)| q);
+    match query {
+        Some(q) => format!("{scheme}://{authority}/{database}?{q}"),
+        None => format!("{scheme}://{authority}/{database}"),
+    }
+}
+
+/// The command that restarts the PostgreSQL at `admin_url`:
+/// `TETHER_CHAOS_PG_RESTART` when set, else `pg_ctlcluster <version>
+/// <cluster> restart` for the local cluster on the URL's port (found with
+/// `pg_lsclusters`, else in `/etc/postgresql/*/*/postgresql.conf`). An error
+/// when there is none: the run must not quietly skip the restart.
+pub fn pg_restart_command(admin_url: &str) -> Result<String, String> {
+    if let Ok(cmd) = std::env::var("TETHER_CHAOS_PG_RESTART") {
+        if !cmd.trim().is_empty() {
+            return Ok(cmd);
+        }
+    }
+    let (host, port) = host_port(admin_url);
+    if !matches!(host.as_str(), "127.0.0.1" | "localhost" | "::1" | "") {
+        return Err(format!(
+            "PostgreSQL at {host}:{port} is not on this machine, so the chaos run cannot restart it; \
+             set TETHER_CHAOS_PG_RESTART to a command that does"
+        ));
+    }
+    if let Ok(out) = Command::new("pg_lsclusters").arg("--no-header").output() {
+        if let Some(cmd) = cluster_on_port(&String::from_utf8_lossy(&out.stdout), port) {
+            return Ok(cmd);
+        }
+    }
+    if let Ok(versions) = std::fs::read_dir("/etc/postgresql") {
+        for v in versions.flatten() {
+            let Ok(clusters) = std::fs::read_dir(v.path()) else {
+                continue;
+            };
+            for c in clusters.flatten() {
+                let conf =
+                    std::fs::read_to_string(c.path().join("postgresql.conf")).unwrap_or_default();
+                if conf_port(&conf) == port {
+                    return Ok(format!(
+                        "pg_ctlcluster {} {} restart",
+                        v.file_name().to_string_lossy(),
+                        c.file_name().to_string_lossy()
+                    ));
+                }
+            }
+        }
+    }
+    Err(format!(
+        "no PostgreSQL cluster of this machine listens on port {port} (looked with pg_lsclusters \
+         and in /etc/postgresql/*/*); set TETHER_CHAOS_PG_RESTART to the command that restarts \
+         the database at {admin_url}"
+    ))
+}
+
+/// `pg_lsclusters --no-header` lines: `<version> <cluster> <port> <status> ...`.
+fn cluster_on_port(listing: &str, port: u16) -> Option<String> {
+    listing.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.len() >= 3 && f[2].parse::<u16>().ok() == Some(port))
+            .then(|| format!("pg_ctlcluster {} {} restart", f[0], f[1]))
+    })
+}
+
+/// The `port = N` of a postgresql.conf (5432 when unset).
+fn conf_port(conf: &str) -> u16 {
+    conf.lines()
+        .filter_map(|l| {
+            let l = l.split('#').next()?.trim();
+            let (k, v) = l.split_once('=')?;
+            (k.trim() == "port").then(|| v.trim().parse().ok())?
+        })
+        .next_back()
+        .unwrap_or(5432)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        assert_eq!(
+            host_port("postgres://postgres@127.0.0.1:5433/postgres"),
+            ("127.0.0.1".to_owned(), 5433)
+        );
+        assert_eq!(
+            host_port("postgres://u:p@localhost/db"),
+            ("localhost".to_owned(), 5432)
+        );
+        assert_eq!(
+            host_port("postgres://[::1]:6000/x"),
+            ("::1".to_owned(), 6000)
+        );
+        assert_eq!(
+            with_database(
+                "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
+                "c"
+            ),
+            "postgres://postgres@127.0.0.1:5432/c?sslmode=disable"
+        );
+        assert_eq!(
+            with_database("postgres://127.0.0.1", "c"),
+            "postgres://127.0.0.1/c"
+        );
+    }
+
+    #[test]
+    fn clusters_are_found_by_port() {
+        let listing = "15  chaos   5433 online postgres /var/lib/postgresql/15/chaos /var/log/x.log\n\
+                       15  main    5432 online postgres /var/lib/postgresql/15/main  /var/log/y.log\n";
+        assert_eq!(
+            cluster_on_port(listing, 5432).as_deref(),
+            Some("pg_ctlcluster 15 main restart")
+        );
+        assert_eq!(cluster_on_port(listing, 5999), None);
+        assert_eq!(
+            conf_port("#port = 1\nport = 5433\t\t# (change requires restart)\n"),
+            5433
+        );
+        assert_eq!(conf_port("# nothing\n"), 5432);
+    }
+
+    #[test]
+    fn schedules_cover_every_fault_and_restart_postgres_once() {
+        let s = schedule(1, Duration::from_secs(60));
+        assert_eq!(s, schedule(1, Duration::from_secs(60)));
+        for f in [
+            Fault::KillWorker,
+            Fault::StopWorker,
+            Fault::KillServer,
+            Fault::KillLeader,
+        ] {
+            assert!(s.iter().any(|(_, x)| *x == f), "{f:?}");
+        }
+        assert_eq!(s.iter().filter(|(_, f)| *f == Fault::RestartPg).count(), 1);
+        assert!(s.len() >= 15, "{}", s.len());
+        assert!(s.windows(2).all(|w| w[0].0 <= w[1].0));
+    }
+}

@@ -1,0 +1,137 @@
+//! tether's chaos program: a real scenario on PostgreSQL under fire, then a
+//! check of every promise from the database and the history.
+//!
+//! ```text
+//! cargo run --release -p tether-chaos -- --quick   # 5 000 jobs, about 2 minutes
+//! cargo run --release -p tether-chaos              # 100 000 jobs, 4 minutes of faults
+//! cargo run --release -p tether-chaos -- --jobs N --seconds S --seed X --workers W
+//! ```
+//!
+//! Three `tether serve` replicas and 5–6 remote worker processes (this same
+//! executable re-run as `__serve` and `__worker`), producers in this process
+//! enqueueing every job with an idempotency key (some batches twice, some
+//! singles twice at once), and a fault injector that SIGKILLs workers and
+//! replicas (the maintenance leader too), SIGSTOPs a worker past its lease,
+//! and restarts PostgreSQL once. Then every job must reach a terminal state,
+//! and the checks of [`check`] run over `tether.jobs`, `tether.job_events`
+//! and what the clients saw. Exit status 0 only if every promise held.
+//!
+//! PostgreSQL: the admin URL is `TETHER_TEST_DATABASE_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/postgres`); the run creates the
+//! database `tether_chaos_<pid>` and drops it at the end. The restart is
+//! `pg_ctlcluster <version> <cluster> restart` for the local cluster on the
+//! URL's port, or `TETHER_CHAOS_PG_RESTART`; without either the run fails.
+//! `TETHER_CHAOS_SABOTAGE=1` breaks three promises behind tether's back
+//! after the drain, to show the checks fail the run.
+//!
+//! Results and the full description: `docs/RELIABILITY.md`.
+
+mod check;
+mod cluster;
+mod faults;
+mod obs;
+mod plan;
+mod procs;
+mod produce;
+mod report;
+mod scenario;
+mod serve;
+mod worker;
+
+use std::process::ExitCode;
+
+use scenario::Opts;
+
+const USAGE: &str =
+    "usage: tether-chaos [--quick] [--jobs N] [--seconds S] [--seed X] [--workers W]";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("__serve") => {
+            let (Some(url), Some(Ok(port))) = (args.get(1), args.get(2).map(|p| p.parse())) else {
+                eprintln!("usage: tether-chaos __serve <db-url> <port>");
+                return ExitCode::from(2);
+            };
+            return serve::run(url, port);
+        }
+        Some("__worker") => {
+            let (Some(base), Some(key), Some(Ok(seed))) =
+                (args.get(1), args.get(2), args.get(3).map(|s| s.parse()))
+            else {
+                eprintln!("usage: tether-chaos __worker <base-url> <key> <seed> [name]");
+                return ExitCode::from(2);
+            };
+            let default_name = format!("w{}", std::process::id());
+            let name = args.get(4).unwrap_or(&default_name);
+            return worker::run(base, key, seed, name);
+        }
+        _ => {}
+    }
+    match parse(&args) {
+        Ok(Some(opts)) => scenario::main(opts),
+        Ok(None) => {
+            println!("{USAGE}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e}\n{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The options; `None` for `--help`.
+fn parse(args: &[String]) -> Result<Option<Opts>, String> {
+    let quick = args.iter().any(|a| a == "--quick");
+    let mut opts = Opts {
+        quick,
+        jobs: if quick { 5_000 } else { 100_000 },
+        seconds: if quick { 90 } else { 240 },
+        seed: 1,
+        workers: if quick { 5 } else { 6 },
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut value = |name: &str| {
+            it.next()
+                .ok_or_else(|| format!("{name} needs a value"))
+                .and_then(|v| v.parse::<u64>().map_err(|e| format!("{name} {v:?}: {e}")))
+        };
+        match a.as_str() {
+            "--quick" => {}
+            "-h" | "--help" => return Ok(None),
+            "--jobs" => opts.jobs = value("--jobs")?,
+            "--seconds" => opts.seconds = value("--seconds")?,
+            "--seed" => opts.seed = value("--seed")?,
+            "--workers" => opts.workers = value("--workers")? as usize,
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    if opts.jobs == 0 || opts.workers == 0 || opts.seconds < 15 {
+        return Err("--jobs and --workers must be at least 1, --seconds at least 15".to_owned());
+    }
+    Ok(Some(opts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn options() {
+        let q = parse(&args("--quick")).unwrap().unwrap();
+        assert_eq!((q.jobs, q.seconds, q.workers), (5_000, 90, 5));
+        let f = parse(&args("--jobs 7 --seconds 20 --seed 9"))
+            .unwrap()
+            .unwrap();
+        assert_eq!((f.jobs, f.seconds, f.seed, f.quick), (7, 20, 9, false));
+        assert!(parse(&args("--help")).unwrap().is_none());
+        assert!(parse(&args("--jobs")).is_err());
+        assert!(parse(&args("--frobnicate")).is_err());
+    }
+}

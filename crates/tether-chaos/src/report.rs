@@ -1,0 +1,179 @@
+//! The report: a Markdown table of what happened, then every check with its
+//! verdict (and examples of any violation).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::check::{Findings, CHECKS};
+use crate::faults::FaultStats;
+use crate::obs::Obs;
+use crate::scenario::{Opts, SERVERS};
+
+/// How long the phases took.
+#[derive(Debug, Clone, Copy)]
+pub struct Timings {
+    /// Database, replicas and workers up.
+    pub setup: Duration,
+    /// The fault window (until the injector's last follow-up).
+    pub faults: Duration,
+    /// From the end of the faults until no job was queued or running.
+    pub drain: Duration,
+    /// Reading the rows and checking.
+    pub check: Duration,
+    /// Everything, start to verdict.
+    pub total: Duration,
+}
+
+fn list(m: &BTreeMap<String, u64>) -> String {
+    if m.is_empty() {
+        return "none".to_owned();
+    }
+    m.iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
+/// Prints the report.
+pub fn print(opts: &Opts, f: &Findings, faults: &FaultStats, obs: &Obs, t: &Timings) {
+    let s = &f.stats;
+    let get = |k: &str| s.states.get(k).copied().unwrap_or(0);
+    let failed_by: BTreeMap<String, u64> = s
+        .failed_by
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), *v))
+        .collect();
+    let rows: Vec<(&str, String)> = vec![
+        (
+            "run",
+            format!(
+                "{}, seed {}, {SERVERS} replicas, {} worker processes",
+                if opts.quick { "--quick" } else { "full" },
+                opts.seed,
+                opts.workers
+            ),
+        ),
+        (
+            "jobs submitted / acknowledged keys",
+            format!("{} / {}", opts.jobs, obs.acks.len()),
+        ),
+        ("jobs in the database", s.jobs.to_string()),
+        (
+            "enqueue requests acknowledged",
+            format!(
+                "{} ({} batches resubmitted with {} jobs, {} singles sent twice at once)",
+                obs.enqueue_requests,
+                obs.resubmitted_batches,
+                obs.resubmitted_jobs,
+                obs.concurrent_singles
+            ),
+        ),
+        (
+            "final states",
+            format!(
+                "succeeded {}, failed {} ({}), cancelled {}, queued {} (later: {}), running {}",
+                get("succeeded"),
+                get("failed"),
+                list(&failed_by),
+                get("cancelled"),
+                get("queued"),
+                s.queued_later,
+                get("running")
+            ),
+        ),
+        ("worker SIGKILLs", faults.worker_kills.to_string()),
+        (
+            "worker SIGSTOP → SIGCONT (holding jobs)",
+            format!("{} ({})", faults.worker_stops, faults.stops_with_jobs),
+        ),
+        (
+            "replica SIGKILLs (of the maintenance leader)",
+            format!("{} ({})", faults.server_kills, faults.leader_kills),
+        ),
+        ("kills in total", faults.kills().to_string()),
+        (
+            "PostgreSQL restarts (until it answered again)",
+            format!(
+                "{} ({})",
+                faults.pg_restarts,
+                faults.pg_downtime.map_or("-".to_owned(), secs)
+            ),
+        ),
+        (
+            "claims (claims workers printed)",
+            format!("{} ({})", s.claims, s.client_claims),
+        ),
+        ("most claims of one job", s.max_claims.to_string()),
+        ("retries (retry_scheduled)", s.retries.to_string()),
+        ("snoozes back to the queue (snoozed)", s.snoozes.to_string()),
+        (
+            "reaped leases (lease_expired → state)",
+            list(&s.lease_expired),
+        ),
+        (
+            "lease_lost in the history (by operation)",
+            list(&s.lease_lost),
+        ),
+        (
+            "lease_lost answers workers printed",
+            s.client_lease_lost.to_string(),
+        ),
+        (
+            "errors seen by clients (by code)",
+            list(&obs.errors_by_code()),
+        ),
+        (
+            "duration",
+            format!(
+                "{} total: setup {}, faults {}, drain {}, check {}",
+                secs(t.total),
+                secs(t.setup),
+                secs(t.faults),
+                secs(t.drain),
+                secs(t.check)
+            ),
+        ),
+    ];
+    println!();
+    println!("| what | value |");
+    println!("|---|---|");
+    for (k, v) in rows {
+        println!("| {k} | {v} |");
+    }
+    println!();
+    for (name, promise) in CHECKS {
+        match f.violations.get(name) {
+            None => println!("ok    {promise}"),
+            Some(v) => {
+                println!("FAIL  {promise}: {} violation(s) [{name}]", v.count);
+                for e in &v.examples {
+                    println!("        {e}");
+                }
+            }
+        }
+    }
+    for (name, v) in &f.violations {
+        if !CHECKS.iter().any(|(n, _)| n == name) {
+            println!("FAIL  {name}: {} violation(s)", v.count);
+        }
+    }
+    println!();
+    if f.passed() {
+        println!(
+            "tether-chaos: PASS ({} checks, {} kills, {} PostgreSQL restart)",
+            CHECKS.len(),
+            faults.kills(),
+            faults.pg_restarts
+        );
+    } else {
+        let n: u64 = f.violations.values().map(|v| v.count).sum();
+        println!(
+            "tether-chaos: FAIL ({n} violations in {} checks)",
+            f.violations.len()
+        );
+    }
+}

@@ -1,0 +1,558 @@
+//! One run: its own database, three replicas, the workers, the producers
+//! and the fault injector; then the drain, the stop and the checks.
+
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use rand::SeedableRng;
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{Connection, PgPool, Row};
+use tether_client::Client;
+use tokio::time::Instant;
+
+use crate::check::{self, Context, EventRow, Findings, JobRow};
+use crate::cluster::Cluster;
+use crate::faults::{self, FaultStats, Injector};
+use crate::obs::Obs;
+use crate::procs;
+use crate::produce::{self, Producer};
+use crate::report::{self, Timings};
+
+/// Replicas of `tether serve`.
+pub const SERVERS: usize = 3;
+/// Producer tasks.
+const PRODUCERS: usize = 4;
+/// The admin key every replica is started with (and every client uses).
+const ADMIN_KEY: &str = "tether-chaos-admin-key-0123456789abcdef";
+
+/// The options of a run.
+#[derive(Debug, Clone)]
+pub struct Opts {
+    /// `--quick`.
+    pub quick: bool,
+    /// Jobs to enqueue.
+    pub jobs: u64,
+    /// Seconds of faults.
+    pub seconds: u64,
+    /// Seed of every random decision.
+    pub seed: u64,
+    /// Worker processes.
+    pub workers: usize,
+}
+
+impl Opts {
+    /// The longest the drain may take before the run fails.
+    fn drain_timeout(&self) -> Duration {
+        Duration::from_secs(if self.quick { 120 } else { 900 })
+    }
+}
+
+/// Aborts a task when dropped, so an interrupted or failed run leaves no
+/// task (and so no child process) behind.
+struct AbortOnDrop<T>(Option<tokio::task::JoinHandle<T>>);
+
+impl<T> AbortOnDrop<T> {
+    fn spawn(f: impl std::future::Future<Output = T> + Send + 'static) -> Self
+    where
+        T: Send + 'static,
+    {
+        AbortOnDrop(Some(tokio::spawn(f)))
+    }
+
+    async fn join(mut self) -> Result<T, tokio::task::JoinError> {
+        self.0.take().expect("joined once").await
+    }
+}
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        if let Some(h) = &self.0 {
+            h.abort();
+        }
+    }
+}
+
+/// What a run produced.
+struct Outcome {
+    findings: Findings,
+    faults: FaultStats,
+    obs: Obs,
+    timings: Timings,
+}
+
+/// Runs the whole program; the exit code says whether every promise held.
+pub fn main(opts: Opts) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("tether-chaos: FAIL: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(outer(opts))
+}
+
+fn fail(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("tether-chaos: FAIL: {message}");
+    ExitCode::FAILURE
+}
+
+async fn outer(opts: Opts) -> ExitCode {
+    let admin_url = std::env::var("TETHER_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+    let pg_restart = match faults::pg_restart_command(&admin_url) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let database = format!("tether_chaos_{}", std::process::id());
+    let mut admin = match connect(&admin_url).await {
+        Ok(c) => c,
+        Err(e) => return fail(format!("cannot connect to PostgreSQL at {admin_url}: {e}")),
+    };
+    drop_stale_databases(&mut admin).await;
+    if let Err(e) = sqlx::query(&format!("CREATE DATABASE {database}"))
+        .execute(&mut admin)
+        .await
+    {
+        return fail(format!("cannot create the database {database}: {e}"));
+    }
+    let _ = admin.close().await;
+    let database_url = faults::with_database(&admin_url, &database);
+    println!(
+        "tether-chaos: {} run, seed {}, {} jobs, {} s of faults, {SERVERS} replicas, {} workers, \
+         database {database}, PostgreSQL restart: {pg_restart}",
+        if opts.quick { "quick" } else { "full" },
+        opts.seed,
+        opts.jobs,
+        opts.seconds,
+        opts.workers
+    );
+
+    let mut task = tokio::spawn(run(
+        opts.clone(),
+        admin_url.clone(),
+        database_url,
+        pg_restart,
+    ));
+    let result = tokio::select! {
+        r = &mut task => r.map_err(|e| format!("the run panicked: {e}")).and_then(|r| r),
+        _ = tokio::signal::ctrl_c() => {
+            task.abort();
+            let _ = task.await;
+            Err("interrupted".to_owned())
+        }
+    };
+    // Every child process is gone by now (dropping a process kills it).
+    let dropped = drop_database(&admin_url, &database).await;
+    match result {
+        Ok(outcome) => {
+            let findings = outcome.findings;
+            if let Err(e) = dropped {
+                eprintln!("tether-chaos: warning: {e}");
+            }
+            report::print(
+                &opts,
+                &findings,
+                &outcome.faults,
+                &outcome.obs,
+                &outcome.timings,
+            );
+            if findings.passed() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => fail(e),
+    }
+}
+
+async fn connect(url: &str) -> Result<sqlx::PgConnection, sqlx::Error> {
+    let mut last = None;
+    for _ in 0..10 {
+        match sqlx::PgConnection::connect(url).await {
+            Ok(c) => return Ok(c),
+            Err(e) => last = Some(e),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Err(last.expect("tried"))
+}
+
+/// Drops the databases of earlier runs whose process is gone.
+async fn drop_stale_databases(admin: &mut sqlx::PgConnection) {
+    let names: Vec<String> = sqlx::query_scalar(
+        "SELECT datname FROM pg_database WHERE datname LIKE 'tether\\_chaos\\_%'",
+    )
+    .fetch_all(&mut *admin)
+    .await
+    .unwrap_or_default();
+    for name in names {
+        let pid = name.trim_start_matches("tether_chaos_").parse::<u32>();
+        if pid.is_ok_and(|pid| !procs::alive(pid)) {
+            let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                .execute(&mut *admin)
+                .await;
+        }
+    }
+}
+
+/// Drops the run's database, trying for a while (PostgreSQL may be
+/// restarting when a run is interrupted).
+async fn drop_database(admin_url: &str, database: &str) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let attempt = async {
+            let mut c = sqlx::PgConnection::connect(admin_url).await?;
+            sqlx::query(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
+                .execute(&mut c)
+                .await?;
+            let _ = c.close().await;
+            Ok::<_, sqlx::Error>(())
+        };
+        match attempt.await {
+            Ok(()) => return Ok(()),
+            Err(e) if Instant::now() > deadline => {
+                return Err(format!("could not drop the database {database}: {e}"))
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    }
+}
+
+fn say(start: Instant, what: impl std::fmt::Display) {
+    println!("[{:>6.1}s] {what}", start.elapsed().as_secs_f64());
+}
+
+async fn run(
+    opts: Opts,
+    admin_url: String,
+    database_url: String,
+    pg_restart: String,
+) -> Result<Outcome, String> {
+    let t0 = Instant::now();
+    let pool = PgPoolOptions::new()
+        .max_connections(4)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect(&database_url)
+        .await
+        .map_err(|e| format!("cannot connect to {database_url}: {e}"))?;
+    let obs = Arc::new(Mutex::new(Obs::default()));
+    let mut cluster = Cluster::new(
+        database_url.clone(),
+        ADMIN_KEY.to_owned(),
+        opts.seed,
+        SERVERS,
+        opts.workers,
+        obs.clone(),
+    )
+    .map_err(|e| format!("cannot pick ports: {e}"))?;
+    // The first replica applies the migrations; then the others.
+    for i in 0..SERVERS {
+        cluster
+            .ensure_server(i, Instant::now() + Duration::from_secs(60))
+            .await?;
+    }
+    for i in 0..opts.workers {
+        cluster.start_worker(i).await?;
+    }
+    say(
+        t0,
+        format!(
+            "{SERVERS} replicas on ports {:?} and {} workers running",
+            cluster.servers.iter().map(|s| s.port).collect::<Vec<_>>(),
+            opts.workers
+        ),
+    );
+
+    let start = Instant::now();
+    let setup = t0.elapsed();
+    let window = Duration::from_secs(opts.seconds);
+    let deadline = start + window + opts.drain_timeout();
+    let clients = (0..SERVERS)
+        .map(|i| {
+            Client::builder(&cluster.base_url(i), ADMIN_KEY)
+                .timeout(Duration::from_secs(15))
+                .connect_timeout(Duration::from_secs(2))
+                .build()
+                .map_err(|e| format!("client: {e}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let producer = Producer {
+        clients,
+        obs: obs.clone(),
+        seed: opts.seed,
+        jobs: opts.jobs,
+        start,
+        window: window.mul_f64(0.85),
+        deadline,
+    };
+    let mut per_producer = vec![Vec::new(); PRODUCERS];
+    for (i, c) in produce::chunks(opts.seed, opts.jobs)
+        .into_iter()
+        .enumerate()
+    {
+        per_producer[i % PRODUCERS].push(c);
+    }
+    let producers: Vec<_> = per_producer
+        .into_iter()
+        .enumerate()
+        .map(|(i, chunks)| AbortOnDrop::spawn(producer.clone().run(i, chunks)))
+        .collect();
+    let injector = Injector {
+        cluster,
+        pool: pool.clone(),
+        admin_url,
+        pg_restart,
+        rng: rand::rngs::StdRng::seed_from_u64(opts.seed ^ 0x0dd_ba11),
+        start,
+        stats: FaultStats::default(),
+    };
+    let injector = AbortOnDrop::spawn(injector.run(faults::schedule(opts.seed, window)));
+    let progressing = Arc::new(AtomicBool::new(true));
+    let progress = AbortOnDrop::spawn(progress(
+        pool.clone(),
+        obs.clone(),
+        opts.jobs,
+        start,
+        progressing.clone(),
+    ));
+
+    let mut producer_problems = Vec::new();
+    for p in producers {
+        match p.join().await {
+            Ok(problems) => producer_problems.extend(problems),
+            Err(e) => producer_problems.push(format!("a producer panicked: {e}")),
+        }
+    }
+    say(start, "producers done");
+    let (mut cluster, fault_stats) = injector
+        .join()
+        .await
+        .map_err(|e| format!("the fault injector panicked: {e}"))?;
+    let faults_done = start.elapsed();
+    say(
+        start,
+        format!(
+            "faults over: {} kills, {} stops, {} PostgreSQL restart(s)",
+            fault_stats.kills(),
+            fault_stats.worker_stops,
+            fault_stats.pg_restarts
+        ),
+    );
+    // Every process up for the drain (the injector restarted them; check).
+    let mut fault_failures = fault_stats.failures.clone();
+    let mut crashes = fault_stats.crashes.clone();
+    crashes.extend(cluster.crashed());
+    for i in 0..SERVERS {
+        if let Err(e) = cluster
+            .ensure_server(i, Instant::now() + Duration::from_secs(30))
+            .await
+        {
+            fault_failures.push(e);
+        }
+    }
+    for i in 0..cluster.workers.len() {
+        if !cluster.workers_running().contains(&i) {
+            if let Err(e) = cluster.start_worker(i).await {
+                fault_failures.push(e);
+            }
+        }
+    }
+
+    // Drain: until no job is queued or running, or the deadline.
+    let drain_started = Instant::now();
+    loop {
+        if let Ok((queued, running)) = active(&pool).await {
+            if queued + running == 0 {
+                break;
+            }
+        }
+        if Instant::now() > deadline {
+            say(start, "drain timed out");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let drain = drain_started.elapsed();
+    progressing.store(false, Ordering::Relaxed);
+    let _ = progress.join().await;
+    say(
+        start,
+        format!(
+            "drained in {:.1}s; stopping every process",
+            drain.as_secs_f64()
+        ),
+    );
+    crashes.extend(cluster.crashed());
+    let killed = cluster.stop_all().await;
+    drop(cluster);
+
+    if std::env::var("TETHER_CHAOS_SABOTAGE").is_ok_and(|v| v == "1") {
+        sabotage(&pool)
+            .await
+            .map_err(|e| format!("sabotage failed: {e}"))?;
+        say(
+            start,
+            "TETHER_CHAOS_SABOTAGE=1: deleted a job, doubled a completion, lowered a budget",
+        );
+    }
+    let check_started = Instant::now();
+    let (jobs, events, now) = load(&pool)
+        .await
+        .map_err(|e| format!("cannot read the results: {e}"))?;
+    pool.close().await;
+    let obs = std::mem::take(&mut *obs.lock().unwrap_or_else(|e| e.into_inner()));
+    let cx = Context {
+        seed: opts.seed,
+        jobs: opts.jobs,
+        now,
+        stops_with_jobs: fault_stats.stops_with_jobs,
+    };
+    let mut findings = check::check(&jobs, &events, &obs, &cx);
+    for p in producer_problems {
+        findings.flag("producer_problems", || p);
+    }
+    for f in fault_failures {
+        findings.flag("fault_failures", || f);
+    }
+    if fault_stats.pg_restarts != 1 {
+        findings.flag("fault_failures", || {
+            format!(
+                "PostgreSQL was restarted {} times, not once",
+                fault_stats.pg_restarts
+            )
+        });
+    }
+    for c in crashes {
+        findings.flag("crashes", || c);
+    }
+    if killed > 0 {
+        findings.flag("graceful_stop", || {
+            format!("{killed} processes did not exit within 15 s of SIGTERM and were killed")
+        });
+    }
+    let timings = Timings {
+        setup,
+        faults: faults_done,
+        drain,
+        check: check_started.elapsed(),
+        total: t0.elapsed(),
+    };
+    Ok(Outcome {
+        findings,
+        faults: fault_stats,
+        obs,
+        timings,
+    })
+}
+
+/// Breaks three promises behind tether's back, to show that the checks
+/// bite on a real database (`TETHER_CHAOS_SABOTAGE=1`; the run must fail).
+async fn sabotage(pool: &PgPool) -> Result<(), sqlx::Error> {
+    for statement in [
+        // Lose an acknowledged job.
+        "DELETE FROM tether.jobs WHERE id =
+            (SELECT id FROM tether.jobs WHERE state = 'succeeded' ORDER BY id LIMIT 1)",
+        // Accept a second completion.
+        "INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, worker_id)
+         SELECT id, tenant, now(), 'succeeded', attempt, worker_id FROM tether.jobs
+         WHERE state = 'succeeded' ORDER BY id OFFSET 1 LIMIT 1",
+        // Claims beyond the budget.
+        "UPDATE tether.jobs SET max_attempts = 1 WHERE id =
+            (SELECT id FROM tether.jobs WHERE attempt >= 2 ORDER BY id LIMIT 1)",
+    ] {
+        sqlx::query(statement).execute(pool).await?;
+    }
+    Ok(())
+}
+
+/// Queued and running jobs.
+async fn active(pool: &PgPool) -> Result<(i64, i64), sqlx::Error> {
+    let row = sqlx::query(
+        "SELECT count(*) FILTER (WHERE state = 'queued') AS queued,
+                count(*) FILTER (WHERE state = 'running') AS running
+         FROM tether.jobs",
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok((row.try_get("queued")?, row.try_get("running")?))
+}
+
+/// A progress line every 10 s.
+async fn progress(
+    pool: PgPool,
+    obs: Arc<Mutex<Obs>>,
+    jobs: u64,
+    start: Instant,
+    on: Arc<AtomicBool>,
+) {
+    let mut next = start + Duration::from_secs(10);
+    while on.load(Ordering::Relaxed) {
+        if Instant::now() < next {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        }
+        next += Duration::from_secs(10);
+        let (acked, errors) = {
+            let o = obs.lock().unwrap_or_else(|e| e.into_inner());
+            (o.acks.len(), o.errors.values().sum::<u64>())
+        };
+        let states = match active(&pool).await {
+            Ok((q, r)) => format!("queued {q}, running {r}"),
+            Err(_) => "database unavailable".to_owned(),
+        };
+        say(
+            start,
+            format!("acknowledged {acked}/{jobs}; {states}; client errors so far {errors}"),
+        );
+    }
+}
+
+/// Every job and every event, and the database's `now()`.
+async fn load(pool: &PgPool) -> Result<(Vec<JobRow>, Vec<EventRow>, DateTime<Utc>), sqlx::Error> {
+    let now: DateTime<Utc> = sqlx::query_scalar("SELECT now()").fetch_one(pool).await?;
+    let jobs = sqlx::query(
+        "SELECT id, idempotency_key, state, attempt, max_attempts,
+                (payload->>'n')::bigint AS n, run_at, result
+         FROM tether.jobs",
+    )
+    .try_map(|r: sqlx::postgres::PgRow| {
+        Ok(JobRow {
+            id: r.try_get("id")?,
+            key: r.try_get("idempotency_key")?,
+            state: r.try_get("state")?,
+            attempt: r.try_get("attempt")?,
+            max_attempts: r.try_get("max_attempts")?,
+            n: r.try_get("n")?,
+            run_at: r.try_get("run_at")?,
+            result: r.try_get("result")?,
+        })
+    })
+    .fetch_all(pool)
+    .await?;
+    let events = sqlx::query(
+        "SELECT job_id, seq, at, event, attempt, worker_id, detail
+         FROM tether.job_events ORDER BY job_id, seq",
+    )
+    .try_map(|r: sqlx::postgres::PgRow| {
+        Ok(EventRow {
+            job_id: r.try_get("job_id")?,
+            seq: r.try_get("seq")?,
+            at: r.try_get("at")?,
+            event: r.try_get("event")?,
+            attempt: r.try_get("attempt")?,
+            worker_id: r.try_get("worker_id")?,
+            detail: r.try_get("detail")?,
+        })
+    })
+    .fetch_all(pool)
+    .await?;
+    Ok((jobs, events, now))
+}
