@@ -190,6 +190,7 @@ impl Maintenance {
         // old lease lapses, then a follower's next tick takes it) are each
         // fired late; a longer outage collapses into one run.
         let catch_up = Duration::from_millis(2 * self.lease_ttl_ms() as u64);
+        let mut idle_passes = 0;
         loop {
             let report = match self
                 .source
@@ -230,12 +231,20 @@ impl Maintenance {
             if wait.is_zero() {
                 if report.enqueued + report.skipped > 0 {
                     // Catching up, one instant per pass: go on at once.
+                    idle_passes = 0;
                     continue;
                 }
-                // Due yet nothing fired: only unfireable schedules are left;
-                // try again next tick instead of spinning.
+                // Due, yet the pass fired nothing. Once, that is an instant
+                // that came due between the pass and this read: go again.
+                // Twice in a row, only unfireable schedules are left: try
+                // again next tick instead of spinning.
+                idle_passes += 1;
+                if idle_passes == 1 {
+                    continue;
+                }
                 return;
             }
+            idle_passes = 0;
             let wake = Instant::now() + wait;
             if wake >= end {
                 return;
