@@ -665,7 +665,20 @@ async fn stats_watch_refreshes_until_interrupted() {
         .unwrap()
         .success();
     assert!(ok);
-    let status = child.wait().unwrap();
+    // Bounded: a watcher that ignored the interrupt must fail the test, not
+    // hang it.
+    let until = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("tether stats --watch did not stop on SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
     assert!(frames >= 2, "only {frames} frames");
     assert!(saw_two, "the refresh never showed the second job");
     assert_eq!(status.code(), Some(0), "{status}");

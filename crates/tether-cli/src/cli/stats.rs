@@ -33,6 +33,12 @@ pub(crate) async fn run(args: StatsArgs) -> Result<(), CliError> {
         return print(&ctx, &queues);
     };
     let every = Duration::from_millis(every.max(100) as u64);
+    // Registered once, before the first frame: a Ctrl-C that lands while a
+    // frame is fetched or printed is kept for the next wait, not lost (a
+    // fresh `ctrl_c()` per wait would miss it and, with the handler
+    // installed, leave the process running).
+    let mut interrupt = Interrupt::install()
+        .map_err(|e| CliError::Failed(format!("cannot watch for Ctrl-C: {e}")))?;
     let tty = super::stdout_is_tty() && !ctx.json;
     if tty {
         out("\x1b[?25l\x1b[2J");
@@ -67,7 +73,7 @@ pub(crate) async fn run(args: StatsArgs) -> Result<(), CliError> {
         }
         tokio::select! {
             _ = tokio::time::sleep(every) => {}
-            _ = tokio::signal::ctrl_c() => break Ok(()),
+            _ = interrupt.recv() => break Ok(()),
         }
     };
     if tty {
@@ -182,5 +188,38 @@ fn health(q: &Queue) -> String {
         "ok".to_owned()
     } else {
         notes.join(", ")
+    }
+}
+
+/// SIGINT (Ctrl-C), listened for from the moment it is installed.
+struct Interrupt {
+    #[cfg(unix)]
+    signal: tokio::signal::unix::Signal,
+}
+
+impl Interrupt {
+    fn install() -> std::io::Result<Interrupt> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Ok(Interrupt {
+                signal: signal(SignalKind::interrupt())?,
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            Ok(Interrupt {})
+        }
+    }
+
+    async fn recv(&mut self) {
+        #[cfg(unix)]
+        {
+            self.signal.recv().await;
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
