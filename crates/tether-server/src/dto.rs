@@ -1190,3 +1190,24 @@ pub struct CronPreviewResponse {
 fn ser_times<S: Serializer>(ts: &[DateTime<Utc>], s: S) -> Result<S::Ok, S::Error> {
     s.collect_seq(ts.iter().map(time))
 }
+
+impl From<HeartbeatItem> for tether_core::Heartbeat {
+    fn from(i: HeartbeatItem) -> Self {
+        tether_core::Heartbeat {
+            id: i.id,
+            lease_token: i.lease_token,
+            lease_ttl_ms: i.lease_ttl_ms,
+            progress: i.progress,
+        }
+    }
+}
+
+impl From<CompleteItem> for tether_core::Completion {
+    fn from(i: CompleteItem) -> Self {
+        tether_core::Completion {
+            id: i.id,
+            lease_token: i.lease_token,
+            result: i.result,
+        }
+    }
+}

@@ -63,12 +63,7 @@ pub fn decode_and_validate(route: &str, body: &[u8]) -> Result<(), ApiError> {
             let items: Vec<Heartbeat> = parse_json::<HeartbeatManyBody>(body)?
                 .items
                 .into_iter()
-                .map(|i| Heartbeat {
-                    id: i.id,
-                    lease_token: i.lease_token,
-                    lease_ttl_ms: i.lease_ttl_ms,
-                    progress: i.progress,
-                })
+                .map(Heartbeat::from)
                 .collect();
             validate::batch_len("items", items.len(), validate::MAX_BATCH)?;
             for hb in &items {
@@ -79,11 +74,7 @@ pub fn decode_and_validate(route: &str, body: &[u8]) -> Result<(), ApiError> {
             let items: Vec<Completion> = parse_json::<CompleteManyBody>(body)?
                 .items
                 .into_iter()
-                .map(|i| Completion {
-                    id: i.id,
-                    lease_token: i.lease_token,
-                    result: i.result,
-                })
+                .map(Completion::from)
                 .collect();
             validate::completions(&items, &limits)?;
         }

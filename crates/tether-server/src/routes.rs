@@ -273,16 +273,7 @@ pub(crate) async fn heartbeat_many(
     caller: Caller,
     ApiJson(body): ApiJson<HeartbeatManyBody>,
 ) -> ApiResult<Json<HeartbeatManyResponse>> {
-    let items: Vec<Heartbeat> = body
-        .items
-        .into_iter()
-        .map(|i| Heartbeat {
-            id: i.id,
-            lease_token: i.lease_token,
-            lease_ttl_ms: i.lease_ttl_ms,
-            progress: i.progress,
-        })
-        .collect();
+    let items: Vec<Heartbeat> = body.items.into_iter().map(Heartbeat::from).collect();
     let out = st.engine.heartbeat_many(caller.tenant(), &items).await?;
     let results = items
         .iter()
@@ -361,15 +352,7 @@ pub(crate) async fn complete_many(
     caller: Caller,
     ApiJson(body): ApiJson<CompleteManyBody>,
 ) -> ApiResult<Json<CompleteManyResponse>> {
-    let items: Vec<Completion> = body
-        .items
-        .into_iter()
-        .map(|i| Completion {
-            id: i.id,
-            lease_token: i.lease_token,
-            result: i.result,
-        })
-        .collect();
+    let items: Vec<Completion> = body.items.into_iter().map(Completion::from).collect();
     let out = st.engine.complete_many(caller.tenant(), &items).await?;
     let results = items
         .iter()
