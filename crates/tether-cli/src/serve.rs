@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tether_server::{router, AppState, Metrics, ServerConfig};
+use tether_server::{router, AppState, ConnectionLimits, Metrics, ServerConfig};
 use tether_worker::{Maintenance, MaintenanceHandle, Source};
 use tracing::info;
 
@@ -30,6 +30,19 @@ pub struct ServeArgs {
     /// Largest request body in bytes; larger ones are refused with 413.
     #[arg(long, default_value_t = 1024 * 1024)]
     pub max_body_bytes: usize,
+    /// Most HTTP connections open at once; more clients wait in the listen
+    /// backlog. Lowered at start to fit the open-file limit (`ulimit -n`),
+    /// which the database connections share.
+    #[arg(long, env = "TETHER_MAX_CONNECTIONS", default_value_t = ConnectionLimits::default().max_connections)]
+    pub max_connections: usize,
+    /// How long a new connection may take to send a complete request head
+    /// before it is closed.
+    #[arg(long, env = "TETHER_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = duration::parse)]
+    pub header_read_timeout: Duration,
+    /// How long a connection may stay open with no request in flight after
+    /// its last response (keep-alive) before it is closed.
+    #[arg(long, env = "TETHER_IDLE_TIMEOUT", default_value = "60s", value_parser = duration::parse)]
+    pub idle_timeout: Duration,
     /// How long finished jobs are kept before they are pruned.
     #[arg(long, default_value = "7d", value_parser = duration::parse)]
     pub retention: Duration,
@@ -138,13 +151,17 @@ pub async fn start(
         addr: args.listen,
         source,
     })?;
-    let stopping = state.shutdown.clone();
-    let app = router(state.clone());
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(stopping.cancelled_owned())
-            .await
-    });
+    let limits = ConnectionLimits {
+        max_connections: fit_open_file_limit(args.max_connections),
+        header_read_timeout: args.header_read_timeout,
+        idle_timeout: args.idle_timeout,
+    };
+    let server = tokio::spawn(tether_server::serve(
+        listener,
+        router(state.clone()),
+        limits,
+        state.shutdown.clone(),
+    ));
 
     let maintenance = (!args.no_maintenance).then(|| {
         let holder = format!(
@@ -167,6 +184,38 @@ pub async fn start(
         maintenance,
         server,
     })
+}
+
+/// Descriptors kept for everything but HTTP connections: the database pool,
+/// the LISTEN connection, the SQLite files, logs.
+const RESERVED_FILES: usize = 64;
+
+/// `max_connections`, lowered to fit the soft open-file limit where the
+/// system says what it is (Linux): a server out of descriptors cannot open
+/// database connections either, which turns a flood of clients into an
+/// outage.
+fn fit_open_file_limit(max_connections: usize) -> usize {
+    let limit = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|limits| {
+            limits
+                .lines()
+                .find(|l| l.starts_with("Max open files"))
+                .and_then(|l| l.split_whitespace().nth(3))
+                .and_then(|soft| soft.parse::<usize>().ok())
+        });
+    match limit {
+        Some(files) if max_connections + RESERVED_FILES > files => {
+            let fitted = files.saturating_sub(RESERVED_FILES).max(1);
+            tracing::warn!(
+                max_connections,
+                open_file_limit = files,
+                "--max-connections lowered to {fitted} to fit the open-file limit; raise `ulimit -n` for more"
+            );
+            fitted
+        }
+        _ => max_connections,
+    }
 }
 
 impl Running {

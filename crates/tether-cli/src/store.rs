@@ -53,22 +53,43 @@ impl Database {
     }
 }
 
-/// A database URL with any password replaced by `***`.
+/// A database URL with any password replaced by `***`: the one in the
+/// user info and any query parameter named like one (`password`,
+/// `sslpassword`).
 pub fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
-    let (authority, tail) = match rest.find('/') {
+    let (rest, query) = match rest.split_once('?') {
+        Some((rest, query)) => (rest, Some(query)),
+        None => (rest, None),
+    };
+    let (authority, path) = match rest.find('/') {
         Some(i) => rest.split_at(i),
         None => (rest, ""),
     };
-    match authority.rsplit_once('@') {
+    let authority = match authority.rsplit_once('@') {
         Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
-            None => url.to_owned(),
+            Some((user, _)) => format!("{user}:***@{host}"),
+            None => authority.to_owned(),
         },
-        None => url.to_owned(),
+        None => authority.to_owned(),
+    };
+    let mut out = format!("{scheme}://{authority}{path}");
+    if let Some(query) = query {
+        let params: Vec<String> = query
+            .split('&')
+            .map(|param| match param.split_once('=') {
+                Some((name, _)) if name.to_ascii_lowercase().ends_with("password") => {
+                    format!("{name}=***")
+                }
+                _ => param.to_owned(),
+            })
+            .collect();
+        out.push('?');
+        out.push_str(&params.join("&"));
     }
+    out
 }
 
 #[cfg(test)]
@@ -107,5 +128,13 @@ mod tests {
         );
         assert_eq!(redact("postgres://me@db/app"), "postgres://me@db/app");
         assert_eq!(redact("postgres://db/app"), "postgres://db/app");
+        assert_eq!(
+            redact("postgres://me@db/app?sslmode=require&password=hunter2&sslpassword=x"),
+            "postgres://me@db/app?sslmode=require&password=***&sslpassword=***"
+        );
+        assert_eq!(
+            redact("postgres://me:a@b@db?Password=c"),
+            "postgres://me:***@db?Password=***"
+        );
     }
 }

@@ -109,6 +109,10 @@ impl ClientBuilder {
             Some(http) => http,
             None => reqwest::Client::builder()
                 .connect_timeout(self.connect_timeout)
+                // Below the server's idle timeout (60 s by default), so a
+                // pooled connection is dropped here before the server closes
+                // it under a request being sent.
+                .pool_idle_timeout(Duration::from_secs(30))
                 .user_agent(self.user_agent)
                 .build()
                 .map_err(Error::Transport)?,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tether_core::{
     ClaimRequest, ClaimedJob, Completion, Error, Failure, FireReport, Heartbeat, HeartbeatAck,
-    JobState, Lease, LeaseToken, ReapReport, Result, Wakeup, WakeupHub,
+    JobState, Lease, LeaseToken, ReapReport, Result, Wakeup,
 };
 use tether_worker::{Source, Worker, WorkerBuilder};
 use uuid::Uuid;
@@ -214,11 +214,11 @@ impl Source for RemoteSource {
         }
     }
 
-    fn subscribe(&self, tenant: &str, queue: &str) -> Wakeup {
+    fn subscribe(&self, _tenant: &str, _queue: &str) -> Wakeup {
         if self.wait.is_zero() {
             // No long-poll: a wake-up that never comes, so the runtime's
-            // poll interval paces idle claims (the hub is dropped at once).
-            return WakeupHub::new().subscribe(tenant, queue);
+            // poll interval paces idle claims.
+            return Wakeup::never();
         }
         // The claim itself long-polls: go straight back to it.
         Wakeup::always()

@@ -18,7 +18,7 @@ async fn an_enqueue_in_one_process_wakes_a_worker_in_another() {
     let other = Engine::new(Arc::new(
         PgStore::connect(&url).await.expect("second store"),
     ));
-    let mut wakeup = other.subscribe("t", "q");
+    let mut wakeup = other.subscribe("t", "q").expect("subscribe");
     // Let the listener connect (it wakes everyone once when it does).
     let _ = tokio::time::timeout(Duration::from_secs(2), wakeup.hinted()).await;
 
@@ -70,7 +70,7 @@ async fn a_job_enqueued_in_a_transaction_exists_iff_it_commits() {
     ));
 
     // Committed: invisible until the commit, then there and claimable.
-    let mut wakeup = db.engine.subscribe("t", "q");
+    let mut wakeup = db.engine.subscribe("t", "q").expect("subscribe");
     let _ = tokio::time::timeout(Duration::from_secs(2), wakeup.hinted()).await;
     let mut tx = app.begin().await.expect("begin");
     sqlx::query("INSERT INTO orders VALUES (2)")
@@ -147,7 +147,7 @@ async fn a_dropped_listener_reconnects_and_hints_flow_again() {
     let other = Engine::new(Arc::new(
         PgStore::connect(&url).await.expect("second store"),
     ));
-    let mut wakeup = other.subscribe("t", "q");
+    let mut wakeup = other.subscribe("t", "q").expect("subscribe");
     let _ = tokio::time::timeout(Duration::from_secs(2), wakeup.hinted()).await;
 
     let admin = PgPool::connect(&url).await.expect("admin pool");

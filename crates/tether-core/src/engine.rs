@@ -121,8 +121,11 @@ impl Engine {
 
     /// Subscribes to hints that `queue` may have ready jobs. Subscribe before
     /// claiming, then wait on it (with a poll timeout) when a claim is empty.
-    pub fn subscribe(&self, tenant: &str, queue: &str) -> Wakeup {
-        self.store.subscribe(tenant, queue)
+    /// The names are checked first, so a bad one costs no subscription.
+    pub fn subscribe(&self, tenant: &str, queue: &str) -> Result<Wakeup> {
+        validate::name("tenant", tenant)?;
+        validate::name("queue", queue)?;
+        Ok(self.store.subscribe(tenant, queue))
     }
 
     /// Marks a job succeeded.

@@ -29,4 +29,4 @@ pub use schedule::{
 };
 pub use store::{NewJobRef, Store};
 pub use validate::Limits;
-pub use wakeup::{Wakeup, WakeupHub};
+pub use wakeup::{created_by_queue, Wakeup, WakeupHub};

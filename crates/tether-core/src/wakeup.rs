@@ -1,24 +1,50 @@
-//! Wake-up hints: "queue Q of tenant T may have ready jobs now".
+//! Wake-up hints: "queue Q of tenant T has n new ready jobs".
 //!
 //! A hint is only a hint. Workers still poll at an interval, because a hint
 //! can be lost (a dropped LISTEN connection, another process's enqueue on
 //! SQLite) and jobs also become ready by time alone (delays, backoff).
-//! Subscribing before claiming means a hint sent between an empty claim and
-//! the wait is never missed: the watch channel remembers it.
+//!
+//! Two rules keep hints cheap with many waiters on one queue (a thousand
+//! long-polls, each of which runs a claim when woken):
+//! - A hint for n jobs wakes at most n of the subscribers that are waiting,
+//!   oldest waiter first: the others would only find nothing.
+//! - A subscriber that is not waiting when a hint arrives (it is between an
+//!   empty claim and its wait) still sees it on its next wait, which returns
+//!   at once. Subscribing before claiming therefore never misses a hint.
+//!
+//! A queue's entry lives only while someone subscribes to it: the last
+//! [`Wakeup`] dropped removes it, so names that are asked for once cost
+//! nothing afterwards.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
-/// One hint channel per (tenant, queue); the value only counts hints.
-type Channels = HashMap<(String, String), watch::Sender<u64>>;
+use crate::model::Enqueued;
+
+/// The hints of one (tenant, queue).
+#[derive(Debug, Default)]
+struct Hints {
+    /// Counts hints: a subscriber that saw an older value missed one.
+    seq: AtomicU64,
+    /// Wakes waiting subscribers, one `notify_one` per job.
+    notify: Notify,
+}
+
+type Key = (String, String);
+type Entries = HashMap<Key, Arc<Hints>>;
 
 /// Delivers hints to the subscribers of each (tenant, queue) in a process.
 #[derive(Debug, Clone, Default)]
 pub struct WakeupHub {
-    senders: Arc<Mutex<Channels>>,
+    entries: Arc<Mutex<Entries>>,
 }
+
+/// Most waiters one hint wakes, whatever the count says (a batch of 1 000
+/// jobs need not wake more claims than a server lets wait).
+const MAX_WOKEN: usize = 1_024;
 
 impl WakeupHub {
     /// A new hub with no subscribers.
@@ -28,37 +54,84 @@ impl WakeupHub {
 
     /// Subscribes to hints for one queue of one tenant.
     pub fn subscribe(&self, tenant: &str, queue: &str) -> Wakeup {
-        let mut senders = self.senders.lock().expect("wakeup hub lock");
-        let sender = senders
-            .entry((tenant.to_owned(), queue.to_owned()))
-            .or_insert_with(|| watch::channel(0).0);
-        let mut rx = sender.subscribe();
-        rx.mark_unchanged();
-        Wakeup { rx: Some(rx) }
-    }
-
-    /// Wakes the subscribers of one queue (no-op when it has none).
-    pub fn notify(&self, tenant: &str, queue: &str) {
-        let senders = self.senders.lock().expect("wakeup hub lock");
-        if let Some(sender) = senders.get(&(tenant.to_owned(), queue.to_owned())) {
-            sender.send_modify(|n| *n = n.wrapping_add(1));
+        let key = (tenant.to_owned(), queue.to_owned());
+        let mut entries = self.entries.lock().expect("wakeup hub lock");
+        let hints = entries.entry(key.clone()).or_default().clone();
+        let seen = hints.seq.load(Ordering::SeqCst);
+        Wakeup {
+            inner: Some(Subscription {
+                hub: self.clone(),
+                key,
+                hints: Some(hints),
+                seen,
+            }),
         }
     }
 
-    /// Wakes every subscriber, e.g. after hints may have been lost.
+    /// Says that `jobs` jobs became ready in one queue: wakes up to that
+    /// many waiting subscribers, and every subscriber not waiting now sees
+    /// the hint on its next wait. No-op when the queue has no subscribers.
+    pub fn notify(&self, tenant: &str, queue: &str, jobs: usize) {
+        if jobs == 0 {
+            return;
+        }
+        let entries = self.entries.lock().expect("wakeup hub lock");
+        if let Some(hints) = entries.get(&(tenant.to_owned(), queue.to_owned())) {
+            hints.seq.fetch_add(1, Ordering::SeqCst);
+            for _ in 0..jobs.min(MAX_WOKEN) {
+                hints.notify.notify_one();
+            }
+        }
+    }
+
+    /// Wakes every subscriber of every queue, e.g. after hints may have been
+    /// lost.
     pub fn notify_all(&self) {
-        let senders = self.senders.lock().expect("wakeup hub lock");
-        for sender in senders.values() {
-            sender.send_modify(|n| *n = n.wrapping_add(1));
+        let entries = self.entries.lock().expect("wakeup hub lock");
+        for hints in entries.values() {
+            hints.seq.fetch_add(1, Ordering::SeqCst);
+            hints.notify.notify_waiters();
         }
     }
+
+    /// Hints for the jobs an enqueue created (an existing job that was
+    /// returned is not new and wakes nobody).
+    pub fn notify_created(&self, tenant: &str, answers: &[Enqueued]) {
+        for (queue, jobs) in created_by_queue(answers) {
+            self.notify(tenant, queue, jobs);
+        }
+    }
+
+    /// How many queues have subscribers now (for tests of the clean-up).
+    pub fn queues(&self) -> usize {
+        self.entries.lock().expect("wakeup hub lock").len()
+    }
+}
+
+/// How many jobs an enqueue created in each queue, by queue name.
+pub fn created_by_queue(answers: &[Enqueued]) -> BTreeMap<&str, usize> {
+    let mut out = BTreeMap::new();
+    for answer in answers.iter().filter(|a| a.created) {
+        *out.entry(answer.job.queue.as_str()).or_default() += 1;
+    }
+    out
 }
 
 /// One subscriber's end: resolves when a hint arrived since the last wait.
 #[derive(Debug)]
 pub struct Wakeup {
-    /// `None` for [`Wakeup::always`].
-    rx: Option<watch::Receiver<u64>>,
+    /// `None` for [`Wakeup::always`] and [`Wakeup::never`].
+    inner: Option<Subscription>,
+}
+
+#[derive(Debug)]
+struct Subscription {
+    hub: WakeupHub,
+    key: Key,
+    /// Taken in `drop`, so the last reference goes under the hub's lock.
+    hints: Option<Arc<Hints>>,
+    /// The hint count at the last wait.
+    seen: u64,
 }
 
 impl Wakeup {
@@ -66,49 +139,154 @@ impl Wakeup {
     /// waits for work (a long-poll over HTTP): the caller goes straight back
     /// to claiming instead of sleeping its poll interval.
     pub fn always() -> Self {
-        Wakeup { rx: None }
+        Wakeup { inner: None }
+    }
+
+    /// A wake-up that never comes, for sources that only poll: the caller's
+    /// timeout (its poll interval) does the waking.
+    pub fn never() -> Self {
+        Wakeup {
+            inner: Some(Subscription {
+                hub: WakeupHub::new(),
+                key: Default::default(),
+                hints: Some(Arc::default()),
+                seen: 0,
+            }),
+        }
     }
 
     /// Waits for the next hint (returns at once if one arrived since the
     /// last call). Pair it with a timeout: hints are not guaranteed.
     pub async fn hinted(&mut self) {
-        let Some(rx) = self.rx.as_mut() else {
+        let Some(sub) = self.inner.as_mut() else {
             return;
         };
-        if rx.changed().await.is_err() {
-            // The hub is gone: no hint will ever come; let the caller's
-            // timeout (its poll interval) do the waking.
-            std::future::pending::<()>().await;
+        let hints = sub.hints.as_ref().expect("taken only in drop");
+        let notified = hints.notify.notified();
+        let mut notified = std::pin::pin!(notified);
+        // Registered before the look at `seq`, so a hint sent between the
+        // look and the wait still wakes this subscriber.
+        notified.as_mut().enable();
+        let seq = hints.seq.load(Ordering::SeqCst);
+        if seq != sub.seen {
+            sub.seen = seq;
+            return;
+        }
+        notified.await;
+        sub.seen = hints.seq.load(Ordering::SeqCst);
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let Some(hints) = self.hints.take() else {
+            return;
+        };
+        let mut entries = self.hub.entries.lock().expect("wakeup hub lock");
+        // Every clone and drop of an entry happens under this lock, so the
+        // count is exact: 1 means only the hub holds it now.
+        drop(hints);
+        if entries
+            .get(&self.key)
+            .is_some_and(|h| Arc::strong_count(h) == 1)
+        {
+            entries.remove(&self.key);
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+
     use super::*;
+
+    /// Polls a wait once: whether it has resolved.
+    fn ready(w: &mut Wakeup) -> bool {
+        let mut hinted = std::pin::pin!(w.hinted());
+        let mut cx = Context::from_waker(Waker::noop());
+        hinted.as_mut().poll(&mut cx).is_ready()
+    }
 
     #[test]
     fn a_hint_sent_before_the_wait_is_kept() {
         let hub = WakeupHub::new();
-        let w = hub.subscribe("t", "q");
-        let other = hub.subscribe("t", "other");
-        let (mut w, mut other) = (w.rx.unwrap(), other.rx.unwrap());
-        hub.notify("t", "q");
-        assert!(w.has_changed().unwrap());
-        assert!(!other.has_changed().unwrap());
+        let mut w = hub.subscribe("t", "q");
+        let mut other = hub.subscribe("t", "other");
+        hub.notify("t", "q", 1);
+        assert!(ready(&mut w));
+        assert!(!ready(&mut other));
         hub.notify_all();
-        assert!(other.has_changed().unwrap());
-        other.mark_unchanged();
-        w.mark_unchanged();
-        assert!(!w.has_changed().unwrap());
+        assert!(ready(&mut other));
+        // Seen, then no longer pending (a spare permit may answer once more).
+        assert!((0..3).any(|_| !ready(&mut w)), "a hint is consumed");
+    }
+
+    #[tokio::test]
+    async fn a_hint_wakes_as_many_waiters_as_it_has_jobs() {
+        let hub = WakeupHub::new();
+        let woken = Arc::new(AtomicU64::new(0));
+        let mut waiters = Vec::new();
+        for _ in 0..100 {
+            let mut w = hub.subscribe("t", "q");
+            let woken = woken.clone();
+            waiters.push(tokio::spawn(async move {
+                w.hinted().await;
+                woken.fetch_add(1, Ordering::SeqCst);
+            }));
+        }
+        // Let every waiter reach its wait.
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        hub.notify("t", "q", 3);
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(woken.load(Ordering::SeqCst), 3);
+        hub.notify_all();
+        for w in waiters {
+            w.await.unwrap();
+        }
+        assert_eq!(woken.load(Ordering::SeqCst), 100);
     }
 
     #[test]
-    fn always_is_hinted_at_once() {
-        use std::future::Future;
-        let mut w = Wakeup::always();
+    fn the_last_subscriber_gone_removes_the_entry() {
+        let hub = WakeupHub::new();
+        let a = hub.subscribe("t", "q");
+        let b = hub.subscribe("t", "q");
+        let c = hub.subscribe("t", "r");
+        assert_eq!(hub.queues(), 2);
+        drop(a);
+        assert_eq!(hub.queues(), 2);
+        drop(b);
+        assert_eq!(hub.queues(), 1);
+        drop(c);
+        assert_eq!(hub.queues(), 0);
+        // Hints for a queue nobody waits on create nothing.
+        hub.notify("t", "q", 5);
+        assert_eq!(hub.queues(), 0);
+    }
+
+    #[test]
+    fn always_is_hinted_at_once_and_never_never() {
+        assert!(ready(&mut Wakeup::always()));
+        let mut never = Wakeup::never();
+        assert!(!ready(&mut never));
+    }
+
+    #[test]
+    fn notified_waiters_poll_ready() {
+        // A waiter whose future was polled (registered) and then notified
+        // resolves on its next poll.
+        let hub = WakeupHub::new();
+        let mut w = hub.subscribe("t", "q");
+        let mut cx = Context::from_waker(Waker::noop());
         let mut hinted = std::pin::pin!(w.hinted());
-        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        assert!(hinted.as_mut().poll(&mut cx).is_ready());
+        assert!(hinted.as_mut().poll(&mut cx).is_pending());
+        hub.notify("t", "q", 1);
+        assert!(matches!(hinted.as_mut().poll(&mut cx), Poll::Ready(())));
     }
 }

@@ -1,4 +1,6 @@
-//! Wake-up hints across processes: LISTEN/NOTIFY on one channel.
+//! Wake-up hints across processes: LISTEN/NOTIFY on one channel. A payload
+//! is `<tenant> <queue> <jobs>` (names never contain spaces); one without the
+//! count, from an older tether, wakes every waiter of the queue.
 //!
 //! A NOTIFY inside every producer's transaction takes a global lock at
 //! commit and serialises producers, so enqueues never send one themselves.
@@ -7,7 +9,7 @@
 //! most one statement per [`WINDOW`]. Local subscribers are woken at once,
 //! without the round trip. NOTIFY is only a hint: workers still poll.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -20,12 +22,15 @@ const CHANNEL: &str = "tether_jobs";
 /// Shortest gap between two NOTIFY statements of one process.
 const WINDOW: Duration = Duration::from_millis(2);
 
+/// A hint to send: tenant, queue and how many jobs became ready.
+type Poke = (String, String, usize);
+
 /// Sends and receives the hints of one store. Dropping it (with the last
 /// clone of the store) stops its tasks.
 #[derive(Debug)]
 pub(crate) struct Notifications {
     hub: WakeupHub,
-    sender: OnceLock<mpsc::UnboundedSender<(String, String)>>,
+    sender: OnceLock<mpsc::UnboundedSender<Poke>>,
     listener: OnceLock<()>,
     /// Never sends; its drop tells the listener to stop.
     alive: watch::Sender<()>,
@@ -43,16 +48,19 @@ impl Default for Notifications {
 }
 
 impl Notifications {
-    /// Hints that `queue` of `tenant` has ready jobs: wakes local
+    /// Hints that `jobs` jobs of `queue` of `tenant` are ready: wakes local
     /// subscribers now and other processes through NOTIFY shortly.
-    pub(crate) fn poke(&self, pool: &PgPool, tenant: &str, queue: &str) {
-        self.hub.notify(tenant, queue);
+    pub(crate) fn poke(&self, pool: &PgPool, tenant: &str, queue: &str, jobs: usize) {
+        if jobs == 0 {
+            return;
+        }
+        self.hub.notify(tenant, queue, jobs);
         let sender = self.sender.get_or_init(|| {
             let (tx, rx) = mpsc::unbounded_channel();
             tokio::spawn(send_loop(pool.clone(), rx));
             tx
         });
-        let _ = sender.send((tenant.to_owned(), queue.to_owned()));
+        let _ = sender.send((tenant.to_owned(), queue.to_owned(), jobs));
     }
 
     /// Subscribes to hints for one queue, starting this store's listener on
@@ -77,15 +85,13 @@ pub(crate) async fn notify_in(
     tenant: &str,
     answers: &[tether_core::Enqueued],
 ) -> tether_core::Result<()> {
-    let payloads: BTreeSet<String> = answers
-        .iter()
-        .filter(|a| a.created)
-        .map(|a| format!("{tenant} {}", a.job.queue))
+    let payloads: Vec<String> = tether_core::created_by_queue(answers)
+        .into_iter()
+        .map(|(queue, jobs)| payload(tenant, queue, jobs))
         .collect();
     if payloads.is_empty() {
         return Ok(());
     }
-    let payloads: Vec<String> = payloads.into_iter().collect();
     sqlx::query("SELECT pg_notify($1, p) FROM unnest($2::text[]) p")
         .bind(CHANNEL)
         .bind(&payloads)
@@ -95,13 +101,29 @@ pub(crate) async fn notify_in(
     Ok(())
 }
 
-async fn send_loop(pool: PgPool, mut rx: mpsc::UnboundedReceiver<(String, String)>) {
+fn payload(tenant: &str, queue: &str, jobs: usize) -> String {
+    format!("{tenant} {queue} {jobs}")
+}
+
+/// Reads a payload: tenant, queue and the job count (`None`: wake all).
+fn parse(payload: &str) -> Option<(&str, &str, Option<usize>)> {
+    let mut parts = payload.splitn(3, ' ');
+    let (tenant, queue) = (parts.next()?, parts.next()?);
+    Some((tenant, queue, parts.next().and_then(|n| n.parse().ok())))
+}
+
+async fn send_loop(pool: PgPool, mut rx: mpsc::UnboundedReceiver<Poke>) {
     while let Some(first) = rx.recv().await {
-        let mut keys = BTreeSet::from([first]);
-        while let Ok(key) = rx.try_recv() {
-            keys.insert(key);
+        let mut pokes = BTreeMap::new();
+        let mut next = Some(first);
+        while let Some((tenant, queue, jobs)) = next {
+            *pokes.entry((tenant, queue)).or_insert(0usize) += jobs;
+            next = rx.try_recv().ok();
         }
-        let payloads: Vec<String> = keys.into_iter().map(|(t, q)| format!("{t} {q}")).collect();
+        let payloads: Vec<String> = pokes
+            .into_iter()
+            .map(|((t, q), jobs)| payload(&t, &q, jobs))
+            .collect();
         // A lost hint costs one poll interval, nothing else: ignore errors.
         let _ = sqlx::query("SELECT pg_notify($1, p) FROM unnest($2::text[]) p")
             .bind(CHANNEL)
@@ -143,11 +165,11 @@ async fn listen_loop(pool: PgPool, hub: WakeupHub, mut alive: watch::Receiver<()
                 _ = alive.changed() => return,
             };
             match received {
-                Ok(Some(n)) => {
-                    if let Some((tenant, queue)) = n.payload().split_once(' ') {
-                        hub.notify(tenant, queue);
-                    }
-                }
+                Ok(Some(n)) => match parse(n.payload()) {
+                    Some((tenant, queue, Some(jobs))) => hub.notify(tenant, queue, jobs),
+                    Some((tenant, queue, None)) => hub.notify(tenant, queue, usize::MAX),
+                    None => {}
+                },
                 // The connection dropped; try_recv reconnects on the next
                 // call. Hints sent meanwhile are gone: wake everyone.
                 Ok(None) => hub.notify_all(),
@@ -155,5 +177,18 @@ async fn listen_loop(pool: PgPool, hub: WakeupHub, mut alive: watch::Receiver<()
             }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_carry_the_job_count() {
+        assert_eq!(parse(&payload("t", "q", 3)), Some(("t", "q", Some(3))));
+        // An older sender's payload has no count.
+        assert_eq!(parse("t q"), Some(("t", "q", None)));
+        assert_eq!(parse("garbage"), None);
     }
 }

@@ -420,7 +420,7 @@ impl PgStore {
     fn poke_created(&self, tenant: &str, enqueued: &Enqueued) {
         if enqueued.created {
             self.notifications
-                .poke(&self.pool, tenant, &enqueued.job.queue);
+                .poke(&self.pool, tenant, &enqueued.job.queue, 1);
         }
     }
 }

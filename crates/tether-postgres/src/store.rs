@@ -640,15 +640,8 @@ impl Store for PgStore {
             tx.commit().await.map_err(db_error)?;
             answers
         };
-        let mut queues: Vec<&str> = answers
-            .iter()
-            .filter(|a| a.created)
-            .map(|a| a.job.queue.as_str())
-            .collect();
-        queues.sort_unstable();
-        queues.dedup();
-        for queue in queues {
-            self.notifications.poke(&self.pool, tenant, queue);
+        for (queue, jobs) in tether_core::created_by_queue(&answers) {
+            self.notifications.poke(&self.pool, tenant, queue, jobs);
         }
         Ok(answers)
     }
@@ -814,7 +807,7 @@ impl Store for PgStore {
         let job = Self::fenced_job(row, id)?;
         if delay_ms == 0 && job.state == JobState::Queued {
             // Handed back (e.g. by a worker shutting down): others may take it now.
-            self.notifications.poke(&self.pool, tenant, &job.queue);
+            self.notifications.poke(&self.pool, tenant, &job.queue, 1);
         }
         Ok(job)
     }
@@ -854,7 +847,7 @@ impl Store for PgStore {
             })?;
         match prior_state_and_job(row, id)? {
             (Some(job), _) => {
-                self.notifications.poke(&self.pool, tenant, &job.queue);
+                self.notifications.poke(&self.pool, tenant, &job.queue, 1);
                 Ok(job)
             }
             (None, state) => Err(Error::InvalidState {
@@ -882,7 +875,8 @@ impl Store for PgStore {
                 }
             })?;
         if n > 0 {
-            self.notifications.poke(&self.pool, tenant, &filter.queue);
+            self.notifications
+                .poke(&self.pool, tenant, &filter.queue, n as usize);
         }
         Ok(n as u64)
     }

@@ -23,6 +23,7 @@
 //! - Storage failures other than unreachability are 500 `internal` with a
 //!   generic message (details go to the log only).
 
+mod connections;
 mod dashboard;
 mod dto;
 mod error;
@@ -45,6 +46,7 @@ use serde_json::json;
 use tether_core::Engine;
 use uuid::Uuid;
 
+pub use connections::{serve, ConnectionLimits};
 pub use error::{ApiError, ApiResult};
 pub use extract::{ApiJson, ApiQuery, Caller, OptionalJson};
 pub use metrics::{Metrics, GAUGE_CACHE};

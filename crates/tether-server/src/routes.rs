@@ -170,10 +170,12 @@ pub(crate) async fn claim(
         None
     };
     // Subscribe before the first claim so a hint sent between an empty claim
-    // and the wait is not missed.
-    let mut wakeup = waiting
-        .as_ref()
-        .map(|_| st.engine.subscribe(tenant, &req.queue));
+    // and the wait is not missed (a bad queue name is refused here, before
+    // anything is kept for it).
+    let mut wakeup = match waiting {
+        Some(_) => Some(st.engine.subscribe(tenant, &req.queue)?),
+        None => None,
+    };
     loop {
         let jobs = st.engine.claim(tenant, &req).await?;
         if !jobs.is_empty() {

@@ -178,6 +178,17 @@ const CLAIM: &str = concat!(
     job_cols!()
 );
 
+/// Whether a claim could find anything: a ready job in the queue (?1 tenant,
+/// ?2 queue). Read on a reader connection, without the write lock.
+const ANY_READY: &str = concat!(
+    "SELECT EXISTS (SELECT 1 FROM tether_jobs ",
+    "WHERE tenant = ?1 AND queue = ?2 AND state = 'queued' AND run_at <= ",
+    now_ms!(),
+    " AND (expires_at IS NULL OR expires_at > ",
+    now_ms!(),
+    "))"
+);
+
 /// `claimed` events of the jobs just claimed (?1: JSON array of ids).
 const CLAIMED_EVENTS: &str = events_of_ids!("started_at", "claimed", "worker_id", "NULL");
 
@@ -1033,9 +1044,7 @@ impl SqliteStore {
     /// Sends the wake-up hints of an enqueue that was just committed: one per
     /// job it created (an existing job that was returned wakes nobody).
     fn notify_created(&self, tenant: &str, answers: &[Enqueued]) {
-        for answer in answers.iter().filter(|a| a.created) {
-            self.wakeups.notify(tenant, &answer.job.queue);
-        }
+        self.wakeups.notify_created(tenant, answers);
     }
 
     /// Ends a transaction that changed nothing without the cost of a commit.
@@ -1087,6 +1096,20 @@ impl Store for SqliteStore {
     }
 
     async fn claim(&self, tenant: &str, req: &ClaimRequest) -> Result<Vec<ClaimedJob>> {
+        // Look before taking the single writer: an empty queue answers from
+        // a reader, so many idle claimers (long-polls woken by a hint another
+        // claimer already took) do not queue up every writer of the file.
+        // A job that becomes ready just after the look is found by the next
+        // claim: its enqueue sends a hint after its commit.
+        let any_ready: bool = sqlx::query_scalar(ANY_READY)
+            .bind(tenant)
+            .bind(&req.queue)
+            .fetch_one(&self.reader)
+            .await
+            .db()?;
+        if !any_ready {
+            return Ok(Vec::new());
+        }
         let mut tx = self.begin().await?;
         let claimed_rows = sqlx::query(CLAIM)
             .bind(tenant)
@@ -1381,7 +1404,7 @@ impl Store for SqliteStore {
         tx.commit().await.db()?;
         if delay_ms == 0 && job.state == JobState::Queued {
             // Handed back (e.g. by a worker shutting down): others may take it now.
-            self.wakeups.notify(tenant, &job.queue);
+            self.wakeups.notify(tenant, &job.queue, 1);
         }
         Ok(job)
     }
@@ -1456,7 +1479,7 @@ impl Store for SqliteStore {
         let job = rows::job(&row)?;
         record(&mut tx, &job, EventKind::Replayed, None, None).await?;
         tx.commit().await.db()?;
-        self.wakeups.notify(tenant, &job.queue);
+        self.wakeups.notify(tenant, &job.queue, 1);
         Ok(job)
     }
 
@@ -1473,7 +1496,7 @@ impl Store for SqliteStore {
             .db()?;
         let n = Self::finish_bulk(tx, &replayed, REPLAYED_EVENTS).await?;
         if n > 0 {
-            self.wakeups.notify(tenant, &filter.queue);
+            self.wakeups.notify(tenant, &filter.queue, n as usize);
         }
         Ok(n)
     }

@@ -80,6 +80,64 @@ async fn migrations_are_idempotent() {
     store.close().await;
 }
 
+/// An empty claim answers from a reader: it does not wait for the writer,
+/// so idle claimers never queue up behind (or in front of) real writes.
+#[tokio::test]
+async fn an_empty_claim_does_not_take_the_write_lock() {
+    let db = TempDb::new();
+    let store = SqliteStore::open(&db.0).await.unwrap();
+    // Another connection holds the file's write lock.
+    let mut other = sqlx::SqliteConnection::connect(&format!("sqlite://{}", db.0.display()))
+        .await
+        .unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    let claimed = tokio::time::timeout(
+        std::time::Duration::from_secs(2),
+        store.claim("t", &claim_req("q", 10)),
+    )
+    .await
+    .expect("an empty claim waited for the write lock")
+    .unwrap();
+    assert!(claimed.is_empty());
+    sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
+    store.close().await;
+}
+
+/// With many claimers waiting on one queue, a new job wakes one of them,
+/// not all: each woken claimer runs a claim.
+#[tokio::test]
+async fn a_new_job_wakes_one_waiting_claimer() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let db = TempDb::new();
+    let store = SqliteStore::open(&db.0).await.unwrap();
+    let woken = Arc::new(AtomicUsize::new(0));
+    let mut waiters = Vec::new();
+    for _ in 0..200 {
+        let mut wakeup = store.subscribe("t", "q");
+        let woken = woken.clone();
+        waiters.push(tokio::spawn(async move {
+            wakeup.hinted().await;
+            woken.fetch_add(1, Ordering::SeqCst);
+        }));
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let job = [NewJob::new("q", "k", json!(null))];
+    store.enqueue("t", &enqueue_refs(&job)).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(woken.load(Ordering::SeqCst), 1);
+    let jobs: Vec<_> = (0..5).map(|_| NewJob::new("q", "k", json!(null))).collect();
+    store.enqueue("t", &enqueue_refs(&jobs)).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(woken.load(Ordering::SeqCst), 6);
+    for w in waiters {
+        w.abort();
+    }
+    store.close().await;
+}
+
 #[tokio::test]
 async fn concurrent_opens_apply_migrations_once() {
     let db = TempDb::new();

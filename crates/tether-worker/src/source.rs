@@ -135,7 +135,8 @@ impl Source for Engine {
     }
 
     fn subscribe(&self, tenant: &str, queue: &str) -> Wakeup {
-        Engine::subscribe(self, tenant, queue)
+        // A bad name gets no hints; the claim itself reports it.
+        Engine::subscribe(self, tenant, queue).unwrap_or_else(|_| Wakeup::never())
     }
 
     async fn acquire_lease(&self, name: &str, holder: &str, ttl_ms: i64) -> Result<Option<Lease>> {

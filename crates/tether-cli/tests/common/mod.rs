@@ -20,7 +20,24 @@ pub struct Server {
 impl Server {
     /// Starts `tether serve` on a free port and waits for its banner.
     pub fn start(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tether"));
+        Server::spawn(
+            Command::new(env!("CARGO_BIN_EXE_tether")),
+            data_dir,
+            extra,
+            env,
+        )
+    }
+
+    /// Like [`Server::start`], under a soft limit of `open_files` descriptors.
+    pub fn start_with_open_files(data_dir: &Path, extra: &[&str], open_files: u32) -> Server {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(format!("ulimit -n {open_files} && exec \"$0\" \"$@\""))
+            .arg(env!("CARGO_BIN_EXE_tether"));
+        Server::spawn(cmd, data_dir, extra, &[])
+    }
+
+    fn spawn(mut cmd: Command, data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
         cmd.arg("serve")
             .arg("--listen")
             .arg("127.0.0.1:0")

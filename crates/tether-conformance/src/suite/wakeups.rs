@@ -23,7 +23,7 @@ async fn expect_hint(w: &mut tether_core::Wakeup, what: &str) {
 /// zero snooze each wakes the subscriber; a hint sent before the wait
 /// starts is not lost.
 pub async fn enqueue_replay_and_hand_back_wake_subscribers(db: &TestDb) {
-    let mut w = db.engine.subscribe(T, Q);
+    let mut w = db.engine.subscribe(T, Q).expect("subscribe");
     // Drain a spurious start-up hint (e.g. a listener connecting).
     let _ = tokio::time::timeout(Duration::from_millis(300), w.hinted()).await;
 

@@ -257,7 +257,7 @@ impl Source for Probe {
     }
 
     fn subscribe(&self, tenant: &str, queue: &str) -> Wakeup {
-        self.engine.subscribe(tenant, queue)
+        Source::subscribe(&self.engine, tenant, queue)
     }
 
     async fn acquire_lease(&self, name: &str, holder: &str, ttl_ms: i64) -> Result<Option<Lease>> {
