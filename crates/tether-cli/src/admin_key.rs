@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use tether_core::{Engine, DEFAULT_TENANT};
 
+use crate::data_dir;
+
 /// Name of the key file inside the data directory.
 pub const ADMIN_KEY_FILE: &str = "admin.key";
 
@@ -81,24 +83,11 @@ pub async fn bootstrap(
 /// Writes the key readable by its owner only, replacing any older file
 /// in one step (a stale file from a wiped database must not linger).
 fn write_key_file(path: &Path, key: &str) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        data_dir::ensure_private_dir(dir)?;
     }
     let tmp = path.with_extension("key.tmp");
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let mut file = options.open(&tmp)?;
-    #[cfg(unix)]
-    {
-        // The mode above only applies to a new file.
-        use std::os::unix::fs::PermissionsExt;
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    }
+    let mut file = data_dir::create_private_file(&tmp)?;
     file.write_all(key.as_bytes())?;
     file.write_all(b"\n")?;
     file.sync_all()?;

@@ -10,6 +10,7 @@
 
 pub mod admin_key;
 pub mod cli;
+pub mod data_dir;
 pub mod duration;
 pub mod serve;
 pub mod store;

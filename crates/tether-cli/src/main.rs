@@ -133,12 +133,12 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
 
 async fn migrate(args: MigrateArgs) -> Result<(), String> {
     let database = Database::choose(args.database_url.as_deref(), &args.data_dir)?;
-    if let Database::Sqlite(path) = &database {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        }
-    }
+    tether_cli::data_dir::secure(&args.data_dir, &database).map_err(|e| {
+        format!(
+            "cannot make the data directory {} private: {e}",
+            args.data_dir.display()
+        )
+    })?;
     tether::Client::connect(&database.url())
         .await
         .map_err(|e| format!("cannot migrate {}: {e}", database.describe()))?;

@@ -1,6 +1,6 @@
-//! `tether serve`: opens the database (applying migrations), sets up the
-//! admin key, takes part in the maintenance leader election, and serves the
-//! HTTP API until told to stop.
+//! `tether serve`: makes the data directory private, opens the database
+//! (applying migrations), sets up the admin key, takes part in the
+//! maintenance leader election, and serves the HTTP API until told to stop.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -12,8 +12,8 @@ use tether_worker::{Maintenance, MaintenanceHandle, Source};
 use tracing::info;
 
 use crate::admin_key::{self, AdminKey, AdminKeyError};
-use crate::duration;
 use crate::store::Database;
+use crate::{data_dir, duration};
 
 /// Options of `tether serve`.
 #[derive(Debug, Clone, clap::Args)]
@@ -21,7 +21,8 @@ pub struct ServeArgs {
     /// Address to listen on (port 0 picks a free port).
     #[arg(long, env = "TETHER_LISTEN", default_value = "127.0.0.1:7070")]
     pub listen: SocketAddr,
-    /// Directory of the SQLite file and of `admin.key`.
+    /// Directory of the SQLite file and of `admin.key` (mode 0700; the
+    /// files in it 0600).
     #[arg(long, env = "TETHER_DATA_DIR", default_value = "./tether-data")]
     pub data_dir: PathBuf,
     /// `postgres://…` to use PostgreSQL instead of the SQLite file.
@@ -60,6 +61,14 @@ pub enum ServeError {
     /// Bad options.
     #[error("{0}")]
     Config(String),
+    /// The data directory or a file in it could not be made private.
+    #[error("cannot make the data directory {dir} private: {source}")]
+    DataDir {
+        /// The data directory.
+        dir: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
     /// The database could not be opened or migrated.
     #[error("cannot open the database {database}: {source}")]
     Database {
@@ -92,10 +101,10 @@ pub struct Running {
     server: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
-/// Opens the database, sets up the admin key (`env_admin_key` is the value
-/// of `TETHER_ADMIN_KEY`), binds the address and starts serving and
-/// maintaining; `/metrics` serves `metrics`. Returns once the server accepts
-/// connections.
+/// Makes the data directory private, opens the database, sets up the admin
+/// key (`env_admin_key` is the value of `TETHER_ADMIN_KEY`), binds the
+/// address and starts serving and maintaining; `/metrics` serves `metrics`.
+/// Returns once the server accepts connections.
 pub async fn start(
     args: &ServeArgs,
     env_admin_key: Option<&str>,
@@ -103,11 +112,13 @@ pub async fn start(
 ) -> Result<Running, ServeError> {
     let database = Database::choose(args.database_url.as_deref(), &args.data_dir)
         .map_err(ServeError::Config)?;
-    if let Database::Sqlite(path) = &database {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| ServeError::Config(format!("cannot create {}: {e}", dir.display())))?;
-        }
+    let tightened =
+        data_dir::secure(&args.data_dir, &database).map_err(|source| ServeError::DataDir {
+            dir: args.data_dir.clone(),
+            source,
+        })?;
+    if !tightened.is_empty() {
+        info!(paths = ?tightened, "took group and other permissions away (the data is private)");
     }
     let client = tether::Client::connect(&database.url())
         .await

@@ -1,6 +1,7 @@
 //! `tether serve` as a real process: first-start admin key, TETHER_ADMIN_KEY,
-//! metrics, graceful shutdown with a waiting claim, and maintenance failover
-//! between replicas on one PostgreSQL database.
+//! metrics, graceful shutdown with a waiting claim, maintenance failover
+//! between replicas on one PostgreSQL database, and a private data
+//! directory.
 
 mod common;
 
@@ -316,4 +317,58 @@ async fn replicas_on_postgres_elect_one_maintainer_and_fail_over() {
     for d in dirs {
         let _ = std::fs::remove_dir_all(d);
     }
+}
+
+/// The data directory is 0700 and the files in it 0600 from the first
+/// start, whatever the umask; a directory and files made wider (by hand, or
+/// by an older tether) are tightened at the next start.
+#[cfg(unix)]
+#[tokio::test]
+async fn the_data_directory_and_its_files_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp_dir("private");
+    let set = |path: &std::path::Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    set(&dir, 0o755);
+    let files = [
+        "tether.db",
+        "tether.db-wal",
+        "tether.db-shm",
+        "admin.key",
+    ];
+    let check = |when: &str| {
+        let mode = |name: &str| {
+            std::fs::metadata(dir.join(name))
+                .unwrap_or_else(|e| panic!("{when}: {name}: {e}"))
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        assert_eq!(mode(""), 0o700, "{when}: the data directory");
+        for name in files {
+            assert_eq!(mode(name), 0o600, "{when}: {name}");
+        }
+    };
+    for round in ["first start", "after loosening"] {
+        let mut s = Server::start(&dir, &[], &[]);
+        let key = tether_cli::admin_key::read_key_file(&dir).unwrap();
+        let (status, _) = call(
+            reqwest::Method::POST,
+            &s.url("/v1/jobs"),
+            &key,
+            Some(json!({"queue": "q", "kind": "k"})),
+        )
+        .await;
+        assert_eq!(status, 201);
+        check(round);
+        // Killed, so the -wal and -shm files stay; then loosened.
+        s.signal("KILL");
+        s.wait_exit(Duration::from_secs(5));
+        set(&dir, 0o755);
+        for name in files {
+            set(&dir.join(name), 0o644);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -80,6 +80,24 @@ async fn migrations_are_idempotent() {
     store.close().await;
 }
 
+/// A new file, and the `-wal` and `-shm` files SQLite makes beside it, are
+/// readable by their owner only, whatever the umask lets through.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_new_file_and_its_wal_and_shm_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let db = TempDb::new();
+    let store = SqliteStore::open(&db.0).await.unwrap();
+    store.ensure_tenant("t").await.unwrap();
+    for suffix in ["", "-wal", "-shm"] {
+        let mut path = db.0.clone().into_os_string();
+        path.push(suffix);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{path:?}");
+    }
+    store.close().await;
+}
+
 #[tokio::test]
 async fn concurrent_opens_apply_migrations_once() {
     let db = TempDb::new();
