@@ -1,4 +1,5 @@
-//! The operator's admin key at start-up: `TETHER_ADMIN_KEY` when set, else
+//! The operator's admin key at start-up: `TETHER_ADMIN_KEY` when set (a
+//! new value revokes the operator key stored from the previous one), else
 //! one generated at the first start, shown once and saved to
 //! `<data-dir>/admin.key` (mode 0600) where the CLI finds it.
 
@@ -6,6 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use tether_core::{Engine, DEFAULT_TENANT};
+use uuid::Uuid;
 
 use crate::data_dir;
 
@@ -17,8 +19,12 @@ pub const ADMIN_KEY_FILE: &str = "admin.key";
 pub enum AdminKey {
     /// `TETHER_ADMIN_KEY` is an admin key (stored now or earlier).
     FromEnv {
-        /// It was revoked through the API; it authenticates nothing.
+        /// It was revoked (through the API, or by a later
+        /// `TETHER_ADMIN_KEY`); it authenticates nothing.
         revoked: bool,
+        /// The operator keys of earlier `TETHER_ADMIN_KEY` values that were
+        /// revoked now, because this one replaced them.
+        rotated: Vec<Uuid>,
     },
     /// First start: a new key, to show once; it was saved to `path`.
     Generated {
@@ -57,9 +63,10 @@ pub async fn bootstrap(
     data_dir: &Path,
 ) -> Result<AdminKey, AdminKeyError> {
     if let Some(key) = env_key {
-        let info = engine.ensure_operator_admin_key(key).await?;
+        let setup = engine.ensure_operator_admin_key(key).await?;
         return Ok(AdminKey::FromEnv {
-            revoked: info.is_revoked(),
+            revoked: setup.key.is_revoked(),
+            rotated: setup.revoked,
         });
     }
     let tenant = engine.ensure_tenant(DEFAULT_TENANT).await?;

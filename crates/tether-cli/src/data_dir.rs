@@ -1,8 +1,9 @@
 //! The data directory is private: the SQLite file holds every job's payload,
-//! and beside it lies `admin.key`. The directory is made
+//! and beside it lie `admin.key` and `server.secret`. The directory is made
 //! (or tightened to) mode 0700, the files in it 0600, whatever the umask.
 //! On other platforms than Unix this module changes nothing.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::admin_key::ADMIN_KEY_FILE;
@@ -118,6 +119,32 @@ pub fn create_private_file(path: &Path) -> std::io::Result<std::fs::File> {
     Ok(file)
 }
 
+/// Writes `text` to a private temporary file beside `path` and syncs it;
+/// returns the temporary file's path, for the caller to move into place.
+pub fn write_private_temp(path: &Path, text: &str) -> std::io::Result<PathBuf> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(
+        ".{name}.{}.{}.tmp",
+        std::process::id(),
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    ));
+    let write = || {
+        let mut file = create_private_file(&tmp)?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()
+    };
+    match write() {
+        Ok(()) => Ok(tmp),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
 #[cfg(all(test, unix))]
 mod tests {
     use std::os::unix::fs::PermissionsExt;
@@ -154,6 +181,9 @@ mod tests {
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
         drop(create_private_file(&file).unwrap());
         assert_eq!(mode(&file), 0o600);
+        let tmp = write_private_temp(&file, "secret").unwrap();
+        assert_eq!(mode(&tmp), 0o600);
+        assert_eq!(std::fs::read_to_string(&tmp).unwrap(), "secret");
         std::fs::remove_dir_all(&base).unwrap();
     }
 }

@@ -13,4 +13,5 @@ pub mod cli;
 pub mod data_dir;
 pub mod duration;
 pub mod serve;
+pub mod server_secret;
 pub mod store;

@@ -46,6 +46,8 @@ mod rows;
 mod store;
 #[cfg(feature = "testing")]
 mod testing;
+#[cfg(feature = "testing")]
+pub use testing::migrate_up_to;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -73,10 +73,11 @@ async fn migrations_are_idempotent() {
         vec![
             (1, "core".to_owned()),
             (2, "tenants_keys".to_owned()),
-            (3, "schedules".to_owned())
+            (3, "schedules".to_owned()),
+            (4, "key_hardening".to_owned())
         ]
     );
-    assert_eq!(SqliteStore::schema_version(), 3);
+    assert_eq!(SqliteStore::schema_version(), 4);
     store.close().await;
 }
 
@@ -113,7 +114,7 @@ async fn concurrent_opens_apply_migrations_once() {
         .fetch_one(&stores[0].reader)
         .await
         .unwrap();
-    assert_eq!(n, 3);
+    assert_eq!(n, 4);
     for store in &stores {
         store.close().await;
     }
