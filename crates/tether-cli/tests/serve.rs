@@ -393,9 +393,23 @@ async fn a_new_tether_admin_key_revokes_the_old_one() {
         call(reqwest::Method::GET, &tenants(&s), old, None).await.0,
         401
     );
-    assert_eq!(
-        call(reqwest::Method::GET, &tenants(&s), new, None).await.0,
-        200
+    let (status, body) = call(reqwest::Method::GET, &tenants(&s), new, None).await;
+    assert_eq!(status, 200);
+    // The listing shows both operator keys, the old one revoked.
+    let default_id = body["tenants"][0]["id"].as_str().unwrap().to_owned();
+    let keys_url = s.url(&format!("/v1/tenants/{default_id}/keys"));
+    let (status, body) = call(reqwest::Method::GET, &keys_url, new, None).await;
+    assert_eq!(status, 200, "{body}");
+    let keys = body["keys"].as_array().unwrap();
+    assert_eq!(keys.len(), 2, "{body}");
+    assert!(keys
+        .iter()
+        .all(|k| k["name"] == "TETHER_ADMIN_KEY" && k["admin"] == true));
+    assert!(keys[0]["revoked_at"].is_string() && keys[1]["revoked_at"].is_null());
+    assert!(
+        s.banner.contains(keys[0]["id"].as_str().unwrap()),
+        "{}",
+        s.banner
     );
     s.signal("TERM");
     assert!(s.wait_exit(Duration::from_secs(10)).success());
