@@ -76,51 +76,55 @@ pub fn load(
         return Ok((secret, SecretSource::Env));
     }
     let path = data_dir.join(SERVER_SECRET_FILE);
-    let io = |source| ServerSecretError::Io {
-        path: path.clone(),
-        source,
-    };
-    let secret = match read(&path).map_err(io)? {
+    let secret = match read(&path)? {
         Some(secret) => secret,
-        None => {
-            data_dir::ensure_private_dir(data_dir).map_err(io)?;
-            create(&path).map_err(io)?
-        }
+        None => create(data_dir, &path)?,
     };
-    let secret = secret.map_err(|why| ServerSecretError::Invalid {
-        source_name: SecretSource::File(path.clone()),
-        why,
-    })?;
     Ok((secret, SecretSource::File(path)))
 }
 
-/// The secret in the file at `path`; `None` when there is no file.
-fn read(path: &Path) -> std::io::Result<Option<Result<ServerSecret, String>>> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => {
-            data_dir::tighten_file(path)?;
-            Ok(Some(ServerSecret::from_hex(&text)))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
+fn io_error(path: &Path, source: std::io::Error) -> ServerSecretError {
+    ServerSecretError::Io {
+        path: path.to_owned(),
+        source,
     }
 }
 
-/// Makes a new secret file at `path`, unless another process made one at
-/// the same moment: then that one is read and used, so processes starting
-/// together on one data directory agree. The file appears whole or not at
-/// all (written aside, then linked into place, which never replaces).
-fn create(path: &Path) -> std::io::Result<Result<ServerSecret, String>> {
+/// The secret in the file at `path` (tightened to 0600 if it was wider);
+/// `None` when there is no file.
+fn read(path: &Path) -> Result<Option<ServerSecret>, ServerSecretError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_error(path, e)),
+    };
+    data_dir::tighten_file(path).map_err(|e| io_error(path, e))?;
+    ServerSecret::from_hex(&text)
+        .map(Some)
+        .map_err(|why| ServerSecretError::Invalid {
+            source_name: SecretSource::File(path.to_owned()),
+            why,
+        })
+}
+
+/// Makes a new secret file at `path` (and a private `data_dir` for it),
+/// unless another process made one at the same moment: then that one is
+/// read and used, so processes starting together on one data directory
+/// agree. The file appears whole or not at all (written aside, then linked
+/// into place, which never replaces a file).
+fn create(data_dir: &Path, path: &Path) -> Result<ServerSecret, ServerSecretError> {
+    data_dir::ensure_private_dir(data_dir).map_err(|e| io_error(path, e))?;
     let secret = ServerSecret::generate();
-    let tmp = data_dir::write_private_temp(path, &format!("{}\n", secret.to_hex()))?;
+    let tmp = data_dir::write_private_temp(path, &format!("{}\n", secret.to_hex()))
+        .map_err(|e| io_error(path, e))?;
     let linked = std::fs::hard_link(&tmp, path);
     let _ = std::fs::remove_file(&tmp);
     match linked {
-        Ok(()) => Ok(Ok(secret)),
+        Ok(()) => Ok(secret),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            Ok(read(path)?.unwrap_or_else(|| Err("the file vanished".to_owned())))
+            read(path)?.ok_or_else(|| io_error(path, std::io::ErrorKind::NotFound.into()))
         }
-        Err(e) => Err(e),
+        Err(e) => Err(io_error(path, e)),
     }
 }
 
