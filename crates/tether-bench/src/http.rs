@@ -109,9 +109,9 @@ pub fn serve_child(database_url: &str) {
             }
         }
         args.data_dir = std::env::temp_dir().join(format!("tether-bench-{}", std::process::id()));
-        let key = std::env::var("TETHER_ADMIN_KEY").ok();
+        let secrets = tether_cli::serve::Secrets::from_env();
         let running =
-            tether_cli::serve::start(&args, key.as_deref(), tether_server::Metrics::gauges_only())
+            tether_cli::serve::start(&args, &secrets, tether_server::Metrics::gauges_only())
                 .await
                 .unwrap_or_else(|e| panic!("tether serve: {e}"));
         print!("{}", running.banner());

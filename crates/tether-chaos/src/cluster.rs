@@ -50,6 +50,9 @@ pub struct Cluster {
     pub database_url: String,
     /// The admin key the replicas are started with (and everyone uses).
     pub key: String,
+    /// The server secret every replica is started with: replicas that each
+    /// made their own (in their own data directories) would be refused.
+    pub server_secret: String,
     /// The run's seed.
     pub seed: u64,
     /// Replicas.
@@ -126,6 +129,7 @@ impl Cluster {
         Ok(Cluster {
             database_url,
             key,
+            server_secret: tether_core::ServerSecret::generate().to_hex(),
             seed,
             servers,
             workers,
@@ -147,7 +151,11 @@ impl Cluster {
             self.database_url.clone(),
             self.servers[i].port.to_string(),
         ];
-        let mut proc = Proc::spawn(&args, &[("TETHER_ADMIN_KEY", &self.key)], move |line| {
+        let env = [
+            ("TETHER_ADMIN_KEY", self.key.as_str()),
+            ("TETHER_SERVER_SECRET", self.server_secret.as_str()),
+        ];
+        let mut proc = Proc::spawn(&args, &env, move |line| {
             if line.starts_with(LISTENING) {
                 let _ = tx.send(());
             }

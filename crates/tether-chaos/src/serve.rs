@@ -7,7 +7,7 @@ use std::io::BufRead;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use tether_cli::serve::{start, ServeArgs};
+use tether_cli::serve::{start, Secrets, ServeArgs};
 
 /// The line a replica prints once it accepts connections.
 pub const LISTENING: &str = "LISTENING";
@@ -63,16 +63,15 @@ pub fn run(database_url: &str, port: u16) -> ExitCode {
         args.data_dir =
             std::env::temp_dir().join(format!("tether-chaos-serve-{}", std::process::id()));
         args.maintenance_tick = Duration::from_millis(250);
-        let key = std::env::var("TETHER_ADMIN_KEY").ok();
-        let running =
-            match start(&args, key.as_deref(), tether_server::Metrics::gauges_only()).await {
-                Ok(r) => r,
-                Err(e) => {
-                    // Expected while PostgreSQL restarts: the parent tries again.
-                    eprintln!("chaos serve on port {port}: {e}");
-                    return ExitCode::FAILURE;
-                }
-            };
+        let secrets = Secrets::from_env();
+        let running = match start(&args, &secrets, tether_server::Metrics::gauges_only()).await {
+            Ok(r) => r,
+            Err(e) => {
+                // Expected while PostgreSQL restarts: the parent tries again.
+                eprintln!("chaos serve on port {port}: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
         println!("{LISTENING} {}", running.local_addr());
         until_stopped().await;
         let ok = running.stop().await.is_ok();

@@ -1,4 +1,5 @@
-//! The operator's admin key at start-up: `TETHER_ADMIN_KEY` when set, else
+//! The operator's admin key at start-up: `TETHER_ADMIN_KEY` when set (a
+//! new value revokes the operator key stored from the previous one), else
 //! one generated at the first start, shown once and saved to
 //! `<data-dir>/admin.key` (mode 0600) where the CLI finds it.
 
@@ -6,6 +7,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use tether_core::{Engine, DEFAULT_TENANT};
+use uuid::Uuid;
+
+use crate::data_dir;
 
 /// Name of the key file inside the data directory.
 pub const ADMIN_KEY_FILE: &str = "admin.key";
@@ -15,8 +19,12 @@ pub const ADMIN_KEY_FILE: &str = "admin.key";
 pub enum AdminKey {
     /// `TETHER_ADMIN_KEY` is an admin key (stored now or earlier).
     FromEnv {
-        /// It was revoked through the API; it authenticates nothing.
+        /// It was revoked (through the API, or by a later
+        /// `TETHER_ADMIN_KEY`); it authenticates nothing.
         revoked: bool,
+        /// The operator keys of earlier `TETHER_ADMIN_KEY` values that were
+        /// revoked now, because this one replaced them.
+        rotated: Vec<Uuid>,
     },
     /// First start: a new key, to show once; it was saved to `path`.
     Generated {
@@ -55,9 +63,10 @@ pub async fn bootstrap(
     data_dir: &Path,
 ) -> Result<AdminKey, AdminKeyError> {
     if let Some(key) = env_key {
-        let info = engine.ensure_operator_admin_key(key).await?;
+        let setup = engine.ensure_operator_admin_key(key).await?;
         return Ok(AdminKey::FromEnv {
-            revoked: info.is_revoked(),
+            revoked: setup.key.is_revoked(),
+            rotated: setup.revoked,
         });
     }
     let tenant = engine.ensure_tenant(DEFAULT_TENANT).await?;
@@ -81,24 +90,11 @@ pub async fn bootstrap(
 /// Writes the key readable by its owner only, replacing any older file
 /// in one step (a stale file from a wiped database must not linger).
 fn write_key_file(path: &Path, key: &str) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        data_dir::ensure_private_dir(dir)?;
     }
     let tmp = path.with_extension("key.tmp");
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let mut file = options.open(&tmp)?;
-    #[cfg(unix)]
-    {
-        // The mode above only applies to a new file.
-        use std::os::unix::fs::PermissionsExt;
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    }
+    let mut file = data_dir::create_private_file(&tmp)?;
     file.write_all(key.as_bytes())?;
     file.write_all(b"\n")?;
     file.sync_all()?;

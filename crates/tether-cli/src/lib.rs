@@ -10,6 +10,8 @@
 
 pub mod admin_key;
 pub mod cli;
+pub mod data_dir;
 pub mod duration;
 pub mod serve;
+pub mod server_secret;
 pub mod store;

@@ -4,8 +4,27 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use tether_cli::cli::ClientCommand;
-use tether_cli::serve::{self, ServeArgs};
+use tether_cli::serve::{self, Secrets, ServeArgs};
 use tether_cli::store::Database;
+
+/// The environment of `tether serve`, shown by `tether serve --help`.
+const SERVE_ENV_HELP: &str = "\
+Environment (read from the environment only, never from the command line):
+  TETHER_ADMIN_KEY      The operator's admin key (16-256 printable ASCII
+                        characters, not starting with tth_). Without it, the
+                        first start issues one and saves it to
+                        <data-dir>/admin.key. Starting with a new value
+                        revokes the operator key stored from the previous one.
+  TETHER_SERVER_SECRET  The server secret: 64 hex digits (e.g. the output of
+                        `openssl rand -hex 32`). The operator key is stored as
+                        an HMAC under it, so a copy of the database alone does
+                        not let it be guessed. Without it, the secret is
+                        <data-dir>/server.secret, made at the first start (mode
+                        0600). Every process serving one database needs the
+                        same secret: set it on PostgreSQL replicas on several
+                        machines. A process with another secret than the one
+                        the database was first served with refuses to start.
+  TETHER_LOG            Log filter (default info), e.g. warn,tether_worker=debug.";
 
 /// tether: durable background jobs whose system of record is the database.
 #[derive(Debug, Parser)]
@@ -20,6 +39,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the HTTP service (SQLite under --data-dir unless --database-url).
+    #[command(after_help = SERVE_ENV_HELP)]
     Serve(ServeArgs),
     /// Apply the database migrations and exit.
     Migrate(MigrateArgs),
@@ -97,7 +117,7 @@ fn init_logging() {
 }
 
 async fn run_serve(args: ServeArgs) -> Result<(), String> {
-    let env_key = std::env::var("TETHER_ADMIN_KEY").ok();
+    let secrets = Secrets::from_env();
     let mut signals =
         Signals::install().map_err(|e| format!("cannot install signal handlers: {e}"))?;
     let recorder = metrics_exporter_prometheus::PrometheusBuilder::new()
@@ -112,7 +132,7 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
         }
     });
     let metrics = tether_server::Metrics::with_recorder(recorder);
-    let running = serve::start(&args, env_key.as_deref(), metrics)
+    let running = serve::start(&args, &secrets, metrics)
         .await
         .map_err(|e| e.to_string())?;
     print!("{}", running.banner());
@@ -133,12 +153,12 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
 
 async fn migrate(args: MigrateArgs) -> Result<(), String> {
     let database = Database::choose(args.database_url.as_deref(), &args.data_dir)?;
-    if let Database::Sqlite(path) = &database {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        }
-    }
+    tether_cli::data_dir::secure(&args.data_dir, &database).map_err(|e| {
+        format!(
+            "cannot make the data directory {} private: {e}",
+            args.data_dir.display()
+        )
+    })?;
     tether::Client::connect(&database.url())
         .await
         .map_err(|e| format!("cannot migrate {}: {e}", database.describe()))?;

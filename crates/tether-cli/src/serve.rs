@@ -1,6 +1,7 @@
-//! `tether serve`: opens the database (applying migrations), sets up the
-//! admin key, takes part in the maintenance leader election, and serves the
-//! HTTP API until told to stop.
+//! `tether serve`: makes the data directory private, opens the database
+//! (applying migrations), checks the server secret, sets up the admin key,
+//! takes part in the maintenance leader election, and serves the HTTP API
+//! until told to stop.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -12,8 +13,9 @@ use tether_worker::{Maintenance, MaintenanceHandle, Source};
 use tracing::info;
 
 use crate::admin_key::{self, AdminKey, AdminKeyError};
-use crate::duration;
+use crate::server_secret::{self, SecretSource, ServerSecretError};
 use crate::store::Database;
+use crate::{data_dir, duration};
 
 /// Options of `tether serve`.
 #[derive(Debug, Clone, clap::Args)]
@@ -21,7 +23,8 @@ pub struct ServeArgs {
     /// Address to listen on (port 0 picks a free port).
     #[arg(long, env = "TETHER_LISTEN", default_value = "127.0.0.1:7070")]
     pub listen: SocketAddr,
-    /// Directory of the SQLite file and of `admin.key`.
+    /// Directory of the SQLite file, `admin.key` and `server.secret` (mode
+    /// 0700; the files in it 0600).
     #[arg(long, env = "TETHER_DATA_DIR", default_value = "./tether-data")]
     pub data_dir: PathBuf,
     /// `postgres://…` to use PostgreSQL instead of the SQLite file.
@@ -67,12 +70,67 @@ impl ServeArgs {
     }
 }
 
+/// What `tether serve` reads from the environment only, never from the
+/// command line (where other users could see it in the process list). Its
+/// `Debug` output shows neither value.
+#[derive(Clone, Default)]
+pub struct Secrets {
+    /// `TETHER_ADMIN_KEY`: the operator's admin key.
+    pub admin_key: Option<String>,
+    /// `TETHER_SERVER_SECRET`: the server secret, 64 hex digits.
+    pub server_secret: Option<String>,
+}
+
+impl Secrets {
+    /// `TETHER_ADMIN_KEY` and `TETHER_SERVER_SECRET`; empty ones are unset.
+    pub fn from_env() -> Secrets {
+        let var = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
+        Secrets {
+            admin_key: var("TETHER_ADMIN_KEY"),
+            server_secret: var("TETHER_SERVER_SECRET"),
+        }
+    }
+}
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Secrets")
+            .field("admin_key", &self.admin_key.as_ref().map(|_| "<redacted>"))
+            .field(
+                "server_secret",
+                &self.server_secret.as_ref().map(|_| "<redacted>"),
+            )
+            .finish()
+    }
+}
+
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     /// Bad options.
     #[error("{0}")]
     Config(String),
+    /// The data directory or a file in it could not be made private.
+    #[error("cannot make the data directory {dir} private: {source}")]
+    DataDir {
+        /// The data directory.
+        dir: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The server secret could not be had.
+    #[error("{0}")]
+    ServerSecret(#[from] ServerSecretError),
+    /// The server secret is not the one the database was first served with.
+    #[error(
+        "the server secret ({source_name}) is not the one this database was first served with; \
+         every process serving one database needs the same secret (give each the same \
+         TETHER_SERVER_SECRET, or the same server.secret file)"
+    )]
+    SecretMismatch {
+        /// Where this process's secret came from.
+        source_name: SecretSource,
+    },
     /// The database could not be opened or migrated.
     #[error("cannot open the database {database}: {source}")]
     Database {
@@ -105,36 +163,49 @@ pub struct Running {
     server: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
-/// Opens the database, sets up the admin key (`env_admin_key` is the value
-/// of `TETHER_ADMIN_KEY`), binds the address and starts serving and
+/// Makes the data directory private, opens the database, checks the server
+/// secret, sets up the admin key, binds the address and starts serving and
 /// maintaining; `/metrics` serves `metrics`. Returns once the server accepts
 /// connections.
 pub async fn start(
     args: &ServeArgs,
-    env_admin_key: Option<&str>,
+    secrets: &Secrets,
     metrics: Metrics,
 ) -> Result<Running, ServeError> {
     let database = Database::choose(args.database_url.as_deref(), &args.data_dir)
         .map_err(ServeError::Config)?;
-    if let Database::Sqlite(path) = &database {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| ServeError::Config(format!("cannot create {}: {e}", dir.display())))?;
-        }
+    let tightened =
+        data_dir::secure(&args.data_dir, &database).map_err(|source| ServeError::DataDir {
+            dir: args.data_dir.clone(),
+            source,
+        })?;
+    if !tightened.is_empty() {
+        info!(paths = ?tightened, "took group and other permissions away (the data is private)");
     }
+    let (secret, secret_source) =
+        server_secret::load(secrets.server_secret.as_deref(), &args.data_dir)?;
     let client = tether::Client::connect(&database.url())
         .await
         .map_err(|source| ServeError::Database {
             database: database.describe(),
             source,
         })?;
-    let engine = client.engine().clone();
-    let admin_key = admin_key::bootstrap(
-        &engine,
-        env_admin_key.filter(|k| !k.is_empty()),
-        &args.data_dir,
-    )
-    .await?;
+    let engine = client.engine().clone().with_server_secret(secret);
+    let same_secret =
+        engine
+            .check_server_secret()
+            .await
+            .map_err(|source| ServeError::Database {
+                database: database.describe(),
+                source,
+            })?;
+    if !same_secret {
+        return Err(ServeError::SecretMismatch {
+            source_name: secret_source,
+        });
+    }
+    let admin_key =
+        admin_key::bootstrap(&engine, secrets.admin_key.as_deref(), &args.data_dir).await?;
 
     let config = ServerConfig {
         max_body_bytes: args.max_body_bytes,
@@ -235,7 +306,8 @@ impl Running {
     }
 
     /// The lines printed at start: where it listens, which backend, and a
-    /// newly generated admin key (shown this once).
+    /// newly generated admin key (shown this once) or what became of
+    /// `TETHER_ADMIN_KEY` (the earlier operator keys it revoked).
     pub fn banner(&self) -> String {
         let mut out = format!(
             "tether serve: listening on http://{}\n  backend: {}\n",
@@ -247,10 +319,22 @@ impl Running {
                 "  admin key (shown once, saved to {}):\n    {key}\n",
                 path.display()
             )),
-            AdminKey::FromEnv { revoked: false } => {
-                out.push_str("  admin key: from TETHER_ADMIN_KEY\n")
+            AdminKey::FromEnv {
+                revoked: false,
+                rotated,
+            } if rotated.is_empty() => out.push_str("  admin key: from TETHER_ADMIN_KEY\n"),
+            AdminKey::FromEnv {
+                revoked: false,
+                rotated,
+            } => {
+                let ids: Vec<String> = rotated.iter().map(|id| id.to_string()).collect();
+                out.push_str(&format!(
+                    "  admin key: from TETHER_ADMIN_KEY (new: revoked the earlier one{}: {})\n",
+                    if ids.len() == 1 { "" } else { "s" },
+                    ids.join(", ")
+                ))
             }
-            AdminKey::FromEnv { revoked: true } => out
+            AdminKey::FromEnv { revoked: true, .. } => out
                 .push_str("  admin key: TETHER_ADMIN_KEY was revoked and authenticates nothing\n"),
             AdminKey::Existing { path: Some(path) } => {
                 out.push_str(&format!("  admin key: in {}\n", path.display()))

@@ -924,6 +924,58 @@ async fn tenants_and_keys_need_an_admin_key() {
     let (status, _) = call(Method::GET, &s.server().url("/v1/queues"), &ci_key, None).await;
     assert_eq!(status, 401, "a revoked key authenticates nothing");
 
+    // keys ls: one tenant (by name or id), or every tenant; never a secret.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let listed = loop {
+        let listed = s
+            .cli(&["keys", "ls", "--tenant", "acme", "--json"])
+            .ok()
+            .json();
+        // The first key's use is recorded in the background.
+        if !listed["keys"][0]["last_used_at"].is_null() {
+            break listed;
+        }
+        assert!(std::time::Instant::now() < deadline, "{listed}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let keys = listed["keys"].as_array().unwrap();
+    assert_eq!(keys.len(), 3, "{listed}");
+    assert!(keys.iter().all(|k| k["tenant"] == "acme"), "{listed}");
+    assert_eq!(
+        (&keys[1]["id"], &keys[1]["name"]),
+        (&json!(key_id), &json!("ci"))
+    );
+    assert!(keys[1]["revoked_at"].is_string(), "{listed}");
+    assert!(keys[2]["last_used_at"].is_null(), "{listed}");
+    let by_id = s
+        .cli(&["keys", "ls", "--tenant", &tenant_id, "--json"])
+        .ok()
+        .json();
+    assert_eq!(by_id, listed);
+    let table = s.cli(&["keys", "ls"]).ok().stdout;
+    for text in [
+        "TENANT",
+        "LAST USED",
+        "default",
+        "acme",
+        &key_id,
+        "ci",
+        "never",
+        "yes",
+    ] {
+        assert!(table.contains(text), "{text:?} missing:\n{table}");
+    }
+    for secret in [&acme_key, &ci_key] {
+        let tail = secret.rsplit('_').next().unwrap();
+        assert!(!table.contains(tail) && !listed.to_string().contains(tail));
+    }
+    let unknown = s.cli(&["keys", "ls", "--tenant", "nope"]).expect(1);
+    assert!(
+        unknown.stderr.starts_with("error: not_found: "),
+        "{}",
+        unknown.stderr
+    );
+
     // A tenant's own key has no admin scope.
     let denied = tether(
         &["tenants", "ls", "--url", &s.url, "--key", &acme_key],

@@ -31,6 +31,8 @@ async fn three_replicas_fire_a_per_second_schedule_exactly_once() {
     let url = db.postgres_url().unwrap();
     let pool = sqlx::PgPool::connect(&url).await.unwrap();
     let dirs: Vec<PathBuf> = (0..3).map(|i| temp_dir(&format!("cron{i}"))).collect();
+    // Replicas in their own data directories share one server secret.
+    let secret = "c7".repeat(32);
     let args = [
         "--database-url",
         url.as_str(),
@@ -39,7 +41,10 @@ async fn three_replicas_fire_a_per_second_schedule_exactly_once() {
     ];
     let mut servers: Vec<Server> = dirs
         .iter()
-        .map(|d| Server::start(d, &args, &[("TETHER_ADMIN_KEY", KEY)]))
+        .map(|d| {
+            let env = [("TETHER_ADMIN_KEY", KEY), ("TETHER_SERVER_SECRET", &secret)];
+            Server::start(d, &args, &env)
+        })
         .collect();
 
     let (status, created) = call(

@@ -1,6 +1,7 @@
-//! `tether serve` as a real process: first-start admin key, TETHER_ADMIN_KEY,
-//! metrics, graceful shutdown with a waiting claim, and maintenance failover
-//! between replicas on one PostgreSQL database.
+//! `tether serve` as a real process: first-start admin key, TETHER_ADMIN_KEY
+//! (rotation, upgrade from the old storage), the server secret, metrics,
+//! graceful shutdown with a waiting claim, maintenance failover between
+//! replicas on one PostgreSQL database, and a private data directory.
 
 mod common;
 
@@ -224,6 +225,9 @@ async fn replicas_on_postgres_elect_one_maintainer_and_fail_over() {
     let pool = sqlx::PgPool::connect(&url).await.unwrap();
     let key = "replica-admin-key-0123456789";
     let dirs: Vec<PathBuf> = (0..3).map(|i| temp_dir(&format!("replica{i}"))).collect();
+    // Replicas in their own data directories share one server secret.
+    let secret = "5e".repeat(32);
+    let env = [("TETHER_ADMIN_KEY", key), ("TETHER_SERVER_SECRET", &secret)];
     // Tick 300 ms: the leader lease lasts 1 s (the minimum).
     let args = [
         "--database-url",
@@ -231,11 +235,29 @@ async fn replicas_on_postgres_elect_one_maintainer_and_fail_over() {
         "--maintenance-tick",
         "300ms",
     ];
-    let mut servers: Vec<Server> = dirs
-        .iter()
-        .map(|d| Server::start(d, &args, &[("TETHER_ADMIN_KEY", key)]))
-        .collect();
+    // Started all at once, as an orchestrator would.
+    let mut servers: Vec<Server> = std::thread::scope(|scope| {
+        let starting: Vec<_> = dirs
+            .iter()
+            .map(|d| scope.spawn(|| Server::start(d, &args, &env)))
+            .collect();
+        starting.into_iter().map(|s| s.join().unwrap()).collect()
+    });
     let pids: Vec<u32> = servers.iter().map(Server::pid).collect();
+
+    // Started at once with the same key, no replica revoked another's: it
+    // is one operator key, valid on every replica.
+    for server in &servers {
+        assert!(!server.banner.contains("revoked"), "{}", server.banner);
+        let (status, _) = call(reqwest::Method::GET, &server.url("/v1/tenants"), key, None).await;
+        assert_eq!(status, 200);
+    }
+    let operator_keys: Vec<(bool,)> =
+        sqlx::query_as("SELECT revoked_at IS NULL FROM tether.api_keys WHERE operator")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(operator_keys, vec![(true,)]);
     let leader = wait_for_holder(&pool, &pids, None, Duration::from_secs(10)).await;
 
     // For a while, exactly that replica keeps the lease (no flapping).
@@ -316,4 +338,277 @@ async fn replicas_on_postgres_elect_one_maintainer_and_fail_over() {
     for d in dirs {
         let _ = std::fs::remove_dir_all(d);
     }
+}
+
+/// `tether serve` with the given options in `dir`, expected to refuse to
+/// start: its exit code and stderr.
+fn refused_start(dir: &std::path::Path, extra: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tether"));
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir)
+        .args(extra)
+        .env_remove("TETHER_ADMIN_KEY")
+        .env_remove("TETHER_SERVER_SECRET")
+        .env_remove("TETHER_DATABASE_URL")
+        .env("TETHER_LOG", "off");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Starting with a new `TETHER_ADMIN_KEY` revokes the operator key of the
+/// old one, and the banner says so; the old value coming back stays revoked
+/// and leaves the new one alone. The key is stored as an HMAC under the
+/// secret in `server.secret`.
+#[tokio::test]
+async fn a_new_tether_admin_key_revokes_the_old_one() {
+    let dir = temp_dir("rotate");
+    let (old, new) = (
+        "the-first-operator-key-0123",
+        "the-second-operator-key-0123",
+    );
+    let tenants = |s: &Server| s.url("/v1/tenants");
+    let mut s = Server::start(&dir, &[], &[("TETHER_ADMIN_KEY", old)]);
+    assert!(!s.banner.contains("revoked"), "{}", s.banner);
+    assert_eq!(
+        call(reqwest::Method::GET, &tenants(&s), old, None).await.0,
+        200
+    );
+    s.signal("TERM");
+    assert!(s.wait_exit(Duration::from_secs(10)).success());
+
+    let mut s = Server::start(&dir, &[], &[("TETHER_ADMIN_KEY", new)]);
+    assert!(
+        s.banner
+            .contains("admin key: from TETHER_ADMIN_KEY (new: revoked the earlier one: "),
+        "{}",
+        s.banner
+    );
+    assert_eq!(
+        call(reqwest::Method::GET, &tenants(&s), old, None).await.0,
+        401
+    );
+    let (status, body) = call(reqwest::Method::GET, &tenants(&s), new, None).await;
+    assert_eq!(status, 200);
+    // The listing shows both operator keys, the old one revoked.
+    let default_id = body["tenants"][0]["id"].as_str().unwrap().to_owned();
+    let keys_url = s.url(&format!("/v1/tenants/{default_id}/keys"));
+    let (status, body) = call(reqwest::Method::GET, &keys_url, new, None).await;
+    assert_eq!(status, 200, "{body}");
+    let keys = body["keys"].as_array().unwrap();
+    assert_eq!(keys.len(), 2, "{body}");
+    assert!(keys
+        .iter()
+        .all(|k| k["name"] == "TETHER_ADMIN_KEY" && k["admin"] == true));
+    assert!(keys[0]["revoked_at"].is_string() && keys[1]["revoked_at"].is_null());
+    assert!(
+        s.banner.contains(keys[0]["id"].as_str().unwrap()),
+        "{}",
+        s.banner
+    );
+    s.signal("TERM");
+    assert!(s.wait_exit(Duration::from_secs(10)).success());
+
+    // What is stored: HMACs under the secret beside the data, never a hash
+    // of the key alone.
+    let secret = std::fs::read_to_string(dir.join("server.secret")).unwrap();
+    let secret = tether_core::ServerSecret::from_hex(&secret).unwrap();
+    let (id, expected) = tether_core::ApiKeySecret::operator(new, &secret).unwrap();
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", dir.join("tether.db").display()))
+        .await
+        .unwrap();
+    let (stored, revoked): (Vec<u8>, bool) = sqlx::query_as(
+        "SELECT hash, revoked_at IS NOT NULL FROM tether_api_keys WHERE id = ?1 AND operator = 1",
+    )
+    .bind(id.to_string())
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!((stored, revoked), (expected.hash().to_vec(), false));
+    pool.close().await;
+
+    // The old value again (say, a replica not yet updated): it stays
+    // revoked, and the new one keeps working.
+    let s = Server::start(&dir, &[], &[("TETHER_ADMIN_KEY", old)]);
+    assert!(
+        s.banner.contains("TETHER_ADMIN_KEY was revoked"),
+        "{}",
+        s.banner
+    );
+    assert_eq!(
+        call(reqwest::Method::GET, &tenants(&s), old, None).await.0,
+        401
+    );
+    assert_eq!(
+        call(reqwest::Method::GET, &tenants(&s), new, None).await.0,
+        200
+    );
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Replicas that each made their own server secret cannot serve one
+/// database: the second is refused at start, saying what to do; given the
+/// first one's secret through TETHER_SERVER_SECRET, it starts, and a bad
+/// TETHER_SERVER_SECRET is refused.
+#[tokio::test]
+async fn a_replica_with_another_server_secret_is_refused() {
+    let db = tether_conformance::postgres().await;
+    let url = db.postgres_url().unwrap();
+    let (a, b) = (temp_dir("secret-a"), temp_dir("secret-b"));
+    let key = "secret-admin-key-0123456789";
+    let args = ["--database-url", url.as_str()];
+    let first = Server::start(&a, &args, &[("TETHER_ADMIN_KEY", key)]);
+
+    let (code, err) = refused_start(&b, &args, &[("TETHER_ADMIN_KEY", key)]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("is not the one this database was first served with")
+            && err.contains("TETHER_SERVER_SECRET"),
+        "{err}"
+    );
+    let (status, _) = call(reqwest::Method::GET, &first.url("/v1/tenants"), key, None).await;
+    assert_eq!(status, 200, "the refused replica revoked nothing");
+
+    let (code, err) = refused_start(&b, &args, &[("TETHER_SERVER_SECRET", "0123")]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("TETHER_SERVER_SECRET is not a server secret"),
+        "{err}"
+    );
+
+    let secret = std::fs::read_to_string(a.join("server.secret")).unwrap();
+    let env = [
+        ("TETHER_ADMIN_KEY", key),
+        ("TETHER_SERVER_SECRET", secret.trim()),
+    ];
+    let second = Server::start(&b, &args, &env);
+    assert!(!second.banner.contains("revoked"), "{}", second.banner);
+    for s in [&first, &second] {
+        let (status, _) = call(reqwest::Method::GET, &s.url("/v1/tenants"), key, None).await;
+        assert_eq!(status, 200);
+    }
+    drop((first, second));
+    db.cleanup().await;
+    for d in [a, b] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
+/// The data directory is 0700 and the files in it 0600 from the first
+/// start, whatever the umask; a directory and files made wider (by hand, or
+/// by an older tether) are tightened at the next start.
+#[cfg(unix)]
+#[tokio::test]
+async fn the_data_directory_and_its_files_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp_dir("private");
+    let set = |path: &std::path::Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    set(&dir, 0o755);
+    let files = [
+        "tether.db",
+        "tether.db-wal",
+        "tether.db-shm",
+        "admin.key",
+        "server.secret",
+    ];
+    let check = |when: &str| {
+        let mode = |name: &str| {
+            std::fs::metadata(dir.join(name))
+                .unwrap_or_else(|e| panic!("{when}: {name}: {e}"))
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        assert_eq!(mode(""), 0o700, "{when}: the data directory");
+        for name in files {
+            assert_eq!(mode(name), 0o600, "{when}: {name}");
+        }
+    };
+    for round in ["first start", "after loosening"] {
+        let mut s = Server::start(&dir, &[], &[]);
+        let key = tether_cli::admin_key::read_key_file(&dir).unwrap();
+        let (status, _) = call(
+            reqwest::Method::POST,
+            &s.url("/v1/jobs"),
+            &key,
+            Some(json!({"queue": "q", "kind": "k"})),
+        )
+        .await;
+        assert_eq!(status, 201);
+        check(round);
+        // Killed, so the -wal and -shm files stay; then loosened.
+        s.signal("KILL");
+        s.wait_exit(Duration::from_secs(5));
+        set(&dir, 0o755);
+        for name in files {
+            set(&dir.join(name), 0o644);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A file left by an older tether (schema 3), whose operator key was stored
+/// the old way: after the upgrade, `tether serve` with the same
+/// TETHER_ADMIN_KEY stores it anew and it works; the old row is revoked.
+#[tokio::test]
+async fn an_operator_key_stored_the_old_way_keeps_working_after_the_upgrade() {
+    let key = "an-operator-key-from-schema-3";
+    let (default_id, legacy_id) = (uuid::Uuid::new_v4(), legacy_operator_id(key));
+    let seed = format!(
+        "INSERT INTO tether_tenants (id, name, created_at) VALUES ('{default_id}', 'default', 0);
+         INSERT INTO tether_api_keys (id, tenant_id, name, hash, admin, created_at)
+         VALUES ('{legacy_id}', '{default_id}', 'TETHER_ADMIN_KEY', X'{}', 1, 0);",
+        hex(&sha256(key.as_bytes()))
+    );
+    let db = tether_conformance::sqlite_upgraded_from(3, &seed).await;
+    let path = db.sqlite_path().unwrap();
+    let dir = temp_dir("upgrade");
+    let url = format!("sqlite://{}", path.display());
+    let s = Server::start(
+        &dir,
+        &["--database-url", &url],
+        &[("TETHER_ADMIN_KEY", key)],
+    );
+    assert!(
+        s.banner.contains("admin key: from TETHER_ADMIN_KEY"),
+        "{}",
+        s.banner
+    );
+    let (status, body) = call(reqwest::Method::GET, &s.url("/v1/tenants"), key, None).await;
+    assert_eq!(status, 200, "{body}");
+    let keys = db.engine.list_api_keys(default_id).await.unwrap();
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    for k in &keys {
+        assert_eq!(k.is_revoked(), k.id == legacy_id, "{k:?}");
+    }
+    drop(s);
+    db.cleanup().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The key id an older tether derived for an operator key: a plain SHA-256.
+fn legacy_operator_id(key: &str) -> uuid::Uuid {
+    let mut input = b"tether operator key id\0".to_vec();
+    input.extend_from_slice(key.as_bytes());
+    let digest = sha256(&input);
+    let mut id = [0u8; 16];
+    id.copy_from_slice(&digest[..16]);
+    uuid::Builder::from_custom_bytes(id).into_uuid()
+}
+
+fn sha256(bytes: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes).into()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -627,6 +627,14 @@ impl Client {
             .await
     }
 
+    /// `GET /v1/tenants/{tenant_id}/keys` (admin): the tenant's keys,
+    /// revoked ones included, oldest first.
+    pub async fn list_keys(&self, tenant_id: Uuid) -> Result<Vec<ApiKey>> {
+        let id = tenant_id.to_string();
+        let env: KeysEnvelope = self.get(&["v1", "tenants", &id, "keys"]).await?;
+        Ok(env.keys)
+    }
+
     /// `DELETE /v1/keys/{key_id}` (admin): revokes a key at once.
     pub async fn revoke_key(&self, key_id: Uuid) -> Result<()> {
         let id = key_id.to_string();

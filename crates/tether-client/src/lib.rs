@@ -65,7 +65,7 @@ pub use client::{Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT
 pub use error::{Error, ErrorCode, Result};
 pub use remote::{RemoteSource, DEFAULT_CLAIM_WAIT, MAX_CLAIM_WAIT};
 pub use wire::{
-    BulkReplay, ClaimOptions, ClaimedJob, CreatedKey, CreatedTenant, CronPreview, Enqueued,
+    ApiKey, BulkReplay, ClaimOptions, ClaimedJob, CreatedKey, CreatedTenant, CronPreview, Enqueued,
     HeartbeatAck, ItemResult, Job, JobEvent, JobPage, JobQuery, NewKey, Queue, Schedule,
     ScheduleRun, StateCounts, Tenant,
 };

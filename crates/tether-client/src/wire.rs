@@ -459,6 +459,24 @@ pub struct CreatedKey {
     pub api_key: String,
 }
 
+/// An API key as `GET /v1/tenants/{tenant_id}/keys` lists it: never its
+/// secret or hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiKey {
+    /// The key id (for `DELETE /v1/keys/{key_id}`).
+    pub id: Uuid,
+    /// Its label, if any; the operator's key is `TETHER_ADMIN_KEY`.
+    pub name: Option<String>,
+    /// Whether it has admin scope.
+    pub admin: bool,
+    /// When it was issued.
+    pub created_at: DateTime<Utc>,
+    /// When it last authenticated a request, to within a minute.
+    pub last_used_at: Option<DateTime<Utc>>,
+    /// When it was revoked.
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
 /// A schedule as the API shows it (`GET /v1/schedules/{id}` and every
 /// answer that carries one): a cron timetable that enqueues one job per
 /// fire instant. It has no tenant (the API key decides it).
@@ -714,6 +732,11 @@ pub(crate) struct QueuesEnvelope {
 #[derive(Deserialize)]
 pub(crate) struct TenantsEnvelope {
     pub(crate) tenants: Vec<Tenant>,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct KeysEnvelope {
+    pub(crate) keys: Vec<ApiKey>,
 }
 
 #[derive(Deserialize)]

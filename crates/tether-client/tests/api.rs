@@ -764,6 +764,17 @@ async fn tenants_and_keys(db: &TestDb) {
     let err = second.get_job(job.id).await.unwrap_err();
     assert!(err.is_unauthenticated(), "{err}");
     assert_eq!(err.status(), Some(401));
+    // Listed, oldest first, the revoked one with its instant.
+    let keys = c.list_keys(acme.tenant.id).await.unwrap();
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    assert_eq!(
+        (keys[1].id, keys[1].name.as_deref()),
+        (key.key_id, Some("ci"))
+    );
+    assert!(keys[1].revoked_at.is_some() && keys[0].revoked_at.is_none());
+    assert!(keys.iter().all(|k| !k.admin));
+    let err = c.list_keys(Uuid::new_v4()).await.unwrap_err();
+    assert!(err.is_not_found(), "{err}");
     // Unknown tenant: a not_found that is not a job's.
     let err = c
         .create_key(Uuid::new_v4(), &NewKey::default())
@@ -829,6 +840,12 @@ async fn typed_errors(db: &TestDb) {
     assert!(s
         .other
         .revoke_key(Uuid::new_v4())
+        .await
+        .unwrap_err()
+        .is_permission_denied());
+    assert!(s
+        .other
+        .list_keys(s.other_id)
         .await
         .unwrap_err()
         .is_permission_denied());

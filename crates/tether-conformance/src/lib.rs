@@ -114,6 +114,15 @@ impl TestDb {
         }
     }
 
+    /// The path of this test's SQLite file (`None` on PostgreSQL), for
+    /// tests that need another process on the same file.
+    pub fn sqlite_path(&self) -> Option<PathBuf> {
+        match &self.drop {
+            Drop::Postgres { .. } => None,
+            Drop::Sqlite { dir } => Some(dir.join(SQLITE_FILE)),
+        }
+    }
+
     /// Moves a running job's `lease_expires_at` into the past, as if its
     /// worker had stopped heartbeating long ago. Panics if the hook fails.
     pub async fn lapse_lease(&self, id: Uuid) {
@@ -218,6 +227,33 @@ async fn admin_connection(admin_url: &str) -> sqlx::PgConnection {
 /// (which applies the migrations). Panics loudly if PostgreSQL cannot be
 /// reached: this suite never skips.
 pub async fn postgres() -> TestDb {
+    let (admin_url, database) = create_postgres_database().await;
+    connect_postgres(admin_url, database).await
+}
+
+/// A fresh PostgreSQL database as an older tether left it, for upgrade
+/// tests: migrated up to schema `version` only, then `seed` (SQL written for
+/// that schema) run on it; then connected like [`postgres`], which applies
+/// the newer migrations.
+pub async fn postgres_upgraded_from(version: i64, seed: &str) -> TestDb {
+    let (admin_url, database) = create_postgres_database().await;
+    let url = with_database(&admin_url, &database);
+    let pool = match sqlx::PgPool::connect(&url).await {
+        Ok(pool) => pool,
+        Err(e) => panic!("cannot connect to {url}: {e}"),
+    };
+    if let Err(e) = tether_postgres::migrate_up_to(&pool, version).await {
+        panic!("cannot migrate {database} up to version {version}: {e}");
+    }
+    if let Err(e) = sqlx::raw_sql(seed).execute(&pool).await {
+        panic!("cannot seed {database}: {e}");
+    }
+    pool.close().await;
+    connect_postgres(admin_url, database).await
+}
+
+/// Creates an empty database; returns the admin URL and its name.
+async fn create_postgres_database() -> (String, String) {
     let admin_url =
         std::env::var("TETHER_TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.into());
     let database = unique_name(TEST_DB_PREFIX, '_');
@@ -227,6 +263,10 @@ pub async fn postgres() -> TestDb {
         panic!("cannot create test database {database} through {admin_url}: {e}");
     }
     let _ = admin.close().await;
+    (admin_url, database)
+}
+
+async fn connect_postgres(admin_url: String, database: String) -> TestDb {
     let url = with_database(&admin_url, &database);
     let store = match PgStore::connect(&url).await {
         Ok(store) => Arc::new(store),
@@ -245,11 +285,50 @@ pub async fn postgres() -> TestDb {
 /// A fresh SQLite file for one test:
 /// `<temp dir>/tether-test-<pid>-<counter>-<random>/db.sqlite`.
 pub async fn sqlite() -> TestDb {
+    let dir = create_sqlite_dir();
+    open_sqlite(dir).await
+}
+
+/// A fresh SQLite file as an older tether left it, for upgrade tests:
+/// migrated up to schema `version` only, then `seed` (SQL written for that
+/// schema) run on it; then opened like [`sqlite`], which applies the newer
+/// migrations.
+pub async fn sqlite_upgraded_from(version: i64, seed: &str) -> TestDb {
+    let dir = create_sqlite_dir();
+    let path = dir.join(SQLITE_FILE);
+    if let Err(e) = tether_sqlite::migrate_up_to(&path, version).await {
+        panic!(
+            "cannot migrate {} up to version {version}: {e}",
+            path.display()
+        );
+    }
+    let seeded = async {
+        let mut conn = sqlx::SqliteConnection::connect_with(
+            &sqlx::sqlite::SqliteConnectOptions::new().filename(&path),
+        )
+        .await?;
+        sqlx::raw_sql(seed).execute(&mut conn).await?;
+        conn.close().await
+    };
+    if let Err(e) = seeded.await {
+        panic!("cannot seed {}: {e}", path.display());
+    }
+    open_sqlite(dir).await
+}
+
+/// The file name of the database inside a SQLite test's folder.
+const SQLITE_FILE: &str = "db.sqlite";
+
+fn create_sqlite_dir() -> PathBuf {
     let dir = std::env::temp_dir().join(unique_name("tether-test-", '-'));
     if let Err(e) = std::fs::create_dir_all(&dir) {
         panic!("cannot create {}: {e}", dir.display());
     }
-    let path = dir.join("db.sqlite");
+    dir
+}
+
+async fn open_sqlite(dir: PathBuf) -> TestDb {
+    let path = dir.join(SQLITE_FILE);
     let store = match SqliteStore::open(&path).await {
         Ok(store) => Arc::new(store),
         Err(e) => panic!("SqliteStore::open({}) failed: {e}", path.display()),
@@ -390,6 +469,11 @@ macro_rules! behaviour_suite {
                 bad_key_requests_are_refused,
                 keys_are_listed_only_under_their_tenant,
                 revocation_takes_effect_at_once,
+                operator_key_is_keyed_by_the_server_secret,
+                rotating_the_operator_key_revokes_the_old_one,
+                replicas_starting_at_once_agree_on_the_operator_key,
+                the_first_server_secret_is_kept,
+                key_use_is_recorded_at_most_once_per_interval,
             }
             replay {
                 replay_resets_attempts_and_keeps_the_id,

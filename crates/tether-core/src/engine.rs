@@ -7,7 +7,10 @@ use uuid::Uuid;
 use crate::counters;
 use crate::cron::CronSchedule;
 use crate::error::{Error, Result};
-use crate::keys::{ApiKeyInfo, ApiKeySecret, Tenant, DEFAULT_TENANT};
+use crate::keys::{
+    ApiKeyInfo, ApiKeySecret, OperatorKeySetup, ServerSecret, Tenant, DEFAULT_TENANT,
+    KEY_USE_INTERVAL_MS,
+};
 use crate::lifecycle;
 use crate::model::{
     ClaimRequest, ClaimedJob, Completion, Enqueued, Failure, Heartbeat, HeartbeatAck, Job,
@@ -28,6 +31,9 @@ use crate::wakeup::Wakeup;
 pub struct Engine {
     store: Arc<dyn Store>,
     limits: Limits,
+    /// The HMAC key of operator keys; without it, operator keys neither
+    /// authenticate nor can be stored.
+    server_secret: Option<Arc<ServerSecret>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -35,6 +41,7 @@ impl std::fmt::Debug for Engine {
         f.debug_struct("Engine")
             .field("backend", &self.store.backend())
             .field("limits", &self.limits)
+            .field("server_secret", &self.server_secret.is_some())
             .finish()
     }
 }
@@ -45,12 +52,22 @@ impl Engine {
         Engine {
             store,
             limits: Limits::default(),
+            server_secret: None,
         }
     }
 
     /// Replaces the size limits.
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Sets the server secret, which operator keys (`TETHER_ADMIN_KEY`)
+    /// need: their id and stored hash are HMACs under it. Every process
+    /// serving one database must use the same one (see
+    /// [`Engine::check_server_secret`]).
+    pub fn with_server_secret(mut self, secret: ServerSecret) -> Self {
+        self.server_secret = Some(Arc::new(secret));
         self
     }
 
@@ -371,36 +388,44 @@ impl Engine {
             .await
     }
 
-    /// Makes an operator-chosen string (e.g. `TETHER_ADMIN_KEY`) an admin
-    /// key of the [`DEFAULT_TENANT`]: stores it unless it is already there,
-    /// so every replica can run this at start. A key that was revoked stays
-    /// revoked (the answer shows it): revocation is never undone behind an
-    /// operator's back.
-    pub async fn ensure_operator_admin_key(&self, key: &str) -> Result<ApiKeyInfo> {
-        let (key_id, secret) =
-            ApiKeySecret::operator(key).map_err(|why| Error::invalid("TETHER_ADMIN_KEY", why))?;
-        if let Some((info, _)) = self.store.find_api_key(key_id).await? {
-            return Ok(info);
-        }
-        let tenant = self.ensure_tenant(DEFAULT_TENANT).await?;
-        let created = self
-            .store
-            .create_api_key(
-                tenant.id,
-                Some("TETHER_ADMIN_KEY"),
-                true,
-                key_id,
-                secret.hash(),
+    /// The server secret, or `Invalid` when none was set.
+    fn server_secret(&self) -> Result<&ServerSecret> {
+        self.server_secret.as_deref().ok_or_else(|| {
+            Error::invalid(
+                "server_secret",
+                "no server secret is set; operator keys need one",
             )
-            .await;
-        match created {
-            Ok(info) => Ok(info),
-            // Another replica stored it first.
-            Err(e) => match self.store.find_api_key(key_id).await? {
-                Some((info, _)) => Ok(info),
-                None => Err(e),
-            },
-        }
+        })
+    }
+
+    /// Whether the server secret is the one this database was first used
+    /// with: the first call on a database stores the secret's check value
+    /// (never the secret), later calls compare with it. A process whose
+    /// secret differs must not serve: the operator key it stores or looks
+    /// up would be another row than the other replicas', and each would
+    /// revoke the other's at start. `Invalid` when no secret is set.
+    pub async fn check_server_secret(&self) -> Result<bool> {
+        let check = self.server_secret()?.check_value();
+        let stored = self.store.server_secret_check(check).await?;
+        Ok(stored == check)
+    }
+
+    /// Makes an operator-chosen string (e.g. `TETHER_ADMIN_KEY`) the
+    /// operator key: an admin key of the [`DEFAULT_TENANT`], stored unless
+    /// it is already there, so every replica can run this at start. Storing
+    /// a new one revokes the earlier operator keys: rotating
+    /// `TETHER_ADMIN_KEY` retires the old value (replicas starting with the
+    /// same value derive the same key id, so they never revoke each other's).
+    /// A key that was revoked stays revoked and revokes nothing (the answer
+    /// shows it): revocation is never undone behind an operator's back, and
+    /// an old value coming back cannot retire the newer one.
+    pub async fn ensure_operator_admin_key(&self, key: &str) -> Result<OperatorKeySetup> {
+        let (key_id, secret) = ApiKeySecret::operator(key, self.server_secret()?)
+            .map_err(|why| Error::invalid("TETHER_ADMIN_KEY", why))?;
+        let tenant = self.ensure_tenant(DEFAULT_TENANT).await?;
+        self.store
+            .store_operator_key(tenant.id, key_id, secret.hash())
+            .await
     }
 
     /// Mints and stores a new key for a tenant. Returns the key's info and
@@ -435,21 +460,27 @@ impl Engine {
 
     /// The key's info if `key` is a well-formed, known, unrevoked key whose
     /// secret matches (compared in constant time); else `Unauthenticated`,
-    /// without saying why.
+    /// without saying why. (The hashing is done while parsing, before the
+    /// lookup, so an unknown id is not told apart by timing.)
+    ///
+    /// It writes nothing: the caller records the use with
+    /// [`Engine::record_key_use`] when [`ApiKeyInfo::use_is_due`].
     pub async fn authenticate(&self, key: &str) -> Result<ApiKeyInfo> {
-        let Some((key_id, secret)) = ApiKeySecret::parse(key) else {
+        let Some((key_id, secret)) = ApiKeySecret::parse(key, self.server_secret.as_deref()) else {
             return Err(Error::Unauthenticated);
         };
         match self.store.find_api_key(key_id).await? {
             Some((info, hash)) if secret.verify(&hash) && !info.is_revoked() => Ok(info),
-            Some(_) => Err(Error::Unauthenticated),
-            None => {
-                // Do the same hashing work as for a known id, so an unknown
-                // id is not told apart by timing.
-                let _ = secret.verify(&[0; 32]);
-                Err(Error::Unauthenticated)
-            }
+            Some(_) | None => Err(Error::Unauthenticated),
         }
+    }
+
+    /// Sets the key's `last_used_at` to now unless it was set less than
+    /// [`KEY_USE_INTERVAL_MS`] ago (or the key is revoked); whether it
+    /// wrote. A conditional update: replicas and concurrent requests that
+    /// race here write once per interval between them.
+    pub async fn record_key_use(&self, key_id: Uuid) -> Result<bool> {
+        self.store.touch_api_key(key_id, KEY_USE_INTERVAL_MS).await
     }
     /// The first fire instant from now, for an enabled schedule.
     fn first_run(spec: &ScheduleSpec, cron: &CronSchedule) -> Option<DateTime<Utc>> {

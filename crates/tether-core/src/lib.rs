@@ -22,7 +22,7 @@ mod wakeup;
 
 pub use engine::{Engine, MAX_PREVIEW, SCHEDULE_RUNS_SHOWN};
 pub use error::{Error, Result};
-pub use keys::{ApiKeyInfo, ApiKeySecret, Tenant, DEFAULT_TENANT};
+pub use keys::{ApiKeyInfo, ApiKeySecret, OperatorKeySetup, ServerSecret, Tenant, DEFAULT_TENANT};
 pub use model::*;
 pub use schedule::{
     FireReport, Overlap, RunOutcome, Schedule, SchedulePatch, ScheduleRun, ScheduleSpec,

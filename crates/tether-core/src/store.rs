@@ -8,7 +8,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::error::Result;
-use crate::keys::{ApiKeyInfo, Tenant};
+use crate::keys::{ApiKeyInfo, OperatorKeySetup, Tenant};
 use crate::model::{
     ClaimRequest, ClaimedJob, Completion, Enqueued, Failure, Heartbeat, HeartbeatAck, Job,
     JobEvent, JobFilter, JobPage, Lease, LeaseToken, QueueConfigPatch, QueueStats, ReapReport,
@@ -170,6 +170,31 @@ pub trait Store: Send + Sync + 'static {
     /// A tenant's keys, revoked ones included, oldest first; `NotFound` if
     /// the tenant does not exist.
     async fn list_api_keys(&self, tenant_id: Uuid) -> Result<Vec<ApiKeyInfo>>;
+
+    /// Sets a key's `last_used_at` to now, unless it is revoked or was set
+    /// less than `min_interval_ms` ago; whether it wrote. `Ok(false)` for an
+    /// unknown key.
+    async fn touch_api_key(&self, key_id: Uuid, min_interval_ms: i64) -> Result<bool>;
+
+    /// Makes `key_id` (with `hash`) the operator key, in one transaction
+    /// that excludes every other call of it (on every replica): stores it
+    /// as an admin key named [`crate::keys::OPERATOR_KEY_NAME`] in
+    /// `tenant_id` (the default tenant), marked as an operator key, unless
+    /// a row with this id exists; then, if that row is not revoked, revokes
+    /// every other unrevoked operator key. A revoked one stays revoked and
+    /// revokes nothing. The same key stored again (another replica starting
+    /// with it) changes nothing.
+    async fn store_operator_key(
+        &self,
+        tenant_id: Uuid,
+        key_id: Uuid,
+        hash: [u8; 32],
+    ) -> Result<OperatorKeySetup>;
+
+    /// Stores `check` as the database's server-secret check value unless one
+    /// is stored already; returns the stored value (safe when several
+    /// processes call it at once: all get the first one stored).
+    async fn server_secret_check(&self, check: [u8; 32]) -> Result<[u8; 32]>;
 
     /// Creates a schedule with a fresh id; a name the tenant already uses is
     /// `AlreadyExists`.

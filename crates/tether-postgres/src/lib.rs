@@ -60,6 +60,14 @@ impl PgStore {
     }
 }
 
+/// Testing aid: applies tether's migrations up to `version` only, leaving
+/// the database as an older tether would have, so that upgrade tests can
+/// seed it with old rows before [`PgStore::connect`] applies the rest.
+#[cfg(feature = "testing")]
+pub async fn migrate_up_to(pool: &PgPool, version: i64) -> Result<()> {
+    migrate::run_up_to(pool, version).await
+}
+
 /// Maps a driver error to tether's: anything that means "the database is not
 /// there right now" is `Unavailable` (safe to retry); the rest is `Storage`.
 pub(crate) fn db_error(err: sqlx::Error) -> Error {

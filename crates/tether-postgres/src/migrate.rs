@@ -20,11 +20,22 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "schedules",
         include_str!("../migrations/0003_schedules.sql"),
     ),
+    (
+        4,
+        "key_hardening",
+        include_str!("../migrations/0004_key_hardening.sql"),
+    ),
 ];
 
 /// Applies every migration not yet recorded, in one transaction, holding an
 /// advisory lock so that replicas starting together apply each one once.
 pub(crate) async fn run(pool: &PgPool) -> Result<()> {
+    run_up_to(pool, i64::MAX).await
+}
+
+/// [`run`], but only the migrations up to `last` (as an older tether would
+/// have left the database, for upgrade tests).
+pub(crate) async fn run_up_to(pool: &PgPool, last: i64) -> Result<()> {
     let mut tx = pool.begin().await.map_err(db_error)?;
     sqlx::query("SELECT pg_advisory_xact_lock(hashtext('tether.migrate'))")
         .execute(&mut *tx)
@@ -45,7 +56,7 @@ pub(crate) async fn run(pool: &PgPool) -> Result<()> {
         .fetch_all(&mut *tx)
         .await
         .map_err(db_error)?;
-    for (version, name, sql) in MIGRATIONS {
+    for (version, name, sql) in MIGRATIONS.iter().filter(|(v, _, _)| *v <= last) {
         if applied.contains(version) {
             continue;
         }

@@ -7,8 +7,11 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::postgres::PgRow;
 use sqlx::{QueryBuilder, Row};
+use tether_core::keys::OPERATOR_KEY_NAME;
 use tether_core::schedule::{Fire, FireOutcome};
-use tether_core::{ApiKeyInfo, Schedule, ScheduleRun, ScheduleSpec, Tenant, DEFAULT_TENANT};
+use tether_core::{
+    ApiKeyInfo, OperatorKeySetup, Schedule, ScheduleRun, ScheduleSpec, Tenant, DEFAULT_TENANT,
+};
 use tether_core::{
     ClaimRequest, ClaimedJob, Completion, Enqueued, Error, EventKind, Failure, Heartbeat,
     HeartbeatAck, Job, JobEvent, JobFilter, JobPage, JobState, Lease, LeaseToken, NewJobRef,
@@ -560,14 +563,14 @@ const CREATE_API_KEY: &str = "WITH t AS (
         INSERT INTO tether.api_keys (id, tenant_id, name, hash, admin, created_at)
         SELECT $1, t.id, $3, $4, $5, now() FROM t
         WHERE NOT $5 OR t.name = $6
-        RETURNING id, tenant_id, name, admin, created_at, revoked_at
+        RETURNING id, tenant_id, name, admin, created_at, last_used_at, revoked_at
     )
     SELECT k.id, t.id AS tenant_id, t.name AS tenant, k.name, k.admin, k.created_at,
-           k.revoked_at
+           k.last_used_at, k.revoked_at
     FROM t LEFT JOIN k ON true";
 
 const FIND_API_KEY: &str = "SELECT k.id, k.tenant_id, t.name AS tenant, k.name, k.admin,
-        k.created_at, k.revoked_at, k.hash
+        k.created_at, k.last_used_at, k.revoked_at, k.hash
     FROM tether.api_keys k JOIN tether.tenants t ON t.id = k.tenant_id
     WHERE k.id = $1";
 
@@ -578,10 +581,43 @@ const REVOKE_API_KEY: &str =
 /// A tenant's keys; one row with a NULL key id for a tenant with none, no
 /// row for no tenant.
 const LIST_API_KEYS: &str = "SELECT k.id, t.id AS tenant_id, t.name AS tenant, k.name, k.admin,
-        k.created_at, k.revoked_at
+        k.created_at, k.last_used_at, k.revoked_at
     FROM tether.tenants t LEFT JOIN tether.api_keys k ON k.tenant_id = t.id
     WHERE t.id = $1
     ORDER BY k.created_at, k.id";
+
+/// Records a use of key `$1` unless it is revoked or was used less than
+/// `$2` ms ago (database clock): at most one write per key and interval,
+/// whichever replica or request gets here first.
+const TOUCH_API_KEY: &str = "UPDATE tether.api_keys SET last_used_at = now()
+    WHERE id = $1 AND revoked_at IS NULL
+      AND (last_used_at IS NULL OR last_used_at <= now() - $2 * interval '1 millisecond')";
+
+/// Serialises [`Store::store_operator_key`] across replicas: without it, two
+/// replicas storing two different keys at once would each miss the other's
+/// uncommitted row and both keys would stay valid.
+const LOCK_OPERATOR_KEYS: &str = "SELECT pg_advisory_xact_lock(hashtext('tether.operator_key'))";
+
+/// Stores operator key `$1` in tenant `$2` with name `$3`, hash `$4`, unless
+/// the id exists.
+const INSERT_OPERATOR_KEY: &str = "INSERT INTO tether.api_keys
+        (id, tenant_id, name, hash, admin, operator, created_at)
+    VALUES ($1, $2, $3, $4, true, true, now())
+    ON CONFLICT (id) DO NOTHING";
+
+/// Revokes every unrevoked operator key but `$1`.
+const REVOKE_OTHER_OPERATOR_KEYS: &str = "UPDATE tether.api_keys SET revoked_at = now()
+    WHERE operator AND revoked_at IS NULL AND id <> $1
+    RETURNING id";
+
+/// Stores the server-secret check value `$1` unless one is stored; the
+/// stored one comes back either way (the no-op update on conflict returns
+/// the existing row, also when a concurrent caller inserted it).
+const SERVER_SECRET_CHECK: &str =
+    "INSERT INTO tether.server_secret AS s (id, check_hmac, created_at)
+    VALUES (1, $1, now())
+    ON CONFLICT (id) DO UPDATE SET check_hmac = s.check_hmac
+    RETURNING check_hmac";
 
 fn tenant_row(row: &PgRow) -> Result<Tenant, sqlx::Error> {
     Ok(Tenant {
@@ -603,6 +639,7 @@ fn api_key_row(row: &PgRow) -> Result<Option<ApiKeyInfo>, sqlx::Error> {
         name: row.try_get("name")?,
         admin: row.try_get("admin")?,
         created_at: row.try_get("created_at")?,
+        last_used_at: row.try_get("last_used_at")?,
         revoked_at: row.try_get("revoked_at")?,
     }))
 }
@@ -1186,6 +1223,66 @@ impl Store for PgStore {
             return Err(tenant_not_found(tenant_id));
         }
         Ok(rows.into_iter().flatten().collect())
+    }
+
+    async fn touch_api_key(&self, key_id: Uuid, min_interval_ms: i64) -> Result<bool> {
+        let done = sqlx::query(TOUCH_API_KEY)
+            .bind(key_id)
+            .bind(min_interval_ms)
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn store_operator_key(
+        &self,
+        tenant_id: Uuid,
+        key_id: Uuid,
+        hash: [u8; 32],
+    ) -> Result<OperatorKeySetup> {
+        let mut tx = self.pool.begin().await.map_err(db_error)?;
+        sqlx::query(LOCK_OPERATOR_KEYS)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        sqlx::query(INSERT_OPERATOR_KEY)
+            .bind(key_id)
+            .bind(tenant_id)
+            .bind(OPERATOR_KEY_NAME)
+            .bind(&hash[..])
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        let key = sqlx::query(FIND_API_KEY)
+            .bind(key_id)
+            .try_map(|row| api_key_row(&row))
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db_error)?
+            .ok_or_else(|| Error::Storage("operator key row without id".into()))?;
+        let revoked = if key.is_revoked() {
+            Vec::new()
+        } else {
+            sqlx::query_scalar(REVOKE_OTHER_OPERATOR_KEYS)
+                .bind(key_id)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(db_error)?
+        };
+        tx.commit().await.map_err(db_error)?;
+        Ok(OperatorKeySetup { key, revoked })
+    }
+
+    async fn server_secret_check(&self, check: [u8; 32]) -> Result<[u8; 32]> {
+        let stored: Vec<u8> = sqlx::query_scalar(SERVER_SECRET_CHECK)
+            .bind(&check[..])
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_error)?;
+        stored
+            .try_into()
+            .map_err(|_| Error::Storage("server secret check is not 32 bytes".into()))
     }
 
     async fn create_schedule(

@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 use tether_core::validate::MAX_NAME_LEN;
 use tether_core::{
-    Backoff, ClaimedJob, EventKind, Job, JobEvent, JobState, LeaseToken, NewJob, Overlap,
-    QueueConfigPatch, QueueStats, RunAt, RunOutcome, Schedule, SchedulePatch, ScheduleRun,
+    ApiKeyInfo, Backoff, ClaimedJob, EventKind, Job, JobEvent, JobState, LeaseToken, NewJob,
+    Overlap, QueueConfigPatch, QueueStats, RunAt, RunOutcome, Schedule, SchedulePatch, ScheduleRun,
     ScheduleSpec, StateCounts, Tenant,
 };
 use utoipa::openapi::schema::{Object, ObjectBuilder, Schema, Type};
@@ -333,6 +333,46 @@ impl From<Tenant> for TenantDto {
             id: t.id,
             name: t.name,
             created_at: t.created_at,
+        }
+    }
+}
+
+/// An API key as listed: what it is and when it was used, never its
+/// secret or hash.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = ApiKey)]
+pub struct KeyDto {
+    /// The key id (the middle part of an issued key; for
+    /// `DELETE /v1/keys/{key_id}`).
+    pub id: Uuid,
+    /// Its label, if any; the operator's key is `TETHER_ADMIN_KEY`.
+    #[schema(required)]
+    pub name: Option<String>,
+    /// Whether it has admin scope.
+    pub admin: bool,
+    /// When it was issued.
+    #[serde(serialize_with = "ser_time")]
+    pub created_at: DateTime<Utc>,
+    /// When it last authenticated a request, to within a minute (it is
+    /// written at most once a minute); `null` if never.
+    #[serde(serialize_with = "ser_opt_time")]
+    #[schema(required)]
+    pub last_used_at: Option<DateTime<Utc>>,
+    /// When it was revoked; `null` while it is valid.
+    #[serde(serialize_with = "ser_opt_time")]
+    #[schema(required)]
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+impl From<ApiKeyInfo> for KeyDto {
+    fn from(k: ApiKeyInfo) -> Self {
+        KeyDto {
+            id: k.id,
+            name: k.name,
+            admin: k.admin,
+            created_at: k.created_at,
+            last_used_at: k.last_used_at,
+            revoked_at: k.revoked_at,
         }
     }
 }
@@ -934,6 +974,13 @@ pub struct CreateTenantResponse {
 pub struct TenantListResponse {
     /// Every tenant.
     pub tenants: Vec<TenantDto>,
+}
+
+/// The answer of `GET /v1/tenants/{tenant_id}/keys`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct KeyListResponse {
+    /// The tenant's keys, revoked ones included, oldest first.
+    pub keys: Vec<KeyDto>,
 }
 
 /// The answer of `POST /v1/tenants/{tenant_id}/keys`.

@@ -173,8 +173,27 @@ impl FromRequestParts<AppState> for Caller {
             })
             .ok_or_else(|| ApiError::from(Error::Unauthenticated))?;
         let info = state.engine.authenticate(key).await?;
+        if info.use_is_due(chrono::Utc::now()) {
+            record_use(state, info.id);
+        }
         let caller = Caller(info);
         parts.extensions.insert(caller.clone());
         Ok(caller)
     }
+}
+
+/// Records that a key authenticated a request, off the request's path: the
+/// answer does not wait for the write, and a failure loses only a
+/// timestamp. Called only when the key's `last_used_at` is over a minute
+/// old ([`ApiKeyInfo::use_is_due`]), so a busy key costs about one write a
+/// minute, not one per request; the store's conditional update (on the
+/// database clock) keeps concurrent requests and replicas that all found it
+/// due to one write between them.
+fn record_use(state: &AppState, key_id: uuid::Uuid) {
+    let engine = state.engine.clone();
+    tokio::spawn(async move {
+        if let Err(e) = engine.record_key_use(key_id).await {
+            tracing::debug!(error = %e, %key_id, "could not record the use of an API key");
+        }
+    });
 }

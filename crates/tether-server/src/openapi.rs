@@ -71,6 +71,7 @@ const API_KEY: &str = "api_key";
         crate::routes::create_tenant,
         crate::routes::list_tenants,
         crate::routes::create_key,
+        crate::routes::list_keys,
         crate::routes::revoke_key,
     ),
     components(schemas(crate::error::ErrorBody), responses(

@@ -888,6 +888,38 @@ pub(crate) async fn create_key(
     Ok((StatusCode::CREATED, Json(body)))
 }
 
+/// List a tenant's API keys (admin).
+///
+/// Revoked keys included, oldest first; never a secret or hash.
+#[utoipa::path(
+    get,
+    path = "/v1/tenants/{tenant_id}/keys",
+    tag = "admin",
+    security(("api_key" = [])),
+    params(("tenant_id" = Uuid, Path, description = "The tenant's id.")),
+    responses(
+        (status = 200, description = "The tenant's keys.", body = KeyListResponse),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = PermissionDenied),
+        (status = 404, description = "`not_found`: no such tenant (also an id that is not a UUID).", body = ErrorBody),
+        (status = 500, response = Internal),
+        (status = 503, response = Unavailable),
+    )
+)]
+pub(crate) async fn list_keys(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(tenant_id): Path<String>,
+) -> ApiResult<Json<KeyListResponse>> {
+    caller.require_admin()?;
+    let tenant_id = Uuid::try_parse(&tenant_id)
+        .map_err(|_| ApiError::from(Error::NotFound(format!("tenant {tenant_id}"))))?;
+    let keys = st.engine.list_api_keys(tenant_id).await?;
+    Ok(Json(KeyListResponse {
+        keys: keys.into_iter().map(Into::into).collect(),
+    }))
+}
+
 /// Revoke an API key (admin).
 ///
 /// Takes effect at once: the key authenticates nothing from then on.

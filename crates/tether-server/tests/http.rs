@@ -22,6 +22,7 @@ both_backends!(
     list_get_and_events,
     queue_routes,
     tenant_and_key_routes,
+    key_listing_shows_use_and_revocation,
     authentication_is_required,
     admin_routes_need_admin,
     tenant_walls_on_every_id_route,
@@ -715,6 +716,123 @@ async fn tenant_and_key_routes(db: &TestDb) {
     .expect_error(404, "not_found");
 }
 
+/// `GET /v1/tenants/{id}/keys` lists a tenant's keys with exactly the
+/// documented fields (never a secret or hash), oldest first, revoked ones
+/// included; a request records `last_used_at` (in the background, at most
+/// once a minute); an unknown or malformed tenant id is 404.
+async fn key_listing_shows_use_and_revocation(db: &TestDb) {
+    let c = setup(db).await;
+    let made = c.post("/v1/tenants", json!({"name": "acme"})).await;
+    let acme_id = made.expect(201)["tenant"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let used_key = made.body["api_key"].as_str().unwrap().to_owned();
+    let uri = format!("/v1/tenants/{acme_id}/keys");
+    let issued = c.post(&uri, json!({"name": "ci"})).await;
+    let ci_id = issued.expect(201)["key_id"].as_str().unwrap().to_owned();
+    let ci_key = issued.body["api_key"].as_str().unwrap().to_owned();
+
+    let list = c.get(&uri).await;
+    let keys = list.expect(200)["keys"].as_array().unwrap().clone();
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    for key in &keys {
+        let mut fields: Vec<&str> = key
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        fields.sort_unstable();
+        assert_eq!(
+            fields,
+            [
+                "admin",
+                "created_at",
+                "id",
+                "last_used_at",
+                "name",
+                "revoked_at"
+            ]
+        );
+        assert!(is_rfc3339_utc(&key["created_at"]), "{key}");
+        assert_eq!(key["admin"], false);
+        assert_eq!(key["last_used_at"], Value::Null, "unused so far: {key}");
+        assert_eq!(key["revoked_at"], Value::Null);
+    }
+    assert_eq!(keys[0]["name"], Value::Null, "the first key, oldest first");
+    assert_eq!(
+        (&keys[1]["id"], &keys[1]["name"]),
+        (&json!(ci_id), &json!("ci"))
+    );
+    let text = list.body.to_string();
+    for secret in [&used_key, &ci_key] {
+        let tail = secret.rsplit('_').next().unwrap();
+        assert!(!text.contains(tail), "a secret is listed: {text}");
+    }
+
+    // A use is recorded, off the request's path: poll for it.
+    c.call("GET", "/v1/jobs", Some(&used_key), None)
+        .await
+        .expect(200);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let used_at = loop {
+        let keys = c.get(&uri).await.expect(200)["keys"].clone();
+        if let Some(at) = keys[0]["last_used_at"].as_str() {
+            assert_eq!(keys[1]["last_used_at"], Value::Null, "{keys}");
+            break at.to_owned();
+        }
+        assert!(Instant::now() < deadline, "last_used_at never set: {keys}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(is_rfc3339_utc(&json!(used_at)));
+    // Within the minute, further uses write nothing.
+    c.call("GET", "/v1/jobs", Some(&used_key), None)
+        .await
+        .expect(200);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let keys = c.get(&uri).await.expect(200)["keys"].clone();
+    assert_eq!(keys[0]["last_used_at"], json!(used_at));
+
+    c.call(
+        "DELETE",
+        &format!("/v1/keys/{ci_id}"),
+        Some(&c.admin.clone()),
+        None,
+    )
+    .await
+    .expect(204);
+    let keys = c.get(&uri).await.expect(200)["keys"].clone();
+    assert!(is_rfc3339_utc(&keys[1]["revoked_at"]), "{keys}");
+    assert_eq!(keys[0]["revoked_at"], Value::Null);
+
+    // The default tenant's list holds the admin keys.
+    let tenants = c.get("/v1/tenants").await.expect(200)["tenants"].clone();
+    let default_id = tenants
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "default")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let keys = c.get(&format!("/v1/tenants/{default_id}/keys")).await;
+    let keys = keys.expect(200)["keys"].as_array().unwrap().clone();
+    assert_eq!(keys.len(), 1);
+    assert_eq!(
+        (&keys[0]["name"], &keys[0]["admin"]),
+        (&json!("admin"), &json!(true))
+    );
+
+    c.get(&format!("/v1/tenants/{}/keys", uuid::Uuid::new_v4()))
+        .await
+        .expect_error(404, "not_found");
+    c.get("/v1/tenants/not-a-uuid/keys")
+        .await
+        .expect_error(404, "not_found");
+}
+
 async fn authentication_is_required(db: &TestDb) {
     let c = setup(db).await;
     let id = c.enqueue("q", "k").await;
@@ -726,6 +844,7 @@ async fn authentication_is_required(db: &TestDb) {
         ("POST", "/v1/queues/q/claim".to_owned()),
         ("GET", "/v1/queues".to_owned()),
         ("GET", "/v1/tenants".to_owned()),
+        ("GET", format!("/v1/tenants/{}/keys", c.other_id)),
     ];
     for (method, uri) in &routes {
         c.call(method, uri, None, Some(json!({})))
@@ -788,6 +907,14 @@ async fn admin_routes_need_admin(db: &TestDb) {
     c.call("DELETE", &format!("/v1/keys/{key_id}"), Some(&other), None)
         .await
         .expect_error(403, "permission_denied");
+    c.call(
+        "GET",
+        &format!("/v1/tenants/{tid}/keys"),
+        Some(&other),
+        None,
+    )
+    .await
+    .expect_error(403, "permission_denied");
     // A non-admin key of the default tenant is no admin either.
     let tenant = db.engine.ensure_tenant("default").await.unwrap();
     let (_, plain) = db

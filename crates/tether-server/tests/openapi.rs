@@ -18,7 +18,7 @@ const COMMITTED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/openapi
 /// dashboard's static files (`GET /`, `GET /assets/app.js`,
 /// `GET /assets/style.css`), which are a web page, not API operations
 /// (`tests/dashboard.rs` tests them).
-const ROUTES: [(&str, &str); 36] = [
+const ROUTES: [(&str, &str); 37] = [
     // Outside /v1.
     ("get", "/healthz"),
     ("get", "/readyz"),
@@ -60,6 +60,7 @@ const ROUTES: [(&str, &str); 36] = [
     ("post", "/v1/tenants"),
     ("get", "/v1/tenants"),
     ("post", "/v1/tenants/{tenant_id}/keys"),
+    ("get", "/v1/tenants/{tenant_id}/keys"),
     ("delete", "/v1/keys/{key_id}"),
 ];
 
@@ -613,6 +614,16 @@ async fn requests_and_answers_fit_the_document(db: &TestDb) {
     check(&c, &doc, admin, revoke, &format!("/v1/keys/{key_id}"), None)
         .await
         .expect(204);
+    let list_keys = ("get", "/v1/tenants/{tenant_id}/keys");
+    let listed = check(&c, &doc, admin, list_keys, &uri, None).await;
+    assert_eq!(listed.expect(200)["keys"].as_array().unwrap().len(), 3);
+    let unknown = format!("/v1/tenants/{}/keys", uuid::Uuid::new_v4());
+    check(&c, &doc, admin, list_keys, &unknown, None)
+        .await
+        .expect_error(404, "not_found");
+    check(&c, &doc, other, list_keys, &uri, None)
+        .await
+        .expect_error(403, "permission_denied");
     // Errors of the request itself.
     check(&c, &doc, None, ("get", "/v1/queues"), "/v1/queues", None)
         .await

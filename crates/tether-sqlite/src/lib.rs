@@ -46,6 +46,8 @@ mod rows;
 mod store;
 #[cfg(feature = "testing")]
 mod testing;
+#[cfg(feature = "testing")]
+pub use testing::migrate_up_to;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -81,12 +83,14 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
-    /// Opens the store at `path`, creating the file if it is missing and
+    /// Opens the store at `path`, creating the file if it is missing (mode
+    /// 0600 on Unix, so its `-wal` and `-shm` files are 0600 too) and
     /// bringing its schema up to date.
     ///
     /// Safe to call from several processes at once on the same file: the
     /// migrations run under SQLite's write lock and are applied once.
     pub async fn open(path: impl AsRef<Path>) -> Result<SqliteStore> {
+        create_private(path.as_ref());
         // Pragmas go in the connect options, so every connection either pool
         // ever opens has them (a one-off PRAGMA query would reach just one).
         let options = SqliteConnectOptions::new()
@@ -145,6 +149,26 @@ impl SqliteStore {
     pub fn schema_version() -> i64 {
         migrate::latest_version()
     }
+}
+
+/// Creates a missing database file readable by its owner only. SQLite would
+/// make it 0644 (less the umask), readable by every user of the machine, and
+/// it gives the `-wal` and `-shm` files it makes later the database file's
+/// mode: so this one file decides all three. An existing file is left as it
+/// is (`tether serve` tightens its own); a failure is left for SQLite to
+/// report when it opens the file.
+fn create_private(path: &Path) {
+    if path.as_os_str() == ":memory:" {
+        return;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let _ = options.open(path);
 }
 
 /// Opens a pool, retrying while the file is busy.

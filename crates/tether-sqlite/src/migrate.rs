@@ -31,6 +31,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "schedules",
         sql: include_str!("../migrations/0003_schedules.sql"),
     },
+    Migration {
+        version: 4,
+        name: "key_hardening",
+        sql: include_str!("../migrations/0004_key_hardening.sql"),
+    },
 ];
 
 /// The newest schema version this build knows.
@@ -46,6 +51,12 @@ pub(crate) fn latest_version() -> i64 {
 /// timeout, then sees the first one's work and applies nothing), and a crash
 /// halfway leaves no half-built schema (SQLite DDL is transactional).
 pub(crate) async fn run(pool: &SqlitePool) -> Result<()> {
+    run_up_to(pool, latest_version()).await
+}
+
+/// [`run`], but only the migrations up to `last` (as an older tether would
+/// have left the file, for upgrade tests).
+pub(crate) async fn run_up_to(pool: &SqlitePool, last: i64) -> Result<()> {
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.db()?;
     sqlx::query(
         "CREATE TABLE IF NOT EXISTS tether_migrations (
@@ -77,7 +88,7 @@ pub(crate) async fn run(pool: &SqlitePool) -> Result<()> {
         }
     }
     let mut changed = false;
-    for migration in MIGRATIONS {
+    for migration in MIGRATIONS.iter().filter(|m| m.version <= last) {
         if applied.contains(&migration.version) {
             continue;
         }

@@ -173,7 +173,7 @@ pub(crate) fn tenant(row: &SqliteRow) -> Result<Tenant> {
 }
 
 /// A key's info from `id, tenant_id, tenant, name, admin, created_at,
-/// revoked_at`; `None` when the key columns are NULL (an outer join).
+/// last_used_at, revoked_at`; `None` when the key columns are NULL (an outer join).
 pub(crate) fn api_key(row: &SqliteRow) -> Result<Option<ApiKeyInfo>> {
     let Some(id) = row.try_get::<Option<&str>, _>("id").db()? else {
         return Ok(None);
@@ -185,6 +185,7 @@ pub(crate) fn api_key(row: &SqliteRow) -> Result<Option<ApiKeyInfo>> {
         name: row.try_get("name").db()?,
         admin: row.try_get("admin").db()?,
         created_at: ts(row.try_get("created_at").db()?)?,
+        last_used_at: opt_ts(row.try_get("last_used_at").db()?)?,
         revoked_at: opt_ts(row.try_get("revoked_at").db()?)?,
     }))
 }

@@ -10,11 +10,12 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 use sqlx::{Row, Sqlite, SqliteConnection, Transaction};
+use tether_core::keys::OPERATOR_KEY_NAME;
 use tether_core::lifecycle::{self, FailOutcome};
 use tether_core::schedule::{
     Fire, FireOutcome, Overlap, RunOutcome, Schedule, ScheduleRun, ScheduleSpec,
 };
-use tether_core::{ApiKeyInfo, Tenant, DEFAULT_TENANT};
+use tether_core::{ApiKeyInfo, OperatorKeySetup, Tenant, DEFAULT_TENANT};
 use tether_core::{
     ClaimRequest, ClaimedJob, Completion, Enqueued, Error, EventKind, Failure, Heartbeat,
     HeartbeatAck, Job, JobEvent, JobFilter, JobPage, JobState, Lease, LeaseToken, NewJobRef,
@@ -505,12 +506,12 @@ const INSERT_API_KEY: &str = concat!(
     "INSERT INTO tether_api_keys (id, tenant_id, name, hash, admin, created_at) ",
     "VALUES (?1, ?2, ?3, ?4, ?5, ",
     now_ms!(),
-    ") RETURNING id, tenant_id, name, admin, created_at, revoked_at, ",
+    ") RETURNING id, tenant_id, name, admin, created_at, last_used_at, revoked_at, ",
     "?6 AS tenant"
 );
 
 const FIND_API_KEY: &str = "SELECT k.id, k.tenant_id, t.name AS tenant, k.name, k.admin, \
-     k.created_at, k.revoked_at, k.hash \
+     k.created_at, k.last_used_at, k.revoked_at, k.hash \
      FROM tether_api_keys k JOIN tether_tenants t ON t.id = k.tenant_id WHERE k.id = ?1";
 
 /// Revokes `?1`; a second revocation keeps the first instant.
@@ -523,9 +524,44 @@ const REVOKE_API_KEY: &str = concat!(
 /// A tenant's keys; one row with a NULL key id for a tenant with none, no
 /// row for no tenant.
 const LIST_API_KEYS: &str = "SELECT k.id, t.id AS tenant_id, t.name AS tenant, k.name, k.admin, \
-     k.created_at, k.revoked_at \
+     k.created_at, k.last_used_at, k.revoked_at \
      FROM tether_tenants t LEFT JOIN tether_api_keys k ON k.tenant_id = t.id \
      WHERE t.id = ?1 ORDER BY k.created_at, k.id";
+
+/// Records a use of key `?1` unless it is revoked or was used less than
+/// `?2` ms ago (database clock): at most one write per key and interval.
+const TOUCH_API_KEY: &str = concat!(
+    "UPDATE tether_api_keys SET last_used_at = ",
+    now_ms!(),
+    " WHERE id = ?1 AND revoked_at IS NULL AND (last_used_at IS NULL OR last_used_at <= ",
+    now_ms!(),
+    " - ?2)"
+);
+
+/// Stores operator key `?1` in tenant `?2` with name `?3`, hash `?4`, unless
+/// the id exists.
+const INSERT_OPERATOR_KEY: &str = concat!(
+    "INSERT INTO tether_api_keys (id, tenant_id, name, hash, admin, operator, created_at) ",
+    "VALUES (?1, ?2, ?3, ?4, 1, 1, ",
+    now_ms!(),
+    ") ON CONFLICT (id) DO NOTHING"
+);
+
+/// Revokes every unrevoked operator key but `?1`.
+const REVOKE_OTHER_OPERATOR_KEYS: &str = concat!(
+    "UPDATE tether_api_keys SET revoked_at = ",
+    now_ms!(),
+    " WHERE operator = 1 AND revoked_at IS NULL AND id <> ?1 RETURNING id"
+);
+
+/// Stores the server-secret check value `?1` unless one is stored.
+const INSERT_SERVER_SECRET_CHECK: &str = concat!(
+    "INSERT INTO tether_server_secret (id, check_hmac, created_at) VALUES (1, ?1, ",
+    now_ms!(),
+    ") ON CONFLICT (id) DO NOTHING"
+);
+
+const SERVER_SECRET_CHECK: &str = "SELECT check_hmac FROM tether_server_secret WHERE id = 1";
 
 fn tenant_not_found(id: Uuid) -> Error {
     Error::NotFound(format!("tenant {id}"))
@@ -1876,6 +1912,76 @@ impl Store for SqliteStore {
             }
         }
         Ok(keys)
+    }
+
+    async fn touch_api_key(&self, key_id: Uuid, min_interval_ms: i64) -> Result<bool> {
+        let mut tx = self.begin().await?;
+        let done = sqlx::query(TOUCH_API_KEY)
+            .bind(key_id.to_string())
+            .bind(min_interval_ms)
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        if done.rows_affected() == 0 {
+            Self::finish_unchanged(tx).await?;
+            return Ok(false);
+        }
+        tx.commit().await.db()?;
+        Ok(true)
+    }
+
+    async fn store_operator_key(
+        &self,
+        tenant_id: Uuid,
+        key_id: Uuid,
+        hash: [u8; 32],
+    ) -> Result<OperatorKeySetup> {
+        // BEGIN IMMEDIATE: one such transaction at a time, across processes.
+        let mut tx = self.begin().await?;
+        sqlx::query(INSERT_OPERATOR_KEY)
+            .bind(key_id.to_string())
+            .bind(tenant_id.to_string())
+            .bind(OPERATOR_KEY_NAME)
+            .bind(&hash[..])
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        let row = sqlx::query(FIND_API_KEY)
+            .bind(key_id.to_string())
+            .fetch_one(&mut *tx)
+            .await
+            .db()?;
+        let key = rows::api_key(&row)?.ok_or_else(|| rows::corrupt("api key row without id"))?;
+        let mut revoked = Vec::new();
+        if !key.is_revoked() {
+            let ids: Vec<String> = sqlx::query_scalar(REVOKE_OTHER_OPERATOR_KEYS)
+                .bind(key_id.to_string())
+                .fetch_all(&mut *tx)
+                .await
+                .db()?;
+            for id in &ids {
+                revoked.push(rows::uuid(id)?);
+            }
+        }
+        tx.commit().await.db()?;
+        Ok(OperatorKeySetup { key, revoked })
+    }
+
+    async fn server_secret_check(&self, check: [u8; 32]) -> Result<[u8; 32]> {
+        let mut tx = self.begin().await?;
+        sqlx::query(INSERT_SERVER_SECRET_CHECK)
+            .bind(&check[..])
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        let stored: Vec<u8> = sqlx::query_scalar(SERVER_SECRET_CHECK)
+            .fetch_one(&mut *tx)
+            .await
+            .db()?;
+        tx.commit().await.db()?;
+        stored
+            .try_into()
+            .map_err(|_| rows::corrupt("server secret check is not 32 bytes"))
     }
 
     async fn create_schedule(

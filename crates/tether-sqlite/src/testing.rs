@@ -86,3 +86,22 @@ impl SqliteStore {
         Ok(())
     }
 }
+
+/// Testing aid: creates the file at `path` (if missing) and applies tether's
+/// migrations up to `version` only, leaving it as an older tether would
+/// have, so that upgrade tests can seed it with old rows before
+/// [`SqliteStore::open`] applies the rest.
+pub async fn migrate_up_to(path: impl AsRef<std::path::Path>, version: i64) -> Result<()> {
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(path.as_ref())
+        .create_if_missing(true)
+        .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal);
+    let pool = sqlx::sqlite::SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(options)
+        .await
+        .map_err(rows::db_err)?;
+    let done = crate::migrate::run_up_to(&pool, version).await;
+    pool.close().await;
+    done
+}

@@ -73,10 +73,29 @@ async fn migrations_are_idempotent() {
         vec![
             (1, "core".to_owned()),
             (2, "tenants_keys".to_owned()),
-            (3, "schedules".to_owned())
+            (3, "schedules".to_owned()),
+            (4, "key_hardening".to_owned())
         ]
     );
-    assert_eq!(SqliteStore::schema_version(), 3);
+    assert_eq!(SqliteStore::schema_version(), 4);
+    store.close().await;
+}
+
+/// A new file, and the `-wal` and `-shm` files SQLite makes beside it, are
+/// readable by their owner only, whatever the umask lets through.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_new_file_and_its_wal_and_shm_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let db = TempDb::new();
+    let store = SqliteStore::open(&db.0).await.unwrap();
+    store.ensure_tenant("t").await.unwrap();
+    for suffix in ["", "-wal", "-shm"] {
+        let mut path = db.0.clone().into_os_string();
+        path.push(suffix);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{path:?}");
+    }
     store.close().await;
 }
 
@@ -153,7 +172,7 @@ async fn concurrent_opens_apply_migrations_once() {
         .fetch_one(&stores[0].reader)
         .await
         .unwrap();
-    assert_eq!(n, 3);
+    assert_eq!(n, 4);
     for store in &stores {
         store.close().await;
     }

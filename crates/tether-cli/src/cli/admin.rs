@@ -1,9 +1,10 @@
-//! `tether tenants ls | create` and `tether keys create | revoke` (admin
-//! key).
+//! `tether tenants ls | create` and `tether keys ls | create | revoke`
+//! (admin key).
 
 use chrono::Utc;
 use clap::Subcommand;
-use tether_client::{ErrorCode, NewKey};
+use serde::Serialize;
+use tether_client::{ApiKey, ErrorCode, NewKey};
 use uuid::Uuid;
 
 use super::format::{self, Table};
@@ -40,6 +41,14 @@ pub struct KeysArgs {
 
 #[derive(Debug, Subcommand)]
 enum KeysCommand {
+    /// List keys: ids, names, scope, when created, last used (to within a
+    /// minute) and revoked; never secrets. With --json, the API's key
+    /// objects, each with its tenant's name.
+    Ls {
+        /// Only this tenant (id or name) [default: every tenant].
+        #[arg(long)]
+        tenant: Option<String>,
+    },
     /// Issue an API key for a tenant (shown once).
     Create {
         /// The tenant's id or name.
@@ -92,9 +101,70 @@ pub(crate) async fn run_tenants(args: TenantsArgs) -> Result<(), CliError> {
     }
 }
 
+/// A key with its tenant's name, as `tether keys ls --json` prints it.
+#[derive(Serialize)]
+struct TenantKey {
+    tenant: String,
+    #[serde(flatten)]
+    key: ApiKey,
+}
+
 pub(crate) async fn run_keys(args: KeysArgs) -> Result<(), CliError> {
     let ctx = Ctx::new(&args.conn)?;
     match args.command {
+        KeysCommand::Ls { tenant } => {
+            let mut tenants: Vec<(Uuid, String)> = ctx
+                .call(ctx.client.list_tenants())
+                .await?
+                .into_iter()
+                .map(|t| (t.id, t.name))
+                .collect();
+            if let Some(tenant) = tenant {
+                let id = tenant_id(&ctx, &tenant).await?;
+                tenants.retain(|(t, _)| *t == id);
+                if tenants.is_empty() {
+                    // Not listed: the server answers not_found for it.
+                    tenants.push((id, tenant));
+                }
+            }
+            let mut keys = Vec::new();
+            for (id, name) in tenants {
+                for key in ctx.call(ctx.client.list_keys(id)).await? {
+                    keys.push(TenantKey {
+                        tenant: name.clone(),
+                        key,
+                    });
+                }
+            }
+            if ctx.json {
+                return ctx.print_doc("keys", &keys);
+            }
+            let now = Utc::now();
+            let mut t = Table::new(&[
+                "TENANT",
+                "ID",
+                "NAME",
+                "ADMIN",
+                "CREATED",
+                "LAST USED",
+                "REVOKED",
+            ])
+            .flex("NAME");
+            for TenantKey { tenant, key } in &keys {
+                t.row(vec![
+                    tenant.clone(),
+                    key.id.to_string(),
+                    key.name.clone().unwrap_or_default(),
+                    if key.admin { "yes" } else { "" }.to_owned(),
+                    format::ago(key.created_at, now),
+                    key.last_used_at
+                        .map_or_else(|| "never".to_owned(), |t| format::ago(t, now)),
+                    format::ago_opt(key.revoked_at, now),
+                ]);
+            }
+            t.print();
+            Ok(())
+        }
         KeysCommand::Create {
             tenant,
             name,

@@ -45,6 +45,7 @@ impl Server {
             .arg(data_dir)
             .args(extra)
             .env_remove("TETHER_ADMIN_KEY")
+            .env_remove("TETHER_SERVER_SECRET")
             .env_remove("TETHER_DATABASE_URL")
             .env("TETHER_LOG", "warn")
             .stdout(Stdio::piped())
@@ -229,6 +230,7 @@ pub fn tether(args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Run {
         "TETHER_KEY",
         "TETHER_DATA_DIR",
         "TETHER_ADMIN_KEY",
+        "TETHER_SERVER_SECRET",
         "TETHER_DATABASE_URL",
     ] {
         cmd.env_remove(var);

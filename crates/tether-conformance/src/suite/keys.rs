@@ -1,10 +1,12 @@
-//! Invariant 13, the keys to the walls: tenants and their API keys. Keys are
-//! stored only as the SHA-256 of their secret, compared in constant time,
-//! and revocation takes effect at once.
+//! Invariant 13, the keys to the walls: tenants and their API keys. Issued
+//! keys are stored only as the SHA-256 of their secret, operator keys as an
+//! HMAC under the server secret; both are compared in constant time, and
+//! revocation takes effect at once. A new operator key revokes the earlier
+//! ones; `last_used_at` is written at most once per interval.
 
 use chrono::Utc;
 use sha2::{Digest, Sha256};
-use tether_core::{ApiKeyInfo, ApiKeySecret, Error, Tenant, DEFAULT_TENANT};
+use tether_core::{ApiKeyInfo, ApiKeySecret, Engine, Error, ServerSecret, Tenant, DEFAULT_TENANT};
 use uuid::Uuid;
 
 use super::support::*;
@@ -263,4 +265,242 @@ pub async fn revocation_takes_effect_at_once(db: &TestDb) {
     assert_eq!(by_id(kept.id).revoked_at, None);
 
     expect_missing(db.engine.revoke_api_key(Uuid::new_v4()).await);
+}
+
+/// The engine of `db` with a server secret, as `tether serve` makes it.
+fn with_secret(db: &TestDb, secret: &ServerSecret) -> Engine {
+    db.engine.clone().with_server_secret(secret.clone())
+}
+
+/// An operator key (`TETHER_ADMIN_KEY`) is stored under an id and hash that
+/// are HMACs under the server secret: not the plain SHA-256 of the key, so a
+/// copied database alone gives nothing to test guesses against. It
+/// authenticates only with that secret.
+pub async fn operator_key_is_keyed_by_the_server_secret(db: &TestDb) {
+    let key = "weak-but-long-operator-key";
+    let secret = ServerSecret::generate();
+    let engine = with_secret(db, &secret);
+    let setup = ok(engine.ensure_operator_admin_key(key).await);
+    assert_eq!(setup.revoked, Vec::<Uuid>::new());
+    let info = setup.key;
+    assert!(info.admin);
+    assert_eq!(info.tenant, DEFAULT_TENANT);
+    assert_eq!(info.name.as_deref(), Some("TETHER_ADMIN_KEY"));
+    assert_eq!(info.revoked_at, None);
+
+    let (expected_id, expected) = ApiKeySecret::operator(key, &secret).unwrap();
+    assert_eq!(info.id, expected_id);
+    let (_, stored) = ok(engine.find_api_key(info.id).await).expect("stored");
+    assert_eq!(stored, expected.hash());
+    let plain: [u8; 32] = Sha256::digest(key.as_bytes()).into();
+    assert_ne!(
+        stored, plain,
+        "the operator key is stored as a plain SHA-256"
+    );
+    let mut legacy_id = Sha256::new();
+    legacy_id.update(b"tether operator key id\0");
+    legacy_id.update(key.as_bytes());
+    assert_ne!(info.id.as_bytes()[..6], legacy_id.finalize()[..6]);
+
+    assert_eq!(ok(engine.authenticate(key).await), info);
+    // Without the secret, or with another one, it is no key at all.
+    expect_unauthenticated(db.engine.authenticate(key).await);
+    let other = with_secret(db, &ServerSecret::generate());
+    expect_unauthenticated(other.authenticate(key).await);
+    // And an engine without a secret cannot store one.
+    let e = expect_invalid(db.engine.ensure_operator_admin_key(key).await);
+    assert!(
+        matches!(&e, Error::Invalid { field, .. } if field == "server_secret"),
+        "{e:?}"
+    );
+    let e = expect_invalid(engine.ensure_operator_admin_key("short").await);
+    assert!(
+        matches!(&e, Error::Invalid { field, .. } if field == "TETHER_ADMIN_KEY"),
+        "{e:?}"
+    );
+}
+
+/// Starting with a new `TETHER_ADMIN_KEY` revokes the earlier operator keys
+/// and nothing else; the old value coming back stays revoked and does not
+/// revoke the newer one; starting again with the current one changes
+/// nothing.
+pub async fn rotating_the_operator_key_revokes_the_old_one(db: &TestDb) {
+    let engine = with_secret(db, &ServerSecret::generate());
+    let default = ok(engine.ensure_tenant(DEFAULT_TENANT).await);
+    let acme = tenant(db, "acme").await;
+    let (issued_admin, issued_admin_key) = issue(db, &default, Some("ops"), true).await;
+    // An issued key may carry the same name: it is no operator key.
+    let (named_alike, _) = issue(db, &default, Some("TETHER_ADMIN_KEY"), true).await;
+    let (_, acme_key) = issue(db, &acme, None, false).await;
+
+    let old = ok(engine.ensure_operator_admin_key("first-operator-key").await).key;
+    let again = ok(engine.ensure_operator_admin_key("first-operator-key").await);
+    assert_eq!(again.key, old);
+    assert!(again.revoked.is_empty(), "{again:?}");
+
+    let new = ok(engine
+        .ensure_operator_admin_key("second-operator-key")
+        .await);
+    assert_eq!(new.revoked, vec![old.id]);
+    assert_eq!(new.key.revoked_at, None);
+    expect_unauthenticated(engine.authenticate("first-operator-key").await);
+    ok(engine.authenticate("second-operator-key").await);
+    let (found, _) = ok(engine.find_api_key(old.id).await).unwrap();
+    let revoked_at = found.revoked_at.expect("the old operator key is revoked");
+
+    // The old value again (a replica not yet updated): it stays revoked and
+    // the newer key keeps working.
+    let back = ok(engine.ensure_operator_admin_key("first-operator-key").await);
+    assert_eq!(back.key.id, old.id);
+    assert_eq!(back.key.revoked_at, Some(revoked_at));
+    assert!(back.revoked.is_empty(), "{back:?}");
+    ok(engine.authenticate("second-operator-key").await);
+
+    // The current value again: nothing changes.
+    let same = ok(engine
+        .ensure_operator_admin_key("second-operator-key")
+        .await);
+    assert_eq!(same.key, new.key);
+    assert!(same.revoked.is_empty(), "{same:?}");
+
+    // Issued keys, admin or not, are untouched.
+    assert_eq!(
+        ok(engine.authenticate(&issued_admin_key).await),
+        issued_admin
+    );
+    ok(engine.authenticate(&acme_key).await);
+    let listed = ok(engine.list_api_keys(default.id).await);
+    let unrevoked: Vec<Uuid> = listed
+        .iter()
+        .filter(|k| !k.is_revoked())
+        .map(|k| k.id)
+        .collect();
+    let mut want = vec![issued_admin.id, named_alike.id, new.key.id];
+    want.sort();
+    let mut unrevoked_sorted = unrevoked.clone();
+    unrevoked_sorted.sort();
+    assert_eq!(unrevoked_sorted, want);
+}
+
+/// Replicas starting at once with the same `TETHER_ADMIN_KEY` (and secret)
+/// all end up with the one key, valid; with two different keys at once,
+/// exactly one of them is left valid, never both and never neither.
+pub async fn replicas_starting_at_once_agree_on_the_operator_key(db: &TestDb) {
+    let secret = ServerSecret::generate();
+    let engines: Vec<Engine> = (0..8).map(|_| with_secret(db, &secret)).collect();
+    let starts = engines
+        .iter()
+        .map(|e| e.ensure_operator_admin_key("shared-operator-key"));
+    let answers = futures_util::future::join_all(starts).await;
+    let mut ids = Vec::new();
+    for answer in answers {
+        let setup = ok(answer);
+        assert_eq!(setup.key.revoked_at, None, "{setup:?}");
+        assert!(setup.revoked.is_empty(), "{setup:?}");
+        ids.push(setup.key.id);
+    }
+    ids.dedup();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    ok(engines[0].authenticate("shared-operator-key").await);
+    let default = ok(db.engine.ensure_tenant(DEFAULT_TENANT).await);
+    assert_eq!(ok(db.engine.list_api_keys(default.id).await).len(), 1);
+
+    // Two new values at once (a rotation racing itself): one wins. A race,
+    // so a few rounds.
+    let mut before = "shared-operator-key".to_owned();
+    for round in 0..5 {
+        let (a_key, b_key) = (
+            format!("rotated-operator-key-{round}-a"),
+            format!("rotated-operator-key-{round}-b"),
+        );
+        let a = engines[0].ensure_operator_admin_key(&a_key);
+        let b = engines[1].ensure_operator_admin_key(&b_key);
+        let (a, b) = tokio::join!(a, b);
+        let (a, b) = (ok(a), ok(b));
+        let mut alive = Vec::new();
+        for key in [&a_key, &b_key] {
+            if engines[2].authenticate(key).await.is_ok() {
+                alive.push(key.clone());
+            }
+        }
+        assert_eq!(alive.len(), 1, "round {round}: a: {a:?}, b: {b:?}");
+        expect_unauthenticated(engines[2].authenticate(&before).await);
+        before = alive.remove(0);
+    }
+}
+
+/// The first server secret a database sees is the one it keeps: its check
+/// value is stored once (also when replicas race), a replica with another
+/// secret is told apart, and the secret itself is never stored.
+pub async fn the_first_server_secret_is_kept(db: &TestDb) {
+    let secrets: Vec<ServerSecret> = (0..6).map(|_| ServerSecret::generate()).collect();
+    let engines: Vec<Engine> = secrets.iter().map(|s| with_secret(db, s)).collect();
+    let checks = engines.iter().map(|e| e.check_server_secret());
+    let answers: Vec<bool> = futures_util::future::join_all(checks)
+        .await
+        .into_iter()
+        .map(ok)
+        .collect();
+    assert_eq!(answers.iter().filter(|a| **a).count(), 1, "{answers:?}");
+    let first = answers.iter().position(|a| *a).unwrap();
+    for (i, engine) in engines.iter().enumerate() {
+        assert_eq!(ok(engine.check_server_secret().await), i == first);
+    }
+    // The store keeps the check value, not the secret.
+    let stored = ok(db
+        .engine
+        .store()
+        .server_secret_check(secrets[first].check_value())
+        .await);
+    assert_eq!(stored, secrets[first].check_value());
+    let e = expect_invalid(db.engine.check_server_secret().await);
+    assert!(
+        matches!(&e, Error::Invalid { field, .. } if field == "server_secret"),
+        "{e:?}"
+    );
+}
+
+/// `last_used_at` starts empty, is set by the first recorded use, and is
+/// written again only once the interval has passed; revoked and unknown
+/// keys are not touched. Listing and lookup show it.
+pub async fn key_use_is_recorded_at_most_once_per_interval(db: &TestDb) {
+    let acme = tenant(db, "acme").await;
+    let (info, key) = issue(db, &acme, None, false).await;
+    let (other, _) = issue(db, &acme, None, false).await;
+    assert_eq!(info.last_used_at, None);
+    let who = ok(db.engine.authenticate(&key).await);
+    assert!(who.use_is_due(Utc::now()));
+    assert_eq!(who.last_used_at, None, "authenticating writes nothing");
+
+    assert!(ok(db.engine.record_key_use(info.id).await));
+    let (found, _) = ok(db.engine.find_api_key(info.id).await).unwrap();
+    let first = found.last_used_at.expect("last_used_at is set");
+    let skew = chrono::Duration::seconds(60);
+    assert!(first >= found.created_at && first < Utc::now() + skew);
+    assert!(!found.use_is_due(first));
+    assert_eq!(
+        ok(db.engine.authenticate(&key).await).last_used_at,
+        Some(first)
+    );
+
+    // Within the interval: nothing is written.
+    assert!(!ok(db.engine.record_key_use(info.id).await));
+    let (found, _) = ok(db.engine.find_api_key(info.id).await).unwrap();
+    assert_eq!(found.last_used_at, Some(first));
+    // Once it has passed (an interval of 0 here), it is written again.
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    assert!(ok(db.engine.store().touch_api_key(info.id, 0).await));
+    let (found, _) = ok(db.engine.find_api_key(info.id).await).unwrap();
+    assert!(found.last_used_at.unwrap() > first, "{found:?}");
+
+    let listed = ok(db.engine.list_api_keys(acme.id).await);
+    let by_id = |id| listed.iter().find(|k: &&ApiKeyInfo| k.id == id).unwrap();
+    assert_eq!(by_id(info.id).last_used_at, found.last_used_at);
+    assert_eq!(by_id(other.id).last_used_at, None);
+
+    ok(db.engine.revoke_api_key(other.id).await);
+    assert!(!ok(db.engine.store().touch_api_key(other.id, 0).await));
+    let (found, _) = ok(db.engine.find_api_key(other.id).await).unwrap();
+    assert_eq!(found.last_used_at, None);
+    assert!(!ok(db.engine.record_key_use(Uuid::new_v4()).await));
 }
