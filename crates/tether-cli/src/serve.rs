@@ -191,14 +191,15 @@ pub async fn start(
             source,
         })?;
     let engine = client.engine().clone().with_server_secret(secret);
-    let same_secret =
-        engine
-            .check_server_secret()
-            .await
-            .map_err(|source| ServeError::Database {
-                database: database.describe(),
-                source,
-            })?;
+    // Recorded by the first process that stores an operator key; until then
+    // replicas that never use TETHER_ADMIN_KEY need not share a secret.
+    let same_secret = engine
+        .check_server_secret(secrets.admin_key.is_some())
+        .await
+        .map_err(|source| ServeError::Database {
+            database: database.describe(),
+            source,
+        })?;
     if !same_secret {
         return Err(ServeError::SecretMismatch {
             source_name: secret_source,

@@ -453,17 +453,27 @@ async fn a_new_tether_admin_key_revokes_the_old_one() {
 }
 
 /// Replicas that each made their own server secret cannot serve one
-/// database: the second is refused at start, saying what to do; given the
-/// first one's secret through TETHER_SERVER_SECRET, it starts, and a bad
-/// TETHER_SERVER_SECRET is refused.
+/// database once an operator key is stored under one of them: the second
+/// is refused at start (with or without TETHER_ADMIN_KEY), saying what to
+/// do; given the first one's secret through TETHER_SERVER_SECRET, it
+/// starts, and a bad TETHER_SERVER_SECRET is refused. Before any operator
+/// key, replicas need not share a secret.
 #[tokio::test]
 async fn a_replica_with_another_server_secret_is_refused() {
     let db = tether_conformance::postgres().await;
     let url = db.postgres_url().unwrap();
-    let (a, b) = (temp_dir("secret-a"), temp_dir("secret-b"));
+    let (a, b, c) = (
+        temp_dir("secret-a"),
+        temp_dir("secret-b"),
+        temp_dir("secret-c"),
+    );
     let key = "secret-admin-key-0123456789";
     let args = ["--database-url", url.as_str()];
+    drop(Server::start(&c, &args, &[]));
     let first = Server::start(&a, &args, &[("TETHER_ADMIN_KEY", key)]);
+    let (code, err) = refused_start(&c, &args, &[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("TETHER_SERVER_SECRET"), "{err}");
 
     let (code, err) = refused_start(&b, &args, &[("TETHER_ADMIN_KEY", key)]);
     assert_eq!(code, 1, "{err}");
@@ -495,7 +505,7 @@ async fn a_replica_with_another_server_secret_is_refused() {
     }
     drop((first, second));
     db.cleanup().await;
-    for d in [a, b] {
+    for d in [a, b, c] {
         let _ = std::fs::remove_dir_all(d);
     }
 }

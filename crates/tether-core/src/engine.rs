@@ -398,16 +398,19 @@ impl Engine {
         })
     }
 
-    /// Whether the server secret is the one this database was first used
-    /// with: the first call on a database stores the secret's check value
-    /// (never the secret), later calls compare with it. A process whose
-    /// secret differs must not serve: the operator key it stores or looks
-    /// up would be another row than the other replicas', and each would
-    /// revoke the other's at start. `Invalid` when no secret is set.
-    pub async fn check_server_secret(&self) -> Result<bool> {
+    /// Whether the server secret is the one this database's operator keys
+    /// were stored under. With `record` (a process about to store an
+    /// operator key), the first call on a database stores the secret's
+    /// check value (never the secret); without, a database that has none
+    /// yet accepts any secret, so replicas that never use operator keys
+    /// need not share one. A process whose secret differs must not serve:
+    /// the operator key it stores or looks up would be another row than the
+    /// other replicas', and each would revoke the other's at start.
+    /// `Invalid` when no secret is set.
+    pub async fn check_server_secret(&self, record: bool) -> Result<bool> {
         let check = self.server_secret()?.check_value();
-        let stored = self.store.server_secret_check(check).await?;
-        Ok(stored == check)
+        let stored = self.store.server_secret_check(check, record).await?;
+        Ok(stored.is_none_or(|stored| stored == check))
     }
 
     /// Makes an operator-chosen string (e.g. `TETHER_ADMIN_KEY`) the

@@ -191,10 +191,11 @@ pub trait Store: Send + Sync + 'static {
         hash: [u8; 32],
     ) -> Result<OperatorKeySetup>;
 
-    /// Stores `check` as the database's server-secret check value unless one
-    /// is stored already; returns the stored value (safe when several
-    /// processes call it at once: all get the first one stored).
-    async fn server_secret_check(&self, check: [u8; 32]) -> Result<[u8; 32]>;
+    /// The database's server-secret check value. With `record`, `check` is
+    /// stored first unless one is stored already, so the answer is always
+    /// `Some` (safe when several processes call it at once: all get the
+    /// first one stored); without, it only reads.
+    async fn server_secret_check(&self, check: [u8; 32], record: bool) -> Result<Option<[u8; 32]>>;
 
     /// Creates a schedule with a fresh id; a name the tenant already uses is
     /// `AlreadyExists`.

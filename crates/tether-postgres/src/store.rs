@@ -619,6 +619,8 @@ const SERVER_SECRET_CHECK: &str =
     ON CONFLICT (id) DO UPDATE SET check_hmac = s.check_hmac
     RETURNING check_hmac";
 
+const READ_SERVER_SECRET_CHECK: &str = "SELECT check_hmac FROM tether.server_secret WHERE id = 1";
+
 fn tenant_row(row: &PgRow) -> Result<Tenant, sqlx::Error> {
     Ok(Tenant {
         id: row.try_get("id")?,
@@ -1274,14 +1276,21 @@ impl Store for PgStore {
         Ok(OperatorKeySetup { key, revoked })
     }
 
-    async fn server_secret_check(&self, check: [u8; 32]) -> Result<[u8; 32]> {
-        let stored: Vec<u8> = sqlx::query_scalar(SERVER_SECRET_CHECK)
-            .bind(&check[..])
-            .fetch_one(&self.pool)
-            .await
-            .map_err(db_error)?;
+    async fn server_secret_check(&self, check: [u8; 32], record: bool) -> Result<Option<[u8; 32]>> {
+        let stored: Option<Vec<u8>> = if record {
+            sqlx::query_scalar(SERVER_SECRET_CHECK)
+                .bind(&check[..])
+                .fetch_optional(&self.pool)
+                .await
+        } else {
+            sqlx::query_scalar(READ_SERVER_SECRET_CHECK)
+                .fetch_optional(&self.pool)
+                .await
+        }
+        .map_err(db_error)?;
         stored
-            .try_into()
+            .map(|s| s.try_into())
+            .transpose()
             .map_err(|_| Error::Storage("server secret check is not 32 bytes".into()))
     }
 

@@ -1967,20 +1967,29 @@ impl Store for SqliteStore {
         Ok(OperatorKeySetup { key, revoked })
     }
 
-    async fn server_secret_check(&self, check: [u8; 32]) -> Result<[u8; 32]> {
-        let mut tx = self.begin().await?;
-        sqlx::query(INSERT_SERVER_SECRET_CHECK)
-            .bind(&check[..])
-            .execute(&mut *tx)
-            .await
-            .db()?;
-        let stored: Vec<u8> = sqlx::query_scalar(SERVER_SECRET_CHECK)
-            .fetch_one(&mut *tx)
-            .await
-            .db()?;
-        tx.commit().await.db()?;
+    async fn server_secret_check(&self, check: [u8; 32], record: bool) -> Result<Option<[u8; 32]>> {
+        let stored: Option<Vec<u8>> = if record {
+            let mut tx = self.begin().await?;
+            sqlx::query(INSERT_SERVER_SECRET_CHECK)
+                .bind(&check[..])
+                .execute(&mut *tx)
+                .await
+                .db()?;
+            let stored = sqlx::query_scalar(SERVER_SECRET_CHECK)
+                .fetch_optional(&mut *tx)
+                .await
+                .db()?;
+            tx.commit().await.db()?;
+            stored
+        } else {
+            sqlx::query_scalar(SERVER_SECRET_CHECK)
+                .fetch_optional(&self.reader)
+                .await
+                .db()?
+        };
         stored
-            .try_into()
+            .map(|s| s.try_into())
+            .transpose()
             .map_err(|_| rows::corrupt("server secret check is not 32 bytes"))
     }
 

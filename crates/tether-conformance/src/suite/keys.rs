@@ -435,7 +435,12 @@ pub async fn replicas_starting_at_once_agree_on_the_operator_key(db: &TestDb) {
 pub async fn the_first_server_secret_is_kept(db: &TestDb) {
     let secrets: Vec<ServerSecret> = (0..6).map(|_| ServerSecret::generate()).collect();
     let engines: Vec<Engine> = secrets.iter().map(|s| with_secret(db, s)).collect();
-    let checks = engines.iter().map(|e| e.check_server_secret());
+    // Only reading: a database with no check value yet accepts any secret
+    // and stores nothing.
+    for engine in &engines {
+        assert!(ok(engine.check_server_secret(false).await));
+    }
+    let checks = engines.iter().map(|e| e.check_server_secret(true));
     let answers: Vec<bool> = futures_util::future::join_all(checks)
         .await
         .into_iter()
@@ -444,16 +449,17 @@ pub async fn the_first_server_secret_is_kept(db: &TestDb) {
     assert_eq!(answers.iter().filter(|a| **a).count(), 1, "{answers:?}");
     let first = answers.iter().position(|a| *a).unwrap();
     for (i, engine) in engines.iter().enumerate() {
-        assert_eq!(ok(engine.check_server_secret().await), i == first);
+        assert_eq!(ok(engine.check_server_secret(true).await), i == first);
+        assert_eq!(ok(engine.check_server_secret(false).await), i == first);
     }
     // The store keeps the check value, not the secret.
     let stored = ok(db
         .engine
         .store()
-        .server_secret_check(secrets[first].check_value())
+        .server_secret_check(secrets[first].check_value(), false)
         .await);
-    assert_eq!(stored, secrets[first].check_value());
-    let e = expect_invalid(db.engine.check_server_secret().await);
+    assert_eq!(stored, Some(secrets[first].check_value()));
+    let e = expect_invalid(db.engine.check_server_secret(true).await);
     assert!(
         matches!(&e, Error::Invalid { field, .. } if field == "server_secret"),
         "{e:?}"
