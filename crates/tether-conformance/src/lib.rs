@@ -415,6 +415,7 @@ macro_rules! behaviour_suite {
             batch {
                 complete_many_answers_per_item,
                 heartbeat_many_answers_per_item,
+                repeated_stale_items_record_one_lease_lost_per_batch,
             }
             wakeups {
                 enqueue_replay_and_hand_back_wake_subscribers,

@@ -77,7 +77,9 @@ macro_rules! lease_lost_cte {
 
 /// Rows of a batch are locked in id order, so two batches that share jobs
 /// (a heartbeat cycle and a completion batch of one worker) wait for each
-/// other instead of deadlocking.
+/// other instead of deadlocking. A job named by several refused items gets
+/// one `lease_lost` event per batch (DISTINCT), so a stale token repeated in
+/// a batch cannot grow the job's history by the batch size.
 const HEARTBEAT_MANY: &str = "WITH input AS (
         SELECT * FROM UNNEST($2::uuid[], $3::uuid[], $4::bigint[], $5::jsonb[])
             AS t(id, token, ttl, progress)
@@ -99,7 +101,7 @@ const HEARTBEAT_MANY: &str = "WITH input AS (
     lost AS (
         INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, detail)
         SELECT x.id, x.tenant, now(), 'lease_lost', x.attempt, 'heartbeat'
-        FROM UNNEST($2::uuid[]) AS u(id) JOIN tether.jobs x ON x.id = u.id
+        FROM (SELECT DISTINCT id FROM UNNEST($2::uuid[]) AS u(id)) u JOIN tether.jobs x ON x.id = u.id
         WHERE x.tenant = $1 AND x.id NOT IN (SELECT id FROM done)
         RETURNING job_id
     )
@@ -127,7 +129,8 @@ const COMPLETE: &str = concat!(
 );
 
 /// Completes a batch: `$1` tenant, `$2` ids, `$3` lease tokens, `$4` results.
-/// Rows are locked in id order (see [`HEARTBEAT_MANY`]).
+/// Rows are locked in id order, and a refused job gets one `lease_lost`
+/// event per batch (see [`HEARTBEAT_MANY`]).
 pub const COMPLETE_MANY: &str = "WITH input AS (
         SELECT * FROM UNNEST($2::uuid[], $3::uuid[], $4::jsonb[]) AS t(id, token, result)
     ),
@@ -152,7 +155,7 @@ pub const COMPLETE_MANY: &str = "WITH input AS (
     lost AS (
         INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, detail)
         SELECT x.id, x.tenant, now(), 'lease_lost', x.attempt, 'complete'
-        FROM UNNEST($2::uuid[]) AS u(id) JOIN tether.jobs x ON x.id = u.id
+        FROM (SELECT DISTINCT id FROM UNNEST($2::uuid[]) AS u(id)) u JOIN tether.jobs x ON x.id = u.id
         WHERE x.tenant = $1 AND x.id NOT IN (SELECT id FROM done)
         RETURNING job_id
     )

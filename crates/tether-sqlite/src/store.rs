@@ -1154,6 +1154,9 @@ impl Store for SqliteStore {
             .collect::<Result<Vec<_>>>()?;
         let mut tx = self.begin().await?;
         let mut answers = Vec::with_capacity(items.len());
+        // Jobs whose `lease_lost` this batch recorded already, with the
+        // answer: one event per job and batch, however often it is named.
+        let mut lost: HashMap<Uuid, bool> = HashMap::new();
         for (hb, progress) in items.iter().zip(progress) {
             let row = sqlx::query(HEARTBEAT)
                 .bind(tenant)
@@ -1170,7 +1173,22 @@ impl Store for SqliteStore {
                     lease_expires_at: rows::ts(row.try_get("lease_expires_at").db()?)?,
                     cancel_requested: row.try_get("cancel_requested").db()?,
                 }),
-                None => Err(lease_lost(&mut tx, tenant, hb.id, "heartbeat").await?),
+                None => {
+                    let exists = match lost.get(&hb.id) {
+                        Some(&exists) => exists,
+                        None => {
+                            let err = lease_lost(&mut tx, tenant, hb.id, "heartbeat").await?;
+                            let exists = matches!(err, Error::LeaseLost(_));
+                            lost.insert(hb.id, exists);
+                            exists
+                        }
+                    };
+                    Err(if exists {
+                        Error::LeaseLost(hb.id)
+                    } else {
+                        Error::JobNotFound(hb.id)
+                    })
+                }
             });
         }
         tx.commit().await.db()?;
@@ -1253,7 +1271,9 @@ impl Store for SqliteStore {
             .iter()
             .map(|item| done.contains(&item.id.to_string()))
             .collect();
-        let lost_ids: Vec<String> = items
+        // One `lease_lost` per job and batch, however often the batch names
+        // it: a stale token repeated cannot grow the job's history.
+        let lost_ids: BTreeSet<String> = items
             .iter()
             .zip(&ok)
             .filter(|(_, ok)| !**ok)
