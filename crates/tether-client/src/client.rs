@@ -426,11 +426,32 @@ impl Client {
         decode(&call, &bytes)
     }
 
-    /// `GET /v1/jobs/{id}/events`: the job's history, oldest first.
-    pub async fn events(&self, id: Uuid) -> Result<Vec<JobEvent>> {
+    /// `GET /v1/jobs/{id}/events?...`: one page of the job's history,
+    /// oldest first. Follow [`EventPage::next_cursor`] for the next one.
+    pub async fn events_page(&self, id: Uuid, query: &EventQuery) -> Result<EventPage> {
         let id = id.to_string();
-        let env: EventsEnvelope = self.get(&["v1", "jobs", &id, "events"]).await?;
-        Ok(env.events)
+        let call = self.call(Method::GET, &["v1", "jobs", &id, "events"])?;
+        let req = self.request(&call, true).query(&query.pairs());
+        let bytes = self.send(req).await?;
+        decode(&call, &bytes)
+    }
+
+    /// The job's whole history, oldest first, read page by page (1 000
+    /// events a request).
+    pub async fn events(&self, id: Uuid) -> Result<Vec<JobEvent>> {
+        let mut query = EventQuery {
+            limit: Some(1_000),
+            cursor: None,
+        };
+        let mut events = Vec::new();
+        loop {
+            let page = self.events_page(id, &query).await?;
+            events.extend(page.events);
+            match page.next_cursor {
+                Some(cursor) => query.cursor = Some(cursor),
+                None => return Ok(events),
+            }
+        }
     }
 
     /// `POST /v1/jobs/{id}/cancel`: a queued job is cancelled at once, a

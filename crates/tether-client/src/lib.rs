@@ -66,8 +66,8 @@ pub use error::{Error, ErrorCode, Result};
 pub use remote::{RemoteSource, DEFAULT_CLAIM_WAIT, MAX_CLAIM_WAIT};
 pub use wire::{
     BulkReplay, ClaimOptions, ClaimedJob, CreatedKey, CreatedTenant, CronPreview, Enqueued,
-    HeartbeatAck, ItemResult, Job, JobEvent, JobPage, JobQuery, NewKey, Queue, Schedule,
-    ScheduleRun, StateCounts, Tenant,
+    EventPage, EventQuery, HeartbeatAck, ItemResult, Job, JobEvent, JobPage, JobQuery, NewKey,
+    Queue, Schedule, ScheduleRun, StateCounts, Tenant,
 };
 
 /// Request types shared with the embedded library: what to enqueue, and the

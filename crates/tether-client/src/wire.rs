@@ -209,6 +209,40 @@ impl JobEvent {
     }
 }
 
+/// One page of `GET /v1/jobs/{id}/events` (oldest first). Unset fields are
+/// not sent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventQuery {
+    /// Page size, 1–1000 (server default 100).
+    pub limit: Option<u32>,
+    /// Continue after a previous page (its [`EventPage::next_cursor`]).
+    pub cursor: Option<String>,
+}
+
+impl EventQuery {
+    pub(crate) fn pairs(&self) -> Vec<(&'static str, String)> {
+        let mut q = Vec::new();
+        if let Some(limit) = self.limit {
+            q.push(("limit", limit.to_string()));
+        }
+        if let Some(cursor) = &self.cursor {
+            q.push(("cursor", cursor.clone()));
+        }
+        q
+    }
+}
+
+/// One page of a job's history (`GET /v1/jobs/{id}/events`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventPage {
+    /// The events, oldest first.
+    pub events: Vec<JobEvent>,
+    /// Pass as [`EventQuery::cursor`] for the next page; `None` at the end.
+    /// Opaque: do not build one yourself.
+    #[serde(default)]
+    pub next_cursor: Option<String>,
+}
+
 /// Filters and page of `GET /v1/jobs` (newest first). Unset fields are not
 /// sent.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -694,11 +728,6 @@ pub(crate) struct JobsEnvelope {
 #[derive(Deserialize)]
 pub(crate) struct ResultsEnvelope<T> {
     pub(crate) results: Vec<T>,
-}
-
-#[derive(Deserialize)]
-pub(crate) struct EventsEnvelope {
-    pub(crate) events: Vec<JobEvent>,
 }
 
 #[derive(Deserialize)]

@@ -379,6 +379,7 @@ macro_rules! behaviour_suite {
             }
             history {
                 history_records_every_transition_in_order,
+                history_is_paged_oldest_first,
             }
             keys {
                 tenants_are_created_listed_and_fetched,

@@ -10,9 +10,9 @@ use crate::error::{Error, Result};
 use crate::keys::{ApiKeyInfo, ApiKeySecret, Tenant, DEFAULT_TENANT};
 use crate::lifecycle;
 use crate::model::{
-    ClaimRequest, ClaimedJob, Completion, Enqueued, Failure, Heartbeat, HeartbeatAck, Job,
-    JobEvent, JobFilter, JobPage, Lease, LeaseToken, NewJob, QueueConfigPatch, QueueStats,
-    ReapReport, ReplayFilter,
+    ClaimRequest, ClaimedJob, Completion, Enqueued, EventPage, EventQuery, Failure, Heartbeat,
+    HeartbeatAck, Job, JobEvent, JobFilter, JobPage, Lease, LeaseToken, NewJob, QueueConfigPatch,
+    QueueStats, ReapReport, ReplayFilter,
 };
 use crate::schedule::{
     self, Fire, FireOutcome, FireReport, RunOutcome, Schedule, SchedulePatch, ScheduleRun,
@@ -231,10 +231,36 @@ impl Engine {
         self.store.list(tenant, filter).await
     }
 
-    /// A job's history, oldest first.
-    pub async fn events(&self, tenant: &str, id: Uuid) -> Result<Vec<JobEvent>> {
+    /// One page of a job's history, oldest first (default 100 events, at
+    /// most 1 000); follow `next_cursor` for the rest.
+    pub async fn events_page(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        query: &EventQuery,
+    ) -> Result<EventPage> {
         validate::name("tenant", tenant)?;
-        self.store.events(tenant, id).await
+        validate::event_query(query)?;
+        let limit = query.limit.unwrap_or(validate::DEFAULT_EVENT_PAGE);
+        self.store.events(tenant, id, query.cursor, limit).await
+    }
+
+    /// A job's whole history, oldest first, read page by page. For callers
+    /// in the process; the HTTP API hands it out one page at a time.
+    pub async fn events(&self, tenant: &str, id: Uuid) -> Result<Vec<JobEvent>> {
+        let mut query = EventQuery {
+            limit: Some(validate::MAX_EVENT_PAGE),
+            cursor: None,
+        };
+        let mut events = Vec::new();
+        loop {
+            let page = self.events_page(tenant, id, &query).await?;
+            events.extend(page.events);
+            match page.next_cursor {
+                Some(cursor) => query.cursor = Some(cursor),
+                None => return Ok(events),
+            }
+        }
     }
 
     /// One queue's stats.

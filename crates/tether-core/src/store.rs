@@ -10,9 +10,9 @@ use uuid::Uuid;
 use crate::error::Result;
 use crate::keys::{ApiKeyInfo, Tenant};
 use crate::model::{
-    ClaimRequest, ClaimedJob, Completion, Enqueued, Failure, Heartbeat, HeartbeatAck, Job,
-    JobEvent, JobFilter, JobPage, Lease, LeaseToken, QueueConfigPatch, QueueStats, ReapReport,
-    ReplayFilter,
+    ClaimRequest, ClaimedJob, Completion, Enqueued, EventCursor, EventPage, Failure, Heartbeat,
+    HeartbeatAck, Job, JobFilter, JobPage, Lease, LeaseToken, QueueConfigPatch, QueueStats,
+    ReapReport, ReplayFilter,
 };
 use crate::schedule::{Fire, FireOutcome, Schedule, ScheduleRun, ScheduleSpec};
 use crate::wakeup::Wakeup;
@@ -91,8 +91,16 @@ pub trait Store: Send + Sync + 'static {
     /// Jobs newest first, filtered, one page at a time.
     async fn list(&self, tenant: &str, filter: &JobFilter) -> Result<JobPage>;
 
-    /// A job's history, oldest first.
-    async fn events(&self, tenant: &str, id: Uuid) -> Result<Vec<JobEvent>>;
+    /// One page of a job's history, oldest first: at most `limit` events
+    /// after `cursor` (from the start when `None`); `next_cursor` is set when
+    /// the page came back full. `JobNotFound` if the tenant has no such job.
+    async fn events(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        cursor: Option<EventCursor>,
+        limit: u32,
+    ) -> Result<EventPage>;
 
     /// One queue's stats (zeros and defaults for a queue never used).
     async fn queue_stats(&self, tenant: &str, queue: &str) -> Result<QueueStats>;

@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::model::{
-    Backoff, ClaimRequest, Completion, Failure, Heartbeat, JobFilter, JobState, NewJob,
+    Backoff, ClaimRequest, Completion, EventQuery, Failure, Heartbeat, JobFilter, JobState, NewJob,
     QueueConfigPatch, ReplayFilter, RunAt,
 };
 
@@ -27,6 +27,10 @@ pub const MAX_DURATION_MS: i64 = 366 * 24 * 3_600_000;
 pub const MAX_PAGE: u32 = 500;
 /// Largest bulk replay.
 pub const MAX_REPLAY: u32 = 10_000;
+/// Largest page of a job's history.
+pub const MAX_EVENT_PAGE: u32 = 1_000;
+/// Page size of a job's history when none is asked for.
+pub const DEFAULT_EVENT_PAGE: u32 = 100;
 
 /// Size limits, configurable by the operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -320,6 +324,14 @@ pub fn job_filter(filter: &JobFilter) -> Result<()> {
     }
     if let Some(limit) = filter.limit {
         batch_len("limit", limit as usize, MAX_PAGE as usize)?;
+    }
+    Ok(())
+}
+
+/// A page request of a job's history.
+pub fn event_query(query: &EventQuery) -> Result<()> {
+    if let Some(limit) = query.limit {
+        batch_len("limit", limit as usize, MAX_EVENT_PAGE as usize)?;
     }
     Ok(())
 }

@@ -10,10 +10,10 @@ use sqlx::{QueryBuilder, Row};
 use tether_core::schedule::{Fire, FireOutcome};
 use tether_core::{ApiKeyInfo, Schedule, ScheduleRun, ScheduleSpec, Tenant, DEFAULT_TENANT};
 use tether_core::{
-    ClaimRequest, ClaimedJob, Completion, Enqueued, Error, EventKind, Failure, Heartbeat,
-    HeartbeatAck, Job, JobEvent, JobFilter, JobPage, JobState, Lease, LeaseToken, NewJobRef,
-    QueueConfig, QueueConfigPatch, QueueStats, ReapReport, ReplayFilter, Result, StateCounts,
-    Store, Wakeup,
+    ClaimRequest, ClaimedJob, Completion, Enqueued, Error, EventCursor, EventKind, EventPage,
+    Failure, Heartbeat, HeartbeatAck, Job, JobEvent, JobFilter, JobPage, JobState, Lease,
+    LeaseToken, NewJobRef, QueueConfig, QueueConfigPatch, QueueStats, ReapReport, ReplayFilter,
+    Result, StateCounts, Store, Wakeup,
 };
 use uuid::Uuid;
 
@@ -328,8 +328,11 @@ const GET: &str = concat!(
     " FROM tether.jobs j WHERE j.id = $1 AND j.tenant = $2"
 );
 
-const EVENTS: &str = "SELECT at, event, attempt, worker_id, detail FROM tether.job_events
-    WHERE job_id = $1 AND tenant = $2 ORDER BY seq";
+/// One page of a job's history: `$3` the cursor (the `seq` of the previous
+/// page's last event, NULL from the start), `$4` the page size.
+const EVENTS: &str = "SELECT seq, at, event, attempt, worker_id, detail FROM tether.job_events
+    WHERE job_id = $1 AND tenant = $2 AND ($3::bigint IS NULL OR seq > $3)
+    ORDER BY seq LIMIT $4";
 
 /// Per-queue statistics as a LATERAL subquery over a row `q` that carries
 /// `tenant` and `name`.
@@ -941,30 +944,51 @@ impl Store for PgStore {
         Ok(JobPage { jobs, next_cursor })
     }
 
-    async fn events(&self, tenant: &str, id: Uuid) -> Result<Vec<JobEvent>> {
-        let events: Vec<JobEvent> = sqlx::query(EVENTS)
+    async fn events(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        cursor: Option<EventCursor>,
+        limit: u32,
+    ) -> Result<EventPage> {
+        let rows: Vec<(i64, JobEvent)> = sqlx::query(EVENTS)
             .bind(id)
             .bind(tenant)
+            .bind(cursor.map(|c| c.0))
+            .bind(i64::from(limit))
             .try_map(|row: PgRow| {
                 let event: String = row.try_get("event")?;
-                Ok(JobEvent {
-                    at: row.try_get("at")?,
-                    event: event
-                        .parse::<EventKind>()
-                        .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
-                    attempt: row.try_get("attempt")?,
-                    worker_id: row.try_get("worker_id")?,
-                    detail: row.try_get("detail")?,
-                })
+                let seq: i64 = row.try_get("seq")?;
+                Ok((
+                    seq,
+                    JobEvent {
+                        at: row.try_get("at")?,
+                        event: event
+                            .parse::<EventKind>()
+                            .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
+                        attempt: row.try_get("attempt")?,
+                        worker_id: row.try_get("worker_id")?,
+                        detail: row.try_get("detail")?,
+                    },
+                ))
             })
             .fetch_all(&self.pool)
             .await
             .map_err(db_error)?;
-        if events.is_empty() {
-            // Every job has at least its `enqueued` event.
+        if rows.is_empty() {
+            // Every job has at least its `enqueued` event, but a page past
+            // the end has none: tell "no such job" apart.
             self.get(tenant, id).await?;
         }
-        Ok(events)
+        let next_cursor = if rows.len() == limit as usize {
+            rows.last().map(|(seq, _)| EventCursor(*seq))
+        } else {
+            None
+        };
+        Ok(EventPage {
+            events: rows.into_iter().map(|(_, e)| e).collect(),
+            next_cursor,
+        })
     }
 
     async fn queue_stats(&self, tenant: &str, queue: &str) -> Result<QueueStats> {

@@ -294,9 +294,23 @@ async function dlq(r) {
   return { toolbar: [el('h1', {}, 'Dead letters'), filterBar('dlq', r.params, filters, all)], content };
 }
 
+// A job's whole history: the API hands it out a page at a time.
+async function jobHistory(path) {
+  const events = [];
+  let cursor = null;
+  do {
+    const q = new URLSearchParams({ limit: '1000' });
+    if (cursor) q.set('cursor', cursor);
+    const page = await api('GET', `${path}/events?${q}`);
+    events.push(...page.events);
+    cursor = page.next_cursor;
+  } while (cursor);
+  return events;
+}
+
 async function job(r) {
   const path = `/v1/jobs/${enc(r.id)}`;
-  const [{ job: j }, { events }] = await Promise.all([api('GET', path), api('GET', `${path}/events`)]);
+  const [{ job: j }, events] = await Promise.all([api('GET', path), jobHistory(path)]);
   const actions = [];
   if ((j.state === 'queued' || j.state === 'running') && !j.cancel_requested) {
     actions.push(button('Cancel', () => api('POST', `${path}/cancel`).then(() => 'Cancel sent.'), 'Cancel this job?'));

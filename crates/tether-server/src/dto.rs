@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 use tether_core::validate::MAX_NAME_LEN;
 use tether_core::{
-    Backoff, ClaimedJob, EventKind, Job, JobEvent, JobState, LeaseToken, NewJob, Overlap,
-    QueueConfigPatch, QueueStats, RunAt, RunOutcome, Schedule, SchedulePatch, ScheduleRun,
+    Backoff, ClaimedJob, EventCursor, EventKind, Job, JobEvent, JobState, LeaseToken, NewJob,
+    Overlap, QueueConfigPatch, QueueStats, RunAt, RunOutcome, Schedule, SchedulePatch, ScheduleRun,
     ScheduleSpec, StateCounts, Tenant,
 };
 use utoipa::openapi::schema::{Object, ObjectBuilder, Schema, Type};
@@ -893,11 +893,38 @@ pub struct JobListResponse {
     pub next_cursor: Option<Uuid>,
 }
 
-/// The answer of `GET /v1/jobs/{id}/events`.
+/// One page of `GET /v1/jobs/{id}/events`.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct EventListResponse {
     /// The job's history, oldest first.
     pub events: Vec<EventDto>,
+    /// Pass as `cursor` for the next page; `null` at the end. Opaque.
+    #[schema(required, value_type = Option<String>)]
+    #[serde(serialize_with = "ser_opt_display")]
+    pub next_cursor: Option<EventCursor>,
+}
+
+fn ser_opt_display<S: Serializer, T: std::fmt::Display>(
+    v: &Option<T>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => s.collect_str(v),
+        None => s.serialize_none(),
+    }
+}
+
+/// `GET /v1/jobs/{id}/events` query. Empty parameters are unset; unknown
+/// ones are 400.
+#[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct EventsQuery {
+    /// Page size.
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 1000, default = 100)]
+    pub limit: Option<String>,
+    /// The `next_cursor` of the previous page (opaque).
+    pub cursor: Option<String>,
 }
 
 /// `{queue}`: the answer of the routes about one queue.

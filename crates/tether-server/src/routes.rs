@@ -13,7 +13,8 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use tether_core::{
-    ClaimRequest, Completion, Engine, Error, Failure, Heartbeat, JobFilter, JobState, ReplayFilter,
+    ClaimRequest, Completion, Engine, Error, EventCursor, EventQuery, Failure, Heartbeat,
+    JobFilter, JobState, ReplayFilter,
 };
 use uuid::Uuid;
 
@@ -623,14 +624,19 @@ pub(crate) async fn get_job(
 }
 
 /// Read a job's history.
+///
+/// Oldest first, a page at a time (100 events unless `limit` says
+/// otherwise, at most 1 000): pass the answer's `next_cursor` as `cursor`
+/// for the next page.
 #[utoipa::path(
     get,
     path = "/v1/jobs/{id}/events",
     tag = "jobs",
     security(("api_key" = [])),
-    params(("id" = Uuid, Path, description = "The job's id.")),
+    params(("id" = Uuid, Path, description = "The job's id."), EventsQuery),
     responses(
-        (status = 200, description = "The job's events, oldest first.", body = EventListResponse),
+        (status = 200, description = "One page of the job's events, oldest first.", body = EventListResponse),
+        (status = 400, response = BadRequest),
         (status = 401, response = Unauthenticated),
         (status = 404, description = "`not_found`: no such job in this tenant (also an id that is not a UUID).", body = ErrorBody),
         (status = 500, response = Internal),
@@ -641,11 +647,25 @@ pub(crate) async fn job_events(
     State(st): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
+    ApiQuery(q): ApiQuery<EventsQuery>,
 ) -> ApiResult<Json<EventListResponse>> {
     let id = job_id(&id)?;
-    let events = st.engine.events(caller.tenant(), id).await?;
+    let max = tether_core::validate::MAX_EVENT_PAGE;
+    let limit = non_empty(q.limit)
+        .map(|s| s.parse::<u32>())
+        .transpose()
+        .map_err(|_| {
+            ApiError::invalid_field("limit", format!("must be an integer from 1 to {max}"))
+        })?;
+    let cursor = non_empty(q.cursor)
+        .map(|s| s.parse::<EventCursor>())
+        .transpose()
+        .map_err(|_| ApiError::invalid_field("cursor", "not a cursor from a previous page"))?;
+    let query = EventQuery { limit, cursor };
+    let page = st.engine.events_page(caller.tenant(), id, &query).await?;
     Ok(Json(EventListResponse {
-        events: events.into_iter().map(Into::into).collect(),
+        events: page.events.into_iter().map(Into::into).collect(),
+        next_cursor: page.next_cursor,
     }))
 }
 

@@ -520,6 +520,38 @@ async fn list_get_and_events(db: &TestDb) {
     assert_eq!(events[1]["attempt"], 1);
     assert!(is_rfc3339_utc(&events[0]["at"]));
     assert!(events[0].as_object().unwrap().contains_key("detail"));
+    assert_eq!(ev.body["next_cursor"], Value::Null);
+    // Paged like the job list: a full page names its cursor; the pages
+    // together are the history, once, oldest first.
+    let mut seen = Vec::new();
+    let mut uri = format!("/v1/jobs/{id}/events?limit=2");
+    loop {
+        let page = c.get(&uri).await;
+        let body = page.expect(200).clone();
+        let got = body["events"].as_array().unwrap();
+        assert!(got.len() <= 2);
+        seen.extend(got.iter().map(|e| e["event"].as_str().unwrap().to_owned()));
+        match body["next_cursor"].as_str() {
+            Some(cur) => uri = format!("/v1/jobs/{id}/events?limit=2&cursor={cur}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["enqueued", "claimed", "succeeded"]);
+    for bad in [
+        "limit=0",
+        "limit=1001",
+        "limit=x",
+        "cursor=zzz",
+        "cursor=-1",
+        "after=1",
+    ] {
+        c.get(&format!("/v1/jobs/{id}/events?{bad}"))
+            .await
+            .expect_error(400, "invalid_argument");
+    }
+    c.get(&format!("/v1/jobs/{id}/events?limit=1000"))
+        .await
+        .expect(200);
 }
 
 async fn queue_routes(db: &TestDb) {

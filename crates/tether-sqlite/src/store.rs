@@ -16,9 +16,10 @@ use tether_core::schedule::{
 };
 use tether_core::{ApiKeyInfo, Tenant, DEFAULT_TENANT};
 use tether_core::{
-    ClaimRequest, ClaimedJob, Completion, Enqueued, Error, EventKind, Failure, Heartbeat,
-    HeartbeatAck, Job, JobEvent, JobFilter, JobPage, JobState, Lease, LeaseToken, NewJobRef,
-    QueueConfig, QueueConfigPatch, QueueStats, ReapReport, ReplayFilter, Result, RunAt, Store,
+    ClaimRequest, ClaimedJob, Completion, Enqueued, Error, EventCursor, EventKind, EventPage,
+    Failure, Heartbeat, HeartbeatAck, Job, JobFilter, JobPage, JobState, Lease, LeaseToken,
+    NewJobRef, QueueConfig, QueueConfigPatch, QueueStats, ReapReport, ReplayFilter, Result, RunAt,
+    Store,
 };
 use uuid::Uuid;
 
@@ -360,10 +361,15 @@ const INSERT_EVENT: &str = "INSERT INTO tether_job_events \
      (job_id, tenant, at, event, attempt, worker_id, detail) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
 
+/// One page of a job's history: ?3 the cursor (the `seq` of the previous
+/// page's last event, NULL from the start), ?4 the page size. A job without
+/// events past the cursor still gives one row, with NULL event columns, so
+/// that "no such job" is told apart in the same snapshot.
 const EVENTS: &str = "SELECT e.at AS at, e.event AS event, e.attempt AS attempt, \
      e.worker_id AS worker_id, e.detail AS detail, e.seq AS seq \
      FROM tether_jobs AS j LEFT JOIN tether_job_events AS e ON e.job_id = j.id \
-     WHERE j.tenant = ?1 AND j.id = ?2 ORDER BY e.seq";
+     AND (?3 IS NULL OR e.seq > ?3) \
+     WHERE j.tenant = ?1 AND j.id = ?2 ORDER BY e.seq LIMIT ?4";
 
 /// Stats of one queue, whether or not it has a row.
 const QUEUE_STATS: &str = concat!(
@@ -1554,13 +1560,21 @@ impl Store for SqliteStore {
         Ok(JobPage { jobs, next_cursor })
     }
 
-    async fn events(&self, tenant: &str, id: Uuid) -> Result<Vec<JobEvent>> {
+    async fn events(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        cursor: Option<EventCursor>,
+        limit: u32,
+    ) -> Result<EventPage> {
         let mut conn = self.reader.acquire().await.db()?;
         // One statement: the job's existence in the tenant and its history
         // come from the same snapshot.
         let found = sqlx::query(EVENTS)
             .bind(tenant)
             .bind(id.to_string())
+            .bind(cursor.map(|c| c.0))
+            .bind(i64::from(limit))
             .fetch_all(&mut *conn)
             .await
             .db()?;
@@ -1568,13 +1582,23 @@ impl Store for SqliteStore {
             return Err(Error::JobNotFound(id));
         }
         let mut events = Vec::with_capacity(found.len());
+        let mut last = None;
         for row in &found {
             let seq: Option<i64> = row.try_get("seq").db()?;
-            if seq.is_some() {
+            if let Some(seq) = seq {
                 events.push(rows::event(row)?);
+                last = Some(EventCursor(seq));
             }
         }
-        Ok(events)
+        let next_cursor = if events.len() == limit as usize {
+            last
+        } else {
+            None
+        };
+        Ok(EventPage {
+            events,
+            next_cursor,
+        })
     }
 
     async fn queue_stats(&self, tenant: &str, queue: &str) -> Result<QueueStats> {

@@ -344,7 +344,11 @@ async fn lifecycle_smoke() {
     let delay = failed.run_at - failed.updated_at;
     assert_eq!(delay.num_milliseconds(), 1_000);
 
-    let events = store.events("t", claimed[0].job.id).await.unwrap();
+    let events = store
+        .events("t", claimed[0].job.id, None, 1000)
+        .await
+        .unwrap()
+        .events;
     let kinds: Vec<_> = events.iter().map(|e| e.event).collect();
     assert_eq!(
         kinds,
@@ -418,7 +422,11 @@ async fn reaper_buries_exhausted_jobs_and_requeues_the_rest() {
         states,
         [JobState::Failed, JobState::Queued, JobState::Cancelled]
     );
-    let events = store.events("t", out[0].job.id).await.unwrap();
+    let events = store
+        .events("t", out[0].job.id, None, 1000)
+        .await
+        .unwrap()
+        .events;
     let last = events.last().unwrap();
     assert_eq!(last.event, EventKind::LeaseExpired);
     assert_eq!(last.detail.as_deref(), Some("failed"));
@@ -563,7 +571,7 @@ async fn bulk_replay_takes_one_job_per_unique_key() {
         store.replay("t", dead[1]).await,
         Err(Error::Conflict(_))
     ));
-    let events = store.events("t", dead[0]).await.unwrap();
+    let events = store.events("t", dead[0], None, 1000).await.unwrap().events;
     assert_eq!(events.last().unwrap().event, EventKind::Replayed);
     store.close().await;
 }
