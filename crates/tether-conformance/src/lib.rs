@@ -371,6 +371,7 @@ macro_rules! behaviour_suite {
                 one_bad_entry_refuses_the_whole_batch,
                 bad_arguments_to_other_operations_are_refused,
                 nul_characters_are_refused_or_replaced,
+                out_of_range_times_are_refused,
             }
             tenants {
                 tenant_cannot_see_or_touch_another_tenants_job,

@@ -578,6 +578,9 @@ impl Engine {
                 format!("must be between 1 and {MAX_PREVIEW}, got {count}"),
             ));
         }
+        if let Some(from) = &from {
+            validate::instant("from", from)?;
+        }
         let schedule = CronSchedule::parse(cron, timezone)?;
         Ok(schedule.upcoming(from.unwrap_or_else(Utc::now), count as usize))
     }

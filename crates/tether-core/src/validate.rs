@@ -1,6 +1,8 @@
 //! Validation of everything that crosses the library edge. Every check runs
 //! before any write, so bad input changes nothing.
 
+use chrono::{DateTime, NaiveDate, Utc};
+
 use crate::error::{Error, Result};
 use crate::model::{
     Backoff, ClaimRequest, Completion, EventQuery, Failure, Heartbeat, JobFilter, JobState, NewJob,
@@ -31,6 +33,34 @@ pub const MAX_REPLAY: u32 = 10_000;
 pub const MAX_EVENT_PAGE: u32 = 1_000;
 /// Page size of a job's history when none is asked for.
 pub const DEFAULT_EVENT_PAGE: u32 = 100;
+
+/// The earliest absolute time accepted as input: the Unix epoch.
+pub const MIN_INSTANT: &str = "1970-01-01T00:00:00Z";
+/// The latest absolute time accepted as input: the end of year 9999.
+pub const MAX_INSTANT: &str = "9999-12-31T23:59:59.999Z";
+
+/// An absolute time given as input (`run_at`, `expires_at`, a cron
+/// preview's `from`) within [`MIN_INSTANT`]..=[`MAX_INSTANT`]. Years outside
+/// it (negative, or above 9999) are stored by one backend and not the other
+/// (PostgreSQL's `timestamptz` ends at 294276, SQLite stores any integer),
+/// and mean nothing for a job queue; every backend refuses the same values.
+pub fn instant(field: &str, value: &DateTime<Utc>) -> Result<()> {
+    let min = DateTime::<Utc>::UNIX_EPOCH;
+    let max = NaiveDate::from_ymd_opt(10_000, 1, 1)
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .map(|t| t.and_utc())
+        .expect("a valid date");
+    if *value < min || *value >= max {
+        return Err(Error::invalid(
+            field,
+            format!(
+                "must be between {MIN_INSTANT} and {MAX_INSTANT}, got {}",
+                value.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+            ),
+        ));
+    }
+    Ok(())
+}
 
 /// Size limits, configurable by the operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -225,8 +255,13 @@ pub fn new_job(field: &str, job: &NewJob, limits: &Limits) -> Result<()> {
             format!("must be between -100 and 100, got {}", job.priority),
         ));
     }
-    if let RunAt::Delay(ms) = job.run_at {
-        millis(&f("delay_ms"), ms, 0..=MAX_DURATION_MS)?;
+    match job.run_at {
+        RunAt::Delay(ms) => millis(&f("delay_ms"), ms, 0..=MAX_DURATION_MS)?,
+        RunAt::At(at) => instant(&f("run_at"), &at)?,
+        RunAt::Now => {}
+    }
+    if let Some(at) = &job.expires_at {
+        instant(&f("expires_at"), at)?;
     }
     if let Some(n) = job.max_attempts {
         max_attempts(&f("max_attempts"), n)?;
@@ -400,6 +435,37 @@ mod tests {
                 other => panic!("{bad} was not refused: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn instants_outside_1970_to_9999_are_refused() {
+        let at = |s: &str| DateTime::parse_from_rfc3339(s).unwrap().to_utc();
+        for ok in [
+            "1970-01-01T00:00:00Z",
+            "2026-11-29T23:00:00.123Z",
+            "9999-12-31T23:59:59.999Z",
+        ] {
+            assert!(instant("run_at", &at(ok)).is_ok(), "{ok}");
+        }
+        let before = DateTime::<Utc>::UNIX_EPOCH - chrono::Duration::milliseconds(1);
+        let after = at("9999-12-31T23:59:59.999Z") + chrono::Duration::milliseconds(1);
+        let negative = NaiveDate::from_ymd_opt(-5000, 1, 1)
+            .unwrap()
+            .and_hms_opt(0, 0, 0)
+            .unwrap()
+            .and_utc();
+        for bad in [before, after, negative] {
+            match instant("jobs[2].expires_at", &bad) {
+                Err(Error::Invalid { field, .. }) => assert_eq!(field, "jobs[2].expires_at"),
+                other => panic!("{bad} was not refused: {other:?}"),
+            }
+        }
+        let job = NewJob::new("q", "k", serde_json::Value::Null);
+        let limits = Limits::default();
+        let err = new_job("", &job.clone().run_at(RunAt::At(negative)), &limits).unwrap_err();
+        assert!(err.to_string().contains("run_at"), "{err}");
+        let err = new_job("", &job.expires_at(after), &limits).unwrap_err();
+        assert!(err.to_string().contains("expires_at"), "{err}");
     }
 
     #[test]

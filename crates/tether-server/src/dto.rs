@@ -458,7 +458,8 @@ pub struct EnqueueRequest {
     /// Higher runs first (default 0).
     #[schema(minimum = -100, maximum = 100, default = 0)]
     pub priority: Option<i16>,
-    /// Not claimable before this instant; not with `delay_ms`.
+    /// Not claimable before this instant; not with `delay_ms`. Between
+    /// 1970-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z.
     pub run_at: Option<DateTime<Utc>>,
     /// Not claimable before now + this; not with `run_at`.
     #[schema(minimum = 0, maximum = 31622400000_i64)]
@@ -479,7 +480,8 @@ pub struct EnqueueRequest {
     /// Free labels for filtering.
     #[schema(value_type = Option<Vec<NameSchema>>, max_items = 32)]
     pub tags: Option<Vec<String>>,
-    /// A job not claimed by then fails as expired.
+    /// A job not claimed by then fails as expired. Between
+    /// 1970-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z.
     pub expires_at: Option<DateTime<Utc>>,
     /// Retry backoff (default: the queue's).
     pub backoff: Option<BackoffDto>,
@@ -1171,7 +1173,8 @@ pub struct CronPreviewQuery {
     /// The IANA time zone it is read in.
     #[param(default = "UTC")]
     pub timezone: Option<String>,
-    /// Fire instants strictly after this one (RFC 3339; default now).
+    /// Fire instants strictly after this one (RFC 3339, between
+    /// 1970-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z; default now).
     #[param(value_type = Option<DateTime<Utc>>)]
     pub from: Option<String>,
     /// How many instants.

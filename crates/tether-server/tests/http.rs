@@ -945,6 +945,40 @@ async fn bad_input_is_refused(db: &TestDb) {
         .await;
     a.expect_error(400, "invalid_argument");
     assert!(msg(&a).contains("jobs[1].kind"), "{}", msg(&a));
+    // Absolute times outside 1970..=9999, named; nothing is written.
+    for (field, at) in [
+        ("run_at", "-5000-01-01T00:00:00Z"),
+        ("run_at", "1969-12-31T23:59:59Z"),
+        ("expires_at", "-0001-06-01T00:00:00+02:00"),
+    ] {
+        let a = c
+            .post(
+                "/v1/jobs",
+                json!({"queue": "times", "kind": "k", field: at}),
+            )
+            .await;
+        a.expect_error(400, "invalid_argument");
+        assert!(msg(&a).contains(field), "{at}: {}", msg(&a));
+        let a = c
+            .post(
+                "/v1/jobs/batch",
+                json!({"jobs": [{"queue": "times", "kind": "k"}, {"queue": "times", "kind": "k", field: at}]}),
+            )
+            .await;
+        a.expect_error(400, "invalid_argument");
+        assert!(
+            msg(&a).contains(&format!("jobs[1].{field}")),
+            "{at}: {}",
+            msg(&a)
+        );
+    }
+    let a = c
+        .get("/v1/cron/preview?cron=0%20*%20*%20*%20*&from=-5000-01-01T00:00:00Z")
+        .await;
+    a.expect_error(400, "invalid_argument");
+    assert!(msg(&a).contains("from"), "{}", msg(&a));
+    let listed = c.get("/v1/jobs?queue=times").await;
+    assert_eq!(listed.expect(200)["jobs"], json!([]));
     // Missing required field.
     let a = c.post("/v1/jobs", json!({"queue": "q"})).await;
     a.expect_error(400, "invalid_argument");
