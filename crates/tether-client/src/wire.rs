@@ -395,8 +395,23 @@ pub struct BulkReplay {
     pub state: Option<JobState>,
     /// Only this kind.
     pub kind: Option<String>,
-    /// At most this many jobs.
+    /// At most this many jobs (the first ones by id after `cursor`).
     pub limit: Option<u32>,
+    /// Continue after a previous round (its [`BulkReplayed::next_cursor`]).
+    pub cursor: Option<String>,
+    /// The replayed jobs' new `expires_at`; `None` clears it.
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// The answer of one bulk replay round.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BulkReplayed {
+    /// How many jobs were queued again.
+    pub replayed: u64,
+    /// Pass as [`BulkReplay::cursor`] for the next round; `None` when this
+    /// round reached the end. Opaque.
+    #[serde(default)]
+    pub next_cursor: Option<String>,
 }
 
 /// A queue's health and settings (`GET /v1/queues/{queue}`).
@@ -743,11 +758,6 @@ pub(crate) struct QueuesEnvelope {
 #[derive(Deserialize)]
 pub(crate) struct TenantsEnvelope {
     pub(crate) tenants: Vec<Tenant>,
-}
-
-#[derive(Deserialize)]
-pub(crate) struct ReplayedEnvelope {
-    pub(crate) replayed: u64,
 }
 
 #[derive(Deserialize)]

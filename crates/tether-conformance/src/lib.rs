@@ -398,6 +398,8 @@ macro_rules! behaviour_suite {
                 replay_of_active_or_succeeded_job_is_invalid_state,
                 replay_is_refused_while_unique_key_is_held,
                 bulk_replay_by_queue_kind_and_state,
+                replay_clears_or_sets_expires_at,
+                bulk_replay_rounds_follow_a_cursor_and_take_each_job_once,
             }
             expiry {
                 expired_job_fails_and_is_never_claimed,

@@ -10,9 +10,9 @@ use crate::error::{Error, Result};
 use crate::keys::{ApiKeyInfo, ApiKeySecret, Tenant, DEFAULT_TENANT};
 use crate::lifecycle;
 use crate::model::{
-    ClaimRequest, ClaimedJob, Completion, Enqueued, EventPage, EventQuery, Failure, Heartbeat,
-    HeartbeatAck, Job, JobEvent, JobFilter, JobPage, Lease, LeaseToken, NewJob, QueueConfigPatch,
-    QueueStats, ReapReport, ReplayFilter,
+    BulkReplayed, ClaimRequest, ClaimedJob, Completion, Enqueued, EventPage, EventQuery, Failure,
+    Heartbeat, HeartbeatAck, Job, JobEvent, JobFilter, JobPage, Lease, LeaseToken, NewJob,
+    QueueConfigPatch, QueueStats, ReapReport, ReplayFilter,
 };
 use crate::schedule::{
     self, Fire, FireOutcome, FireReport, RunOutcome, Schedule, SchedulePatch, ScheduleRun,
@@ -201,21 +201,37 @@ impl Engine {
         self.store.cancel(tenant, id).await
     }
 
-    /// Queues a failed or cancelled job again, attempt 0.
+    /// Queues a failed or cancelled job again, attempt 0, without an
+    /// `expires_at` (an expired job would otherwise expire again at once).
     pub async fn replay(&self, tenant: &str, id: Uuid) -> Result<Job> {
+        self.replay_with(tenant, id, None).await
+    }
+
+    /// Queues a failed or cancelled job again, attempt 0, with
+    /// `expires_at` as its new expiry (`None`: none).
+    pub async fn replay_with(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        expires_at: Option<DateTime<Utc>>,
+    ) -> Result<Job> {
         validate::name("tenant", tenant)?;
-        let job = self.store.replay(tenant, id).await?;
+        if let Some(at) = &expires_at {
+            validate::instant("expires_at", at)?;
+        }
+        let job = self.store.replay(tenant, id, expires_at).await?;
         counters::replayed(tenant, 1);
         Ok(job)
     }
 
-    /// Replays many dead jobs of one queue.
-    pub async fn replay_many(&self, tenant: &str, filter: &ReplayFilter) -> Result<u64> {
+    /// Replays many dead jobs of one queue; follow `next_cursor` (as the
+    /// filter's `cursor`) to go through a selection larger than `limit`.
+    pub async fn replay_many(&self, tenant: &str, filter: &ReplayFilter) -> Result<BulkReplayed> {
         validate::name("tenant", tenant)?;
         validate::replay_filter(filter)?;
-        let n = self.store.replay_many(tenant, filter).await?;
-        counters::replayed(tenant, n);
-        Ok(n)
+        let out = self.store.replay_many(tenant, filter).await?;
+        counters::replayed(tenant, out.replayed);
+        Ok(out)
     }
 
     /// One job.

@@ -559,6 +559,39 @@ pub struct ReplayFilter {
     pub kind: Option<String>,
     /// At most this many jobs, 1..=10 000 (unset: 1 000).
     pub limit: Option<u32>,
+    /// Only jobs with a greater id: the `next_cursor` of the previous
+    /// round, so that rounds move through the queue and take each job once
+    /// even if replayed jobs fail again meanwhile.
+    pub cursor: Option<Uuid>,
+    /// The replayed jobs' new `expires_at`; unset clears it (an expired job
+    /// would otherwise expire again at once).
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+impl ReplayFilter {
+    /// The `failed` jobs of `queue`, 1 000 at most, from the start, with no
+    /// expiry.
+    pub fn failed(queue: impl Into<String>) -> Self {
+        ReplayFilter {
+            queue: queue.into(),
+            state: JobState::Failed,
+            kind: None,
+            limit: None,
+            cursor: None,
+            expires_at: None,
+        }
+    }
+}
+
+/// What one bulk replay did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BulkReplayed {
+    /// How many jobs were queued again.
+    pub replayed: u64,
+    /// Pass as the filter's `cursor` for the next round: the greatest id
+    /// this round looked at, when it looked at as many jobs as its limit;
+    /// `None` when the round reached the end of the selection.
+    pub next_cursor: Option<Uuid>,
 }
 
 /// Per-queue settings that new jobs copy at enqueue.

@@ -10,9 +10,9 @@ use uuid::Uuid;
 use crate::error::Result;
 use crate::keys::{ApiKeyInfo, Tenant};
 use crate::model::{
-    ClaimRequest, ClaimedJob, Completion, Enqueued, EventCursor, EventPage, Failure, Heartbeat,
-    HeartbeatAck, Job, JobFilter, JobPage, Lease, LeaseToken, QueueConfigPatch, QueueStats,
-    ReapReport, ReplayFilter,
+    BulkReplayed, ClaimRequest, ClaimedJob, Completion, Enqueued, EventCursor, EventPage, Failure,
+    Heartbeat, HeartbeatAck, Job, JobFilter, JobPage, Lease, LeaseToken, QueueConfigPatch,
+    QueueStats, ReapReport, ReplayFilter,
 };
 use crate::schedule::{Fire, FireOutcome, Schedule, ScheduleRun, ScheduleSpec};
 use crate::wakeup::Wakeup;
@@ -79,11 +79,19 @@ pub trait Store: Send + Sync + 'static {
     /// Cancels a queued job at once, or requests cancellation of a running one.
     async fn cancel(&self, tenant: &str, id: Uuid) -> Result<Job>;
 
-    /// Queues a failed or cancelled job again with a fresh attempt budget.
-    async fn replay(&self, tenant: &str, id: Uuid) -> Result<Job>;
+    /// Queues a failed or cancelled job again with a fresh attempt budget;
+    /// its `expires_at` becomes `expires_at` (`None` clears it).
+    async fn replay(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        expires_at: Option<DateTime<Utc>>,
+    ) -> Result<Job>;
 
-    /// Replays many dead jobs of one queue; returns how many.
-    async fn replay_many(&self, tenant: &str, filter: &ReplayFilter) -> Result<u64>;
+    /// Replays many dead jobs of one queue: the first `limit` jobs of the
+    /// selection (by id, after `cursor`) are the candidates; answers how
+    /// many were replayed and where the next round starts.
+    async fn replay_many(&self, tenant: &str, filter: &ReplayFilter) -> Result<BulkReplayed>;
 
     /// One job.
     async fn get(&self, tenant: &str, id: Uuid) -> Result<Job>;

@@ -389,6 +389,9 @@ pub fn replay_filter(filter: &ReplayFilter) -> Result<()> {
     if let Some(limit) = filter.limit {
         batch_len("limit", limit as usize, MAX_REPLAY as usize)?;
     }
+    if let Some(at) = &filter.expires_at {
+        instant("expires_at", at)?;
+    }
     Ok(())
 }
 

@@ -10,10 +10,10 @@ use sqlx::{QueryBuilder, Row};
 use tether_core::schedule::{Fire, FireOutcome};
 use tether_core::{ApiKeyInfo, Schedule, ScheduleRun, ScheduleSpec, Tenant, DEFAULT_TENANT};
 use tether_core::{
-    ClaimRequest, ClaimedJob, Completion, Enqueued, Error, EventCursor, EventKind, EventPage,
-    Failure, Heartbeat, HeartbeatAck, Job, JobEvent, JobFilter, JobPage, JobState, Lease,
-    LeaseToken, NewJobRef, QueueConfig, QueueConfigPatch, QueueStats, ReapReport, ReplayFilter,
-    Result, StateCounts, Store, Wakeup,
+    BulkReplayed, ClaimRequest, ClaimedJob, Completion, Enqueued, Error, EventCursor, EventKind,
+    EventPage, Failure, Heartbeat, HeartbeatAck, Job, JobEvent, JobFilter, JobPage, JobState,
+    Lease, LeaseToken, NewJobRef, QueueConfig, QueueConfigPatch, QueueStats, ReapReport,
+    ReplayFilter, Result, StateCounts, Store, Wakeup,
 };
 use uuid::Uuid;
 
@@ -266,6 +266,8 @@ const CANCEL: &str = concat!(
     SELECT cur.state AS prior_state, j.* FROM cur LEFT JOIN done j ON true"
 );
 
+/// Replays one job: `$3` its new `expires_at` (NULL clears it, or an
+/// expired job would expire again at once).
 const REPLAY: &str = concat!(
     "WITH cur AS (
         SELECT id, state FROM tether.jobs WHERE id = $1 AND tenant = $2 FOR UPDATE
@@ -274,7 +276,7 @@ const REPLAY: &str = concat!(
         UPDATE tether.jobs j
         SET state = 'queued', attempt = 0, run_at = now(), cancel_requested = false,
             finished_at = NULL, result = NULL, lease_token = NULL, lease_expires_at = NULL,
-            progress = NULL, updated_at = now()
+            progress = NULL, expires_at = $3, updated_at = now()
         FROM cur
         WHERE j.id = cur.id AND cur.state IN ('failed', 'cancelled')
         RETURNING ",
@@ -289,10 +291,15 @@ const REPLAY: &str = concat!(
 );
 
 /// Bulk replay skips jobs whose unique key is held by an active job, and
-/// replays only the oldest of several dead jobs sharing a unique key.
+/// replays only the oldest of several dead jobs sharing a unique key. The
+/// candidates are the first `$5` matching jobs with an id above `$6` (the
+/// cursor; NULL: from the start); `$7` is the new `expires_at`. Answers how
+/// many were replayed, how many were candidates and the last candidate's id
+/// (the next round's cursor).
 const REPLAY_MANY: &str = "WITH candidates AS (
         SELECT id, unique_key FROM tether.jobs
         WHERE tenant = $1 AND queue = $2 AND state = $3 AND ($4::text IS NULL OR kind = $4)
+          AND ($6::uuid IS NULL OR id > $6)
         ORDER BY id
         LIMIT $5
         FOR UPDATE SKIP LOCKED
@@ -311,7 +318,7 @@ const REPLAY_MANY: &str = "WITH candidates AS (
         UPDATE tether.jobs j
         SET state = 'queued', attempt = 0, run_at = now(), cancel_requested = false,
             finished_at = NULL, result = NULL, lease_token = NULL, lease_expires_at = NULL,
-            progress = NULL, updated_at = now()
+            progress = NULL, expires_at = $7, updated_at = now()
         FROM chosen
         WHERE j.id = chosen.id
         RETURNING j.id, j.tenant, j.updated_at
@@ -320,7 +327,9 @@ const REPLAY_MANY: &str = "WITH candidates AS (
         INSERT INTO tether.job_events (job_id, tenant, at, event, attempt)
         SELECT id, tenant, updated_at, 'replayed', 0 FROM done
     )
-    SELECT count(*) FROM done";
+    SELECT (SELECT count(*) FROM done) AS replayed,
+           (SELECT count(*) FROM candidates) AS scanned,
+           (SELECT id FROM candidates ORDER BY id DESC LIMIT 1) AS last";
 
 const GET: &str = concat!(
     "SELECT ",
@@ -843,10 +852,16 @@ impl Store for PgStore {
         }
     }
 
-    async fn replay(&self, tenant: &str, id: Uuid) -> Result<Job> {
+    async fn replay(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        expires_at: Option<DateTime<Utc>>,
+    ) -> Result<Job> {
         let row = sqlx::query(REPLAY)
             .bind(id)
             .bind(tenant)
+            .bind(expires_at)
             .fetch_optional(&self.pool)
             .await
             .map_err(|e| {
@@ -871,13 +886,16 @@ impl Store for PgStore {
         }
     }
 
-    async fn replay_many(&self, tenant: &str, filter: &ReplayFilter) -> Result<u64> {
-        let n: i64 = sqlx::query_scalar(REPLAY_MANY)
+    async fn replay_many(&self, tenant: &str, filter: &ReplayFilter) -> Result<BulkReplayed> {
+        let limit = filter.limit.unwrap_or(1_000);
+        let row = sqlx::query(REPLAY_MANY)
             .bind(tenant)
             .bind(&filter.queue)
             .bind(filter.state.as_str())
             .bind(filter.kind.as_deref())
-            .bind(i64::from(filter.limit.unwrap_or(1_000)))
+            .bind(i64::from(limit))
+            .bind(filter.cursor)
+            .bind(filter.expires_at)
             .fetch_one(&self.pool)
             .await
             .map_err(|e| {
@@ -887,10 +905,20 @@ impl Store for PgStore {
                     db_error(e)
                 }
             })?;
-        if n > 0 {
+        let replayed: i64 = row.try_get("replayed").map_err(db_error)?;
+        let scanned: i64 = row.try_get("scanned").map_err(db_error)?;
+        let last: Option<Uuid> = row.try_get("last").map_err(db_error)?;
+        if replayed > 0 {
             self.notifications.poke(&self.pool, tenant, &filter.queue);
         }
-        Ok(n as u64)
+        Ok(BulkReplayed {
+            replayed: replayed as u64,
+            next_cursor: if scanned == i64::from(limit) {
+                last
+            } else {
+                None
+            },
+        })
     }
 
     async fn get(&self, tenant: &str, id: Uuid) -> Result<Job> {

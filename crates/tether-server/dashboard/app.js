@@ -264,12 +264,16 @@ async function replayAll(params) {
     : (await api('GET', '/v1/queues')).queues.filter((q) => q.counts.failed > 0).map((q) => q.name);
   let total = 0;
   for (const name of names) {
-    // Each call replays up to 1000; go on while full pages come back.
-    for (let round = 0; round < 100; round += 1) {
-      const { replayed } = await api('POST', `/v1/queues/${enc(name)}/replay`, body);
+    // Each round replays up to 1000 and says where the next one starts, so
+    // every job is taken once even if replayed ones fail again meanwhile.
+    // Replayed jobs get no expiry: an expired job would expire again at once.
+    let cursor = null;
+    do {
+      const { replayed, next_cursor: next } = await api('POST', `/v1/queues/${enc(name)}/replay`,
+        { ...body, ...(cursor ? { cursor } : {}) });
       total += replayed;
-      if (replayed < 1000) break;
-    }
+      cursor = next;
+    } while (cursor);
   }
   return `Replayed ${total} failed job(s).`;
 }

@@ -666,9 +666,27 @@ pub struct BulkReplayBody {
     /// Only jobs of this kind.
     #[schema(value_type = Option<NameSchema>)]
     pub kind: Option<String>,
-    /// At most this many jobs.
+    /// At most this many jobs (the first ones by id after `cursor`).
     #[schema(minimum = 1, maximum = 10000, default = 1000)]
     pub limit: Option<u32>,
+    /// Only jobs after this one: the `next_cursor` of the previous round
+    /// (opaque). Rounds that follow it take each job once, even when jobs
+    /// they replayed fail again meanwhile.
+    #[schema(value_type = Option<String>)]
+    pub cursor: Option<Uuid>,
+    /// The replayed jobs' new `expires_at`; absent or `null` clears it.
+    /// Between 1970-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z.
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// `POST /v1/jobs/{id}/replay` (the body may be omitted).
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayBody {
+    /// The job's new `expires_at`; absent or `null` clears it (an expired
+    /// job would otherwise expire again at once). Between
+    /// 1970-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z.
+    pub expires_at: Option<DateTime<Utc>>,
 }
 
 /// `PATCH /v1/queues/{queue}`: unset fields stay as they are.
@@ -883,6 +901,10 @@ pub struct CompleteManyResponse {
 pub struct BulkReplayResponse {
     /// How many jobs were queued again.
     pub replayed: u64,
+    /// Pass as `cursor` for the next round; `null` when this round reached
+    /// the end of the selection. Opaque.
+    #[schema(required, value_type = Option<String>)]
+    pub next_cursor: Option<Uuid>,
 }
 
 /// One page of `GET /v1/jobs`.

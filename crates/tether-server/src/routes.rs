@@ -482,18 +482,24 @@ pub(crate) async fn cancel(
 
 /// Replay a failed or cancelled job.
 ///
-/// Queued again with attempt 0.
+/// Queued again with attempt 0 and the body's `expires_at`, or none: an
+/// expired job keeps no old expiry that would fail it again at once. The
+/// body may be omitted.
 #[utoipa::path(
     post,
     path = "/v1/jobs/{id}/replay",
     tag = "jobs",
     security(("api_key" = [])),
     params(("id" = Uuid, Path, description = "The job's id.")),
+    request_body = Option<ReplayBody>,
     responses(
         (status = 200, description = "The job, now `queued`.", body = JobResponse),
+        (status = 400, response = BadRequest),
         (status = 401, response = Unauthenticated),
         (status = 404, description = "`not_found`: no such job in this tenant (also an id that is not a UUID).", body = ErrorBody),
         (status = 409, description = "`invalid_state`: the job is not `failed` or `cancelled`, or another active job holds its unique key.", body = ErrorBody),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
         (status = 500, response = Internal),
         (status = 503, response = Unavailable),
     )
@@ -502,15 +508,23 @@ pub(crate) async fn replay(
     State(st): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
+    OptionalJson(body): OptionalJson<ReplayBody>,
 ) -> ApiResult<Json<JobResponse>> {
     let id = job_id(&id)?;
-    Ok(job(st.engine.replay(caller.tenant(), id).await?))
+    Ok(job(st
+        .engine
+        .replay_with(caller.tenant(), id, body.expires_at)
+        .await?))
 }
 
 /// Replay a queue's dead letters in bulk.
 ///
-/// Queues again (attempt 0) the queue's `failed` jobs, or its `cancelled`
-/// ones with `state: "cancelled"`. The body may be omitted.
+/// Queues again (attempt 0, `expires_at` as the body says or none) the
+/// queue's `failed` jobs, or its `cancelled` ones with `state:
+/// "cancelled"`: the first `limit` of them by id after `cursor`. To replay
+/// more than `limit`, pass the answer's `next_cursor` as `cursor` until it
+/// is `null`: each job is then taken once, even if jobs replayed by an
+/// earlier round fail again meanwhile. The body may be omitted.
 #[utoipa::path(
     post,
     path = "/v1/queues/{queue}/replay",
@@ -540,9 +554,14 @@ pub(crate) async fn replay_queue(
         state: body.state.unwrap_or(JobState::Failed),
         kind: body.kind,
         limit: body.limit,
+        cursor: body.cursor,
+        expires_at: body.expires_at,
     };
-    let replayed = st.engine.replay_many(caller.tenant(), &filter).await?;
-    Ok(Json(BulkReplayResponse { replayed }))
+    let out = st.engine.replay_many(caller.tenant(), &filter).await?;
+    Ok(Json(BulkReplayResponse {
+        replayed: out.replayed,
+        next_cursor: out.next_cursor,
+    }))
 }
 
 fn non_empty(v: Option<String>) -> Option<String> {

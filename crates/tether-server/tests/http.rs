@@ -364,8 +364,39 @@ async fn snooze_cancel_and_replay(db: &TestDb) {
     }
     let r = c.post("/v1/queues/dead/replay", json!({"limit": 2})).await;
     assert_eq!(r.expect(200)["replayed"], 2);
-    let r = c.post_empty("/v1/queues/dead/replay").await;
+    let cursor = r.body["next_cursor"]
+        .as_str()
+        .expect("a full round names its cursor")
+        .to_owned();
+    // The next round starts after the cursor: the one job left, then the end.
+    let later = "2999-01-01T00:00:00.000Z";
+    let r = c
+        .post(
+            "/v1/queues/dead/replay",
+            json!({"cursor": cursor, "expires_at": later}),
+        )
+        .await;
     assert_eq!(r.expect(200)["replayed"], 1);
+    assert_eq!(r.body["next_cursor"], Value::Null);
+    let listed = c.get("/v1/jobs?queue=dead").await;
+    let expiries: Vec<&Value> = listed.expect(200)["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| &j["expires_at"])
+        .collect();
+    assert_eq!(
+        expiries.iter().filter(|e| **e == later).count(),
+        1,
+        "{expiries:?}"
+    );
+    assert_eq!(
+        expiries.iter().filter(|e| e.is_null()).count(),
+        2,
+        "{expiries:?}"
+    );
+    let r = c.post_empty("/v1/queues/dead/replay").await;
+    assert_eq!(r.expect(200)["replayed"], 0);
     let r = c
         .post(
             "/v1/queues/dead/replay",
@@ -373,9 +404,42 @@ async fn snooze_cancel_and_replay(db: &TestDb) {
         )
         .await;
     assert_eq!(r.expect(200)["replayed"], 0);
-    c.post("/v1/queues/dead/replay", json!({"state": "running"}))
+    for bad in [
+        json!({"state": "running"}),
+        json!({"cursor": "nope"}),
+        json!({"expires_at": "-5000-01-01T00:00:00Z"}),
+    ] {
+        c.post("/v1/queues/dead/replay", bad.clone())
+            .await
+            .expect_error(400, "invalid_argument");
+    }
+    // A single replay sets the body's expires_at, or clears it.
+    c.post_empty(&format!("/v1/jobs/{id}/cancel"))
         .await
-        .expect_error(400, "invalid_argument");
+        .expect(200);
+    let r = c
+        .post(
+            &format!("/v1/jobs/{id}/replay"),
+            json!({"expires_at": later}),
+        )
+        .await;
+    assert_eq!(r.expect(200)["job"]["expires_at"], later);
+    c.post_empty(&format!("/v1/jobs/{id}/cancel"))
+        .await
+        .expect(200);
+    let r = c
+        .post(
+            &format!("/v1/jobs/{id}/replay"),
+            json!({"expires_at": "1969-12-31T00:00:00Z"}),
+        )
+        .await;
+    r.expect_error(400, "invalid_argument");
+    let r = c
+        .post(&format!("/v1/jobs/{id}/replay"), json!({"bogus": 1}))
+        .await;
+    r.expect_error(400, "invalid_argument");
+    let r = c.post(&format!("/v1/jobs/{id}/replay"), json!({})).await;
+    assert_eq!(r.expect(200)["job"]["expires_at"], Value::Null);
 }
 
 async fn complete_batch_answers_per_item(db: &TestDb) {

@@ -16,10 +16,10 @@ use tether_core::schedule::{
 };
 use tether_core::{ApiKeyInfo, Tenant, DEFAULT_TENANT};
 use tether_core::{
-    ClaimRequest, ClaimedJob, Completion, Enqueued, Error, EventCursor, EventKind, EventPage,
-    Failure, Heartbeat, HeartbeatAck, Job, JobFilter, JobPage, JobState, Lease, LeaseToken,
-    NewJobRef, QueueConfig, QueueConfigPatch, QueueStats, ReapReport, ReplayFilter, Result, RunAt,
-    Store,
+    BulkReplayed, ClaimRequest, ClaimedJob, Completion, Enqueued, Error, EventCursor, EventKind,
+    EventPage, Failure, Heartbeat, HeartbeatAck, Job, JobFilter, JobPage, JobState, Lease,
+    LeaseToken, NewJobRef, QueueConfig, QueueConfigPatch, QueueStats, ReapReport, ReplayFilter,
+    Result, RunAt, Store,
 };
 use uuid::Uuid;
 
@@ -301,32 +301,58 @@ const REQUEST_CANCEL: &str = concat!(
 const ACTIVE_HOLDER: &str = "SELECT id FROM tether_jobs WHERE tenant = ?1 AND unique_key = ?2 \
      AND state IN ('queued', 'running') AND id <> ?3 LIMIT 1";
 
-/// The SET clause of a replay: a fresh attempt budget, due now.
+/// The SET clause of a replay: a fresh attempt budget, due now, and the
+/// `expires_at` bound as `$expires` (NULL clears it, or an expired job would
+/// expire again at once).
 macro_rules! replay_set {
-    () => {
+    ($expires:literal) => {
         concat!(
             "UPDATE tether_jobs SET state = 'queued', attempt = 0, run_at = ",
             now_ms!(),
             ", cancel_requested = 0, finished_at = NULL, result = NULL, lease_token = NULL, ",
-            "lease_expires_at = NULL, progress = NULL, updated_at = ",
+            "lease_expires_at = NULL, progress = NULL, expires_at = ",
+            $expires,
+            ", updated_at = ",
             now_ms!(),
             " "
         )
     };
 }
 
-const REPLAY: &str = concat!(replay_set!(), "WHERE id = ?1 RETURNING ", job_cols!());
+/// Replays job ?1 with ?2 as its new `expires_at`.
+const REPLAY: &str = concat!(replay_set!("?2"), "WHERE id = ?1 RETURNING ", job_cols!());
 
-/// Bulk replay: the oldest ?5 jobs matching the filter are the candidates
-/// (as on PostgreSQL, the limit bounds the candidates, not the jobs
-/// replayed). A candidate is skipped when its unique key is held by an
+/// The candidates of a bulk replay (the statement it starts with, also run
+/// alone to answer how far the round got): the first ?5 jobs matching the
+/// filter with an id above the cursor ?6 (NULL: from the start).
+macro_rules! replay_candidates {
+    () => {
+        concat!(
+            "SELECT id, unique_key FROM tether_jobs ",
+            "WHERE tenant = ?1 AND queue = ?2 AND state = ?3 AND (?4 IS NULL OR kind = ?4) ",
+            "AND (?6 IS NULL OR id > ?6) ORDER BY id LIMIT ?5"
+        )
+    };
+}
+
+/// How many candidates a bulk replay has and the greatest id among them
+/// (?1–?6 as in [`REPLAY_MANY`]), read under the same write lock first.
+const REPLAY_SCAN: &str = concat!(
+    "SELECT count(*) AS scanned, max(id) AS last FROM (",
+    replay_candidates!(),
+    ")"
+);
+
+/// Bulk replay: the oldest ?5 jobs matching the filter after the cursor ?6
+/// are the candidates (as on PostgreSQL, the limit bounds the candidates,
+/// not the jobs replayed); ?7 is their new `expires_at`. A candidate is skipped when its unique key is held by an
 /// active job, or by an older candidate (replaying both would break the
 /// active-unique index and abort the whole statement).
 const REPLAY_MANY: &str = concat!(
-    "WITH c AS MATERIALIZED (SELECT id, unique_key FROM tether_jobs ",
-    "WHERE tenant = ?1 AND queue = ?2 AND state = ?3 AND (?4 IS NULL OR kind = ?4) ",
-    "ORDER BY id LIMIT ?5) ",
-    replay_set!(),
+    "WITH c AS MATERIALIZED (",
+    replay_candidates!(),
+    ") ",
+    replay_set!("?7"),
     "WHERE id IN (SELECT c.id FROM c WHERE c.unique_key IS NULL OR (",
     "NOT EXISTS (SELECT 1 FROM tether_jobs AS a WHERE a.tenant = ?1 ",
     "AND a.unique_key = c.unique_key AND a.state IN ('queued', 'running')) ",
@@ -1444,7 +1470,12 @@ impl Store for SqliteStore {
         Ok(job)
     }
 
-    async fn replay(&self, tenant: &str, id: Uuid) -> Result<Job> {
+    async fn replay(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        expires_at: Option<DateTime<Utc>>,
+    ) -> Result<Job> {
         let mut tx = self.begin().await?;
         let job = fetch_job(&mut tx, tenant, id).await?;
         if !matches!(job.state, JobState::Failed | JobState::Cancelled) {
@@ -1470,6 +1501,7 @@ impl Store for SqliteStore {
         }
         let row = sqlx::query(REPLAY)
             .bind(id.to_string())
+            .bind(expires_at.map(|at| at.timestamp_millis()))
             .fetch_one(&mut *tx)
             .await
             .map_err(|e| match &e {
@@ -1486,14 +1518,30 @@ impl Store for SqliteStore {
         Ok(job)
     }
 
-    async fn replay_many(&self, tenant: &str, filter: &ReplayFilter) -> Result<u64> {
+    async fn replay_many(&self, tenant: &str, filter: &ReplayFilter) -> Result<BulkReplayed> {
+        let limit = filter.limit.unwrap_or(DEFAULT_REPLAY);
+        let cursor = filter.cursor.map(|id| id.to_string());
         let mut tx = self.begin().await?;
+        let scan = sqlx::query(REPLAY_SCAN)
+            .bind(tenant)
+            .bind(&filter.queue)
+            .bind(filter.state.as_str())
+            .bind(filter.kind.as_deref())
+            .bind(i64::from(limit))
+            .bind(cursor.as_deref())
+            .fetch_one(&mut *tx)
+            .await
+            .db()?;
+        let scanned: i64 = scan.try_get("scanned").db()?;
+        let last: Option<String> = scan.try_get("last").db()?;
         let replayed = sqlx::query(REPLAY_MANY)
             .bind(tenant)
             .bind(&filter.queue)
             .bind(filter.state.as_str())
             .bind(filter.kind.as_deref())
-            .bind(i64::from(filter.limit.unwrap_or(DEFAULT_REPLAY)))
+            .bind(i64::from(limit))
+            .bind(cursor.as_deref())
+            .bind(filter.expires_at.map(|at| at.timestamp_millis()))
             .fetch_all(&mut *tx)
             .await
             .db()?;
@@ -1501,7 +1549,14 @@ impl Store for SqliteStore {
         if n > 0 {
             self.wakeups.notify(tenant, &filter.queue);
         }
-        Ok(n)
+        let next_cursor = match last {
+            Some(last) if scanned == i64::from(limit) => Some(rows::uuid(&last)?),
+            _ => None,
+        };
+        Ok(BulkReplayed {
+            replayed: n,
+            next_cursor,
+        })
     }
 
     async fn get(&self, tenant: &str, id: Uuid) -> Result<Job> {

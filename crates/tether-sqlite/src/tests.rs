@@ -551,8 +551,10 @@ async fn bulk_replay_takes_one_job_per_unique_key() {
         state: JobState::Failed,
         kind: None,
         limit: None,
+        cursor: None,
+        expires_at: None,
     };
-    assert_eq!(store.replay_many("t", &filter).await.unwrap(), 2);
+    assert_eq!(store.replay_many("t", &filter).await.unwrap().replayed, 2);
     let states: Vec<JobState> = {
         let mut v = Vec::new();
         for id in &dead {
@@ -566,9 +568,9 @@ async fn bulk_replay_takes_one_job_per_unique_key() {
         "the oldest job of key u is replayed, the other waits"
     );
     // Now u is held by an active job: the second stays dead.
-    assert_eq!(store.replay_many("t", &filter).await.unwrap(), 0);
+    assert_eq!(store.replay_many("t", &filter).await.unwrap().replayed, 0);
     assert!(matches!(
-        store.replay("t", dead[1]).await,
+        store.replay("t", dead[1], None).await,
         Err(Error::Conflict(_))
     ));
     let events = store.events("t", dead[0], None, 1000).await.unwrap().events;

@@ -298,6 +298,8 @@ pub async fn bad_arguments_to_other_operations_are_refused(db: &TestDb) {
                     state: JobState::Queued,
                     kind: None,
                     limit: None,
+                    cursor: None,
+                    expires_at: None,
                 },
             )
             .await,
