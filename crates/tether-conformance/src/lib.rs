@@ -415,6 +415,10 @@ macro_rules! behaviour_suite {
                 queue_stats_report_counts_ready_scheduled_age_and_leases,
                 queue_config_is_copied_at_enqueue,
                 list_queues_shows_every_used_queue,
+                queue_limit_refuses_new_queues_and_writes_nothing,
+                schedule_limit_refuses_more_schedules,
+                empty_queues_are_removed_and_others_kept,
+                queue_removal_racing_enqueues_keeps_every_used_queue,
             }
             batch {
                 complete_many_answers_per_item,

@@ -84,7 +84,14 @@ impl Engine {
 
     /// Hands validated jobs to the store and counts the ones created.
     async fn store_enqueue(&self, tenant: &str, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
-        let out = self.store.enqueue(tenant, &NewJobRef::mint(jobs)).await?;
+        let out = self
+            .store
+            .enqueue(
+                tenant,
+                &NewJobRef::mint(jobs),
+                self.limits.max_queues_per_tenant,
+            )
+            .await?;
         counters::enqueued(tenant, &out);
         Ok(out)
     }
@@ -296,14 +303,18 @@ impl Engine {
     pub async fn pause(&self, tenant: &str, queue: &str) -> Result<QueueStats> {
         validate::name("tenant", tenant)?;
         validate::name("queue", queue)?;
-        self.store.set_paused(tenant, queue, true).await
+        self.store
+            .set_paused(tenant, queue, true, self.limits.max_queues_per_tenant)
+            .await
     }
 
     /// Resumes a paused queue.
     pub async fn resume(&self, tenant: &str, queue: &str) -> Result<QueueStats> {
         validate::name("tenant", tenant)?;
         validate::name("queue", queue)?;
-        self.store.set_paused(tenant, queue, false).await
+        self.store
+            .set_paused(tenant, queue, false, self.limits.max_queues_per_tenant)
+            .await
     }
 
     /// Changes a queue's settings for jobs enqueued from now on.
@@ -316,7 +327,9 @@ impl Engine {
         validate::name("tenant", tenant)?;
         validate::name("queue", queue)?;
         validate::queue_config(patch)?;
-        self.store.configure_queue(tenant, queue, patch).await
+        self.store
+            .configure_queue(tenant, queue, patch, self.limits.max_queues_per_tenant)
+            .await
     }
 
     /// One reaper pass (the maintenance leader runs this).
@@ -333,6 +346,13 @@ impl Engine {
         let n = self.store.expire_jobs(batch).await?;
         counters::expired(n);
         Ok(n)
+    }
+
+    /// One pass that deletes queue rows holding nothing (no job, no
+    /// settings): at most `batch` of them, all tenants.
+    pub async fn prune_empty_queues(&self, batch: u32) -> Result<u64> {
+        validate::batch_len("batch", batch as usize, validate::MAX_REPLAY as usize)?;
+        self.store.prune_empty_queues(batch).await
     }
 
     /// One pruning pass.
@@ -504,7 +524,12 @@ impl Engine {
         validate::name("tenant", tenant)?;
         let cron = validate::schedule(spec, &self.limits)?;
         self.store
-            .create_schedule(tenant, spec, Self::first_run(spec, &cron))
+            .create_schedule(
+                tenant,
+                spec,
+                Self::first_run(spec, &cron),
+                self.limits.max_schedules_per_tenant,
+            )
             .await
     }
 

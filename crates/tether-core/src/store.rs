@@ -27,7 +27,16 @@ pub trait Store: Send + Sync + 'static {
     /// Inserts jobs all-or-nothing, returning one answer per job in order. A
     /// job whose idempotency key exists (any state) or whose unique key is
     /// held by a `queued`/`running` job yields that job with `created: false`.
-    async fn enqueue(&self, tenant: &str, jobs: &[NewJobRef<'_>]) -> Result<Vec<Enqueued>>;
+    /// A queue without a row gets one; if that would give the tenant more
+    /// than `max_queues` queue rows, nothing is written and the answer is
+    /// [`crate::Error::LimitReached`] (checked atomically: concurrent
+    /// enqueues cannot pass the limit together).
+    async fn enqueue(
+        &self,
+        tenant: &str,
+        jobs: &[NewJobRef<'_>],
+        max_queues: u32,
+    ) -> Result<Vec<Enqueued>>;
 
     /// Atomically claims up to `limit` ready jobs (priority desc, run_at, id)
     /// from an unpaused queue, minting a fresh lease token for each.
@@ -116,16 +125,33 @@ pub trait Store: Send + Sync + 'static {
     /// Stats of every queue the tenant has used or configured, by name.
     async fn list_queues(&self, tenant: &str) -> Result<Vec<QueueStats>>;
 
-    /// Pauses or resumes a queue.
-    async fn set_paused(&self, tenant: &str, queue: &str, paused: bool) -> Result<QueueStats>;
+    /// Pauses or resumes a queue. Pausing a queue without a row creates it
+    /// (within `max_queues`, as for [`Store::enqueue`]); resuming one needs
+    /// no row and creates none.
+    async fn set_paused(
+        &self,
+        tenant: &str,
+        queue: &str,
+        paused: bool,
+        max_queues: u32,
+    ) -> Result<QueueStats>;
 
-    /// Changes a queue's settings for jobs enqueued from now on.
+    /// Changes a queue's settings for jobs enqueued from now on, creating
+    /// its row if needed (within `max_queues`).
     async fn configure_queue(
         &self,
         tenant: &str,
         queue: &str,
         patch: &QueueConfigPatch,
+        max_queues: u32,
     ) -> Result<QueueStats>;
+
+    /// Deletes at most `batch` queue rows (all tenants) that hold nothing:
+    /// no job in any state, not paused, every setting at its default. Such a
+    /// queue reads the same without its row; deleting it gives the tenant's
+    /// room under the queue limit back. Safe against a concurrent enqueue:
+    /// a queue that gets a job is never left without its row.
+    async fn prune_empty_queues(&self, batch: u32) -> Result<u64>;
 
     /// Reaper pass over all tenants, at most `batch` jobs: lapsed leases on a
     /// last attempt fail, cancel-requested ones are cancelled, the rest are
@@ -188,12 +214,14 @@ pub trait Store: Send + Sync + 'static {
     async fn list_api_keys(&self, tenant_id: Uuid) -> Result<Vec<ApiKeyInfo>>;
 
     /// Creates a schedule with a fresh id; a name the tenant already uses is
-    /// `AlreadyExists`.
+    /// `AlreadyExists`; a tenant that has `max_schedules` already is
+    /// [`crate::Error::LimitReached`] (checked atomically).
     async fn create_schedule(
         &self,
         tenant: &str,
         spec: &ScheduleSpec,
         next_run_at: Option<DateTime<Utc>>,
+        max_schedules: u32,
     ) -> Result<Schedule>;
 
     /// One schedule; `NotFound` if the tenant has none with this id.

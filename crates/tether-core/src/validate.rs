@@ -67,12 +67,22 @@ pub fn instant(field: &str, value: &DateTime<Utc>) -> Result<()> {
 pub struct Limits {
     /// Largest serialized payload, result or progress, in bytes (default 1 MiB).
     pub max_payload_bytes: usize,
+    /// Most queues one tenant may have (rows: queues with jobs or settings;
+    /// default 1 000). An enqueue, pause or configuration that would make
+    /// another is refused with [`crate::Error::LimitReached`]. Each queue is
+    /// a stored row and a set of `/metrics` series, so names must not grow
+    /// without bound.
+    pub max_queues_per_tenant: u32,
+    /// Most schedules one tenant may have (default 10 000).
+    pub max_schedules_per_tenant: u32,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_payload_bytes: 1024 * 1024,
+            max_queues_per_tenant: 1_000,
+            max_schedules_per_tenant: 10_000,
         }
     }
 }
@@ -489,6 +499,7 @@ mod tests {
     fn jobs() {
         let limits = Limits {
             max_payload_bytes: 100,
+            ..Limits::default()
         };
         let ok = NewJob::new("q", "k", json!({"a": 1}));
         assert!(new_job("", &ok, &limits).is_ok());

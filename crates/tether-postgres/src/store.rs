@@ -389,6 +389,29 @@ const LIST_QUEUES: &str = concat!(
 const SET_PAUSED: &str = "INSERT INTO tether.queues (tenant, name, paused) VALUES ($1, $2, $3)
     ON CONFLICT (tenant, name) DO UPDATE SET paused = EXCLUDED.paused, updated_at = now()";
 
+/// Resumes a queue that has a row; a queue without one is not paused.
+const RESUME: &str = "UPDATE tether.queues SET paused = false, updated_at = now()
+    WHERE tenant = $1 AND name = $2 AND paused";
+
+/// Queue rows that hold nothing (no job in any state, not paused, every
+/// setting at its default `$2`–`$5`), at most `$1`, all tenants: the
+/// candidates of a removal pass.
+const EMPTY_QUEUES: &str = "SELECT c.tenant, c.name FROM tether.queues c
+    WHERE NOT c.paused AND c.max_attempts = $2 AND c.backoff_base_ms = $3
+      AND c.backoff_cap_ms = $4 AND c.default_lease_ttl_ms = $5
+      AND NOT EXISTS (SELECT 1 FROM tether.jobs j WHERE j.tenant = c.tenant AND j.queue = c.name)
+    LIMIT $1";
+
+/// Deletes the candidates `$2` of tenant `$1` that still hold nothing
+/// (same settings `$3`–`$6`), run under the tenant's exclusive
+/// `QUEUE_ROWS_LOCK`, in a statement that starts after the lock was taken,
+/// so it sees every job of every enqueue that held the lock before.
+const DELETE_EMPTY_QUEUES: &str = "DELETE FROM tether.queues c
+    WHERE c.tenant = $1 AND c.name = ANY($2)
+      AND NOT c.paused AND c.max_attempts = $3 AND c.backoff_base_ms = $4
+      AND c.backoff_cap_ms = $5 AND c.default_lease_ttl_ms = $6
+      AND NOT EXISTS (SELECT 1 FROM tether.jobs j WHERE j.tenant = c.tenant AND j.queue = c.name)";
+
 const CONFIGURE_QUEUE: &str = "INSERT INTO tether.queues AS q
         (tenant, name, max_attempts, backoff_base_ms, backoff_cap_ms, default_lease_ttl_ms)
     VALUES ($1, $2, COALESCE($3, 5), COALESCE($4, 1000), COALESCE($5, 3600000), COALESCE($6, 30000))
@@ -641,17 +664,24 @@ impl Store for PgStore {
         "postgres"
     }
 
-    async fn enqueue(&self, tenant: &str, jobs: &[NewJobRef<'_>]) -> Result<Vec<Enqueued>> {
+    async fn enqueue(
+        &self,
+        tenant: &str,
+        jobs: &[NewJobRef<'_>],
+        max_queues: u32,
+    ) -> Result<Vec<Enqueued>> {
         let answers = if jobs.len() == 1 {
             // One job is written by exactly one statement (later rounds only
-            // run if the first wrote nothing), so it needs no transaction.
+            // run if the first wrote nothing; creating its queue's row is a
+            // transaction of its own before), so it needs no transaction.
             let mut conn = self.pool.acquire().await.map_err(db_error)?;
-            crate::enqueue::enqueue_on(&mut conn, tenant, jobs).await?
+            crate::enqueue::enqueue_on(&mut conn, tenant, jobs, Some(max_queues)).await?
         } else {
             // A batch may take several rounds when it races with other
             // enqueues; the transaction keeps it all-or-nothing across them.
             let mut tx = self.pool.begin().await.map_err(db_error)?;
-            let answers = crate::enqueue::enqueue_on(&mut tx, tenant, jobs).await?;
+            let answers =
+                crate::enqueue::enqueue_on(&mut tx, tenant, jobs, Some(max_queues)).await?;
             tx.commit().await.map_err(db_error)?;
             answers
         };
@@ -1038,14 +1068,35 @@ impl Store for PgStore {
             .map_err(db_error)
     }
 
-    async fn set_paused(&self, tenant: &str, queue: &str, paused: bool) -> Result<QueueStats> {
+    async fn set_paused(
+        &self,
+        tenant: &str,
+        queue: &str,
+        paused: bool,
+        max_queues: u32,
+    ) -> Result<QueueStats> {
+        if !paused {
+            // A queue without a row is not paused: resuming creates none.
+            sqlx::query(RESUME)
+                .bind(tenant)
+                .bind(queue)
+                .execute(&self.pool)
+                .await
+                .map_err(db_error)?;
+            return self.queue_stats(tenant, queue).await;
+        }
+        // The row is created (within the limit) and set in one
+        // transaction, so a removal pass never sees it unpaused and empty.
+        let mut tx = self.pool.begin().await.map_err(db_error)?;
+        crate::enqueue::register_queues(&mut tx, tenant, &[queue], Some(max_queues)).await?;
         sqlx::query(SET_PAUSED)
             .bind(tenant)
             .bind(queue)
             .bind(paused)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await
             .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
         self.queue_stats(tenant, queue).await
     }
 
@@ -1054,7 +1105,10 @@ impl Store for PgStore {
         tenant: &str,
         queue: &str,
         patch: &QueueConfigPatch,
+        max_queues: u32,
     ) -> Result<QueueStats> {
+        let mut tx = self.pool.begin().await.map_err(db_error)?;
+        crate::enqueue::register_queues(&mut tx, tenant, &[queue], Some(max_queues)).await?;
         sqlx::query(CONFIGURE_QUEUE)
             .bind(tenant)
             .bind(queue)
@@ -1062,10 +1116,63 @@ impl Store for PgStore {
             .bind(patch.backoff.map(|b| b.base_ms))
             .bind(patch.backoff.map(|b| b.cap_ms))
             .bind(patch.default_lease_ttl_ms)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await
             .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
         self.queue_stats(tenant, queue).await
+    }
+
+    async fn prune_empty_queues(&self, batch: u32) -> Result<u64> {
+        let d = QueueConfig::default();
+        let candidates: Vec<(String, String)> = sqlx::query_as(EMPTY_QUEUES)
+            .bind(i64::from(batch))
+            .bind(d.max_attempts)
+            .bind(d.backoff.base_ms)
+            .bind(d.backoff.cap_ms)
+            .bind(d.default_lease_ttl_ms)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)?;
+        let mut by_tenant: HashMap<String, Vec<String>> = HashMap::new();
+        for (tenant, name) in candidates {
+            by_tenant.entry(tenant).or_default().push(name);
+        }
+        let mut removed = 0;
+        for (tenant, names) in by_tenant {
+            let mut tx = self.pool.begin().await.map_err(db_error)?;
+            // Waits for the tenant's enqueues in flight to end (and holds
+            // new ones back) while it deletes; gives up on a tenant whose
+            // enqueue sits in a long transaction, until the next pass.
+            sqlx::query("SET LOCAL lock_timeout = '2s'")
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?;
+            let locked = sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
+                .bind(crate::enqueue::QUEUE_ROWS_LOCK)
+                .bind(&tenant)
+                .execute(&mut *tx)
+                .await;
+            match locked {
+                Ok(_) => {}
+                // 55P03: lock_not_available (the timeout).
+                Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("55P03") => continue,
+                Err(e) => return Err(db_error(e)),
+            }
+            let done = sqlx::query(DELETE_EMPTY_QUEUES)
+                .bind(&tenant)
+                .bind(&names)
+                .bind(d.max_attempts)
+                .bind(d.backoff.base_ms)
+                .bind(d.backoff.cap_ms)
+                .bind(d.default_lease_ttl_ms)
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?;
+            tx.commit().await.map_err(db_error)?;
+            removed += done.rows_affected();
+        }
+        Ok(removed)
     }
 
     async fn reap_lapsed_leases(&self, batch: u32) -> Result<ReapReport> {
@@ -1254,8 +1361,10 @@ impl Store for PgStore {
         tenant: &str,
         spec: &ScheduleSpec,
         next_run_at: Option<DateTime<Utc>>,
+        max_schedules: u32,
     ) -> Result<Schedule> {
-        self.schedule_create(tenant, spec, next_run_at).await
+        self.schedule_create(tenant, spec, next_run_at, max_schedules)
+            .await
     }
 
     async fn get_schedule(&self, tenant: &str, id: Uuid) -> Result<Schedule> {

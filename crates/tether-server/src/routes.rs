@@ -56,7 +56,7 @@ fn queue(q: tether_core::QueueStats) -> Json<QueueResponse> {
         (status = 200, description = "An existing job for the same idempotency key or active unique key (`created: false`).", body = EnqueueResponse),
         (status = 400, response = BadRequest),
         (status = 401, response = Unauthenticated),
-        (status = 409, description = "`invalid_state`: the enqueue kept racing with concurrent enqueues for the same keys; retry.", body = ErrorBody),
+        (status = 409, description = "`invalid_state`: the job's queue is new and the tenant has as many queues as the server allows (`--max-queues-per-tenant`); or the enqueue kept racing with concurrent enqueues for the same keys (retry).", body = ErrorBody),
         (status = 413, response = PayloadTooLarge),
         (status = 415, response = UnsupportedMediaType),
         (status = 500, response = Internal),
@@ -92,7 +92,7 @@ pub(crate) async fn enqueue(
         (status = 200, description = "One result per job, in request order.", body = BatchEnqueueResponse),
         (status = 400, response = BadRequest),
         (status = 401, response = Unauthenticated),
-        (status = 409, description = "`invalid_state`: the batch kept racing with concurrent enqueues for the same keys; retry.", body = ErrorBody),
+        (status = 409, description = "`invalid_state`: the batch names new queues beyond the tenant's queue limit (`--max-queues-per-tenant`; nothing is written); or it kept racing with concurrent enqueues for the same keys (retry).", body = ErrorBody),
         (status = 413, response = PayloadTooLarge),
         (status = 415, response = UnsupportedMediaType),
         (status = 500, response = Internal),
@@ -750,6 +750,7 @@ pub(crate) async fn get_queue(
         (status = 200, description = "The queue, now paused.", body = QueueResponse),
         (status = 400, response = BadRequest),
         (status = 401, response = Unauthenticated),
+        (status = 409, description = "`invalid_state`: the queue is new and the tenant has as many queues as the server allows (`--max-queues-per-tenant`).", body = ErrorBody),
         (status = 500, response = Internal),
         (status = 503, response = Unavailable),
     )
@@ -763,6 +764,8 @@ pub(crate) async fn pause_queue(
 }
 
 /// Resume a paused queue.
+///
+/// A queue that was never paused stays as it is (no row is made for it).
 #[utoipa::path(
     post,
     path = "/v1/queues/{queue}/resume",
@@ -799,6 +802,7 @@ pub(crate) async fn resume_queue(
         (status = 200, description = "The queue with its new settings.", body = QueueResponse),
         (status = 400, response = BadRequest),
         (status = 401, response = Unauthenticated),
+        (status = 409, description = "`invalid_state`: the queue is new and the tenant has as many queues as the server allows (`--max-queues-per-tenant`).", body = ErrorBody),
         (status = 413, response = PayloadTooLarge),
         (status = 415, response = UnsupportedMediaType),
         (status = 500, response = Internal),
@@ -981,7 +985,7 @@ fn schedule(s: tether_core::Schedule) -> Json<ScheduleResponse> {
         (status = 201, description = "The schedule was created.", body = ScheduleResponse),
         (status = 400, response = BadRequest),
         (status = 401, response = Unauthenticated),
-        (status = 409, description = "`already_exists`: the tenant has a schedule of this name.", body = ErrorBody),
+        (status = 409, description = "`already_exists`: the tenant has a schedule of this name; `invalid_state`: the tenant has as many schedules as the server allows (`--max-schedules-per-tenant`).", body = ErrorBody),
         (status = 413, response = PayloadTooLarge),
         (status = 415, response = UnsupportedMediaType),
         (status = 500, response = Internal),

@@ -41,6 +41,7 @@ both_backends!(
     schedule_trigger_enqueues_a_job_and_records_a_run,
     disabled_schedule_has_no_next_run,
     cron_preview_follows_the_scheduler,
+    tenant_limits_are_409_and_metrics_are_bounded,
 );
 
 const JOB_FIELDS: [&str; 25] = [
@@ -2143,4 +2144,101 @@ async fn cron_preview_follows_the_scheduler(db: &TestDb) {
     ))
     .await;
     assert_eq!(a["times"][0], s["next_run_at"]);
+}
+
+/// Past the tenant's queue limit, an enqueue (single or batch), pause or
+/// configuration of a new queue is 409 `invalid_state` and writes nothing,
+/// while resuming one is fine; past the schedule limit, creating one is
+/// 409. `/metrics` shows per-queue gauges for at most `metrics_max_queues`
+/// queues, the busiest, and counts the rest.
+async fn tenant_limits_are_409_and_metrics_are_bounded(db: &TestDb) {
+    let engine = db.engine.clone().with_limits(tether_core::Limits {
+        max_queues_per_tenant: 2,
+        max_schedules_per_tenant: 1,
+        ..tether_core::Limits::default()
+    });
+    let config = ServerConfig {
+        metrics_max_queues: 2,
+        ..ServerConfig::default()
+    };
+    let c = common::setup_engine(engine, config).await;
+    c.enqueue("q1", "k").await;
+    c.enqueue("q1", "k").await;
+    c.enqueue("q2", "k").await;
+    let msg = |a: &common::Answer| a.body["error"]["message"].as_str().unwrap().to_owned();
+    let a = c
+        .post("/v1/jobs", json!({"queue": "q3", "kind": "k"}))
+        .await;
+    a.expect_error(409, "invalid_state");
+    assert!(msg(&a).contains("2 queues"), "{}", msg(&a));
+    c.post(
+        "/v1/jobs/batch",
+        json!({"jobs": [{"queue": "q1", "kind": "k"}, {"queue": "q3", "kind": "k"}]}),
+    )
+    .await
+    .expect_error(409, "invalid_state");
+    c.post_empty("/v1/queues/q3/pause")
+        .await
+        .expect_error(409, "invalid_state");
+    c.call(
+        "PATCH",
+        "/v1/queues/q3",
+        Some(&c.admin.clone()),
+        Some(json!({"max_attempts": 2})),
+    )
+    .await
+    .expect_error(409, "invalid_state");
+    assert_eq!(
+        c.post_empty("/v1/queues/q3/resume").await.expect(200)["queue"]["paused"],
+        false
+    );
+    let names: Vec<Value> = c.get("/v1/queues").await.expect(200)["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["name"].clone())
+        .collect();
+    assert_eq!(names, [json!("q1"), json!("q2")]);
+    assert_eq!(
+        c.get("/v1/jobs?queue=q1").await.expect(200)["jobs"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+
+    let s = json!({"name": "s1", "cron": "0 * * * *", "queue": "q1", "kind": "k"});
+    c.post("/v1/schedules", s).await.expect(201);
+    let s = json!({"name": "s2", "cron": "0 * * * *", "queue": "q1", "kind": "k"});
+    let a = c.post("/v1/schedules", s).await;
+    a.expect_error(409, "invalid_state");
+    assert!(msg(&a).contains("schedules"), "{}", msg(&a));
+
+    // Four queues in two tenants; the gauges show the two busiest.
+    let other = c.other.clone();
+    for queue in ["o1", "o1", "o1", "o2"] {
+        c.call(
+            "POST",
+            "/v1/jobs",
+            Some(&other),
+            Some(json!({"queue": queue, "kind": "k"})),
+        )
+        .await
+        .expect(201);
+    }
+    let (status, text) = c.get_text("/metrics").await;
+    assert_eq!(status.as_u16(), 200, "{text}");
+    let series: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("tether_queue_paused{"))
+        .collect();
+    assert_eq!(
+        series,
+        [
+            "tether_queue_paused{tenant=\"default\",queue=\"q1\"} 0",
+            "tether_queue_paused{tenant=\"other\",queue=\"o1\"} 0",
+        ],
+        "{text}"
+    );
+    assert!(text.contains("\ntether_queue_series_omitted 2\n"), "{text}");
 }

@@ -62,6 +62,33 @@ const REGISTER_QUEUES: &str = concat!(
     " FROM json_each(?2) AS q WHERE true ON CONFLICT (tenant, name) DO NOTHING"
 );
 
+/// How many queue rows tenant ?1 has.
+const COUNT_QUEUES: &str = "SELECT count(*) FROM tether_queues WHERE tenant = ?1";
+
+/// Whether queue ?2 of tenant ?1 has a row.
+const QUEUE_EXISTS: &str =
+    "SELECT EXISTS (SELECT 1 FROM tether_queues WHERE tenant = ?1 AND name = ?2)";
+
+/// Queue rows that hold nothing, at most ?1 (all tenants): no job in any
+/// state, not paused, every setting at its default (?2–?5). The write lock
+/// of the transaction keeps an enqueue from slipping a job in between.
+const PRUNE_EMPTY_QUEUES: &str = "DELETE FROM tether_queues WHERE (tenant, name) IN (\
+     SELECT c.tenant, c.name FROM tether_queues AS c \
+     WHERE c.paused = 0 AND c.max_attempts = ?2 AND c.backoff_base_ms = ?3 \
+     AND c.backoff_cap_ms = ?4 AND c.default_lease_ttl_ms = ?5 \
+     AND NOT EXISTS (SELECT 1 FROM tether_jobs AS j WHERE j.tenant = c.tenant AND j.queue = c.name) \
+     LIMIT ?1)";
+
+/// How many schedules tenant ?1 has.
+const COUNT_SCHEDULES: &str = "SELECT count(*) FROM tether_schedules WHERE tenant = ?1";
+
+/// Resumes a queue that has a row; a queue without one is not paused.
+const RESUME: &str = concat!(
+    "UPDATE tether_queues SET paused = 0, updated_at = ",
+    now_ms!(),
+    " WHERE tenant = ?1 AND name = ?2 AND paused = 1"
+);
+
 /// Unpacks a flat JSON array holding `$n` scalars per record (`json_each`
 /// over scalars is cheap; over objects, SQLite re-renders and re-parses the
 /// object text on every field access) into rows numbered `idx`, with the
@@ -833,7 +860,16 @@ async fn fetch_job(conn: &mut SqliteConnection, tenant: &str, id: Uuid) -> Resul
 /// except the commit and the wake-up hints, so that a schedule can record a
 /// run and enqueue its job atomically. The caller commits, then sends the
 /// hints (see [`SqliteStore::notify_created`]).
-async fn enqueue_in(tx: &mut Tx, tenant: &str, jobs: &[NewJobRef<'_>]) -> Result<Vec<Enqueued>> {
+///
+/// New queue rows are refused (with the whole enqueue) when they would give
+/// the tenant more than `max_queues`; `None` (a schedule's run, bounded by
+/// the schedule limit instead) registers without limit.
+async fn enqueue_in(
+    tx: &mut Tx,
+    tenant: &str,
+    jobs: &[NewJobRef<'_>],
+    max_queues: Option<u32>,
+) -> Result<Vec<Enqueued>> {
     if jobs.is_empty() {
         return Ok(Vec::new());
     }
@@ -843,7 +879,7 @@ async fn enqueue_in(tx: &mut Tx, tenant: &str, jobs: &[NewJobRef<'_>]) -> Result
     let queues = id_array(queues);
 
     // Register the queues first so the INSERT can read their defaults.
-    sqlx::query(REGISTER_QUEUES)
+    let registered = sqlx::query(REGISTER_QUEUES)
         .bind(tenant)
         .bind(queues)
         .bind(defaults.max_attempts)
@@ -853,6 +889,14 @@ async fn enqueue_in(tx: &mut Tx, tenant: &str, jobs: &[NewJobRef<'_>]) -> Result
         .execute(&mut *conn)
         .await
         .db()?;
+    // Counted only when a queue is new (never on the hot path), under the
+    // write lock, so concurrent enqueues cannot pass the limit together;
+    // the caller's transaction rolls the rows back with the error.
+    if let Some(max) = max_queues {
+        if registered.rows_affected() > 0 {
+            check_queue_count(conn, tenant, max).await?;
+        }
+    }
     let mut created: HashMap<Uuid, Job> = HashMap::with_capacity(jobs.len());
     let mut next = 0;
     while next < jobs.len() {
@@ -1025,7 +1069,7 @@ async fn enqueue_run(
     schedule_id: Uuid,
     job: NewJobRef<'_>,
 ) -> Result<Enqueued> {
-    let answer = enqueue_in(tx, tenant, std::slice::from_ref(&job))
+    let answer = enqueue_in(tx, tenant, std::slice::from_ref(&job), None)
         .await?
         .pop()
         .ok_or_else(|| rows::corrupt("an enqueue of one job gave no answer"))?;
@@ -1052,6 +1096,49 @@ async fn queue_stats_on(
         .await
         .db()?;
     rows::stats(&row)
+}
+
+/// `LimitReached` if tenant has more than `max` queue rows (counted on the
+/// open write transaction, after its inserts).
+async fn check_queue_count(conn: &mut SqliteConnection, tenant: &str, max: u32) -> Result<()> {
+    let n: i64 = sqlx::query_scalar(COUNT_QUEUES)
+        .bind(tenant)
+        .fetch_one(conn)
+        .await
+        .db()?;
+    if n > i64::from(max) {
+        return Err(Error::too_many_queues(max));
+    }
+    Ok(())
+}
+
+/// Before an operation that creates queue `queue`'s row if missing (on the
+/// open write transaction): `LimitReached` if it is missing and the tenant
+/// has `max` queue rows already.
+async fn check_new_queue(
+    conn: &mut SqliteConnection,
+    tenant: &str,
+    queue: &str,
+    max: u32,
+) -> Result<()> {
+    let exists: bool = sqlx::query_scalar(QUEUE_EXISTS)
+        .bind(tenant)
+        .bind(queue)
+        .fetch_one(&mut *conn)
+        .await
+        .db()?;
+    if exists {
+        return Ok(());
+    }
+    let n: i64 = sqlx::query_scalar(COUNT_QUEUES)
+        .bind(tenant)
+        .fetch_one(conn)
+        .await
+        .db()?;
+    if n >= i64::from(max) {
+        return Err(Error::too_many_queues(max));
+    }
+    Ok(())
 }
 
 impl SqliteStore {
@@ -1107,12 +1194,17 @@ impl Store for SqliteStore {
         "sqlite"
     }
 
-    async fn enqueue(&self, tenant: &str, jobs: &[NewJobRef<'_>]) -> Result<Vec<Enqueued>> {
+    async fn enqueue(
+        &self,
+        tenant: &str,
+        jobs: &[NewJobRef<'_>],
+        max_queues: u32,
+    ) -> Result<Vec<Enqueued>> {
         if jobs.is_empty() {
             return Ok(Vec::new());
         }
         let mut tx = self.begin().await?;
-        let out = enqueue_in(&mut tx, tenant, jobs).await?;
+        let out = enqueue_in(&mut tx, tenant, jobs, Some(max_queues)).await?;
         tx.commit().await.db()?;
         self.notify_created(tenant, &out);
         Ok(out)
@@ -1671,9 +1763,28 @@ impl Store for SqliteStore {
         found.iter().map(rows::stats).collect()
     }
 
-    async fn set_paused(&self, tenant: &str, queue: &str, paused: bool) -> Result<QueueStats> {
+    async fn set_paused(
+        &self,
+        tenant: &str,
+        queue: &str,
+        paused: bool,
+        max_queues: u32,
+    ) -> Result<QueueStats> {
         let defaults = QueueConfig::default();
         let mut tx = self.begin().await?;
+        if !paused {
+            // A queue without a row is not paused: resuming creates none.
+            sqlx::query(RESUME)
+                .bind(tenant)
+                .bind(queue)
+                .execute(&mut *tx)
+                .await
+                .db()?;
+            let stats = queue_stats_on(&mut tx, tenant, queue).await?;
+            tx.commit().await.db()?;
+            return Ok(stats);
+        }
+        check_new_queue(&mut tx, tenant, queue, max_queues).await?;
         sqlx::query(SET_PAUSED)
             .bind(tenant)
             .bind(queue)
@@ -1696,9 +1807,11 @@ impl Store for SqliteStore {
         tenant: &str,
         queue: &str,
         patch: &QueueConfigPatch,
+        max_queues: u32,
     ) -> Result<QueueStats> {
         let defaults = QueueConfig::default();
         let mut tx = self.begin().await?;
+        check_new_queue(&mut tx, tenant, queue, max_queues).await?;
         sqlx::query(CONFIGURE_QUEUE)
             .bind(tenant)
             .bind(queue)
@@ -1716,6 +1829,26 @@ impl Store for SqliteStore {
         let stats = queue_stats_on(&mut tx, tenant, queue).await?;
         tx.commit().await.db()?;
         Ok(stats)
+    }
+
+    async fn prune_empty_queues(&self, batch: u32) -> Result<u64> {
+        let defaults = QueueConfig::default();
+        let mut tx = self.begin().await?;
+        let done = sqlx::query(PRUNE_EMPTY_QUEUES)
+            .bind(i64::from(batch))
+            .bind(defaults.max_attempts)
+            .bind(defaults.backoff.base_ms)
+            .bind(defaults.backoff.cap_ms)
+            .bind(defaults.default_lease_ttl_ms)
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        if done.rows_affected() == 0 {
+            Self::finish_unchanged(tx).await?;
+            return Ok(0);
+        }
+        tx.commit().await.db()?;
+        Ok(done.rows_affected())
     }
 
     async fn reap_lapsed_leases(&self, batch: u32) -> Result<ReapReport> {
@@ -1959,12 +2092,24 @@ impl Store for SqliteStore {
         tenant: &str,
         spec: &ScheduleSpec,
         next_run_at: Option<DateTime<Utc>>,
+        max_schedules: u32,
     ) -> Result<Schedule> {
         let query = sqlx::query(CREATE_SCHEDULE)
             .bind(tenant)
             .bind(Uuid::now_v7().to_string());
         let query = bind_spec(query, spec, next_run_at)?;
         let mut tx = self.begin().await?;
+        // Counted under the write lock: concurrent creations cannot pass
+        // the limit together.
+        let n: i64 = sqlx::query_scalar(COUNT_SCHEDULES)
+            .bind(tenant)
+            .fetch_one(&mut *tx)
+            .await
+            .db()?;
+        if n >= i64::from(max_schedules) {
+            Self::finish_unchanged(tx).await?;
+            return Err(Error::too_many_schedules(max_schedules));
+        }
         let row = query.fetch_optional(&mut *tx).await.db()?;
         let Some(row) = row else {
             Self::finish_unchanged(tx).await?;

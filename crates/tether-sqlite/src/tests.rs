@@ -216,7 +216,10 @@ async fn lifecycle_smoke() {
         NewJob::new("q", "k", json!({"n": 3, "f": 1.5e300})).idempotency_key("i1"),
         NewJob::new("q", "k", json!({"n": 4})).idempotency_key("i1"),
     ];
-    let out = store.enqueue("t", &enqueue_refs(&jobs)).await.unwrap();
+    let out = store
+        .enqueue("t", &enqueue_refs(&jobs), u32::MAX)
+        .await
+        .unwrap();
     assert_eq!(
         out.iter().map(|e| e.created).collect::<Vec<_>>(),
         [true, true, true, false]
@@ -394,7 +397,10 @@ async fn reaper_buries_exhausted_jobs_and_requeues_the_rest() {
         NewJob::new("q", "k", json!(2)).max_attempts(3),
         NewJob::new("q", "k", json!(3)).max_attempts(3),
     ];
-    let out = store.enqueue("t", &enqueue_refs(&jobs)).await.unwrap();
+    let out = store
+        .enqueue("t", &enqueue_refs(&jobs), u32::MAX)
+        .await
+        .unwrap();
     let claimed = store.claim("t", &claim_req("q", 10)).await.unwrap();
     assert_eq!(claimed.len(), 3);
     store.cancel("t", out[2].job.id).await.unwrap();
@@ -444,7 +450,10 @@ async fn concurrent_claimers_never_share_a_job() {
     let db = TempDb::new();
     let store = Arc::new(SqliteStore::open(&db.0).await.unwrap());
     let jobs: Vec<NewJob> = (0..500).map(|i| NewJob::new("q", "k", json!(i))).collect();
-    store.enqueue("t", &enqueue_refs(&jobs)).await.unwrap();
+    store
+        .enqueue("t", &enqueue_refs(&jobs), u32::MAX)
+        .await
+        .unwrap();
     let mut handles = Vec::new();
     for _ in 0..4 {
         let store = store.clone();
@@ -486,7 +495,10 @@ async fn batches_across_insert_chunks_keep_order_and_dedupe() {
             }
         })
         .collect();
-    let out = store.enqueue("t", &enqueue_refs(&jobs)).await.unwrap();
+    let out = store
+        .enqueue("t", &enqueue_refs(&jobs), u32::MAX)
+        .await
+        .unwrap();
     assert_eq!(out.len(), 45);
     for (i, answer) in out.iter().enumerate() {
         match i {
@@ -533,7 +545,10 @@ async fn bulk_replay_takes_one_job_per_unique_key() {
         NewJob::new("q", "k", json!(2)).unique_key("u"),
         NewJob::new("q", "k", json!(3)),
     ] {
-        let out = store.enqueue("t", &enqueue_refs(&[job])).await.unwrap();
+        let out = store
+            .enqueue("t", &enqueue_refs(&[job]), u32::MAX)
+            .await
+            .unwrap();
         assert!(out[0].created);
         let c = store
             .claim("t", &claim_req("q", 1))
@@ -583,7 +598,10 @@ async fn listing_pages_newest_first() {
     let db = TempDb::new();
     let store = SqliteStore::open(&db.0).await.unwrap();
     let jobs: Vec<NewJob> = (0..7).map(|i| NewJob::new("q", "k", json!(i))).collect();
-    let out = store.enqueue("t", &enqueue_refs(&jobs)).await.unwrap();
+    let out = store
+        .enqueue("t", &enqueue_refs(&jobs), u32::MAX)
+        .await
+        .unwrap();
     let mut seen = Vec::new();
     let mut cursor = None;
     loop {
@@ -619,7 +637,10 @@ async fn cancelled_operations_leave_nothing_half_done() {
     let db = TempDb::new();
     let store = Arc::new(SqliteStore::open(&db.0).await.unwrap());
     let jobs: Vec<NewJob> = (0..300).map(|i| NewJob::new("q", "k", json!(i))).collect();
-    store.enqueue("t", &enqueue_refs(&jobs)).await.unwrap();
+    store
+        .enqueue("t", &enqueue_refs(&jobs), u32::MAX)
+        .await
+        .unwrap();
     for i in 0..300u64 {
         let store = store.clone();
         let budget = std::time::Duration::from_micros(i % 40 * 25);
@@ -666,7 +687,10 @@ async fn clock_controls_move_time_forward() {
     let db = TempDb::new();
     let store = SqliteStore::open(&db.0).await.unwrap();
     let jobs = vec![NewJob::new("q", "k", json!(1)).run_at(tether_core::RunAt::Delay(3_600_000))];
-    let out = store.enqueue("t", &enqueue_refs(&jobs)).await.unwrap();
+    let out = store
+        .enqueue("t", &enqueue_refs(&jobs), u32::MAX)
+        .await
+        .unwrap();
     let id = out[0].job.id;
     assert!(store
         .claim("t", &claim_req("q", 1))
@@ -760,7 +784,10 @@ async fn kill_9_child() {
     let store = SqliteStore::open(path).await.unwrap();
     loop {
         let jobs = [NewJob::new("q", "k", json!({}))];
-        let out = store.enqueue("t", &enqueue_refs(&jobs)).await.unwrap();
+        let out = store
+            .enqueue("t", &enqueue_refs(&jobs), u32::MAX)
+            .await
+            .unwrap();
         let mut stdout = std::io::stdout().lock();
         writeln!(stdout, "ACK {}", out[0].job.id).unwrap();
         stdout.flush().unwrap();
@@ -841,7 +868,7 @@ mod schedules {
         let a = SqliteStore::open(&db.0).await.unwrap();
         let b = SqliteStore::open(&db.0).await.unwrap();
         let s = a
-            .create_schedule("t", &spec("every-minute"), Some(t0()))
+            .create_schedule("t", &spec("every-minute"), Some(t0()), u32::MAX)
             .await
             .unwrap();
         let mut jobs = Vec::new();
@@ -898,12 +925,15 @@ mod schedules {
         let db = TempDb::new();
         let store = SqliteStore::open(&db.0).await.unwrap();
         let s = store
-            .create_schedule("t", &spec("s"), Some(t0()))
+            .create_schedule("t", &spec("s"), Some(t0()), u32::MAX)
             .await
             .unwrap();
         let earlier =
             [NewJob::new("q", "tick", json!("earlier")).idempotency_key(fire_key(s.id, t0()))];
-        let earlier = store.enqueue("t", &enqueue_refs(&earlier)).await.unwrap();
+        let earlier = store
+            .enqueue("t", &enqueue_refs(&earlier), u32::MAX)
+            .await
+            .unwrap();
         let earlier = earlier[0].job.id;
 
         let mut wakeup = store.subscribe("t", "q");
@@ -947,7 +977,7 @@ mod schedules {
         let db = TempDb::new();
         let store = SqliteStore::open(&db.0).await.unwrap();
         let s = store
-            .create_schedule("t", &spec("s"), Some(t0()))
+            .create_schedule("t", &spec("s"), Some(t0()), u32::MAX)
             .await
             .unwrap();
         let mut bad = fire_of(&s, t0(), t0());
@@ -975,7 +1005,7 @@ mod schedules {
         let db = TempDb::new();
         let store = SqliteStore::open(&db.0).await.unwrap();
         let s = store
-            .create_schedule("t", &spec("s").overlap(Overlap::Skip), Some(t0()))
+            .create_schedule("t", &spec("s").overlap(Overlap::Skip), Some(t0()), u32::MAX)
             .await
             .unwrap();
         let at = |n| t0() + minutes(n);
@@ -1037,13 +1067,13 @@ mod schedules {
         let db = TempDb::new();
         let store = SqliteStore::open(&db.0).await.unwrap();
         let s = store
-            .create_schedule("a", &spec("nightly"), Some(t0()))
+            .create_schedule("a", &spec("nightly"), Some(t0()), u32::MAX)
             .await
             .unwrap();
         assert_eq!(s.tenant, "a");
         // Same name, other tenant: fine.
         let other = store
-            .create_schedule("b", &spec("nightly"), Some(t0()))
+            .create_schedule("b", &spec("nightly"), Some(t0()), u32::MAX)
             .await
             .unwrap();
         assert_ne!(other.id, s.id);
@@ -1086,12 +1116,15 @@ mod schedules {
         assert_eq!(count(&store, "SELECT count(*) FROM tether_jobs").await, 0);
 
         // A taken name, on create and on rename.
-        match store.create_schedule("a", &spec("nightly"), None).await {
+        match store
+            .create_schedule("a", &spec("nightly"), None, u32::MAX)
+            .await
+        {
             Err(Error::AlreadyExists(msg)) => assert_eq!(msg, "schedule \"nightly\""),
             other => panic!("expected AlreadyExists, got {other:?}"),
         }
         let second = store
-            .create_schedule("a", &spec("hourly"), None)
+            .create_schedule("a", &spec("hourly"), None, u32::MAX)
             .await
             .unwrap();
         let err = store
@@ -1127,7 +1160,10 @@ mod schedules {
                 .payload(payload.clone())
                 .enabled(false)
                 .overlap(Overlap::Skip);
-            let s = store.create_schedule("t", &spec, None).await.unwrap();
+            let s = store
+                .create_schedule("t", &spec, None, u32::MAX)
+                .await
+                .unwrap();
             assert_eq!(s.spec, spec);
             assert_eq!(s.next_run_at, None);
             assert_eq!((s.last_run_at, s.last_job_id), (None, None));
@@ -1136,7 +1172,7 @@ mod schedules {
         }
 
         let s = store
-            .create_schedule("t", &spec("main"), Some(t0()))
+            .create_schedule("t", &spec("main"), Some(t0()), u32::MAX)
             .await
             .unwrap();
         let FireOutcome::Ran(_, Some(job)) = fire(&store, &fire_of(&s, t0(), t0())).await else {
@@ -1182,7 +1218,7 @@ mod schedules {
         let db = TempDb::new();
         let store = SqliteStore::open(&db.0).await.unwrap();
         let s = store
-            .create_schedule("t", &spec("s"), Some(t0()))
+            .create_schedule("t", &spec("s"), Some(t0()), u32::MAX)
             .await
             .unwrap();
         // Disabled but (wrongly) keeping its next_run_at: still no fire.
@@ -1205,11 +1241,11 @@ mod schedules {
         let db = TempDb::new();
         let store = SqliteStore::open(&db.0).await.unwrap();
         let s = store
-            .create_schedule("t", &spec("s"), Some(t0()))
+            .create_schedule("t", &spec("s"), Some(t0()), u32::MAX)
             .await
             .unwrap();
         let keep = store
-            .create_schedule("t", &spec("keep"), Some(t0()))
+            .create_schedule("t", &spec("keep"), Some(t0()), u32::MAX)
             .await
             .unwrap();
         fire(&store, &fire_of(&s, t0(), t0())).await;
@@ -1245,7 +1281,10 @@ mod schedules {
         let store = SqliteStore::open(&db.0).await.unwrap();
         let next = Utc::now() + minutes(60);
         let spec = spec("s").payload(json!({"from": "trigger"}));
-        let s = store.create_schedule("t", &spec, Some(next)).await.unwrap();
+        let s = store
+            .create_schedule("t", &spec, Some(next), u32::MAX)
+            .await
+            .unwrap();
         let mut wakeup = store.subscribe("t", "q");
         let job = NewJob::new("q", "tick", json!({"from": "trigger"})).idempotency_key("trig-1");
         let before = Utc::now() - minutes(1);
@@ -1295,20 +1334,20 @@ mod schedules {
         assert_eq!(store.next_schedule_due().await.unwrap().1, None);
 
         let later = store
-            .create_schedule("a", &spec("later"), Some(t0() + minutes(2)))
+            .create_schedule("a", &spec("later"), Some(t0() + minutes(2)), u32::MAX)
             .await
             .unwrap();
         let first = store
-            .create_schedule("b", &spec("first"), Some(t0()))
+            .create_schedule("b", &spec("first"), Some(t0()), u32::MAX)
             .await
             .unwrap();
         let future = Utc::now() + minutes(60);
         store
-            .create_schedule("a", &spec("future"), Some(future))
+            .create_schedule("a", &spec("future"), Some(future), u32::MAX)
             .await
             .unwrap();
         store
-            .create_schedule("c", &spec("off").enabled(false), None)
+            .create_schedule("c", &spec("off").enabled(false), None, u32::MAX)
             .await
             .unwrap();
         let (_, due) = store.due_schedules(10).await.unwrap();
@@ -1329,7 +1368,7 @@ mod schedules {
         let db = TempDb::new();
         let store = SqliteStore::open(&db.0).await.unwrap();
         let s = store
-            .create_schedule("t", &spec("s"), Some(t0()))
+            .create_schedule("t", &spec("s"), Some(t0()), u32::MAX)
             .await
             .unwrap();
         for n in 0..3 {

@@ -104,6 +104,7 @@ pub async fn bad_priority_delay_and_attempts_are_refused(db: &TestDb) {
 pub async fn oversize_payload_is_refused(db: &TestDb) {
     let small = db.engine.clone().with_limits(Limits {
         max_payload_bytes: 100,
+        ..Limits::default()
     });
     let big = NewJob::new(Q, "k", json!("x".repeat(200)));
     let e = expect_code(small.enqueue(T, big.clone()).await, "payload_too_large");
