@@ -1141,23 +1141,19 @@ impl Store for PgStore {
         let mut removed = 0;
         for (tenant, names) in by_tenant {
             let mut tx = self.pool.begin().await.map_err(db_error)?;
-            // Waits for the tenant's enqueues in flight to end (and holds
-            // new ones back) while it deletes; gives up on a tenant whose
-            // enqueue sits in a long transaction, until the next pass.
-            sqlx::query("SET LOCAL lock_timeout = '2s'")
-                .execute(&mut *tx)
-                .await
-                .map_err(db_error)?;
-            let locked = sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
-                .bind(crate::enqueue::QUEUE_ROWS_LOCK)
-                .bind(&tenant)
-                .execute(&mut *tx)
-                .await;
-            match locked {
-                Ok(_) => {}
-                // 55P03: lock_not_available (the timeout).
-                Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("55P03") => continue,
-                Err(e) => return Err(db_error(e)),
+            // Only while no enqueue of the tenant is in flight. Trying, not
+            // waiting: a waiting exclusive request would queue every new
+            // enqueue of the tenant behind an enqueue in a long caller
+            // transaction. A busy tenant is tried again next pass.
+            let locked: bool =
+                sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1, hashtext($2))")
+                    .bind(crate::enqueue::QUEUE_ROWS_LOCK)
+                    .bind(&tenant)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+            if !locked {
+                continue;
             }
             let done = sqlx::query(DELETE_EMPTY_QUEUES)
                 .bind(&tenant)
