@@ -14,6 +14,12 @@ use tokio::sync::watch;
 /// One hint channel per (tenant, queue); the value only counts hints.
 type Channels = HashMap<(String, String), watch::Sender<u64>>;
 
+/// Channels nobody listens to any more are dropped when the table reaches
+/// this size, then each time it doubles: a long-poll may name any queue, so
+/// names must not pile up in memory (amortised, a sweep costs O(1) a
+/// subscription).
+const SWEEP_FROM: usize = 1_024;
+
 /// Delivers hints to the subscribers of each (tenant, queue) in a process.
 #[derive(Debug, Clone, Default)]
 pub struct WakeupHub {
@@ -29,6 +35,9 @@ impl WakeupHub {
     /// Subscribes to hints for one queue of one tenant.
     pub fn subscribe(&self, tenant: &str, queue: &str) -> Wakeup {
         let mut senders = self.senders.lock().expect("wakeup hub lock");
+        if senders.len() >= SWEEP_FROM && senders.len().is_power_of_two() {
+            senders.retain(|_, s| s.receiver_count() > 0);
+        }
         let sender = senders
             .entry((tenant.to_owned(), queue.to_owned()))
             .or_insert_with(|| watch::channel(0).0);
@@ -101,6 +110,20 @@ mod tests {
         other.mark_unchanged();
         w.mark_unchanged();
         assert!(!w.has_changed().unwrap());
+    }
+
+    #[test]
+    fn channels_without_subscribers_do_not_pile_up() {
+        let hub = WakeupHub::new();
+        let mut kept = hub.subscribe("t", "kept").rx.unwrap();
+        for i in 0..10_000 {
+            drop(hub.subscribe("t", &format!("q{i}")));
+        }
+        let size = hub.senders.lock().unwrap().len();
+        assert!(size <= 2 * SWEEP_FROM, "{size} channels for 1 subscriber");
+        hub.notify("t", "kept");
+        assert!(kept.has_changed().unwrap(), "a live subscription survives");
+        kept.mark_unchanged();
     }
 
     #[test]
