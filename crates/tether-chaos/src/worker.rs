@@ -208,6 +208,10 @@ impl Source for Observed {
     async fn prune_schedule_runs(&self, retention_ms: i64, batch: u32) -> Result<u64> {
         self.inner.prune_schedule_runs(retention_ms, batch).await
     }
+
+    async fn prune_empty_queues(&self, batch: u32) -> Result<u64> {
+        self.inner.prune_empty_queues(batch).await
+    }
 }
 
 /// Claims (job, attempt) that already snoozed in-process on this worker.

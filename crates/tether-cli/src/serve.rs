@@ -56,6 +56,22 @@ pub struct ServeArgs {
     /// node must.
     #[arg(long)]
     pub no_maintenance: bool,
+    /// Most queues one tenant may have (queues with jobs or settings); an
+    /// enqueue, pause or configuration that would make another is refused
+    /// with 409. Maintenance removes queues with no job and default settings.
+    #[arg(long, env = "TETHER_MAX_QUEUES_PER_TENANT", default_value_t = 1_000,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_queues_per_tenant: u32,
+    /// Most schedules one tenant may have; creating another is refused with
+    /// 409.
+    #[arg(long, env = "TETHER_MAX_SCHEDULES_PER_TENANT", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_schedules_per_tenant: u32,
+    /// Most queues (of all tenants) the per-queue gauges of /metrics cover;
+    /// past it the ones with the fewest unfinished and failed jobs are left
+    /// out and counted in tether_queue_series_omitted.
+    #[arg(long, env = "TETHER_METRICS_MAX_QUEUES", default_value_t = 1_000)]
+    pub metrics_max_queues: usize,
 }
 
 impl ServeArgs {
@@ -190,7 +206,15 @@ pub async fn start(
             database: database.describe(),
             source,
         })?;
-    let engine = client.engine().clone().with_server_secret(secret);
+    let engine = client
+        .engine()
+        .clone()
+        .with_limits(tether_core::Limits {
+            max_queues_per_tenant: args.max_queues_per_tenant,
+            max_schedules_per_tenant: args.max_schedules_per_tenant,
+            ..*client.engine().limits()
+        })
+        .with_server_secret(secret);
     // Recorded by the first process that stores an operator key; until then
     // replicas that never use TETHER_ADMIN_KEY need not share a secret.
     let same_secret = engine
@@ -210,6 +234,7 @@ pub async fn start(
 
     let config = ServerConfig {
         max_body_bytes: args.max_body_bytes,
+        metrics_max_queues: args.metrics_max_queues,
         ..ServerConfig::default()
     };
     let state = AppState::new(engine.clone(), config).with_metrics(metrics);

@@ -614,6 +614,105 @@ async fn queues_dlq_replay_and_stats() {
     assert_eq!(left["jobs"][0]["kind"], "b");
 }
 
+/// `dlq replay --all` takes each job that was failed when it began once:
+/// expired jobs replayed in rounds are queued for good (the replay clears
+/// their old `expires_at`), and jobs that fail again while the replay runs
+/// (a worker failing each at once) are neither replayed nor counted a
+/// second time, and the CLI says they are failed again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dlq_replay_all_counts_each_job_once() {
+    let s = Setup::sqlite("cli-replay-once");
+    // 30 jobs that expire before anyone claims them.
+    let past = (Utc::now() - chrono::Duration::seconds(5)).to_rfc3339();
+    for _ in 0..30 {
+        s.cli(&["enqueue", "expiring", "k", "--expires-at", &past])
+            .ok();
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while s.queue("expiring").await["counts"]["failed"] != 30 {
+        assert!(Instant::now() < deadline, "maintenance did not expire them");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let out = s
+        .cli(&[
+            "dlq", "replay", "expiring", "--all", "--limit", "10", "--json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(out["replayed"], 30, "{out}");
+    assert_eq!(out["failed_after"], 0, "{out}");
+    // Several maintenance ticks later they are still queued, without expiry.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let q = s.queue("expiring").await;
+    assert_eq!(q["counts"]["failed"], 0, "{q}");
+    assert_eq!(q["counts"]["queued"], 30, "{q}");
+    let (_, listed) = s.get("/v1/jobs?queue=expiring&limit=500").await;
+    for job in listed["jobs"].as_array().unwrap() {
+        assert_eq!(job["expires_at"], Value::Null, "{job}");
+    }
+
+    // 50 failed jobs, and a worker that fails every job it can claim.
+    for _ in 0..50 {
+        s.cli(&["enqueue", "flaky", "k"]).ok();
+    }
+    assert_eq!(s.fail_all("flaky", "boom").await.len(), 50);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (url, key) = (s.server().url("/v1"), s.key.clone());
+    let worker = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut failed_again = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let (_, claimed) = call(
+                    Method::POST,
+                    &format!("{url}/queues/flaky/claim"),
+                    &key,
+                    Some(json!({"worker_id": "failing", "limit": 100})),
+                )
+                .await;
+                for job in claimed["jobs"].as_array().cloned().unwrap_or_default() {
+                    let id = job["id"].as_str().unwrap();
+                    call(
+                        Method::POST,
+                        &format!("{url}/jobs/{id}/fail"),
+                        &key,
+                        Some(json!({"lease_token": job["lease_token"], "error": "again", "fatal": true})),
+                    )
+                    .await;
+                    failed_again += 1;
+                }
+            }
+            failed_again
+        })
+    };
+    let (cli_url, cli_dir) = (s.url.clone(), s.dir().to_owned());
+    let run = tokio::task::spawn_blocking(move || {
+        tether(
+            &["dlq", "replay", "flaky", "--all", "--limit", "5"],
+            &[("TETHER_URL", &cli_url), ("TETHER_DATA_DIR", &cli_dir)],
+            None,
+        )
+    })
+    .await
+    .unwrap()
+    .ok();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let failed_again = worker.await.unwrap();
+    assert!(
+        run.stdout
+            .contains("replayed 50 failed jobs of queue flaky in 11 rounds"),
+        "each job once, whatever the worker did ({failed_again} failed again):\n{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    assert!(failed_again > 0, "the worker failed nothing");
+    assert!(
+        run.stderr.contains("failed while the replay ran"),
+        "{}",
+        run.stderr
+    );
+}
+
 #[tokio::test]
 async fn stats_watch_refreshes_until_interrupted() {
     let s = Setup::sqlite("cli-watch");

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{call, http, temp_dir, Server};
+use common::{call, http, temp_dir, tether, Server};
 use serde_json::json;
 
 #[tokio::test]
@@ -621,4 +621,77 @@ fn sha256(bytes: &[u8]) -> [u8; 32] {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The tenant limits and the bound on the per-queue gauges are `tether
+/// serve` options (flag or environment variable), listed in its help, and
+/// in force: a second queue or schedule is 409 at a limit of one, and the
+/// gauges show one queue and count the other.
+#[tokio::test]
+async fn tenant_limits_and_the_metrics_bound_are_options() {
+    let help = tether(&["serve", "--help"], &[], None).ok().stdout;
+    for option in [
+        "--max-queues-per-tenant",
+        "TETHER_MAX_QUEUES_PER_TENANT",
+        "--max-schedules-per-tenant",
+        "TETHER_MAX_SCHEDULES_PER_TENANT",
+        "--metrics-max-queues",
+        "TETHER_METRICS_MAX_QUEUES",
+    ] {
+        assert!(help.contains(option), "{option} missing from:\n{help}");
+    }
+
+    let dir = temp_dir("limits");
+    let key = "limits-admin-key-0123456789";
+    let s = Server::start(
+        &dir,
+        &["--max-queues-per-tenant", "1"],
+        &[
+            ("TETHER_ADMIN_KEY", key),
+            ("TETHER_MAX_SCHEDULES_PER_TENANT", "1"),
+            ("TETHER_METRICS_MAX_QUEUES", "1"),
+        ],
+    );
+    let post = |path: &str, body: serde_json::Value| {
+        let url = s.url(path);
+        async move { call(reqwest::Method::POST, &url, key, Some(body)).await }
+    };
+    assert_eq!(
+        post("/v1/jobs", json!({"queue": "a", "kind": "k"})).await.0,
+        201
+    );
+    let (status, body) = post("/v1/jobs", json!({"queue": "b", "kind": "k"})).await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "invalid_state");
+    let schedule =
+        |name: &str| json!({"name": name, "cron": "0 * * * *", "queue": "a", "kind": "k"});
+    assert_eq!(post("/v1/schedules", schedule("s1")).await.0, 201);
+    assert_eq!(post("/v1/schedules", schedule("s2")).await.0, 409);
+
+    let (status, tenant) = post("/v1/tenants", json!({"name": "acme"})).await;
+    assert_eq!(status, 201);
+    let acme = tenant["api_key"].as_str().unwrap().to_owned();
+    let (status, _) = call(
+        reqwest::Method::POST,
+        &s.url("/v1/jobs"),
+        &acme,
+        Some(json!({"queue": "c", "kind": "k"})),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let text = http()
+        .get(s.url("/metrics"))
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let paused: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("tether_queue_paused{"))
+        .collect();
+    assert_eq!(paused.len(), 1, "{text}");
+    assert!(text.contains("\ntether_queue_series_omitted 1\n"), "{text}");
 }

@@ -430,11 +430,32 @@ impl Client {
         decode(&call, &bytes)
     }
 
-    /// `GET /v1/jobs/{id}/events`: the job's history, oldest first.
-    pub async fn events(&self, id: Uuid) -> Result<Vec<JobEvent>> {
+    /// `GET /v1/jobs/{id}/events?...`: one page of the job's history,
+    /// oldest first. Follow [`EventPage::next_cursor`] for the next one.
+    pub async fn events_page(&self, id: Uuid, query: &EventQuery) -> Result<EventPage> {
         let id = id.to_string();
-        let env: EventsEnvelope = self.get(&["v1", "jobs", &id, "events"]).await?;
-        Ok(env.events)
+        let call = self.call(Method::GET, &["v1", "jobs", &id, "events"])?;
+        let req = self.request(&call, true).query(&query.pairs());
+        let bytes = self.send(req).await?;
+        decode(&call, &bytes)
+    }
+
+    /// The job's whole history, oldest first, read page by page (1 000
+    /// events a request).
+    pub async fn events(&self, id: Uuid) -> Result<Vec<JobEvent>> {
+        let mut query = EventQuery {
+            limit: Some(1_000),
+            cursor: None,
+        };
+        let mut events = Vec::new();
+        loop {
+            let page = self.events_page(id, &query).await?;
+            events.extend(page.events);
+            match page.next_cursor {
+                Some(cursor) => query.cursor = Some(cursor),
+                None => return Ok(events),
+            }
+        }
     }
 
     /// `POST /v1/jobs/{id}/cancel`: a queued job is cancelled at once, a
@@ -447,16 +468,38 @@ impl Client {
     }
 
     /// `POST /v1/jobs/{id}/replay`: a failed or cancelled job is queued
-    /// again with a fresh attempt budget (same id).
+    /// again with a fresh attempt budget (same id) and no `expires_at`.
     pub async fn replay(&self, id: Uuid) -> Result<Job> {
+        self.replay_with(id, None).await
+    }
+
+    /// `POST /v1/jobs/{id}/replay` with `expires_at` as the job's new
+    /// expiry (`None`: none).
+    pub async fn replay_with(&self, id: Uuid, expires_at: Option<DateTime<Utc>>) -> Result<Job> {
         let id = id.to_string();
-        let env: JobEnvelope = self.post(&["v1", "jobs", &id, "replay"], None).await?;
+        let body = expires_at.map(|at| json!({ "expires_at": at }));
+        let env: JobEnvelope = self
+            .post(&["v1", "jobs", &id, "replay"], body.as_ref())
+            .await?;
         Ok(env.job)
     }
 
-    /// `POST /v1/queues/{queue}/replay`: bulk replay of the dead-letter
-    /// queue (or of cancelled jobs); answers how many were replayed.
+    /// `POST /v1/queues/{queue}/replay`: one round of bulk replay of the
+    /// dead-letter queue (or of cancelled jobs); answers how many were
+    /// replayed.
     pub async fn replay_queue(&self, queue: &str, filter: &BulkReplay) -> Result<u64> {
+        Ok(self.replay_queue_round(queue, filter).await?.replayed)
+    }
+
+    /// `POST /v1/queues/{queue}/replay`: one round of bulk replay, with
+    /// where the next round starts. Pass [`BulkReplayed::next_cursor`] as
+    /// [`BulkReplay::cursor`] until it is `None` to go through every
+    /// matching job once.
+    pub async fn replay_queue_round(
+        &self,
+        queue: &str,
+        filter: &BulkReplay,
+    ) -> Result<BulkReplayed> {
         let mut body = Map::new();
         if let Some(s) = filter.state {
             body.insert("state".into(), s.as_str().into());
@@ -467,13 +510,17 @@ impl Client {
         if let Some(n) = filter.limit {
             body.insert("limit".into(), n.into());
         }
-        let env: ReplayedEnvelope = self
-            .post(
-                &["v1", "queues", queue, "replay"],
-                Some(&Value::Object(body)),
-            )
-            .await?;
-        Ok(env.replayed)
+        if let Some(cursor) = &filter.cursor {
+            body.insert("cursor".into(), cursor.clone().into());
+        }
+        if let Some(at) = filter.expires_at {
+            body.insert("expires_at".into(), json!(at));
+        }
+        self.post(
+            &["v1", "queues", queue, "replay"],
+            Some(&Value::Object(body)),
+        )
+        .await
     }
 
     /// `GET /v1/queues`: every queue of the tenant with its stats.

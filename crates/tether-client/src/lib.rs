@@ -65,9 +65,9 @@ pub use client::{Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT
 pub use error::{Error, ErrorCode, Result};
 pub use remote::{RemoteSource, DEFAULT_CLAIM_WAIT, MAX_CLAIM_WAIT};
 pub use wire::{
-    ApiKey, BulkReplay, ClaimOptions, ClaimedJob, CreatedKey, CreatedTenant, CronPreview, Enqueued,
-    HeartbeatAck, ItemResult, Job, JobEvent, JobPage, JobQuery, NewKey, Queue, Schedule,
-    ScheduleRun, StateCounts, Tenant,
+    ApiKey, BulkReplay, BulkReplayed, ClaimOptions, ClaimedJob, CreatedKey, CreatedTenant,
+    CronPreview, Enqueued, EventPage, EventQuery, HeartbeatAck, ItemResult, Job, JobEvent, JobPage,
+    JobQuery, NewKey, Queue, Schedule, ScheduleRun, StateCounts, Tenant,
 };
 
 /// Request types shared with the embedded library: what to enqueue, and the

@@ -264,4 +264,8 @@ impl Source for RemoteSource {
     async fn prune_schedule_runs(&self, _retention_ms: i64, _batch: u32) -> Result<u64> {
         Err(maintenance_elsewhere("pruning schedule runs"))
     }
+
+    async fn prune_empty_queues(&self, _batch: u32) -> Result<u64> {
+        Err(maintenance_elsewhere("removing empty queues"))
+    }
 }

@@ -209,6 +209,40 @@ impl JobEvent {
     }
 }
 
+/// One page of `GET /v1/jobs/{id}/events` (oldest first). Unset fields are
+/// not sent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventQuery {
+    /// Page size, 1–1000 (server default 100).
+    pub limit: Option<u32>,
+    /// Continue after a previous page (its [`EventPage::next_cursor`]).
+    pub cursor: Option<String>,
+}
+
+impl EventQuery {
+    pub(crate) fn pairs(&self) -> Vec<(&'static str, String)> {
+        let mut q = Vec::new();
+        if let Some(limit) = self.limit {
+            q.push(("limit", limit.to_string()));
+        }
+        if let Some(cursor) = &self.cursor {
+            q.push(("cursor", cursor.clone()));
+        }
+        q
+    }
+}
+
+/// One page of a job's history (`GET /v1/jobs/{id}/events`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventPage {
+    /// The events, oldest first.
+    pub events: Vec<JobEvent>,
+    /// Pass as [`EventQuery::cursor`] for the next page; `None` at the end.
+    /// Opaque: do not build one yourself.
+    #[serde(default)]
+    pub next_cursor: Option<String>,
+}
+
 /// Filters and page of `GET /v1/jobs` (newest first). Unset fields are not
 /// sent.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -361,8 +395,23 @@ pub struct BulkReplay {
     pub state: Option<JobState>,
     /// Only this kind.
     pub kind: Option<String>,
-    /// At most this many jobs.
+    /// At most this many jobs (the first ones by id after `cursor`).
     pub limit: Option<u32>,
+    /// Continue after a previous round (its [`BulkReplayed::next_cursor`]).
+    pub cursor: Option<String>,
+    /// The replayed jobs' new `expires_at`; `None` clears it.
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// The answer of one bulk replay round.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BulkReplayed {
+    /// How many jobs were queued again.
+    pub replayed: u64,
+    /// Pass as [`BulkReplay::cursor`] for the next round; `None` when this
+    /// round reached the end. Opaque.
+    #[serde(default)]
+    pub next_cursor: Option<String>,
 }
 
 /// A queue's health and settings (`GET /v1/queues/{queue}`).
@@ -715,11 +764,6 @@ pub(crate) struct ResultsEnvelope<T> {
 }
 
 #[derive(Deserialize)]
-pub(crate) struct EventsEnvelope {
-    pub(crate) events: Vec<JobEvent>,
-}
-
-#[derive(Deserialize)]
 pub(crate) struct QueueEnvelope {
     pub(crate) queue: Queue,
 }
@@ -737,11 +781,6 @@ pub(crate) struct TenantsEnvelope {
 #[derive(Deserialize)]
 pub(crate) struct KeysEnvelope {
     pub(crate) keys: Vec<ApiKey>,
-}
-
-#[derive(Deserialize)]
-pub(crate) struct ReplayedEnvelope {
-    pub(crate) replayed: u64,
 }
 
 #[derive(Deserialize)]

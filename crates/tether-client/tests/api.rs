@@ -511,6 +511,43 @@ async fn cancel_replay_and_bulk_replay(db: &TestDb) {
         .unwrap();
     assert_eq!(n, 1);
     assert_eq!(c.get_job(q.id).await.unwrap().state, JobState::Queued);
+
+    // A replay sets the given expires_at, or none.
+    let later = chrono::Utc::now() + chrono::Duration::hours(1);
+    c.cancel(q.id).await.unwrap();
+    let j = c.replay_with(q.id, Some(later)).await.unwrap();
+    assert_eq!(
+        j.expires_at.map(|t| t.timestamp_millis()),
+        Some(later.timestamp_millis())
+    );
+    c.cancel(q.id).await.unwrap();
+    assert_eq!(c.replay(q.id).await.unwrap().expires_at, None);
+    // Rounds follow the cursor: the last dead job, then the end.
+    let round = c
+        .replay_queue_round(
+            "dead",
+            &BulkReplay {
+                limit: Some(1),
+                expires_at: Some(later),
+                ..BulkReplay::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(round.replayed, 1);
+    let next = round.next_cursor.expect("a full round names its cursor");
+    let round = c
+        .replay_queue_round(
+            "dead",
+            &BulkReplay {
+                cursor: Some(next),
+                ..BulkReplay::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!((round.replayed, round.next_cursor), (0, None));
+    assert!(c.list_jobs(&dlq).await.unwrap().jobs.is_empty());
 }
 
 async fn list_jobs_filters_and_pages(db: &TestDb) {

@@ -450,6 +450,7 @@ macro_rules! behaviour_suite {
                 one_bad_entry_refuses_the_whole_batch,
                 bad_arguments_to_other_operations_are_refused,
                 nul_characters_are_refused_or_replaced,
+                out_of_range_times_are_refused,
             }
             tenants {
                 tenant_cannot_see_or_touch_another_tenants_job,
@@ -458,6 +459,7 @@ macro_rules! behaviour_suite {
             }
             history {
                 history_records_every_transition_in_order,
+                history_is_paged_oldest_first,
             }
             keys {
                 tenants_are_created_listed_and_fetched,
@@ -480,6 +482,8 @@ macro_rules! behaviour_suite {
                 replay_of_active_or_succeeded_job_is_invalid_state,
                 replay_is_refused_while_unique_key_is_held,
                 bulk_replay_by_queue_kind_and_state,
+                replay_clears_or_sets_expires_at,
+                bulk_replay_rounds_follow_a_cursor_and_take_each_job_once,
             }
             expiry {
                 expired_job_fails_and_is_never_claimed,
@@ -495,10 +499,15 @@ macro_rules! behaviour_suite {
                 queue_stats_report_counts_ready_scheduled_age_and_leases,
                 queue_config_is_copied_at_enqueue,
                 list_queues_shows_every_used_queue,
+                queue_limit_refuses_new_queues_and_writes_nothing,
+                schedule_limit_refuses_more_schedules,
+                empty_queues_are_removed_and_others_kept,
+                queue_removal_racing_enqueues_keeps_every_used_queue,
             }
             batch {
                 complete_many_answers_per_item,
                 heartbeat_many_answers_per_item,
+                repeated_stale_items_record_one_lease_lost_per_batch,
             }
             wakeups {
                 enqueue_replay_and_hand_back_wake_subscribers,

@@ -13,9 +13,9 @@ use crate::keys::{
 };
 use crate::lifecycle;
 use crate::model::{
-    ClaimRequest, ClaimedJob, Completion, Enqueued, Failure, Heartbeat, HeartbeatAck, Job,
-    JobEvent, JobFilter, JobPage, Lease, LeaseToken, NewJob, QueueConfigPatch, QueueStats,
-    ReapReport, ReplayFilter,
+    BulkReplayed, ClaimRequest, ClaimedJob, Completion, Enqueued, EventPage, EventQuery, Failure,
+    Heartbeat, HeartbeatAck, Job, JobEvent, JobFilter, JobPage, Lease, LeaseToken, NewJob,
+    QueueConfigPatch, QueueStats, ReapReport, ReplayFilter,
 };
 use crate::schedule::{
     self, Fire, FireOutcome, FireReport, RunOutcome, Schedule, SchedulePatch, ScheduleRun,
@@ -101,7 +101,14 @@ impl Engine {
 
     /// Hands validated jobs to the store and counts the ones created.
     async fn store_enqueue(&self, tenant: &str, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
-        let out = self.store.enqueue(tenant, &NewJobRef::mint(jobs)).await?;
+        let out = self
+            .store
+            .enqueue(
+                tenant,
+                &NewJobRef::mint(jobs),
+                self.limits.max_queues_per_tenant,
+            )
+            .await?;
         counters::enqueued(tenant, &out);
         Ok(out)
     }
@@ -221,21 +228,37 @@ impl Engine {
         self.store.cancel(tenant, id).await
     }
 
-    /// Queues a failed or cancelled job again, attempt 0.
+    /// Queues a failed or cancelled job again, attempt 0, without an
+    /// `expires_at` (an expired job would otherwise expire again at once).
     pub async fn replay(&self, tenant: &str, id: Uuid) -> Result<Job> {
+        self.replay_with(tenant, id, None).await
+    }
+
+    /// Queues a failed or cancelled job again, attempt 0, with
+    /// `expires_at` as its new expiry (`None`: none).
+    pub async fn replay_with(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        expires_at: Option<DateTime<Utc>>,
+    ) -> Result<Job> {
         validate::name("tenant", tenant)?;
-        let job = self.store.replay(tenant, id).await?;
+        if let Some(at) = &expires_at {
+            validate::instant("expires_at", at)?;
+        }
+        let job = self.store.replay(tenant, id, expires_at).await?;
         counters::replayed(tenant, 1);
         Ok(job)
     }
 
-    /// Replays many dead jobs of one queue.
-    pub async fn replay_many(&self, tenant: &str, filter: &ReplayFilter) -> Result<u64> {
+    /// Replays many dead jobs of one queue; follow `next_cursor` (as the
+    /// filter's `cursor`) to go through a selection larger than `limit`.
+    pub async fn replay_many(&self, tenant: &str, filter: &ReplayFilter) -> Result<BulkReplayed> {
         validate::name("tenant", tenant)?;
         validate::replay_filter(filter)?;
-        let n = self.store.replay_many(tenant, filter).await?;
-        counters::replayed(tenant, n);
-        Ok(n)
+        let out = self.store.replay_many(tenant, filter).await?;
+        counters::replayed(tenant, out.replayed);
+        Ok(out)
     }
 
     /// One job.
@@ -251,10 +274,36 @@ impl Engine {
         self.store.list(tenant, filter).await
     }
 
-    /// A job's history, oldest first.
-    pub async fn events(&self, tenant: &str, id: Uuid) -> Result<Vec<JobEvent>> {
+    /// One page of a job's history, oldest first (default 100 events, at
+    /// most 1 000); follow `next_cursor` for the rest.
+    pub async fn events_page(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        query: &EventQuery,
+    ) -> Result<EventPage> {
         validate::name("tenant", tenant)?;
-        self.store.events(tenant, id).await
+        validate::event_query(query)?;
+        let limit = query.limit.unwrap_or(validate::DEFAULT_EVENT_PAGE);
+        self.store.events(tenant, id, query.cursor, limit).await
+    }
+
+    /// A job's whole history, oldest first, read page by page. For callers
+    /// in the process; the HTTP API hands it out one page at a time.
+    pub async fn events(&self, tenant: &str, id: Uuid) -> Result<Vec<JobEvent>> {
+        let mut query = EventQuery {
+            limit: Some(validate::MAX_EVENT_PAGE),
+            cursor: None,
+        };
+        let mut events = Vec::new();
+        loop {
+            let page = self.events_page(tenant, id, &query).await?;
+            events.extend(page.events);
+            match page.next_cursor {
+                Some(cursor) => query.cursor = Some(cursor),
+                None => return Ok(events),
+            }
+        }
     }
 
     /// One queue's stats.
@@ -274,14 +323,18 @@ impl Engine {
     pub async fn pause(&self, tenant: &str, queue: &str) -> Result<QueueStats> {
         validate::name("tenant", tenant)?;
         validate::name("queue", queue)?;
-        self.store.set_paused(tenant, queue, true).await
+        self.store
+            .set_paused(tenant, queue, true, self.limits.max_queues_per_tenant)
+            .await
     }
 
     /// Resumes a paused queue.
     pub async fn resume(&self, tenant: &str, queue: &str) -> Result<QueueStats> {
         validate::name("tenant", tenant)?;
         validate::name("queue", queue)?;
-        self.store.set_paused(tenant, queue, false).await
+        self.store
+            .set_paused(tenant, queue, false, self.limits.max_queues_per_tenant)
+            .await
     }
 
     /// Changes a queue's settings for jobs enqueued from now on.
@@ -294,7 +347,9 @@ impl Engine {
         validate::name("tenant", tenant)?;
         validate::name("queue", queue)?;
         validate::queue_config(patch)?;
-        self.store.configure_queue(tenant, queue, patch).await
+        self.store
+            .configure_queue(tenant, queue, patch, self.limits.max_queues_per_tenant)
+            .await
     }
 
     /// One reaper pass (the maintenance leader runs this).
@@ -311,6 +366,13 @@ impl Engine {
         let n = self.store.expire_jobs(batch).await?;
         counters::expired(n);
         Ok(n)
+    }
+
+    /// One pass that deletes queue rows holding nothing (no job, no
+    /// settings): at most `batch` of them, all tenants.
+    pub async fn prune_empty_queues(&self, batch: u32) -> Result<u64> {
+        validate::batch_len("batch", batch as usize, validate::MAX_REPLAY as usize)?;
+        self.store.prune_empty_queues(batch).await
     }
 
     /// One pruning pass.
@@ -499,7 +561,12 @@ impl Engine {
         validate::name("tenant", tenant)?;
         let cron = validate::schedule(spec, &self.limits)?;
         self.store
-            .create_schedule(tenant, spec, Self::first_run(spec, &cron))
+            .create_schedule(
+                tenant,
+                spec,
+                Self::first_run(spec, &cron),
+                self.limits.max_schedules_per_tenant,
+            )
             .await
     }
 
@@ -588,6 +655,9 @@ impl Engine {
                 "count",
                 format!("must be between 1 and {MAX_PREVIEW}, got {count}"),
             ));
+        }
+        if let Some(from) = &from {
+            validate::instant("from", from)?;
         }
         let schedule = CronSchedule::parse(cron, timezone)?;
         Ok(schedule.upcoming(from.unwrap_or_else(Utc::now), count as usize))

@@ -65,6 +65,18 @@ pub enum Error {
     /// unique key is held by another active job).
     #[error("conflict: {0}")]
     Conflict(String),
+    /// The tenant already has as many of something (queues, schedules) as
+    /// the operator allows; nothing was written. Valid input, refused in the
+    /// tenant's current state, so it shares `invalid_state` (409).
+    #[error("the tenant already has {limit} {what}, the most allowed{hint}")]
+    LimitReached {
+        /// What is counted (`queues`, `schedules`).
+        what: &'static str,
+        /// The limit in force.
+        limit: u32,
+        /// How room is made, for humans (starts with `; ` or is empty).
+        hint: &'static str,
+    },
     /// The database could not be reached; the operation may be retried.
     #[error("database unavailable: {0}")]
     Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
@@ -83,9 +95,30 @@ impl Error {
             Error::AlreadyExists(_) => "already_exists",
             Error::Unauthenticated => "unauthenticated",
             Error::LeaseLost(_) | Error::NamedLeaseLost(_) => "lease_lost",
-            Error::InvalidState { .. } | Error::Conflict(_) => "invalid_state",
+            Error::InvalidState { .. } | Error::Conflict(_) | Error::LimitReached { .. } => {
+                "invalid_state"
+            }
             Error::Unavailable(_) => "unavailable",
             Error::Storage(_) => "internal",
+        }
+    }
+
+    /// The tenant has `limit` queues and the operation would make another.
+    pub fn too_many_queues(limit: u32) -> Self {
+        Error::LimitReached {
+            what: "queues",
+            limit,
+            hint: "; a queue with no jobs and default settings is removed by maintenance, \
+                   and the operator may raise --max-queues-per-tenant",
+        }
+    }
+
+    /// The tenant has `limit` schedules and the operation would make another.
+    pub fn too_many_schedules(limit: u32) -> Self {
+        Error::LimitReached {
+            what: "schedules",
+            limit,
+            hint: "; delete one first, or the operator may raise --max-schedules-per-tenant",
         }
     }
 

@@ -480,6 +480,48 @@ pub struct JobEvent {
     pub detail: Option<String>,
 }
 
+/// One page of a job's history (oldest first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EventQuery {
+    /// Page size, 1..=1000 (unset: 100).
+    pub limit: Option<u32>,
+    /// Continue after this cursor (from a previous page's `next_cursor`).
+    pub cursor: Option<EventCursor>,
+}
+
+/// Where a page of a job's history ends: the position (`seq`) of its last
+/// event. Opaque to callers; the HTTP API writes it as a decimal string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EventCursor(pub i64);
+
+impl fmt::Display for EventCursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl FromStr for EventCursor {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.parse::<i64>() {
+            Ok(n) if n >= 0 && !s.starts_with('+') => Ok(EventCursor(n)),
+            _ => Err(UnknownName {
+                what: "history cursor",
+                value: s.to_owned(),
+            }),
+        }
+    }
+}
+
+/// One page of a job's history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventPage {
+    /// The events, oldest first.
+    pub events: Vec<JobEvent>,
+    /// Pass as `cursor` for the next page; `None` at the end.
+    pub next_cursor: Option<EventCursor>,
+}
+
 /// Filters and page of a job listing (newest first).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct JobFilter {
@@ -517,6 +559,39 @@ pub struct ReplayFilter {
     pub kind: Option<String>,
     /// At most this many jobs, 1..=10 000 (unset: 1 000).
     pub limit: Option<u32>,
+    /// Only jobs with a greater id: the `next_cursor` of the previous
+    /// round, so that rounds move through the queue and take each job once
+    /// even if replayed jobs fail again meanwhile.
+    pub cursor: Option<Uuid>,
+    /// The replayed jobs' new `expires_at`; unset clears it (an expired job
+    /// would otherwise expire again at once).
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+impl ReplayFilter {
+    /// The `failed` jobs of `queue`, 1 000 at most, from the start, with no
+    /// expiry.
+    pub fn failed(queue: impl Into<String>) -> Self {
+        ReplayFilter {
+            queue: queue.into(),
+            state: JobState::Failed,
+            kind: None,
+            limit: None,
+            cursor: None,
+            expires_at: None,
+        }
+    }
+}
+
+/// What one bulk replay did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BulkReplayed {
+    /// How many jobs were queued again.
+    pub replayed: u64,
+    /// Pass as the filter's `cursor` for the next round: the greatest id
+    /// this round looked at, when it looked at as many jobs as its limit;
+    /// `None` when the round reached the end of the selection.
+    pub next_cursor: Option<Uuid>,
 }
 
 /// Per-queue settings that new jobs copy at enqueue.

@@ -10,9 +10,9 @@ use uuid::Uuid;
 use crate::error::Result;
 use crate::keys::{ApiKeyInfo, OperatorKeySetup, Tenant};
 use crate::model::{
-    ClaimRequest, ClaimedJob, Completion, Enqueued, Failure, Heartbeat, HeartbeatAck, Job,
-    JobEvent, JobFilter, JobPage, Lease, LeaseToken, QueueConfigPatch, QueueStats, ReapReport,
-    ReplayFilter,
+    BulkReplayed, ClaimRequest, ClaimedJob, Completion, Enqueued, EventCursor, EventPage, Failure,
+    Heartbeat, HeartbeatAck, Job, JobFilter, JobPage, Lease, LeaseToken, QueueConfigPatch,
+    QueueStats, ReapReport, ReplayFilter,
 };
 use crate::schedule::{Fire, FireOutcome, Schedule, ScheduleRun, ScheduleSpec};
 use crate::wakeup::Wakeup;
@@ -27,7 +27,16 @@ pub trait Store: Send + Sync + 'static {
     /// Inserts jobs all-or-nothing, returning one answer per job in order. A
     /// job whose idempotency key exists (any state) or whose unique key is
     /// held by a `queued`/`running` job yields that job with `created: false`.
-    async fn enqueue(&self, tenant: &str, jobs: &[NewJobRef<'_>]) -> Result<Vec<Enqueued>>;
+    /// A queue without a row gets one; if that would give the tenant more
+    /// than `max_queues` queue rows, nothing is written and the answer is
+    /// [`crate::Error::LimitReached`] (checked atomically: concurrent
+    /// enqueues cannot pass the limit together).
+    async fn enqueue(
+        &self,
+        tenant: &str,
+        jobs: &[NewJobRef<'_>],
+        max_queues: u32,
+    ) -> Result<Vec<Enqueued>>;
 
     /// Atomically claims up to `limit` ready jobs (priority desc, run_at, id)
     /// from an unpaused queue, minting a fresh lease token for each.
@@ -79,11 +88,19 @@ pub trait Store: Send + Sync + 'static {
     /// Cancels a queued job at once, or requests cancellation of a running one.
     async fn cancel(&self, tenant: &str, id: Uuid) -> Result<Job>;
 
-    /// Queues a failed or cancelled job again with a fresh attempt budget.
-    async fn replay(&self, tenant: &str, id: Uuid) -> Result<Job>;
+    /// Queues a failed or cancelled job again with a fresh attempt budget;
+    /// its `expires_at` becomes `expires_at` (`None` clears it).
+    async fn replay(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        expires_at: Option<DateTime<Utc>>,
+    ) -> Result<Job>;
 
-    /// Replays many dead jobs of one queue; returns how many.
-    async fn replay_many(&self, tenant: &str, filter: &ReplayFilter) -> Result<u64>;
+    /// Replays many dead jobs of one queue: the first `limit` jobs of the
+    /// selection (by id, after `cursor`) are the candidates; answers how
+    /// many were replayed and where the next round starts.
+    async fn replay_many(&self, tenant: &str, filter: &ReplayFilter) -> Result<BulkReplayed>;
 
     /// One job.
     async fn get(&self, tenant: &str, id: Uuid) -> Result<Job>;
@@ -91,8 +108,16 @@ pub trait Store: Send + Sync + 'static {
     /// Jobs newest first, filtered, one page at a time.
     async fn list(&self, tenant: &str, filter: &JobFilter) -> Result<JobPage>;
 
-    /// A job's history, oldest first.
-    async fn events(&self, tenant: &str, id: Uuid) -> Result<Vec<JobEvent>>;
+    /// One page of a job's history, oldest first: at most `limit` events
+    /// after `cursor` (from the start when `None`); `next_cursor` is set when
+    /// the page came back full. `JobNotFound` if the tenant has no such job.
+    async fn events(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        cursor: Option<EventCursor>,
+        limit: u32,
+    ) -> Result<EventPage>;
 
     /// One queue's stats (zeros and defaults for a queue never used).
     async fn queue_stats(&self, tenant: &str, queue: &str) -> Result<QueueStats>;
@@ -100,16 +125,33 @@ pub trait Store: Send + Sync + 'static {
     /// Stats of every queue the tenant has used or configured, by name.
     async fn list_queues(&self, tenant: &str) -> Result<Vec<QueueStats>>;
 
-    /// Pauses or resumes a queue.
-    async fn set_paused(&self, tenant: &str, queue: &str, paused: bool) -> Result<QueueStats>;
+    /// Pauses or resumes a queue. Pausing a queue without a row creates it
+    /// (within `max_queues`, as for [`Store::enqueue`]); resuming one needs
+    /// no row and creates none.
+    async fn set_paused(
+        &self,
+        tenant: &str,
+        queue: &str,
+        paused: bool,
+        max_queues: u32,
+    ) -> Result<QueueStats>;
 
-    /// Changes a queue's settings for jobs enqueued from now on.
+    /// Changes a queue's settings for jobs enqueued from now on, creating
+    /// its row if needed (within `max_queues`).
     async fn configure_queue(
         &self,
         tenant: &str,
         queue: &str,
         patch: &QueueConfigPatch,
+        max_queues: u32,
     ) -> Result<QueueStats>;
+
+    /// Deletes at most `batch` queue rows (all tenants) that hold nothing:
+    /// no job in any state, not paused, every setting at its default. Such a
+    /// queue reads the same without its row; deleting it gives the tenant's
+    /// room under the queue limit back. Safe against a concurrent enqueue:
+    /// a queue that gets a job is never left without its row.
+    async fn prune_empty_queues(&self, batch: u32) -> Result<u64>;
 
     /// Reaper pass over all tenants, at most `batch` jobs: lapsed leases on a
     /// last attempt fail, cancel-requested ones are cancelled, the rest are
@@ -198,12 +240,14 @@ pub trait Store: Send + Sync + 'static {
     async fn server_secret_check(&self, check: [u8; 32], record: bool) -> Result<Option<[u8; 32]>>;
 
     /// Creates a schedule with a fresh id; a name the tenant already uses is
-    /// `AlreadyExists`.
+    /// `AlreadyExists`; a tenant that has `max_schedules` already is
+    /// [`crate::Error::LimitReached`] (checked atomically).
     async fn create_schedule(
         &self,
         tenant: &str,
         spec: &ScheduleSpec,
         next_run_at: Option<DateTime<Utc>>,
+        max_schedules: u32,
     ) -> Result<Schedule>;
 
     /// One schedule; `NotFound` if the tenant has none with this id.

@@ -1,9 +1,11 @@
 //! Validation of everything that crosses the library edge. Every check runs
 //! before any write, so bad input changes nothing.
 
+use chrono::{DateTime, NaiveDate, Utc};
+
 use crate::error::{Error, Result};
 use crate::model::{
-    Backoff, ClaimRequest, Completion, Failure, Heartbeat, JobFilter, JobState, NewJob,
+    Backoff, ClaimRequest, Completion, EventQuery, Failure, Heartbeat, JobFilter, JobState, NewJob,
     QueueConfigPatch, ReplayFilter, RunAt,
 };
 
@@ -27,18 +29,60 @@ pub const MAX_DURATION_MS: i64 = 366 * 24 * 3_600_000;
 pub const MAX_PAGE: u32 = 500;
 /// Largest bulk replay.
 pub const MAX_REPLAY: u32 = 10_000;
+/// Largest page of a job's history.
+pub const MAX_EVENT_PAGE: u32 = 1_000;
+/// Page size of a job's history when none is asked for.
+pub const DEFAULT_EVENT_PAGE: u32 = 100;
+
+/// The earliest absolute time accepted as input: the Unix epoch.
+pub const MIN_INSTANT: &str = "1970-01-01T00:00:00Z";
+/// The latest absolute time accepted as input: the end of year 9999.
+pub const MAX_INSTANT: &str = "9999-12-31T23:59:59.999Z";
+
+/// An absolute time given as input (`run_at`, `expires_at`, a cron
+/// preview's `from`) within [`MIN_INSTANT`]..=[`MAX_INSTANT`]. Years outside
+/// it (negative, or above 9999) are stored by one backend and not the other
+/// (PostgreSQL's `timestamptz` ends at 294276, SQLite stores any integer),
+/// and mean nothing for a job queue; every backend refuses the same values.
+pub fn instant(field: &str, value: &DateTime<Utc>) -> Result<()> {
+    let min = DateTime::<Utc>::UNIX_EPOCH;
+    let max = NaiveDate::from_ymd_opt(10_000, 1, 1)
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .map(|t| t.and_utc())
+        .expect("a valid date");
+    if *value < min || *value >= max {
+        return Err(Error::invalid(
+            field,
+            format!(
+                "must be between {MIN_INSTANT} and {MAX_INSTANT}, got {}",
+                value.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+            ),
+        ));
+    }
+    Ok(())
+}
 
 /// Size limits, configurable by the operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Largest serialized payload, result or progress, in bytes (default 1 MiB).
     pub max_payload_bytes: usize,
+    /// Most queues one tenant may have (rows: queues with jobs or settings;
+    /// default 1 000). An enqueue, pause or configuration that would make
+    /// another is refused with [`crate::Error::LimitReached`]. Each queue is
+    /// a stored row and a set of `/metrics` series, so names must not grow
+    /// without bound.
+    pub max_queues_per_tenant: u32,
+    /// Most schedules one tenant may have (default 10 000).
+    pub max_schedules_per_tenant: u32,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_payload_bytes: 1024 * 1024,
+            max_queues_per_tenant: 1_000,
+            max_schedules_per_tenant: 10_000,
         }
     }
 }
@@ -221,8 +265,13 @@ pub fn new_job(field: &str, job: &NewJob, limits: &Limits) -> Result<()> {
             format!("must be between -100 and 100, got {}", job.priority),
         ));
     }
-    if let RunAt::Delay(ms) = job.run_at {
-        millis(&f("delay_ms"), ms, 0..=MAX_DURATION_MS)?;
+    match job.run_at {
+        RunAt::Delay(ms) => millis(&f("delay_ms"), ms, 0..=MAX_DURATION_MS)?,
+        RunAt::At(at) => instant(&f("run_at"), &at)?,
+        RunAt::Now => {}
+    }
+    if let Some(at) = &job.expires_at {
+        instant(&f("expires_at"), at)?;
     }
     if let Some(n) = job.max_attempts {
         max_attempts(&f("max_attempts"), n)?;
@@ -324,6 +373,14 @@ pub fn job_filter(filter: &JobFilter) -> Result<()> {
     Ok(())
 }
 
+/// A page request of a job's history.
+pub fn event_query(query: &EventQuery) -> Result<()> {
+    if let Some(limit) = query.limit {
+        batch_len("limit", limit as usize, MAX_EVENT_PAGE as usize)?;
+    }
+    Ok(())
+}
+
 /// A bulk replay selection.
 pub fn replay_filter(filter: &ReplayFilter) -> Result<()> {
     name("queue", &filter.queue)?;
@@ -341,6 +398,9 @@ pub fn replay_filter(filter: &ReplayFilter) -> Result<()> {
     }
     if let Some(limit) = filter.limit {
         batch_len("limit", limit as usize, MAX_REPLAY as usize)?;
+    }
+    if let Some(at) = &filter.expires_at {
+        instant("expires_at", at)?;
     }
     Ok(())
 }
@@ -391,6 +451,37 @@ mod tests {
     }
 
     #[test]
+    fn instants_outside_1970_to_9999_are_refused() {
+        let at = |s: &str| DateTime::parse_from_rfc3339(s).unwrap().to_utc();
+        for ok in [
+            "1970-01-01T00:00:00Z",
+            "2026-11-29T23:00:00.123Z",
+            "9999-12-31T23:59:59.999Z",
+        ] {
+            assert!(instant("run_at", &at(ok)).is_ok(), "{ok}");
+        }
+        let before = DateTime::<Utc>::UNIX_EPOCH - chrono::Duration::milliseconds(1);
+        let after = at("9999-12-31T23:59:59.999Z") + chrono::Duration::milliseconds(1);
+        let negative = NaiveDate::from_ymd_opt(-5000, 1, 1)
+            .unwrap()
+            .and_hms_opt(0, 0, 0)
+            .unwrap()
+            .and_utc();
+        for bad in [before, after, negative] {
+            match instant("jobs[2].expires_at", &bad) {
+                Err(Error::Invalid { field, .. }) => assert_eq!(field, "jobs[2].expires_at"),
+                other => panic!("{bad} was not refused: {other:?}"),
+            }
+        }
+        let job = NewJob::new("q", "k", serde_json::Value::Null);
+        let limits = Limits::default();
+        let err = new_job("", &job.clone().run_at(RunAt::At(negative)), &limits).unwrap_err();
+        assert!(err.to_string().contains("run_at"), "{err}");
+        let err = new_job("", &job.expires_at(after), &limits).unwrap_err();
+        assert!(err.to_string().contains("expires_at"), "{err}");
+    }
+
+    #[test]
     fn names() {
         assert!(name("queue", "emails.v2:high-prio_1").is_ok());
         assert!(name("queue", "").is_err());
@@ -408,6 +499,7 @@ mod tests {
     fn jobs() {
         let limits = Limits {
             max_payload_bytes: 100,
+            ..Limits::default()
         };
         let ok = NewJob::new("q", "k", json!({"a": 1}));
         assert!(new_job("", &ok, &limits).is_ok());

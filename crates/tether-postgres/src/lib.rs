@@ -119,7 +119,13 @@ pub async fn enqueue_in(
 ) -> Result<Vec<tether_core::Enqueued>> {
     tether_core::validate::name("tenant", tenant)?;
     tether_core::validate::new_jobs(jobs, limits)?;
-    let answers = enqueue::enqueue_on(conn, tenant, &tether_core::NewJobRef::mint(jobs)).await?;
+    let answers = enqueue::enqueue_on(
+        conn,
+        tenant,
+        &tether_core::NewJobRef::mint(jobs),
+        Some(limits.max_queues_per_tenant),
+    )
+    .await?;
     notify::notify_in(conn, tenant, &answers).await?;
     Ok(answers)
 }

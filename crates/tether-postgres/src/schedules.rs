@@ -24,6 +24,13 @@ use crate::{db_error, PgStore};
 /// The unique constraint on `(tenant, name)`.
 const NAME_CONSTRAINT: &str = "schedules_tenant_name";
 
+/// First key of the per-tenant advisory lock (second key: the hash of the
+/// tenant's name) under which a schedule is counted and created.
+const SCHEDULE_CREATE_LOCK: i32 = 0x7465_7403;
+
+/// How many schedules tenant `$1` has.
+const COUNT: &str = "SELECT count(*) FROM tether.schedules WHERE tenant = $1";
+
 /// Creates a schedule unless the tenant uses the name already: `$1` id,
 /// `$2` tenant, `$3`–`$10` the definition, `$11` next run (kept only when
 /// enabled). No row: the name is taken.
@@ -197,8 +204,26 @@ impl PgStore {
         tenant: &str,
         spec: &ScheduleSpec,
         next_run_at: Option<DateTime<Utc>>,
+        max_schedules: u32,
     ) -> Result<Schedule> {
-        sqlx::query(CREATE)
+        // The count and the insert under the tenant's advisory lock, so
+        // that concurrent creations cannot pass the limit together.
+        let mut tx = self.pool.begin().await.map_err(db_error)?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
+            .bind(SCHEDULE_CREATE_LOCK)
+            .bind(tenant)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        let n: i64 = sqlx::query_scalar(COUNT)
+            .bind(tenant)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        if n >= i64::from(max_schedules) {
+            return Err(Error::too_many_schedules(max_schedules));
+        }
+        let schedule = sqlx::query(CREATE)
             .bind(Uuid::now_v7())
             .bind(tenant)
             .bind(&spec.name)
@@ -211,10 +236,12 @@ impl PgStore {
             .bind(spec.overlap.as_str())
             .bind(next_run_at)
             .try_map(|row| rows::schedule(&row))
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *tx)
             .await
             .map_err(db_error)?
-            .ok_or_else(|| name_taken(tenant, &spec.name))
+            .ok_or_else(|| name_taken(tenant, &spec.name))?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(schedule)
     }
 
     /// See [`tether_core::Store::get_schedule`].
@@ -431,7 +458,9 @@ async fn enqueue_one(
     tenant: &str,
     job: NewJobRef<'_>,
 ) -> Result<Enqueued> {
-    enqueue_on(conn, tenant, &[job])
+    // A schedule's run is not refused for the queue limit: the schedule
+    // limit bounds the queues schedules can make.
+    enqueue_on(conn, tenant, &[job], None)
         .await?
         .pop()
         .ok_or_else(|| Error::Storage("enqueue answered nothing for one job".into()))

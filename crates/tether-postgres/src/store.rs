@@ -13,10 +13,10 @@ use tether_core::{
     ApiKeyInfo, OperatorKeySetup, Schedule, ScheduleRun, ScheduleSpec, Tenant, DEFAULT_TENANT,
 };
 use tether_core::{
-    ClaimRequest, ClaimedJob, Completion, Enqueued, Error, EventKind, Failure, Heartbeat,
-    HeartbeatAck, Job, JobEvent, JobFilter, JobPage, JobState, Lease, LeaseToken, NewJobRef,
-    QueueConfig, QueueConfigPatch, QueueStats, ReapReport, ReplayFilter, Result, StateCounts,
-    Store, Wakeup,
+    BulkReplayed, ClaimRequest, ClaimedJob, Completion, Enqueued, Error, EventCursor, EventKind,
+    EventPage, Failure, Heartbeat, HeartbeatAck, Job, JobEvent, JobFilter, JobPage, JobState,
+    Lease, LeaseToken, NewJobRef, QueueConfig, QueueConfigPatch, QueueStats, ReapReport,
+    ReplayFilter, Result, StateCounts, Store, Wakeup,
 };
 use uuid::Uuid;
 
@@ -80,7 +80,9 @@ macro_rules! lease_lost_cte {
 
 /// Rows of a batch are locked in id order, so two batches that share jobs
 /// (a heartbeat cycle and a completion batch of one worker) wait for each
-/// other instead of deadlocking.
+/// other instead of deadlocking. A job named by several refused items gets
+/// one `lease_lost` event per batch (DISTINCT), so a stale token repeated in
+/// a batch cannot grow the job's history by the batch size.
 const HEARTBEAT_MANY: &str = "WITH input AS (
         SELECT * FROM UNNEST($2::uuid[], $3::uuid[], $4::bigint[], $5::jsonb[])
             AS t(id, token, ttl, progress)
@@ -102,7 +104,7 @@ const HEARTBEAT_MANY: &str = "WITH input AS (
     lost AS (
         INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, detail)
         SELECT x.id, x.tenant, now(), 'lease_lost', x.attempt, 'heartbeat'
-        FROM UNNEST($2::uuid[]) AS u(id) JOIN tether.jobs x ON x.id = u.id
+        FROM (SELECT DISTINCT id FROM UNNEST($2::uuid[]) AS u(id)) u JOIN tether.jobs x ON x.id = u.id
         WHERE x.tenant = $1 AND x.id NOT IN (SELECT id FROM done)
         RETURNING job_id
     )
@@ -130,7 +132,8 @@ const COMPLETE: &str = concat!(
 );
 
 /// Completes a batch: `$1` tenant, `$2` ids, `$3` lease tokens, `$4` results.
-/// Rows are locked in id order (see [`HEARTBEAT_MANY`]).
+/// Rows are locked in id order, and a refused job gets one `lease_lost`
+/// event per batch (see [`HEARTBEAT_MANY`]).
 pub const COMPLETE_MANY: &str = "WITH input AS (
         SELECT * FROM UNNEST($2::uuid[], $3::uuid[], $4::jsonb[]) AS t(id, token, result)
     ),
@@ -155,7 +158,7 @@ pub const COMPLETE_MANY: &str = "WITH input AS (
     lost AS (
         INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, detail)
         SELECT x.id, x.tenant, now(), 'lease_lost', x.attempt, 'complete'
-        FROM UNNEST($2::uuid[]) AS u(id) JOIN tether.jobs x ON x.id = u.id
+        FROM (SELECT DISTINCT id FROM UNNEST($2::uuid[]) AS u(id)) u JOIN tether.jobs x ON x.id = u.id
         WHERE x.tenant = $1 AND x.id NOT IN (SELECT id FROM done)
         RETURNING job_id
     )
@@ -266,6 +269,8 @@ const CANCEL: &str = concat!(
     SELECT cur.state AS prior_state, j.* FROM cur LEFT JOIN done j ON true"
 );
 
+/// Replays one job: `$3` its new `expires_at` (NULL clears it, or an
+/// expired job would expire again at once).
 const REPLAY: &str = concat!(
     "WITH cur AS (
         SELECT id, state FROM tether.jobs WHERE id = $1 AND tenant = $2 FOR UPDATE
@@ -274,7 +279,7 @@ const REPLAY: &str = concat!(
         UPDATE tether.jobs j
         SET state = 'queued', attempt = 0, run_at = now(), cancel_requested = false,
             finished_at = NULL, result = NULL, lease_token = NULL, lease_expires_at = NULL,
-            progress = NULL, updated_at = now()
+            progress = NULL, expires_at = $3, updated_at = now()
         FROM cur
         WHERE j.id = cur.id AND cur.state IN ('failed', 'cancelled')
         RETURNING ",
@@ -289,10 +294,15 @@ const REPLAY: &str = concat!(
 );
 
 /// Bulk replay skips jobs whose unique key is held by an active job, and
-/// replays only the oldest of several dead jobs sharing a unique key.
+/// replays only the oldest of several dead jobs sharing a unique key. The
+/// candidates are the first `$5` matching jobs with an id above `$6` (the
+/// cursor; NULL: from the start); `$7` is the new `expires_at`. Answers how
+/// many were replayed, how many were candidates and the last candidate's id
+/// (the next round's cursor).
 const REPLAY_MANY: &str = "WITH candidates AS (
         SELECT id, unique_key FROM tether.jobs
         WHERE tenant = $1 AND queue = $2 AND state = $3 AND ($4::text IS NULL OR kind = $4)
+          AND ($6::uuid IS NULL OR id > $6)
         ORDER BY id
         LIMIT $5
         FOR UPDATE SKIP LOCKED
@@ -311,7 +321,7 @@ const REPLAY_MANY: &str = "WITH candidates AS (
         UPDATE tether.jobs j
         SET state = 'queued', attempt = 0, run_at = now(), cancel_requested = false,
             finished_at = NULL, result = NULL, lease_token = NULL, lease_expires_at = NULL,
-            progress = NULL, updated_at = now()
+            progress = NULL, expires_at = $7, updated_at = now()
         FROM chosen
         WHERE j.id = chosen.id
         RETURNING j.id, j.tenant, j.updated_at
@@ -320,7 +330,9 @@ const REPLAY_MANY: &str = "WITH candidates AS (
         INSERT INTO tether.job_events (job_id, tenant, at, event, attempt)
         SELECT id, tenant, updated_at, 'replayed', 0 FROM done
     )
-    SELECT count(*) FROM done";
+    SELECT (SELECT count(*) FROM done) AS replayed,
+           (SELECT count(*) FROM candidates) AS scanned,
+           (SELECT id FROM candidates ORDER BY id DESC LIMIT 1) AS last";
 
 const GET: &str = concat!(
     "SELECT ",
@@ -328,8 +340,11 @@ const GET: &str = concat!(
     " FROM tether.jobs j WHERE j.id = $1 AND j.tenant = $2"
 );
 
-const EVENTS: &str = "SELECT at, event, attempt, worker_id, detail FROM tether.job_events
-    WHERE job_id = $1 AND tenant = $2 ORDER BY seq";
+/// One page of a job's history: `$3` the cursor (the `seq` of the previous
+/// page's last event, NULL from the start), `$4` the page size.
+const EVENTS: &str = "SELECT seq, at, event, attempt, worker_id, detail FROM tether.job_events
+    WHERE job_id = $1 AND tenant = $2 AND ($3::bigint IS NULL OR seq > $3)
+    ORDER BY seq LIMIT $4";
 
 /// Per-queue statistics as a LATERAL subquery over a row `q` that carries
 /// `tenant` and `name`.
@@ -376,6 +391,29 @@ const LIST_QUEUES: &str = concat!(
 
 const SET_PAUSED: &str = "INSERT INTO tether.queues (tenant, name, paused) VALUES ($1, $2, $3)
     ON CONFLICT (tenant, name) DO UPDATE SET paused = EXCLUDED.paused, updated_at = now()";
+
+/// Resumes a queue that has a row; a queue without one is not paused.
+const RESUME: &str = "UPDATE tether.queues SET paused = false, updated_at = now()
+    WHERE tenant = $1 AND name = $2 AND paused";
+
+/// Queue rows that hold nothing (no job in any state, not paused, every
+/// setting at its default `$2`–`$5`), at most `$1`, all tenants: the
+/// candidates of a removal pass.
+const EMPTY_QUEUES: &str = "SELECT c.tenant, c.name FROM tether.queues c
+    WHERE NOT c.paused AND c.max_attempts = $2 AND c.backoff_base_ms = $3
+      AND c.backoff_cap_ms = $4 AND c.default_lease_ttl_ms = $5
+      AND NOT EXISTS (SELECT 1 FROM tether.jobs j WHERE j.tenant = c.tenant AND j.queue = c.name)
+    LIMIT $1";
+
+/// Deletes the candidates `$2` of tenant `$1` that still hold nothing
+/// (same settings `$3`–`$6`), run under the tenant's exclusive
+/// `QUEUE_ROWS_LOCK`, in a statement that starts after the lock was taken,
+/// so it sees every job of every enqueue that held the lock before.
+const DELETE_EMPTY_QUEUES: &str = "DELETE FROM tether.queues c
+    WHERE c.tenant = $1 AND c.name = ANY($2)
+      AND NOT c.paused AND c.max_attempts = $3 AND c.backoff_base_ms = $4
+      AND c.backoff_cap_ms = $5 AND c.default_lease_ttl_ms = $6
+      AND NOT EXISTS (SELECT 1 FROM tether.jobs j WHERE j.tenant = c.tenant AND j.queue = c.name)";
 
 const CONFIGURE_QUEUE: &str = "INSERT INTO tether.queues AS q
         (tenant, name, max_attempts, backoff_base_ms, backoff_cap_ms, default_lease_ttl_ms)
@@ -665,17 +703,24 @@ impl Store for PgStore {
         "postgres"
     }
 
-    async fn enqueue(&self, tenant: &str, jobs: &[NewJobRef<'_>]) -> Result<Vec<Enqueued>> {
+    async fn enqueue(
+        &self,
+        tenant: &str,
+        jobs: &[NewJobRef<'_>],
+        max_queues: u32,
+    ) -> Result<Vec<Enqueued>> {
         let answers = if jobs.len() == 1 {
             // One job is written by exactly one statement (later rounds only
-            // run if the first wrote nothing), so it needs no transaction.
+            // run if the first wrote nothing; creating its queue's row is a
+            // transaction of its own before), so it needs no transaction.
             let mut conn = self.pool.acquire().await.map_err(db_error)?;
-            crate::enqueue::enqueue_on(&mut conn, tenant, jobs).await?
+            crate::enqueue::enqueue_on(&mut conn, tenant, jobs, Some(max_queues)).await?
         } else {
             // A batch may take several rounds when it races with other
             // enqueues; the transaction keeps it all-or-nothing across them.
             let mut tx = self.pool.begin().await.map_err(db_error)?;
-            let answers = crate::enqueue::enqueue_on(&mut tx, tenant, jobs).await?;
+            let answers =
+                crate::enqueue::enqueue_on(&mut tx, tenant, jobs, Some(max_queues)).await?;
             tx.commit().await.map_err(db_error)?;
             answers
         };
@@ -869,10 +914,16 @@ impl Store for PgStore {
         }
     }
 
-    async fn replay(&self, tenant: &str, id: Uuid) -> Result<Job> {
+    async fn replay(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        expires_at: Option<DateTime<Utc>>,
+    ) -> Result<Job> {
         let row = sqlx::query(REPLAY)
             .bind(id)
             .bind(tenant)
+            .bind(expires_at)
             .fetch_optional(&self.pool)
             .await
             .map_err(|e| {
@@ -897,13 +948,16 @@ impl Store for PgStore {
         }
     }
 
-    async fn replay_many(&self, tenant: &str, filter: &ReplayFilter) -> Result<u64> {
-        let n: i64 = sqlx::query_scalar(REPLAY_MANY)
+    async fn replay_many(&self, tenant: &str, filter: &ReplayFilter) -> Result<BulkReplayed> {
+        let limit = filter.limit.unwrap_or(1_000);
+        let row = sqlx::query(REPLAY_MANY)
             .bind(tenant)
             .bind(&filter.queue)
             .bind(filter.state.as_str())
             .bind(filter.kind.as_deref())
-            .bind(i64::from(filter.limit.unwrap_or(1_000)))
+            .bind(i64::from(limit))
+            .bind(filter.cursor)
+            .bind(filter.expires_at)
             .fetch_one(&self.pool)
             .await
             .map_err(|e| {
@@ -913,11 +967,21 @@ impl Store for PgStore {
                     db_error(e)
                 }
             })?;
-        if n > 0 {
+        let replayed: i64 = row.try_get("replayed").map_err(db_error)?;
+        let scanned: i64 = row.try_get("scanned").map_err(db_error)?;
+        let last: Option<Uuid> = row.try_get("last").map_err(db_error)?;
+        if replayed > 0 {
             self.notifications
-                .poke(&self.pool, tenant, &filter.queue, n as usize);
+                .poke(&self.pool, tenant, &filter.queue, replayed as usize);
         }
-        Ok(n as u64)
+        Ok(BulkReplayed {
+            replayed: replayed as u64,
+            next_cursor: if scanned == i64::from(limit) {
+                last
+            } else {
+                None
+            },
+        })
     }
 
     async fn get(&self, tenant: &str, id: Uuid) -> Result<Job> {
@@ -971,30 +1035,51 @@ impl Store for PgStore {
         Ok(JobPage { jobs, next_cursor })
     }
 
-    async fn events(&self, tenant: &str, id: Uuid) -> Result<Vec<JobEvent>> {
-        let events: Vec<JobEvent> = sqlx::query(EVENTS)
+    async fn events(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        cursor: Option<EventCursor>,
+        limit: u32,
+    ) -> Result<EventPage> {
+        let rows: Vec<(i64, JobEvent)> = sqlx::query(EVENTS)
             .bind(id)
             .bind(tenant)
+            .bind(cursor.map(|c| c.0))
+            .bind(i64::from(limit))
             .try_map(|row: PgRow| {
                 let event: String = row.try_get("event")?;
-                Ok(JobEvent {
-                    at: row.try_get("at")?,
-                    event: event
-                        .parse::<EventKind>()
-                        .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
-                    attempt: row.try_get("attempt")?,
-                    worker_id: row.try_get("worker_id")?,
-                    detail: row.try_get("detail")?,
-                })
+                let seq: i64 = row.try_get("seq")?;
+                Ok((
+                    seq,
+                    JobEvent {
+                        at: row.try_get("at")?,
+                        event: event
+                            .parse::<EventKind>()
+                            .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
+                        attempt: row.try_get("attempt")?,
+                        worker_id: row.try_get("worker_id")?,
+                        detail: row.try_get("detail")?,
+                    },
+                ))
             })
             .fetch_all(&self.pool)
             .await
             .map_err(db_error)?;
-        if events.is_empty() {
-            // Every job has at least its `enqueued` event.
+        if rows.is_empty() {
+            // Every job has at least its `enqueued` event, but a page past
+            // the end has none: tell "no such job" apart.
             self.get(tenant, id).await?;
         }
-        Ok(events)
+        let next_cursor = if rows.len() == limit as usize {
+            rows.last().map(|(seq, _)| EventCursor(*seq))
+        } else {
+            None
+        };
+        Ok(EventPage {
+            events: rows.into_iter().map(|(_, e)| e).collect(),
+            next_cursor,
+        })
     }
 
     async fn queue_stats(&self, tenant: &str, queue: &str) -> Result<QueueStats> {
@@ -1016,14 +1101,35 @@ impl Store for PgStore {
             .map_err(db_error)
     }
 
-    async fn set_paused(&self, tenant: &str, queue: &str, paused: bool) -> Result<QueueStats> {
+    async fn set_paused(
+        &self,
+        tenant: &str,
+        queue: &str,
+        paused: bool,
+        max_queues: u32,
+    ) -> Result<QueueStats> {
+        if !paused {
+            // A queue without a row is not paused: resuming creates none.
+            sqlx::query(RESUME)
+                .bind(tenant)
+                .bind(queue)
+                .execute(&self.pool)
+                .await
+                .map_err(db_error)?;
+            return self.queue_stats(tenant, queue).await;
+        }
+        // The row is created (within the limit) and set in one
+        // transaction, so a removal pass never sees it unpaused and empty.
+        let mut tx = self.pool.begin().await.map_err(db_error)?;
+        crate::enqueue::register_queues(&mut tx, tenant, &[queue], Some(max_queues)).await?;
         sqlx::query(SET_PAUSED)
             .bind(tenant)
             .bind(queue)
             .bind(paused)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await
             .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
         self.queue_stats(tenant, queue).await
     }
 
@@ -1032,7 +1138,10 @@ impl Store for PgStore {
         tenant: &str,
         queue: &str,
         patch: &QueueConfigPatch,
+        max_queues: u32,
     ) -> Result<QueueStats> {
+        let mut tx = self.pool.begin().await.map_err(db_error)?;
+        crate::enqueue::register_queues(&mut tx, tenant, &[queue], Some(max_queues)).await?;
         sqlx::query(CONFIGURE_QUEUE)
             .bind(tenant)
             .bind(queue)
@@ -1040,10 +1149,59 @@ impl Store for PgStore {
             .bind(patch.backoff.map(|b| b.base_ms))
             .bind(patch.backoff.map(|b| b.cap_ms))
             .bind(patch.default_lease_ttl_ms)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await
             .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
         self.queue_stats(tenant, queue).await
+    }
+
+    async fn prune_empty_queues(&self, batch: u32) -> Result<u64> {
+        let d = QueueConfig::default();
+        let candidates: Vec<(String, String)> = sqlx::query_as(EMPTY_QUEUES)
+            .bind(i64::from(batch))
+            .bind(d.max_attempts)
+            .bind(d.backoff.base_ms)
+            .bind(d.backoff.cap_ms)
+            .bind(d.default_lease_ttl_ms)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)?;
+        let mut by_tenant: HashMap<String, Vec<String>> = HashMap::new();
+        for (tenant, name) in candidates {
+            by_tenant.entry(tenant).or_default().push(name);
+        }
+        let mut removed = 0;
+        for (tenant, names) in by_tenant {
+            let mut tx = self.pool.begin().await.map_err(db_error)?;
+            // Only while no enqueue of the tenant is in flight. Trying, not
+            // waiting: a waiting exclusive request would queue every new
+            // enqueue of the tenant behind an enqueue in a long caller
+            // transaction. A busy tenant is tried again next pass.
+            let locked: bool =
+                sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1, hashtext($2))")
+                    .bind(crate::enqueue::QUEUE_ROWS_LOCK)
+                    .bind(&tenant)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+            if !locked {
+                continue;
+            }
+            let done = sqlx::query(DELETE_EMPTY_QUEUES)
+                .bind(&tenant)
+                .bind(&names)
+                .bind(d.max_attempts)
+                .bind(d.backoff.base_ms)
+                .bind(d.backoff.cap_ms)
+                .bind(d.default_lease_ttl_ms)
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?;
+            tx.commit().await.map_err(db_error)?;
+            removed += done.rows_affected();
+        }
+        Ok(removed)
     }
 
     async fn reap_lapsed_leases(&self, batch: u32) -> Result<ReapReport> {
@@ -1299,8 +1457,10 @@ impl Store for PgStore {
         tenant: &str,
         spec: &ScheduleSpec,
         next_run_at: Option<DateTime<Utc>>,
+        max_schedules: u32,
     ) -> Result<Schedule> {
-        self.schedule_create(tenant, spec, next_run_at).await
+        self.schedule_create(tenant, spec, next_run_at, max_schedules)
+            .await
     }
 
     async fn get_schedule(&self, tenant: &str, id: Uuid) -> Result<Schedule> {

@@ -140,7 +140,7 @@ async fn fifty_racing_fires_from_two_stores_run_once() {
     let pool = db.pool().await;
     let spec = ScheduleSpec::new("every-minute", "* * * * *", "q", "tick").payload(json!({"n": 1}));
     let mut schedule = stores[0]
-        .create_schedule("t", &spec, Some(minutes_ago(10)))
+        .create_schedule("t", &spec, Some(minutes_ago(10)), u32::MAX)
         .await
         .expect("create");
 
@@ -283,7 +283,7 @@ async fn a_fire_whose_job_exists_yields_that_job() {
     let pool = db.pool().await;
     let spec = ScheduleSpec::new("nightly", "0 3 * * *", "q", "report");
     let schedule = store
-        .create_schedule("t", &spec, Some(minutes_ago(60)))
+        .create_schedule("t", &spec, Some(minutes_ago(60)), u32::MAX)
         .await
         .expect("create");
     let fire = fire_of(&schedule, TimeDelta::days(1));
@@ -291,7 +291,11 @@ async fn a_fire_whose_job_exists_yields_that_job() {
 
     let earlier = NewJob::new("q", "report", Value::Null).idempotency_key(key.clone());
     let existing = store
-        .enqueue("t", &NewJobRef::mint(std::slice::from_ref(&earlier)))
+        .enqueue(
+            "t",
+            &NewJobRef::mint(std::slice::from_ref(&earlier)),
+            u32::MAX,
+        )
         .await
         .expect("the earlier attempt's job")
         .remove(0)
@@ -349,6 +353,7 @@ async fn a_null_payload_is_stored_as_json_null() {
             "t",
             &ScheduleSpec::new("n", "* * * * *", "q", "k"),
             Some(minutes_ago(1)),
+            u32::MAX,
         )
         .await
         .expect("create");
@@ -385,7 +390,7 @@ async fn definitions_are_walled_by_tenant_and_names_are_unique() {
         .overlap(Overlap::Skip);
     let next = minutes_ago(-30);
     let s = store
-        .create_schedule("a", &spec, Some(next))
+        .create_schedule("a", &spec, Some(next), u32::MAX)
         .await
         .expect("create");
     assert_eq!(s.tenant, "a");
@@ -395,18 +400,21 @@ async fn definitions_are_walled_by_tenant_and_names_are_unique() {
     assert_eq!(s.created_at, s.updated_at);
     assert_eq!(store.get_schedule("a", s.id).await.expect("get"), s);
 
-    match store.create_schedule("a", &spec, Some(next)).await {
+    match store
+        .create_schedule("a", &spec, Some(next), u32::MAX)
+        .await
+    {
         Err(Error::AlreadyExists(m)) => assert!(m.contains("b-report"), "{m}"),
         other => panic!("duplicate name: {other:?}"),
     }
     // Another tenant may use the name, and sees nothing of tenant a.
     let other = store
-        .create_schedule("b", &spec, Some(next))
+        .create_schedule("b", &spec, Some(next), u32::MAX)
         .await
         .expect("same name elsewhere");
     let spec_a2 = ScheduleSpec::new("A-first", "0 * * * *", "q", "k");
     let a2 = store
-        .create_schedule("a", &spec_a2, None)
+        .create_schedule("a", &spec_a2, None, u32::MAX)
         .await
         .expect("second of a");
     let names: Vec<String> = store
@@ -505,7 +513,7 @@ async fn overlap_skip_records_skipped_runs_while_the_last_job_is_active() {
     let engine = Engine::new(store.clone());
     let spec = ScheduleSpec::new("s", "* * * * *", "q", "k").overlap(Overlap::Skip);
     let mut s = store
-        .create_schedule("t", &spec, Some(minutes_ago(10)))
+        .create_schedule("t", &spec, Some(minutes_ago(10)), u32::MAX)
         .await
         .expect("create");
     let step = TimeDelta::minutes(1);
@@ -596,6 +604,7 @@ async fn a_trigger_runs_now_and_leaves_the_timetable() {
             "t",
             &ScheduleSpec::new("s", "0 * * * *", "q", "k"),
             Some(next),
+            u32::MAX,
         )
         .await
         .expect("create");
@@ -673,19 +682,24 @@ async fn due_and_next_answer_with_the_database_clock_across_tenants() {
 
     let spec = |name: &str| ScheduleSpec::new(name, "* * * * *", "q", "k");
     let late = store
-        .create_schedule("b", &spec("late"), Some(minutes_ago(3)))
+        .create_schedule("b", &spec("late"), Some(minutes_ago(3)), u32::MAX)
         .await
         .expect("late");
     let later = store
-        .create_schedule("a", &spec("later"), Some(minutes_ago(1)))
+        .create_schedule("a", &spec("later"), Some(minutes_ago(1)), u32::MAX)
         .await
         .expect("later");
     store
-        .create_schedule("a", &spec("future"), Some(minutes_ago(-5)))
+        .create_schedule("a", &spec("future"), Some(minutes_ago(-5)), u32::MAX)
         .await
         .expect("future");
     store
-        .create_schedule("a", &spec("off").enabled(false), Some(minutes_ago(10)))
+        .create_schedule(
+            "a",
+            &spec("off").enabled(false),
+            Some(minutes_ago(10)),
+            u32::MAX,
+        )
         .await
         .expect("disabled");
 
@@ -710,6 +724,7 @@ async fn pruning_deletes_old_runs_in_batches() {
             "t",
             &ScheduleSpec::new("s", "* * * * *", "q", "k"),
             Some(minutes_ago(10)),
+            u32::MAX,
         )
         .await
         .expect("create");

@@ -264,12 +264,16 @@ async function replayAll(params) {
     : (await api('GET', '/v1/queues')).queues.filter((q) => q.counts.failed > 0).map((q) => q.name);
   let total = 0;
   for (const name of names) {
-    // Each call replays up to 1000; go on while full pages come back.
-    for (let round = 0; round < 100; round += 1) {
-      const { replayed } = await api('POST', `/v1/queues/${enc(name)}/replay`, body);
+    // Each round replays up to 1000 and says where the next one starts, so
+    // every job is taken once even if replayed ones fail again meanwhile.
+    // Replayed jobs get no expiry: an expired job would expire again at once.
+    let cursor = null;
+    do {
+      const { replayed, next_cursor: next } = await api('POST', `/v1/queues/${enc(name)}/replay`,
+        { ...body, ...(cursor ? { cursor } : {}) });
       total += replayed;
-      if (replayed < 1000) break;
-    }
+      cursor = next;
+    } while (cursor);
   }
   return `Replayed ${total} failed job(s).`;
 }
@@ -294,9 +298,23 @@ async function dlq(r) {
   return { toolbar: [el('h1', {}, 'Dead letters'), filterBar('dlq', r.params, filters, all)], content };
 }
 
+// A job's whole history: the API hands it out a page at a time.
+async function jobHistory(path) {
+  const events = [];
+  let cursor = null;
+  do {
+    const q = new URLSearchParams({ limit: '1000' });
+    if (cursor) q.set('cursor', cursor);
+    const page = await api('GET', `${path}/events?${q}`);
+    events.push(...page.events);
+    cursor = page.next_cursor;
+  } while (cursor);
+  return events;
+}
+
 async function job(r) {
   const path = `/v1/jobs/${enc(r.id)}`;
-  const [{ job: j }, { events }] = await Promise.all([api('GET', path), api('GET', `${path}/events`)]);
+  const [{ job: j }, events] = await Promise.all([api('GET', path), jobHistory(path)]);
   const actions = [];
   if ((j.state === 'queued' || j.state === 'running') && !j.cancel_requested) {
     actions.push(button('Cancel', () => api('POST', `${path}/cancel`).then(() => 'Cancel sent.'), 'Cancel this job?'));

@@ -8,9 +8,9 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 use tether_core::validate::MAX_NAME_LEN;
 use tether_core::{
-    ApiKeyInfo, Backoff, ClaimedJob, EventKind, Job, JobEvent, JobState, LeaseToken, NewJob,
-    Overlap, QueueConfigPatch, QueueStats, RunAt, RunOutcome, Schedule, SchedulePatch, ScheduleRun,
-    ScheduleSpec, StateCounts, Tenant,
+    ApiKeyInfo, Backoff, ClaimedJob, EventCursor, EventKind, Job, JobEvent, JobState, LeaseToken,
+    NewJob, Overlap, QueueConfigPatch, QueueStats, RunAt, RunOutcome, Schedule, SchedulePatch,
+    ScheduleRun, ScheduleSpec, StateCounts, Tenant,
 };
 use utoipa::openapi::schema::{Object, ObjectBuilder, Schema, Type};
 use utoipa::openapi::RefOr;
@@ -498,7 +498,8 @@ pub struct EnqueueRequest {
     /// Higher runs first (default 0).
     #[schema(minimum = -100, maximum = 100, default = 0)]
     pub priority: Option<i16>,
-    /// Not claimable before this instant; not with `delay_ms`.
+    /// Not claimable before this instant; not with `delay_ms`. Between
+    /// 1970-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z.
     pub run_at: Option<DateTime<Utc>>,
     /// Not claimable before now + this; not with `run_at`.
     #[schema(minimum = 0, maximum = 31622400000_i64)]
@@ -519,7 +520,8 @@ pub struct EnqueueRequest {
     /// Free labels for filtering.
     #[schema(value_type = Option<Vec<NameSchema>>, max_items = 32)]
     pub tags: Option<Vec<String>>,
-    /// A job not claimed by then fails as expired.
+    /// A job not claimed by then fails as expired. Between
+    /// 1970-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z.
     pub expires_at: Option<DateTime<Utc>>,
     /// Retry backoff (default: the queue's).
     pub backoff: Option<BackoffDto>,
@@ -704,9 +706,27 @@ pub struct BulkReplayBody {
     /// Only jobs of this kind.
     #[schema(value_type = Option<NameSchema>)]
     pub kind: Option<String>,
-    /// At most this many jobs.
+    /// At most this many jobs (the first ones by id after `cursor`).
     #[schema(minimum = 1, maximum = 10000, default = 1000)]
     pub limit: Option<u32>,
+    /// Only jobs after this one: the `next_cursor` of the previous round
+    /// (opaque). Rounds that follow it take each job once, even when jobs
+    /// they replayed fail again meanwhile.
+    #[schema(value_type = Option<String>)]
+    pub cursor: Option<Uuid>,
+    /// The replayed jobs' new `expires_at`; absent or `null` clears it.
+    /// Between 1970-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z.
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// `POST /v1/jobs/{id}/replay` (the body may be omitted).
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayBody {
+    /// The job's new `expires_at`; absent or `null` clears it (an expired
+    /// job would otherwise expire again at once). Between
+    /// 1970-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z.
+    pub expires_at: Option<DateTime<Utc>>,
 }
 
 /// `PATCH /v1/queues/{queue}`: unset fields stay as they are.
@@ -921,6 +941,10 @@ pub struct CompleteManyResponse {
 pub struct BulkReplayResponse {
     /// How many jobs were queued again.
     pub replayed: u64,
+    /// Pass as `cursor` for the next round; `null` when this round reached
+    /// the end of the selection. Opaque.
+    #[schema(required, value_type = Option<String>)]
+    pub next_cursor: Option<Uuid>,
 }
 
 /// One page of `GET /v1/jobs`.
@@ -933,11 +957,38 @@ pub struct JobListResponse {
     pub next_cursor: Option<Uuid>,
 }
 
-/// The answer of `GET /v1/jobs/{id}/events`.
+/// One page of `GET /v1/jobs/{id}/events`.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct EventListResponse {
     /// The job's history, oldest first.
     pub events: Vec<EventDto>,
+    /// Pass as `cursor` for the next page; `null` at the end. Opaque.
+    #[schema(required, value_type = Option<String>)]
+    #[serde(serialize_with = "ser_opt_display")]
+    pub next_cursor: Option<EventCursor>,
+}
+
+fn ser_opt_display<S: Serializer, T: std::fmt::Display>(
+    v: &Option<T>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => s.collect_str(v),
+        None => s.serialize_none(),
+    }
+}
+
+/// `GET /v1/jobs/{id}/events` query. Empty parameters are unset; unknown
+/// ones are 400.
+#[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct EventsQuery {
+    /// Page size.
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 1000, default = 100)]
+    pub limit: Option<String>,
+    /// The `next_cursor` of the previous page (opaque).
+    pub cursor: Option<String>,
 }
 
 /// `{queue}`: the answer of the routes about one queue.
@@ -1191,7 +1242,8 @@ pub struct CronPreviewQuery {
     /// The IANA time zone it is read in.
     #[param(default = "UTC")]
     pub timezone: Option<String>,
-    /// Fire instants strictly after this one (RFC 3339; default now).
+    /// Fire instants strictly after this one (RFC 3339, between
+    /// 1970-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z; default now).
     #[param(value_type = Option<DateTime<Utc>>)]
     pub from: Option<String>,
     /// How many instants.

@@ -256,6 +256,8 @@ mod tests {
                 409,
                 "invalid_state",
             ),
+            (Error::too_many_queues(3), 409, "invalid_state"),
+            (Error::too_many_schedules(3), 409, "invalid_state"),
             (Error::Unavailable(io()), 503, "unavailable"),
             (Error::Storage(io()), 500, "internal"),
         ];

@@ -98,6 +98,8 @@ pub fn decode_and_validate(route: &str, body: &[u8]) -> Result<(), ApiError> {
                 state: b.state.unwrap_or(JobState::Failed),
                 kind: b.kind,
                 limit: b.limit,
+                cursor: None,
+                expires_at: b.expires_at,
             })?;
         }
         "queue_config" => {

@@ -66,6 +66,11 @@ pub struct ServerConfig {
     /// Longest any request may take, long-polls included (default 60 s, so
     /// above `max_wait_ms`); past it the answer is 503 `unavailable`.
     pub request_timeout: std::time::Duration,
+    /// Most queues (of all tenants) the per-queue gauges of `/metrics`
+    /// cover (default 1 000); the ones with the fewest unfinished and failed
+    /// jobs are left out first, and `tether_queue_series_omitted` says how
+    /// many were.
+    pub metrics_max_queues: usize,
 }
 
 impl Default for ServerConfig {
@@ -75,6 +80,7 @@ impl Default for ServerConfig {
             max_wait_ms: 30_000,
             max_long_polls: 1_024,
             request_timeout: std::time::Duration::from_secs(60),
+            metrics_max_queues: 1_000,
         }
     }
 }

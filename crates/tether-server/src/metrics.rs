@@ -2,6 +2,11 @@
 //! the database at scrape time for every tenant, cached briefly so that
 //! several scrapers cannot load it; counters come from the process's
 //! `metrics` recorder when one is installed (`tether serve` installs it).
+//!
+//! The per-queue gauges cover at most `metrics_max_queues` queues (of all
+//! tenants), so that many queue names cannot make the scrape grow without
+//! bound: past it, the queues with the most unfinished and failed jobs are
+//! kept and `tether_queue_series_omitted` counts the others.
 
 use std::fmt::Write;
 use std::sync::{Arc, Mutex};
@@ -50,7 +55,7 @@ impl Metrics {
         }
     }
 
-    async fn gauges(&self, engine: &Engine) -> ApiResult<String> {
+    async fn gauges(&self, engine: &Engine, max_queues: usize) -> ApiResult<String> {
         if let Some((at, text)) = &*self.cache.lock().unwrap_or_else(|e| e.into_inner()) {
             if at.elapsed() < GAUGE_CACHE {
                 return Ok(text.clone());
@@ -58,10 +63,12 @@ impl Metrics {
         }
         let mut queues = Vec::new();
         for tenant in engine.list_tenants().await? {
-            let stats = engine.list_queues(&tenant.name).await?;
-            queues.push((tenant.name, stats));
+            for q in engine.list_queues(&tenant.name).await? {
+                queues.push((tenant.name.clone(), q));
+            }
         }
-        let text = render_gauges(&queues);
+        let omitted = keep_busiest(&mut queues, max_queues);
+        let text = render_gauges(&queues, omitted);
         *self.cache.lock().unwrap_or_else(|e| e.into_inner()) =
             Some((Instant::now(), text.clone()));
         Ok(text)
@@ -73,8 +80,26 @@ type Samples = Vec<(Option<&'static str>, f64)>;
 /// A gauge: name, help text, and how to read it off a queue's stats.
 type Gauge = (&'static str, &'static str, fn(&QueueStats) -> Samples);
 
+/// Keeps at most `max` queues, those with the most unfinished and failed
+/// jobs (ties: by tenant and name), in tenant-and-name order; answers how
+/// many were left out.
+fn keep_busiest(queues: &mut Vec<(String, QueueStats)>, max: usize) -> usize {
+    let weight =
+        |q: &QueueStats| q.counts.queued + q.counts.running + q.counts.failed + q.expired_leases;
+    let by_name = |a: &(String, QueueStats), b: &(String, QueueStats)| {
+        a.0.cmp(&b.0).then_with(|| a.1.name.cmp(&b.1.name))
+    };
+    let omitted = queues.len().saturating_sub(max);
+    if omitted > 0 {
+        queues.sort_by(|a, b| weight(&b.1).cmp(&weight(&a.1)).then_with(|| by_name(a, b)));
+        queues.truncate(max);
+    }
+    queues.sort_by(by_name);
+    omitted
+}
+
 /// The queue gauges as Prometheus text.
-fn render_gauges(queues: &[(String, Vec<QueueStats>)]) -> String {
+fn render_gauges(queues: &[(String, QueueStats)], omitted: usize) -> String {
     let gauges: [Gauge; 6] = [
         (
             "tether_queue_jobs",
@@ -118,23 +143,28 @@ fn render_gauges(queues: &[(String, Vec<QueueStats>)]) -> String {
     for (name, help, samples) in gauges {
         let _ = writeln!(out, "# HELP {name} {help}");
         let _ = writeln!(out, "# TYPE {name} gauge");
-        for (tenant, stats) in queues {
-            for q in stats {
-                for (state, value) in samples(q) {
-                    let _ = write!(
-                        out,
-                        "{name}{{tenant=\"{}\",queue=\"{}\"",
-                        escape(tenant),
-                        escape(&q.name)
-                    );
-                    if let Some(state) = state {
-                        let _ = write!(out, ",state=\"{state}\"");
-                    }
-                    let _ = writeln!(out, "}} {value}");
+        for (tenant, q) in queues {
+            for (state, value) in samples(q) {
+                let _ = write!(
+                    out,
+                    "{name}{{tenant=\"{}\",queue=\"{}\"",
+                    escape(tenant),
+                    escape(&q.name)
+                );
+                if let Some(state) = state {
+                    let _ = write!(out, ",state=\"{state}\"");
                 }
+                let _ = writeln!(out, "}} {value}");
             }
         }
     }
+    let _ = writeln!(
+        out,
+        "# HELP tether_queue_series_omitted Queues left out of the per-queue gauges \
+         (past --metrics-max-queues; the ones with the fewest unfinished and failed jobs)."
+    );
+    let _ = writeln!(out, "# TYPE tether_queue_series_omitted gauge");
+    let _ = writeln!(out, "tether_queue_series_omitted {omitted}");
     out
 }
 
@@ -150,7 +180,10 @@ fn escape(value: &str) -> String {
 /// `GET /metrics`.
 pub(crate) async fn metrics(State(st): State<AppState>, caller: Caller) -> ApiResult<Response> {
     caller.require_admin()?;
-    let mut text = st.metrics.gauges(&st.engine).await?;
+    let mut text = st
+        .metrics
+        .gauges(&st.engine, st.config.metrics_max_queues)
+        .await?;
     if let Some(recorder) = &st.metrics.recorder {
         text.push_str(&recorder.render());
     }

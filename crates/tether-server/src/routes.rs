@@ -13,7 +13,8 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use tether_core::{
-    ClaimRequest, Completion, Engine, Error, Failure, Heartbeat, JobFilter, JobState, ReplayFilter,
+    ClaimRequest, Completion, Engine, Error, EventCursor, EventQuery, Failure, Heartbeat,
+    JobFilter, JobState, ReplayFilter,
 };
 use uuid::Uuid;
 
@@ -55,7 +56,7 @@ fn queue(q: tether_core::QueueStats) -> Json<QueueResponse> {
         (status = 200, description = "An existing job for the same idempotency key or active unique key (`created: false`).", body = EnqueueResponse),
         (status = 400, response = BadRequest),
         (status = 401, response = Unauthenticated),
-        (status = 409, description = "`invalid_state`: the enqueue kept racing with concurrent enqueues for the same keys; retry.", body = ErrorBody),
+        (status = 409, description = "`invalid_state`: the job's queue is new and the tenant has as many queues as the server allows (`--max-queues-per-tenant`); or the enqueue kept racing with concurrent enqueues for the same keys (retry).", body = ErrorBody),
         (status = 413, response = PayloadTooLarge),
         (status = 415, response = UnsupportedMediaType),
         (status = 500, response = Internal),
@@ -91,7 +92,7 @@ pub(crate) async fn enqueue(
         (status = 200, description = "One result per job, in request order.", body = BatchEnqueueResponse),
         (status = 400, response = BadRequest),
         (status = 401, response = Unauthenticated),
-        (status = 409, description = "`invalid_state`: the batch kept racing with concurrent enqueues for the same keys; retry.", body = ErrorBody),
+        (status = 409, description = "`invalid_state`: the batch names new queues beyond the tenant's queue limit (`--max-queues-per-tenant`; nothing is written); or it kept racing with concurrent enqueues for the same keys (retry).", body = ErrorBody),
         (status = 413, response = PayloadTooLarge),
         (status = 415, response = UnsupportedMediaType),
         (status = 500, response = Internal),
@@ -483,18 +484,24 @@ pub(crate) async fn cancel(
 
 /// Replay a failed or cancelled job.
 ///
-/// Queued again with attempt 0.
+/// Queued again with attempt 0 and the body's `expires_at`, or none: an
+/// expired job keeps no old expiry that would fail it again at once. The
+/// body may be omitted.
 #[utoipa::path(
     post,
     path = "/v1/jobs/{id}/replay",
     tag = "jobs",
     security(("api_key" = [])),
     params(("id" = Uuid, Path, description = "The job's id.")),
+    request_body = Option<ReplayBody>,
     responses(
         (status = 200, description = "The job, now `queued`.", body = JobResponse),
+        (status = 400, response = BadRequest),
         (status = 401, response = Unauthenticated),
         (status = 404, description = "`not_found`: no such job in this tenant (also an id that is not a UUID).", body = ErrorBody),
         (status = 409, description = "`invalid_state`: the job is not `failed` or `cancelled`, or another active job holds its unique key.", body = ErrorBody),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
         (status = 500, response = Internal),
         (status = 503, response = Unavailable),
     )
@@ -503,15 +510,23 @@ pub(crate) async fn replay(
     State(st): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
+    OptionalJson(body): OptionalJson<ReplayBody>,
 ) -> ApiResult<Json<JobResponse>> {
     let id = job_id(&id)?;
-    Ok(job(st.engine.replay(caller.tenant(), id).await?))
+    Ok(job(st
+        .engine
+        .replay_with(caller.tenant(), id, body.expires_at)
+        .await?))
 }
 
 /// Replay a queue's dead letters in bulk.
 ///
-/// Queues again (attempt 0) the queue's `failed` jobs, or its `cancelled`
-/// ones with `state: "cancelled"`. The body may be omitted.
+/// Queues again (attempt 0, `expires_at` as the body says or none) the
+/// queue's `failed` jobs, or its `cancelled` ones with `state:
+/// "cancelled"`: the first `limit` of them by id after `cursor`. To replay
+/// more than `limit`, pass the answer's `next_cursor` as `cursor` until it
+/// is `null`: each job is then taken once, even if jobs replayed by an
+/// earlier round fail again meanwhile. The body may be omitted.
 #[utoipa::path(
     post,
     path = "/v1/queues/{queue}/replay",
@@ -541,9 +556,14 @@ pub(crate) async fn replay_queue(
         state: body.state.unwrap_or(JobState::Failed),
         kind: body.kind,
         limit: body.limit,
+        cursor: body.cursor,
+        expires_at: body.expires_at,
     };
-    let replayed = st.engine.replay_many(caller.tenant(), &filter).await?;
-    Ok(Json(BulkReplayResponse { replayed }))
+    let out = st.engine.replay_many(caller.tenant(), &filter).await?;
+    Ok(Json(BulkReplayResponse {
+        replayed: out.replayed,
+        next_cursor: out.next_cursor,
+    }))
 }
 
 fn non_empty(v: Option<String>) -> Option<String> {
@@ -625,14 +645,19 @@ pub(crate) async fn get_job(
 }
 
 /// Read a job's history.
+///
+/// Oldest first, a page at a time (100 events unless `limit` says
+/// otherwise, at most 1 000): pass the answer's `next_cursor` as `cursor`
+/// for the next page.
 #[utoipa::path(
     get,
     path = "/v1/jobs/{id}/events",
     tag = "jobs",
     security(("api_key" = [])),
-    params(("id" = Uuid, Path, description = "The job's id.")),
+    params(("id" = Uuid, Path, description = "The job's id."), EventsQuery),
     responses(
-        (status = 200, description = "The job's events, oldest first.", body = EventListResponse),
+        (status = 200, description = "One page of the job's events, oldest first.", body = EventListResponse),
+        (status = 400, response = BadRequest),
         (status = 401, response = Unauthenticated),
         (status = 404, description = "`not_found`: no such job in this tenant (also an id that is not a UUID).", body = ErrorBody),
         (status = 500, response = Internal),
@@ -643,11 +668,25 @@ pub(crate) async fn job_events(
     State(st): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
+    ApiQuery(q): ApiQuery<EventsQuery>,
 ) -> ApiResult<Json<EventListResponse>> {
     let id = job_id(&id)?;
-    let events = st.engine.events(caller.tenant(), id).await?;
+    let max = tether_core::validate::MAX_EVENT_PAGE;
+    let limit = non_empty(q.limit)
+        .map(|s| s.parse::<u32>())
+        .transpose()
+        .map_err(|_| {
+            ApiError::invalid_field("limit", format!("must be an integer from 1 to {max}"))
+        })?;
+    let cursor = non_empty(q.cursor)
+        .map(|s| s.parse::<EventCursor>())
+        .transpose()
+        .map_err(|_| ApiError::invalid_field("cursor", "not a cursor from a previous page"))?;
+    let query = EventQuery { limit, cursor };
+    let page = st.engine.events_page(caller.tenant(), id, &query).await?;
     Ok(Json(EventListResponse {
-        events: events.into_iter().map(Into::into).collect(),
+        events: page.events.into_iter().map(Into::into).collect(),
+        next_cursor: page.next_cursor,
     }))
 }
 
@@ -713,6 +752,7 @@ pub(crate) async fn get_queue(
         (status = 200, description = "The queue, now paused.", body = QueueResponse),
         (status = 400, response = BadRequest),
         (status = 401, response = Unauthenticated),
+        (status = 409, description = "`invalid_state`: the queue is new and the tenant has as many queues as the server allows (`--max-queues-per-tenant`).", body = ErrorBody),
         (status = 500, response = Internal),
         (status = 503, response = Unavailable),
     )
@@ -726,6 +766,8 @@ pub(crate) async fn pause_queue(
 }
 
 /// Resume a paused queue.
+///
+/// A queue that was never paused stays as it is (no row is made for it).
 #[utoipa::path(
     post,
     path = "/v1/queues/{queue}/resume",
@@ -762,6 +804,7 @@ pub(crate) async fn resume_queue(
         (status = 200, description = "The queue with its new settings.", body = QueueResponse),
         (status = 400, response = BadRequest),
         (status = 401, response = Unauthenticated),
+        (status = 409, description = "`invalid_state`: the queue is new and the tenant has as many queues as the server allows (`--max-queues-per-tenant`).", body = ErrorBody),
         (status = 413, response = PayloadTooLarge),
         (status = 415, response = UnsupportedMediaType),
         (status = 500, response = Internal),
@@ -976,7 +1019,7 @@ fn schedule(s: tether_core::Schedule) -> Json<ScheduleResponse> {
         (status = 201, description = "The schedule was created.", body = ScheduleResponse),
         (status = 400, response = BadRequest),
         (status = 401, response = Unauthenticated),
-        (status = 409, description = "`already_exists`: the tenant has a schedule of this name.", body = ErrorBody),
+        (status = 409, description = "`already_exists`: the tenant has a schedule of this name; `invalid_state`: the tenant has as many schedules as the server allows (`--max-schedules-per-tenant`).", body = ErrorBody),
         (status = 413, response = PayloadTooLarge),
         (status = 415, response = UnsupportedMediaType),
         (status = 500, response = Internal),

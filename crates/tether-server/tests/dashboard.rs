@@ -202,6 +202,16 @@ async fn browser(db: &TestDb) {
     let answer = c.post(&format!("/v1/jobs/{failed_job}/fail"), fail).await;
     assert_eq!(answer.expect(200)["job"]["state"], "failed");
     let running_job = c.enqueue("reports", "build_report").await;
+    // A history longer than the page the dashboard reads at once (1 000):
+    // 520 claims and snoozes, so 1 042 events with the last claim.
+    for _ in 0..520 {
+        let (claimed, token) = c.claim_one("reports").await;
+        assert_eq!(claimed, running_job);
+        let snooze = json!({"lease_token": token, "delay_ms": 0});
+        c.post(&format!("/v1/jobs/{running_job}/snooze"), snooze)
+            .await
+            .expect(200);
+    }
     let (claimed, token) = c.claim_one("reports").await;
     assert_eq!(claimed, running_job);
     let hb = json!({"lease_token": token, "progress": {"done": 3, "of": 10}});

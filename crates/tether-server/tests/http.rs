@@ -42,6 +42,7 @@ both_backends!(
     schedule_trigger_enqueues_a_job_and_records_a_run,
     disabled_schedule_has_no_next_run,
     cron_preview_follows_the_scheduler,
+    tenant_limits_are_409_and_metrics_are_bounded,
 );
 
 const JOB_FIELDS: [&str; 25] = [
@@ -365,8 +366,39 @@ async fn snooze_cancel_and_replay(db: &TestDb) {
     }
     let r = c.post("/v1/queues/dead/replay", json!({"limit": 2})).await;
     assert_eq!(r.expect(200)["replayed"], 2);
-    let r = c.post_empty("/v1/queues/dead/replay").await;
+    let cursor = r.body["next_cursor"]
+        .as_str()
+        .expect("a full round names its cursor")
+        .to_owned();
+    // The next round starts after the cursor: the one job left, then the end.
+    let later = "2999-01-01T00:00:00.000Z";
+    let r = c
+        .post(
+            "/v1/queues/dead/replay",
+            json!({"cursor": cursor, "expires_at": later}),
+        )
+        .await;
     assert_eq!(r.expect(200)["replayed"], 1);
+    assert_eq!(r.body["next_cursor"], Value::Null);
+    let listed = c.get("/v1/jobs?queue=dead").await;
+    let expiries: Vec<&Value> = listed.expect(200)["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| &j["expires_at"])
+        .collect();
+    assert_eq!(
+        expiries.iter().filter(|e| **e == later).count(),
+        1,
+        "{expiries:?}"
+    );
+    assert_eq!(
+        expiries.iter().filter(|e| e.is_null()).count(),
+        2,
+        "{expiries:?}"
+    );
+    let r = c.post_empty("/v1/queues/dead/replay").await;
+    assert_eq!(r.expect(200)["replayed"], 0);
     let r = c
         .post(
             "/v1/queues/dead/replay",
@@ -374,9 +406,42 @@ async fn snooze_cancel_and_replay(db: &TestDb) {
         )
         .await;
     assert_eq!(r.expect(200)["replayed"], 0);
-    c.post("/v1/queues/dead/replay", json!({"state": "running"}))
+    for bad in [
+        json!({"state": "running"}),
+        json!({"cursor": "nope"}),
+        json!({"expires_at": "-5000-01-01T00:00:00Z"}),
+    ] {
+        c.post("/v1/queues/dead/replay", bad.clone())
+            .await
+            .expect_error(400, "invalid_argument");
+    }
+    // A single replay sets the body's expires_at, or clears it.
+    c.post_empty(&format!("/v1/jobs/{id}/cancel"))
         .await
-        .expect_error(400, "invalid_argument");
+        .expect(200);
+    let r = c
+        .post(
+            &format!("/v1/jobs/{id}/replay"),
+            json!({"expires_at": later}),
+        )
+        .await;
+    assert_eq!(r.expect(200)["job"]["expires_at"], later);
+    c.post_empty(&format!("/v1/jobs/{id}/cancel"))
+        .await
+        .expect(200);
+    let r = c
+        .post(
+            &format!("/v1/jobs/{id}/replay"),
+            json!({"expires_at": "1969-12-31T00:00:00Z"}),
+        )
+        .await;
+    r.expect_error(400, "invalid_argument");
+    let r = c
+        .post(&format!("/v1/jobs/{id}/replay"), json!({"bogus": 1}))
+        .await;
+    r.expect_error(400, "invalid_argument");
+    let r = c.post(&format!("/v1/jobs/{id}/replay"), json!({})).await;
+    assert_eq!(r.expect(200)["job"]["expires_at"], Value::Null);
 }
 
 async fn complete_batch_answers_per_item(db: &TestDb) {
@@ -521,6 +586,38 @@ async fn list_get_and_events(db: &TestDb) {
     assert_eq!(events[1]["attempt"], 1);
     assert!(is_rfc3339_utc(&events[0]["at"]));
     assert!(events[0].as_object().unwrap().contains_key("detail"));
+    assert_eq!(ev.body["next_cursor"], Value::Null);
+    // Paged like the job list: a full page names its cursor; the pages
+    // together are the history, once, oldest first.
+    let mut seen = Vec::new();
+    let mut uri = format!("/v1/jobs/{id}/events?limit=2");
+    loop {
+        let page = c.get(&uri).await;
+        let body = page.expect(200).clone();
+        let got = body["events"].as_array().unwrap();
+        assert!(got.len() <= 2);
+        seen.extend(got.iter().map(|e| e["event"].as_str().unwrap().to_owned()));
+        match body["next_cursor"].as_str() {
+            Some(cur) => uri = format!("/v1/jobs/{id}/events?limit=2&cursor={cur}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["enqueued", "claimed", "succeeded"]);
+    for bad in [
+        "limit=0",
+        "limit=1001",
+        "limit=x",
+        "cursor=zzz",
+        "cursor=-1",
+        "after=1",
+    ] {
+        c.get(&format!("/v1/jobs/{id}/events?{bad}"))
+            .await
+            .expect_error(400, "invalid_argument");
+    }
+    c.get(&format!("/v1/jobs/{id}/events?limit=1000"))
+        .await
+        .expect(200);
 }
 
 async fn queue_routes(db: &TestDb) {
@@ -1040,6 +1137,40 @@ async fn bad_input_is_refused(db: &TestDb) {
         .await;
     a.expect_error(400, "invalid_argument");
     assert!(msg(&a).contains("jobs[1].kind"), "{}", msg(&a));
+    // Absolute times outside 1970..=9999, named; nothing is written.
+    for (field, at) in [
+        ("run_at", "-5000-01-01T00:00:00Z"),
+        ("run_at", "1969-12-31T23:59:59Z"),
+        ("expires_at", "-0001-06-01T00:00:00+02:00"),
+    ] {
+        let a = c
+            .post(
+                "/v1/jobs",
+                json!({"queue": "times", "kind": "k", field: at}),
+            )
+            .await;
+        a.expect_error(400, "invalid_argument");
+        assert!(msg(&a).contains(field), "{at}: {}", msg(&a));
+        let a = c
+            .post(
+                "/v1/jobs/batch",
+                json!({"jobs": [{"queue": "times", "kind": "k"}, {"queue": "times", "kind": "k", field: at}]}),
+            )
+            .await;
+        a.expect_error(400, "invalid_argument");
+        assert!(
+            msg(&a).contains(&format!("jobs[1].{field}")),
+            "{at}: {}",
+            msg(&a)
+        );
+    }
+    let a = c
+        .get("/v1/cron/preview?cron=0%20*%20*%20*%20*&from=-5000-01-01T00:00:00Z")
+        .await;
+    a.expect_error(400, "invalid_argument");
+    assert!(msg(&a).contains("from"), "{}", msg(&a));
+    let listed = c.get("/v1/jobs?queue=times").await;
+    assert_eq!(listed.expect(200)["jobs"], json!([]));
     // Missing required field.
     let a = c.post("/v1/jobs", json!({"queue": "q"})).await;
     a.expect_error(400, "invalid_argument");
@@ -2140,4 +2271,101 @@ async fn cron_preview_follows_the_scheduler(db: &TestDb) {
     ))
     .await;
     assert_eq!(a["times"][0], s["next_run_at"]);
+}
+
+/// Past the tenant's queue limit, an enqueue (single or batch), pause or
+/// configuration of a new queue is 409 `invalid_state` and writes nothing,
+/// while resuming one is fine; past the schedule limit, creating one is
+/// 409. `/metrics` shows per-queue gauges for at most `metrics_max_queues`
+/// queues, the busiest, and counts the rest.
+async fn tenant_limits_are_409_and_metrics_are_bounded(db: &TestDb) {
+    let engine = db.engine.clone().with_limits(tether_core::Limits {
+        max_queues_per_tenant: 2,
+        max_schedules_per_tenant: 1,
+        ..tether_core::Limits::default()
+    });
+    let config = ServerConfig {
+        metrics_max_queues: 2,
+        ..ServerConfig::default()
+    };
+    let c = common::setup_engine(engine, config).await;
+    c.enqueue("q1", "k").await;
+    c.enqueue("q1", "k").await;
+    c.enqueue("q2", "k").await;
+    let msg = |a: &common::Answer| a.body["error"]["message"].as_str().unwrap().to_owned();
+    let a = c
+        .post("/v1/jobs", json!({"queue": "q3", "kind": "k"}))
+        .await;
+    a.expect_error(409, "invalid_state");
+    assert!(msg(&a).contains("2 queues"), "{}", msg(&a));
+    c.post(
+        "/v1/jobs/batch",
+        json!({"jobs": [{"queue": "q1", "kind": "k"}, {"queue": "q3", "kind": "k"}]}),
+    )
+    .await
+    .expect_error(409, "invalid_state");
+    c.post_empty("/v1/queues/q3/pause")
+        .await
+        .expect_error(409, "invalid_state");
+    c.call(
+        "PATCH",
+        "/v1/queues/q3",
+        Some(&c.admin.clone()),
+        Some(json!({"max_attempts": 2})),
+    )
+    .await
+    .expect_error(409, "invalid_state");
+    assert_eq!(
+        c.post_empty("/v1/queues/q3/resume").await.expect(200)["queue"]["paused"],
+        false
+    );
+    let names: Vec<Value> = c.get("/v1/queues").await.expect(200)["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["name"].clone())
+        .collect();
+    assert_eq!(names, [json!("q1"), json!("q2")]);
+    assert_eq!(
+        c.get("/v1/jobs?queue=q1").await.expect(200)["jobs"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+
+    let s = json!({"name": "s1", "cron": "0 * * * *", "queue": "q1", "kind": "k"});
+    c.post("/v1/schedules", s).await.expect(201);
+    let s = json!({"name": "s2", "cron": "0 * * * *", "queue": "q1", "kind": "k"});
+    let a = c.post("/v1/schedules", s).await;
+    a.expect_error(409, "invalid_state");
+    assert!(msg(&a).contains("schedules"), "{}", msg(&a));
+
+    // Four queues in two tenants; the gauges show the two busiest.
+    let other = c.other.clone();
+    for queue in ["o1", "o1", "o1", "o2"] {
+        c.call(
+            "POST",
+            "/v1/jobs",
+            Some(&other),
+            Some(json!({"queue": queue, "kind": "k"})),
+        )
+        .await
+        .expect(201);
+    }
+    let (status, text) = c.get_text("/metrics").await;
+    assert_eq!(status.as_u16(), 200, "{text}");
+    let series: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("tether_queue_paused{"))
+        .collect();
+    assert_eq!(
+        series,
+        [
+            "tether_queue_paused{tenant=\"default\",queue=\"q1\"} 0",
+            "tether_queue_paused{tenant=\"other\",queue=\"o1\"} 0",
+        ],
+        "{text}"
+    );
+    assert!(text.contains("\ntether_queue_series_omitted 2\n"), "{text}");
 }

@@ -17,9 +17,10 @@ use tether_core::schedule::{
 };
 use tether_core::{ApiKeyInfo, OperatorKeySetup, Tenant, DEFAULT_TENANT};
 use tether_core::{
-    ClaimRequest, ClaimedJob, Completion, Enqueued, Error, EventKind, Failure, Heartbeat,
-    HeartbeatAck, Job, JobEvent, JobFilter, JobPage, JobState, Lease, LeaseToken, NewJobRef,
-    QueueConfig, QueueConfigPatch, QueueStats, ReapReport, ReplayFilter, Result, RunAt, Store,
+    BulkReplayed, ClaimRequest, ClaimedJob, Completion, Enqueued, Error, EventCursor, EventKind,
+    EventPage, Failure, Heartbeat, HeartbeatAck, Job, JobFilter, JobPage, JobState, Lease,
+    LeaseToken, NewJobRef, QueueConfig, QueueConfigPatch, QueueStats, ReapReport, ReplayFilter,
+    Result, RunAt, Store,
 };
 use uuid::Uuid;
 
@@ -60,6 +61,33 @@ const REGISTER_QUEUES: &str = concat!(
     ", ",
     now_ms!(),
     " FROM json_each(?2) AS q WHERE true ON CONFLICT (tenant, name) DO NOTHING"
+);
+
+/// How many queue rows tenant ?1 has.
+const COUNT_QUEUES: &str = "SELECT count(*) FROM tether_queues WHERE tenant = ?1";
+
+/// Whether queue ?2 of tenant ?1 has a row.
+const QUEUE_EXISTS: &str =
+    "SELECT EXISTS (SELECT 1 FROM tether_queues WHERE tenant = ?1 AND name = ?2)";
+
+/// Queue rows that hold nothing, at most ?1 (all tenants): no job in any
+/// state, not paused, every setting at its default (?2–?5). The write lock
+/// of the transaction keeps an enqueue from slipping a job in between.
+const PRUNE_EMPTY_QUEUES: &str = "DELETE FROM tether_queues WHERE (tenant, name) IN (\
+     SELECT c.tenant, c.name FROM tether_queues AS c \
+     WHERE c.paused = 0 AND c.max_attempts = ?2 AND c.backoff_base_ms = ?3 \
+     AND c.backoff_cap_ms = ?4 AND c.default_lease_ttl_ms = ?5 \
+     AND NOT EXISTS (SELECT 1 FROM tether_jobs AS j WHERE j.tenant = c.tenant AND j.queue = c.name) \
+     LIMIT ?1)";
+
+/// How many schedules tenant ?1 has.
+const COUNT_SCHEDULES: &str = "SELECT count(*) FROM tether_schedules WHERE tenant = ?1";
+
+/// Resumes a queue that has a row; a queue without one is not paused.
+const RESUME: &str = concat!(
+    "UPDATE tether_queues SET paused = 0, updated_at = ",
+    now_ms!(),
+    " WHERE tenant = ?1 AND name = ?2 AND paused = 1"
 );
 
 /// Unpacks a flat JSON array holding `$n` scalars per record (`json_each`
@@ -312,32 +340,58 @@ const REQUEST_CANCEL: &str = concat!(
 const ACTIVE_HOLDER: &str = "SELECT id FROM tether_jobs WHERE tenant = ?1 AND unique_key = ?2 \
      AND state IN ('queued', 'running') AND id <> ?3 LIMIT 1";
 
-/// The SET clause of a replay: a fresh attempt budget, due now.
+/// The SET clause of a replay: a fresh attempt budget, due now, and the
+/// `expires_at` bound as `$expires` (NULL clears it, or an expired job would
+/// expire again at once).
 macro_rules! replay_set {
-    () => {
+    ($expires:literal) => {
         concat!(
             "UPDATE tether_jobs SET state = 'queued', attempt = 0, run_at = ",
             now_ms!(),
             ", cancel_requested = 0, finished_at = NULL, result = NULL, lease_token = NULL, ",
-            "lease_expires_at = NULL, progress = NULL, updated_at = ",
+            "lease_expires_at = NULL, progress = NULL, expires_at = ",
+            $expires,
+            ", updated_at = ",
             now_ms!(),
             " "
         )
     };
 }
 
-const REPLAY: &str = concat!(replay_set!(), "WHERE id = ?1 RETURNING ", job_cols!());
+/// Replays job ?1 with ?2 as its new `expires_at`.
+const REPLAY: &str = concat!(replay_set!("?2"), "WHERE id = ?1 RETURNING ", job_cols!());
 
-/// Bulk replay: the oldest ?5 jobs matching the filter are the candidates
-/// (as on PostgreSQL, the limit bounds the candidates, not the jobs
-/// replayed). A candidate is skipped when its unique key is held by an
+/// The candidates of a bulk replay (the statement it starts with, also run
+/// alone to answer how far the round got): the first ?5 jobs matching the
+/// filter with an id above the cursor ?6 (NULL: from the start).
+macro_rules! replay_candidates {
+    () => {
+        concat!(
+            "SELECT id, unique_key FROM tether_jobs ",
+            "WHERE tenant = ?1 AND queue = ?2 AND state = ?3 AND (?4 IS NULL OR kind = ?4) ",
+            "AND (?6 IS NULL OR id > ?6) ORDER BY id LIMIT ?5"
+        )
+    };
+}
+
+/// How many candidates a bulk replay has and the greatest id among them
+/// (?1–?6 as in [`REPLAY_MANY`]), read under the same write lock first.
+const REPLAY_SCAN: &str = concat!(
+    "SELECT count(*) AS scanned, max(id) AS last FROM (",
+    replay_candidates!(),
+    ")"
+);
+
+/// Bulk replay: the oldest ?5 jobs matching the filter after the cursor ?6
+/// are the candidates (as on PostgreSQL, the limit bounds the candidates,
+/// not the jobs replayed); ?7 is their new `expires_at`. A candidate is skipped when its unique key is held by an
 /// active job, or by an older candidate (replaying both would break the
 /// active-unique index and abort the whole statement).
 const REPLAY_MANY: &str = concat!(
-    "WITH c AS MATERIALIZED (SELECT id, unique_key FROM tether_jobs ",
-    "WHERE tenant = ?1 AND queue = ?2 AND state = ?3 AND (?4 IS NULL OR kind = ?4) ",
-    "ORDER BY id LIMIT ?5) ",
-    replay_set!(),
+    "WITH c AS MATERIALIZED (",
+    replay_candidates!(),
+    ") ",
+    replay_set!("?7"),
     "WHERE id IN (SELECT c.id FROM c WHERE c.unique_key IS NULL OR (",
     "NOT EXISTS (SELECT 1 FROM tether_jobs AS a WHERE a.tenant = ?1 ",
     "AND a.unique_key = c.unique_key AND a.state IN ('queued', 'running')) ",
@@ -372,10 +426,15 @@ const INSERT_EVENT: &str = "INSERT INTO tether_job_events \
      (job_id, tenant, at, event, attempt, worker_id, detail) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
 
+/// One page of a job's history: ?3 the cursor (the `seq` of the previous
+/// page's last event, NULL from the start), ?4 the page size. A job without
+/// events past the cursor still gives one row, with NULL event columns, so
+/// that "no such job" is told apart in the same snapshot.
 const EVENTS: &str = "SELECT e.at AS at, e.event AS event, e.attempt AS attempt, \
      e.worker_id AS worker_id, e.detail AS detail, e.seq AS seq \
      FROM tether_jobs AS j LEFT JOIN tether_job_events AS e ON e.job_id = j.id \
-     WHERE j.tenant = ?1 AND j.id = ?2 ORDER BY e.seq";
+     AND (?3 IS NULL OR e.seq > ?3) \
+     WHERE j.tenant = ?1 AND j.id = ?2 ORDER BY e.seq LIMIT ?4";
 
 /// Stats of one queue, whether or not it has a row.
 const QUEUE_STATS: &str = concat!(
@@ -848,7 +907,16 @@ async fn fetch_job(conn: &mut SqliteConnection, tenant: &str, id: Uuid) -> Resul
 /// except the commit and the wake-up hints, so that a schedule can record a
 /// run and enqueue its job atomically. The caller commits, then sends the
 /// hints (see [`SqliteStore::notify_created`]).
-async fn enqueue_in(tx: &mut Tx, tenant: &str, jobs: &[NewJobRef<'_>]) -> Result<Vec<Enqueued>> {
+///
+/// New queue rows are refused (with the whole enqueue) when they would give
+/// the tenant more than `max_queues`; `None` (a schedule's run, bounded by
+/// the schedule limit instead) registers without limit.
+async fn enqueue_in(
+    tx: &mut Tx,
+    tenant: &str,
+    jobs: &[NewJobRef<'_>],
+    max_queues: Option<u32>,
+) -> Result<Vec<Enqueued>> {
     if jobs.is_empty() {
         return Ok(Vec::new());
     }
@@ -858,7 +926,7 @@ async fn enqueue_in(tx: &mut Tx, tenant: &str, jobs: &[NewJobRef<'_>]) -> Result
     let queues = id_array(queues);
 
     // Register the queues first so the INSERT can read their defaults.
-    sqlx::query(REGISTER_QUEUES)
+    let registered = sqlx::query(REGISTER_QUEUES)
         .bind(tenant)
         .bind(queues)
         .bind(defaults.max_attempts)
@@ -868,6 +936,14 @@ async fn enqueue_in(tx: &mut Tx, tenant: &str, jobs: &[NewJobRef<'_>]) -> Result
         .execute(&mut *conn)
         .await
         .db()?;
+    // Counted only when a queue is new (never on the hot path), under the
+    // write lock, so concurrent enqueues cannot pass the limit together;
+    // the caller's transaction rolls the rows back with the error.
+    if let Some(max) = max_queues {
+        if registered.rows_affected() > 0 {
+            check_queue_count(conn, tenant, max).await?;
+        }
+    }
     let mut created: HashMap<Uuid, Job> = HashMap::with_capacity(jobs.len());
     let mut next = 0;
     while next < jobs.len() {
@@ -1040,7 +1116,7 @@ async fn enqueue_run(
     schedule_id: Uuid,
     job: NewJobRef<'_>,
 ) -> Result<Enqueued> {
-    let answer = enqueue_in(tx, tenant, std::slice::from_ref(&job))
+    let answer = enqueue_in(tx, tenant, std::slice::from_ref(&job), None)
         .await?
         .pop()
         .ok_or_else(|| rows::corrupt("an enqueue of one job gave no answer"))?;
@@ -1067,6 +1143,49 @@ async fn queue_stats_on(
         .await
         .db()?;
     rows::stats(&row)
+}
+
+/// `LimitReached` if tenant has more than `max` queue rows (counted on the
+/// open write transaction, after its inserts).
+async fn check_queue_count(conn: &mut SqliteConnection, tenant: &str, max: u32) -> Result<()> {
+    let n: i64 = sqlx::query_scalar(COUNT_QUEUES)
+        .bind(tenant)
+        .fetch_one(conn)
+        .await
+        .db()?;
+    if n > i64::from(max) {
+        return Err(Error::too_many_queues(max));
+    }
+    Ok(())
+}
+
+/// Before an operation that creates queue `queue`'s row if missing (on the
+/// open write transaction): `LimitReached` if it is missing and the tenant
+/// has `max` queue rows already.
+async fn check_new_queue(
+    conn: &mut SqliteConnection,
+    tenant: &str,
+    queue: &str,
+    max: u32,
+) -> Result<()> {
+    let exists: bool = sqlx::query_scalar(QUEUE_EXISTS)
+        .bind(tenant)
+        .bind(queue)
+        .fetch_one(&mut *conn)
+        .await
+        .db()?;
+    if exists {
+        return Ok(());
+    }
+    let n: i64 = sqlx::query_scalar(COUNT_QUEUES)
+        .bind(tenant)
+        .fetch_one(conn)
+        .await
+        .db()?;
+    if n >= i64::from(max) {
+        return Err(Error::too_many_queues(max));
+    }
+    Ok(())
 }
 
 impl SqliteStore {
@@ -1120,12 +1239,17 @@ impl Store for SqliteStore {
         "sqlite"
     }
 
-    async fn enqueue(&self, tenant: &str, jobs: &[NewJobRef<'_>]) -> Result<Vec<Enqueued>> {
+    async fn enqueue(
+        &self,
+        tenant: &str,
+        jobs: &[NewJobRef<'_>],
+        max_queues: u32,
+    ) -> Result<Vec<Enqueued>> {
         if jobs.is_empty() {
             return Ok(Vec::new());
         }
         let mut tx = self.begin().await?;
-        let out = enqueue_in(&mut tx, tenant, jobs).await?;
+        let out = enqueue_in(&mut tx, tenant, jobs, Some(max_queues)).await?;
         tx.commit().await.db()?;
         self.notify_created(tenant, &out);
         Ok(out)
@@ -1213,6 +1337,9 @@ impl Store for SqliteStore {
             .collect::<Result<Vec<_>>>()?;
         let mut tx = self.begin().await?;
         let mut answers = Vec::with_capacity(items.len());
+        // Jobs whose `lease_lost` this batch recorded already, with the
+        // answer: one event per job and batch, however often it is named.
+        let mut lost: HashMap<Uuid, bool> = HashMap::new();
         for (hb, progress) in items.iter().zip(progress) {
             let row = sqlx::query(HEARTBEAT)
                 .bind(tenant)
@@ -1229,7 +1356,22 @@ impl Store for SqliteStore {
                     lease_expires_at: rows::ts(row.try_get("lease_expires_at").db()?)?,
                     cancel_requested: row.try_get("cancel_requested").db()?,
                 }),
-                None => Err(lease_lost(&mut tx, tenant, hb.id, "heartbeat").await?),
+                None => {
+                    let exists = match lost.get(&hb.id) {
+                        Some(&exists) => exists,
+                        None => {
+                            let err = lease_lost(&mut tx, tenant, hb.id, "heartbeat").await?;
+                            let exists = matches!(err, Error::LeaseLost(_));
+                            lost.insert(hb.id, exists);
+                            exists
+                        }
+                    };
+                    Err(if exists {
+                        Error::LeaseLost(hb.id)
+                    } else {
+                        Error::JobNotFound(hb.id)
+                    })
+                }
             });
         }
         tx.commit().await.db()?;
@@ -1312,7 +1454,9 @@ impl Store for SqliteStore {
             .iter()
             .map(|item| done.contains(&item.id.to_string()))
             .collect();
-        let lost_ids: Vec<String> = items
+        // One `lease_lost` per job and batch, however often the batch names
+        // it: a stale token repeated cannot grow the job's history.
+        let lost_ids: BTreeSet<String> = items
             .iter()
             .zip(&ok)
             .filter(|(_, ok)| !**ok)
@@ -1477,7 +1621,12 @@ impl Store for SqliteStore {
         Ok(job)
     }
 
-    async fn replay(&self, tenant: &str, id: Uuid) -> Result<Job> {
+    async fn replay(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        expires_at: Option<DateTime<Utc>>,
+    ) -> Result<Job> {
         let mut tx = self.begin().await?;
         let job = fetch_job(&mut tx, tenant, id).await?;
         if !matches!(job.state, JobState::Failed | JobState::Cancelled) {
@@ -1503,6 +1652,7 @@ impl Store for SqliteStore {
         }
         let row = sqlx::query(REPLAY)
             .bind(id.to_string())
+            .bind(expires_at.map(|at| at.timestamp_millis()))
             .fetch_one(&mut *tx)
             .await
             .map_err(|e| match &e {
@@ -1519,14 +1669,30 @@ impl Store for SqliteStore {
         Ok(job)
     }
 
-    async fn replay_many(&self, tenant: &str, filter: &ReplayFilter) -> Result<u64> {
+    async fn replay_many(&self, tenant: &str, filter: &ReplayFilter) -> Result<BulkReplayed> {
+        let limit = filter.limit.unwrap_or(DEFAULT_REPLAY);
+        let cursor = filter.cursor.map(|id| id.to_string());
         let mut tx = self.begin().await?;
+        let scan = sqlx::query(REPLAY_SCAN)
+            .bind(tenant)
+            .bind(&filter.queue)
+            .bind(filter.state.as_str())
+            .bind(filter.kind.as_deref())
+            .bind(i64::from(limit))
+            .bind(cursor.as_deref())
+            .fetch_one(&mut *tx)
+            .await
+            .db()?;
+        let scanned: i64 = scan.try_get("scanned").db()?;
+        let last: Option<String> = scan.try_get("last").db()?;
         let replayed = sqlx::query(REPLAY_MANY)
             .bind(tenant)
             .bind(&filter.queue)
             .bind(filter.state.as_str())
             .bind(filter.kind.as_deref())
-            .bind(i64::from(filter.limit.unwrap_or(DEFAULT_REPLAY)))
+            .bind(i64::from(limit))
+            .bind(cursor.as_deref())
+            .bind(filter.expires_at.map(|at| at.timestamp_millis()))
             .fetch_all(&mut *tx)
             .await
             .db()?;
@@ -1534,7 +1700,14 @@ impl Store for SqliteStore {
         if n > 0 {
             self.wakeups.notify(tenant, &filter.queue, n as usize);
         }
-        Ok(n)
+        let next_cursor = match last {
+            Some(last) if scanned == i64::from(limit) => Some(rows::uuid(&last)?),
+            _ => None,
+        };
+        Ok(BulkReplayed {
+            replayed: n,
+            next_cursor,
+        })
     }
 
     async fn get(&self, tenant: &str, id: Uuid) -> Result<Job> {
@@ -1593,13 +1766,21 @@ impl Store for SqliteStore {
         Ok(JobPage { jobs, next_cursor })
     }
 
-    async fn events(&self, tenant: &str, id: Uuid) -> Result<Vec<JobEvent>> {
+    async fn events(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        cursor: Option<EventCursor>,
+        limit: u32,
+    ) -> Result<EventPage> {
         let mut conn = self.reader.acquire().await.db()?;
         // One statement: the job's existence in the tenant and its history
         // come from the same snapshot.
         let found = sqlx::query(EVENTS)
             .bind(tenant)
             .bind(id.to_string())
+            .bind(cursor.map(|c| c.0))
+            .bind(i64::from(limit))
             .fetch_all(&mut *conn)
             .await
             .db()?;
@@ -1607,13 +1788,23 @@ impl Store for SqliteStore {
             return Err(Error::JobNotFound(id));
         }
         let mut events = Vec::with_capacity(found.len());
+        let mut last = None;
         for row in &found {
             let seq: Option<i64> = row.try_get("seq").db()?;
-            if seq.is_some() {
+            if let Some(seq) = seq {
                 events.push(rows::event(row)?);
+                last = Some(EventCursor(seq));
             }
         }
-        Ok(events)
+        let next_cursor = if events.len() == limit as usize {
+            last
+        } else {
+            None
+        };
+        Ok(EventPage {
+            events,
+            next_cursor,
+        })
     }
 
     async fn queue_stats(&self, tenant: &str, queue: &str) -> Result<QueueStats> {
@@ -1631,9 +1822,28 @@ impl Store for SqliteStore {
         found.iter().map(rows::stats).collect()
     }
 
-    async fn set_paused(&self, tenant: &str, queue: &str, paused: bool) -> Result<QueueStats> {
+    async fn set_paused(
+        &self,
+        tenant: &str,
+        queue: &str,
+        paused: bool,
+        max_queues: u32,
+    ) -> Result<QueueStats> {
         let defaults = QueueConfig::default();
         let mut tx = self.begin().await?;
+        if !paused {
+            // A queue without a row is not paused: resuming creates none.
+            sqlx::query(RESUME)
+                .bind(tenant)
+                .bind(queue)
+                .execute(&mut *tx)
+                .await
+                .db()?;
+            let stats = queue_stats_on(&mut tx, tenant, queue).await?;
+            tx.commit().await.db()?;
+            return Ok(stats);
+        }
+        check_new_queue(&mut tx, tenant, queue, max_queues).await?;
         sqlx::query(SET_PAUSED)
             .bind(tenant)
             .bind(queue)
@@ -1656,9 +1866,11 @@ impl Store for SqliteStore {
         tenant: &str,
         queue: &str,
         patch: &QueueConfigPatch,
+        max_queues: u32,
     ) -> Result<QueueStats> {
         let defaults = QueueConfig::default();
         let mut tx = self.begin().await?;
+        check_new_queue(&mut tx, tenant, queue, max_queues).await?;
         sqlx::query(CONFIGURE_QUEUE)
             .bind(tenant)
             .bind(queue)
@@ -1676,6 +1888,26 @@ impl Store for SqliteStore {
         let stats = queue_stats_on(&mut tx, tenant, queue).await?;
         tx.commit().await.db()?;
         Ok(stats)
+    }
+
+    async fn prune_empty_queues(&self, batch: u32) -> Result<u64> {
+        let defaults = QueueConfig::default();
+        let mut tx = self.begin().await?;
+        let done = sqlx::query(PRUNE_EMPTY_QUEUES)
+            .bind(i64::from(batch))
+            .bind(defaults.max_attempts)
+            .bind(defaults.backoff.base_ms)
+            .bind(defaults.backoff.cap_ms)
+            .bind(defaults.default_lease_ttl_ms)
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        if done.rows_affected() == 0 {
+            Self::finish_unchanged(tx).await?;
+            return Ok(0);
+        }
+        tx.commit().await.db()?;
+        Ok(done.rows_affected())
     }
 
     async fn reap_lapsed_leases(&self, batch: u32) -> Result<ReapReport> {
@@ -1998,12 +2230,24 @@ impl Store for SqliteStore {
         tenant: &str,
         spec: &ScheduleSpec,
         next_run_at: Option<DateTime<Utc>>,
+        max_schedules: u32,
     ) -> Result<Schedule> {
         let query = sqlx::query(CREATE_SCHEDULE)
             .bind(tenant)
             .bind(Uuid::now_v7().to_string());
         let query = bind_spec(query, spec, next_run_at)?;
         let mut tx = self.begin().await?;
+        // Counted under the write lock: concurrent creations cannot pass
+        // the limit together.
+        let n: i64 = sqlx::query_scalar(COUNT_SCHEDULES)
+            .bind(tenant)
+            .fetch_one(&mut *tx)
+            .await
+            .db()?;
+        if n >= i64::from(max_schedules) {
+            Self::finish_unchanged(tx).await?;
+            return Err(Error::too_many_schedules(max_schedules));
+        }
         let row = query.fetch_optional(&mut *tx).await.db()?;
         let Some(row) = row else {
             Self::finish_unchanged(tx).await?;

@@ -144,11 +144,17 @@ async fn a_new_job_wakes_one_waiting_claimer() {
     }
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     let job = [NewJob::new("q", "k", json!(null))];
-    store.enqueue("t", &enqueue_refs(&job)).await.unwrap();
+    store
+        .enqueue("t", &enqueue_refs(&job), u32::MAX)
+        .await
+        .unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     assert_eq!(woken.load(Ordering::SeqCst), 1);
     let jobs: Vec<_> = (0..5).map(|_| NewJob::new("q", "k", json!(null))).collect();
-    store.enqueue("t", &enqueue_refs(&jobs)).await.unwrap();
+    store
+        .enqueue("t", &enqueue_refs(&jobs), u32::MAX)
+        .await
+        .unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     assert_eq!(woken.load(Ordering::SeqCst), 6);
     for w in waiters {
@@ -293,7 +299,10 @@ async fn lifecycle_smoke() {
         NewJob::new("q", "k", json!({"n": 3, "f": 1.5e300})).idempotency_key("i1"),
         NewJob::new("q", "k", json!({"n": 4})).idempotency_key("i1"),
     ];
-    let out = store.enqueue("t", &enqueue_refs(&jobs)).await.unwrap();
+    let out = store
+        .enqueue("t", &enqueue_refs(&jobs), u32::MAX)
+        .await
+        .unwrap();
     assert_eq!(
         out.iter().map(|e| e.created).collect::<Vec<_>>(),
         [true, true, true, false]
@@ -421,7 +430,11 @@ async fn lifecycle_smoke() {
     let delay = failed.run_at - failed.updated_at;
     assert_eq!(delay.num_milliseconds(), 1_000);
 
-    let events = store.events("t", claimed[0].job.id).await.unwrap();
+    let events = store
+        .events("t", claimed[0].job.id, None, 1000)
+        .await
+        .unwrap()
+        .events;
     let kinds: Vec<_> = events.iter().map(|e| e.event).collect();
     assert_eq!(
         kinds,
@@ -467,7 +480,10 @@ async fn reaper_buries_exhausted_jobs_and_requeues_the_rest() {
         NewJob::new("q", "k", json!(2)).max_attempts(3),
         NewJob::new("q", "k", json!(3)).max_attempts(3),
     ];
-    let out = store.enqueue("t", &enqueue_refs(&jobs)).await.unwrap();
+    let out = store
+        .enqueue("t", &enqueue_refs(&jobs), u32::MAX)
+        .await
+        .unwrap();
     let claimed = store.claim("t", &claim_req("q", 10)).await.unwrap();
     assert_eq!(claimed.len(), 3);
     store.cancel("t", out[2].job.id).await.unwrap();
@@ -495,7 +511,11 @@ async fn reaper_buries_exhausted_jobs_and_requeues_the_rest() {
         states,
         [JobState::Failed, JobState::Queued, JobState::Cancelled]
     );
-    let events = store.events("t", out[0].job.id).await.unwrap();
+    let events = store
+        .events("t", out[0].job.id, None, 1000)
+        .await
+        .unwrap()
+        .events;
     let last = events.last().unwrap();
     assert_eq!(last.event, EventKind::LeaseExpired);
     assert_eq!(last.detail.as_deref(), Some("failed"));
@@ -513,7 +533,10 @@ async fn concurrent_claimers_never_share_a_job() {
     let db = TempDb::new();
     let store = Arc::new(SqliteStore::open(&db.0).await.unwrap());
     let jobs: Vec<NewJob> = (0..500).map(|i| NewJob::new("q", "k", json!(i))).collect();
-    store.enqueue("t", &enqueue_refs(&jobs)).await.unwrap();
+    store
+        .enqueue("t", &enqueue_refs(&jobs), u32::MAX)
+        .await
+        .unwrap();
     let mut handles = Vec::new();
     for _ in 0..4 {
         let store = store.clone();
@@ -555,7 +578,10 @@ async fn batches_across_insert_chunks_keep_order_and_dedupe() {
             }
         })
         .collect();
-    let out = store.enqueue("t", &enqueue_refs(&jobs)).await.unwrap();
+    let out = store
+        .enqueue("t", &enqueue_refs(&jobs), u32::MAX)
+        .await
+        .unwrap();
     assert_eq!(out.len(), 45);
     for (i, answer) in out.iter().enumerate() {
         match i {
@@ -602,7 +628,10 @@ async fn bulk_replay_takes_one_job_per_unique_key() {
         NewJob::new("q", "k", json!(2)).unique_key("u"),
         NewJob::new("q", "k", json!(3)),
     ] {
-        let out = store.enqueue("t", &enqueue_refs(&[job])).await.unwrap();
+        let out = store
+            .enqueue("t", &enqueue_refs(&[job]), u32::MAX)
+            .await
+            .unwrap();
         assert!(out[0].created);
         let c = store
             .claim("t", &claim_req("q", 1))
@@ -620,8 +649,10 @@ async fn bulk_replay_takes_one_job_per_unique_key() {
         state: JobState::Failed,
         kind: None,
         limit: None,
+        cursor: None,
+        expires_at: None,
     };
-    assert_eq!(store.replay_many("t", &filter).await.unwrap(), 2);
+    assert_eq!(store.replay_many("t", &filter).await.unwrap().replayed, 2);
     let states: Vec<JobState> = {
         let mut v = Vec::new();
         for id in &dead {
@@ -635,12 +666,12 @@ async fn bulk_replay_takes_one_job_per_unique_key() {
         "the oldest job of key u is replayed, the other waits"
     );
     // Now u is held by an active job: the second stays dead.
-    assert_eq!(store.replay_many("t", &filter).await.unwrap(), 0);
+    assert_eq!(store.replay_many("t", &filter).await.unwrap().replayed, 0);
     assert!(matches!(
-        store.replay("t", dead[1]).await,
+        store.replay("t", dead[1], None).await,
         Err(Error::Conflict(_))
     ));
-    let events = store.events("t", dead[0]).await.unwrap();
+    let events = store.events("t", dead[0], None, 1000).await.unwrap().events;
     assert_eq!(events.last().unwrap().event, EventKind::Replayed);
     store.close().await;
 }
@@ -650,7 +681,10 @@ async fn listing_pages_newest_first() {
     let db = TempDb::new();
     let store = SqliteStore::open(&db.0).await.unwrap();
     let jobs: Vec<NewJob> = (0..7).map(|i| NewJob::new("q", "k", json!(i))).collect();
-    let out = store.enqueue("t", &enqueue_refs(&jobs)).await.unwrap();
+    let out = store
+        .enqueue("t", &enqueue_refs(&jobs), u32::MAX)
+        .await
+        .unwrap();
     let mut seen = Vec::new();
     let mut cursor = None;
     loop {
@@ -686,7 +720,10 @@ async fn cancelled_operations_leave_nothing_half_done() {
     let db = TempDb::new();
     let store = Arc::new(SqliteStore::open(&db.0).await.unwrap());
     let jobs: Vec<NewJob> = (0..300).map(|i| NewJob::new("q", "k", json!(i))).collect();
-    store.enqueue("t", &enqueue_refs(&jobs)).await.unwrap();
+    store
+        .enqueue("t", &enqueue_refs(&jobs), u32::MAX)
+        .await
+        .unwrap();
     for i in 0..300u64 {
         let store = store.clone();
         let budget = std::time::Duration::from_micros(i % 40 * 25);
@@ -733,7 +770,10 @@ async fn clock_controls_move_time_forward() {
     let db = TempDb::new();
     let store = SqliteStore::open(&db.0).await.unwrap();
     let jobs = vec![NewJob::new("q", "k", json!(1)).run_at(tether_core::RunAt::Delay(3_600_000))];
-    let out = store.enqueue("t", &enqueue_refs(&jobs)).await.unwrap();
+    let out = store
+        .enqueue("t", &enqueue_refs(&jobs), u32::MAX)
+        .await
+        .unwrap();
     let id = out[0].job.id;
     assert!(store
         .claim("t", &claim_req("q", 1))
@@ -827,7 +867,10 @@ async fn kill_9_child() {
     let store = SqliteStore::open(path).await.unwrap();
     loop {
         let jobs = [NewJob::new("q", "k", json!({}))];
-        let out = store.enqueue("t", &enqueue_refs(&jobs)).await.unwrap();
+        let out = store
+            .enqueue("t", &enqueue_refs(&jobs), u32::MAX)
+            .await
+            .unwrap();
         let mut stdout = std::io::stdout().lock();
         writeln!(stdout, "ACK {}", out[0].job.id).unwrap();
         stdout.flush().unwrap();
@@ -908,7 +951,7 @@ mod schedules {
         let a = SqliteStore::open(&db.0).await.unwrap();
         let b = SqliteStore::open(&db.0).await.unwrap();
         let s = a
-            .create_schedule("t", &spec("every-minute"), Some(t0()))
+            .create_schedule("t", &spec("every-minute"), Some(t0()), u32::MAX)
             .await
             .unwrap();
         let mut jobs = Vec::new();
@@ -965,12 +1008,15 @@ mod schedules {
         let db = TempDb::new();
         let store = SqliteStore::open(&db.0).await.unwrap();
         let s = store
-            .create_schedule("t", &spec("s"), Some(t0()))
+            .create_schedule("t", &spec("s"), Some(t0()), u32::MAX)
             .await
             .unwrap();
         let earlier =
             [NewJob::new("q", "tick", json!("earlier")).idempotency_key(fire_key(s.id, t0()))];
-        let earlier = store.enqueue("t", &enqueue_refs(&earlier)).await.unwrap();
+        let earlier = store
+            .enqueue("t", &enqueue_refs(&earlier), u32::MAX)
+            .await
+            .unwrap();
         let earlier = earlier[0].job.id;
 
         let mut wakeup = store.subscribe("t", "q");
@@ -1014,7 +1060,7 @@ mod schedules {
         let db = TempDb::new();
         let store = SqliteStore::open(&db.0).await.unwrap();
         let s = store
-            .create_schedule("t", &spec("s"), Some(t0()))
+            .create_schedule("t", &spec("s"), Some(t0()), u32::MAX)
             .await
             .unwrap();
         let mut bad = fire_of(&s, t0(), t0());
@@ -1042,7 +1088,7 @@ mod schedules {
         let db = TempDb::new();
         let store = SqliteStore::open(&db.0).await.unwrap();
         let s = store
-            .create_schedule("t", &spec("s").overlap(Overlap::Skip), Some(t0()))
+            .create_schedule("t", &spec("s").overlap(Overlap::Skip), Some(t0()), u32::MAX)
             .await
             .unwrap();
         let at = |n| t0() + minutes(n);
@@ -1104,13 +1150,13 @@ mod schedules {
         let db = TempDb::new();
         let store = SqliteStore::open(&db.0).await.unwrap();
         let s = store
-            .create_schedule("a", &spec("nightly"), Some(t0()))
+            .create_schedule("a", &spec("nightly"), Some(t0()), u32::MAX)
             .await
             .unwrap();
         assert_eq!(s.tenant, "a");
         // Same name, other tenant: fine.
         let other = store
-            .create_schedule("b", &spec("nightly"), Some(t0()))
+            .create_schedule("b", &spec("nightly"), Some(t0()), u32::MAX)
             .await
             .unwrap();
         assert_ne!(other.id, s.id);
@@ -1153,12 +1199,15 @@ mod schedules {
         assert_eq!(count(&store, "SELECT count(*) FROM tether_jobs").await, 0);
 
         // A taken name, on create and on rename.
-        match store.create_schedule("a", &spec("nightly"), None).await {
+        match store
+            .create_schedule("a", &spec("nightly"), None, u32::MAX)
+            .await
+        {
             Err(Error::AlreadyExists(msg)) => assert_eq!(msg, "schedule \"nightly\""),
             other => panic!("expected AlreadyExists, got {other:?}"),
         }
         let second = store
-            .create_schedule("a", &spec("hourly"), None)
+            .create_schedule("a", &spec("hourly"), None, u32::MAX)
             .await
             .unwrap();
         let err = store
@@ -1194,7 +1243,10 @@ mod schedules {
                 .payload(payload.clone())
                 .enabled(false)
                 .overlap(Overlap::Skip);
-            let s = store.create_schedule("t", &spec, None).await.unwrap();
+            let s = store
+                .create_schedule("t", &spec, None, u32::MAX)
+                .await
+                .unwrap();
             assert_eq!(s.spec, spec);
             assert_eq!(s.next_run_at, None);
             assert_eq!((s.last_run_at, s.last_job_id), (None, None));
@@ -1203,7 +1255,7 @@ mod schedules {
         }
 
         let s = store
-            .create_schedule("t", &spec("main"), Some(t0()))
+            .create_schedule("t", &spec("main"), Some(t0()), u32::MAX)
             .await
             .unwrap();
         let FireOutcome::Ran(_, Some(job)) = fire(&store, &fire_of(&s, t0(), t0())).await else {
@@ -1249,7 +1301,7 @@ mod schedules {
         let db = TempDb::new();
         let store = SqliteStore::open(&db.0).await.unwrap();
         let s = store
-            .create_schedule("t", &spec("s"), Some(t0()))
+            .create_schedule("t", &spec("s"), Some(t0()), u32::MAX)
             .await
             .unwrap();
         // Disabled but (wrongly) keeping its next_run_at: still no fire.
@@ -1272,11 +1324,11 @@ mod schedules {
         let db = TempDb::new();
         let store = SqliteStore::open(&db.0).await.unwrap();
         let s = store
-            .create_schedule("t", &spec("s"), Some(t0()))
+            .create_schedule("t", &spec("s"), Some(t0()), u32::MAX)
             .await
             .unwrap();
         let keep = store
-            .create_schedule("t", &spec("keep"), Some(t0()))
+            .create_schedule("t", &spec("keep"), Some(t0()), u32::MAX)
             .await
             .unwrap();
         fire(&store, &fire_of(&s, t0(), t0())).await;
@@ -1312,7 +1364,10 @@ mod schedules {
         let store = SqliteStore::open(&db.0).await.unwrap();
         let next = Utc::now() + minutes(60);
         let spec = spec("s").payload(json!({"from": "trigger"}));
-        let s = store.create_schedule("t", &spec, Some(next)).await.unwrap();
+        let s = store
+            .create_schedule("t", &spec, Some(next), u32::MAX)
+            .await
+            .unwrap();
         let mut wakeup = store.subscribe("t", "q");
         let job = NewJob::new("q", "tick", json!({"from": "trigger"})).idempotency_key("trig-1");
         let before = Utc::now() - minutes(1);
@@ -1362,20 +1417,20 @@ mod schedules {
         assert_eq!(store.next_schedule_due().await.unwrap().1, None);
 
         let later = store
-            .create_schedule("a", &spec("later"), Some(t0() + minutes(2)))
+            .create_schedule("a", &spec("later"), Some(t0() + minutes(2)), u32::MAX)
             .await
             .unwrap();
         let first = store
-            .create_schedule("b", &spec("first"), Some(t0()))
+            .create_schedule("b", &spec("first"), Some(t0()), u32::MAX)
             .await
             .unwrap();
         let future = Utc::now() + minutes(60);
         store
-            .create_schedule("a", &spec("future"), Some(future))
+            .create_schedule("a", &spec("future"), Some(future), u32::MAX)
             .await
             .unwrap();
         store
-            .create_schedule("c", &spec("off").enabled(false), None)
+            .create_schedule("c", &spec("off").enabled(false), None, u32::MAX)
             .await
             .unwrap();
         let (_, due) = store.due_schedules(10).await.unwrap();
@@ -1396,7 +1451,7 @@ mod schedules {
         let db = TempDb::new();
         let store = SqliteStore::open(&db.0).await.unwrap();
         let s = store
-            .create_schedule("t", &spec("s"), Some(t0()))
+            .create_schedule("t", &spec("s"), Some(t0()), u32::MAX)
             .await
             .unwrap();
         for n in 0..3 {

@@ -1,7 +1,8 @@
 //! The maintenance duty: every node takes part in electing one leader under
 //! the named lease [`MAINTENANCE_LEASE`], and only the leader reaps lapsed
 //! job leases, expires queued jobs past `expires_at`, prunes finished jobs
-//! and old schedule runs, and fires due schedules. The same lease-and-fencing mechanism that guards jobs guards the
+//! and old schedule runs, removes queue rows that hold nothing (no job, no
+//! settings), and fires due schedules. The same lease-and-fencing mechanism that guards jobs guards the
 //! leadership: a leader that cannot renew stops acting, and a dead leader is
 //! replaced once its lease (three ticks) lapses.
 //!
@@ -322,6 +323,13 @@ impl Maintenance {
             Ok(n) if n > 0 => debug!(pruned = n, "pruned schedule runs"),
             Ok(_) => {}
             Err(e) => warn!(error = %e, "pruning schedule runs failed"),
+        }
+        // Queue rows with no job and default settings: each one counts
+        // against its tenant's queue limit and is a set of /metrics series.
+        match source.prune_empty_queues(MAINTENANCE_BATCH).await {
+            Ok(n) if n > 0 => debug!(removed = n, "removed empty queues"),
+            Ok(_) => {}
+            Err(e) => warn!(error = %e, "removing empty queues failed"),
         }
     }
 }

@@ -92,6 +92,11 @@ pub trait Source: Send + Sync + 'static {
 
     /// Deletes at most `batch` schedule runs older than `retention_ms`.
     async fn prune_schedule_runs(&self, retention_ms: i64, batch: u32) -> Result<u64>;
+
+    /// Deletes at most `batch` queue rows that hold nothing (no job, not
+    /// paused, default settings), giving their tenants room under the
+    /// queue limit back.
+    async fn prune_empty_queues(&self, batch: u32) -> Result<u64>;
 }
 
 #[async_trait]
@@ -173,5 +178,9 @@ impl Source for Engine {
 
     async fn prune_schedule_runs(&self, retention_ms: i64, batch: u32) -> Result<u64> {
         Engine::prune_schedule_runs(self, retention_ms, batch).await
+    }
+
+    async fn prune_empty_queues(&self, batch: u32) -> Result<u64> {
+        Engine::prune_empty_queues(self, batch).await
     }
 }

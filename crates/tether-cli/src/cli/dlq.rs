@@ -112,16 +112,24 @@ async fn replay(
         None
     };
     let mut bar = Progress::new(show_bar, total);
-    let filter = BulkReplay {
+    let mut filter = BulkReplay {
         state: Some(JobState::Failed),
         kind: kind.clone(),
         limit: Some(round),
+        ..BulkReplay::default()
     };
     let mut replayed = 0u64;
     let mut rounds = 0u32;
-    loop {
-        let n = match ctx.call(ctx.client.replay_queue(queue, &filter)).await {
-            Ok(n) => n,
+    // Each round continues after the last job the previous one looked at
+    // (the server's cursor), so every job that was failed when the replay
+    // began is taken once: a job that fails again meanwhile is not replayed
+    // a second time, nor counted twice, and the loop ends.
+    let more = loop {
+        let got = match ctx
+            .call(ctx.client.replay_queue_round(queue, &filter))
+            .await
+        {
+            Ok(got) => got,
             Err(e) => {
                 bar.finish();
                 if replayed > 0 {
@@ -130,17 +138,35 @@ async fn replay(
                 return Err(e);
             }
         };
-        replayed += n;
+        replayed += got.replayed;
         rounds += 1;
         bar.update(replayed);
-        // A round that found fewer than it may take emptied the queue.
-        if !all || n < u64::from(round) {
-            break;
+        match got.next_cursor {
+            Some(cursor) if all => filter.cursor = Some(cursor),
+            next => break next.is_some(),
         }
-    }
+    };
     bar.finish();
+    // Jobs of the selection that are failed now: they failed (again) while
+    // the replay ran, e.g. replayed jobs whose handler fails at once.
+    let failed_after = if all {
+        Some(failed_now(ctx, queue, kind.as_deref()).await?)
+    } else {
+        None
+    };
     if ctx.json {
-        return ctx.print_doc("replayed", &replayed);
+        #[derive(serde::Serialize)]
+        struct Replayed {
+            replayed: u64,
+            rounds: u32,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            failed_after: Option<u64>,
+        }
+        return ctx.print_json(&Replayed {
+            replayed,
+            rounds,
+            failed_after: failed_after.map(|(n, _)| n),
+        });
     }
     let what = match &kind {
         Some(k) => format!("failed {k} jobs"),
@@ -153,10 +179,41 @@ async fn replay(
     } else {
         out(&format!("replayed {replayed} {what} of queue {queue}\n"));
     }
-    if !all && replayed == u64::from(round) {
+    if let Some((n, at_least)) = failed_after.filter(|(n, _)| *n > 0) {
+        let count = if at_least {
+            format!("at least {n}")
+        } else {
+            n.to_string()
+        };
+        eprintln!(
+            "warning: {count} {what} are in queue {queue} again: they failed while the replay ran \
+             (see: tether dlq ls --queue {queue})"
+        );
+    }
+    if !all && more {
         eprintln!("more failed jobs may be left: add --all to replay until none is");
     }
     Ok(())
+}
+
+/// How many failed jobs (of `kind`) the queue holds now; `true` when there
+/// are more than one page shows (then the number is a lower bound).
+async fn failed_now(ctx: &Ctx, queue: &str, kind: Option<&str>) -> Result<(u64, bool), CliError> {
+    match kind {
+        None => {
+            let q = ctx.call(ctx.client.get_queue(queue)).await?;
+            Ok((q.counts.failed.max(0) as u64, false))
+        }
+        Some(kind) => {
+            let query = JobQuery::new()
+                .queue(queue)
+                .kind(kind)
+                .state(JobState::Failed)
+                .limit(500);
+            let page = ctx.call(ctx.client.list_jobs(&query)).await?;
+            Ok((page.jobs.len() as u64, page.next_cursor.is_some()))
+        }
+    }
 }
 
 /// A progress bar on stderr, redrawn in place with `\r` (only on a

@@ -147,3 +147,65 @@ pub async fn heartbeat_many_answers_per_item(db: &TestDb) {
         .expect("cancel-requested job still owned");
     assert!(cancelled.cancel_requested);
 }
+
+/// A batch that names one job many times with a stale token (complete or
+/// heartbeat) is refused item by item, yet adds one `lease_lost` event to
+/// that job per batch: repeated stale items cannot grow its history by the
+/// batch size. A job named once with its own token still succeeds.
+pub async fn repeated_stale_items_record_one_lease_lost_per_batch(db: &TestDb) {
+    enqueue(db, T, job(Q)).await;
+    enqueue(db, T, job(Q)).await;
+    let c = claim(db, T, Q, 2).await;
+    let (victim, other) = (&c[0], &c[1]);
+    let stale = random_token();
+    let events_before = ok(db.engine.events(T, victim.job.id).await).len();
+    for round in 1..=3 {
+        let beats: Vec<tether_core::Heartbeat> = (0..500)
+            .map(|_| tether_core::Heartbeat {
+                id: victim.job.id,
+                lease_token: stale,
+                lease_ttl_ms: None,
+                progress: None,
+            })
+            .collect();
+        let answers = ok(db.engine.heartbeat_many(T, &beats).await);
+        assert_eq!(answers.len(), 500);
+        assert!(answers
+            .iter()
+            .all(|a| matches!(a, Err(tether_core::Error::LeaseLost(_)))));
+        let mut items: Vec<Completion> = (0..999)
+            .map(|_| Completion {
+                id: victim.job.id,
+                lease_token: stale,
+                result: None,
+            })
+            .collect();
+        if round == 3 {
+            items.push(Completion {
+                id: other.job.id,
+                lease_token: other.lease_token,
+                result: None,
+            });
+        }
+        let answers = ok(db.engine.complete_many(T, &items).await);
+        assert!(answers[..999]
+            .iter()
+            .all(|a| matches!(a, Err(tether_core::Error::LeaseLost(_)))));
+        // One heartbeat and one completion batch per round: two events.
+        assert_eq!(
+            count_events(db, T, victim.job.id, EventKind::LeaseLost).await,
+            2 * round,
+            "round {round}"
+        );
+    }
+    assert_eq!(
+        ok(db.engine.events(T, victim.job.id).await).len(),
+        events_before + 6
+    );
+    assert_eq!(get(db, T, victim.job.id).await.state, JobState::Running);
+    assert_eq!(get(db, T, other.job.id).await.state, JobState::Succeeded);
+    assert_eq!(
+        count_events(db, T, other.job.id, EventKind::LeaseLost).await,
+        0
+    );
+}

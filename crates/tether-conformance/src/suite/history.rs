@@ -111,3 +111,95 @@ pub async fn history_records_every_transition_in_order(db: &TestDb) {
         vec![(Enqueued, 0), (Expired, 0)]
     );
 }
+
+/// A job's history comes a page at a time, oldest first: a full page names
+/// a cursor, the pages together hold every event once and in order, a page
+/// past the end is empty (the job exists), the page size is 1..=1000
+/// (default 100), and another tenant's job is not found on any page.
+pub async fn history_is_paged_oldest_first(db: &TestDb) {
+    use tether_core::EventQuery;
+    let e = &db.engine;
+    let j = enqueue(db, T, job(Q).max_attempts(100)).await;
+    // 1 enqueued + 2 × 120 (claimed, snoozed) = 241 events.
+    for _ in 0..120 {
+        let c = claim_id(db, T, Q, j.id).await;
+        ok(e.snooze(T, j.id, c.lease_token, 0).await);
+    }
+    let whole = ok(e.events(T, j.id).await);
+    assert_eq!(whole.len(), 241);
+
+    let first = ok(e.events_page(T, j.id, &EventQuery::default()).await);
+    assert_eq!(first.events.len(), 100, "default page size");
+    assert_eq!(first.events[..], whole[..100]);
+    assert!(first.next_cursor.is_some());
+
+    let mut paged = Vec::new();
+    let mut query = EventQuery {
+        limit: Some(7),
+        cursor: None,
+    };
+    let mut pages = 0;
+    loop {
+        let page = ok(e.events_page(T, j.id, &query).await);
+        assert!(page.events.len() <= 7);
+        pages += 1;
+        paged.extend(page.events);
+        match page.next_cursor {
+            Some(c) => query.cursor = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(paged, whole);
+    assert_eq!(pages, 241 / 7 + 1);
+
+    let big = ok(e
+        .events_page(
+            T,
+            j.id,
+            &EventQuery {
+                limit: Some(1_000),
+                cursor: None,
+            },
+        )
+        .await);
+    assert_eq!(big.events, whole);
+    assert_eq!(big.next_cursor, None);
+    let past = ok(e
+        .events_page(
+            T,
+            j.id,
+            &EventQuery {
+                limit: Some(5),
+                cursor: Some(tether_core::EventCursor(i64::MAX)),
+            },
+        )
+        .await);
+    assert!(past.events.is_empty());
+    assert_eq!(past.next_cursor, None);
+
+    for limit in [0, 1_001] {
+        expect_invalid(
+            e.events_page(
+                T,
+                j.id,
+                &EventQuery {
+                    limit: Some(limit),
+                    cursor: None,
+                },
+            )
+            .await,
+        );
+    }
+    expect_not_found(e.events_page(T2, j.id, &EventQuery::default()).await);
+    expect_not_found(
+        e.events_page(
+            T2,
+            j.id,
+            &EventQuery {
+                limit: Some(5),
+                cursor: first.next_cursor,
+            },
+        )
+        .await,
+    );
+}

@@ -129,11 +129,14 @@ pub async fn bulk_replay_by_queue_kind_and_state(db: &TestDb) {
         state,
         kind: kind.map(str::to_owned),
         limit,
+        cursor: None,
+        expires_at: None,
     };
     let n = ok(db
         .engine
         .replay_many(T, &filter(JobState::Failed, Some("a"), None))
-        .await);
+        .await)
+    .replayed;
     assert_eq!(n, 3);
     for id in &a {
         let j = get(db, T, *id).await;
@@ -152,7 +155,8 @@ pub async fn bulk_replay_by_queue_kind_and_state(db: &TestDb) {
     let n = ok(db
         .engine
         .replay_many(T, &filter(JobState::Failed, None, Some(1)))
-        .await);
+        .await)
+    .replayed;
     assert_eq!(n, 1);
     let mut states = Vec::new();
     for id in &b {
@@ -168,7 +172,8 @@ pub async fn bulk_replay_by_queue_kind_and_state(db: &TestDb) {
     let n = ok(db
         .engine
         .replay_many(T, &filter(JobState::Failed, None, None))
-        .await);
+        .await)
+    .replayed;
     assert_eq!(n, 1, "a job whose unique key is held must be skipped");
     assert_eq!(get(db, T, blocked).await.state, JobState::Failed);
     for id in &b {
@@ -178,9 +183,122 @@ pub async fn bulk_replay_by_queue_kind_and_state(db: &TestDb) {
     let n = ok(db
         .engine
         .replay_many(T, &filter(JobState::Cancelled, None, None))
-        .await);
+        .await)
+    .replayed;
     assert_eq!(n, 1);
     assert_eq!(get(db, T, cancelled.id).await.state, JobState::Queued);
     assert_eq!(get(db, T, succeeded.id).await.state, JobState::Succeeded);
     assert_eq!(get(db, T, other_queue).await.state, JobState::Failed);
+}
+
+/// An expired job replayed (singly or in bulk) loses its old `expires_at`,
+/// so an expiry pass leaves it queued and it can be claimed; a replay that
+/// sets `expires_at` gives it that one (and a past one expires it again);
+/// an out-of-range `expires_at` is refused and changes nothing.
+pub async fn replay_clears_or_sets_expires_at(db: &TestDb) {
+    use chrono::{Duration, Utc};
+    let past = Utc::now() - Duration::seconds(60);
+    let mut expired = Vec::new();
+    for _ in 0..4 {
+        expired.push(enqueue(db, T, job("exp").expires_at(past)).await.id);
+    }
+    assert_eq!(ok(db.engine.expire_jobs(100).await), 4);
+
+    // Single replay without a new expiry: queued for good.
+    let j = ok(db.engine.replay(T, expired[0]).await);
+    assert_eq!((j.state, j.expires_at), (JobState::Queued, None));
+    // Single replay with a new expiry.
+    let later = Utc::now() + Duration::hours(1);
+    let j = ok(db.engine.replay_with(T, expired[1], Some(later)).await);
+    assert_eq!(
+        j.expires_at.map(|t| t.timestamp_millis()),
+        Some(later.timestamp_millis())
+    );
+    // Out of range: refused, still failed with its old expiry.
+    let year_10000 = chrono::NaiveDate::from_ymd_opt(10_000, 1, 1)
+        .unwrap()
+        .and_hms_opt(0, 0, 0)
+        .unwrap()
+        .and_utc();
+    expect_invalid(db.engine.replay_with(T, expired[2], Some(year_10000)).await);
+    let mut bad = ReplayFilter::failed("exp");
+    bad.expires_at = Some(year_10000);
+    expect_invalid(db.engine.replay_many(T, &bad).await);
+    let still = get(db, T, expired[2]).await;
+    assert_eq!(still.state, JobState::Failed);
+    assert!(still.expires_at.is_some());
+    // Bulk replay without a new expiry clears it too.
+    let out = ok(db.engine.replay_many(T, &ReplayFilter::failed("exp")).await);
+    assert_eq!(out.replayed, 2);
+    assert_eq!(out.next_cursor, None);
+
+    assert_eq!(
+        ok(db.engine.expire_jobs(100).await),
+        0,
+        "nothing expires again"
+    );
+    for id in [expired[0], expired[2], expired[3]] {
+        let j = get(db, T, id).await;
+        assert_eq!((j.state, j.expires_at), (JobState::Queued, None), "{id}");
+    }
+    assert_eq!(claim(db, T, "exp", 10).await.len(), 4);
+
+    // A replay that asks for a past expiry gets what it asked for.
+    let d = dead(db, "exp2", "k").await;
+    ok(db.engine.replay_with(T, d, Some(past)).await);
+    assert_eq!(ok(db.engine.expire_jobs(100).await), 1);
+    assert_eq!(get(db, T, d).await.state, JobState::Failed);
+}
+
+/// Bulk replay in rounds that follow `next_cursor` takes every job of the
+/// selection once, by id: jobs replayed by an earlier round that fail again
+/// meanwhile are not taken again, a full round names the last id it looked
+/// at, and the round past the end answers no cursor.
+pub async fn bulk_replay_rounds_follow_a_cursor_and_take_each_job_once(db: &TestDb) {
+    let mut ids = Vec::new();
+    for _ in 0..7 {
+        ids.push(dead(db, "rounds", "k").await);
+    }
+    ids.sort();
+    let mut filter = ReplayFilter::failed("rounds");
+    filter.limit = Some(3);
+    let mut replayed = 0;
+    let mut rounds = 0;
+    loop {
+        let out = ok(db.engine.replay_many(T, &filter).await);
+        rounds += 1;
+        replayed += out.replayed;
+        // Whatever this round replayed fails again at once.
+        for c in claim(db, T, "rounds", 100).await {
+            ok(db
+                .engine
+                .fail(T, c.job.id, c.lease_token, fatal("again"))
+                .await);
+        }
+        match out.next_cursor {
+            Some(cursor) => {
+                assert!(ids.contains(&cursor));
+                filter.cursor = Some(cursor);
+            }
+            None => break,
+        }
+    }
+    assert_eq!(replayed, 7, "each job once");
+    assert_eq!(rounds, 3);
+    for id in &ids {
+        assert_eq!(
+            count_events(db, T, *id, EventKind::Replayed).await,
+            1,
+            "{id}"
+        );
+    }
+    // A cursor past every job: nothing, no next cursor.
+    filter.cursor = Some(*ids.last().unwrap());
+    let out = ok(db.engine.replay_many(T, &filter).await);
+    assert_eq!((out.replayed, out.next_cursor), (0, None));
+    // Exactly `limit` jobs left: the round is full and names its last id,
+    // the next one is empty.
+    filter.cursor = Some(ids[3]);
+    let out = ok(db.engine.replay_many(T, &filter).await);
+    assert_eq!((out.replayed, out.next_cursor), (3, Some(ids[6])));
 }

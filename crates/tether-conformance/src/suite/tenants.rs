@@ -68,10 +68,12 @@ pub async fn tenant_cannot_see_or_touch_another_tenants_job(db: &TestDb) {
                 state: JobState::Failed,
                 kind: None,
                 limit: None,
+                cursor: None,
+                expires_at: None,
             },
         )
         .await);
-    assert_eq!(replayed, 0);
+    assert_eq!(replayed.replayed, 0);
     assert_eq!(get(db, T, dead.id).await.state, JobState::Failed);
     // A's own token still works for A.
     ok(db.engine.complete(T, running.id, t, None).await);

@@ -104,6 +104,7 @@ pub async fn bad_priority_delay_and_attempts_are_refused(db: &TestDb) {
 pub async fn oversize_payload_is_refused(db: &TestDb) {
     let small = db.engine.clone().with_limits(Limits {
         max_payload_bytes: 100,
+        ..Limits::default()
     });
     let big = NewJob::new(Q, "k", json!("x".repeat(200)));
     let e = expect_code(small.enqueue(T, big.clone()).await, "payload_too_large");
@@ -298,6 +299,8 @@ pub async fn bad_arguments_to_other_operations_are_refused(db: &TestDb) {
                     state: JobState::Queued,
                     kind: None,
                     limit: None,
+                    cursor: None,
+                    expires_at: None,
                 },
             )
             .await,
@@ -336,4 +339,56 @@ pub async fn nul_characters_are_refused_or_replaced(db: &TestDb) {
         .await);
     assert_eq!(failed.last_error.as_deref(), Some("broken\u{FFFD}pipe"));
     assert_eq!(get(db, "t", c.job.id).await.last_error, failed.last_error);
+}
+
+/// Absolute times outside 1970-01-01..9999-12-31 (a negative year, the year
+/// 10000, a millisecond before the epoch) are refused on every backend with
+/// an error naming the field (`run_at`, `expires_at`, `jobs[i].…`, a cron
+/// preview's `from`), and nothing is written; the bounds themselves are
+/// accepted and read back unchanged.
+pub async fn out_of_range_times_are_refused(db: &TestDb) {
+    use chrono::{DateTime, NaiveDate, Utc};
+    let ymd = |y: i32| {
+        NaiveDate::from_ymd_opt(y, 1, 1)
+            .unwrap()
+            .and_hms_opt(0, 0, 0)
+            .unwrap()
+            .and_utc()
+    };
+    let before_epoch = DateTime::<Utc>::UNIX_EPOCH - chrono::Duration::milliseconds(1);
+    for bad in [ymd(-5000), ymd(0), before_epoch, ymd(10_000)] {
+        let e = expect_invalid(db.engine.enqueue(T, job(Q).run_at(RunAt::At(bad))).await);
+        assert_field(&e, "run_at");
+        let e = expect_invalid(db.engine.enqueue(T, job(Q).expires_at(bad)).await);
+        assert_field(&e, "expires_at");
+        let e = expect_invalid(
+            db.engine
+                .enqueue_many(T, &[job(Q), job(Q).expires_at(bad)])
+                .await,
+        );
+        assert_field(&e, "jobs[1].expires_at");
+        let e = expect_invalid(tether_core::Engine::cron_preview(
+            "0 * * * *",
+            "UTC",
+            Some(bad),
+            1,
+        ));
+        assert_field(&e, "from");
+    }
+    assert_nothing_written(db, T).await;
+
+    let last = DateTime::parse_from_rfc3339("9999-12-31T23:59:59.999Z")
+        .unwrap()
+        .to_utc();
+    let j = enqueue(
+        db,
+        T,
+        job(Q)
+            .run_at(RunAt::At(DateTime::<Utc>::UNIX_EPOCH))
+            .expires_at(last),
+    )
+    .await;
+    let stored = get(db, T, j.id).await;
+    assert_eq!(stored.run_at, DateTime::<Utc>::UNIX_EPOCH);
+    assert_eq!(stored.expires_at, Some(last));
 }

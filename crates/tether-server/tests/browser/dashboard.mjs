@@ -256,9 +256,11 @@ try {
   assert.equal(await page.evaluate(() => window.__pwned), undefined, 'job data ran as script');
   assert.equal(await page.locator('#view script, #view img').count(), 0, 'job data became elements');
 
-  step('running job: progress shown, cancel asks the worker to stop');
+  step('running job: its whole history (past one page), progress shown, cancel asks the worker to stop');
   await visit(`#/jobs/${RUNNING_JOB}`);
   await page.locator('.job[data-state=running]').waitFor();
+  assert.equal(await page.locator('#history tbody tr').count(), 1042, 'the history is shown whole');
+  assert.equal(await page.locator('#history tbody tr[data-event=snoozed]').count(), 520);
   assert.match(await text('details[data-key^="progress:"] pre'), /"done": 3/);
   await page.locator('.actions button', { hasText: 'Cancel' }).click();
   await until('cancel requested', async () => (await api('GET', `/v1/jobs/${RUNNING_JOB}`)).job.cancel_requested === true);

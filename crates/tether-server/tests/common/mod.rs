@@ -27,7 +27,11 @@ pub async fn setup(db: &TestDb) -> Ctx {
 }
 
 pub async fn setup_with(db: &TestDb, config: ServerConfig) -> Ctx {
-    let engine = db.engine.clone();
+    setup_engine(db.engine.clone(), config).await
+}
+
+/// A router over `engine` (e.g. with its own limits) and `config`.
+pub async fn setup_engine(engine: tether_core::Engine, config: ServerConfig) -> Ctx {
     let default = engine.ensure_tenant("default").await.unwrap();
     let (_, admin) = engine
         .issue_api_key(default.id, Some("admin"), true)
@@ -148,6 +152,21 @@ impl Ctx {
 
     pub async fn get(&self, uri: &str) -> Answer {
         self.call("GET", uri, Some(&self.admin.clone()), None).await
+    }
+
+    /// `GET uri` with the admin key: status and body as text.
+    pub async fn get_text(&self, uri: &str) -> (StatusCode, String) {
+        let req = Request::builder()
+            .uri(uri)
+            .header("authorization", format!("Bearer {}", self.admin))
+            .body(Body::empty())
+            .unwrap();
+        let resp = self.app.clone().oneshot(req).await.unwrap();
+        let status = resp.status();
+        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (status, String::from_utf8(bytes.to_vec()).unwrap())
     }
 
     /// Enqueues `{queue, kind}` and returns the job id.

@@ -308,4 +308,9 @@ impl Source for Probe {
         self.check()?;
         self.engine.prune_schedule_runs(retention_ms, batch).await
     }
+
+    async fn prune_empty_queues(&self, batch: u32) -> Result<u64> {
+        self.check()?;
+        self.engine.prune_empty_queues(batch).await
+    }
 }
