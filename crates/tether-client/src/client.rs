@@ -682,6 +682,12 @@ impl Client {
         Ok(env.keys)
     }
 
+    /// `GET /v1/whoami`: the key's tenant, id and scope, to check a key
+    /// before starting work with it.
+    pub async fn whoami(&self) -> Result<Whoami> {
+        self.get(&["v1", "whoami"]).await
+    }
+
     /// `DELETE /v1/keys/{key_id}` (admin): revokes a key at once.
     pub async fn revoke_key(&self, key_id: Uuid) -> Result<()> {
         let id = key_id.to_string();

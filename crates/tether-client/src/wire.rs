@@ -526,6 +526,26 @@ pub struct ApiKey {
     pub revoked_at: Option<DateTime<Utc>>,
 }
 
+/// Who a key is (`GET /v1/whoami`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Whoami {
+    /// The tenant the key acts for.
+    pub tenant: TenantRef,
+    /// The key's id.
+    pub key_id: Uuid,
+    /// Whether it has admin scope.
+    pub admin: bool,
+}
+
+/// A tenant by id and name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TenantRef {
+    /// Its id.
+    pub id: Uuid,
+    /// Its name.
+    pub name: String,
+}
+
 /// A schedule as the API shows it (`GET /v1/schedules/{id}` and every
 /// answer that carries one): a cron timetable that enqueues one job per
 /// fire instant. It has no tenant (the API key decides it).

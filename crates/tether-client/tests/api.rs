@@ -748,6 +748,13 @@ async fn tenants_and_keys(db: &TestDb) {
     let acme = c.create_tenant("acme").await.unwrap();
     assert_eq!(acme.tenant.name, "acme");
     let acme_client = s.client(&acme.api_key);
+    let me = acme_client.whoami().await.unwrap();
+    assert_eq!(
+        (me.tenant.id, me.tenant.name.as_str()),
+        (acme.tenant.id, "acme")
+    );
+    assert!(!me.admin);
+    assert!(c.whoami().await.unwrap().admin);
     let job = acme_client
         .enqueue(NewJob::new("q", "k", Value::Null))
         .await

@@ -313,6 +313,27 @@ impl From<JobEvent> for EventDto {
     }
 }
 
+/// The answer of `GET /v1/whoami`: who the request's key is.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct WhoamiResponse {
+    /// The tenant the key acts for.
+    pub tenant: TenantRef,
+    /// The key's id (never its secret).
+    pub key_id: Uuid,
+    /// Whether the key has admin scope.
+    pub admin: bool,
+}
+
+/// A tenant by id and name.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TenantRef {
+    /// Its id.
+    pub id: Uuid,
+    /// Its unique name.
+    #[schema(value_type = NameSchema)]
+    pub name: String,
+}
+
 /// A tenant: the wall around a set of jobs, queues and keys.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[schema(as = Tenant)]

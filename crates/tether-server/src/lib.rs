@@ -153,6 +153,7 @@ pub fn router(state: AppState) -> Router {
         .route("/schedules/{id}/runs", get(schedule_runs))
         .route("/schedules/{id}/trigger", post(trigger_schedule))
         .route("/cron/preview", get(cron_preview))
+        .route("/whoami", get(whoami))
         .route("/tenants", post(create_tenant).get(list_tenants))
         .route("/tenants/{tenant_id}/keys", post(create_key).get(list_keys))
         .route("/keys/{key_id}", axum::routing::delete(revoke_key))

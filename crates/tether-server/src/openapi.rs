@@ -70,6 +70,7 @@ const API_KEY: &str = "api_key";
         crate::routes::cron_preview,
         crate::routes::create_tenant,
         crate::routes::list_tenants,
+        crate::routes::whoami,
         crate::routes::create_key,
         crate::routes::list_keys,
         crate::routes::revoke_key,
@@ -90,7 +91,7 @@ const API_KEY: &str = "api_key";
         (name = "queues", description = "Queue stats, settings, pausing and bulk replay."),
         (name = "schedules", description = "Cron timetables that enqueue jobs, their runs, and a preview of cron expressions."),
         (name = "admin", description = "Tenants, keys and metrics: admin keys only."),
-        (name = "service", description = "Health and this document: no key needed."),
+        (name = "service", description = "Health and this document (no key needed), and who a key is."),
     )
 )]
 struct ApiDoc;

@@ -863,6 +863,35 @@ pub(crate) async fn create_tenant(
     Ok((StatusCode::CREATED, Json(body)))
 }
 
+/// Who the key is.
+///
+/// The key's tenant, id and scope, so an SDK or worker can check its key
+/// (and that it acts for the tenant it expects) before it starts. Any valid
+/// key may ask.
+#[utoipa::path(
+    get,
+    path = "/v1/whoami",
+    tag = "service",
+    security(("api_key" = [])),
+    responses(
+        (status = 200, description = "The key's tenant, id and scope.", body = WhoamiResponse),
+        (status = 401, response = Unauthenticated),
+        (status = 500, response = Internal),
+        (status = 503, response = Unavailable),
+    )
+)]
+pub(crate) async fn whoami(caller: Caller) -> Json<WhoamiResponse> {
+    let key = caller.0;
+    Json(WhoamiResponse {
+        tenant: TenantRef {
+            id: key.tenant_id,
+            name: key.tenant,
+        },
+        key_id: key.id,
+        admin: key.admin,
+    })
+}
+
 /// List tenants (admin).
 #[utoipa::path(
     get,

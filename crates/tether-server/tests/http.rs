@@ -23,6 +23,7 @@ both_backends!(
     queue_routes,
     tenant_and_key_routes,
     key_listing_shows_use_and_revocation,
+    whoami_names_the_key,
     authentication_is_required,
     admin_routes_need_admin,
     tenant_walls_on_every_id_route,
@@ -811,6 +812,42 @@ async fn tenant_and_key_routes(db: &TestDb) {
     )
     .await
     .expect_error(404, "not_found");
+}
+
+/// `GET /v1/whoami` names the key's tenant, id and scope, for an admin key
+/// and a tenant key alike, and is 401 without a valid key.
+async fn whoami_names_the_key(db: &TestDb) {
+    let c = setup(db).await;
+    let admin = c.get("/v1/whoami").await;
+    let body = admin.expect(200).clone();
+    assert_eq!(body["tenant"]["name"], "default", "{body}");
+    assert_eq!(body["admin"], true);
+    let mut fields: Vec<&str> = body
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    fields.sort_unstable();
+    assert_eq!(fields, ["admin", "key_id", "tenant"]);
+
+    let made = c.post("/v1/tenants", json!({"name": "acme"})).await;
+    let acme_id = made.expect(201)["tenant"]["id"].clone();
+    let key = made.body["api_key"].as_str().unwrap().to_owned();
+    let me = c.call("GET", "/v1/whoami", Some(&key), None).await;
+    let body = me.expect(200).clone();
+    assert_eq!(body["tenant"], json!({"id": acme_id, "name": "acme"}));
+    assert_eq!(body["admin"], false);
+    let key_id = body["key_id"].as_str().unwrap();
+    assert!(
+        key.contains(&key_id.replace('-', "")),
+        "{key_id} is the key's id"
+    );
+
+    c.call("GET", "/v1/whoami", Some("tth_nonsense"), None)
+        .await
+        .expect(401);
+    c.call("GET", "/v1/whoami", None, None).await.expect(401);
 }
 
 /// `GET /v1/tenants/{id}/keys` lists a tenant's keys with exactly the

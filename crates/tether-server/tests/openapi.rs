@@ -18,7 +18,7 @@ const COMMITTED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/openapi
 /// dashboard's static files (`GET /`, `GET /assets/app.js`,
 /// `GET /assets/style.css`), which are a web page, not API operations
 /// (`tests/dashboard.rs` tests them).
-const ROUTES: [(&str, &str); 37] = [
+const ROUTES: [(&str, &str); 38] = [
     // Outside /v1.
     ("get", "/healthz"),
     ("get", "/readyz"),
@@ -59,6 +59,7 @@ const ROUTES: [(&str, &str); 37] = [
     // Tenants and keys.
     ("post", "/v1/tenants"),
     ("get", "/v1/tenants"),
+    ("get", "/v1/whoami"),
     ("post", "/v1/tenants/{tenant_id}/keys"),
     ("get", "/v1/tenants/{tenant_id}/keys"),
     ("delete", "/v1/keys/{key_id}"),
@@ -594,6 +595,9 @@ async fn requests_and_answers_fit_the_document(db: &TestDb) {
     check(&c, &doc, other, ("get", "/v1/tenants"), "/v1/tenants", None)
         .await
         .expect_error(403, "permission_denied");
+    check(&c, &doc, admin, ("get", "/v1/whoami"), "/v1/whoami", None)
+        .await
+        .expect(200);
     check(&c, &doc, admin, ("get", "/v1/tenants"), "/v1/tenants", None)
         .await
         .expect(200);
