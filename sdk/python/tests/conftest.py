@@ -39,7 +39,7 @@ class Server(NamedTuple):
     data_dir: str
 
 
-def _start(extra: List[str], data_dir: str, log_path: str) -> "tuple[subprocess.Popen[str], str]":
+def _start(extra: List[str], data_dir: str, log_path: str) -> tuple[subprocess.Popen[str], str]:
     log = open(log_path, "w")
     proc = subprocess.Popen(
         [tether_bin(), "serve", "--listen", "127.0.0.1:0", "--data-dir", data_dir,

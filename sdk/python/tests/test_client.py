@@ -10,6 +10,7 @@ from datetime import datetime, timedelta, timezone
 import httpx
 import pytest
 
+from conftest import Server, wait_for
 from tether_client import (
     AlreadyExists,
     AsyncClient,
@@ -31,8 +32,6 @@ from tether_client import (
     UnsupportedMediaType,
 )
 from tether_client._errors import error_from_body
-
-from conftest import Server, wait_for
 
 
 def test_env_defaults(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -183,7 +182,10 @@ def test_worker_protocol(client: Client, queue: str) -> None:
     done = client.complete(a.id, by[a.id].lease_token, {"r": 1})
     assert done.state == "succeeded" and done.result == {"r": 1}
     results = client.complete_batch(
-        [CompleteItem(b.id, by[b.id].lease_token, "two"), CompleteItem(claimed_elsewhere.id, str(uuid.uuid4()))]
+        [
+            CompleteItem(b.id, by[b.id].lease_token, "two"),
+            CompleteItem(claimed_elsewhere.id, str(uuid.uuid4())),
+        ]
     )
     assert results[0].ok and not results[1].ok and isinstance(results[1].error, LeaseLost)
     assert client.get(b.id).result == "two"
