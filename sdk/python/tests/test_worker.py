@@ -14,8 +14,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
+import pytest
+
 from conftest import Server, wait_for
-from tether_client import Client, Fatal, JobContext, RetryAfter, Snooze, Worker
+from tether_client import (
+    Client,
+    Fatal,
+    JobContext,
+    RetryAfter,
+    Snooze,
+    Unauthenticated,
+    Worker,
+)
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "worker.py"
 
@@ -209,6 +219,13 @@ def test_cancel_reaches_a_running_handler(client: Client, queue: str) -> None:
     # A heartbeat (every 0.5 s) carried the request to the handler.
     assert set(noticed) == {"async", "sync"}
     assert max(noticed.values()) - asked < 3
+
+
+def test_a_wrong_key_fails_at_start(server: Server, queue: str) -> None:
+    with Client(server.url, "tth_wrong") as bad:
+        worker = Worker(bad, queue)
+        with pytest.raises(Unauthenticated):
+            worker.run()
 
 
 def test_job_timeout(client: Client, queue: str) -> None:

@@ -51,7 +51,7 @@ from typing import (
 )
 
 from ._client import AsyncClient, Client
-from ._errors import Internal, LeaseLost, NotFound, TetherError, Unavailable
+from ._errors import Internal, LeaseLost, NotFound, TetherError, Unauthenticated, Unavailable
 from ._models import JSON, ClaimedJob, CompleteItem, HeartbeatItem, ItemResult, Job
 
 log = logging.getLogger("tether_client.worker")
@@ -343,7 +343,20 @@ class Worker:
         self._stop.set()
         self._slot_freed.set()
 
+    async def _check_key(self) -> None:
+        """Fails fast on a wrong key; anything else (an older server without
+        ``/v1/whoami``, a server not up yet) is left to the claim loop."""
+        try:
+            me = await self._client.whoami()
+        except Unauthenticated:
+            raise
+        except TetherError as e:
+            log.debug("whoami: %s", e)
+            return
+        log.info("worker %s: tenant %s, key %s", self.worker_id, me.tenant.name, me.key_id)
+
     async def _main(self) -> None:
+        await self._check_key()
         log.info("worker %s started on queue %s", self.worker_id, self.queue)
         heartbeater = asyncio.ensure_future(self._heartbeat_loop())
         completer = asyncio.ensure_future(self._completer_loop())
