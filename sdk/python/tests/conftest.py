@@ -39,10 +39,12 @@ class Server(NamedTuple):
     data_dir: str
 
 
-def _start(extra: List[str], data_dir: str, log_path: str) -> tuple[subprocess.Popen[str], str]:
+def _start(
+    extra: List[str], data_dir: str, log_path: str, listen: str = "127.0.0.1:0"
+) -> tuple[subprocess.Popen[str], str]:
     log = open(log_path, "w")
     proc = subprocess.Popen(
-        [tether_bin(), "serve", "--listen", "127.0.0.1:0", "--data-dir", data_dir,
+        [tether_bin(), "serve", "--listen", listen, "--data-dir", data_dir,
          "--maintenance-tick", "200ms", *extra],
         stdout=subprocess.PIPE,
         stderr=log,

@@ -16,7 +16,7 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 
-from conftest import Server, wait_for
+from conftest import Server, _start, wait_for
 from tether_client import (
     Client,
     Fatal,
@@ -164,10 +164,14 @@ def test_retry_after_snooze_fatal_and_errors(client: Client, queue: str) -> None
             raise Snooze(30)
         if mode == "fatal":
             raise Fatal("no such user")
+        if mode == "not_json":
+            return object()  # type: ignore[return-value]
+        if mode == "too_large":
+            return "x" * (1 << 20)  # type: ignore[return-value]
         raise ValueError("boom")
 
     ids = {m: client.enqueue(queue, "outcome", m, max_attempts=5).id
-           for m in ("retry_after", "snooze", "fatal", "error")}
+           for m in ("retry_after", "snooze", "fatal", "error", "not_json", "too_large")}
     nohandler = client.enqueue(queue, "unknown-kind", max_attempts=5)
     with running(worker):
         ra = settled(client, ids["retry_after"], "retry_scheduled")
@@ -175,6 +179,8 @@ def test_retry_after_snooze_fatal_and_errors(client: Client, queue: str) -> None
         fa = settled(client, ids["fatal"], "failed")
         er = settled(client, ids["error"], "retry_scheduled")
         nh = settled(client, nohandler.id, "retry_scheduled")
+        nj = settled(client, ids["not_json"], "retry_scheduled")
+        tl = settled(client, ids["too_large"], "retry_scheduled")
     # RetryAfter: the attempt counts, and the retry is exactly 30 s later.
     assert ra.state == "queued" and ra.attempt == 1 and ra.last_error == "upstream said 30 s"
     assert abs((ts(ra.run_at) - ts(ra.updated_at)).total_seconds() - 30) < 1
@@ -187,6 +193,9 @@ def test_retry_after_snooze_fatal_and_errors(client: Client, queue: str) -> None
     assert er.state == "queued" and er.attempt == 1
     assert er.last_error and "ValueError: boom" in er.last_error and "Traceback" in er.last_error
     assert nh.state == "queued" and "no handler for kind unknown-kind" in (nh.last_error or "")
+    # A result that is not JSON, or that the server refuses, fails the attempt.
+    assert nj.state == "queued" and "not JSON" in (nj.last_error or "")
+    assert tl.state == "queued" and "could not be stored" in (tl.last_error or "")
 
 
 def test_cancel_reaches_a_running_handler(client: Client, queue: str) -> None:
@@ -219,6 +228,48 @@ def test_cancel_reaches_a_running_handler(client: Client, queue: str) -> None:
     # A heartbeat (every 0.5 s) carried the request to the handler.
     assert set(noticed) == {"async", "sync"}
     assert max(noticed.values()) - asked < 3
+
+
+def test_reports_survive_a_server_outage(tmp_path: Path) -> None:
+    """The server goes away while a handler runs: the worker keeps its result,
+    retries the report until the server is back, and claims again after."""
+    data = str(tmp_path / "data")
+    proc, url = _start([], data, str(tmp_path / "1.log"))
+    port = url.rsplit(":", 1)[1]
+    key = Path(data, "admin.key").read_text().strip()
+    release = threading.Event()
+    proc2 = None
+    try:
+        with Client(url, key) as client:
+            worker = Worker(client, "outage", concurrency=2, lease_ttl=30, claim_wait=0.5)
+
+            @worker.handler("k")
+            def handler(job: JobContext) -> str:
+                if job.payload == "first":
+                    release.wait(20)
+                return f"done {job.payload}"
+
+            first = client.enqueue("outage", "k", "first")
+            with running(worker):
+                wait_for(lambda: client.get(first.id).state == "running")
+                proc.terminate()
+                assert proc.wait(10) == 0
+                release.set()
+                time.sleep(1.0)  # the report fails meanwhile, and is retried
+                proc2, _ = _start([], data, str(tmp_path / "2.log"), f"127.0.0.1:{port}")
+                done = wait_for(
+                    lambda: client.get(first.id).state == "succeeded" and client.get(first.id),
+                    timeout=20,
+                )
+                assert done.result == "done first" and done.attempt == 1
+                second = client.enqueue("outage", "k", "second")
+                wait_for(lambda: client.get(second.id).state == "succeeded", timeout=10)
+    finally:
+        release.set()
+        for p in (proc, proc2):
+            if p is not None and p.poll() is None:
+                p.terminate()
+                p.wait(10)
 
 
 def test_a_wrong_key_fails_at_start(server: Server, queue: str) -> None:
