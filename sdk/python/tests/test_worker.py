@@ -18,6 +18,7 @@ import pytest
 
 from conftest import Server, _start, wait_for
 from tether_client import (
+    AsyncClient,
     Client,
     Fatal,
     JobContext,
@@ -377,3 +378,58 @@ def test_sigterm_hands_back_unfinished_jobs(server: Server, client: Client, queu
         assert events(client, job_id) == ["enqueued", "claimed", "snoozed"]
     q = client.get_queue(queue)
     assert q.counts.running == 0 and q.counts.queued == 2
+
+
+def test_second_signal_aborts_without_handing_back(
+    server: Server, client: Client, queue: str
+) -> None:
+    env = dict(os.environ)
+    env.update(
+        TETHER_URL=server.url, TETHER_KEY=server.key, TETHER_QUEUE=queue,
+        TETHER_SHUTDOWN_GRACE="60", TETHER_CLAIM_WAIT="1",
+    )
+    job = client.enqueue(queue, "sleep", {"seconds": 60})
+    proc = subprocess.Popen(
+        [sys.executable, str(EXAMPLE)], env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        wait_for(lambda: client.get(job.id).state == "running", timeout=15)
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, out
+    assert "aborting" in out
+    # Nothing was handed back: the job stays with the dead worker until its
+    # lease lapses.
+    assert client.get(job.id).state == "running"
+    assert "snoozed" not in events(client, job.id)
+
+
+def test_worker_in_an_asyncio_program(server: Server, queue: str) -> None:
+    async def main() -> None:
+        async with AsyncClient(server.url, server.key) as client:
+            worker = Worker(client, queue, concurrency=3, claim_wait=0.5)
+
+            @worker.handler("k")
+            async def handler(job: JobContext) -> int:
+                return int(job.payload) + 1
+
+            jobs = [await client.enqueue(queue, "k", i) for i in range(5)]
+            run = asyncio.ensure_future(worker.run_async(handle_signals=False))
+            for j in jobs:
+                for _ in range(200):
+                    got = await client.get(j.id)
+                    if got.state == "succeeded":
+                        break
+                    await asyncio.sleep(0.05)
+                assert got.state == "succeeded" and got.result == got.payload + 1
+            worker.stop()
+            await asyncio.wait_for(run, 10)
+
+    asyncio.run(main())
