@@ -1,0 +1,111 @@
+"""Python client and worker for tether, a durable background-job queue.
+
+:class:`Client` (blocking) and :class:`AsyncClient` speak tether's HTTP API:
+enqueue jobs, read and manage them, queues, schedules, tenants and keys.
+:class:`Worker` claims jobs of a queue and runs your handlers with the same
+guarantees as tether's Rust worker: batched heartbeats at a third of the
+lease, fenced results, retry-after vs snooze, cooperative cancel, and a
+graceful hand-back on SIGTERM.
+
+    from tether_client import Client, Worker
+
+    client = Client("http://127.0.0.1:7070", key)
+    client.enqueue("emails", "send_welcome", {"to": "ada@example.com"})
+
+    worker = Worker(client, "emails", concurrency=8)
+
+    @worker.handler("send_welcome")
+    def send_welcome(job):
+        return {"sent": True}
+
+    worker.run()
+"""
+
+from ._client import AsyncClient, Client
+from ._errors import (
+    AlreadyExists,
+    Internal,
+    InvalidArgument,
+    InvalidState,
+    LeaseLost,
+    MethodNotAllowed,
+    NotFound,
+    PayloadTooLarge,
+    PermissionDenied,
+    TetherError,
+    TransportError,
+    Unauthenticated,
+    Unavailable,
+    UnsupportedMediaType,
+)
+from ._models import (
+    ApiKey,
+    Backoff,
+    BulkReplay,
+    ClaimedJob,
+    CompleteItem,
+    CreatedKey,
+    CreatedTenant,
+    EnqueueResult,
+    EventPage,
+    HeartbeatAck,
+    HeartbeatItem,
+    ItemResult,
+    Job,
+    JobEvent,
+    JobPage,
+    Queue,
+    Schedule,
+    ScheduleRun,
+    StateCounts,
+    Tenant,
+    WhoAmI,
+)
+from ._worker import Fatal, JobContext, RetryAfter, Snooze, Worker
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AlreadyExists",
+    "ApiKey",
+    "AsyncClient",
+    "Backoff",
+    "BulkReplay",
+    "ClaimedJob",
+    "Client",
+    "CompleteItem",
+    "CreatedKey",
+    "CreatedTenant",
+    "EnqueueResult",
+    "EventPage",
+    "Fatal",
+    "HeartbeatAck",
+    "HeartbeatItem",
+    "Internal",
+    "InvalidArgument",
+    "InvalidState",
+    "ItemResult",
+    "Job",
+    "JobContext",
+    "JobEvent",
+    "JobPage",
+    "LeaseLost",
+    "MethodNotAllowed",
+    "NotFound",
+    "PayloadTooLarge",
+    "PermissionDenied",
+    "Queue",
+    "RetryAfter",
+    "Schedule",
+    "ScheduleRun",
+    "Snooze",
+    "StateCounts",
+    "Tenant",
+    "TetherError",
+    "TransportError",
+    "Unauthenticated",
+    "Unavailable",
+    "UnsupportedMediaType",
+    "WhoAmI",
+    "Worker",
+]

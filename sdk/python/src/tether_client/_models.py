@@ -1,0 +1,381 @@
+"""Typed results of the API: dataclasses read from the server's JSON.
+
+Every object keeps the JSON it was read from in ``raw``, so fields that a
+newer server adds are never lost; times stay RFC 3339 strings as the server
+wrote them (UTC, millisecond precision).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Type, TypeVar
+
+T = TypeVar("T")
+
+JSON = Any
+"""Any JSON value: what payloads, results and progress are."""
+
+
+def _build(cls: Type[T], data: Dict[str, Any], **nested: Any) -> T:
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    kwargs = {k: v for k, v in data.items() if k in names and k != "raw"}
+    kwargs.update(nested)
+    return cls(raw=data, **kwargs)  # type: ignore[call-arg]
+
+
+@dataclass
+class Backoff:
+    """Retry backoff: the delay doubles from ``base_ms`` up to ``cap_ms``."""
+
+    base_ms: int = 1000
+    cap_ms: int = 3_600_000
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> Backoff:
+        return _build(cls, data)
+
+    def to_dict(self) -> Dict[str, int]:
+        return {"base_ms": self.base_ms, "cap_ms": self.cap_ms}
+
+
+@dataclass
+class Job:
+    """A job as the server shows it (never with its lease token)."""
+
+    id: str = ""
+    queue: str = ""
+    kind: str = ""
+    payload: JSON = None
+    result: JSON = None
+    state: str = ""
+    priority: int = 0
+    attempt: int = 0
+    max_attempts: int = 0
+    run_at: str = ""
+    created_at: str = ""
+    started_at: Optional[str] = None
+    finished_at: Optional[str] = None
+    updated_at: str = ""
+    last_error: Optional[str] = None
+    unique_key: Optional[str] = None
+    idempotency_key: Optional[str] = None
+    tags: List[str] = field(default_factory=list)
+    expires_at: Optional[str] = None
+    timeout_ms: Optional[int] = None
+    cancel_requested: bool = False
+    worker_id: Optional[str] = None
+    lease_expires_at: Optional[str] = None
+    heartbeat_at: Optional[str] = None
+    progress: JSON = None
+    depends_on: Optional[List[str]] = None
+    concurrency_key: Optional[str] = None
+    dependency_failure: Optional[str] = None
+    created: Optional[bool] = None
+    """Only on enqueue answers: whether this request made the job (False: an
+    existing job with the same idempotency or unique key was answered)."""
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> Job:
+        return _build(cls, data)
+
+
+@dataclass
+class ClaimedJob(Job):
+    """A claimed job: the job plus the lease token that proves ownership."""
+
+    lease_token: str = ""
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> ClaimedJob:
+        return _build(cls, data)
+
+
+@dataclass
+class EnqueueResult:
+    """One answer of a batch enqueue, in request order."""
+
+    job: Job
+    created: bool
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> EnqueueResult:
+        job = Job.from_dict(data["job"])
+        job.created = bool(data["created"])
+        return _build(cls, data, job=job)
+
+
+@dataclass
+class JobPage:
+    """One page of ``GET /v1/jobs`` (newest first)."""
+
+    jobs: List[Job]
+    next_cursor: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> JobPage:
+        return _build(cls, data, jobs=[Job.from_dict(j) for j in data["jobs"]])
+
+
+@dataclass
+class JobEvent:
+    """One entry of a job's history."""
+
+    at: str = ""
+    event: str = ""
+    attempt: int = 0
+    worker_id: Optional[str] = None
+    detail: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> JobEvent:
+        return _build(cls, data)
+
+
+@dataclass
+class EventPage:
+    """One page of a job's history (oldest first)."""
+
+    events: List[JobEvent]
+    next_cursor: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> EventPage:
+        return _build(cls, data, events=[JobEvent.from_dict(e) for e in data["events"]])
+
+
+@dataclass
+class StateCounts:
+    """How many jobs of a queue are in each state."""
+
+    queued: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    waiting: int = 0
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> StateCounts:
+        return _build(cls, data)
+
+
+@dataclass
+class Queue:
+    """A queue's settings and counts."""
+
+    name: str = ""
+    paused: bool = False
+    counts: StateCounts = field(default_factory=StateCounts)
+    ready: int = 0
+    scheduled: int = 0
+    oldest_ready_age_ms: int = 0
+    expired_leases: int = 0
+    max_attempts: int = 0
+    backoff: Backoff = field(default_factory=Backoff)
+    default_lease_ttl_ms: int = 0
+    max_running: Optional[int] = None
+    rate_limit: Optional[Dict[str, int]] = None
+    key_max_running: Optional[int] = None
+    fair: bool = False
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> Queue:
+        return _build(
+            cls,
+            data,
+            counts=StateCounts.from_dict(data.get("counts") or {}),
+            backoff=Backoff.from_dict(data.get("backoff") or {}),
+        )
+
+
+@dataclass
+class HeartbeatAck:
+    """A heartbeat's answer: the new lease expiry and whether a cancel was asked."""
+
+    lease_expires_at: str = ""
+    cancel_requested: bool = False
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> HeartbeatAck:
+        return _build(cls, data)
+
+
+@dataclass
+class ItemResult:
+    """One item's answer in a batch heartbeat or complete, in request order.
+
+    ``ok`` tells whether it went through; if not, ``error`` is the exception
+    the item would have raised alone (``LeaseLost``, ...). For heartbeats,
+    ``ack`` carries the new lease.
+    """
+
+    id: str
+    ok: bool
+    error: Optional[Exception] = None
+    ack: Optional[HeartbeatAck] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass
+class Schedule:
+    """A cron schedule that enqueues a job at every fire time."""
+
+    id: str = ""
+    name: str = ""
+    cron: str = ""
+    timezone: str = "UTC"
+    queue: str = ""
+    kind: str = ""
+    payload: JSON = None
+    enabled: bool = True
+    overlap: str = "allow"
+    next_run_at: Optional[str] = None
+    last_run_at: Optional[str] = None
+    created_at: str = ""
+    updated_at: str = ""
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> Schedule:
+        return _build(cls, data)
+
+
+@dataclass
+class ScheduleRun:
+    """One run of a schedule: ``outcome`` is ``enqueued`` or ``skipped``."""
+
+    fire_at: str = ""
+    job_id: Optional[str] = None
+    outcome: str = ""
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> ScheduleRun:
+        return _build(cls, data)
+
+
+@dataclass
+class Tenant:
+    """A tenant: the owner of jobs, queues, schedules and keys."""
+
+    id: str = ""
+    name: str = ""
+    created_at: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> Tenant:
+        return _build(cls, data)
+
+
+@dataclass
+class CreatedTenant:
+    """A new tenant and its first API key (shown only this once)."""
+
+    tenant: Tenant
+    api_key: str
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> CreatedTenant:
+        return _build(cls, data, tenant=Tenant.from_dict(data["tenant"]))
+
+
+@dataclass
+class ApiKey:
+    """A key as listed (never its secret)."""
+
+    id: str = ""
+    name: Optional[str] = None
+    admin: bool = False
+    created_at: str = ""
+    last_used_at: Optional[str] = None
+    revoked_at: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> ApiKey:
+        return _build(cls, data)
+
+
+@dataclass
+class CreatedKey:
+    """A new key: its id and its secret (shown only this once)."""
+
+    key_id: str = ""
+    api_key: str = ""
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> CreatedKey:
+        return _build(cls, data)
+
+
+@dataclass
+class WhoAmI:
+    """Who the client's key is: its tenant, its id, and whether it is admin."""
+
+    tenant: Tenant
+    key_id: str = ""
+    admin: bool = False
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> WhoAmI:
+        return _build(cls, data, tenant=Tenant.from_dict(data["tenant"]))
+
+
+@dataclass
+class BulkReplay:
+    """A bulk replay round: how many jobs were replayed, and where to go on."""
+
+    replayed: int = 0
+    next_cursor: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> BulkReplay:
+        return _build(cls, data)
+
+
+@dataclass
+class HeartbeatItem:
+    """One job of a batch heartbeat. ``progress`` is sent only when not None."""
+
+    id: str
+    lease_token: str
+    lease_ttl_ms: Optional[int] = None
+    progress: JSON = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        d: Dict[str, Any] = {"id": self.id, "lease_token": self.lease_token}
+        if self.lease_ttl_ms is not None:
+            d["lease_ttl_ms"] = self.lease_ttl_ms
+        if self.progress is not None:
+            d["progress"] = self.progress
+        return d
+
+
+@dataclass
+class CompleteItem:
+    """One job of a batch complete."""
+
+    id: str
+    lease_token: str
+    result: JSON = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        d: Dict[str, Any] = {"id": self.id, "lease_token": self.lease_token}
+        if self.result is not None:
+            d["result"] = self.result
+        return d

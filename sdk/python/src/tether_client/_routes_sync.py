@@ -1,0 +1,467 @@
+"""One method per API route, over a blocking ``_call``.
+
+``_routes_async.py`` is generated from this file by ``scripts/gen_async.py``
+(every method becomes ``async`` and every ``_call`` awaited): edit this one
+and regenerate.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Iterable, List, Optional, TypeVar, Union
+
+from ._models import (
+    JSON,
+    ApiKey,
+    Backoff,
+    BulkReplay,
+    ClaimedJob,
+    CompleteItem,
+    CreatedKey,
+    CreatedTenant,
+    EnqueueResult,
+    EventPage,
+    HeartbeatAck,
+    HeartbeatItem,
+    ItemResult,
+    Job,
+    JobPage,
+    Queue,
+    Schedule,
+    ScheduleRun,
+    Tenant,
+    WhoAmI,
+)
+from ._util import (
+    UNSET,
+    Time,
+    backoff_dict,
+    enqueue_body,
+    item_results,
+    pick,
+    seg,
+    time_str,
+)
+
+T = TypeVar("T")
+
+class SyncRoutes:
+    """The API routes of :class:`tether_client.Client`."""
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        parse: Callable[[Any], T],
+        *,
+        json: Any = UNSET,
+        params: Optional[Dict[str, Any]] = None,
+        retry: bool = False,
+        timeout: Optional[float] = None,
+    ) -> T:
+        raise NotImplementedError
+
+    # ---- producing -------------------------------------------------------
+
+    def enqueue(
+        self,
+        queue: str,
+        kind: str,
+        payload: JSON = None,
+        *,
+        priority: Optional[int] = None,
+        run_at: Optional[Time] = None,
+        delay_ms: Optional[int] = None,
+        max_attempts: Optional[int] = None,
+        timeout_ms: Optional[int] = None,
+        idempotency_key: Optional[str] = None,
+        unique_key: Optional[str] = None,
+        tags: Optional[Iterable[str]] = None,
+        expires_at: Optional[Time] = None,
+        backoff: Union[Backoff, Dict[str, int], None] = None,
+        **extra: Any,
+    ) -> Job:
+        """Enqueues a job (``POST /v1/jobs``). The answer's ``created`` is False
+        when an existing job with the same idempotency or active unique key was
+        answered instead. ``extra`` passes newer fields (``depends_on``,
+        ``concurrency_key``, ...) as they are. Retried on transport errors and
+        ``unavailable`` only when ``idempotency_key`` is given."""
+        body = enqueue_body(
+            queue, kind, payload, priority=priority, run_at=run_at, delay_ms=delay_ms,
+            max_attempts=max_attempts, timeout_ms=timeout_ms,
+            idempotency_key=idempotency_key, unique_key=unique_key, tags=tags,
+            expires_at=expires_at, backoff=backoff, extra=extra,
+        )
+
+        def parse(d: Any) -> Job:
+            job = Job.from_dict(d["job"])
+            job.created = bool(d["created"])
+            return job
+
+        retry = idempotency_key is not None
+        return self._call("POST", "/v1/jobs", parse, json=body, retry=retry)
+
+    def enqueue_batch(self, jobs: Iterable[Dict[str, Any]]) -> List[EnqueueResult]:
+        """Enqueues 1 to 1000 jobs at once (``POST /v1/jobs/batch``); each entry is a
+        dict of enqueue fields (``queue``, ``kind``, ``payload``, ...). One bad
+        entry refuses the whole batch. Retried only when every entry has an
+        idempotency key."""
+        entries = [
+            {k: (time_str(v) if k in ("run_at", "expires_at") else v) for k, v in j.items()}
+            for j in jobs
+        ]
+        retry = bool(entries) and all(e.get("idempotency_key") for e in entries)
+        return self._call(
+            "POST", "/v1/jobs/batch",
+            lambda d: [EnqueueResult.from_dict(r) for r in d["results"]],
+            json={"jobs": entries}, retry=retry,
+        )
+
+    # ---- reading and managing jobs ----------------------------------------
+
+    def get(self, job_id: str, *, wait_ms: Optional[int] = None) -> Job:
+        """A job by id (``GET /v1/jobs/{id}``); with ``wait_ms``, the server
+        answers once the job is terminal or the wait ends."""
+        timeout = None if wait_ms is None else wait_ms / 1000 + 30
+        return self._call(
+            "GET", f"/v1/jobs/{seg(job_id)}", lambda d: Job.from_dict(d["job"]),
+            params=pick(wait_ms=wait_ms), retry=True, timeout=timeout,
+        )
+
+    def list(
+        self,
+        *,
+        queue: Optional[str] = None,
+        state: Optional[str] = None,
+        kind: Optional[str] = None,
+        tag: Optional[str] = None,
+        limit: Optional[int] = None,
+        cursor: Optional[str] = None,
+        **filters: Any,
+    ) -> JobPage:
+        """One page of jobs, newest first (``GET /v1/jobs``); pass the page's
+        ``next_cursor`` as ``cursor`` for the next one, or use ``iter_jobs``.
+        ``state="failed"`` is the dead-letter queue."""
+        params = pick(
+            queue=queue, state=state, kind=kind, tag=tag, limit=limit, cursor=cursor, **filters
+        )
+        return self._call("GET", "/v1/jobs", JobPage.from_dict, params=params, retry=True)
+
+    def events(
+        self, job_id: str, *, limit: Optional[int] = None, cursor: Optional[str] = None
+    ) -> EventPage:
+        """One page of a job's history, oldest first (``GET /v1/jobs/{id}/events``);
+        use ``iter_events`` for all of it."""
+        return self._call(
+            "GET", f"/v1/jobs/{seg(job_id)}/events", EventPage.from_dict,
+            params=pick(limit=limit, cursor=cursor), retry=True,
+        )
+
+    def cancel(self, job_id: str) -> Job:
+        """Cancels a job: a queued one at once, a running one is asked to stop
+        (``cancel_requested``); a finished one raises ``InvalidState``."""
+        return self._call(
+            "POST", f"/v1/jobs/{seg(job_id)}/cancel", lambda d: Job.from_dict(d["job"])
+        )
+
+    def replay(self, job_id: str, *, expires_at: Optional[Time] = None) -> Job:
+        """Queues a failed or cancelled job again with attempt 0."""
+        body = pick(expires_at=time_str(expires_at))
+        return self._call(
+            "POST", f"/v1/jobs/{seg(job_id)}/replay", lambda d: Job.from_dict(d["job"]),
+            json=body,
+        )
+
+    def replay_queue(
+        self,
+        queue: str,
+        *,
+        state: Optional[str] = None,
+        kind: Optional[str] = None,
+        limit: Optional[int] = None,
+        cursor: Optional[str] = None,
+        expires_at: Optional[Time] = None,
+    ) -> BulkReplay:
+        """Bulk replay of a queue's dead letters (``failed`` by default, or
+        ``cancelled``): one round of at most ``limit`` jobs; follow
+        ``next_cursor`` for the next round."""
+        body = pick(
+            state=state, kind=kind, limit=limit, cursor=cursor, expires_at=time_str(expires_at)
+        )
+        return self._call(
+            "POST", f"/v1/queues/{seg(queue)}/replay", BulkReplay.from_dict, json=body
+        )
+
+    # ---- queues ------------------------------------------------------------
+
+    def queues(self) -> List[Queue]:
+        """Every queue of the tenant with its counts and settings."""
+        return self._call(
+            "GET", "/v1/queues", lambda d: [Queue.from_dict(q) for q in d["queues"]], retry=True
+        )
+
+    def get_queue(self, queue: str) -> Queue:
+        """One queue (any valid name: an unused one reads as empty)."""
+        return self._call(
+            "GET", f"/v1/queues/{seg(queue)}", lambda d: Queue.from_dict(d["queue"]), retry=True
+        )
+
+    def pause(self, queue: str) -> Queue:
+        """Pauses a queue: claims hand out nothing until it is resumed."""
+        return self._call(
+            "POST", f"/v1/queues/{seg(queue)}/pause", lambda d: Queue.from_dict(d["queue"]),
+            retry=True,
+        )
+
+    def resume(self, queue: str) -> Queue:
+        """Resumes a paused queue."""
+        return self._call(
+            "POST", f"/v1/queues/{seg(queue)}/resume", lambda d: Queue.from_dict(d["queue"]),
+            retry=True,
+        )
+
+    def configure(
+        self,
+        queue: str,
+        *,
+        max_attempts: Optional[int] = None,
+        backoff: Union[Backoff, Dict[str, int], None] = None,
+        default_lease_ttl_ms: Optional[int] = None,
+        **settings: Any,
+    ) -> Queue:
+        """Changes a queue's settings (``PATCH /v1/queues/{queue}``); new jobs
+        copy them. ``settings`` passes newer fields (``max_running``,
+        ``rate_limit``, ...) as they are, ``None`` included (which clears them)."""
+        body: Dict[str, Any] = pick(
+            max_attempts=max_attempts, backoff=backoff_dict(backoff),
+            default_lease_ttl_ms=default_lease_ttl_ms,
+        )
+        body.update(settings)
+        return self._call(
+            "PATCH", f"/v1/queues/{seg(queue)}", lambda d: Queue.from_dict(d["queue"]),
+            json=body, retry=True,
+        )
+
+    # ---- the worker protocol -----------------------------------------------
+
+    def claim(
+        self,
+        queue: str,
+        worker_id: str,
+        *,
+        limit: Optional[int] = None,
+        lease_ttl_ms: Optional[int] = None,
+        wait_ms: Optional[int] = None,
+    ) -> List[ClaimedJob]:
+        """Claims up to ``limit`` ready jobs; with ``wait_ms`` an empty queue
+        holds the request until a job is ready or the wait ends. Never
+        retried here (a lost answer's jobs come back when their lease lapses)."""
+        body = pick(worker_id=worker_id, limit=limit, lease_ttl_ms=lease_ttl_ms, wait_ms=wait_ms)
+        timeout = None if not wait_ms else wait_ms / 1000 + 30
+        return self._call(
+            "POST", f"/v1/queues/{seg(queue)}/claim",
+            lambda d: [ClaimedJob.from_dict(j) for j in d["jobs"]],
+            json=body, timeout=timeout,
+        )
+
+    def heartbeat(
+        self,
+        job_id: str,
+        lease_token: str,
+        *,
+        lease_ttl_ms: Optional[int] = None,
+        progress: JSON = None,
+    ) -> HeartbeatAck:
+        """Extends a lease (and records ``progress`` when given)."""
+        body = pick(lease_token=lease_token, lease_ttl_ms=lease_ttl_ms, progress=progress)
+        return self._call(
+            "POST", f"/v1/jobs/{seg(job_id)}/heartbeat", HeartbeatAck.from_dict, json=body
+        )
+
+    def heartbeat_batch(self, items: Iterable[HeartbeatItem]) -> List[ItemResult]:
+        """Extends many leases in one round trip (``POST /v1/jobs/heartbeat``);
+        answers one ``ItemResult`` per item, in order, with its ``ack``."""
+        body = {"items": [i.to_dict() for i in items]}
+        return self._call(
+            "POST", "/v1/jobs/heartbeat", lambda d: item_results(d, heartbeat=True), json=body
+        )
+
+    def complete(self, job_id: str, lease_token: str, result: JSON = None) -> Job:
+        """Marks a job succeeded with ``result``."""
+        body = pick(lease_token=lease_token, result=result)
+        return self._call(
+            "POST", f"/v1/jobs/{seg(job_id)}/complete", lambda d: Job.from_dict(d["job"]),
+            json=body,
+        )
+
+    def complete_batch(self, items: Iterable[CompleteItem]) -> List[ItemResult]:
+        """Completes many jobs in one round trip (``POST /v1/jobs/complete``);
+        answers one ``ItemResult`` per item, in order."""
+        body = {"items": [i.to_dict() for i in items]}
+        return self._call(
+            "POST", "/v1/jobs/complete", lambda d: item_results(d, heartbeat=False), json=body
+        )
+
+    def fail(
+        self,
+        job_id: str,
+        lease_token: str,
+        error: str,
+        *,
+        retry_after_ms: Optional[int] = None,
+        fatal: Optional[bool] = None,
+        cancelled: Optional[bool] = None,
+    ) -> Job:
+        """Fails the attempt: queued again with backoff (exactly
+        ``retry_after_ms`` later when given), ``failed`` when ``fatal`` or out
+        of attempts, ``cancelled`` with ``cancelled=True``."""
+        body = pick(
+            lease_token=lease_token, error=error, retry_after_ms=retry_after_ms,
+            fatal=fatal, cancelled=cancelled,
+        )
+        return self._call(
+            "POST", f"/v1/jobs/{seg(job_id)}/fail", lambda d: Job.from_dict(d["job"]), json=body
+        )
+
+    def snooze(self, job_id: str, lease_token: str, delay_ms: int = 0) -> Job:
+        """Puts the job back in the queue for ``delay_ms`` with the attempt given
+        back: "not now, not my fault"."""
+        body = {"lease_token": lease_token, "delay_ms": delay_ms}
+        return self._call(
+            "POST", f"/v1/jobs/{seg(job_id)}/snooze", lambda d: Job.from_dict(d["job"]),
+            json=body,
+        )
+
+    # ---- schedules -----------------------------------------------------------
+
+    def create_schedule(
+        self,
+        name: str,
+        cron: str,
+        queue: str,
+        kind: str,
+        payload: JSON = None,
+        *,
+        timezone: Optional[str] = None,
+        enabled: Optional[bool] = None,
+        overlap: Optional[str] = None,
+    ) -> Schedule:
+        """Creates a cron schedule (5 fields, or 6 with seconds first)."""
+        body = pick(
+            name=name, cron=cron, queue=queue, kind=kind, payload=payload,
+            timezone=timezone, enabled=enabled, overlap=overlap,
+        )
+        return self._call(
+            "POST", "/v1/schedules", lambda d: Schedule.from_dict(d["schedule"]), json=body
+        )
+
+    def get_schedule(self, schedule_id: str) -> Schedule:
+        """A schedule by id."""
+        return self._call(
+            "GET", f"/v1/schedules/{seg(schedule_id)}",
+            lambda d: Schedule.from_dict(d["schedule"]), retry=True,
+        )
+
+    def list_schedules(self) -> List[Schedule]:
+        """Every schedule of the tenant, by name."""
+        return self._call(
+            "GET", "/v1/schedules",
+            lambda d: [Schedule.from_dict(s) for s in d["schedules"]], retry=True,
+        )
+
+    def patch_schedule(self, schedule_id: str, **changes: Any) -> Schedule:
+        """Changes any create field (``cron=``, ``enabled=``, ``payload=``, ...);
+        ``next_run_at`` is computed again from now."""
+        return self._call(
+            "PATCH", f"/v1/schedules/{seg(schedule_id)}",
+            lambda d: Schedule.from_dict(d["schedule"]), json=changes,
+        )
+
+    def delete_schedule(self, schedule_id: str) -> None:
+        """Deletes a schedule and its runs (its jobs stay)."""
+        self._call("DELETE", f"/v1/schedules/{seg(schedule_id)}", lambda d: None)
+
+    def schedule_runs(self, schedule_id: str) -> List[ScheduleRun]:
+        """The newest runs of a schedule, newest first."""
+        return self._call(
+            "GET", f"/v1/schedules/{seg(schedule_id)}/runs",
+            lambda d: [ScheduleRun.from_dict(r) for r in d["runs"]], retry=True,
+        )
+
+    def trigger_schedule(self, schedule_id: str) -> Job:
+        """Runs a schedule now, outside its timetable; answers the new job."""
+        return self._call(
+            "POST", f"/v1/schedules/{seg(schedule_id)}/trigger",
+            lambda d: Job.from_dict(d["job"]),
+        )
+
+    def cron_preview(
+        self,
+        cron: str,
+        *,
+        timezone: Optional[str] = None,
+        start: Optional[Time] = None,
+        count: Optional[int] = None,
+    ) -> List[str]:
+        """The next fire instants of ``cron`` strictly after ``start`` (default
+        now), as the scheduler computes them."""
+        params = pick(cron=cron, timezone=timezone, count=count, **{"from": time_str(start)})
+        return self._call(
+            "GET", "/v1/cron/preview", lambda d: [str(t) for t in d["times"]],
+            params=params, retry=True,
+        )
+
+    # ---- tenants and keys --------------------------------------------------------
+
+    def whoami(self) -> WhoAmI:
+        """The key's tenant, its id and whether it is an admin key."""
+        return self._call("GET", "/v1/whoami", WhoAmI.from_dict, retry=True)
+
+    def create_tenant(self, name: str) -> CreatedTenant:
+        """Creates a tenant and its first key (admin only)."""
+        return self._call("POST", "/v1/tenants", CreatedTenant.from_dict, json={"name": name})
+
+    def list_tenants(self) -> List[Tenant]:
+        """Every tenant (admin only)."""
+        return self._call(
+            "GET", "/v1/tenants", lambda d: [Tenant.from_dict(t) for t in d["tenants"]],
+            retry=True,
+        )
+
+    def create_key(
+        self, tenant_id: str, *, name: Optional[str] = None, admin: Optional[bool] = None
+    ) -> CreatedKey:
+        """Issues a key for a tenant (admin only; ``admin=True`` only in the
+        ``default`` tenant)."""
+        return self._call(
+            "POST", f"/v1/tenants/{seg(tenant_id)}/keys", CreatedKey.from_dict,
+            json=pick(name=name, admin=admin),
+        )
+
+    def list_keys(self, tenant_id: str) -> List[ApiKey]:
+        """A tenant's keys, revoked ones included, oldest first (admin only)."""
+        return self._call(
+            "GET", f"/v1/tenants/{seg(tenant_id)}/keys",
+            lambda d: [ApiKey.from_dict(k) for k in d["keys"]], retry=True,
+        )
+
+    def revoke_key(self, key_id: str) -> None:
+        """Revokes a key at once (admin only)."""
+        self._call("DELETE", f"/v1/keys/{seg(key_id)}", lambda d: None)
+
+    # ---- outside /v1 ---------------------------------------------------------------
+
+    def healthz(self) -> Dict[str, Any]:
+        """``GET /healthz``: the process is alive."""
+        return self._call("GET", "/healthz", lambda d: dict(d or {}), retry=True)
+
+    def readyz(self) -> Dict[str, Any]:
+        """``GET /readyz``: the database is reachable (``Unavailable`` if not)."""
+        return self._call("GET", "/readyz", lambda d: dict(d or {}), retry=False)
+
+    def metrics(self) -> str:
+        """``GET /metrics``: Prometheus text (admin only)."""
+        return self._call("GET", "/metrics", str, retry=True)
+
+    def openapi(self) -> Dict[str, Any]:
+        """``GET /openapi.json``: the server's API description."""
+        return self._call("GET", "/openapi.json", lambda d: dict(d), retry=True)

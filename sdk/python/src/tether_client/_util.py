@@ -1,0 +1,100 @@
+"""Small helpers shared by the clients."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Dict, Iterable, List, Optional, Union
+from urllib.parse import quote
+
+from ._errors import error_from
+from ._models import Backoff, HeartbeatAck, ItemResult
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+"""No request body at all (as opposed to a JSON ``null``)."""
+
+Time = Union[str, datetime]
+"""An instant: an RFC 3339 string, or a ``datetime`` (naive ones are taken as UTC)."""
+
+
+def time_str(t: Optional[Time]) -> Optional[str]:
+    """RFC 3339 text for a time given as a string or ``datetime``."""
+    if t is None or isinstance(t, str):
+        return t
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=timezone.utc)
+    t = t.astimezone(timezone.utc)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+
+
+def pick(**fields: Any) -> Dict[str, Any]:
+    """The fields that are not None."""
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def seg(value: str) -> str:
+    """One URL path segment."""
+    return quote(str(value), safe="")
+
+
+def backoff_dict(b: Union[Backoff, Dict[str, int], None]) -> Optional[Dict[str, int]]:
+    if b is None:
+        return None
+    if isinstance(b, Backoff):
+        return b.to_dict()
+    return dict(b)
+
+
+def enqueue_body(
+    queue: str,
+    kind: str,
+    payload: Any,
+    *,
+    priority: Optional[int],
+    run_at: Optional[Time],
+    delay_ms: Optional[int],
+    max_attempts: Optional[int],
+    timeout_ms: Optional[int],
+    idempotency_key: Optional[str],
+    unique_key: Optional[str],
+    tags: Optional[Iterable[str]],
+    expires_at: Optional[Time],
+    backoff: Union[Backoff, Dict[str, int], None],
+    extra: Dict[str, Any],
+) -> Dict[str, Any]:
+    body: Dict[str, Any] = {"queue": queue, "kind": kind, "payload": payload}
+    body.update(
+        pick(
+            priority=priority,
+            run_at=time_str(run_at),
+            delay_ms=delay_ms,
+            max_attempts=max_attempts,
+            timeout_ms=timeout_ms,
+            idempotency_key=idempotency_key,
+            unique_key=unique_key,
+            tags=None if tags is None else [str(t) for t in tags],
+            expires_at=time_str(expires_at),
+            backoff=backoff_dict(backoff),
+        )
+    )
+    body.update(extra)
+    return body
+
+
+def item_results(data: Any, *, heartbeat: bool) -> List[ItemResult]:
+    """The per-item answers of a batch heartbeat or complete."""
+    out: List[ItemResult] = []
+    for r in data["results"]:
+        if r.get("ok"):
+            ack = HeartbeatAck.from_dict(r) if heartbeat else None
+            out.append(ItemResult(id=str(r["id"]), ok=True, ack=ack, raw=r))
+        else:
+            err = r.get("error") or {}
+            exc = error_from(str(err.get("code")), str(err.get("message", "")), 0)
+            out.append(ItemResult(id=str(r["id"]), ok=False, error=exc, raw=r))
+    return out

@@ -1,0 +1,435 @@
+"""The worker against a real server: the guarantees tether's Rust worker gives."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Dict, Iterator, List
+
+import pytest
+
+from conftest import Server, _start, wait_for
+from tether_client import (
+    AsyncClient,
+    Client,
+    Fatal,
+    JobContext,
+    RetryAfter,
+    Snooze,
+    Unauthenticated,
+    Worker,
+)
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "worker.py"
+
+
+@contextmanager
+def running(worker: Worker) -> Iterator[Worker]:
+    errors: List[BaseException] = []
+
+    def main() -> None:
+        try:
+            asyncio.run(worker.run_async(handle_signals=False))
+        except BaseException as e:
+            errors.append(e)
+
+    t = threading.Thread(target=main, daemon=True)
+    t.start()
+    wait_for(lambda: worker._loop is not None or not t.is_alive())
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        t.join(30)
+        assert not t.is_alive(), "the worker did not stop"
+        if errors:
+            raise errors[0]
+
+
+def events(client: Client, job_id: str) -> List[str]:
+    return [e.event for e in client.iter_events(job_id)]
+
+
+def settled(client: Client, job_id: str, event: str) -> Any:
+    """Waits until the job's history has ``event`` and it is not running."""
+
+    def check() -> Any:
+        job = client.get(job_id)
+        return job if job.state != "running" and event in events(client, job_id) else None
+
+    return wait_for(check, timeout=15)
+
+
+def ts(s: str) -> datetime:
+    return datetime.fromisoformat(s.replace("Z", "+00:00"))
+
+
+def test_sync_and_async_handlers(client: Client, queue: str) -> None:
+    worker = Worker(client, queue, concurrency=4, claim_wait=0.5)
+    threads: List[str] = []
+
+    @worker.handler("sync")
+    def sync(job: JobContext) -> Dict[str, Any]:
+        threads.append(threading.current_thread().name)
+        return {"double": job.payload * 2, "attempt": job.attempt}
+
+    @worker.handler("async")
+    async def async_(job: JobContext) -> Any:
+        await asyncio.sleep(0.01)
+        return [job.kind, job.payload]
+
+    ids = [client.enqueue(queue, "sync" if i % 2 else "async", i).id for i in range(10)]
+    with running(worker):
+        wait_for(lambda: client.get_queue(queue).counts.succeeded == 10, timeout=15)
+    for i, job_id in enumerate(ids):
+        job = client.get(job_id)
+        assert job.state == "succeeded" and job.attempt == 1
+        assert job.result == ({"double": i * 2, "attempt": 1} if i % 2 else ["async", i])
+        assert job.worker_id == worker.worker_id
+    assert threads and all(name.startswith("tether-job-") for name in threads)
+
+
+def test_claims_never_exceed_free_slots(client: Client, queue: str) -> None:
+    worker = Worker(client, queue, concurrency=2, claim_wait=0.5)
+    release = threading.Event()
+    peak = [0]
+    now = [0]
+    lock = threading.Lock()
+
+    @worker.handler("block")
+    def block(job: JobContext) -> None:
+        with lock:
+            now[0] += 1
+            peak[0] = max(peak[0], now[0])
+        release.wait(10)
+        with lock:
+            now[0] -= 1
+
+    for i in range(6):
+        client.enqueue(queue, "block", i)
+    with running(worker):
+        wait_for(lambda: client.get_queue(queue).counts.running == 2)
+        time.sleep(0.5)
+        q = client.get_queue(queue)
+        assert q.counts.running == 2 and q.counts.queued == 4
+        release.set()
+        wait_for(lambda: client.get_queue(queue).counts.succeeded == 6, timeout=15)
+    assert peak[0] == 2
+
+
+def test_heartbeats_keep_a_job_beyond_its_lease_and_carry_progress(
+    client: Client, queue: str
+) -> None:
+    worker = Worker(client, queue, concurrency=1, lease_ttl=1.0, claim_wait=0.5)
+
+    @worker.handler("long")
+    def long(job: JobContext) -> str:
+        for i in range(7):
+            job.progress({"step": i})
+            job.cancel_event.wait(0.5)
+        return "done"
+
+    job = client.enqueue(queue, "long")
+    with running(worker):
+        seen = wait_for(lambda: client.get(job.id).progress, timeout=5)
+        assert seen["step"] >= 0
+        wait_for(lambda: client.get(job.id).state == "succeeded", timeout=15)
+    done = client.get(job.id)
+    assert done.result == "done" and done.attempt == 1
+    assert done.progress == {"step": 6} or done.progress["step"] >= 4
+    # 3.5 s of work on a 1 s lease, never lost.
+    assert ts(done.finished_at or "") > ts(done.started_at or "")
+    assert (ts(done.finished_at or "") - ts(done.started_at or "")).total_seconds() > 3
+    history = events(client, job.id)
+    assert "lease_expired" not in history and "lease_lost" not in history
+    assert history == ["enqueued", "claimed", "succeeded"]
+
+
+def test_retry_after_snooze_fatal_and_errors(client: Client, queue: str) -> None:
+    worker = Worker(client, queue, concurrency=4, claim_wait=0.5)
+
+    @worker.handler("outcome")
+    def outcome(job: JobContext) -> None:
+        mode = job.payload
+        if mode == "retry_after":
+            raise RetryAfter(30, "upstream said 30 s")
+        if mode == "snooze":
+            raise Snooze(30)
+        if mode == "fatal":
+            raise Fatal("no such user")
+        if mode == "not_json":
+            return object()  # type: ignore[return-value]
+        if mode == "too_large":
+            return "x" * (1 << 20)  # type: ignore[return-value]
+        raise ValueError("boom")
+
+    ids = {m: client.enqueue(queue, "outcome", m, max_attempts=5).id
+           for m in ("retry_after", "snooze", "fatal", "error", "not_json", "too_large")}
+    nohandler = client.enqueue(queue, "unknown-kind", max_attempts=5)
+    with running(worker):
+        ra = settled(client, ids["retry_after"], "retry_scheduled")
+        sn = settled(client, ids["snooze"], "snoozed")
+        fa = settled(client, ids["fatal"], "failed")
+        er = settled(client, ids["error"], "retry_scheduled")
+        nh = settled(client, nohandler.id, "retry_scheduled")
+        nj = settled(client, ids["not_json"], "retry_scheduled")
+        tl = settled(client, ids["too_large"], "retry_scheduled")
+    # RetryAfter: the attempt counts, and the retry is exactly 30 s later.
+    assert ra.state == "queued" and ra.attempt == 1 and ra.last_error == "upstream said 30 s"
+    assert abs((ts(ra.run_at) - ts(ra.updated_at)).total_seconds() - 30) < 1
+    # Snooze: the attempt is given back.
+    assert sn.state == "queued" and sn.attempt == 0
+    assert abs((ts(sn.run_at) - ts(sn.updated_at)).total_seconds() - 30) < 1
+    # Fatal: no more attempts, though 4 were left.
+    assert fa.state == "failed" and fa.attempt == 1 and fa.last_error == "no such user"
+    # Anything else: a retryable failure carrying the traceback's tail.
+    assert er.state == "queued" and er.attempt == 1
+    assert er.last_error and "ValueError: boom" in er.last_error and "Traceback" in er.last_error
+    assert nh.state == "queued" and "no handler for kind unknown-kind" in (nh.last_error or "")
+    # A result that is not JSON, or that the server refuses, fails the attempt.
+    assert nj.state == "queued" and "not JSON" in (nj.last_error or "")
+    assert tl.state == "queued" and "could not be stored" in (tl.last_error or "")
+
+
+def test_cancel_reaches_a_running_handler(client: Client, queue: str) -> None:
+    worker = Worker(client, queue, concurrency=2, lease_ttl=1.5, claim_wait=0.5)
+    noticed: Dict[str, float] = {}
+
+    @worker.handler("async")
+    async def wait_async(job: JobContext) -> str:
+        await asyncio.wait_for(job.wait_cancelled(), 20)
+        noticed["async"] = time.monotonic()
+        return "stopped"
+
+    @worker.handler("sync")
+    def wait_sync(job: JobContext) -> str:
+        assert job.cancel_event.wait(20)
+        assert job.cancelled
+        noticed["sync"] = time.monotonic()
+        return "stopped"
+
+    a = client.enqueue(queue, "async")
+    s = client.enqueue(queue, "sync")
+    with running(worker):
+        wait_for(lambda: client.get_queue(queue).counts.running == 2)
+        asked = time.monotonic()
+        client.cancel(a.id)
+        client.cancel(s.id)
+        ja = settled(client, a.id, "cancelled")
+        js = settled(client, s.id, "cancelled")
+    assert ja.state == js.state == "cancelled"
+    # A heartbeat (every 0.5 s) carried the request to the handler.
+    assert set(noticed) == {"async", "sync"}
+    assert max(noticed.values()) - asked < 3
+
+
+def test_reports_survive_a_server_outage(tmp_path: Path) -> None:
+    """The server goes away while a handler runs: the worker keeps its result,
+    retries the report until the server is back, and claims again after."""
+    data = str(tmp_path / "data")
+    proc, url = _start([], data, str(tmp_path / "1.log"))
+    port = url.rsplit(":", 1)[1]
+    key = Path(data, "admin.key").read_text().strip()
+    release = threading.Event()
+    proc2 = None
+    try:
+        with Client(url, key) as client:
+            worker = Worker(client, "outage", concurrency=2, lease_ttl=30, claim_wait=0.5)
+
+            @worker.handler("k")
+            def handler(job: JobContext) -> str:
+                if job.payload == "first":
+                    release.wait(20)
+                return f"done {job.payload}"
+
+            first = client.enqueue("outage", "k", "first")
+            with running(worker):
+                wait_for(lambda: client.get(first.id).state == "running")
+                proc.terminate()
+                assert proc.wait(10) == 0
+                release.set()
+                time.sleep(1.0)  # the report fails meanwhile, and is retried
+                proc2, _ = _start([], data, str(tmp_path / "2.log"), f"127.0.0.1:{port}")
+                done = wait_for(
+                    lambda: client.get(first.id).state == "succeeded" and client.get(first.id),
+                    timeout=20,
+                )
+                assert done.result == "done first" and done.attempt == 1
+                second = client.enqueue("outage", "k", "second")
+                wait_for(lambda: client.get(second.id).state == "succeeded", timeout=10)
+    finally:
+        release.set()
+        for p in (proc, proc2):
+            if p is not None and p.poll() is None:
+                p.terminate()
+                p.wait(10)
+
+
+def test_a_wrong_key_fails_at_start(server: Server, queue: str) -> None:
+    with Client(server.url, "tth_wrong") as bad:
+        worker = Worker(bad, queue)
+        with pytest.raises(Unauthenticated):
+            worker.run()
+
+
+def test_job_timeout(client: Client, queue: str) -> None:
+    worker = Worker(client, queue, concurrency=1, claim_wait=0.5)
+
+    @worker.handler("slow")
+    async def slow(job: JobContext) -> None:
+        await asyncio.sleep(30)
+
+    job = client.enqueue(queue, "slow", timeout_ms=300, max_attempts=1)
+    with running(worker):
+        done = settled(client, job.id, "failed")
+    assert done.state == "failed" and done.last_error == "timed out after 300 ms"
+
+
+def test_lease_lost_discards_the_result(client: Client, queue: str) -> None:
+    worker = Worker(client, queue, concurrency=1, lease_ttl=1.0, claim_wait=0.5)
+    release = threading.Event()
+    returned = threading.Event()
+
+    async def no_heartbeats(interval: float) -> bool:
+        return True
+
+    worker._heartbeat_cycle = no_heartbeats  # type: ignore[method-assign]
+
+    @worker.handler("k")
+    def handler(job: JobContext) -> str:
+        release.wait(20)
+        returned.set()
+        return "stale"
+
+    job = client.enqueue(queue, "k")
+    with running(worker):
+        wait_for(lambda: client.get(job.id).state == "running")
+        # Without heartbeats the lease lapses and the reaper requeues the job:
+        # a new owner takes it.
+        thief = wait_for(lambda: client.claim(queue, "thief", wait_ms=1000), timeout=15)[0]
+        assert thief.id == job.id
+        release.set()
+        assert returned.wait(10)
+        wait_for(lambda: "lease_lost" in events(client, job.id), timeout=10)
+        time.sleep(0.3)
+        stolen = client.get(job.id)
+        assert stolen.state == "running" and stolen.worker_id == "thief"
+        assert stolen.result is None
+    assert client.complete(job.id, thief.lease_token, "fresh").result == "fresh"
+    assert events(client, job.id).count("succeeded") == 1
+
+
+def test_shutdown_lets_running_handlers_finish(client: Client, queue: str) -> None:
+    worker = Worker(client, queue, concurrency=2, claim_wait=0.5, shutdown_grace=10)
+    started = threading.Event()
+
+    @worker.handler("k")
+    def handler(job: JobContext) -> str:
+        started.set()
+        time.sleep(1.0)
+        return "finished"
+
+    job = client.enqueue(queue, "k")
+    with running(worker):
+        assert started.wait(10)
+    # The worker returned only after the job was reported.
+    done = client.get(job.id)
+    assert done.state == "succeeded" and done.result == "finished"
+
+
+def test_sigterm_hands_back_unfinished_jobs(server: Server, client: Client, queue: str) -> None:
+    env = dict(os.environ)
+    env.update(
+        TETHER_URL=server.url, TETHER_KEY=server.key, TETHER_QUEUE=queue,
+        TETHER_CONCURRENCY="4", TETHER_SHUTDOWN_GRACE="2", TETHER_CLAIM_WAIT="1",
+    )
+    long_ids = [client.enqueue(queue, "sleep", {"seconds": 60}).id for _ in range(2)]
+    short = client.enqueue(queue, "sleep", {"seconds": 1.0})
+    proc = subprocess.Popen(
+        [sys.executable, str(EXAMPLE)], env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        wait_for(lambda: client.get_queue(queue).counts.running == 3, timeout=15)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=20)
+        elapsed = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, out
+    assert elapsed < 10, out
+    # The short job finished within the grace period.
+    assert client.get(short.id).state == "succeeded"
+    # The others were handed back: queued again, attempt given back, history says so.
+    for job_id in long_ids:
+        job = client.get(job_id)
+        assert job.state == "queued" and job.attempt == 0, out
+        assert events(client, job_id) == ["enqueued", "claimed", "snoozed"]
+    q = client.get_queue(queue)
+    assert q.counts.running == 0 and q.counts.queued == 2
+
+
+def test_second_signal_aborts_without_handing_back(
+    server: Server, client: Client, queue: str
+) -> None:
+    env = dict(os.environ)
+    env.update(
+        TETHER_URL=server.url, TETHER_KEY=server.key, TETHER_QUEUE=queue,
+        TETHER_SHUTDOWN_GRACE="60", TETHER_CLAIM_WAIT="1",
+    )
+    job = client.enqueue(queue, "sleep", {"seconds": 60})
+    proc = subprocess.Popen(
+        [sys.executable, str(EXAMPLE)], env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        wait_for(lambda: client.get(job.id).state == "running", timeout=15)
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, out
+    assert "aborting" in out
+    # Nothing was handed back: the job stays with the dead worker until its
+    # lease lapses.
+    assert client.get(job.id).state == "running"
+    assert "snoozed" not in events(client, job.id)
+
+
+def test_worker_in_an_asyncio_program(server: Server, queue: str) -> None:
+    async def main() -> None:
+        async with AsyncClient(server.url, server.key) as client:
+            worker = Worker(client, queue, concurrency=3, claim_wait=0.5)
+
+            @worker.handler("k")
+            async def handler(job: JobContext) -> int:
+                return int(job.payload) + 1
+
+            jobs = [await client.enqueue(queue, "k", i) for i in range(5)]
+            run = asyncio.ensure_future(worker.run_async(handle_signals=False))
+            for j in jobs:
+                for _ in range(200):
+                    got = await client.get(j.id)
+                    if got.state == "succeeded":
+                        break
+                    await asyncio.sleep(0.05)
+                assert got.state == "succeeded" and got.result == got.payload + 1
+            worker.stop()
+            await asyncio.wait_for(run, 10)
+
+    asyncio.run(main())
