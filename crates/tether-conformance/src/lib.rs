@@ -508,6 +508,7 @@ macro_rules! behaviour_suite {
                 complete_many_answers_per_item,
                 heartbeat_many_answers_per_item,
                 repeated_stale_items_record_one_lease_lost_per_batch,
+                each_item_is_answered_by_its_own_token,
             }
             wakeups {
                 enqueue_replay_and_hand_back_wake_subscribers,

@@ -1,6 +1,6 @@
 //! The [`Store`] implementation: one SQL statement per operation.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -99,7 +99,7 @@ const HEARTBEAT_MANY: &str = "WITH input AS (
             heartbeat_at = now(), updated_at = now(), progress = COALESCE(i.progress, j.progress)
         FROM input i
         WHERE j.id = i.id AND j.lease_token = i.token AND j.id IN (SELECT id FROM locked)
-        RETURNING j.id, j.lease_expires_at, j.cancel_requested
+        RETURNING j.id, i.token, j.lease_expires_at, j.cancel_requested
     ),
     lost AS (
         INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, detail)
@@ -108,9 +108,9 @@ const HEARTBEAT_MANY: &str = "WITH input AS (
         WHERE x.tenant = $1 AND x.id NOT IN (SELECT id FROM done)
         RETURNING job_id
     )
-    SELECT id, lease_expires_at, cancel_requested FROM done
+    SELECT id, token, lease_expires_at, cancel_requested FROM done
     UNION ALL
-    SELECT DISTINCT job_id, NULL::timestamptz, NULL::boolean FROM lost";
+    SELECT DISTINCT job_id, NULL::uuid, NULL::timestamptz, NULL::boolean FROM lost";
 
 const COMPLETE: &str = concat!(
     "WITH done AS (
@@ -149,7 +149,7 @@ pub const COMPLETE_MANY: &str = "WITH input AS (
             lease_token = NULL, lease_expires_at = NULL
         FROM input i
         WHERE j.id = i.id AND j.lease_token = i.token AND j.id IN (SELECT id FROM locked)
-        RETURNING j.id, j.tenant, j.attempt, j.worker_id, j.updated_at
+        RETURNING j.id, i.token, j.tenant, j.attempt, j.worker_id, j.updated_at
     ),
     history AS (
         INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, worker_id)
@@ -162,9 +162,9 @@ pub const COMPLETE_MANY: &str = "WITH input AS (
         WHERE x.tenant = $1 AND x.id NOT IN (SELECT id FROM done)
         RETURNING job_id
     )
-    SELECT id, true AS ok FROM done
+    SELECT id, token FROM done
     UNION ALL
-    SELECT DISTINCT job_id, false FROM lost";
+    SELECT DISTINCT job_id, NULL::uuid FROM lost";
 
 /// Fail routing mirrors `lifecycle::fail_outcome`; the retry delay mirrors
 /// `lifecycle::backoff_delay_ms` (`$5` retry_after_ms, `$6` fatal,
@@ -772,28 +772,31 @@ impl Store for PgStore {
             .fetch_all(&self.pool)
             .await
             .map_err(db_error)?;
-        // Extended leases carry their new expiry; lost ones carry NULL; any
-        // other id is not a job of this tenant.
-        let mut outcome: HashMap<Uuid, Option<HeartbeatAck>> = HashMap::with_capacity(rows.len());
+        // Extended leases carry the token that extended them and the new
+        // expiry; lost ones carry neither; any other id is not a job of this
+        // tenant. An item is answered by its own token (see `complete_many`).
+        let mut extended: HashMap<(Uuid, Uuid), HeartbeatAck> = HashMap::with_capacity(rows.len());
+        let mut known: HashSet<Uuid> = HashSet::with_capacity(rows.len());
         for row in &rows {
             let id: Uuid = row.try_get("id").map_err(db_error)?;
+            let token: Option<Uuid> = row.try_get("token").map_err(db_error)?;
             let expires: Option<chrono::DateTime<chrono::Utc>> =
                 row.try_get("lease_expires_at").map_err(db_error)?;
-            let ack = match expires {
-                Some(lease_expires_at) => Some(HeartbeatAck {
+            if let (Some(token), Some(lease_expires_at)) = (token, expires) {
+                let ack = HeartbeatAck {
                     lease_expires_at,
                     cancel_requested: row.try_get("cancel_requested").map_err(db_error)?,
-                }),
-                None => None,
-            };
-            outcome.insert(id, ack);
+                };
+                extended.insert((id, token), ack);
+            }
+            known.insert(id);
         }
-        Ok(ids
+        Ok(items
             .iter()
-            .map(|&id| match outcome.get(&id) {
-                Some(Some(ack)) => Ok(*ack),
-                Some(None) => Err(Error::LeaseLost(id)),
-                None => Err(Error::JobNotFound(id)),
+            .map(|h| match extended.get(&(h.id, h.lease_token.0)) {
+                Some(ack) => Ok(*ack),
+                None if known.contains(&h.id) => Err(Error::LeaseLost(h.id)),
+                None => Err(Error::JobNotFound(h.id)),
             })
             .collect())
     }
@@ -832,20 +835,29 @@ impl Store for PgStore {
             .fetch_all(&self.pool)
             .await
             .map_err(db_error)?;
-        // The statement names the completed jobs (ok) and the ones whose
-        // lease was lost; any other id is not a job of this tenant.
-        let mut outcome: HashMap<Uuid, bool> = HashMap::with_capacity(rows.len());
+        // The statement names the completed jobs with the token that did it
+        // and the ones whose lease was lost (no token); any other id is not
+        // a job of this tenant. An item is answered by its own token, so a
+        // wrong token beside the right one for the same job is refused.
+        let mut done: HashSet<(Uuid, Uuid)> = HashSet::with_capacity(rows.len());
+        let mut known: HashSet<Uuid> = HashSet::with_capacity(rows.len());
         for row in &rows {
             let id: Uuid = row.try_get("id").map_err(db_error)?;
-            let ok: bool = row.try_get("ok").map_err(db_error)?;
-            outcome.insert(id, ok);
+            if let Some(token) = row.try_get::<Option<Uuid>, _>("token").map_err(db_error)? {
+                done.insert((id, token));
+            }
+            known.insert(id);
         }
-        Ok(ids
+        Ok(items
             .iter()
-            .map(|&id| match outcome.get(&id) {
-                Some(true) => Ok(()),
-                Some(false) => Err(Error::LeaseLost(id)),
-                None => Err(Error::JobNotFound(id)),
+            .map(|c| {
+                if done.contains(&(c.id, c.lease_token.0)) {
+                    Ok(())
+                } else if known.contains(&c.id) {
+                    Err(Error::LeaseLost(c.id))
+                } else {
+                    Err(Error::JobNotFound(c.id))
+                }
             })
             .collect())
     }

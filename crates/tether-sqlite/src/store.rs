@@ -207,6 +207,11 @@ const CLAIM: &str = concat!(
     job_cols!()
 );
 
+/// The tokens of the running jobs among ?2 (a JSON array of ids) of tenant
+/// ?1.
+const RUNNING_TOKENS: &str = "SELECT id, lease_token FROM tether_jobs \
+     WHERE tenant = ?1 AND state = 'running' AND id IN (SELECT value FROM json_each(?2))";
+
 /// Whether a claim could find anything: a ready job in the queue (?1 tenant,
 /// ?2 queue). Read on a reader connection, without the write lock.
 const ANY_READY: &str = concat!(
@@ -1429,6 +1434,33 @@ impl Store for SqliteStore {
         }
 
         let mut tx = self.begin().await?;
+        // A job named with several different tokens (a worker's right one
+        // beside a stale one): read whose token owns it before the update,
+        // so each item is answered by its own token. Rare, so only then.
+        let mut tokens_of: HashMap<Uuid, HashSet<Uuid>> = HashMap::new();
+        for item in items {
+            tokens_of
+                .entry(item.id)
+                .or_default()
+                .insert(item.lease_token.0);
+        }
+        let ambiguous: Vec<String> = tokens_of
+            .iter()
+            .filter(|(_, tokens)| tokens.len() > 1)
+            .map(|(id, _)| id.to_string())
+            .collect();
+        let mut owner: HashMap<String, String> = HashMap::new();
+        if !ambiguous.is_empty() {
+            let rows = sqlx::query(RUNNING_TOKENS)
+                .bind(tenant)
+                .bind(id_array(ambiguous.iter().map(String::as_str)))
+                .fetch_all(&mut *tx)
+                .await
+                .db()?;
+            for row in &rows {
+                owner.insert(row.try_get("id").db()?, row.try_get("lease_token").db()?);
+            }
+        }
         let done = sqlx::query(COMPLETE_MANY)
             .bind(tenant)
             .bind(Value::Array(batch).to_string())
@@ -1447,12 +1479,17 @@ impl Store for SqliteStore {
                 .await
                 .db()?;
         }
-        // An item succeeds when this batch completed its job. (An item
-        // repeated in the batch is answered like its first occurrence, as the
-        // PostgreSQL backend does: the batch is one operation.)
+        // An item succeeds when this batch completed its job with the item's
+        // token (an item repeated with the same token answers alike).
         let ok: Vec<bool> = items
             .iter()
-            .map(|item| done.contains(&item.id.to_string()))
+            .map(|item| {
+                let id = item.id.to_string();
+                done.contains(&id)
+                    && owner
+                        .get(&id)
+                        .is_none_or(|t| *t == item.lease_token.0.to_string())
+            })
             .collect();
         // One `lease_lost` per job and batch, however often the batch names
         // it: a stale token repeated cannot grow the job's history.

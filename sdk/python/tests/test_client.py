@@ -215,17 +215,6 @@ def test_fencing_stale_worker_gets_lease_lost(client: Client, queue: str) -> Non
     assert "lease_lost" in [e.event for e in client.iter_events(job.id)]
 
 
-def test_repeated_report_is_answered_like_the_first(client: Client, queue: str) -> None:
-    client.enqueue(queue, "k")
-    [c] = client.claim(queue, "w")
-    first = client.complete(c.id, c.lease_token, {"x": 1})
-    try:
-        again = client.complete(c.id, c.lease_token, {"x": 1})
-    except LeaseLost:
-        pytest.xfail("this server does not answer repeated reports yet")
-    assert again.state == first.state == "succeeded"
-
-
 def test_snooze_gives_the_attempt_back(client: Client, queue: str) -> None:
     job = client.enqueue(queue, "k")
     [c] = client.claim(queue, "w")

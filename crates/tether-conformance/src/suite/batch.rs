@@ -148,6 +148,49 @@ pub async fn heartbeat_many_answers_per_item(db: &TestDb) {
     assert!(cancelled.cancel_requested);
 }
 
+/// A batch naming one job twice, once with its own token and once with a
+/// stale one, answers each item by its own token: the stale item is
+/// `lease_lost` even though the same batch extended or completed the job.
+pub async fn each_item_is_answered_by_its_own_token(db: &TestDb) {
+    enqueue(db, T, job(Q)).await;
+    let c = claim(db, T, Q, 1).await;
+    let owned = &c[0];
+    let stale = random_token();
+    let beat = |lease_token| tether_core::Heartbeat {
+        id: owned.job.id,
+        lease_token,
+        lease_ttl_ms: None,
+        progress: None,
+    };
+    let answers = ok(db
+        .engine
+        .heartbeat_many(T, &[beat(stale), beat(owned.lease_token)])
+        .await);
+    assert!(
+        matches!(answers[0], Err(tether_core::Error::LeaseLost(_))),
+        "{answers:?}"
+    );
+    assert!(answers[1].is_ok(), "{answers:?}");
+    let done = |lease_token| Completion {
+        id: owned.job.id,
+        lease_token,
+        result: None,
+    };
+    let answers = ok(db
+        .engine
+        .complete_many(T, &[done(owned.lease_token), done(stale)])
+        .await);
+    assert!(answers[0].is_ok(), "{answers:?}");
+    assert!(
+        matches!(answers[1], Err(tether_core::Error::LeaseLost(_))),
+        "{answers:?}"
+    );
+    assert_eq!(
+        ok(db.engine.get(T, owned.job.id).await).state,
+        JobState::Succeeded
+    );
+}
+
 /// A batch that names one job many times with a stale token (complete or
 /// heartbeat) is refused item by item, yet adds one `lease_lost` event to
 /// that job per batch: repeated stale items cannot grow its history by the
