@@ -384,6 +384,7 @@ macro_rules! behaviour_suite {
             fencing {
                 every_claim_mints_a_distinct_token,
                 stale_token_is_refused_after_takeover_and_changes_nothing,
+                repeated_reports_are_answered_like_the_first,
                 reaper_takeover_alone_fences_the_old_holder,
                 lapsed_lease_nobody_took_over_still_belongs_to_holder,
                 holder_and_reaper_race_has_one_winner,

@@ -76,6 +76,49 @@ pub fn fail_outcome(
     }
 }
 
+/// A worker's report that ends an attempt: `complete`, `fail` or `snooze`.
+///
+/// Reports are safe to repeat. The token that ended an attempt stays on the
+/// job until the next claim (or the reaper) replaces it, so a report sent
+/// again with that token, because its answer was lost, finds the job still
+/// carrying it in a state this report leads to, and is answered with the job
+/// as it stands, changing nothing and recording no `lease_lost`. Any other
+/// stale token is still `lease_lost`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Report {
+    /// `complete`: the job succeeded.
+    Complete,
+    /// `fail`: retried, failed or cancelled.
+    Fail,
+    /// `snooze`: queued again, or cancelled when that was requested.
+    Snooze,
+}
+
+impl Report {
+    /// Its name, as history's `lease_lost` detail says it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Report::Complete => "complete",
+            Report::Fail => "fail",
+            Report::Snooze => "snooze",
+        }
+    }
+
+    /// The states this report can leave a job in.
+    pub fn outcomes(self) -> &'static [JobState] {
+        match self {
+            Report::Complete => &[JobState::Succeeded],
+            Report::Fail => &[JobState::Queued, JobState::Failed, JobState::Cancelled],
+            Report::Snooze => &[JobState::Queued, JobState::Cancelled],
+        }
+    }
+
+    /// [`Report::outcomes`] as the state names the database stores.
+    pub fn outcome_names(self) -> Vec<&'static str> {
+        self.outcomes().iter().map(|s| s.as_str()).collect()
+    }
+}
+
 /// Where a running job whose lease lapsed goes: on a cancel request it ends
 /// cancelled; on its last attempt it fails (never claimed again); otherwise it
 /// is queued again.

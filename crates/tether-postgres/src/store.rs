@@ -8,6 +8,7 @@ use serde_json::Value;
 use sqlx::postgres::PgRow;
 use sqlx::{QueryBuilder, Row};
 use tether_core::keys::OPERATOR_KEY_NAME;
+use tether_core::lifecycle::Report;
 use tether_core::schedule::{Fire, FireOutcome};
 use tether_core::{
     ApiKeyInfo, OperatorKeySetup, Schedule, ScheduleRun, ScheduleSpec, Tenant, DEFAULT_TENANT,
@@ -60,20 +61,37 @@ pub const CLAIM: &str = concat!(
     SELECT * FROM claimed j ORDER BY j.priority DESC, j.run_at, j.id"
 );
 
-/// A fenced operation that found no owned job records `lease_lost` in the
-/// same statement, if the job exists in the tenant at all. `$1` id, `$2`
-/// tenant; `done` is the CTE of the fenced update; `$op` names the operation.
-macro_rules! lease_lost_cte {
-    ($op:literal) => {
+/// A report (`complete`, `fail`, `snooze`) whose fence matched nothing:
+/// `repeated` is the job as it stands when `$3` is the token that ended its
+/// last attempt and its state is one the report leads to (`$states`, a text
+/// array; see `tether_core::lifecycle::Report`), so a report repeated after
+/// its answer was lost is answered like the first; otherwise `lost` records
+/// `lease_lost` in the same statement, if the job exists in the tenant at
+/// all. `$1` id, `$2` tenant; `done` is the CTE of the fenced update; `$op`
+/// names the operation.
+macro_rules! settle_ctes {
+    ($op:literal, $states:literal) => {
         concat!(
-            "lost AS (
+            "repeated AS (
+                SELECT ",
+            job_columns!(),
+            " FROM tether.jobs j
+                WHERE j.id = $1 AND j.tenant = $2 AND j.lease_token = $3
+                  AND j.state = ANY(",
+            $states,
+            "::text[]) AND NOT EXISTS (SELECT 1 FROM done)
+            ),
+            lost AS (
                 INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, detail)
                 SELECT x.id, x.tenant, now(), 'lease_lost', x.attempt, '",
             $op,
             "' FROM tether.jobs x
                 WHERE x.id = $1 AND x.tenant = $2 AND NOT EXISTS (SELECT 1 FROM done)
+                  AND NOT EXISTS (SELECT 1 FROM repeated)
                 RETURNING job_id
-            )"
+            )
+            SELECT j.*, (SELECT count(*) FROM lost) AS lost FROM (SELECT 1) one
+            LEFT JOIN (SELECT * FROM done UNION ALL SELECT * FROM repeated) j ON true"
         )
     };
 }
@@ -116,7 +134,7 @@ const COMPLETE: &str = concat!(
     "WITH done AS (
         UPDATE tether.jobs j
         SET state = 'succeeded', result = $4, finished_at = now(), updated_at = now(),
-            lease_token = NULL, lease_expires_at = NULL
+            lease_expires_at = NULL
         WHERE j.id = $1 AND j.tenant = $2 AND j.lease_token = $3 AND j.state = 'running'
         RETURNING ",
     job_columns!(),
@@ -126,9 +144,7 @@ const COMPLETE: &str = concat!(
         INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, worker_id)
         SELECT id, tenant, updated_at, 'succeeded', attempt, worker_id FROM done
     ), ",
-    lease_lost_cte!("complete"),
-    "
-    SELECT j.*, (SELECT count(*) FROM lost) AS lost FROM (SELECT 1) one LEFT JOIN done j ON true"
+    settle_ctes!("complete", "$5")
 );
 
 /// Completes a batch: `$1` tenant, `$2` ids, `$3` lease tokens, `$4` results.
@@ -146,7 +162,7 @@ pub const COMPLETE_MANY: &str = "WITH input AS (
     done AS (
         UPDATE tether.jobs j
         SET state = 'succeeded', result = i.result, finished_at = now(), updated_at = now(),
-            lease_token = NULL, lease_expires_at = NULL
+            lease_expires_at = NULL
         FROM input i
         WHERE j.id = i.id AND j.lease_token = i.token AND j.id IN (SELECT id FROM locked)
         RETURNING j.id, i.token, j.tenant, j.attempt, j.worker_id, j.updated_at
@@ -155,14 +171,22 @@ pub const COMPLETE_MANY: &str = "WITH input AS (
         INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, worker_id)
         SELECT id, tenant, updated_at, 'succeeded', attempt, worker_id FROM done
     ),
+    repeated AS (
+        SELECT x.id, i.token FROM input i JOIN tether.jobs x ON x.id = i.id
+        WHERE x.tenant = $1 AND x.state = 'succeeded' AND x.lease_token = i.token
+          AND x.id NOT IN (SELECT id FROM done)
+    ),
     lost AS (
         INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, detail)
         SELECT x.id, x.tenant, now(), 'lease_lost', x.attempt, 'complete'
         FROM (SELECT DISTINCT id FROM UNNEST($2::uuid[]) AS u(id)) u JOIN tether.jobs x ON x.id = u.id
         WHERE x.tenant = $1 AND x.id NOT IN (SELECT id FROM done)
+          AND x.id NOT IN (SELECT id FROM repeated)
         RETURNING job_id
     )
     SELECT id, token FROM done
+    UNION ALL
+    SELECT DISTINCT id, token FROM repeated
     UNION ALL
     SELECT DISTINCT job_id, NULL::uuid FROM lost";
 
@@ -188,7 +212,7 @@ const FAIL: &str = concat!(
             run_at = CASE WHEN cur.next_state = 'queued'
                           THEN now() + cur.delay_ms * interval '1 millisecond' ELSE j.run_at END,
             finished_at = CASE WHEN cur.next_state = 'queued' THEN NULL ELSE now() END,
-            last_error = $4, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+            last_error = $4, lease_expires_at = NULL, updated_at = now()
         FROM cur
         WHERE j.id = cur.id
         RETURNING ",
@@ -202,9 +226,7 @@ const FAIL: &str = concat!(
                attempt, worker_id, $4
         FROM done
     ), ",
-    lease_lost_cte!("fail"),
-    "
-    SELECT j.*, (SELECT count(*) FROM lost) AS lost FROM (SELECT 1) one LEFT JOIN done j ON true"
+    settle_ctes!("fail", "$9")
 );
 
 const SNOOZE: &str = concat!(
@@ -221,7 +243,7 @@ const SNOOZE: &str = concat!(
             run_at = CASE WHEN cur.next_state = 'queued'
                           THEN now() + $4 * interval '1 millisecond' ELSE j.run_at END,
             finished_at = CASE WHEN cur.next_state = 'queued' THEN NULL ELSE now() END,
-            lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+            lease_expires_at = NULL, updated_at = now()
         FROM cur
         WHERE j.id = cur.id
         RETURNING ",
@@ -235,9 +257,7 @@ const SNOOZE: &str = concat!(
                attempt, worker_id, 'delay ' || $4 || ' ms'
         FROM done
     ), ",
-    lease_lost_cte!("snooze"),
-    "
-    SELECT j.*, (SELECT count(*) FROM lost) AS lost FROM (SELECT 1) one LEFT JOIN done j ON true"
+    settle_ctes!("snooze", "$5")
 );
 
 const CANCEL: &str = concat!(
@@ -817,6 +837,7 @@ impl Store for PgStore {
             .bind(tenant)
             .bind(token.0)
             .bind(result)
+            .bind(Report::Complete.outcome_names())
             .fetch_one(&self.pool)
             .await
             .map_err(db_error)?;
@@ -879,6 +900,7 @@ impl Store for PgStore {
             .bind(failure.fatal)
             .bind(failure.cancelled)
             .bind(jitter)
+            .bind(Report::Fail.outcome_names())
             .fetch_one(&self.pool)
             .await
             .map_err(db_error)?;
@@ -897,6 +919,7 @@ impl Store for PgStore {
             .bind(tenant)
             .bind(token.0)
             .bind(delay_ms)
+            .bind(Report::Snooze.outcome_names())
             .fetch_one(&self.pool)
             .await
             .map_err(db_error)?;

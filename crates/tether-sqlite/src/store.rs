@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 use sqlx::{Row, Sqlite, SqliteConnection, Transaction};
 use tether_core::keys::OPERATOR_KEY_NAME;
-use tether_core::lifecycle::{self, FailOutcome};
+use tether_core::lifecycle::{self, FailOutcome, Report};
 use tether_core::schedule::{
     Fire, FireOutcome, Overlap, RunOutcome, Schedule, ScheduleRun, ScheduleSpec,
 };
@@ -207,10 +207,10 @@ const CLAIM: &str = concat!(
     job_cols!()
 );
 
-/// The tokens of the running jobs among ?2 (a JSON array of ids) of tenant
-/// ?1.
-const RUNNING_TOKENS: &str = "SELECT id, lease_token FROM tether_jobs \
-     WHERE tenant = ?1 AND state = 'running' AND id IN (SELECT value FROM json_each(?2))";
+/// The succeeded jobs among ?2 (a JSON array of ids) of tenant ?1, with the
+/// token that completed each.
+const SUCCEEDED_TOKENS: &str = "SELECT id, lease_token FROM tether_jobs \
+     WHERE tenant = ?1 AND state = 'succeeded' AND id IN (SELECT value FROM json_each(?2))";
 
 /// Whether a claim could find anything: a ready job in the queue (?1 tenant,
 /// ?2 queue). Read on a reader connection, without the write lock.
@@ -250,7 +250,8 @@ const COMPLETE: &str = concat!(
     now_ms!(),
     ", updated_at = ",
     now_ms!(),
-    ", lease_token = NULL, lease_expires_at = NULL",
+    // The token stays until the next claim: a repeated report is told by it.
+    ", lease_expires_at = NULL",
     fenced!(),
     "RETURNING ",
     job_cols!()
@@ -266,7 +267,7 @@ const COMPLETE_MANY: &str = concat!(
     now_ms!(),
     ", updated_at = ",
     now_ms!(),
-    ", lease_token = NULL, lease_expires_at = NULL FROM (",
+    ", lease_expires_at = NULL FROM (",
     unpack!("?2", "3", ["0" => "id", "1" => "t", "2" => "r"]),
     ") AS c WHERE tether_jobs.id = c.id AND +tether_jobs.tenant = ?1 ",
     "AND tether_jobs.lease_token = c.t AND +tether_jobs.state = 'running' ",
@@ -293,7 +294,7 @@ const FAIL_WRITE: &str = concat!(
     "finished_at = CASE WHEN ?2 = 'queued' THEN NULL ELSE ",
     now_ms!(),
     " END, ",
-    "lease_token = NULL, lease_expires_at = NULL, updated_at = ",
+    "lease_expires_at = NULL, updated_at = ",
     now_ms!(),
     " WHERE id = ?1 RETURNING ",
     job_cols!()
@@ -312,11 +313,20 @@ const SNOOZE: &str = concat!(
     "finished_at = CASE WHEN cancel_requested = 1 THEN ",
     now_ms!(),
     " ELSE NULL END, ",
-    "lease_token = NULL, lease_expires_at = NULL, updated_at = ",
+    "lease_expires_at = NULL, updated_at = ",
     now_ms!(),
     fenced!(),
     "RETURNING ",
     job_cols!()
+);
+
+/// The job (?2 of tenant ?1) if the token ?3 ended its last attempt and it
+/// stands in one of the states ?4 (a JSON array): a repeated report.
+const REPEATED_REPORT: &str = concat!(
+    "SELECT ",
+    job_cols!(),
+    " FROM tether_jobs WHERE tenant = ?1 AND id = ?2 AND lease_token = ?3 ",
+    "AND state IN (SELECT value FROM json_each(?4))"
 );
 
 const SELECT_JOB: &str = concat!(
@@ -886,12 +896,32 @@ async fn lease_lost(
     })
 }
 
-/// Ends a single-job fenced operation whose fence matched nothing: commits
-/// the `lease_lost` record and returns the error to answer with.
-async fn refuse_stale(mut tx: Tx, tenant: &str, id: Uuid, op: &str) -> Result<Error> {
-    let err = lease_lost(&mut tx, tenant, id, op).await?;
+/// Ends a report whose fence matched nothing: a repeat of the report that
+/// ended the attempt (same token, the job in a state it leads to; see
+/// [`Report`]) is answered with the job as it stands and changes nothing;
+/// anything else commits the `lease_lost` record and is refused.
+async fn settle_unfenced(
+    mut tx: Tx,
+    tenant: &str,
+    id: Uuid,
+    token: LeaseToken,
+    report: Report,
+) -> Result<Job> {
+    let repeated = sqlx::query(REPEATED_REPORT)
+        .bind(tenant)
+        .bind(id.to_string())
+        .bind(token.0.to_string())
+        .bind(serde_json::to_string(&report.outcome_names()).expect("names serialise"))
+        .fetch_optional(&mut *tx)
+        .await
+        .db()?;
+    if let Some(row) = repeated {
+        SqliteStore::finish_unchanged(tx).await?;
+        return rows::job(&row);
+    }
+    let err = lease_lost(&mut tx, tenant, id, report.as_str()).await?;
     tx.commit().await.db()?;
-    Ok(err)
+    Err(err)
 }
 
 /// Runs a "select the job, then decide" operation's first step.
@@ -1405,7 +1435,7 @@ impl Store for SqliteStore {
             .await
             .db()?;
         let Some(row) = row else {
-            return Err(refuse_stale(tx, tenant, id, "complete").await?);
+            return settle_unfenced(tx, tenant, id, token, Report::Complete).await;
         };
         let job = rows::job(&row)?;
         record(
@@ -1434,33 +1464,6 @@ impl Store for SqliteStore {
         }
 
         let mut tx = self.begin().await?;
-        // A job named with several different tokens (a worker's right one
-        // beside a stale one): read whose token owns it before the update,
-        // so each item is answered by its own token. Rare, so only then.
-        let mut tokens_of: HashMap<Uuid, HashSet<Uuid>> = HashMap::new();
-        for item in items {
-            tokens_of
-                .entry(item.id)
-                .or_default()
-                .insert(item.lease_token.0);
-        }
-        let ambiguous: Vec<String> = tokens_of
-            .iter()
-            .filter(|(_, tokens)| tokens.len() > 1)
-            .map(|(id, _)| id.to_string())
-            .collect();
-        let mut owner: HashMap<String, String> = HashMap::new();
-        if !ambiguous.is_empty() {
-            let rows = sqlx::query(RUNNING_TOKENS)
-                .bind(tenant)
-                .bind(id_array(ambiguous.iter().map(String::as_str)))
-                .fetch_all(&mut *tx)
-                .await
-                .db()?;
-            for row in &rows {
-                owner.insert(row.try_get("id").db()?, row.try_get("lease_token").db()?);
-            }
-        }
         let done = sqlx::query(COMPLETE_MANY)
             .bind(tenant)
             .bind(Value::Array(batch).to_string())
@@ -1479,24 +1482,56 @@ impl Store for SqliteStore {
                 .await
                 .db()?;
         }
-        // An item succeeds when this batch completed its job with the item's
-        // token (an item repeated with the same token answers alike).
+        // Jobs the update alone cannot answer for: ones it did not complete
+        // (a repeat of an earlier complete, or a stale token) and ones the
+        // batch names with several tokens. The token that completed a job
+        // stays on it, so one read answers each item by its own token. The
+        // usual batch (fresh tokens, each job once) needs no read.
+        let mut tokens_of: HashMap<String, HashSet<Uuid>> = HashMap::new();
+        for item in items {
+            tokens_of
+                .entry(item.id.to_string())
+                .or_default()
+                .insert(item.lease_token.0);
+        }
+        let uncertain: HashSet<&str> = tokens_of
+            .iter()
+            .filter(|(id, tokens)| tokens.len() > 1 || !done.contains(*id))
+            .map(|(id, _)| id.as_str())
+            .collect();
+        let mut completed_by: HashMap<String, String> = HashMap::new();
+        if !uncertain.is_empty() {
+            let rows = sqlx::query(SUCCEEDED_TOKENS)
+                .bind(tenant)
+                .bind(id_array(uncertain.iter().copied()))
+                .fetch_all(&mut *tx)
+                .await
+                .db()?;
+            for row in &rows {
+                completed_by.insert(row.try_get("id").db()?, row.try_get("lease_token").db()?);
+            }
+        }
         let ok: Vec<bool> = items
             .iter()
             .map(|item| {
                 let id = item.id.to_string();
-                done.contains(&id)
-                    && owner
-                        .get(&id)
-                        .is_none_or(|t| *t == item.lease_token.0.to_string())
+                !uncertain.contains(id.as_str())
+                    || completed_by.get(&id) == Some(&item.lease_token.0.to_string())
             })
             .collect();
         // One `lease_lost` per job and batch, however often the batch names
-        // it: a stale token repeated cannot grow the job's history.
+        // it: a stale token repeated cannot grow the job's history. A job
+        // this batch completed (or repeated) gets none, as on PostgreSQL.
+        let answered: HashSet<Uuid> = items
+            .iter()
+            .zip(&ok)
+            .filter(|(_, ok)| **ok)
+            .map(|(item, _)| item.id)
+            .collect();
         let lost_ids: BTreeSet<String> = items
             .iter()
             .zip(&ok)
-            .filter(|(_, ok)| !**ok)
+            .filter(|(item, ok)| !**ok && !answered.contains(&item.id))
             .map(|(item, _)| item.id.to_string())
             .collect();
         let mut existing: HashSet<String> = HashSet::new();
@@ -1519,7 +1554,7 @@ impl Store for SqliteStore {
             .map(|(item, succeeded)| {
                 if succeeded {
                     Ok(())
-                } else if existing.contains(&item.id.to_string()) {
+                } else if answered.contains(&item.id) || existing.contains(&item.id.to_string()) {
                     Err(Error::LeaseLost(item.id))
                 } else {
                     Err(Error::JobNotFound(item.id))
@@ -1548,7 +1583,7 @@ impl Store for SqliteStore {
             .await
             .db()?;
         let Some(row) = row else {
-            return Err(refuse_stale(tx, tenant, id, "fail").await?);
+            return settle_unfenced(tx, tenant, id, token, Report::Fail).await;
         };
         let attempt: i32 = row.try_get("attempt").db()?;
         let max_attempts: i32 = row.try_get("max_attempts").db()?;
@@ -1601,7 +1636,7 @@ impl Store for SqliteStore {
             .await
             .db()?;
         let Some(row) = row else {
-            return Err(refuse_stale(tx, tenant, id, "snooze").await?);
+            return settle_unfenced(tx, tenant, id, token, Report::Snooze).await;
         };
         let job = rows::job(&row)?;
         let event = if job.state == JobState::Cancelled {

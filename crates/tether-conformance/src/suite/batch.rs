@@ -66,7 +66,8 @@ pub async fn complete_many_answers_per_item(db: &TestDb) {
         1
     );
 
-    // Completing the same jobs again: all lease_lost now, the stale one works.
+    // Completing the same jobs again: the first repeats its complete
+    // (answered ok, nothing changed), the stale one works.
     let again = ok(db
         .engine
         .complete_many(
@@ -85,7 +86,7 @@ pub async fn complete_many_answers_per_item(db: &TestDb) {
             ],
         )
         .await);
-    assert_eq!(again[0].as_ref().map_err(|e| e.code()), Err("lease_lost"));
+    assert!(again[0].is_ok(), "{:?}", again[0]);
     assert!(again[1].is_ok());
     assert_eq!(get(db, T, c[0].job.id).await.result, Some(json!({"n": 0})));
 }

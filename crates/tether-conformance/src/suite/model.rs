@@ -17,7 +17,7 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::json;
-use tether_core::lifecycle::{fail_outcome, lapse_outcome, FailOutcome};
+use tether_core::lifecycle::{fail_outcome, lapse_outcome, FailOutcome, Report};
 use tether_core::{
     Backoff, ClaimRequest, Completion, Error, Failure, Heartbeat, JobFilter, JobState, LeaseToken,
     NewJob, QueueConfigPatch, RunAt,
@@ -148,6 +148,9 @@ struct MJob {
     unique: Option<u8>,
     idem: Option<u8>,
     tokens: Vec<LeaseToken>,
+    /// The token the job's row carries: the latest claim's, kept after a
+    /// report ends the attempt, dropped by the reaper and by replay.
+    kept: Option<LeaseToken>,
     lapsed: bool,
 }
 
@@ -167,6 +170,14 @@ impl MJob {
 
     fn owns(&self, token: LeaseToken) -> bool {
         self.state == JobState::Running && self.tokens.last() == Some(&token)
+    }
+
+    /// Whether `report` with `token` repeats the report that ended the
+    /// attempt: answered with the job as it stands, changing nothing.
+    fn repeats(&self, token: LeaseToken, report: Report) -> bool {
+        self.state != JobState::Running
+            && self.kept == Some(token)
+            && report.outcomes().contains(&self.state)
     }
 
     /// The job leaves `running` for `state` (lease dropped).
@@ -206,6 +217,18 @@ fn expect_err_code<T: std::fmt::Debug>(r: tether_core::Result<T>, code: &str) ->
 
 fn expect_ok<T>(r: tether_core::Result<T>, what: &str) -> std::result::Result<T, String> {
     r.map_err(|e| format!("{what}: expected success, got [{}] {e}", e.code()))
+}
+
+/// A repeated report: answered with the job as it stands (in the model's
+/// state), nothing changed.
+fn expect_repeat(r: tether_core::Result<tether_core::Job>, state: JobState, what: &str) -> Check {
+    let job = expect_ok(r, &format!("repeated {what}"))?;
+    ensure!(
+        job.state == state,
+        "repeated {what} answered a job {}, model {state}",
+        job.state
+    );
+    Ok(())
 }
 
 fn failure_of(kind: FailKind) -> Failure {
@@ -324,6 +347,7 @@ impl Case<'_> {
                                 unique: s.unique,
                                 idem: s.idem,
                                 tokens: Vec::new(),
+                                kept: None,
                                 lapsed: false,
                             });
                         }
@@ -396,6 +420,7 @@ impl Case<'_> {
                     j.attempt += 1;
                     j.lapsed = false;
                     j.tokens.push(c.lease_token);
+                    j.kept = Some(c.lease_token);
                     ensure!(
                         c.job.state == JobState::Running && c.job.attempt == j.attempt,
                         "claimed job #{idx} reads {} attempt {}, expected running attempt {}",
@@ -456,6 +481,8 @@ impl Case<'_> {
                         job.state
                     );
                     j.settle(JobState::Succeeded);
+                } else if j.repeats(token, Report::Complete) {
+                    expect_repeat(r, j.state, "complete")?;
                 } else {
                     expect_err_code(r, "lease_lost")?;
                 }
@@ -492,6 +519,8 @@ impl Case<'_> {
                     if j.owns(token) {
                         expect_ok(answer, &format!("complete_many item #{idx}"))?;
                         j.settle(JobState::Succeeded);
+                    } else if j.repeats(token, Report::Complete) {
+                        expect_ok(answer, &format!("repeated complete_many item #{idx}"))?;
                     } else {
                         expect_err_code(answer, "lease_lost")
                             .map_err(|m| format!("complete_many item #{idx}: {m}"))?;
@@ -520,6 +549,8 @@ impl Case<'_> {
                         job.state,
                         j.state
                     );
+                } else if j.repeats(token, Report::Fail) {
+                    expect_repeat(r, j.state, "fail")?;
                 } else {
                     expect_err_code(r, "lease_lost")?;
                 }
@@ -556,6 +587,8 @@ impl Case<'_> {
                         job.state,
                         j.state
                     );
+                } else if j.repeats(token, Report::Snooze) {
+                    expect_repeat(r, j.state, "snooze")?;
                 } else {
                     expect_err_code(r, "lease_lost")?;
                 }
@@ -618,6 +651,7 @@ impl Case<'_> {
                             j.settle(JobState::Queued);
                             j.attempt = 0;
                             j.cancel_requested = false;
+                            j.kept = None;
                             ensure!(
                                 job.state == JobState::Queued && job.attempt == 0,
                                 "replayed job is {} attempt {}",
@@ -650,6 +684,7 @@ impl Case<'_> {
                             _ => requeued += 1,
                         }
                         j.settle(to);
+                        j.kept = None;
                     }
                 }
                 ensure!(
