@@ -129,7 +129,7 @@ fn no_tracked_file_refers_outside_the_repository() {
 
 #[test]
 fn the_check_catches_what_it_should() {
-    let shared = concat!("..", "/shared/API.md");
+    let shared = concat!("..", "/shared", "/API.md");
     assert_eq!(
         offences("README.md", &format!("see `{shared}`\nfine")).len(),
         1
