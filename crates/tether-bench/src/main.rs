@@ -1,6 +1,6 @@
 //! tether's benchmark program. It measures tether against the raw SQL it
 //! runs, in one run on one machine, and prints a table followed by one
-//! `BENCH <name> <value>` line per figure named in `shared/TARGETS.md`.
+//! `BENCH <name> <value>` line per figure named in `docs/BENCHMARKS.md`.
 //!
 //! ```text
 //! cargo run --release -p tether-bench            # full run

@@ -137,7 +137,7 @@ const ENDING: [&str; 7] = [
     "claimed",
 ];
 
-/// The error codes of API.md's table, plus `internal`.
+/// The error codes of the error table in `docs/API.md` (`internal` included).
 pub const DOCUMENTED: [&str; 12] = [
     "invalid_argument",
     "unauthenticated",

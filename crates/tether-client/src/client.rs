@@ -1,4 +1,4 @@
-//! The HTTP client: one method per route of `shared/API.md`.
+//! The HTTP client: one method per route of `docs/API.md`.
 
 use std::time::Duration;
 

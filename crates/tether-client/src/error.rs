@@ -11,7 +11,7 @@ use uuid::Uuid;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// The machine-readable `error.code` of an API error (the error table of
-/// `shared/API.md`), plus `internal` and a catch-all for codes added later.
+/// `docs/API.md`, `internal` included) and a catch-all for codes added later.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
     /// 400: malformed JSON, unknown field, bad value.

@@ -1,4 +1,4 @@
-//! The bodies of the API, field for field as in `shared/API.md`.
+//! The bodies of the API, field for field as in `docs/API.md`.
 //!
 //! Answers are decoded leniently (fields a newer server adds are ignored);
 //! requests carry only the fields that are set.

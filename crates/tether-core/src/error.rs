@@ -86,7 +86,7 @@ pub enum Error {
 }
 
 impl Error {
-    /// The stable machine-readable code of this error (see `shared/API.md`).
+    /// The stable machine-readable code of this error (see the error table in `docs/API.md`).
     pub fn code(&self) -> &'static str {
         match self {
             Error::Invalid { .. } => "invalid_argument",

@@ -1,4 +1,4 @@
-//! Request and response bodies, field for field as in `shared/API.md`, with
+//! Request and response bodies, field for field as in `docs/API.md`, with
 //! their OpenAPI schemas: doc comments become the document's descriptions.
 
 use std::borrow::Cow;

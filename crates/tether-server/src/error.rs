@@ -1,5 +1,5 @@
 //! The one error type of the HTTP API: a status code plus
-//! `{"error": {"code", "message"}}`, as in the table of `shared/API.md`,
+//! `{"error": {"code", "message"}}`, as in the error table of `docs/API.md`,
 //! and the error parts of the OpenAPI document.
 
 use std::borrow::Cow;
@@ -12,8 +12,8 @@ use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr};
 use utoipa::{PartialSchema, ToResponse, ToSchema};
 
-/// Every error code with its status: the table of `shared/API.md`, plus
-/// `internal` (500), the answer to an unexpected storage failure.
+/// Every error code with its status: the error table of `docs/API.md`,
+/// `internal` (500) included, the answer to an unexpected storage failure.
 const CODES: [(&str, StatusCode); 12] = [
     ("invalid_argument", StatusCode::BAD_REQUEST),
     ("unauthenticated", StatusCode::UNAUTHORIZED),

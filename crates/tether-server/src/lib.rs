@@ -1,11 +1,11 @@
-//! tether's HTTP service: the `/v1` API of `shared/API.md` over an
+//! tether's HTTP service: the `/v1` API of `docs/API.md` over an
 //! [`Engine`], with API-key authentication, tenant walls and errors in the
 //! API's shape.
 //!
 //! [`router`] builds the whole service; the binary (`tether serve`) only
 //! binds it to a socket.
 //!
-//! Decisions where `shared/API.md` is silent:
+//! Decisions `docs/API.md` leaves to the server (also in `docs/http.md`):
 //! - Every `/v1` route authenticates first (before body checks), so a
 //!   request without a valid key is 401 whatever else is wrong with it.
 //!   Unknown routes are 404 and wrong methods 405 even without a key.

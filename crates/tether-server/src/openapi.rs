@@ -27,7 +27,7 @@ const API_KEY: &str = "api_key";
 #[openapi(
     info(
         title = "tether",
-        description = "The HTTP API of tether, a durable job queue: the contract of `shared/API.md`.\n\n\
+        description = "The HTTP API of tether, a durable job queue (reference: `docs/API.md`).\n\n\
             JSON in, JSON out; unknown fields in a request body are rejected. Times are RFC 3339 \
             strings in UTC with milliseconds; durations are integer milliseconds named `*_ms`; ids \
             are UUIDs. Every `/v1` route needs `Authorization: Bearer <api key>`; a key sees only \

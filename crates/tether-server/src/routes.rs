@@ -251,7 +251,7 @@ pub(crate) async fn heartbeat(
 
 /// Extend many leases at once.
 ///
-/// An addition to `shared/API.md`: the batch form of the heartbeat, so a
+/// An addition to the original v1 routes: the batch form of the heartbeat, so a
 /// remote worker extends all its leases in one round trip. Each item
 /// succeeds or fails on its own (`ok`), with the error it would have had
 /// alone.

@@ -1,5 +1,5 @@
 //! The OpenAPI document: the committed copy is current, the server serves
-//! it without a key, it documents exactly the routes of `shared/API.md`, and
+//! it without a key, it documents exactly the routes of `docs/API.md`, and
 //! real requests and answers fit its schemas.
 
 mod common;
@@ -13,7 +13,7 @@ use tether_conformance::TestDb;
 /// The committed copy of the document.
 const COMMITTED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/openapi.json");
 
-/// Every route of `shared/API.md` that the server serves, plus the batch
+/// Every route of `docs/API.md` that the server serves, plus the batch
 /// heartbeat (an addition, see `docs/http.md`). Not here, on purpose: the
 /// dashboard's static files (`GET /`, `GET /assets/app.js`,
 /// `GET /assets/style.css`), which are a web page, not API operations

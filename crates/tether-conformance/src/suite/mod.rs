@@ -1,5 +1,5 @@
 //! The behaviours, one `pub async fn name(db: &TestDb)` each, in modules by
-//! topic. The numbers in the docs refer to the invariants of DESIGN.md §2;
+//! topic. The numbers in the docs refer to the invariants of `docs/DESIGN.md`;
 //! `docs/semantics.md` holds the finer decisions checked here.
 
 pub mod attempts;

@@ -1,6 +1,6 @@
 //! Invariant 11, cron fires once: a schedule's fire instant produces exactly
 //! one job across concurrent schedulers and crashes; missed fires collapse
-//! into one run; overlap `skip`, disabling and triggering behave as API.md
+//! into one run; overlap `skip`, disabling and triggering behave as `docs/API.md`
 //! says. These run in real time on per-second schedules.
 
 use std::collections::HashSet;
