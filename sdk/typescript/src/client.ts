@@ -208,6 +208,19 @@ export class Client {
     throw errorFromApi(res.status, code, message);
   }
 
+  /**
+   * A request to any route (e.g. one newer than this client), answered as
+   * parsed JSON; errors map as for every other method. Never retried.
+   */
+  request<T = unknown>(
+    method: "GET" | "POST" | "PATCH" | "DELETE",
+    path: string,
+    init: { query?: Record<string, string | number | undefined | null>; body?: unknown } = {},
+    opts?: CallOptions,
+  ): Promise<T> {
+    return this.#request({ method, path, query: init.query, body: init.body, retry: false, opts });
+  }
+
   // ---------------------------------------------------------------- producing
 
   /** `POST /v1/jobs`: enqueues a job and answers it (an existing one for a taken idempotency or unique key). */

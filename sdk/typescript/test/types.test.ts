@@ -1,0 +1,171 @@
+// The wire types of src/types.ts against the server's OpenAPI document
+// (docs/openapi.json of the repository): every schema is modelled, with the
+// same property names, the same required-ness and the same nullability, and
+// every string enum has the same values. No server needed.
+
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import ts from "typescript";
+import { PKG_DIR } from "./harness.js";
+import { ERROR_CLASSES } from "../src/index.js";
+
+type Schema = Record<string, any>;
+const doc = JSON.parse(readFileSync(join(PKG_DIR, "../../docs/openapi.json"), "utf8"));
+const schemas: Record<string, Schema> = doc.components.schemas;
+
+/** TS names that differ from the document's schema names. */
+const RENAMED: Record<string, string> = { ErrorBody: "Error" };
+/** Schemas with nothing to model as an interface or a string union. */
+const NOT_MODELLED = new Set(["Name"]);
+/** Types modelled ahead of the document, checked against a route's answer once it is documented. */
+const AHEAD: Record<string, { path: string; method: string }> = { WhoamiResponse: { path: "/v1/whoami", method: "get" } };
+
+interface Prop {
+  optional: boolean;
+  nullable: boolean;
+}
+interface Iface {
+  props: Map<string, Prop>;
+  extends: string[];
+}
+
+const source = ts.createSourceFile("types.ts", readFileSync(join(PKG_DIR, "src/types.ts"), "utf8"), ts.ScriptTarget.ES2022, true);
+const interfaces = new Map<string, Iface>();
+const unions = new Map<string, string[] | null>();
+
+function typeIsNullable(t: ts.TypeNode | undefined): boolean {
+  if (!t) return true;
+  if (ts.isUnionTypeNode(t)) return t.types.some(typeIsNullable);
+  if (ts.isLiteralTypeNode(t)) return t.literal.kind === ts.SyntaxKind.NullKeyword;
+  if (ts.isTypeReferenceNode(t)) return t.typeName.getText(source) === "Json";
+  return t.kind === ts.SyntaxKind.UnknownKeyword || t.kind === ts.SyntaxKind.AnyKeyword;
+}
+
+for (const st of source.statements) {
+  if (ts.isInterfaceDeclaration(st)) {
+    const props = new Map<string, Prop>();
+    for (const m of st.members) {
+      if (ts.isPropertySignature(m)) {
+        props.set(m.name.getText(source), { optional: !!m.questionToken, nullable: typeIsNullable(m.type) });
+      }
+    }
+    const ext = (st.heritageClauses ?? []).flatMap((h) => h.types.map((t) => t.expression.getText(source)));
+    interfaces.set(st.name.text, { props, extends: ext });
+  } else if (ts.isTypeAliasDeclaration(st)) {
+    const t = st.type;
+    if (ts.isUnionTypeNode(t) && t.types.every((x) => ts.isLiteralTypeNode(x) && ts.isStringLiteral(x.literal))) {
+      unions.set(st.name.text, t.types.map((x) => ((x as ts.LiteralTypeNode).literal as ts.StringLiteral).text));
+    } else {
+      unions.set(st.name.text, null);
+    }
+  }
+}
+
+function deref(s: Schema): Schema {
+  if (s.$ref) return schemas[s.$ref.replace("#/components/schemas/", "")]!;
+  return s;
+}
+
+function schemaNullable(s: Schema): boolean {
+  if (Array.isArray(s.type)) return s.type.includes("null");
+  if (s.type === "null") return true;
+  for (const k of ["oneOf", "anyOf"]) if (Array.isArray(s[k])) return s[k].some((x: Schema) => schemaNullable(deref(x)));
+  if (s.$ref) return schemaNullable(deref(s));
+  // No type at all: any JSON, null included.
+  return s.type === undefined && !s.allOf && !s.enum && !s.properties;
+}
+
+/** Properties of an object schema (allOf merged): name → {required, nullable}. */
+function schemaProps(s: Schema): Map<string, { required: boolean; nullable: boolean }> {
+  const out = new Map<string, { required: boolean; nullable: boolean }>();
+  const parts = s.allOf ? s.allOf.map(deref) : [s];
+  for (const p of parts) {
+    const req = new Set<string>(p.required ?? []);
+    for (const [k, v] of Object.entries<Schema>(p.properties ?? {})) out.set(k, { required: req.has(k), nullable: schemaNullable(v) });
+  }
+  return out;
+}
+
+function ifaceProps(name: string): Map<string, Prop> {
+  const i = interfaces.get(name);
+  assert.ok(i, `no interface ${name} in src/types.ts`);
+  const out = new Map<string, Prop>();
+  for (const e of i.extends) for (const [k, v] of ifaceProps(e)) out.set(k, v);
+  for (const [k, v] of i.props) out.set(k, v);
+  return out;
+}
+
+function compare(tsName: string, schema: Schema) {
+  const want = schemaProps(schema);
+  const have = ifaceProps(tsName);
+  assert.deepEqual([...have.keys()].sort(), [...want.keys()].sort(), `${tsName}: property names differ from the document`);
+  for (const [k, w] of want) {
+    const h = have.get(k)!;
+    assert.equal(!h.optional, w.required, `${tsName}.${k}: ${w.required ? "required" : "optional"} in the document`);
+    assert.equal(h.nullable, w.nullable, `${tsName}.${k}: ${w.nullable ? "nullable" : "not nullable"} in the document`);
+  }
+}
+
+test("the document parses and has schemas", () => {
+  assert.ok(Object.keys(schemas).length > 30);
+  assert.ok(interfaces.size > 30);
+});
+
+test("every interface matches its schema: property names, required-ness, nullability", () => {
+  let checked = 0;
+  for (const name of interfaces.keys()) {
+    if (AHEAD[name]) continue;
+    const schemaName = RENAMED[name] ?? name;
+    const schema = schemas[schemaName];
+    assert.ok(schema, `interface ${name} has no schema ${schemaName} in the document`);
+    compare(name, schema);
+    checked++;
+  }
+  assert.ok(checked > 30, `only ${checked} interfaces checked`);
+});
+
+test("every schema of the document is modelled", () => {
+  const modelled = new Set<string>([...interfaces.keys(), ...unions.keys()].map((n) => RENAMED[n] ?? n));
+  const missing = Object.keys(schemas).filter((s) => !modelled.has(s) && !NOT_MODELLED.has(s));
+  assert.deepEqual(missing, [], "schemas of the document without a TypeScript type");
+});
+
+test("string enums have the document's values", () => {
+  let checked = 0;
+  for (const [name, s] of Object.entries(schemas)) {
+    if (!Array.isArray(s.enum) || s.type !== "string") continue;
+    const values = unions.get(name);
+    assert.ok(values, `enum ${name} is not a string union in src/types.ts`);
+    assert.deepEqual([...values].sort(), [...s.enum].sort(), `enum ${name}`);
+    checked++;
+  }
+  assert.ok(checked >= 5);
+});
+
+test("the batch answers are unions of their documented members", () => {
+  for (const name of ["CompleteResult", "HeartbeatResult"]) {
+    const members = (schemas[name]!.oneOf as Schema[]).map((m) => m.$ref.replace("#/components/schemas/", "")).sort();
+    const decl = source.statements.find((s) => ts.isTypeAliasDeclaration(s) && s.name.text === name) as ts.TypeAliasDeclaration;
+    assert.ok(decl && ts.isUnionTypeNode(decl.type), `${name} is a union`);
+    const have = (decl.type as ts.UnionTypeNode).types.map((t) => t.getText(source)).sort();
+    assert.deepEqual(have, members, name);
+  }
+});
+
+test("one error class per documented error code", () => {
+  assert.deepEqual(Object.keys(ERROR_CLASSES).sort(), [...schemas.ErrorCode!.enum].sort());
+});
+
+test("types modelled ahead of the document match it once documented", (t) => {
+  for (const [name, route] of Object.entries(AHEAD)) {
+    const op = doc.paths[route.path]?.[route.method];
+    if (!op) {
+      t.diagnostic(`${route.method.toUpperCase()} ${route.path} is not in the document yet; ${name} is checked by the server tests only`);
+      continue;
+    }
+    const schema = deref(op.responses["200"].content["application/json"].schema);
+    compare(name, schema);
+  }
+});
