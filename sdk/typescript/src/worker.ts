@@ -7,7 +7,7 @@
 // given back.
 
 import { Client, isTransient, sleep } from "./client.js";
-import { Fatal, LeaseLost, RetryAfter, Snooze, TetherError } from "./errors.js";
+import { Fatal, LeaseLost, NotFound, RetryAfter, Snooze, TetherError } from "./errors.js";
 import type { ClaimedJob, CompleteItem, FailBody, Job, Json } from "./types.js";
 import { hostname } from "node:os";
 import { randomUUID } from "node:crypto";
@@ -163,7 +163,8 @@ function errorText(e: unknown): string {
 }
 
 function classify(e: unknown): Reported {
-  if (e instanceof LeaseLost) return { kind: "lease_lost" };
+  // Not found: the job is gone (pruned, or another tenant's): nothing to report to.
+  if (e instanceof LeaseLost || e instanceof NotFound) return { kind: "lease_lost" };
   if (isTransient(e)) return { kind: "gave_up", error: e };
   return { kind: "rejected", error: e };
 }
@@ -428,14 +429,15 @@ export class Worker {
       );
     }
     // A handler asked to stop gets one lease TTL to do so.
+    let finished = false;
+    let onAbort: () => void = () => {};
     races.push(
-      new Promise((resolve) =>
-        fl.ctrl.signal.addEventListener(
-          "abort",
-          () => timers.push(setTimeout(() => resolve({ kind: "unanswered" }), this.leaseTtlMs)),
-          { once: true },
-        ),
-      ),
+      new Promise((resolve) => {
+        onAbort = () => {
+          if (!finished) timers.push(setTimeout(() => resolve({ kind: "unanswered" }), this.leaseTtlMs));
+        };
+        fl.ctrl.signal.addEventListener("abort", onAbort, { once: true });
+      }),
     );
     const ctx: JobContext = {
       signal: fl.ctrl.signal,
@@ -458,6 +460,8 @@ export class Worker {
     try {
       return await Promise.race([run, ...races]);
     } finally {
+      finished = true;
+      fl.ctrl.signal.removeEventListener("abort", onAbort);
       for (const t of timers) clearTimeout(t);
     }
   }
@@ -600,7 +604,7 @@ export class Worker {
         const r = results![i];
         if (!r) p.done({ kind: "gave_up", error: new Error("the server answered fewer items than it was given") });
         else if (r.ok) p.done({ kind: "done", state: "succeeded" });
-        else if (r.error.code === "lease_lost") p.done({ kind: "lease_lost" });
+        else if (r.error.code === "lease_lost" || r.error.code === "not_found") p.done({ kind: "lease_lost" });
         else if (r.error.code === "unavailable") p.done({ kind: "gave_up", error: r.error });
         else p.done({ kind: "rejected", error: new TetherError(r.error.message, r.error.code, 0) });
       });
