@@ -8,9 +8,9 @@ import { mkdtempSync, readFileSync, rmSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { describe, before, after } from "node:test";
+import { describe, before, after, afterEach } from "node:test";
 import { randomBytes } from "node:crypto";
-import { Client } from "../src/index.js";
+import { Client, type Worker } from "../src/index.js";
 
 /** sdk/typescript, wherever the tests were compiled to. */
 export const PKG_DIR = (() => {
@@ -118,6 +118,10 @@ export function forEachBackend(name: string, suite: (get: () => Server) => void)
       after(async () => {
         await server?.stop();
       });
+      // A test that fails half-way must not leave its worker running.
+      afterEach(async () => {
+        await stopWorkers();
+      });
       suite(() => {
         if (!server) throw new Error("the server did not start");
         return server;
@@ -149,4 +153,20 @@ export function memoryLogger() {
     lines.push(`${level} ${msg} ${fields ? JSON.stringify(fields) : ""}`);
   };
   return { lines, logger: { debug: log("debug"), info: log("info"), warn: log("warn"), error: log("error") } };
+}
+
+const running: Array<{ worker: Worker; run: Promise<void> }> = [];
+
+/** Starts `worker.run()`; the worker is shut down after the test whatever happens. */
+export function startWorker(worker: Worker): Promise<void> {
+  const run = worker.run();
+  running.push({ worker, run });
+  return run;
+}
+
+/** Shuts down every worker started with {@link startWorker} and waits for their drain. */
+export async function stopWorkers(): Promise<void> {
+  const all = running.splice(0);
+  for (const w of all) w.worker.shutdown();
+  await Promise.all(all.map((w) => w.run));
 }

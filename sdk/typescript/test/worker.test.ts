@@ -5,7 +5,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Client, Fatal, JobAborted, LeaseLost, RetryAfter, Snooze, Worker, type Job } from "../src/index.js";
-import { eventually, forEachBackend, memoryLogger, queueName } from "./harness.js";
+import { eventually, forEachBackend, memoryLogger, queueName, startWorker } from "./harness.js";
 
 async function history(c: Client, id: string): Promise<string[]> {
   const out: string[] = [];
@@ -42,7 +42,7 @@ forEachBackend("worker", (server) => {
       return { sum: p + 1 };
     });
     const jobs = await c.enqueueBatch(Array.from({ length: 20 }, (_, i) => ({ queue, kind: "add", payload: i })));
-    const run = worker.run();
+    const run = startWorker(worker);
     const slow = jobs[0]!.job.id;
     // The slow job's progress reaches the server with a heartbeat.
     await eventually("progress", async () => (await c.get(slow)).progress !== null);
@@ -67,7 +67,7 @@ forEachBackend("worker", (server) => {
       return "done";
     });
     const job = await c.enqueue({ queue, kind: "slow" });
-    const run = worker.run();
+    const run = startWorker(worker);
     const j = await settled(c, job.id, ["succeeded"]);
     assert.equal(j.attempt, 1, "never reclaimed");
     const events = await history(c, job.id);
@@ -112,7 +112,7 @@ forEachBackend("worker", (server) => {
       return "late";
     });
     const job = await c.enqueue({ queue, kind: "k" });
-    const run = worker.run();
+    const run = startWorker(worker);
     await settled(c, job.id, ["running"]);
     const fresh = await eventually("a new owner", async () => (await c.claim(queue, { worker_id: "fresh", lease_ttl_ms: 30_000 }))[0]);
     release();
@@ -152,7 +152,7 @@ forEachBackend("worker", (server) => {
       { queue, kind: "nobody" },
     ]);
     const before = Date.now();
-    const run = worker.run();
+    const run = startWorker(worker);
     const retried = await eventually("retry", async () => {
       const j = await c.get(r!.job.id);
       return j.state === "queued" && j.attempt === 1 ? j : undefined;
@@ -202,7 +202,7 @@ forEachBackend("worker", (server) => {
       throw ctx.signal.reason;
     });
     const job = await c.enqueue({ queue, kind: "long" });
-    const run = worker.run();
+    const run = startWorker(worker);
     await settled(c, job.id, ["running"]);
     const asked = await c.cancel(job.id);
     assert.equal(asked.cancel_requested, true);
@@ -227,7 +227,7 @@ forEachBackend("worker", (server) => {
       return "too late";
     });
     const job = await c.enqueue({ queue, kind: "stuck", timeout_ms: 300, max_attempts: 1 });
-    const run = worker.run();
+    const run = startWorker(worker);
     const j = await settled(c, job.id, ["failed"]);
     assert.equal(j.last_error, "timed out after 300 ms");
     assert.ok(reason instanceof JobAborted && reason.why === "timeout");
@@ -256,7 +256,7 @@ forEachBackend("worker", (server) => {
       { queue, kind: "quick" },
       { queue, kind: "forever" },
     ]);
-    const run = worker.run();
+    const run = startWorker(worker);
     await settled(c, f!.job.id, ["running"]);
     await settled(c, q!.job.id, ["running"]);
     const t0 = Date.now();
