@@ -37,9 +37,11 @@ export interface Server {
   admin: Client;
   dataDir: string;
   proc: ChildProcess;
+  /** The throwaway PostgreSQL database (postgres backend only). */
+  dbName?: string;
 }
 
-function psql(url: string, sql: string) {
+export function psql(url: string, sql: string) {
   const r = spawnSync("psql", ["-v", "ON_ERROR_STOP=1", "-X", "-q", "-d", url, "-c", sql], { encoding: "utf8" });
   if (r.error) throw new Error(`psql could not run: ${r.error.message}`);
   if (r.status !== 0) throw new Error(`psql failed (${sql}): ${r.stderr}`);
@@ -69,6 +71,7 @@ export async function startServer(backend: Backend): Promise<Server & { stop: ()
   let stderr = "";
   proc.stderr!.on("data", (d: Buffer) => {
     stderr += d.toString();
+    if (process.env.TETHER_TEST_SERVER_LOG) process.stderr.write(d);
     if (stderr.length > 20_000) stderr = stderr.slice(-10_000);
   });
   const url = await new Promise<string>((resolveUrl, reject) => {
@@ -101,7 +104,7 @@ export async function startServer(backend: Backend): Promise<Server & { stop: ()
     rmSync(dataDir, { recursive: true, force: true });
     if (dbName) psql(DATABASE_URL, `DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
   };
-  return { backend, url, key, admin, dataDir, proc, stop };
+  return { backend, url, key, admin, dataDir, proc, dbName, stop };
 }
 
 /**
