@@ -29,7 +29,14 @@ forEachBackend("worker", (server) => {
     const c = server().admin;
     const queue = queueName();
     const { logger } = memoryLogger();
-    const worker = new Worker(c, { queue, concurrency: 8, claimWaitMs: 500, leaseTtlMs: 1500, handleSignals: false, logger });
+    // Record what the worker sends (the server is real; this only watches).
+    const sent: Array<{ path: string; body: any }> = [];
+    const recording: typeof fetch = (input, init) => {
+      sent.push({ path: new URL(String(input)).pathname, body: init?.body ? JSON.parse(String(init.body)) : undefined });
+      return fetch(input, init);
+    };
+    const wc = new Client({ url: server().url, key: server().key, fetch: recording });
+    const worker = new Worker(wc, { queue, concurrency: 8, claimWaitMs: 500, leaseTtlMs: 1500, handleSignals: false, logger });
     let running = 0;
     let most = 0;
     worker.handle("add", async (job, ctx) => {
@@ -55,6 +62,16 @@ forEachBackend("worker", (server) => {
     assert.ok(most > 1 && most <= 8, `at most 8 at once, more than 1 (saw ${most})`);
     worker.shutdown();
     await run;
+    const claims = sent.filter((r) => r.path.endsWith("/claim"));
+    assert.equal(claims[0]!.body.limit, 8, "an idle worker claims as many as it has slots");
+    assert.ok(claims.every((r) => r.body.limit >= 1 && r.body.limit <= 8 && r.body.lease_ttl_ms === 1500 && r.body.wait_ms === 500));
+    const completes = sent.filter((r) => r.path === "/v1/jobs/complete");
+    assert.equal(completes.reduce((n, r) => n + r.body.items.length, 0), 20, "every success goes through the batch route");
+    assert.ok(completes.length < 20, `completions are batched (${completes.length} requests for 20 jobs)`);
+    assert.ok(sent.every((r) => !/\/v1\/jobs\/[^/]+\/(complete|heartbeat)$/.test(r.path)), "no per-job complete or heartbeat");
+    const beats = sent.filter((r) => r.path === "/v1/jobs/heartbeat");
+    assert.ok(beats.length >= 1, "the slow job was heartbeated");
+    assert.ok(beats.some((r) => r.body.items.some((i: any) => i.id === slow && i.progress?.started === true)), "progress travels with a heartbeat");
   });
 
   test("heartbeats keep a job beyond its lease TTL", async () => {
