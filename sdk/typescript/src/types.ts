@@ -416,9 +416,15 @@ export interface KeyListResponse {
   keys: ApiKey[];
 }
 
+/** A tenant named in another answer. */
+export interface TenantRef {
+  id: string;
+  name: string;
+}
+
 /** `GET /v1/whoami`: the caller's tenant and key. */
 export interface WhoamiResponse {
-  tenant: { id: string; name: string };
+  tenant: TenantRef;
   key_id: string;
   admin: boolean;
 }
