@@ -7,7 +7,7 @@
 // given back.
 
 import { Client, isTransient, sleep } from "./client.js";
-import { Fatal, LeaseLost, NotFound, RetryAfter, Snooze, TetherError } from "./errors.js";
+import { Fatal, Internal, LeaseLost, NotFound, PermissionDenied, RetryAfter, Snooze, TetherError, Unauthenticated } from "./errors.js";
 import type { ClaimedJob, CompleteItem, FailBody, Job, Json } from "./types.js";
 import { hostname } from "node:os";
 import { randomUUID } from "node:crypto";
@@ -63,7 +63,9 @@ export interface WorkerOptions {
   shutdownGraceMs?: number;
   /** Worker id shown on jobs and in history. Default `<host>:<pid>:<random>`. */
   workerId?: string;
-  /** Whether `run()` stops on SIGTERM/SIGINT. Default true. */
+  /** A `Snooze` of at most this many ms is slept in the worker (keeping the slot) and the handler run again; longer ones go to the server. Default 5 000; 0 sends every snooze to the server. */
+  maxInProcessSnoozeMs?: number;
+  /** Whether `run()` stops on SIGTERM/SIGINT (a second signal exits at once). Default true. */
   handleSignals?: boolean;
   /** Logs; default: one line per message on stderr, `debug` dropped. */
   logger?: Logger;
@@ -162,10 +164,15 @@ function errorText(e: unknown): string {
   return text.length > ERROR_CHARS ? "…" + text.slice(text.length - ERROR_CHARS) : text;
 }
 
+/** Worth another try of a report: no answer, `unavailable`, or `internal` (within the same try budget). */
+function retryable(e: unknown): boolean {
+  return isTransient(e) || e instanceof Internal;
+}
+
 function classify(e: unknown): Reported {
   // Not found: the job is gone (pruned, or another tenant's): nothing to report to.
   if (e instanceof LeaseLost || e instanceof NotFound) return { kind: "lease_lost" };
-  if (isTransient(e)) return { kind: "gave_up", error: e };
+  if (retryable(e)) return { kind: "gave_up", error: e };
   return { kind: "rejected", error: e };
 }
 
@@ -183,6 +190,7 @@ export class Worker {
   readonly shutdownGraceMs: number;
   readonly workerId: string;
   readonly handleSignals: boolean;
+  readonly maxInProcessSnoozeMs: number;
   readonly log: Logger;
 
   #handlers = new Map<string, Handler>();
@@ -208,6 +216,7 @@ export class Worker {
     this.shutdownGraceMs = options.shutdownGraceMs ?? 30_000;
     this.workerId = options.workerId ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
     this.handleSignals = options.handleSignals ?? true;
+    this.maxInProcessSnoozeMs = Math.max(0, options.maxInProcessSnoozeMs ?? 5_000);
     this.log = options.logger ?? stderrLogger;
   }
 
@@ -245,8 +254,14 @@ export class Worker {
   async run(): Promise<void> {
     if (this.#started) throw new Error("a Worker runs once");
     this.#started = true;
+    await this.#checkKey();
     const onSignal = (sig: NodeJS.Signals) => {
-      this.log.info(this.stopping ? `${sig} again: handing running jobs back now` : `${sig}: shutting down, no more claims`, { worker_id: this.workerId });
+      if (this.stopping) {
+        // As the Rust runtime: a second signal exits at once; the leases lapse and the server requeues the jobs.
+        this.log.warn(`${sig} again: exiting at once without handing jobs back`, { worker_id: this.workerId, jobs: this.#inflight.size });
+        process.exit(1);
+      }
+      this.log.info(`${sig}: shutting down, no more claims`, { worker_id: this.workerId });
       this.shutdown();
     };
     if (this.handleSignals) {
@@ -281,6 +296,20 @@ export class Worker {
         process.off("SIGINT", onSignal);
       }
       this.log.info("worker stopped", { worker_id: this.workerId });
+    }
+  }
+
+  /** Checks the key once before claiming: a wrong or revoked key stops the worker with a clear error. */
+  async #checkKey(): Promise<void> {
+    try {
+      const me = await this.client.whoami();
+      this.log.info("key checked", { tenant: me.tenant.name, key_id: me.key_id });
+    } catch (e) {
+      if (e instanceof Unauthenticated || e instanceof PermissionDenied) {
+        throw new Unauthenticated(`the worker's API key was refused (${e.message}): check TETHER_KEY`, e.code as "unauthenticated", e.status);
+      }
+      // A server without the route, or one not answering yet: the claim loop copes (with backoff).
+      this.log.warn("could not check the key", { error: String(e) });
     }
   }
 
@@ -449,16 +478,37 @@ export class Worker {
     };
     // Strip the lease token: handlers get the job as the API shows it.
     const { lease_token: _token, ...job } = fl.job;
-    const run = (async (): Promise<Ended> => {
+    const runOnce = async (): Promise<Ended> => {
       try {
         const result = await handler(job, ctx);
         return { kind: "returned", result: result === undefined ? undefined : result };
       } catch (error) {
         return { kind: "threw", error };
       }
-    })();
+    };
+    const deadline = timeoutMs !== undefined ? Date.now() + timeoutMs : undefined;
+    const whenAborted = (signal: AbortSignal) =>
+      new Promise<"aborted">((resolve) => (signal.aborted ? resolve("aborted") : signal.addEventListener("abort", () => resolve("aborted"), { once: true })));
     try {
-      return await Promise.race([run, ...races]);
+      for (;;) {
+        const ended = await Promise.race([runOnce(), ...races]);
+        // A short snooze is slept here, keeping the slot (and the lease, by heartbeats), then the handler runs again.
+        if (!(ended.kind === "threw" && ended.error instanceof Snooze && ended.error.ms <= this.maxInProcessSnoozeMs)) return ended;
+        const ms = ended.error.ms;
+        if (fl.ctrl.signal.aborted || this.#stop.signal.aborted) return ended;
+        // A sleep that would outlast the timeout goes to the server instead (the attempt is given back anyway).
+        if (deadline !== undefined && Date.now() + ms > deadline) return ended;
+        const wake = Date.now() + ms;
+        let timer: NodeJS.Timeout | undefined;
+        const slept = new Promise<"woke">((resolve) => (timer = setTimeout(() => resolve("woke"), ms)));
+        const r = await Promise.race([...races, slept, whenAborted(this.#stop.signal).then(() => "stop" as const), whenAborted(fl.ctrl.signal)]);
+        clearTimeout(timer);
+        if (r === "woke") continue;
+        // Shutting down: hand back what is left of the snooze at once rather than hold the slot through the grace.
+        if (r === "stop") return { kind: "threw", error: new Snooze(Math.max(0, wake - Date.now())) };
+        if (r === "aborted") return ended;
+        return r;
+      }
     } finally {
       finished = true;
       fl.ctrl.signal.removeEventListener("abort", onAbort);
@@ -533,7 +583,7 @@ export class Worker {
       try {
         return { kind: "done", state: await f() };
       } catch (e) {
-        if (!isTransient(e) || i >= REPORT_TRIES) return classify(e);
+        if (!retryable(e) || i >= REPORT_TRIES) return classify(e);
         const d = backoff.next();
         this.log.warn(`${what} failed; trying again in ${Math.round(d)} ms`, { error: String(e) });
         await sleep(d);
@@ -595,7 +645,7 @@ export class Worker {
         break;
       } catch (e) {
         failure = e;
-        if (!isTransient(e) || i >= REPORT_TRIES) break;
+        if (!retryable(e) || i >= REPORT_TRIES) break;
         await sleep(backoff.next());
       }
     }
@@ -605,12 +655,12 @@ export class Worker {
         if (!r) p.done({ kind: "gave_up", error: new Error("the server answered fewer items than it was given") });
         else if (r.ok) p.done({ kind: "done", state: "succeeded" });
         else if (r.error.code === "lease_lost" || r.error.code === "not_found") p.done({ kind: "lease_lost" });
-        else if (r.error.code === "unavailable") p.done({ kind: "gave_up", error: r.error });
+        else if (r.error.code === "unavailable" || r.error.code === "internal") p.done({ kind: "gave_up", error: r.error });
         else p.done({ kind: "rejected", error: new TetherError(r.error.message, r.error.code, 0) });
       });
       return;
     }
-    if (isTransient(failure) || batch.length === 1) {
+    if (retryable(failure) || batch.length === 1) {
       const r = classify(failure);
       for (const p of batch) p.done(r);
       return;

@@ -4,7 +4,7 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Client, Fatal, JobAborted, LeaseLost, RetryAfter, Snooze, Worker, type Job } from "../src/index.js";
+import { Client, Fatal, JobAborted, LeaseLost, RetryAfter, Snooze, Unauthenticated, Worker, type Job } from "../src/index.js";
 import { eventually, forEachBackend, memoryLogger, queueName, startWorker } from "./harness.js";
 
 async function history(c: Client, id: string): Promise<string[]> {
@@ -205,6 +205,32 @@ forEachBackend("worker", (server) => {
     assert.match(nobody.last_error!, /no handler for kind nobody/);
     worker.shutdown();
     await run;
+  });
+
+  test("a short Snooze is slept in the worker and the handler runs again", async () => {
+    const c = server().admin;
+    const queue = queueName();
+    const { logger } = memoryLogger();
+    const worker = new Worker(c, { queue, claimWaitMs: 300, handleSignals: false, logger });
+    let calls = 0;
+    worker.handle("busy", async () => {
+      calls++;
+      if (calls === 1) throw new Snooze(200);
+      return "second time lucky";
+    });
+    const job = await c.enqueue({ queue, kind: "busy" });
+    startWorker(worker);
+    const j = await settled(c, job.id, ["succeeded"]);
+    assert.equal(calls, 2);
+    assert.equal(j.attempt, 1);
+    assert.equal(j.result, "second time lucky");
+    assert.deepEqual(await history(c, job.id), ["enqueued", "claimed", "succeeded"]);
+  });
+
+  test("a worker with a refused key stops at start with Unauthenticated", async () => {
+    const { logger } = memoryLogger();
+    const worker = new Worker(new Client({ url: server().url, key: "tth_wrong" }), { queue: queueName(), handleSignals: false, logger });
+    await assert.rejects(worker.run(), Unauthenticated);
   });
 
   test("cancel reaches a running handler through ctx.signal", async () => {
