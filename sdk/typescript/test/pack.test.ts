@@ -51,6 +51,31 @@ worker.shutdown();
 await run;
 `,
   );
+  // The declarations serve a strict TypeScript consumer.
+  writeFileSync(
+    join(app, "check.ts"),
+    `import { Client, Worker, RetryAfter, Snooze, Fatal, LeaseLost, type Job, type JobContext } from "tether-client";
+const client = new Client({ url: "http://127.0.0.1:7070", key: "k" });
+const worker = new Worker(client, { queue: "emails", concurrency: 8 });
+worker.handle("send_welcome", async (job: Job, ctx: JobContext) => {
+  ctx.progress({ step: 1 });
+  if (ctx.signal.aborted) throw new Snooze(1000);
+  if (job.attempt > 3) throw new Fatal("no");
+  if (job.attempt > 2) throw new RetryAfter(500);
+  return { sent: true };
+});
+export async function f(): Promise<string> {
+  const job = await client.enqueue({ queue: "emails", kind: "send_welcome", payload: { to: "ada@example.com" }, idempotency_key: "x" });
+  const e: unknown = null;
+  return e instanceof LeaseLost ? e.code : job.state;
+}
+`,
+  );
+  execFileSync(
+    process.execPath,
+    [join(PKG_DIR, "node_modules/typescript/bin/tsc"), "--noEmit", "--strict", "--module", "nodenext", "--moduleResolution", "nodenext", "--target", "es2022", "--lib", "es2022,dom", "check.ts"],
+    { cwd: app, stdio: ["ignore", "inherit", "inherit"] },
+  );
   const out = execFileSync(process.execPath, ["main.mjs"], {
     cwd: app,
     env: { ...process.env, TETHER_URL: server!.url, TETHER_KEY: server!.key },
