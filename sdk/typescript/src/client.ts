@@ -93,6 +93,8 @@ interface RequestSpec {
   body?: unknown;
   /** Whether a transport error or `unavailable` may be retried. */
   retry: boolean;
+  /** Answer the body as text instead of parsing JSON. */
+  text?: boolean;
   opts?: CallOptions;
 }
 
@@ -186,6 +188,7 @@ export class Client {
       throw new TransportError(`${spec.method} ${spec.path}: ${why}`, "transport", 0, { cause: e });
     }
     if (res.ok) {
+      if (spec.text) return text as T;
       if (res.status === 204 || text === "") return undefined as T;
       try {
         return JSON.parse(text) as T;
@@ -453,6 +456,16 @@ export class Client {
   /** `GET /healthz`: the process is alive. */
   health(opts?: CallOptions): Promise<Health> {
     return this.#request({ method: "GET", path: "/healthz", retry: true, opts });
+  }
+
+  /** `GET /metrics` (admin key): the Prometheus text. */
+  metrics(opts?: CallOptions): Promise<string> {
+    return this.#request({ method: "GET", path: "/metrics", retry: true, text: true, opts });
+  }
+
+  /** `GET /openapi.json`: the server's OpenAPI document. */
+  openapi(opts?: CallOptions): Promise<Record<string, unknown>> {
+    return this.#request({ method: "GET", path: "/openapi.json", retry: true, opts });
   }
 
   /** `GET /readyz`: the database is reachable (503 `unavailable` when not). */

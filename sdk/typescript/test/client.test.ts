@@ -67,9 +67,16 @@ test("transport errors: reads are retried with backoff, unsafe writes are not", 
 });
 
 forEachBackend("client", (server) => {
-  test("health, ready", async () => {
-    assert.equal((await server().admin.health()).status, "ok");
-    assert.equal((await server().admin.ready()).status, "ok");
+  test("health, ready, metrics, openapi", async () => {
+    const c = server().admin;
+    assert.equal((await c.health()).status, "ok");
+    assert.equal((await c.ready()).status, "ok");
+    await c.enqueue({ queue: queueName("metrics"), kind: "k" });
+    assert.match(await c.metrics(), /^tether_queue_jobs\{/m);
+    const doc = await c.openapi();
+    assert.ok((doc.paths as Record<string, unknown>)["/v1/jobs"]);
+    const t = await c.createTenant(queueName("m"));
+    await assert.rejects(new Client({ url: server().url, key: t.api_key }).metrics(), PermissionDenied);
   });
 
   test("enqueue, idempotency, get, list and its pages", async () => {

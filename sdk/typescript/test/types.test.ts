@@ -9,7 +9,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import ts from "typescript";
 import { PKG_DIR } from "./harness.js";
-import { ERROR_CLASSES } from "../src/index.js";
+import { Client, ERROR_CLASSES } from "../src/index.js";
 
 type Schema = Record<string, any>;
 // TETHER_OPENAPI_PATH checks against another copy (e.g. a server's live /openapi.json).
@@ -169,4 +169,63 @@ test("GET /v1/whoami answers WhoamiResponse once documented", (t) => {
     return;
   }
   assert.equal(op.responses["200"].content["application/json"].schema.$ref, "#/components/schemas/WhoamiResponse");
+});
+
+/** The Client method of each documented route. */
+const ROUTES: Record<string, string> = {
+  "GET /healthz": "health",
+  "GET /readyz": "ready",
+  "GET /metrics": "metrics",
+  "GET /openapi.json": "openapi",
+  "GET /v1/cron/preview": "cronPreview",
+  "GET /v1/jobs": "list",
+  "POST /v1/jobs": "enqueue",
+  "POST /v1/jobs/batch": "enqueueBatch",
+  "POST /v1/jobs/complete": "completeBatch",
+  "POST /v1/jobs/heartbeat": "heartbeatBatch",
+  "GET /v1/jobs/{id}": "get",
+  "POST /v1/jobs/{id}/cancel": "cancel",
+  "POST /v1/jobs/{id}/complete": "complete",
+  "GET /v1/jobs/{id}/events": "events",
+  "POST /v1/jobs/{id}/fail": "fail",
+  "POST /v1/jobs/{id}/heartbeat": "heartbeat",
+  "POST /v1/jobs/{id}/replay": "replay",
+  "POST /v1/jobs/{id}/snooze": "snooze",
+  "DELETE /v1/keys/{key_id}": "revokeKey",
+  "GET /v1/queues": "queues",
+  "GET /v1/queues/{queue}": "getQueue",
+  "PATCH /v1/queues/{queue}": "configureQueue",
+  "POST /v1/queues/{queue}/claim": "claim",
+  "POST /v1/queues/{queue}/pause": "pause",
+  "POST /v1/queues/{queue}/replay": "replayQueue",
+  "POST /v1/queues/{queue}/resume": "resume",
+  "GET /v1/schedules": "listSchedules",
+  "POST /v1/schedules": "createSchedule",
+  "GET /v1/schedules/{id}": "getSchedule",
+  "DELETE /v1/schedules/{id}": "deleteSchedule",
+  "PATCH /v1/schedules/{id}": "patchSchedule",
+  "GET /v1/schedules/{id}/runs": "scheduleRuns",
+  "POST /v1/schedules/{id}/trigger": "triggerSchedule",
+  "GET /v1/tenants": "listTenants",
+  "POST /v1/tenants": "createTenant",
+  "GET /v1/tenants/{tenant_id}/keys": "listKeys",
+  "POST /v1/tenants/{tenant_id}/keys": "createKey",
+  "GET /v1/whoami": "whoami",
+};
+/** Routes the client has before the committed document does. */
+const ROUTES_AHEAD = new Set(["GET /v1/whoami"]);
+
+test("every documented route has a Client method", () => {
+  const documented = Object.entries<Record<string, unknown>>(doc.paths).flatMap(([path, ops]) =>
+    Object.keys(ops)
+      .filter((m) => ["get", "post", "patch", "put", "delete"].includes(m))
+      .map((m) => `${m.toUpperCase()} ${path}`),
+  );
+  const missing = documented.filter((r) => !ROUTES[r]);
+  assert.deepEqual(missing, [], "documented routes without a Client method in this table");
+  const gone = Object.keys(ROUTES).filter((r) => !documented.includes(r) && !ROUTES_AHEAD.has(r));
+  assert.deepEqual(gone, [], "routes in this table that the document does not have");
+  for (const [route, method] of Object.entries(ROUTES)) {
+    assert.equal(typeof (Client.prototype as unknown as Record<string, unknown>)[method], "function", `${route}: Client.${method}`);
+  }
 });
