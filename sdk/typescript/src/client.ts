@@ -1,0 +1,476 @@
+// The HTTP client of tether: one method per route of the v1 API, request
+// fields named exactly as on the wire, answers typed, errors mapped to one
+// class per API error code.
+
+import { errorFromApi, TransportError, Unavailable } from "./errors.js";
+import type {
+  ApiKey,
+  BulkReplayBody,
+  BulkReplayResponse,
+  ClaimBody,
+  ClaimedJob,
+  CompleteItem,
+  CompleteResult,
+  CreateKeyBody,
+  CreateKeyResponse,
+  CreateScheduleBody,
+  CreateTenantResponse,
+  EnqueueRequest,
+  EnqueueResponse,
+  EventListResponse,
+  FailBody,
+  Health,
+  HeartbeatBody,
+  HeartbeatItem,
+  HeartbeatResponse,
+  HeartbeatResult,
+  Job,
+  JobEvent,
+  JobListResponse,
+  JobState,
+  Json,
+  PatchScheduleBody,
+  Queue,
+  QueueConfigBody,
+  ReplayBody,
+  Schedule,
+  ScheduleRun,
+  SnoozeBody,
+  Tenant,
+  WhoamiResponse,
+} from "./types.js";
+
+/** Options of a {@link Client}. */
+export interface ClientOptions {
+  /** Base URL of the server, e.g. `http://127.0.0.1:7070`. Default: `TETHER_URL`, else `http://127.0.0.1:7070`. */
+  url?: string;
+  /** API key. Default: `TETHER_KEY`. */
+  key?: string;
+  /** Per-request timeout in ms (a claim's long-poll is added to it). Default 30 000. */
+  timeoutMs?: number;
+  /** Retries of a safe request (reads, enqueues with an idempotency key) after a transport error or `unavailable`. Default 4. */
+  retries?: number;
+  /** The `fetch` to use. Default: the global one. */
+  fetch?: typeof fetch;
+}
+
+/** Filters of `GET /v1/jobs`. */
+export interface ListQuery {
+  queue?: string;
+  state?: JobState;
+  kind?: string;
+  tag?: string;
+  limit?: number;
+  cursor?: string;
+}
+
+/** Paging of `GET /v1/jobs/{id}/events`. */
+export interface EventsQuery {
+  limit?: number;
+  cursor?: string;
+}
+
+/** Parameters of `GET /v1/cron/preview`. */
+export interface CronPreviewQuery {
+  cron: string;
+  timezone?: string;
+  from?: string;
+  count?: number;
+}
+
+/** Per-call options. */
+export interface CallOptions {
+  /** Aborts the request. */
+  signal?: AbortSignal;
+  /** Overrides the client's timeout for this call (ms). */
+  timeoutMs?: number;
+}
+
+interface RequestSpec {
+  method: "GET" | "POST" | "PATCH" | "DELETE";
+  path: string;
+  query?: Record<string, string | number | undefined | null>;
+  body?: unknown;
+  /** Whether a transport error or `unavailable` may be retried. */
+  retry: boolean;
+  /** Answer the body as text instead of parsing JSON. */
+  text?: boolean;
+  opts?: CallOptions;
+}
+
+const DEFAULT_URL = "http://127.0.0.1:7070";
+
+/** Sleeps `ms`, or less when `signal` aborts. */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    }
+    signal?.addEventListener("abort", done, { once: true });
+  });
+}
+
+/** Whether an error is worth trying again (the request may not have been served). */
+export function isTransient(e: unknown): boolean {
+  return e instanceof TransportError || e instanceof Unavailable;
+}
+
+const enc = encodeURIComponent;
+
+/**
+ * A client of one tether server, acting as one API key (hence one tenant).
+ * Cheap to create; it holds no connection of its own (global `fetch` pools them).
+ */
+export class Client {
+  readonly url: string;
+  readonly timeoutMs: number;
+  readonly retries: number;
+  #key: string | undefined;
+  #fetch: typeof fetch;
+
+  constructor(options: ClientOptions = {}) {
+    const url = options.url ?? process.env.TETHER_URL ?? DEFAULT_URL;
+    this.url = url.replace(/\/+$/, "");
+    this.#key = options.key ?? process.env.TETHER_KEY ?? undefined;
+    this.timeoutMs = options.timeoutMs ?? 30_000;
+    this.retries = options.retries ?? 4;
+    this.#fetch = options.fetch ?? globalThis.fetch;
+  }
+
+  // ---------------------------------------------------------------- transport
+
+  async #request<T>(spec: RequestSpec): Promise<T> {
+    let attempt = 0;
+    for (;;) {
+      try {
+        return await this.#once<T>(spec);
+      } catch (e) {
+        if (!spec.retry || !isTransient(e) || attempt >= this.retries || spec.opts?.signal?.aborted) throw e;
+        // Full jitter over an exponential step: 100 ms, 200 ms, … capped at 2 s.
+        const step = Math.min(2_000, 100 * 2 ** attempt);
+        attempt += 1;
+        await sleep(Math.random() * step + step / 2, spec.opts?.signal);
+      }
+    }
+  }
+
+  async #once<T>(spec: RequestSpec): Promise<T> {
+    let url = this.url + spec.path;
+    if (spec.query) {
+      const params = new URLSearchParams();
+      for (const [k, v] of Object.entries(spec.query)) {
+        if (v !== undefined && v !== null) params.append(k, String(v));
+      }
+      const qs = params.toString();
+      if (qs) url += "?" + qs;
+    }
+    const headers: Record<string, string> = { accept: "application/json" };
+    if (this.#key) headers.authorization = `Bearer ${this.#key}`;
+    let body: string | undefined;
+    if (spec.body !== undefined) {
+      headers["content-type"] = "application/json";
+      body = JSON.stringify(spec.body);
+    }
+    const timeout = AbortSignal.timeout(spec.opts?.timeoutMs ?? this.timeoutMs);
+    const signal = spec.opts?.signal ? AbortSignal.any([spec.opts.signal, timeout]) : timeout;
+    let res: Response;
+    let text: string;
+    try {
+      res = await this.#fetch(url, { method: spec.method, headers, body, signal });
+      text = await res.text();
+    } catch (e) {
+      if (spec.opts?.signal?.aborted) throw spec.opts.signal.reason ?? e;
+      const why = timeout.aborted ? `no answer within ${spec.opts?.timeoutMs ?? this.timeoutMs} ms` : String((e as Error)?.cause ?? e);
+      throw new TransportError(`${spec.method} ${spec.path}: ${why}`, "transport", 0, { cause: e });
+    }
+    if (res.ok) {
+      if (spec.text) return text as T;
+      if (res.status === 204 || text === "") return undefined as T;
+      try {
+        return JSON.parse(text) as T;
+      } catch (e) {
+        throw new TransportError(`${spec.method} ${spec.path}: the answer is not JSON`, "transport", res.status, { cause: e });
+      }
+    }
+    let code: string | undefined;
+    let message = text.slice(0, 500) || res.statusText;
+    try {
+      const parsed = JSON.parse(text) as { error?: { code?: string; message?: string } };
+      code = parsed.error?.code;
+      message = parsed.error?.message ?? message;
+    } catch {
+      // not the API's error shape (a proxy's page, say): classify by status
+    }
+    if (!code) {
+      code = res.status === 502 || res.status === 503 || res.status === 504 ? "unavailable" : res.status >= 500 ? "internal" : "invalid_argument";
+    }
+    throw errorFromApi(res.status, code, message);
+  }
+
+  /**
+   * A request to any route (e.g. one newer than this client), answered as
+   * parsed JSON; errors map as for every other method. Never retried.
+   */
+  request<T = unknown>(
+    method: "GET" | "POST" | "PATCH" | "DELETE",
+    path: string,
+    init: { query?: Record<string, string | number | undefined | null>; body?: unknown } = {},
+    opts?: CallOptions,
+  ): Promise<T> {
+    return this.#request({ method, path, query: init.query, body: init.body, retry: false, opts });
+  }
+
+  // ---------------------------------------------------------------- producing
+
+  /** `POST /v1/jobs`: enqueues a job and answers it (an existing one for a taken idempotency or unique key). */
+  async enqueue(req: EnqueueRequest, opts?: CallOptions): Promise<Job> {
+    return (await this.enqueueDetailed(req, opts)).job;
+  }
+
+  /** `POST /v1/jobs` answering `{job, created}`: `created` is false when an existing job answered. */
+  enqueueDetailed(req: EnqueueRequest, opts?: CallOptions): Promise<EnqueueResponse> {
+    // Only an idempotency key makes a resend harmless.
+    return this.#request({ method: "POST", path: "/v1/jobs", body: req, retry: !!req.idempotency_key, opts });
+  }
+
+  /** `POST /v1/jobs/batch`: 1–1000 jobs in one transaction; answers `{job, created}` in request order. */
+  async enqueueBatch(jobs: EnqueueRequest[], opts?: CallOptions): Promise<EnqueueResponse[]> {
+    const retry = jobs.length > 0 && jobs.every((j) => !!j.idempotency_key);
+    const r = await this.#request<{ results: EnqueueResponse[] }>({ method: "POST", path: "/v1/jobs/batch", body: { jobs }, retry, opts });
+    return r.results;
+  }
+
+  // ---------------------------------------------------------------- managing
+
+  /** `GET /v1/jobs/{id}`. */
+  async get(id: string, opts?: CallOptions): Promise<Job> {
+    return (await this.#request<{ job: Job }>({ method: "GET", path: `/v1/jobs/${enc(id)}`, retry: true, opts })).job;
+  }
+
+  /** `GET /v1/jobs`: one page, newest first. */
+  list(query: ListQuery = {}, opts?: CallOptions): Promise<JobListResponse> {
+    return this.#request({ method: "GET", path: "/v1/jobs", query: { ...query }, retry: true, opts });
+  }
+
+  /** Every page of `GET /v1/jobs`, following `next_cursor`. */
+  async *listPages(query: ListQuery = {}, opts?: CallOptions): AsyncGenerator<JobListResponse> {
+    let cursor = query.cursor;
+    for (;;) {
+      const page = await this.list({ ...query, cursor }, opts);
+      yield page;
+      if (!page.next_cursor) return;
+      cursor = page.next_cursor;
+    }
+  }
+
+  /** Every job matching `query`, page after page. */
+  async *listAll(query: ListQuery = {}, opts?: CallOptions): AsyncGenerator<Job> {
+    for await (const page of this.listPages(query, opts)) yield* page.jobs;
+  }
+
+  /** `GET /v1/jobs/{id}/events`: one page of the history, oldest first. */
+  events(id: string, query: EventsQuery = {}, opts?: CallOptions): Promise<EventListResponse> {
+    return this.#request({ method: "GET", path: `/v1/jobs/${enc(id)}/events`, query: { ...query }, retry: true, opts });
+  }
+
+  /** A job's whole history, following `next_cursor`. */
+  async *eventsAll(id: string, query: EventsQuery = {}, opts?: CallOptions): AsyncGenerator<JobEvent> {
+    let cursor = query.cursor;
+    for (;;) {
+      const page = await this.events(id, { ...query, cursor }, opts);
+      yield* page.events;
+      if (!page.next_cursor) return;
+      cursor = page.next_cursor;
+    }
+  }
+
+  /** `POST /v1/jobs/{id}/cancel`: queued → cancelled now; running → `cancel_requested`. */
+  async cancel(id: string, opts?: CallOptions): Promise<Job> {
+    return (await this.#request<{ job: Job }>({ method: "POST", path: `/v1/jobs/${enc(id)}/cancel`, retry: false, opts })).job;
+  }
+
+  /** `POST /v1/jobs/{id}/replay`: a failed or cancelled job back to queued, attempt 0. */
+  async replay(id: string, body: ReplayBody = {}, opts?: CallOptions): Promise<Job> {
+    return (await this.#request<{ job: Job }>({ method: "POST", path: `/v1/jobs/${enc(id)}/replay`, body, retry: false, opts })).job;
+  }
+
+  /** `POST /v1/queues/{queue}/replay`: bulk replay of dead (or cancelled) jobs, one round. */
+  replayQueue(queue: string, body: BulkReplayBody = {}, opts?: CallOptions): Promise<BulkReplayResponse> {
+    return this.#request({ method: "POST", path: `/v1/queues/${enc(queue)}/replay`, body, retry: false, opts });
+  }
+
+  /** `GET /v1/queues`. */
+  async queues(opts?: CallOptions): Promise<Queue[]> {
+    return (await this.#request<{ queues: Queue[] }>({ method: "GET", path: "/v1/queues", retry: true, opts })).queues;
+  }
+
+  /** `GET /v1/queues/{queue}` (any valid name; an unused one reads as zeros). */
+  async getQueue(queue: string, opts?: CallOptions): Promise<Queue> {
+    return (await this.#request<{ queue: Queue }>({ method: "GET", path: `/v1/queues/${enc(queue)}`, retry: true, opts })).queue;
+  }
+
+  /** `POST /v1/queues/{queue}/pause`. */
+  async pause(queue: string, opts?: CallOptions): Promise<Queue> {
+    return (await this.#request<{ queue: Queue }>({ method: "POST", path: `/v1/queues/${enc(queue)}/pause`, retry: true, opts })).queue;
+  }
+
+  /** `POST /v1/queues/{queue}/resume`. */
+  async resume(queue: string, opts?: CallOptions): Promise<Queue> {
+    return (await this.#request<{ queue: Queue }>({ method: "POST", path: `/v1/queues/${enc(queue)}/resume`, retry: true, opts })).queue;
+  }
+
+  /** `PATCH /v1/queues/{queue}`: settings that later jobs copy. */
+  async configureQueue(queue: string, body: QueueConfigBody, opts?: CallOptions): Promise<Queue> {
+    return (await this.#request<{ queue: Queue }>({ method: "PATCH", path: `/v1/queues/${enc(queue)}`, body, retry: true, opts })).queue;
+  }
+
+  // ---------------------------------------------------------------- working
+
+  /**
+   * `POST /v1/queues/{queue}/claim`: up to `limit` jobs with their lease
+   * tokens; with `wait_ms` an empty queue holds the request that long.
+   * Never retried (a lost answer's jobs come back when their lease lapses).
+   */
+  async claim(queue: string, body: ClaimBody, opts?: CallOptions): Promise<ClaimedJob[]> {
+    const timeoutMs = (opts?.timeoutMs ?? this.timeoutMs) + (body.wait_ms ?? 0);
+    const r = await this.#request<{ jobs: ClaimedJob[] }>({
+      method: "POST",
+      path: `/v1/queues/${enc(queue)}/claim`,
+      body,
+      retry: false,
+      opts: { ...opts, timeoutMs },
+    });
+    return r.jobs;
+  }
+
+  /** `POST /v1/jobs/{id}/heartbeat`: extends the lease; answers whether a cancel was requested. */
+  heartbeat(id: string, body: HeartbeatBody, opts?: CallOptions): Promise<HeartbeatResponse> {
+    return this.#request({ method: "POST", path: `/v1/jobs/${enc(id)}/heartbeat`, body, retry: false, opts });
+  }
+
+  /** `POST /v1/jobs/heartbeat`: many heartbeats in one round trip, answered in request order. */
+  async heartbeatBatch(items: HeartbeatItem[], opts?: CallOptions): Promise<HeartbeatResult[]> {
+    return (await this.#request<{ results: HeartbeatResult[] }>({ method: "POST", path: "/v1/jobs/heartbeat", body: { items }, retry: false, opts })).results;
+  }
+
+  /** `POST /v1/jobs/{id}/complete`: the job succeeded with `result`. */
+  async complete(id: string, body: { lease_token: string; result?: Json }, opts?: CallOptions): Promise<Job> {
+    return (await this.#request<{ job: Job }>({ method: "POST", path: `/v1/jobs/${enc(id)}/complete`, body, retry: false, opts })).job;
+  }
+
+  /** `POST /v1/jobs/complete`: many completions in one round trip, answered in request order. */
+  async completeBatch(items: CompleteItem[], opts?: CallOptions): Promise<CompleteResult[]> {
+    return (await this.#request<{ results: CompleteResult[] }>({ method: "POST", path: "/v1/jobs/complete", body: { items }, retry: false, opts })).results;
+  }
+
+  /** `POST /v1/jobs/{id}/fail`: the attempt failed (retried with backoff, after `retry_after_ms`, or dead when `fatal`). */
+  async fail(id: string, body: FailBody, opts?: CallOptions): Promise<Job> {
+    return (await this.#request<{ job: Job }>({ method: "POST", path: `/v1/jobs/${enc(id)}/fail`, body, retry: false, opts })).job;
+  }
+
+  /** `POST /v1/jobs/{id}/snooze`: back to queued after `delay_ms`, the attempt given back. */
+  async snooze(id: string, body: SnoozeBody, opts?: CallOptions): Promise<Job> {
+    return (await this.#request<{ job: Job }>({ method: "POST", path: `/v1/jobs/${enc(id)}/snooze`, body, retry: false, opts })).job;
+  }
+
+  // ---------------------------------------------------------------- schedules
+
+  /** `POST /v1/schedules`. */
+  async createSchedule(body: CreateScheduleBody, opts?: CallOptions): Promise<Schedule> {
+    return (await this.#request<{ schedule: Schedule }>({ method: "POST", path: "/v1/schedules", body, retry: false, opts })).schedule;
+  }
+
+  /** `GET /v1/schedules/{id}`. */
+  async getSchedule(id: string, opts?: CallOptions): Promise<Schedule> {
+    return (await this.#request<{ schedule: Schedule }>({ method: "GET", path: `/v1/schedules/${enc(id)}`, retry: true, opts })).schedule;
+  }
+
+  /** `GET /v1/schedules` (by name). */
+  async listSchedules(opts?: CallOptions): Promise<Schedule[]> {
+    return (await this.#request<{ schedules: Schedule[] }>({ method: "GET", path: "/v1/schedules", retry: true, opts })).schedules;
+  }
+
+  /** `PATCH /v1/schedules/{id}`: absent fields stay; every patch recomputes `next_run_at`. */
+  async patchSchedule(id: string, body: PatchScheduleBody, opts?: CallOptions): Promise<Schedule> {
+    return (await this.#request<{ schedule: Schedule }>({ method: "PATCH", path: `/v1/schedules/${enc(id)}`, body, retry: false, opts })).schedule;
+  }
+
+  /** `DELETE /v1/schedules/{id}` (its jobs stay). */
+  async deleteSchedule(id: string, opts?: CallOptions): Promise<void> {
+    await this.#request<void>({ method: "DELETE", path: `/v1/schedules/${enc(id)}`, retry: false, opts });
+  }
+
+  /** `GET /v1/schedules/{id}/runs`: the newest runs, newest first. */
+  async scheduleRuns(id: string, opts?: CallOptions): Promise<ScheduleRun[]> {
+    return (await this.#request<{ runs: ScheduleRun[] }>({ method: "GET", path: `/v1/schedules/${enc(id)}/runs`, retry: true, opts })).runs;
+  }
+
+  /** `POST /v1/schedules/{id}/trigger`: a run now, outside the timetable. */
+  async triggerSchedule(id: string, opts?: CallOptions): Promise<Job> {
+    return (await this.#request<{ job: Job }>({ method: "POST", path: `/v1/schedules/${enc(id)}/trigger`, retry: false, opts })).job;
+  }
+
+  /** `GET /v1/cron/preview`: the next fire instants strictly after `from` (default now). */
+  async cronPreview(query: CronPreviewQuery, opts?: CallOptions): Promise<string[]> {
+    return (await this.#request<{ times: string[] }>({ method: "GET", path: "/v1/cron/preview", query: { ...query }, retry: true, opts })).times;
+  }
+
+  // ---------------------------------------------------------------- tenants and keys
+
+  /** `POST /v1/tenants` (admin): a tenant and its first key. */
+  createTenant(name: string, opts?: CallOptions): Promise<CreateTenantResponse> {
+    return this.#request({ method: "POST", path: "/v1/tenants", body: { name }, retry: false, opts });
+  }
+
+  /** `GET /v1/tenants` (admin). */
+  async listTenants(opts?: CallOptions): Promise<Tenant[]> {
+    return (await this.#request<{ tenants: Tenant[] }>({ method: "GET", path: "/v1/tenants", retry: true, opts })).tenants;
+  }
+
+  /** `POST /v1/tenants/{tenant_id}/keys` (admin): a new key; the secret is shown only here. */
+  createKey(tenantId: string, body: CreateKeyBody = {}, opts?: CallOptions): Promise<CreateKeyResponse> {
+    return this.#request({ method: "POST", path: `/v1/tenants/${enc(tenantId)}/keys`, body, retry: false, opts });
+  }
+
+  /** `GET /v1/tenants/{tenant_id}/keys` (admin): revoked ones included, oldest first. */
+  async listKeys(tenantId: string, opts?: CallOptions): Promise<ApiKey[]> {
+    return (await this.#request<{ keys: ApiKey[] }>({ method: "GET", path: `/v1/tenants/${enc(tenantId)}/keys`, retry: true, opts })).keys;
+  }
+
+  /** `DELETE /v1/keys/{key_id}` (admin): revoked at once. */
+  async revokeKey(keyId: string, opts?: CallOptions): Promise<void> {
+    await this.#request<void>({ method: "DELETE", path: `/v1/keys/${enc(keyId)}`, retry: false, opts });
+  }
+
+  /** `GET /v1/whoami`: the key's tenant and whether it is an admin key. */
+  whoami(opts?: CallOptions): Promise<WhoamiResponse> {
+    return this.#request({ method: "GET", path: "/v1/whoami", retry: true, opts });
+  }
+
+  // ---------------------------------------------------------------- outside /v1
+
+  /** `GET /healthz`: the process is alive. */
+  health(opts?: CallOptions): Promise<Health> {
+    return this.#request({ method: "GET", path: "/healthz", retry: true, opts });
+  }
+
+  /** `GET /metrics` (admin key): the Prometheus text. */
+  metrics(opts?: CallOptions): Promise<string> {
+    return this.#request({ method: "GET", path: "/metrics", retry: true, text: true, opts });
+  }
+
+  /** `GET /openapi.json`: the server's OpenAPI document. */
+  openapi(opts?: CallOptions): Promise<Record<string, unknown>> {
+    return this.#request({ method: "GET", path: "/openapi.json", retry: true, opts });
+  }
+
+  /** `GET /readyz`: the database is reachable (503 `unavailable` when not). */
+  ready(opts?: CallOptions): Promise<Health> {
+    return this.#request({ method: "GET", path: "/readyz", retry: false, opts });
+  }
+}
+

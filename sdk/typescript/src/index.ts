@@ -1,0 +1,31 @@
+// tether-client: the TypeScript SDK of tether, a durable background-job
+// queue. `Client` speaks the server's HTTP/JSON API (one method per route);
+// `Worker` claims jobs of a queue and runs their handlers with the same
+// guarantees as tether's Rust worker runtime.
+
+export { Client, isTransient } from "./client.js";
+export type { CallOptions, ClientOptions, CronPreviewQuery, EventsQuery, ListQuery } from "./client.js";
+export { Worker, JobAborted } from "./worker.js";
+export type { Handler, JobContext, Logger, WorkerOptions } from "./worker.js";
+export {
+  AlreadyExists,
+  ERROR_CLASSES,
+  Fatal,
+  Internal,
+  InvalidArgument,
+  InvalidState,
+  LeaseLost,
+  MethodNotAllowed,
+  NotFound,
+  PayloadTooLarge,
+  PermissionDenied,
+  RetryAfter,
+  Snooze,
+  TetherError,
+  TransportError,
+  Unauthenticated,
+  Unavailable,
+  UnsupportedMediaType,
+  errorFromApi,
+} from "./errors.js";
+export type * from "./types.js";

@@ -1,0 +1,434 @@
+// Wire types of the tether HTTP API v1, field for field as they travel.
+//
+// Interface names follow the schema names of the server's OpenAPI document
+// (docs/openapi.json in the repository); a test compares every interface
+// listed there with the document, property names, required-ness and
+// nullability, so these cannot drift from the server.
+
+/** Any JSON value (payloads, results, progress). */
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+/** A job's state. */
+export type JobState = "queued" | "running" | "succeeded" | "failed" | "cancelled";
+
+/** A history event's name. */
+export type EventKind =
+  | "enqueued"
+  | "claimed"
+  | "retry_scheduled"
+  | "snoozed"
+  | "lease_expired"
+  | "lease_lost"
+  | "succeeded"
+  | "failed"
+  | "cancel_requested"
+  | "cancelled"
+  | "replayed"
+  | "expired";
+
+/** Every error code an API error can carry. */
+export type ErrorCode =
+  | "invalid_argument"
+  | "unauthenticated"
+  | "permission_denied"
+  | "not_found"
+  | "method_not_allowed"
+  | "already_exists"
+  | "lease_lost"
+  | "invalid_state"
+  | "payload_too_large"
+  | "unsupported_media_type"
+  | "unavailable"
+  | "internal";
+
+/** What a schedule does while its previous run's job is unfinished. */
+export type Overlap = "allow" | "skip";
+
+/** What became of one fire of a schedule. */
+export type RunOutcome = "enqueued" | "skipped";
+
+/** Retry backoff: jittered exponential from `base_ms`, capped at `cap_ms`. */
+export interface Backoff {
+  base_ms: number;
+  cap_ms: number;
+}
+
+/** The job object. Times are RFC 3339 strings in UTC. */
+export interface Job {
+  id: string;
+  queue: string;
+  kind: string;
+  payload: Json;
+  result: Json;
+  state: JobState;
+  priority: number;
+  attempt: number;
+  max_attempts: number;
+  run_at: string;
+  created_at: string;
+  started_at: string | null;
+  finished_at: string | null;
+  updated_at: string;
+  last_error: string | null;
+  unique_key: string | null;
+  idempotency_key: string | null;
+  tags: string[];
+  expires_at: string | null;
+  timeout_ms: number | null;
+  cancel_requested: boolean;
+  worker_id: string | null;
+  lease_expires_at: string | null;
+  heartbeat_at: string | null;
+  progress: Json;
+}
+
+/** A claimed job: the job plus the lease token only its claimer sees. */
+export interface ClaimedJob extends Job {
+  lease_token: string;
+}
+
+/** One event of a job's history. */
+export interface JobEvent {
+  at: string;
+  event: EventKind;
+  attempt: number;
+  worker_id: string | null;
+  detail: string | null;
+}
+
+/** `POST /v1/jobs` and each entry of `POST /v1/jobs/batch`. */
+export interface EnqueueRequest {
+  queue: string;
+  kind: string;
+  payload?: Json;
+  priority?: number | null;
+  run_at?: string | null;
+  delay_ms?: number | null;
+  max_attempts?: number | null;
+  timeout_ms?: number | null;
+  idempotency_key?: string | null;
+  unique_key?: string | null;
+  tags?: string[] | null;
+  expires_at?: string | null;
+  backoff?: Backoff | null;
+}
+
+export interface EnqueueResponse {
+  job: Job;
+  created: boolean;
+}
+
+export interface BatchEnqueueRequest {
+  jobs: EnqueueRequest[];
+}
+
+export interface BatchEnqueueResponse {
+  results: EnqueueResponse[];
+}
+
+export interface JobResponse {
+  job: Job;
+}
+
+export interface JobListResponse {
+  jobs: Job[];
+  next_cursor: string | null;
+}
+
+export interface EventListResponse {
+  events: JobEvent[];
+  next_cursor: string | null;
+}
+
+/** `POST /v1/queues/{queue}/claim`. */
+export interface ClaimBody {
+  worker_id: string;
+  limit?: number | null;
+  lease_ttl_ms?: number | null;
+  wait_ms?: number | null;
+}
+
+export interface ClaimResponse {
+  jobs: ClaimedJob[];
+}
+
+/** `POST /v1/jobs/{id}/heartbeat`. */
+export interface HeartbeatBody {
+  lease_token: string;
+  lease_ttl_ms?: number | null;
+  progress?: Json;
+}
+
+export interface HeartbeatResponse {
+  lease_expires_at: string;
+  cancel_requested: boolean;
+}
+
+/** One entry of `POST /v1/jobs/heartbeat`. */
+export interface HeartbeatItem {
+  id: string;
+  lease_token: string;
+  lease_ttl_ms?: number | null;
+  progress?: Json;
+}
+
+export interface HeartbeatManyBody {
+  items: HeartbeatItem[];
+}
+
+/** A heartbeat of a batch that went through. */
+export interface HeartbeatDone {
+  id: string;
+  ok: true;
+  lease_expires_at: string;
+  cancel_requested: boolean;
+}
+
+/** An error as the API reports it. */
+export interface ErrorDetail {
+  code: ErrorCode;
+  message: string;
+}
+
+/** The error body of every non-2xx answer. */
+export interface ErrorBody {
+  error: ErrorDetail;
+}
+
+/** One item of a batch that failed, with the error it would have had alone. */
+export interface ItemFailure {
+  id: string;
+  ok: false;
+  error: ErrorDetail;
+}
+
+export type HeartbeatResult = HeartbeatDone | ItemFailure;
+
+export interface HeartbeatManyResponse {
+  results: HeartbeatResult[];
+}
+
+/** `POST /v1/jobs/{id}/complete`. */
+export interface CompleteBody {
+  lease_token: string;
+  result?: Json;
+}
+
+/** One entry of `POST /v1/jobs/complete`. */
+export interface CompleteItem {
+  id: string;
+  lease_token: string;
+  result?: Json;
+}
+
+export interface CompleteManyBody {
+  items: CompleteItem[];
+}
+
+/** A completion of a batch that went through. */
+export interface CompleteDone {
+  id: string;
+  ok: true;
+}
+
+export type CompleteResult = CompleteDone | ItemFailure;
+
+export interface CompleteManyResponse {
+  results: CompleteResult[];
+}
+
+/** `POST /v1/jobs/{id}/fail`. */
+export interface FailBody {
+  lease_token: string;
+  error: string;
+  retry_after_ms?: number | null;
+  fatal?: boolean | null;
+  cancelled?: boolean | null;
+}
+
+/** `POST /v1/jobs/{id}/snooze`. */
+export interface SnoozeBody {
+  lease_token: string;
+  delay_ms: number;
+}
+
+/** `POST /v1/jobs/{id}/replay` (the body may be omitted). */
+export interface ReplayBody {
+  expires_at?: string | null;
+}
+
+/** `POST /v1/queues/{queue}/replay` (the body may be omitted). */
+export interface BulkReplayBody {
+  state?: JobState | null;
+  kind?: string | null;
+  limit?: number | null;
+  cursor?: string | null;
+  expires_at?: string | null;
+}
+
+export interface BulkReplayResponse {
+  replayed: number;
+  next_cursor: string | null;
+}
+
+/** Jobs of a queue per state. */
+export interface StateCounts {
+  queued: number;
+  running: number;
+  succeeded: number;
+  failed: number;
+  cancelled: number;
+}
+
+/** A queue's health and settings. */
+export interface Queue {
+  name: string;
+  paused: boolean;
+  counts: StateCounts;
+  ready: number;
+  scheduled: number;
+  oldest_ready_age_ms: number;
+  expired_leases: number;
+  max_attempts: number;
+  backoff: Backoff;
+  default_lease_ttl_ms: number;
+}
+
+export interface QueueResponse {
+  queue: Queue;
+}
+
+export interface QueueListResponse {
+  queues: Queue[];
+}
+
+/** `PATCH /v1/queues/{queue}`. */
+export interface QueueConfigBody {
+  max_attempts?: number | null;
+  backoff?: Backoff | null;
+  default_lease_ttl_ms?: number | null;
+}
+
+/** A cron schedule. */
+export interface Schedule {
+  id: string;
+  name: string;
+  cron: string;
+  timezone: string;
+  queue: string;
+  kind: string;
+  payload: Json;
+  enabled: boolean;
+  overlap: Overlap;
+  next_run_at: string | null;
+  last_run_at: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+/** `POST /v1/schedules`. */
+export interface CreateScheduleBody {
+  name: string;
+  cron: string;
+  timezone?: string | null;
+  queue: string;
+  kind: string;
+  payload?: Json;
+  enabled?: boolean | null;
+  overlap?: Overlap | null;
+}
+
+/** `PATCH /v1/schedules/{id}`: absent (or null) fields stay, except `payload`. */
+export interface PatchScheduleBody {
+  name?: string | null;
+  cron?: string | null;
+  timezone?: string | null;
+  queue?: string | null;
+  kind?: string | null;
+  payload?: Json;
+  enabled?: boolean | null;
+  overlap?: Overlap | null;
+}
+
+export interface ScheduleResponse {
+  schedule: Schedule;
+}
+
+export interface ScheduleListResponse {
+  schedules: Schedule[];
+}
+
+/** One fire of a schedule. */
+export interface ScheduleRun {
+  fire_at: string;
+  job_id: string | null;
+  outcome: RunOutcome;
+}
+
+export interface ScheduleRunListResponse {
+  runs: ScheduleRun[];
+}
+
+export interface CronPreviewResponse {
+  times: string[];
+}
+
+export interface Tenant {
+  id: string;
+  name: string;
+  created_at: string;
+}
+
+export interface CreateTenantBody {
+  name: string;
+}
+
+export interface CreateTenantResponse {
+  tenant: Tenant;
+  api_key: string;
+}
+
+export interface TenantListResponse {
+  tenants: Tenant[];
+}
+
+export interface CreateKeyBody {
+  name?: string | null;
+  admin?: boolean | null;
+}
+
+export interface CreateKeyResponse {
+  key_id: string;
+  api_key: string;
+}
+
+/** A key as listed (never its secret). */
+export interface ApiKey {
+  id: string;
+  name: string | null;
+  admin: boolean;
+  created_at: string;
+  last_used_at: string | null;
+  revoked_at: string | null;
+}
+
+export interface KeyListResponse {
+  keys: ApiKey[];
+}
+
+/** A tenant named in another answer. */
+export interface TenantRef {
+  id: string;
+  name: string;
+}
+
+/** `GET /v1/whoami`: the caller's tenant and key. */
+export interface WhoamiResponse {
+  tenant: TenantRef;
+  key_id: string;
+  admin: boolean;
+}
+
+export interface Health {
+  status: string;
+}

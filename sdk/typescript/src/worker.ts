@@ -1,0 +1,740 @@
+// The tether worker: claims jobs of one queue from a tether server and runs
+// their handlers, with the same guarantees as the Rust worker runtime:
+// long-poll claims sized to free slots, one batched heartbeat per lease
+// TTL / 3, batched completions, fenced results (a lost lease discards the
+// outcome), retry-after vs snooze, cooperative cancel, per-job timeouts, and
+// a graceful shutdown that hands unfinished jobs back with the attempt
+// given back.
+
+import { Client, isTransient, sleep } from "./client.js";
+import { Fatal, Internal, LeaseLost, NotFound, PermissionDenied, RetryAfter, Snooze, TetherError, Unauthenticated } from "./errors.js";
+import type { ClaimedJob, CompleteItem, FailBody, Job, Json } from "./types.js";
+import { hostname } from "node:os";
+import { randomUUID } from "node:crypto";
+
+/** Why a handler's `ctx.signal` was aborted (its `reason`). */
+export class JobAborted extends Error {
+  readonly why: "cancel" | "timeout" | "shutdown" | "lease_lost";
+  constructor(why: JobAborted["why"], message: string) {
+    super(message);
+    this.name = "JobAborted";
+    this.why = why;
+  }
+}
+
+/** What a handler gets besides its job. */
+export interface JobContext {
+  /**
+   * Aborted when the handler should stop: a cancel was requested, the job's
+   * `timeout_ms` elapsed, its lease was lost, or the shutdown grace ended.
+   * `signal.reason` is a {@link JobAborted} saying which.
+   */
+  readonly signal: AbortSignal;
+  /** Aborted as soon as the worker starts shutting down (the grace period begins). */
+  readonly shutdown: AbortSignal;
+  /** Records progress (any JSON); the next heartbeat carries it to the server. */
+  progress(value: Json): void;
+  /** This worker's id. */
+  readonly workerId: string;
+}
+
+/** A handler: resolves with the job's result (any JSON; `undefined` is none). */
+export type Handler = (job: Job, ctx: JobContext) => Promise<Json | void> | Json | void;
+
+/** Where the worker writes what it does. */
+export interface Logger {
+  debug(msg: string, fields?: Record<string, unknown>): void;
+  info(msg: string, fields?: Record<string, unknown>): void;
+  warn(msg: string, fields?: Record<string, unknown>): void;
+  error(msg: string, fields?: Record<string, unknown>): void;
+}
+
+/** Options of a {@link Worker}. */
+export interface WorkerOptions {
+  /** The queue to work. */
+  queue: string;
+  /** Handlers running at once. Default 1. */
+  concurrency?: number;
+  /** Lease of each claim (ms, 1 000–3 600 000); heartbeats go every third of it. Default 30 000. */
+  leaseTtlMs?: number;
+  /** Long-poll of a claim when the queue is empty (ms, 0–30 000). Default 5 000. A shutdown waits for a claim in flight. */
+  claimWaitMs?: number;
+  /** How long running handlers may take to finish after a shutdown begins (ms). Default 30 000. */
+  shutdownGraceMs?: number;
+  /** Worker id shown on jobs and in history. Default `<host>:<pid>:<random>`. */
+  workerId?: string;
+  /** A `Snooze` of at most this many ms is slept in the worker (keeping the slot) and the handler run again; longer ones go to the server. Default 5 000; 0 sends every snooze to the server. */
+  maxInProcessSnoozeMs?: number;
+  /** Whether `run()` stops on SIGTERM/SIGINT (a second signal exits at once). Default true. */
+  handleSignals?: boolean;
+  /** Logs; default: one line per message on stderr, `debug` dropped. */
+  logger?: Logger;
+}
+
+/** How often a report (complete, fail, snooze) is tried before giving up on it (the lease then lapses and the reaper requeues the job). */
+const REPORT_TRIES = 8;
+/** Most items in one batch (the server's limit). */
+const MAX_BATCH = 1000;
+/** Most completions in one batch and batches in flight at once. */
+const COMPLETION_BATCH = 250;
+const COMPLETIONS_IN_FLIGHT = 4;
+/** An empty claim answered this much before its wait ended was not held by the server. */
+const EARLY_SLACK_MS = 250;
+const EARLY_PAUSE_MS = 1000;
+/** Longest wait for more free slots before claiming into a partly busy worker. */
+const FETCH_COOLDOWN_MS = 5;
+/** Most characters of an error sent with a failure. */
+const ERROR_CHARS = 4000;
+
+class Backoff {
+  #n = 0;
+  next(): number {
+    const step = Math.min(5000, 100 * 2 ** this.#n);
+    this.#n = Math.min(this.#n + 1, 16);
+    return step / 2 + Math.random() * (step / 2);
+  }
+  reset() {
+    this.#n = 0;
+  }
+}
+
+const stderrLogger: Logger = {
+  debug() {},
+  info: (m, f) => write("INFO", m, f),
+  warn: (m, f) => write("WARN", m, f),
+  error: (m, f) => write("ERROR", m, f),
+};
+function write(level: string, msg: string, fields?: Record<string, unknown>) {
+  const extra = fields
+    ? " " +
+      Object.entries(fields)
+        .map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`)
+        .join(" ")
+    : "";
+  process.stderr.write(`${new Date().toISOString()} ${level} tether worker: ${msg}${extra}\n`);
+}
+
+/** A job this worker holds, from claim until its outcome is reported. */
+interface InFlight {
+  job: ClaimedJob;
+  ctrl: AbortController;
+  progress: { value: Json } | undefined;
+  cancelRequested: boolean;
+  lost: boolean;
+  /** When the report began (ms since epoch), if it did. */
+  reportingSince: number | undefined;
+  /** Resolves the handler race when the shutdown grace ends. */
+  abandon: () => void;
+  abandoned: boolean;
+}
+
+/** How a run ended. */
+type Ended =
+  | { kind: "returned"; result: Json | undefined }
+  | { kind: "threw"; error: unknown }
+  | { kind: "timed_out"; ms: number }
+  | { kind: "unanswered" }
+  | { kind: "abandoned" }
+  | { kind: "no_handler" };
+
+/** What became of a report. */
+type Reported =
+  | { kind: "done"; state: string }
+  | { kind: "lease_lost" }
+  | { kind: "rejected"; error: unknown }
+  | { kind: "gave_up"; error: unknown };
+
+interface PendingCompletion {
+  item: CompleteItem;
+  done: (r: Reported) => void;
+}
+
+function errorText(e: unknown): string {
+  let text: string;
+  if (e instanceof Error) {
+    text = e.stack && e.stack.includes(e.message) ? e.stack : `${e.name}: ${e.message}\n${e.stack ?? ""}`;
+  } else {
+    try {
+      text = typeof e === "string" ? e : JSON.stringify(e);
+    } catch {
+      text = String(e);
+    }
+  }
+  // The server keeps the tail; so do we, so the innermost frames survive.
+  return text.length > ERROR_CHARS ? "…" + text.slice(text.length - ERROR_CHARS) : text;
+}
+
+/** Worth another try of a report: no answer, `unavailable`, or `internal` (within the same try budget). */
+function retryable(e: unknown): boolean {
+  return isTransient(e) || e instanceof Internal;
+}
+
+function classify(e: unknown): Reported {
+  // Not found: the job is gone (pruned, or another tenant's): nothing to report to.
+  if (e instanceof LeaseLost || e instanceof NotFound) return { kind: "lease_lost" };
+  if (retryable(e)) return { kind: "gave_up", error: e };
+  return { kind: "rejected", error: e };
+}
+
+/**
+ * A worker of one queue. Register handlers with {@link Worker.handle}, then
+ * `await worker.run()`: it resolves after SIGTERM/SIGINT (or
+ * {@link Worker.shutdown}) and the drain.
+ */
+export class Worker {
+  readonly client: Client;
+  readonly queue: string;
+  readonly concurrency: number;
+  readonly leaseTtlMs: number;
+  readonly claimWaitMs: number;
+  readonly shutdownGraceMs: number;
+  readonly workerId: string;
+  readonly handleSignals: boolean;
+  readonly maxInProcessSnoozeMs: number;
+  readonly log: Logger;
+
+  #handlers = new Map<string, Handler>();
+  #inflight = new Map<string, InFlight>();
+  /** Handlers running (slots taken). */
+  #running = 0;
+  #slotWaiters: Array<() => void> = [];
+  #stop = new AbortController();
+  /** Aborted when every job's outcome is reported: background loops end. */
+  #drained = new AbortController();
+  #graceOver = new AbortController();
+  #completions: PendingCompletion[] = [];
+  #completionsWake: (() => void) | undefined;
+  #started = false;
+  #reports = new Set<Promise<void>>();
+
+  constructor(client: Client, options: WorkerOptions) {
+    this.client = client;
+    this.queue = options.queue;
+    this.concurrency = Math.max(1, Math.floor(options.concurrency ?? 1));
+    this.leaseTtlMs = options.leaseTtlMs ?? 30_000;
+    this.claimWaitMs = Math.min(30_000, Math.max(0, options.claimWaitMs ?? 5_000));
+    this.shutdownGraceMs = options.shutdownGraceMs ?? 30_000;
+    this.workerId = options.workerId ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+    this.handleSignals = options.handleSignals ?? true;
+    this.maxInProcessSnoozeMs = Math.max(0, options.maxInProcessSnoozeMs ?? 5_000);
+    this.log = options.logger ?? stderrLogger;
+  }
+
+  /** Registers the handler of a job kind (replacing an earlier one). */
+  handle(kind: string, handler: Handler): this {
+    this.#handlers.set(kind, handler);
+    return this;
+  }
+
+  /** Jobs held now (running, or waiting for their outcome to be acknowledged). */
+  get jobsInFlight(): number {
+    return this.#inflight.size;
+  }
+
+  /** Whether a shutdown has begun. */
+  get stopping(): boolean {
+    return this.#stop.signal.aborted;
+  }
+
+  /**
+   * Begins a graceful shutdown (idempotent): no more claims; running
+   * handlers get the grace period to finish, then their `ctx.signal` is
+   * aborted and their jobs are handed back (snooze 0, attempt given back).
+   * `run()` resolves when that is done. Called a second time, ends the grace at once.
+   */
+  shutdown(): void {
+    if (this.#stop.signal.aborted) {
+      this.#graceOver.abort();
+      return;
+    }
+    this.#stop.abort();
+  }
+
+  /** Runs until a shutdown (SIGTERM, SIGINT or {@link Worker.shutdown}) and its drain. */
+  async run(): Promise<void> {
+    if (this.#started) throw new Error("a Worker runs once");
+    this.#started = true;
+    await this.#checkKey();
+    const onSignal = (sig: NodeJS.Signals) => {
+      if (this.stopping) {
+        // As the Rust runtime: a second signal exits at once; the leases lapse and the server requeues the jobs.
+        this.log.warn(`${sig} again: exiting at once without handing jobs back`, { worker_id: this.workerId, jobs: this.#inflight.size });
+        process.exit(1);
+      }
+      this.log.info(`${sig}: shutting down, no more claims`, { worker_id: this.workerId });
+      this.shutdown();
+    };
+    if (this.handleSignals) {
+      process.on("SIGTERM", onSignal);
+      process.on("SIGINT", onSignal);
+    }
+    this.log.info("worker started", { worker_id: this.workerId, queue: this.queue, concurrency: this.concurrency });
+    const heartbeater = this.#heartbeatLoop();
+    const completer = this.#completerLoop();
+    try {
+      await this.#fetchLoop();
+      // No more claims. Wait for the handlers, at most the grace.
+      const graceTimer = setTimeout(() => this.#graceOver.abort(), this.shutdownGraceMs);
+      await Promise.race([this.#allHandlersDone(), new Promise((r) => this.#graceOver.signal.addEventListener("abort", r, { once: true }))]);
+      clearTimeout(graceTimer);
+      const left = [...this.#inflight.values()].filter((fl) => fl.reportingSince === undefined);
+      if (left.length > 0) {
+        this.log.warn("handlers still running after the shutdown grace: aborting them and handing their jobs back", { jobs: left.length });
+        for (const fl of left) {
+          fl.abandoned = true;
+          fl.ctrl.abort(new JobAborted("shutdown", "the worker is shutting down"));
+          fl.abandon();
+        }
+      }
+      while (this.#reports.size > 0) await Promise.all([...this.#reports]);
+    } finally {
+      this.#drained.abort();
+      this.#completionsWake?.();
+      await Promise.all([heartbeater, completer]);
+      if (this.handleSignals) {
+        process.off("SIGTERM", onSignal);
+        process.off("SIGINT", onSignal);
+      }
+      this.log.info("worker stopped", { worker_id: this.workerId });
+    }
+  }
+
+  /** Checks the key once before claiming: a wrong or revoked key stops the worker with a clear error. */
+  async #checkKey(): Promise<void> {
+    try {
+      const me = await this.client.whoami();
+      this.log.info("key checked", { tenant: me.tenant.name, key_id: me.key_id });
+    } catch (e) {
+      if (e instanceof Unauthenticated || e instanceof PermissionDenied) {
+        throw new Unauthenticated(`the worker's API key was refused (${e.message}): check TETHER_KEY`, e.code as "unauthenticated", e.status);
+      }
+      // A server without the route, or one not answering yet: the claim loop copes (with backoff).
+      this.log.warn("could not check the key", { error: String(e) });
+    }
+  }
+
+  #allHandlersDone(): Promise<void> {
+    return new Promise((resolve) => {
+      const check = () => (this.#running === 0 ? resolve() : this.#slotWaiters.push(check));
+      check();
+    });
+  }
+
+  /** Resolves when a slot frees (or the stop begins). */
+  #slotFreed(timeoutMs?: number): Promise<void> {
+    return new Promise((resolve) => {
+      let t: NodeJS.Timeout | undefined;
+      const done = () => {
+        if (t) clearTimeout(t);
+        this.#stop.signal.removeEventListener("abort", done);
+        resolve();
+      };
+      this.#slotWaiters.push(done);
+      this.#stop.signal.addEventListener("abort", done, { once: true });
+      if (timeoutMs !== undefined) t = setTimeout(done, timeoutMs);
+    });
+  }
+
+  #freeSlot() {
+    this.#running -= 1;
+    const waiters = this.#slotWaiters;
+    this.#slotWaiters = [];
+    for (const w of waiters) w();
+  }
+
+  // ---------------------------------------------------------------- claims
+
+  async #fetchLoop(): Promise<void> {
+    const backoff = new Backoff();
+    const stop = this.#stop.signal;
+    while (!stop.aborted) {
+      if (this.#running >= this.concurrency) {
+        await this.#slotFreed();
+        continue;
+      }
+      // A busy worker would claim one job per freed slot; wait briefly for
+      // half the slots so claims come in batches. An idle one claims at once.
+      const target = Math.max(1, Math.floor(this.concurrency / 2));
+      const cooldownEnd = Date.now() + FETCH_COOLDOWN_MS;
+      while (this.concurrency - this.#running < target && Date.now() < cooldownEnd && !stop.aborted) {
+        await this.#slotFreed(Math.max(0, cooldownEnd - Date.now()));
+      }
+      if (stop.aborted) break;
+      const limit = Math.min(MAX_BATCH, this.concurrency - this.#running);
+      const started = Date.now();
+      let claimed: ClaimedJob[];
+      try {
+        // Not interrupted by a shutdown: its jobs would be lost until their leases lapse.
+        claimed = await this.client.claim(this.queue, {
+          worker_id: this.workerId,
+          limit,
+          lease_ttl_ms: this.leaseTtlMs,
+          wait_ms: this.claimWaitMs,
+        });
+        backoff.reset();
+      } catch (e) {
+        const delay = backoff.next();
+        this.log.warn(`claim failed; trying again in ${Math.round(delay)} ms`, { queue: this.queue, error: String(e) });
+        await sleep(delay, stop);
+        continue;
+      }
+      if (stop.aborted) {
+        // Claimed while stopping: give them straight back.
+        await Promise.all(claimed.map((c) => this.#handBackUnstarted(c)));
+        break;
+      }
+      for (const c of claimed) this.#start(c);
+      const elapsed = Date.now() - started;
+      if (claimed.length === 0 && elapsed + EARLY_SLACK_MS < this.claimWaitMs) {
+        // The server did not hold the long-poll: pause instead of spinning.
+        await sleep(Math.min(this.claimWaitMs - elapsed, EARLY_PAUSE_MS), stop);
+      } else if (claimed.length === 0 && this.claimWaitMs === 0) {
+        await sleep(1000, stop);
+      }
+    }
+  }
+
+  async #handBackUnstarted(c: ClaimedJob): Promise<void> {
+    const r = await this.#retrying("snooze", () => this.client.snooze(c.id, { lease_token: c.lease_token, delay_ms: 0 }).then((j) => j.state));
+    this.#settle(r, c, () => "handed back (claimed while stopping)");
+  }
+
+  #start(job: ClaimedJob) {
+    let abandon!: () => void;
+    const abandoned = new Promise<Ended>((resolve) => (abandon = () => resolve({ kind: "abandoned" })));
+    const fl: InFlight = {
+      job,
+      ctrl: new AbortController(),
+      progress: undefined,
+      cancelRequested: false,
+      lost: false,
+      reportingSince: undefined,
+      abandon,
+      abandoned: false,
+    };
+    this.#inflight.set(job.id, fl);
+    this.#running += 1;
+    const p = this.#runJob(fl, abandoned).finally(() => {
+      this.#inflight.delete(job.id);
+      this.#reports.delete(p);
+    });
+    this.#reports.add(p);
+  }
+
+  // ---------------------------------------------------------------- running
+
+  async #runJob(fl: InFlight, abandoned: Promise<Ended>): Promise<void> {
+    let ended: Ended;
+    try {
+      ended = await this.#execute(fl, abandoned);
+    } finally {
+      // The slot frees when the handler is done, not after the report's round trip.
+      this.#freeSlot();
+    }
+    fl.reportingSince = Date.now();
+    try {
+      await this.#report(fl, ended);
+    } catch (e) {
+      this.log.error("reporting the outcome failed unexpectedly", { job_id: fl.job.id, error: errorText(e) });
+    }
+  }
+
+  async #execute(fl: InFlight, abandoned: Promise<Ended>): Promise<Ended> {
+    const handler = this.#handlers.get(fl.job.kind);
+    if (!handler) return { kind: "no_handler" };
+    const timers: NodeJS.Timeout[] = [];
+    const races: Promise<Ended>[] = [abandoned];
+    const timeoutMs = fl.job.timeout_ms && fl.job.timeout_ms > 0 ? fl.job.timeout_ms : undefined;
+    if (timeoutMs !== undefined) {
+      races.push(
+        new Promise((resolve) =>
+          timers.push(
+            setTimeout(() => {
+              fl.ctrl.abort(new JobAborted("timeout", `timed out after ${timeoutMs} ms`));
+              resolve({ kind: "timed_out", ms: timeoutMs });
+            }, timeoutMs),
+          ),
+        ),
+      );
+    }
+    // A handler asked to stop gets one lease TTL to do so.
+    let finished = false;
+    let onAbort: () => void = () => {};
+    races.push(
+      new Promise((resolve) => {
+        onAbort = () => {
+          if (!finished) timers.push(setTimeout(() => resolve({ kind: "unanswered" }), this.leaseTtlMs));
+        };
+        fl.ctrl.signal.addEventListener("abort", onAbort, { once: true });
+      }),
+    );
+    const ctx: JobContext = {
+      signal: fl.ctrl.signal,
+      shutdown: this.#stop.signal,
+      workerId: this.workerId,
+      progress: (value: Json) => {
+        fl.progress = { value };
+      },
+    };
+    // Strip the lease token: handlers get the job as the API shows it.
+    const { lease_token: _token, ...job } = fl.job;
+    const runOnce = async (): Promise<Ended> => {
+      try {
+        const result = await handler(job, ctx);
+        return { kind: "returned", result: result === undefined ? undefined : result };
+      } catch (error) {
+        return { kind: "threw", error };
+      }
+    };
+    const deadline = timeoutMs !== undefined ? Date.now() + timeoutMs : undefined;
+    const whenAborted = (signal: AbortSignal) =>
+      new Promise<"aborted">((resolve) => (signal.aborted ? resolve("aborted") : signal.addEventListener("abort", () => resolve("aborted"), { once: true })));
+    try {
+      for (;;) {
+        const ended = await Promise.race([runOnce(), ...races]);
+        // A short snooze is slept here, keeping the slot (and the lease, by heartbeats), then the handler runs again.
+        if (!(ended.kind === "threw" && ended.error instanceof Snooze && ended.error.ms <= this.maxInProcessSnoozeMs)) return ended;
+        const ms = ended.error.ms;
+        if (fl.ctrl.signal.aborted || this.#stop.signal.aborted) return ended;
+        // A sleep that would outlast the timeout goes to the server instead (the attempt is given back anyway).
+        if (deadline !== undefined && Date.now() + ms > deadline) return ended;
+        const wake = Date.now() + ms;
+        let timer: NodeJS.Timeout | undefined;
+        const slept = new Promise<"woke">((resolve) => (timer = setTimeout(() => resolve("woke"), ms)));
+        const r = await Promise.race([...races, slept, whenAborted(this.#stop.signal).then(() => "stop" as const), whenAborted(fl.ctrl.signal)]);
+        clearTimeout(timer);
+        if (r === "woke") continue;
+        // Shutting down: hand back what is left of the snooze at once rather than hold the slot through the grace.
+        if (r === "stop") return { kind: "threw", error: new Snooze(Math.max(0, wake - Date.now())) };
+        if (r === "aborted") return ended;
+        return r;
+      }
+    } finally {
+      finished = true;
+      fl.ctrl.signal.removeEventListener("abort", onAbort);
+      for (const t of timers) clearTimeout(t);
+    }
+  }
+
+  // ---------------------------------------------------------------- reporting
+
+  async #report(fl: InFlight, ended: Ended): Promise<void> {
+    const job = fl.job;
+    if (fl.lost) {
+      this.log.warn("lease lost while the handler ran (another owner has the job): its outcome is discarded", { job_id: job.id });
+      return;
+    }
+    let failure: Omit<FailBody, "lease_token">;
+    if (ended.kind === "abandoned" || (fl.abandoned && !fl.cancelRequested)) {
+      const r = await this.#snooze(fl, 0);
+      this.#settle(r, job, (s) => (s === "cancelled" ? "cancelled" : "handed back at shutdown (attempt given back)"));
+      return;
+    } else if (fl.cancelRequested) {
+      // Whatever the handler answers once a cancel was requested, the worker acknowledges the cancellation.
+      failure = { error: "cancelled on request", cancelled: true };
+    } else if (ended.kind === "unanswered") {
+      failure = { error: "cancelled: the handler did not stop when asked", cancelled: true };
+    } else if (ended.kind === "no_handler") {
+      failure = { error: `no handler for kind ${job.kind} on worker ${this.workerId}` };
+    } else if (ended.kind === "timed_out") {
+      failure = { error: `timed out after ${ended.ms} ms` };
+    } else if (ended.kind === "returned") {
+      await this.#complete(fl, ended.result);
+      return;
+    } else {
+      const e = ended.error;
+      if (e instanceof Snooze) {
+        const r = await this.#snooze(fl, e.ms);
+        this.#settle(r, job, (s) => (s === "cancelled" ? "cancelled" : `snoozed ${e.ms} ms`));
+        return;
+      } else if (e instanceof RetryAfter) {
+        failure = { error: e.message, retry_after_ms: e.ms };
+      } else if (e instanceof Fatal) {
+        failure = { error: e.message, fatal: true };
+      } else {
+        failure = { error: errorText(e) };
+      }
+    }
+    const r = await this.#fail(fl, failure);
+    this.#settle(r, job, (s) => (s === "queued" ? "attempt failed; retry scheduled" : `attempt failed; job ${s}`));
+  }
+
+  #settle(r: Reported, job: { id: string }, onDone: (state: string) => string) {
+    switch (r.kind) {
+      case "done":
+        this.log.debug(onDone(r.state), { job_id: job.id });
+        break;
+      case "lease_lost":
+        this.log.warn("lease lost (another owner has the job): the outcome is discarded", { job_id: job.id });
+        break;
+      case "rejected":
+        this.log.error("the outcome was refused; the lease will lapse and the server requeue the job", { job_id: job.id, error: String(r.error) });
+        break;
+      case "gave_up":
+        this.log.error("could not report the outcome; the lease will lapse and the server requeue the job", { job_id: job.id, error: String(r.error) });
+        break;
+    }
+  }
+
+  /** Tries `f` up to REPORT_TRIES times while it fails transiently. */
+  async #retrying(what: string, f: () => Promise<string>): Promise<Reported> {
+    const backoff = new Backoff();
+    for (let i = 1; ; i++) {
+      try {
+        return { kind: "done", state: await f() };
+      } catch (e) {
+        if (!retryable(e) || i >= REPORT_TRIES) return classify(e);
+        const d = backoff.next();
+        this.log.warn(`${what} failed; trying again in ${Math.round(d)} ms`, { error: String(e) });
+        await sleep(d);
+      }
+    }
+  }
+
+  #fail(fl: InFlight, failure: Omit<FailBody, "lease_token">): Promise<Reported> {
+    return this.#retrying("fail", () => this.client.fail(fl.job.id, { lease_token: fl.job.lease_token, ...failure }).then((j) => j.state));
+  }
+
+  #snooze(fl: InFlight, delayMs: number): Promise<Reported> {
+    return this.#retrying("snooze", () => this.client.snooze(fl.job.id, { lease_token: fl.job.lease_token, delay_ms: delayMs }).then((j) => j.state));
+  }
+
+  /** Hands a success to the completer; a result the server refuses fails the attempt instead. */
+  async #complete(fl: InFlight, result: Json | undefined): Promise<void> {
+    const item: CompleteItem = { id: fl.job.id, lease_token: fl.job.lease_token };
+    if (result !== undefined) item.result = result;
+    const answer = await new Promise<Reported>((done) => {
+      this.#completions.push({ item, done });
+      this.#completionsWake?.();
+    });
+    if (answer.kind === "rejected") {
+      this.log.warn("the result was refused; failing the attempt", { job_id: fl.job.id, error: String(answer.error) });
+      const r = await this.#fail(fl, { error: `the result could not be stored: ${String(answer.error)}` });
+      this.#settle(r, fl.job, () => "failed");
+      return;
+    }
+    this.#settle(answer, fl.job, () => "succeeded");
+  }
+
+  async #completerLoop(): Promise<void> {
+    const inFlight = new Set<Promise<void>>();
+    for (;;) {
+      if (this.#completions.length === 0) {
+        if (this.#drained.signal.aborted) break;
+        await new Promise<void>((r) => (this.#completionsWake = r));
+        this.#completionsWake = undefined;
+        continue;
+      }
+      while (inFlight.size >= COMPLETIONS_IN_FLIGHT) await Promise.race(inFlight);
+      const batch = this.#completions.splice(0, COMPLETION_BATCH);
+      const p = this.#completeBatch(batch).finally(() => inFlight.delete(p));
+      inFlight.add(p);
+    }
+    await Promise.all(inFlight);
+  }
+
+  async #completeBatch(batch: PendingCompletion[]): Promise<void> {
+    const items = batch.map((p) => p.item);
+    let results: Awaited<ReturnType<Client["completeBatch"]>> | undefined;
+    let failure: unknown;
+    const backoff = new Backoff();
+    // A resend with the same tokens answers as the first send did, so a batch whose answer was lost is safe to send again.
+    for (let i = 1; ; i++) {
+      try {
+        results = await this.client.completeBatch(items);
+        break;
+      } catch (e) {
+        failure = e;
+        if (!retryable(e) || i >= REPORT_TRIES) break;
+        await sleep(backoff.next());
+      }
+    }
+    if (results) {
+      batch.forEach((p, i) => {
+        const r = results![i];
+        if (!r) p.done({ kind: "gave_up", error: new Error("the server answered fewer items than it was given") });
+        else if (r.ok) p.done({ kind: "done", state: "succeeded" });
+        else if (r.error.code === "lease_lost" || r.error.code === "not_found") p.done({ kind: "lease_lost" });
+        else if (r.error.code === "unavailable" || r.error.code === "internal") p.done({ kind: "gave_up", error: r.error });
+        else p.done({ kind: "rejected", error: new TetherError(r.error.message, r.error.code, 0) });
+      });
+      return;
+    }
+    if (retryable(failure) || batch.length === 1) {
+      const r = classify(failure);
+      for (const p of batch) p.done(r);
+      return;
+    }
+    // Refused whole (one oversize result refuses them all): send each alone so only the culprit is refused.
+    for (const p of batch) await this.#completeBatch([p]);
+  }
+
+  // ---------------------------------------------------------------- heartbeats
+
+  async #heartbeatLoop(): Promise<void> {
+    const interval = Math.max(1, Math.floor(this.leaseTtlMs / 3));
+    const backoff = new Backoff();
+    let wait = interval;
+    while (!this.#drained.signal.aborted) {
+      await sleep(wait, this.#drained.signal);
+      if (this.#drained.signal.aborted) break;
+      if (await this.#heartbeatCycle(interval)) {
+        backoff.reset();
+        wait = interval;
+      } else {
+        // Try again soon: two more failures would cost the leases.
+        wait = Math.min(backoff.next(), interval);
+      }
+    }
+  }
+
+  /** One heartbeat of every held job (batches of at most 1000); answers whether all went through. */
+  async #heartbeatCycle(interval: number): Promise<boolean> {
+    const now = Date.now();
+    // A job whose outcome is being reported is left alone, unless the report takes long.
+    const held = [...this.#inflight.values()].filter((fl) => fl.reportingSince === undefined || now - fl.reportingSince >= interval);
+    let allOk = true;
+    for (let i = 0; i < held.length; i += MAX_BATCH) {
+      const chunk = held.slice(i, i + MAX_BATCH);
+      const items = chunk.map((fl) => {
+        const item: { id: string; lease_token: string; progress?: Json } = { id: fl.job.id, lease_token: fl.job.lease_token };
+        if (fl.progress) item.progress = fl.progress.value;
+        return item;
+      });
+      const sent = chunk.map((fl) => fl.progress);
+      chunk.forEach((fl) => (fl.progress = undefined));
+      try {
+        // Give up after a third of the lease, so a stuck round trip is retried while the leases hold.
+        const results = await this.client.heartbeatBatch(items, { timeoutMs: Math.max(interval, 1000) });
+        chunk.forEach((fl, j) => {
+          const r = results[j];
+          if (!r) return;
+          if (r.ok) {
+            if (r.cancel_requested && !fl.cancelRequested) {
+              fl.cancelRequested = true;
+              this.log.info("cancel requested: asking the handler to stop", { job_id: fl.job.id });
+              fl.ctrl.abort(new JobAborted("cancel", "the job's cancellation was requested"));
+            }
+          } else if (r.error.code === "lease_lost" || r.error.code === "not_found") {
+            if (fl.reportingSince === undefined && !fl.lost) {
+              fl.lost = true;
+              this.log.warn("heartbeat: lease lost to another owner; stopping the handler", { job_id: fl.job.id });
+              fl.ctrl.abort(new JobAborted("lease_lost", "another owner has the job"));
+            }
+          } else {
+            this.log.warn("heartbeat refused", { job_id: fl.job.id, error: r.error.message });
+          }
+        });
+      } catch (e) {
+        allOk = false;
+        this.log.warn("heartbeat failed", { jobs: chunk.length, error: String(e) });
+        // Keep the progress for the next cycle unless a newer one came.
+        chunk.forEach((fl, j) => {
+          if (!fl.progress && sent[j]) fl.progress = sent[j];
+        });
+      }
+    }
+    return allOk;
+  }
+}
+

@@ -1,0 +1,175 @@
+// Test harness: starts a real `tether serve` per backend (a temporary
+// SQLite data directory, and a throwaway PostgreSQL database) and runs a
+// suite against each. Nothing is mocked; a missing binary or database fails
+// the run.
+
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, dirname, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, before, after, afterEach } from "node:test";
+import { randomBytes } from "node:crypto";
+import { Client, type Worker } from "../src/index.js";
+
+/** sdk/typescript, wherever the tests were compiled to. */
+export const PKG_DIR = (() => {
+  let d = dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(join(d, "package.json"))) {
+    const up = dirname(d);
+    if (up === d) throw new Error("package.json not found above the tests");
+    d = up;
+  }
+  return d;
+})();
+export const REPO_DIR = resolve(PKG_DIR, "../..");
+export const TETHER_BIN = process.env.TETHER_BIN || join(REPO_DIR, "target/debug/tether");
+export const DATABASE_URL = process.env.TETHER_TEST_DATABASE_URL || "postgres://postgres@127.0.0.1:5432/postgres";
+
+export type Backend = "sqlite" | "postgres";
+export const BACKENDS: Backend[] = ["sqlite", "postgres"];
+
+/** A running server and an admin client of it. */
+export interface Server {
+  backend: Backend;
+  url: string;
+  key: string;
+  admin: Client;
+  dataDir: string;
+  proc: ChildProcess;
+  /** The throwaway PostgreSQL database (postgres backend only). */
+  dbName?: string;
+}
+
+export function psql(url: string, sql: string) {
+  const r = spawnSync("psql", ["-v", "ON_ERROR_STOP=1", "-X", "-q", "-d", url, "-c", sql], { encoding: "utf8" });
+  if (r.error) throw new Error(`psql could not run: ${r.error.message}`);
+  if (r.status !== 0) throw new Error(`psql failed (${sql}): ${r.stderr}`);
+}
+
+function withDatabase(url: string, db: string): string {
+  const u = new URL(url);
+  u.pathname = "/" + db;
+  return u.toString();
+}
+
+/** Starts `tether serve` on the backend; resolves once it listens. */
+export async function startServer(backend: Backend): Promise<Server & { stop: () => Promise<void> }> {
+  if (!existsSync(TETHER_BIN)) throw new Error(`tether binary not found at ${TETHER_BIN} (set TETHER_BIN)`);
+  const dataDir = mkdtempSync(join(tmpdir(), "tether-ts-test-"));
+  const args = ["serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--maintenance-tick", "200ms"];
+  let dbName: string | undefined;
+  if (backend === "postgres") {
+    dbName = `tether_test_${process.pid}_${randomBytes(4).toString("hex")}`;
+    psql(DATABASE_URL, `CREATE DATABASE ${dbName}`);
+    args.push("--database-url", withDatabase(DATABASE_URL, dbName));
+  }
+  const env: NodeJS.ProcessEnv = { ...process.env, TETHER_LOG: process.env.TETHER_LOG ?? "warn" };
+  delete env.TETHER_ADMIN_KEY;
+  delete env.TETHER_DATABASE_URL;
+  const proc = spawn(TETHER_BIN, args, { env, stdio: ["ignore", "pipe", "pipe"] });
+  let stderr = "";
+  proc.stderr!.on("data", (d: Buffer) => {
+    stderr += d.toString();
+    if (process.env.TETHER_TEST_SERVER_LOG) process.stderr.write(d);
+    if (stderr.length > 20_000) stderr = stderr.slice(-10_000);
+  });
+  const url = await new Promise<string>((resolveUrl, reject) => {
+    let out = "";
+    const timer = setTimeout(() => reject(new Error(`tether serve did not start within 20 s:\n${stderr}`)), 20_000);
+    proc.stdout!.on("data", (d: Buffer) => {
+      out += d.toString();
+      const m = /tether serve: listening on (http:\/\/\S+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolveUrl(m[1]!);
+      }
+    });
+    proc.on("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`tether serve exited (${code}) before listening:\n${stderr}`));
+    });
+  });
+  proc.stdout!.resume();
+  const key = readFileSync(join(dataDir, "admin.key"), "utf8").trim();
+  const admin = new Client({ url, key });
+  const stop = async () => {
+    if (proc.exitCode === null && proc.signalCode === null) {
+      const exited = new Promise((r) => proc.once("exit", r));
+      proc.kill("SIGTERM");
+      const t = setTimeout(() => proc.kill("SIGKILL"), 5_000);
+      await exited;
+      clearTimeout(t);
+    }
+    rmSync(dataDir, { recursive: true, force: true });
+    if (dbName) psql(DATABASE_URL, `DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
+  };
+  return { backend, url, key, admin, dataDir, proc, dbName, stop };
+}
+
+/**
+ * Defines `suite` once per backend, each against its own server. `get()`
+ * answers the running server inside tests.
+ */
+export function forEachBackend(name: string, suite: (get: () => Server) => void) {
+  for (const backend of BACKENDS) {
+    describe(`${name} [${backend}]`, () => {
+      let server: (Server & { stop: () => Promise<void> }) | undefined;
+      before(async () => {
+        server = await startServer(backend);
+      });
+      after(async () => {
+        await server?.stop();
+      });
+      // A test that fails half-way must not leave its worker running.
+      afterEach(async () => {
+        await stopWorkers();
+      });
+      suite(() => {
+        if (!server) throw new Error("the server did not start");
+        return server;
+      });
+    });
+  }
+}
+
+/** A fresh queue name per test. */
+export function queueName(prefix = "q"): string {
+  return `${prefix}-${randomBytes(5).toString("hex")}`;
+}
+
+/** Polls `f` until it answers truthy, or fails after `timeoutMs`. */
+export async function eventually<T>(what: string, f: () => Promise<T | undefined | false | null>, timeoutMs = 10_000): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await f();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** A logger that keeps lines for assertions (and stays quiet). */
+export function memoryLogger() {
+  const lines: string[] = [];
+  const log = (level: string) => (msg: string, fields?: Record<string, unknown>) => {
+    lines.push(`${level} ${msg} ${fields ? JSON.stringify(fields) : ""}`);
+  };
+  return { lines, logger: { debug: log("debug"), info: log("info"), warn: log("warn"), error: log("error") } };
+}
+
+const running: Array<{ worker: Worker; run: Promise<void> }> = [];
+
+/** Starts `worker.run()`; the worker is shut down after the test whatever happens. */
+export function startWorker(worker: Worker): Promise<void> {
+  const run = worker.run();
+  running.push({ worker, run });
+  return run;
+}
+
+/** Shuts down every worker started with {@link startWorker} and waits for their drain. */
+export async function stopWorkers(): Promise<void> {
+  const all = running.splice(0);
+  for (const w of all) w.worker.shutdown();
+  await Promise.all(all.map((w) => w.run));
+}

@@ -1,0 +1,320 @@
+// The Worker against a real server on each backend: outcomes, heartbeats
+// beyond the lease TTL, fencing, retry-after vs snooze, cancel and timeout
+// through ctx.signal, and the graceful shutdown's hand-back.
+
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { Client, Fatal, JobAborted, LeaseLost, RetryAfter, Snooze, Unauthenticated, Worker, type Job } from "../src/index.js";
+import { eventually, forEachBackend, memoryLogger, queueName, startWorker } from "./harness.js";
+
+async function history(c: Client, id: string): Promise<string[]> {
+  const out: string[] = [];
+  for await (const e of c.eventsAll(id)) out.push(e.event);
+  return out;
+}
+
+async function settled(c: Client, id: string, states: Job["state"][], what = "the job to settle", timeoutMs = 10_000): Promise<Job> {
+  return eventually(
+    `${what} (${states.join("|")})`,
+    async () => {
+      const j = await c.get(id);
+      return states.includes(j.state) ? j : undefined;
+    },
+    timeoutMs,
+  );
+}
+
+forEachBackend("worker", (server) => {
+  test("runs handlers concurrently, completes in batches, carries progress", async () => {
+    const c = server().admin;
+    const queue = queueName();
+    const { logger } = memoryLogger();
+    // Record what the worker sends (the server is real; this only watches).
+    const sent: Array<{ path: string; body: any }> = [];
+    const recording: typeof fetch = (input, init) => {
+      sent.push({ path: new URL(String(input)).pathname, body: init?.body ? JSON.parse(String(init.body)) : undefined });
+      return fetch(input, init);
+    };
+    const wc = new Client({ url: server().url, key: server().key, fetch: recording });
+    const worker = new Worker(wc, { queue, concurrency: 8, claimWaitMs: 500, leaseTtlMs: 1500, handleSignals: false, logger });
+    let running = 0;
+    let most = 0;
+    worker.handle("add", async (job, ctx) => {
+      running++;
+      most = Math.max(most, running);
+      ctx.progress({ started: true });
+      await new Promise((r) => setTimeout(r, job.payload === 0 ? 1200 : 50));
+      running--;
+      const p = job.payload as number;
+      return { sum: p + 1 };
+    });
+    const jobs = await c.enqueueBatch(Array.from({ length: 20 }, (_, i) => ({ queue, kind: "add", payload: i })));
+    const run = startWorker(worker);
+    const slow = jobs[0]!.job.id;
+    // The slow job's progress reaches the server with a heartbeat.
+    await eventually("progress", async () => (await c.get(slow)).progress !== null);
+    assert.deepEqual((await c.get(slow)).progress, { started: true });
+    for (const [i, r] of jobs.entries()) {
+      const j = await settled(c, r.job.id, ["succeeded"]);
+      assert.deepEqual(j.result, { sum: i + 1 });
+      assert.equal(j.attempt, 1);
+    }
+    assert.ok(most > 1 && most <= 8, `at most 8 at once, more than 1 (saw ${most})`);
+    worker.shutdown();
+    await run;
+    const claims = sent.filter((r) => r.path.endsWith("/claim"));
+    assert.equal(claims[0]!.body.limit, 8, "an idle worker claims as many as it has slots");
+    assert.ok(claims.every((r) => r.body.limit >= 1 && r.body.limit <= 8 && r.body.lease_ttl_ms === 1500 && r.body.wait_ms === 500));
+    const completes = sent.filter((r) => r.path === "/v1/jobs/complete");
+    assert.equal(completes.reduce((n, r) => n + r.body.items.length, 0), 20, "every success goes through the batch route");
+    assert.ok(completes.length < 20, `completions are batched (${completes.length} requests for 20 jobs)`);
+    assert.ok(sent.every((r) => !/\/v1\/jobs\/[^/]+\/(complete|heartbeat)$/.test(r.path)), "no per-job complete or heartbeat");
+    const beats = sent.filter((r) => r.path === "/v1/jobs/heartbeat");
+    assert.ok(beats.length >= 1, "the slow job was heartbeated");
+    assert.ok(beats.some((r) => r.body.items.some((i: any) => i.id === slow && i.progress?.started === true)), "progress travels with a heartbeat");
+  });
+
+  test("heartbeats keep a job beyond its lease TTL", async () => {
+    const c = server().admin;
+    const queue = queueName();
+    const { logger } = memoryLogger();
+    const worker = new Worker(c, { queue, leaseTtlMs: 1000, claimWaitMs: 500, handleSignals: false, logger });
+    worker.handle("slow", async () => {
+      await new Promise((r) => setTimeout(r, 3500));
+      return "done";
+    });
+    const job = await c.enqueue({ queue, kind: "slow" });
+    const run = startWorker(worker);
+    const j = await settled(c, job.id, ["succeeded"]);
+    assert.equal(j.attempt, 1, "never reclaimed");
+    const events = await history(c, job.id);
+    assert.deepEqual(events, ["enqueued", "claimed", "succeeded"], "no lease expiry in the history");
+    worker.shutdown();
+    await run;
+  });
+
+  test("fencing: a stale owner's complete is rejected with LeaseLost", async () => {
+    const c = server().admin;
+    const queue = queueName();
+    const job = await c.enqueue({ queue, kind: "k" });
+    const [stale] = await c.claim(queue, { worker_id: "stale", lease_ttl_ms: 1000 });
+    assert.ok(stale);
+    // The lease lapses, the server's reaper requeues it, a new owner claims it.
+    const fresh = await eventually("a second claim", async () => (await c.claim(queue, { worker_id: "fresh", lease_ttl_ms: 30_000 }))[0]);
+    assert.equal(fresh.id, job.id);
+    assert.notEqual(fresh.lease_token, stale.lease_token);
+    await assert.rejects(c.complete(job.id, { lease_token: stale.lease_token, result: 1 }), LeaseLost);
+    await assert.rejects(c.heartbeat(job.id, { lease_token: stale.lease_token }), LeaseLost);
+    const batch = await c.completeBatch([{ id: job.id, lease_token: stale.lease_token }]);
+    assert.equal(batch[0]!.ok, false);
+    const done = await c.complete(job.id, { lease_token: fresh.lease_token, result: 2 });
+    assert.equal(done.state, "succeeded");
+    assert.equal(done.result, 2);
+  });
+
+  test("a worker whose lease was lost discards its result and logs it", async () => {
+    const c = server().admin;
+    const queue = queueName();
+    const mem = memoryLogger();
+    // This worker's heartbeats never arrive (a network that drops them), so
+    // its lease lapses and the server's reaper requeues the job.
+    const dropHeartbeats: typeof fetch = (input, init) =>
+      String(input).endsWith("/v1/jobs/heartbeat") ? Promise.reject(new TypeError("simulated network failure")) : fetch(input, init);
+    const lossy = new Client({ url: server().url, key: server().key, fetch: dropHeartbeats });
+    const worker = new Worker(lossy, { queue, leaseTtlMs: 1000, claimWaitMs: 300, handleSignals: false, logger: mem.logger });
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    worker.handle("k", async () => {
+      await gate;
+      return "late";
+    });
+    const job = await c.enqueue({ queue, kind: "k" });
+    const run = startWorker(worker);
+    await settled(c, job.id, ["running"]);
+    const fresh = await eventually("a new owner", async () => (await c.claim(queue, { worker_id: "fresh", lease_ttl_ms: 30_000 }))[0]);
+    release();
+    await eventually("the loss logged", async () => mem.lines.some((l) => l.includes("lease lost")));
+    const during = await c.get(job.id);
+    assert.equal(during.state, "running");
+    assert.equal(during.worker_id, "fresh");
+    const done = await c.complete(job.id, { lease_token: fresh.lease_token, result: "fresh" });
+    assert.equal(done.result, "fresh", "the stale worker's result was discarded");
+    assert.ok((await history(c, job.id)).includes("lease_lost"));
+    worker.shutdown();
+    await run;
+  });
+
+  test("RetryAfter fails with the exact delay; Snooze gives the attempt back; Fatal and throws", async () => {
+    const c = server().admin;
+    const queue = queueName();
+    const { logger } = memoryLogger();
+    const worker = new Worker(c, { queue, concurrency: 4, claimWaitMs: 500, handleSignals: false, logger });
+    worker.handle("retry", async () => {
+      throw new RetryAfter(60_000, "upstream said 60 s");
+    });
+    worker.handle("snooze", async () => {
+      throw new Snooze(60_000);
+    });
+    worker.handle("fatal", async () => {
+      throw new Fatal("cannot ever work");
+    });
+    worker.handle("throw", async () => {
+      throw new TypeError("plain bug");
+    });
+    const [r, s, f, t, n] = await c.enqueueBatch([
+      { queue, kind: "retry" },
+      { queue, kind: "snooze" },
+      { queue, kind: "fatal" },
+      { queue, kind: "throw" },
+      { queue, kind: "nobody" },
+    ]);
+    const before = Date.now();
+    const run = startWorker(worker);
+    const retried = await eventually("retry", async () => {
+      const j = await c.get(r!.job.id);
+      return j.state === "queued" && j.attempt === 1 ? j : undefined;
+    });
+    assert.equal(retried.last_error, "upstream said 60 s");
+    const delay = Date.parse(retried.run_at) - before;
+    assert.ok(delay >= 59_000 && delay <= 61_000 + 5_000, `run_at about 60 s later (was ${delay} ms)`);
+    assert.ok((await history(c, r!.job.id)).includes("retry_scheduled"));
+
+    const snoozed = await eventually("snooze", async () => {
+      const h = await history(c, s!.job.id);
+      return h.includes("snoozed") ? c.get(s!.job.id) : undefined;
+    });
+    assert.equal(snoozed.state, "queued");
+    assert.equal(snoozed.attempt, 0, "snooze gives the attempt back");
+    assert.ok(Date.parse(snoozed.run_at) - before >= 59_000);
+
+    const fatal = await settled(c, f!.job.id, ["failed"]);
+    assert.equal(fatal.last_error, "cannot ever work");
+    assert.equal(fatal.attempt, 1);
+
+    const thrown = await eventually("throw", async () => {
+      const j = await c.get(t!.job.id);
+      return j.state === "queued" && j.attempt === 1 ? j : undefined;
+    });
+    assert.match(thrown.last_error!, /TypeError: plain bug/);
+    assert.match(thrown.last_error!, /\n\s+at /, "the stack's tail is sent");
+
+    const nobody = await eventually("no handler", async () => {
+      const j = await c.get(n!.job.id);
+      return j.attempt === 1 && j.state === "queued" ? j : undefined;
+    });
+    assert.match(nobody.last_error!, /no handler for kind nobody/);
+    worker.shutdown();
+    await run;
+  });
+
+  test("a short Snooze is slept in the worker and the handler runs again", async () => {
+    const c = server().admin;
+    const queue = queueName();
+    const { logger } = memoryLogger();
+    const worker = new Worker(c, { queue, claimWaitMs: 300, handleSignals: false, logger });
+    let calls = 0;
+    worker.handle("busy", async () => {
+      calls++;
+      if (calls === 1) throw new Snooze(200);
+      return "second time lucky";
+    });
+    const job = await c.enqueue({ queue, kind: "busy" });
+    startWorker(worker);
+    const j = await settled(c, job.id, ["succeeded"]);
+    assert.equal(calls, 2);
+    assert.equal(j.attempt, 1);
+    assert.equal(j.result, "second time lucky");
+    assert.deepEqual(await history(c, job.id), ["enqueued", "claimed", "succeeded"]);
+  });
+
+  test("a worker with a refused key stops at start with Unauthenticated", async () => {
+    const { logger } = memoryLogger();
+    const worker = new Worker(new Client({ url: server().url, key: "tth_wrong" }), { queue: queueName(), handleSignals: false, logger });
+    await assert.rejects(worker.run(), Unauthenticated);
+  });
+
+  test("cancel reaches a running handler through ctx.signal", async () => {
+    const c = server().admin;
+    const queue = queueName();
+    const { logger } = memoryLogger();
+    const worker = new Worker(c, { queue, leaseTtlMs: 1500, claimWaitMs: 500, handleSignals: false, logger });
+    let reason: unknown;
+    worker.handle("long", async (_job, ctx) => {
+      await new Promise<void>((resolve) => ctx.signal.addEventListener("abort", () => resolve(), { once: true }));
+      reason = ctx.signal.reason;
+      throw ctx.signal.reason;
+    });
+    const job = await c.enqueue({ queue, kind: "long" });
+    const run = startWorker(worker);
+    await settled(c, job.id, ["running"]);
+    const asked = await c.cancel(job.id);
+    assert.equal(asked.cancel_requested, true);
+    assert.equal(asked.state, "running");
+    const j = await settled(c, job.id, ["cancelled"]);
+    assert.ok(reason instanceof JobAborted);
+    assert.equal(reason.why, "cancel");
+    assert.equal(j.last_error, "cancelled on request");
+    worker.shutdown();
+    await run;
+  });
+
+  test("a job's timeout_ms aborts ctx.signal and fails the attempt", async () => {
+    const c = server().admin;
+    const queue = queueName();
+    const { logger } = memoryLogger();
+    const worker = new Worker(c, { queue, claimWaitMs: 500, handleSignals: false, logger });
+    let reason: unknown;
+    worker.handle("stuck", async (_job, ctx) => {
+      await new Promise<void>((resolve) => ctx.signal.addEventListener("abort", () => resolve(), { once: true }));
+      reason = ctx.signal.reason;
+      return "too late";
+    });
+    const job = await c.enqueue({ queue, kind: "stuck", timeout_ms: 300, max_attempts: 1 });
+    const run = startWorker(worker);
+    const j = await settled(c, job.id, ["failed"]);
+    assert.equal(j.last_error, "timed out after 300 ms");
+    assert.ok(reason instanceof JobAborted && reason.why === "timeout");
+    worker.shutdown();
+    await run;
+  });
+
+  test("shutdown: handlers finish within the grace; the rest are handed back with the attempt given back", async () => {
+    const c = server().admin;
+    const queue = queueName();
+    const { logger } = memoryLogger();
+    const worker = new Worker(c, { queue, concurrency: 2, claimWaitMs: 300, shutdownGraceMs: 500, handleSignals: false, logger });
+    let shutdownSeen = false;
+    let aborted: unknown;
+    worker.handle("quick", async (_job, ctx) => {
+      await new Promise((r) => setTimeout(r, 200));
+      shutdownSeen = ctx.shutdown.aborted;
+      return "finished";
+    });
+    worker.handle("forever", async (_job, ctx) => {
+      await new Promise<void>((resolve) => ctx.signal.addEventListener("abort", () => resolve(), { once: true }));
+      aborted = ctx.signal.reason;
+      await new Promise((r) => setTimeout(r, 10_000));
+    });
+    const [q, f] = await c.enqueueBatch([
+      { queue, kind: "quick" },
+      { queue, kind: "forever" },
+    ]);
+    const run = startWorker(worker);
+    await settled(c, f!.job.id, ["running"]);
+    await settled(c, q!.job.id, ["running"]);
+    const t0 = Date.now();
+    worker.shutdown();
+    await run;
+    const took = Date.now() - t0;
+    assert.ok(took < 3000, `drained after the grace (${took} ms)`);
+    assert.equal(shutdownSeen, true);
+    const quick = await c.get(q!.job.id);
+    assert.equal(quick.state, "succeeded");
+    const handed = await c.get(f!.job.id);
+    assert.equal(handed.state, "queued");
+    assert.equal(handed.attempt, 0);
+    assert.ok(aborted instanceof JobAborted && aborted.why === "shutdown");
+    assert.deepEqual(await history(c, f!.job.id), ["enqueued", "claimed", "snoozed"]);
+    assert.equal(worker.jobsInFlight, 0);
+  });
+});
