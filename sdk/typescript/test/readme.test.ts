@@ -1,0 +1,74 @@
+// The repository README's TypeScript example, compiled with `tsc --strict`
+// against this package and run as written against a real server.
+
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync, spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Client } from "../src/index.js";
+import { PKG_DIR, startServer, type Server } from "./harness.js";
+
+let server: (Server & { stop: () => Promise<void> }) | undefined;
+let dir: string;
+
+before(async () => {
+  server = await startServer("sqlite");
+  dir = mkdtempSync(join(tmpdir(), "tether-ts-readme-"));
+});
+after(async () => {
+  await server?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function readmeExample(): string {
+  const readme = readFileSync(join(PKG_DIR, "../../README.md"), "utf8");
+  const section = readme.split("## Using it from TypeScript")[1]?.split("\n## ")[0] ?? "";
+  const block = /```ts\n([\s\S]*?)```/.exec(section);
+  assert.ok(block, "the README's TypeScript section has a ts block");
+  return block[1]!;
+}
+
+test("the README example finishes its job", async () => {
+  writeFileSync(join(dir, "package.json"), JSON.stringify({ name: "app", type: "module", private: true }));
+  mkdirSync(join(dir, "node_modules"));
+  symlinkSync(PKG_DIR, join(dir, "node_modules/tether-client"), "dir");
+  writeFileSync(join(dir, "welcome.ts"), readmeExample());
+  execFileSync(
+    process.execPath,
+    [
+      join(PKG_DIR, "node_modules/typescript/bin/tsc"),
+      "--strict", "--module", "nodenext", "--moduleResolution", "nodenext", "--target", "es2022",
+      "--lib", "es2022,dom", "--types", "node", "--typeRoots", join(PKG_DIR, "node_modules/@types"),
+      "welcome.ts",
+    ],
+    { cwd: dir, stdio: ["ignore", "inherit", "inherit"] },
+  );
+  const child = spawn(process.execPath, ["welcome.js"], {
+    cwd: dir,
+    env: { ...process.env, TETHER_URL: server!.url, TETHER_KEY: server!.key },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  let out = "";
+  child.stdout.setEncoding("utf8");
+  child.stdout.on("data", (chunk: string) => (out += chunk));
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  try {
+    const client = new Client({ url: server!.url, key: server!.key });
+    const deadline = Date.now() + 20_000;
+    let id: string | undefined;
+    for (;;) {
+      id ??= /enqueued (\S+)/.exec(out)?.[1];
+      if (id && (await client.get(id)).state === "succeeded") break;
+      assert.ok(Date.now() < deadline, `the job did not finish; output: ${out}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.deepEqual((await client.get(id)).result, { sent: true });
+    child.kill("SIGTERM");
+    assert.equal(await exited, 0, out);
+    assert.match(out, /sending to ada@example\.com/);
+  } finally {
+    if (child.exitCode === null) child.kill("SIGKILL");
+  }
+});
