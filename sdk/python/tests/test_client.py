@@ -215,6 +215,23 @@ def test_fencing_stale_worker_gets_lease_lost(client: Client, queue: str) -> Non
     assert "lease_lost" in [e.event for e in client.iter_events(job.id)]
 
 
+def test_repeated_reports_are_answered_like_the_first(client: Client, queue: str) -> None:
+    # A report resent with the same token (its answer was lost) gets the
+    # first outcome back, changes nothing and records no lease_lost.
+    client.enqueue(queue, "k")
+    [c] = client.claim(queue, "w")
+    first = client.complete(c.id, c.lease_token, {"x": 1})
+    again = client.complete(c.id, c.lease_token, {"x": 2})
+    assert again.state == first.state == "succeeded" and again.result == {"x": 1}
+    with pytest.raises(LeaseLost):
+        client.fail(c.id, c.lease_token, "not the report that ended it")
+    client.enqueue(queue, "k")
+    [c] = client.claim(queue, "w")
+    snoozed = client.snooze(c.id, c.lease_token, 60_000)
+    assert client.snooze(c.id, c.lease_token, 60_000).attempt == snoozed.attempt == 0
+    assert [e.event for e in client.iter_events(c.id)].count("lease_lost") == 0
+
+
 def test_snooze_gives_the_attempt_back(client: Client, queue: str) -> None:
     job = client.enqueue(queue, "k")
     [c] = client.claim(queue, "w")
