@@ -153,6 +153,28 @@ def test_heartbeats_keep_a_job_beyond_its_lease_and_carry_progress(
     assert history == ["enqueued", "claimed", "succeeded"]
 
 
+def test_a_short_snooze_is_slept_in_the_worker(client: Client, queue: str) -> None:
+    # Up to max_in_process_snooze the job keeps its slot and lease and the
+    # handler runs again; nothing goes back to the queue.
+    worker = Worker(client, queue, concurrency=2, claim_wait=0.5, max_in_process_snooze=1.0)
+    calls: List[float] = []
+
+    @worker.handler("later")
+    def later(job: JobContext) -> str:
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            raise Snooze(0.3)
+        return "done"
+
+    job = client.enqueue(queue, "later")
+    with running(worker):
+        wait_for(lambda: client.get(job.id).state == "succeeded", timeout=15)
+    assert len(calls) == 2 and calls[1] - calls[0] >= 0.3
+    done = client.get(job.id)
+    assert done.attempt == 1 and done.result == "done"
+    assert events(client, job.id) == ["enqueued", "claimed", "succeeded"]
+
+
 def test_retry_after_snooze_fatal_and_errors(client: Client, queue: str) -> None:
     worker = Worker(client, queue, concurrency=4, claim_wait=0.5)
 

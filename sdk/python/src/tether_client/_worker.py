@@ -192,7 +192,10 @@ class Worker:
     are in seconds. ``lease_ttl`` is the lease asked for at claim (extended
     by a heartbeat every third of it); ``claim_wait`` the long-poll of each
     claim (0 to 30); ``shutdown_grace`` how long running handlers may take
-    to finish at shutdown.
+    to finish at shutdown. A :class:`Snooze` of at most
+    ``max_in_process_snooze`` is slept inside the worker, keeping the job's
+    slot and lease, and the handler runs again (a round trip through the
+    queue would cost more than the wait); longer ones go back to the queue.
     """
 
     def __init__(
@@ -205,6 +208,7 @@ class Worker:
         claim_wait: float = 5.0,
         shutdown_grace: float = 30.0,
         poll_interval: float = 1.0,
+        max_in_process_snooze: float = 5.0,
         worker_id: Optional[str] = None,
     ) -> None:
         if not 1 <= concurrency <= MAX_BATCH:
@@ -219,6 +223,7 @@ class Worker:
         self.claim_wait = claim_wait
         self.shutdown_grace = shutdown_grace
         self.poll_interval = poll_interval
+        self.max_in_process_snooze = max(0.0, max_in_process_snooze)
         self.worker_id = worker_id or (
             f"py:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         )
@@ -522,6 +527,35 @@ class Worker:
         return fut
 
     async def _execute(self, fl: _InFlight) -> _Ended:
+        started = time.monotonic()
+        while True:
+            ended = await self._execute_once(fl)
+            how, value = ended
+            if not (how == "raised" and isinstance(value, Snooze)):
+                return ended
+            seconds = float(value.seconds)
+            timeout_ms = fl.claimed.timeout_ms
+            # A short snooze is slept here (heartbeats keep the lease), unless
+            # the worker is stopping, the job was cancelled, or the sleep would
+            # outlast the job's timeout: then it goes to the server.
+            if (
+                seconds > self.max_in_process_snooze
+                or self._stop.is_set()
+                or fl.ctx.cancelled
+                or (timeout_ms and time.monotonic() - started + seconds > timeout_ms / 1000)
+            ):
+                return ended
+            stop = asyncio.ensure_future(self._stop.wait())
+            abandon = asyncio.ensure_future(fl.abandon.wait())
+            try:
+                await asyncio.wait({stop, abandon}, timeout=seconds)
+            finally:
+                stop.cancel()
+                abandon.cancel()
+            if self._stop.is_set() or fl.abandon.is_set():
+                return ended
+
+    async def _execute_once(self, fl: _InFlight) -> _Ended:
         fn = self._handlers.get(fl.claimed.kind)
         if fn is None:
             return ("no_handler", None)
