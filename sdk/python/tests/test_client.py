@@ -71,16 +71,6 @@ def test_enqueue_get_and_idempotency(client: Client, queue: str) -> None:
         client.enqueue(queue, "send", run_at=run_at, delay_ms=5)
 
 
-def test_get_wait_ms(client: Client, queue: str) -> None:
-    job = client.enqueue(queue, "k")
-    t0 = time.monotonic()
-    got = client.get(job.id, wait_ms=300)
-    assert got.state == "queued"
-    params = client.openapi()["paths"]["/v1/jobs/{id}"]["get"].get("parameters", [])
-    if any(p["name"] == "wait_ms" for p in params):
-        assert time.monotonic() - t0 >= 0.25  # the server held the request
-
-
 def test_enqueue_batch_list_and_paging(client: Client, queue: str) -> None:
     results = client.enqueue_batch(
         [{"queue": queue, "kind": "a" if i % 2 else "b", "payload": i, "tags": ["t"]}

@@ -75,7 +75,25 @@ class _Config:
         return h
 
 
-class Client(SyncRoutes):
+class _Configured:
+    """What both clients say about where they point (from their ``_Config``)."""
+
+    _config: _Config
+
+    @property
+    def url(self) -> str:
+        return self._config.url
+
+    @property
+    def key(self) -> Optional[str]:
+        return self._config.key
+
+    @property
+    def timeout(self) -> float:
+        return self._config.timeout
+
+
+class Client(_Configured, SyncRoutes):
     """A blocking client of a tether server.
 
     ``url`` and ``key`` default to the ``TETHER_URL`` and ``TETHER_KEY``
@@ -102,18 +120,6 @@ class Client(SyncRoutes):
             timeout=timeout,
             transport=transport,
         )
-
-    @property
-    def url(self) -> str:
-        return self._config.url
-
-    @property
-    def key(self) -> Optional[str]:
-        return self._config.key
-
-    @property
-    def timeout(self) -> float:
-        return self._config.timeout
 
     def close(self) -> None:
         self._http.close()
@@ -177,7 +183,7 @@ class Client(SyncRoutes):
             cursor = page.next_cursor
 
 
-class AsyncClient(AsyncRoutes):
+class AsyncClient(_Configured, AsyncRoutes):
     """The asyncio twin of :class:`Client`: the same methods, awaited."""
 
     def __init__(
@@ -196,18 +202,6 @@ class AsyncClient(AsyncRoutes):
             timeout=timeout,
             transport=transport,
         )
-
-    @property
-    def url(self) -> str:
-        return self._config.url
-
-    @property
-    def key(self) -> Optional[str]:
-        return self._config.key
-
-    @property
-    def timeout(self) -> float:
-        return self._config.timeout
 
     async def aclose(self) -> None:
         await self._http.aclose()

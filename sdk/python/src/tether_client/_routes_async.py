@@ -120,13 +120,10 @@ class AsyncRoutes:
 
     # ---- reading and managing jobs ----------------------------------------
 
-    async def get(self, job_id: str, *, wait_ms: Optional[int] = None) -> Job:
-        """A job by id (``GET /v1/jobs/{id}``); with ``wait_ms``, the server
-        answers once the job is terminal or the wait ends."""
-        timeout = None if wait_ms is None else wait_ms / 1000 + 30
+    async def get(self, job_id: str) -> Job:
+        """A job by id (``GET /v1/jobs/{id}``)."""
         return await self._call(
-            "GET", f"/v1/jobs/{seg(job_id)}", lambda d: Job.from_dict(d["job"]),
-            params=pick(wait_ms=wait_ms), retry=True, timeout=timeout,
+            "GET", f"/v1/jobs/{seg(job_id)}", lambda d: Job.from_dict(d["job"]), retry=True,
         )
 
     async def list(
