@@ -61,6 +61,9 @@ pub struct Cluster {
     pub workers: Vec<WorkerSlot>,
     /// What the workers print.
     pub obs: Arc<Mutex<Obs>>,
+    /// The worker program and its first arguments (`--worker-cmd`); `None`
+    /// runs this executable's own Rust worker (`__worker`).
+    pub worker_cmd: Option<Vec<String>>,
 }
 
 /// A free loopback port below the ephemeral range, so that while a killed
@@ -99,6 +102,7 @@ impl Cluster {
         servers: usize,
         workers: usize,
         obs: Arc<Mutex<Obs>>,
+        worker_cmd: Option<Vec<String>>,
     ) -> std::io::Result<Cluster> {
         let mut ports: Vec<u16> = Vec::new();
         let mut salt = 0;
@@ -134,6 +138,7 @@ impl Cluster {
             servers,
             workers,
             obs,
+            worker_cmd,
         })
     }
 
@@ -197,8 +202,7 @@ impl Cluster {
     pub async fn start_worker(&mut self, i: usize) -> Result<(), String> {
         self.workers[i].generation += 1;
         let name = self.workers[i].name(i);
-        let args = vec![
-            "__worker".to_owned(),
+        let args = [
             self.base_url(self.workers[i].server),
             self.key.clone(),
             self.seed.to_string(),
@@ -206,7 +210,7 @@ impl Cluster {
         ];
         let (tx, mut rx) = mpsc::unbounded_channel();
         let obs = self.obs.clone();
-        let mut proc = Proc::spawn(&args, &[], move |line| match Line::parse(&line) {
+        let on_line = move |line: String| match Line::parse(&line) {
             Some(Line::Ready) => {
                 let _ = tx.send(());
             }
@@ -214,8 +218,20 @@ impl Cluster {
             None => {
                 obs.lock().unwrap_or_else(|e| e.into_inner()).bad_lines += 1;
             }
-        })
-        .map_err(|e| format!("cannot start worker {name}: {e}"))?;
+        };
+        let spawned = match &self.worker_cmd {
+            Some(cmd) => {
+                let program = std::path::Path::new(&cmd[0]);
+                let args: Vec<String> = cmd[1..].iter().cloned().chain(args).collect();
+                Proc::spawn_program(program, &args, &[], on_line)
+            }
+            None => {
+                let args: Vec<String> =
+                    std::iter::once("__worker".to_owned()).chain(args).collect();
+                Proc::spawn(&args, &[], on_line)
+            }
+        };
+        let mut proc = spawned.map_err(|e| format!("cannot start worker {name}: {e}"))?;
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if rx.try_recv().is_ok() {

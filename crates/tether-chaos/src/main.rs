@@ -5,6 +5,7 @@
 //! cargo run --release -p tether-chaos -- --quick   # 5 000 jobs, about 2 minutes
 //! cargo run --release -p tether-chaos              # 100 000 jobs, 4 minutes of faults
 //! cargo run --release -p tether-chaos -- --jobs N --seconds S --seed X --workers W
+//! cargo run --release -p tether-chaos -- --quick --worker-cmd "node sdk/typescript/build-test/tools/chaos-worker.js"
 //! ```
 //!
 //! Three `tether serve` replicas and 5–6 remote worker processes (this same
@@ -21,6 +22,11 @@
 //! database `tether_chaos_<pid>` and drops it at the end. The restart is
 //! `pg_ctlcluster <version> <cluster> restart` for the local cluster on the
 //! URL's port, or `TETHER_CHAOS_PG_RESTART`; without either the run fails.
+//! With `--worker-cmd "<program> [args]"` (split on whitespace) the worker
+//! processes run that program instead, as `<program> [args] <base-url>
+//! <key> <seed> <name>`: another SDK's worker, which must speak the line
+//! protocol of [`obs::Line`] and follow [`plan::plan`] (the Python and
+//! TypeScript SDKs ship one each; docs/RELIABILITY.md says what they must do).
 //! `TETHER_CHAOS_SABOTAGE=1` breaks three promises behind tether's back
 //! after the drain, to show the checks fail the run.
 //!
@@ -42,8 +48,8 @@ use std::process::ExitCode;
 
 use scenario::Opts;
 
-const USAGE: &str =
-    "usage: tether-chaos [--quick] [--jobs N] [--seconds S] [--seed X] [--workers W]";
+const USAGE: &str = "usage: tether-chaos [--quick] [--jobs N] [--seconds S] [--seed X] \
+                     [--workers W] [--worker-cmd \"PROGRAM [ARGS]\"]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -90,6 +96,7 @@ fn parse(args: &[String]) -> Result<Option<Opts>, String> {
         seconds: if quick { 90 } else { 240 },
         seed: 1,
         workers: if quick { 5 } else { 6 },
+        worker_cmd: None,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -105,6 +112,18 @@ fn parse(args: &[String]) -> Result<Option<Opts>, String> {
             "--seconds" => opts.seconds = value("--seconds")?,
             "--seed" => opts.seed = value("--seed")?,
             "--workers" => opts.workers = value("--workers")? as usize,
+            "--worker-cmd" => {
+                let cmd: Vec<String> = it
+                    .next()
+                    .ok_or("--worker-cmd needs a value")?
+                    .split_whitespace()
+                    .map(str::to_owned)
+                    .collect();
+                if cmd.is_empty() {
+                    return Err("--worker-cmd needs a program".to_owned());
+                }
+                opts.worker_cmd = Some(cmd);
+            }
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -133,5 +152,11 @@ mod tests {
         assert!(parse(&args("--help")).unwrap().is_none());
         assert!(parse(&args("--jobs")).is_err());
         assert!(parse(&args("--frobnicate")).is_err());
+        let w = parse(&["--worker-cmd".to_owned(), "node  w.js --x".to_owned()])
+            .unwrap()
+            .unwrap();
+        assert_eq!(w.worker_cmd.unwrap(), ["node", "w.js", "--x"]);
+        assert!(!w.quick && w.jobs == 100_000);
+        assert!(parse(&["--worker-cmd".to_owned(), " ".to_owned()]).is_err());
     }
 }

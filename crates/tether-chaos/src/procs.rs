@@ -1,5 +1,6 @@
-//! Child processes: this same executable re-run with a hidden subcommand,
-//! its stdout read line by line on a thread, signalled with `kill`.
+//! Child processes: this same executable re-run with a hidden subcommand
+//! (or a worker program of another SDK), its stdout read line by line on a
+//! thread, signalled with `kill`.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -20,10 +21,20 @@ impl Proc {
     pub fn spawn(
         args: &[String],
         envs: &[(&str, &str)],
-        mut on_line: impl FnMut(String) + Send + 'static,
+        on_line: impl FnMut(String) + Send + 'static,
     ) -> std::io::Result<Proc> {
         let exe = std::env::current_exe()?;
-        let mut cmd = Command::new(exe);
+        Proc::spawn_program(&exe, args, envs, on_line)
+    }
+
+    /// Starts `<program> <args>`, otherwise as [`Proc::spawn`].
+    pub fn spawn_program(
+        program: &std::path::Path,
+        args: &[String],
+        envs: &[(&str, &str)],
+        mut on_line: impl FnMut(String) + Send + 'static,
+    ) -> std::io::Result<Proc> {
+        let mut cmd = Command::new(program);
         cmd.args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

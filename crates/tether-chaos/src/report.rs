@@ -51,10 +51,11 @@ pub fn print(opts: &Opts, f: &Findings, faults: &FaultStats, obs: &Obs, t: &Timi
         (
             "run",
             format!(
-                "{}, seed {}, {SERVERS} replicas, {} worker processes",
+                "{}, seed {}, {SERVERS} replicas, {} worker processes running {}",
                 if opts.quick { "--quick" } else { "full" },
                 opts.seed,
-                opts.workers
+                opts.workers,
+                opts.worker_label()
             ),
         ),
         (

@@ -41,6 +41,19 @@ pub struct Opts {
     pub seed: u64,
     /// Worker processes.
     pub workers: usize,
+    /// `--worker-cmd`, split on whitespace: the worker program (another
+    /// SDK's) and its first arguments; `None` runs the Rust worker.
+    pub worker_cmd: Option<Vec<String>>,
+}
+
+impl Opts {
+    /// Which worker implementation the run uses, for the report.
+    pub fn worker_label(&self) -> String {
+        match &self.worker_cmd {
+            Some(cmd) => format!("`{}`", cmd.join(" ")),
+            None => "the Rust runtime (tether-client)".to_owned(),
+        }
+    }
 }
 
 impl Opts {
@@ -125,13 +138,14 @@ async fn outer(opts: Opts) -> ExitCode {
     let _ = admin.close().await;
     let database_url = faults::with_database(&admin_url, &database);
     println!(
-        "tether-chaos: {} run, seed {}, {} jobs, {} s of faults, {SERVERS} replicas, {} workers, \
-         database {database}, PostgreSQL restart: {pg_restart}",
+        "tether-chaos: {} run, seed {}, {} jobs, {} s of faults, {SERVERS} replicas, {} workers \
+         ({}), database {database}, PostgreSQL restart: {pg_restart}",
         if opts.quick { "quick" } else { "full" },
         opts.seed,
         opts.jobs,
         opts.seconds,
-        opts.workers
+        opts.workers,
+        opts.worker_label()
     );
 
     let mut task = tokio::spawn(run(
@@ -251,6 +265,7 @@ async fn run(
         SERVERS,
         opts.workers,
         obs.clone(),
+        opts.worker_cmd.clone(),
     )
     .map_err(|e| format!("cannot pick ports: {e}"))?;
     // The first replica applies the migrations; then the others.
