@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
+use tether_core::ErrorCode;
 use uuid::Uuid;
 
 use crate::obs::{Obs, Side};
@@ -137,28 +138,12 @@ const ENDING: [&str; 7] = [
     "claimed",
 ];
 
-/// The error codes of the error table in `docs/API.md` (`internal` included).
-pub const DOCUMENTED: [&str; 12] = [
-    "invalid_argument",
-    "unauthenticated",
-    "permission_denied",
-    "not_found",
-    "method_not_allowed",
-    "already_exists",
-    "lease_lost",
-    "invalid_state",
-    "payload_too_large",
-    "unsupported_media_type",
-    "unavailable",
-    "internal",
-];
-
 /// Failures that carry no API code: the request got no answer
 /// (`transport`), or the worker's own heartbeat time limit (`timeout`).
 pub const NO_ANSWER: [&str; 2] = ["transport", "timeout"];
 
 /// What this scenario may legitimately show a client: outages and fencing.
-const EXPECTED: [&str; 2] = ["unavailable", "lease_lost"];
+const EXPECTED: [ErrorCode; 2] = [ErrorCode::Unavailable, ErrorCode::LeaseLost];
 
 /// How far the worker's and the database's readings of the one host clock
 /// may disagree (rounding, and nothing else on one machine).
@@ -633,13 +618,16 @@ fn check_errors(f: &mut Findings, obs: &Obs) {
             Side::Producer => "producers",
             Side::Worker => "workers",
         };
-        let code = code.as_str();
-        if code == "internal" {
-            f.flag("internal_errors", || format!("{who} got {n} × internal"));
-        } else if !DOCUMENTED.contains(&code) && !NO_ANSWER.contains(&code) {
-            f.flag("undocumented_errors", || format!("{who} got {n} × {code}"));
-        } else if !EXPECTED.contains(&code) && !NO_ANSWER.contains(&code) {
-            f.flag("unexpected_errors", || format!("{who} got {n} × {code} (documented, but nothing in this scenario should cause it)"));
+        match ErrorCode::parse(code) {
+            Some(ErrorCode::Internal) => {
+                f.flag("internal_errors", || format!("{who} got {n} × internal"));
+            }
+            Some(c) if !EXPECTED.contains(&c) => f.flag("unexpected_errors", || {
+                format!("{who} got {n} × {code} (documented, but nothing in this scenario should cause it)")
+            }),
+            Some(_) => {}
+            None if NO_ANSWER.contains(&code.as_str()) => {}
+            None => f.flag("undocumented_errors", || format!("{who} got {n} × {code}")),
         }
     }
 }

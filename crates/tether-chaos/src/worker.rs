@@ -37,20 +37,18 @@ pub fn code_of(e: &Error) -> String {
         _ => None,
     };
     match client {
-        Some(tether_client::Error::Api { code, .. }) => code.as_str().to_owned(),
-        Some(tether_client::Error::Transport(_)) => "transport".to_owned(),
-        Some(tether_client::Error::Decode { .. }) => "decode".to_owned(),
-        Some(tether_client::Error::Invalid { .. }) => "client_invalid".to_owned(),
+        Some(e) => client_code(e),
         // The remote source's own time limit on a heartbeat round trip.
         None if matches!(e, Error::Unavailable(_)) => "timeout".to_owned(),
-        None => e.code().to_owned(),
+        None => e.code().to_string(),
     }
 }
 
 /// The code of an error the producers' SDK calls returned.
 pub fn client_code(e: &tether_client::Error) -> String {
     match e {
-        tether_client::Error::Api { code, .. } => code.as_str().to_owned(),
+        tether_client::Error::Api { code, .. } => code.to_string(),
+        tether_client::Error::UnknownCode { code, .. } => code.clone(),
         tether_client::Error::Transport(_) => "transport".to_owned(),
         tether_client::Error::Decode { .. } => "decode".to_owned(),
         tether_client::Error::Invalid { .. } => "client_invalid".to_owned(),

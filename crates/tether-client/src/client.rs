@@ -764,10 +764,17 @@ fn decode<T: DeserializeOwned>(call: &Call, bytes: &[u8]) -> Result<T> {
 /// The typed error of an answer with a non-2xx status.
 fn api_error(status: u16, body: &[u8]) -> Error {
     match serde_json::from_slice::<ErrorEnvelope>(body) {
-        Ok(env) => Error::Api {
-            status,
-            code: ErrorCode::from(env.error.code.as_str()),
-            message: env.error.message,
+        Ok(env) => match ErrorCode::parse(&env.error.code) {
+            Some(code) => Error::Api {
+                status,
+                code,
+                message: env.error.message,
+            },
+            None => Error::UnknownCode {
+                status,
+                code: env.error.code,
+                message: env.error.message,
+            },
         },
         Err(_) => {
             // Not the API's shape (a proxy, a server of another kind): keep
@@ -779,10 +786,17 @@ fn api_error(status: u16, body: &[u8]) -> Error {
             } else {
                 text.chars().take(500).collect()
             };
-            Error::Api {
-                status,
-                code: ErrorCode::from_status(status),
-                message,
+            match crate::error::code_of_status(status) {
+                Some(code) => Error::Api {
+                    status,
+                    code,
+                    message,
+                },
+                None => Error::UnknownCode {
+                    status,
+                    code: format!("http_{status}"),
+                    message,
+                },
             }
         }
     }
@@ -791,14 +805,18 @@ fn api_error(status: u16, body: &[u8]) -> Error {
 /// The error of a failed batch item.
 fn item_error(body: Option<ErrorBody>) -> Error {
     match body {
-        Some(b) => {
-            let code = ErrorCode::from(b.code.as_str());
-            Error::Api {
+        Some(b) => match ErrorCode::parse(&b.code) {
+            Some(code) => Error::Api {
                 status: code.status(),
                 code,
                 message: b.message,
-            }
-        }
+            },
+            None => Error::UnknownCode {
+                status: 500,
+                code: b.code,
+                message: b.message,
+            },
+        },
         None => Error::Api {
             status: 500,
             code: ErrorCode::Internal,

@@ -1,136 +1,25 @@
 //! Typed errors: the API's error codes, and everything else that can go
 //! wrong between the client and the server.
 
-use std::fmt;
-use std::str::FromStr;
-
 use tether_core::JobState;
 use uuid::Uuid;
 
 /// Result alias of the client.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// The machine-readable `error.code` of an API error (the error table of
-/// `docs/API.md`, `internal` included) and a catch-all for codes added later.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum ErrorCode {
-    /// 400: malformed JSON, unknown field, bad value.
-    InvalidArgument,
-    /// 401: missing, unknown or revoked key.
-    Unauthenticated,
-    /// 403: the key lacks the scope (e.g. admin routes).
-    PermissionDenied,
-    /// 404: no such job, schedule, tenant or key in this tenant; unknown route.
-    NotFound,
-    /// 405: known route, wrong method.
-    MethodNotAllowed,
-    /// 409: e.g. a tenant or schedule name that is taken.
-    AlreadyExists,
-    /// 409: the lease token no longer owns the job.
-    LeaseLost,
-    /// 409: the operation does not apply to the job's state.
-    InvalidState,
-    /// 413: body, payload or result above the configured limit.
-    PayloadTooLarge,
-    /// 415: a body that is not `application/json`.
-    UnsupportedMediaType,
-    /// 503: the database is unreachable (or the request took too long);
-    /// safe to retry.
-    Unavailable,
-    /// 500: any other server failure (details only in the server's log).
-    Internal,
-    /// A code this client does not know (a newer server), kept verbatim.
-    Other(String),
-}
+pub use tether_core::ErrorCode;
 
-impl ErrorCode {
-    /// The code as it appears on the wire (`invalid_argument`, ...).
-    pub fn as_str(&self) -> &str {
-        match self {
-            ErrorCode::InvalidArgument => "invalid_argument",
-            ErrorCode::Unauthenticated => "unauthenticated",
-            ErrorCode::PermissionDenied => "permission_denied",
-            ErrorCode::NotFound => "not_found",
-            ErrorCode::MethodNotAllowed => "method_not_allowed",
-            ErrorCode::AlreadyExists => "already_exists",
-            ErrorCode::LeaseLost => "lease_lost",
-            ErrorCode::InvalidState => "invalid_state",
-            ErrorCode::PayloadTooLarge => "payload_too_large",
-            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
-            ErrorCode::Unavailable => "unavailable",
-            ErrorCode::Internal => "internal",
-            ErrorCode::Other(code) => code,
-        }
+/// The code for an error answer whose body carried none (e.g. a proxy's
+/// error page), guessed from its status: the one code of the error table
+/// with that status, `unavailable` for any gateway error, else none.
+pub(crate) fn code_of_status(status: u16) -> Option<ErrorCode> {
+    if matches!(status, 502..=504) {
+        return Some(ErrorCode::Unavailable);
     }
-
-    /// The HTTP status the API pairs with this code (500 for unknown codes).
-    pub fn status(&self) -> u16 {
-        match self {
-            ErrorCode::InvalidArgument => 400,
-            ErrorCode::Unauthenticated => 401,
-            ErrorCode::PermissionDenied => 403,
-            ErrorCode::NotFound => 404,
-            ErrorCode::MethodNotAllowed => 405,
-            ErrorCode::AlreadyExists | ErrorCode::LeaseLost | ErrorCode::InvalidState => 409,
-            ErrorCode::PayloadTooLarge => 413,
-            ErrorCode::UnsupportedMediaType => 415,
-            ErrorCode::Unavailable => 503,
-            ErrorCode::Internal | ErrorCode::Other(_) => 500,
-        }
-    }
-
-    /// The code for an answer whose body carried none (e.g. a proxy's error
-    /// page), guessed from its status.
-    pub(crate) fn from_status(status: u16) -> ErrorCode {
-        match status {
-            400 => ErrorCode::InvalidArgument,
-            401 => ErrorCode::Unauthenticated,
-            403 => ErrorCode::PermissionDenied,
-            404 => ErrorCode::NotFound,
-            405 => ErrorCode::MethodNotAllowed,
-            413 => ErrorCode::PayloadTooLarge,
-            415 => ErrorCode::UnsupportedMediaType,
-            502..=504 => ErrorCode::Unavailable,
-            500 => ErrorCode::Internal,
-            other => ErrorCode::Other(format!("http_{other}")),
-        }
-    }
-}
-
-impl FromStr for ErrorCode {
-    type Err = std::convert::Infallible;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(match s {
-            "invalid_argument" => ErrorCode::InvalidArgument,
-            "unauthenticated" => ErrorCode::Unauthenticated,
-            "permission_denied" => ErrorCode::PermissionDenied,
-            "not_found" => ErrorCode::NotFound,
-            "method_not_allowed" => ErrorCode::MethodNotAllowed,
-            "already_exists" => ErrorCode::AlreadyExists,
-            "lease_lost" => ErrorCode::LeaseLost,
-            "invalid_state" => ErrorCode::InvalidState,
-            "payload_too_large" => ErrorCode::PayloadTooLarge,
-            "unsupported_media_type" => ErrorCode::UnsupportedMediaType,
-            "unavailable" => ErrorCode::Unavailable,
-            "internal" => ErrorCode::Internal,
-            other => ErrorCode::Other(other.to_owned()),
-        })
-    }
-}
-
-impl From<&str> for ErrorCode {
-    fn from(s: &str) -> Self {
-        match s.parse() {
-            Ok(code) => code,
-            Err(never) => match never {},
-        }
-    }
-}
-
-impl fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+    let mut with_status = ErrorCode::ALL.iter().filter(|c| c.status() == status);
+    match (with_status.next(), with_status.next()) {
+        (Some(&code), None) => Some(code),
+        _ => None,
     }
 }
 
@@ -147,6 +36,18 @@ pub enum Error {
         /// Machine-readable code.
         code: ErrorCode,
         /// Human message from the server.
+        message: String,
+    },
+    /// The server answered with an error whose code is not in the error
+    /// table (a newer server), or with a body that is not the API's whose
+    /// status names no single code (`http_<status>`).
+    #[error("{message} ({code}, HTTP {status})")]
+    UnknownCode {
+        /// HTTP status of the answer.
+        status: u16,
+        /// The code as the server spelled it, or `http_<status>`.
+        code: String,
+        /// Human message, or an excerpt of the body.
         message: String,
     },
     /// The request did not get an answer: connection refused or reset, DNS,
@@ -185,10 +86,10 @@ impl Error {
         }
     }
 
-    /// The API error code, when the server answered with one.
-    pub fn code(&self) -> Option<&ErrorCode> {
+    /// The API error code, when the server answered with one of the table.
+    pub fn code(&self) -> Option<ErrorCode> {
         match self {
-            Error::Api { code, .. } => Some(code),
+            Error::Api { code, .. } => Some(*code),
             _ => None,
         }
     }
@@ -196,7 +97,7 @@ impl Error {
     /// The HTTP status, when the server answered with an error.
     pub fn status(&self) -> Option<u16> {
         match self {
-            Error::Api { status, .. } => Some(*status),
+            Error::Api { status, .. } | Error::UnknownCode { status, .. } => Some(*status),
             _ => None,
         }
     }
@@ -209,13 +110,14 @@ impl Error {
             Error::Api { status, code, .. } => {
                 *code == ErrorCode::Unavailable || matches!(status, 502..=504)
             }
+            Error::UnknownCode { status, .. } => matches!(status, 502..=504),
             Error::Transport(_) => true,
             Error::Decode { .. } | Error::Invalid { .. } => false,
         }
     }
 
     fn has_code(&self, want: ErrorCode) -> bool {
-        self.code() == Some(&want)
+        self.code() == Some(want)
     }
 
     /// 404 `not_found`: no such job, tenant or key in the caller's tenant.
@@ -296,7 +198,7 @@ fn job_prefix(message: &str) -> Option<(Uuid, &str)> {
 /// | `lease_lost` | `LeaseLost(id)` (id from the message; nil if absent — prefer [`Error::into_core_for_job`]) |
 /// | `invalid_state` | `InvalidState` when the message names job and state, else `Conflict` |
 /// | `unavailable`, 502–504, [`Error::Transport`] | `Unavailable` (retried by the worker runtime) |
-/// | `internal`, other codes, [`Error::Decode`] | `Storage` |
+/// | `internal`, [`Error::UnknownCode`], [`Error::Decode`] | `Storage` (`Unavailable` for 502–504) |
 impl From<Error> for tether_core::Error {
     fn from(e: Error) -> Self {
         use tether_core::Error as Core;
@@ -304,11 +206,15 @@ impl From<Error> for tether_core::Error {
             Error::Invalid { field, message } => return Core::Invalid { field, message },
             Error::Transport(_) => return Core::Unavailable(Box::new(e)),
             Error::Decode { .. } => return Core::Storage(Box::new(e)),
+            Error::UnknownCode {
+                status: 502..=504, ..
+            } => return Core::Unavailable(Box::new(e)),
+            Error::UnknownCode { .. } => return Core::Storage(Box::new(e)),
             Error::Api {
                 status,
-                ref code,
+                code,
                 ref message,
-            } => (status, code.clone(), message.clone()),
+            } => (status, code, message.clone()),
         };
         match code {
             ErrorCode::InvalidArgument => parse_invalid(&message, "request"),
@@ -365,7 +271,7 @@ impl From<Error> for tether_core::Error {
             }
             ErrorCode::Unavailable => Core::Unavailable(Box::new(e)),
             _ if matches!(status, 502..=504) => Core::Unavailable(Box::new(e)),
-            ErrorCode::Internal | ErrorCode::Other(_) => Core::Storage(Box::new(e)),
+            ErrorCode::Internal => Core::Storage(Box::new(e)),
         }
     }
 }
@@ -398,38 +304,28 @@ mod tests {
     use tether_core::Error as Core;
 
     fn api(code: &str, message: &str) -> Error {
-        let code = ErrorCode::from(code);
-        Error::Api {
-            status: code.status(),
-            code,
-            message: message.to_owned(),
+        match ErrorCode::parse(code) {
+            Some(code) => Error::Api {
+                status: code.status(),
+                code,
+                message: message.to_owned(),
+            },
+            None => Error::UnknownCode {
+                status: 500,
+                code: code.to_owned(),
+                message: message.to_owned(),
+            },
         }
     }
 
     #[test]
-    fn codes_round_trip() {
-        for s in [
-            "invalid_argument",
-            "unauthenticated",
-            "permission_denied",
-            "not_found",
-            "method_not_allowed",
-            "already_exists",
-            "lease_lost",
-            "invalid_state",
-            "payload_too_large",
-            "unsupported_media_type",
-            "unavailable",
-            "internal",
-            "brand_new",
-        ] {
-            assert_eq!(ErrorCode::from(s).as_str(), s);
-        }
-        assert_eq!(
-            ErrorCode::from("brand_new"),
-            ErrorCode::Other("brand_new".into())
-        );
-        assert_eq!(ErrorCode::from_status(502), ErrorCode::Unavailable);
+    fn codes_of_statuses() {
+        assert_eq!(code_of_status(502), Some(ErrorCode::Unavailable));
+        assert_eq!(code_of_status(404), Some(ErrorCode::NotFound));
+        assert_eq!(code_of_status(500), Some(ErrorCode::Internal));
+        // Three codes share 409: a bare 409 names none of them.
+        assert_eq!(code_of_status(409), None);
+        assert_eq!(code_of_status(418), None);
     }
 
     #[test]
@@ -456,7 +352,7 @@ mod tests {
         ];
         for core in cases {
             let (code, message) = (core.code(), core.to_string());
-            let back = Core::from(api(code, &message));
+            let back = Core::from(api(code.as_str(), &message));
             assert_eq!(back.code(), code, "{message}");
             assert_eq!(back.to_string(), message);
         }
@@ -476,9 +372,9 @@ mod tests {
             Core::from(api("brand_new", "?")),
             Core::Storage(_)
         ));
-        let gateway = Error::Api {
+        let gateway = Error::UnknownCode {
             status: 502,
-            code: ErrorCode::Other("http_502".into()),
+            code: "http_502".into(),
             message: "bad gateway".into(),
         };
         assert!(gateway.is_retryable());

@@ -202,7 +202,7 @@ async fn enqueue_batch_is_ordered_and_all_or_nothing(db: &TestDb) {
         .await
         .unwrap_err();
     assert_eq!(err.status(), Some(400));
-    assert_eq!(err.code(), Some(&ErrorCode::InvalidArgument));
+    assert_eq!(err.code(), Some(ErrorCode::InvalidArgument));
     assert!(err.to_string().contains("jobs[1]"), "{err}");
     let page = c.list_jobs(&JobQuery::new().queue("b")).await.unwrap();
     assert_eq!(page.jobs.len(), 3);
@@ -342,7 +342,7 @@ async fn batch_heartbeat_and_complete_answer_per_item(db: &TestDb) {
     assert_eq!(answers.len(), 3);
     assert!(answers[0].result.is_ok());
     let lost = answers[1].result.as_ref().unwrap_err();
-    assert_eq!(lost.code(), Some(&ErrorCode::LeaseLost));
+    assert_eq!(lost.code(), Some(ErrorCode::LeaseLost));
     assert!(answers[2].result.is_ok());
     assert_eq!(
         c.get_job(claimed[0].job.id).await.unwrap().state,
@@ -802,7 +802,7 @@ async fn tenants_and_keys(db: &TestDb) {
         )
         .await
         .unwrap_err();
-    assert_eq!(err.code(), Some(&ErrorCode::InvalidArgument), "{err}");
+    assert_eq!(err.code(), Some(ErrorCode::InvalidArgument), "{err}");
     // Revoked at once.
     c.revoke_key(key.key_id).await.unwrap();
     let err = second.get_job(job.id).await.unwrap_err();
@@ -1007,7 +1007,7 @@ async fn typed_errors(db: &TestDb) {
         .enqueue(NewJob::new("q", "k", json!(big)))
         .await
         .unwrap_err();
-    assert_eq!(err.code(), Some(&ErrorCode::PayloadTooLarge), "{err}");
+    assert_eq!(err.code(), Some(ErrorCode::PayloadTooLarge), "{err}");
     assert_eq!(err.status(), Some(413));
     assert!(!err.is_retryable());
 

@@ -1,6 +1,105 @@
+use std::fmt;
+
 use uuid::Uuid;
 
 use crate::model::JobState;
+
+/// Declares [`ErrorCode`] from one row per code: variant, wire code, HTTP
+/// status and meaning. The only place these facts are written down.
+macro_rules! error_codes {
+    ($($variant:ident = $code:literal, $status:literal, $meaning:literal;)*) => {
+        /// A machine-readable API error code: what `{"error": {"code"}}`
+        /// carries, with the HTTP status it always comes with. The server,
+        /// the clients, the OpenAPI document and the chaos checker all take
+        /// the codes from here, so a misspelled code does not compile.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum ErrorCode {
+            $(
+                #[doc = concat!("`", $code, "` (", stringify!($status), "): ", $meaning)]
+                $variant,
+            )*
+        }
+
+        impl ErrorCode {
+            /// Every code, in the order of the table.
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$variant),*];
+
+            /// The code as it appears on the wire (`invalid_argument`, ...).
+            pub const fn as_str(self) -> &'static str {
+                match self { $(ErrorCode::$variant => $code,)* }
+            }
+
+            /// The HTTP status that comes with the code.
+            pub const fn status(self) -> u16 {
+                match self { $(ErrorCode::$variant => $status,)* }
+            }
+
+            /// What the code means, for humans (docs and the OpenAPI document).
+            pub const fn meaning(self) -> &'static str {
+                match self { $(ErrorCode::$variant => $meaning,)* }
+            }
+        }
+    };
+}
+
+error_codes! {
+    InvalidArgument = "invalid_argument", 400,
+        "malformed JSON, an unknown field, or a value out of range or pattern; the message names the field";
+    Unauthenticated = "unauthenticated", 401,
+        "the `Authorization: Bearer` key is missing, unknown or revoked";
+    PermissionDenied = "permission_denied", 403,
+        "the route needs an admin key";
+    NotFound = "not_found", 404,
+        "no such job, schedule, tenant or key in this tenant, or no such route";
+    MethodNotAllowed = "method_not_allowed", 405,
+        "a known route with a method it does not take";
+    AlreadyExists = "already_exists", 409,
+        "the name to create is taken (a tenant, a schedule)";
+    LeaseLost = "lease_lost", 409,
+        "the lease token no longer owns the job: another owner took it, or it already ended";
+    InvalidState = "invalid_state", 409,
+        "the job or tenant is not in a state that allows this (or a tenant limit is reached)";
+    PayloadTooLarge = "payload_too_large", 413,
+        "the body, a payload, a result or a progress value is above the configured limit (default 1 MiB)";
+    UnsupportedMediaType = "unsupported_media_type", 415,
+        "a body that is not `application/json` (or `application/*+json`)";
+    Unavailable = "unavailable", 503,
+        "the database is unreachable or the request took longer than the server's time limit; safe to retry";
+    Internal = "internal", 500,
+        "an unexpected storage failure; the details are in the server log only";
+}
+
+impl ErrorCode {
+    /// The code with this wire spelling, if it is one.
+    pub fn parse(code: &str) -> Option<ErrorCode> {
+        ErrorCode::ALL.iter().copied().find(|c| c.as_str() == code)
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Compares with a wire spelling (`code == "lease_lost"`).
+impl PartialEq<&str> for ErrorCode {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<str> for ErrorCode {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl serde::Serialize for ErrorCode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
 
 /// Result alias used across tether.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -86,20 +185,20 @@ pub enum Error {
 }
 
 impl Error {
-    /// The stable machine-readable code of this error (see the error table in `docs/API.md`).
-    pub fn code(&self) -> &'static str {
+    /// The stable machine-readable code of this error.
+    pub fn code(&self) -> ErrorCode {
         match self {
-            Error::Invalid { .. } => "invalid_argument",
-            Error::TooLarge { .. } => "payload_too_large",
-            Error::JobNotFound(_) | Error::NotFound(_) => "not_found",
-            Error::AlreadyExists(_) => "already_exists",
-            Error::Unauthenticated => "unauthenticated",
-            Error::LeaseLost(_) | Error::NamedLeaseLost(_) => "lease_lost",
+            Error::Invalid { .. } => ErrorCode::InvalidArgument,
+            Error::TooLarge { .. } => ErrorCode::PayloadTooLarge,
+            Error::JobNotFound(_) | Error::NotFound(_) => ErrorCode::NotFound,
+            Error::AlreadyExists(_) => ErrorCode::AlreadyExists,
+            Error::Unauthenticated => ErrorCode::Unauthenticated,
+            Error::LeaseLost(_) | Error::NamedLeaseLost(_) => ErrorCode::LeaseLost,
             Error::InvalidState { .. } | Error::Conflict(_) | Error::LimitReached { .. } => {
-                "invalid_state"
+                ErrorCode::InvalidState
             }
-            Error::Unavailable(_) => "unavailable",
-            Error::Storage(_) => "internal",
+            Error::Unavailable(_) => ErrorCode::Unavailable,
+            Error::Storage(_) => ErrorCode::Internal,
         }
     }
 
@@ -128,5 +227,24 @@ impl Error {
             field: field.into(),
             message: message.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip_and_keep_their_statuses() {
+        assert_eq!(ErrorCode::ALL.len(), 12);
+        for &c in ErrorCode::ALL {
+            assert_eq!(ErrorCode::parse(c.as_str()), Some(c));
+            assert_eq!(serde_json::to_value(c).unwrap(), c.as_str());
+            assert!(!c.meaning().is_empty());
+        }
+        assert_eq!(ErrorCode::parse("lease_lots"), None);
+        assert_eq!(ErrorCode::LeaseLost.status(), 409);
+        assert_eq!(ErrorCode::Internal.status(), 500);
+        assert!(ErrorCode::Unavailable == "unavailable");
     }
 }

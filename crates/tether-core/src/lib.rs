@@ -21,7 +21,7 @@ pub mod validate;
 mod wakeup;
 
 pub use engine::{Engine, MAX_PREVIEW, SCHEDULE_RUNS_SHOWN};
-pub use error::{Error, Result};
+pub use error::{Error, ErrorCode, Result};
 pub use keys::{ApiKeyInfo, ApiKeySecret, OperatorKeySetup, ServerSecret, Tenant, DEFAULT_TENANT};
 pub use model::*;
 pub use schedule::{

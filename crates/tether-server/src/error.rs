@@ -1,50 +1,36 @@
 //! The one error type of the HTTP API: a status code plus
-//! `{"error": {"code", "message"}}`, as in the error table of `docs/API.md`,
-//! and the error parts of the OpenAPI document.
+//! `{"error": {"code", "message"}}`, and the error parts of the OpenAPI
+//! document. Codes, statuses and meanings come from [`ErrorCode`], the one
+//! error table (in `tether-core`).
 
 use std::borrow::Cow;
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
+use tether_core::ErrorCode;
 use utoipa::openapi::response::{Response as DocResponse, ResponseBuilder};
 use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr};
 use utoipa::{PartialSchema, ToResponse, ToSchema};
 
-/// Every error code with its status: the error table of `docs/API.md`,
-/// `internal` (500) included, the answer to an unexpected storage failure.
-const CODES: [(&str, StatusCode); 12] = [
-    ("invalid_argument", StatusCode::BAD_REQUEST),
-    ("unauthenticated", StatusCode::UNAUTHORIZED),
-    ("permission_denied", StatusCode::FORBIDDEN),
-    ("not_found", StatusCode::NOT_FOUND),
-    ("method_not_allowed", StatusCode::METHOD_NOT_ALLOWED),
-    ("already_exists", StatusCode::CONFLICT),
-    ("lease_lost", StatusCode::CONFLICT),
-    ("invalid_state", StatusCode::CONFLICT),
-    ("payload_too_large", StatusCode::PAYLOAD_TOO_LARGE),
-    ("unsupported_media_type", StatusCode::UNSUPPORTED_MEDIA_TYPE),
-    ("unavailable", StatusCode::SERVICE_UNAVAILABLE),
-    ("internal", StatusCode::INTERNAL_SERVER_ERROR),
-];
-
 /// An error answer: status, stable machine-readable code, human message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
-    /// HTTP status.
+    /// HTTP status (the code's).
     pub status: StatusCode,
-    /// Machine-readable code (`invalid_argument`, `not_found`, ...).
-    pub code: &'static str,
+    /// Machine-readable code.
+    pub code: ErrorCode,
     /// For humans.
     pub message: String,
 }
 
 impl ApiError {
-    /// An error with an explicit status and code.
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    /// An error with `code` and the status that comes with it.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         ApiError {
-            status,
+            status: StatusCode::from_u16(code.status())
+                .expect("the error table holds valid statuses"),
             code,
             message: message.into(),
         }
@@ -52,7 +38,7 @@ impl ApiError {
 
     /// 400 `invalid_argument`.
     pub fn invalid(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "invalid_argument", message)
+        Self::new(ErrorCode::InvalidArgument, message)
     }
 
     /// 400 `invalid_argument` naming a field.
@@ -62,25 +48,30 @@ impl ApiError {
 
     /// 404 `not_found`.
     pub fn not_found(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+        Self::new(ErrorCode::NotFound, message)
     }
 
     /// 403 `permission_denied`.
     pub fn permission_denied(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::FORBIDDEN, "permission_denied", message)
+        Self::new(ErrorCode::PermissionDenied, message)
     }
 
     /// 413 `payload_too_large`.
     pub fn too_large(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message)
+        Self::new(ErrorCode::PayloadTooLarge, message)
     }
 
-    /// The status that goes with an error code (500 for an unknown one).
-    pub fn status_of(code: &str) -> StatusCode {
-        CODES
-            .iter()
-            .find(|(c, _)| *c == code)
-            .map_or(StatusCode::INTERNAL_SERVER_ERROR, |(_, status)| *status)
+    /// 415 `unsupported_media_type`.
+    pub fn unsupported_media_type() -> Self {
+        Self::new(
+            ErrorCode::UnsupportedMediaType,
+            "the request body must be application/json",
+        )
+    }
+
+    /// 503 `unavailable`.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Unavailable, message)
     }
 
     /// The `{"code", "message"}` object (also used per item in batch answers).
@@ -107,7 +98,7 @@ impl From<tether_core::Error> for ApiError {
             }
             _ => e.to_string(),
         };
-        ApiError::new(ApiError::status_of(code), code, message)
+        ApiError::new(code, message)
     }
 }
 
@@ -135,25 +126,25 @@ pub(crate) struct ErrorBody {
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub(crate) struct ErrorDetail {
     /// Machine-readable; the HTTP status follows from it.
-    #[schema(value_type = ErrorCode)]
-    pub code: &'static str,
+    #[schema(value_type = ErrorCodeSchema)]
+    pub code: ErrorCode,
     /// For humans; not stable.
     pub message: String,
 }
 
 /// Schema of the error codes (the `code` of [`ErrorDetail`]), made from
-/// [`CODES`] so the document lists exactly the codes the server knows.
-pub(crate) struct ErrorCode;
+/// [`ErrorCode::ALL`] so the document lists exactly the codes the server knows.
+pub(crate) struct ErrorCodeSchema;
 
-impl PartialSchema for ErrorCode {
+impl PartialSchema for ErrorCodeSchema {
     fn schema() -> RefOr<Schema> {
-        let table: Vec<String> = CODES
+        let table: Vec<String> = ErrorCode::ALL
             .iter()
-            .map(|(code, status)| format!("`{code}` ({})", status.as_u16()))
+            .map(|code| format!("`{code}` ({})", code.status()))
             .collect();
         ObjectBuilder::new()
             .schema_type(Type::String)
-            .enum_values(Some(CODES.iter().map(|(code, _)| *code)))
+            .enum_values(Some(ErrorCode::ALL.iter().map(|code| code.as_str())))
             .description(Some(format!(
                 "A machine-readable error code and the status it comes with: {}.",
                 table.join(", ")
@@ -162,22 +153,25 @@ impl PartialSchema for ErrorCode {
     }
 }
 
-impl ToSchema for ErrorCode {
+impl ToSchema for ErrorCodeSchema {
     fn name() -> Cow<'static, str> {
         Cow::Borrowed("ErrorCode")
     }
 }
 
 /// Declares unit types that stand for the error answers every route shares
-/// (`#/components/responses/...` in the OpenAPI document).
+/// (`#/components/responses/...` in the OpenAPI document), each described
+/// by its code's meaning in the error table.
 macro_rules! error_responses {
-    ($($(#[$doc:meta])* $name:ident => $description:literal;)*) => {$(
-        $(#[$doc])*
+    ($($name:ident => $code:ident;)*) => {$(
+        #[doc = concat!("The `", stringify!($code), "` error answer.")]
         pub(crate) struct $name;
 
         impl<'r> ToResponse<'r> for $name {
             fn response() -> (&'r str, RefOr<DocResponse>) {
-                (stringify!($name), error_response($description).into())
+                let code = ErrorCode::$code;
+                let description = format!("`{code}`: {}.", code.meaning());
+                (stringify!($name), error_response(&description).into())
             }
         }
     )*};
@@ -195,20 +189,13 @@ pub(crate) fn error_response(description: &str) -> DocResponse {
 }
 
 error_responses! {
-    /// 400 `invalid_argument`.
-    BadRequest => "`invalid_argument`: malformed JSON, an unknown field, or a value out of range or pattern; the message names the field.";
-    /// 401 `unauthenticated`.
-    Unauthenticated => "`unauthenticated`: the `Authorization: Bearer` key is missing, unknown or revoked.";
-    /// 403 `permission_denied`.
-    PermissionDenied => "`permission_denied`: the route needs an admin key.";
-    /// 413 `payload_too_large`.
-    PayloadTooLarge => "`payload_too_large`: the body, a payload, a result or a progress value is above the configured limit (default 1 MiB).";
-    /// 415 `unsupported_media_type`.
-    UnsupportedMediaType => "`unsupported_media_type`: a body that is not `application/json` (or `application/*+json`).";
-    /// 500 `internal`.
-    Internal => "`internal`: an unexpected storage failure; the details are in the server log only.";
-    /// 503 `unavailable`.
-    Unavailable => "`unavailable`: the database is unreachable or the request took longer than the server's time limit; safe to retry.";
+    BadRequest => InvalidArgument;
+    Unauthenticated => Unauthenticated;
+    PermissionDenied => PermissionDenied;
+    PayloadTooLarge => PayloadTooLarge;
+    UnsupportedMediaType => UnsupportedMediaType;
+    Internal => Internal;
+    Unavailable => Unavailable;
 }
 
 #[cfg(test)]
@@ -277,8 +264,9 @@ mod tests {
 
     #[test]
     fn statuses_of_request_problems() {
-        assert_eq!(ApiError::status_of("method_not_allowed").as_u16(), 405);
-        assert_eq!(ApiError::status_of("unsupported_media_type").as_u16(), 415);
-        assert_eq!(ApiError::status_of("permission_denied").as_u16(), 403);
+        let status = |code| ApiError::new(code, "x").status.as_u16();
+        assert_eq!(status(ErrorCode::MethodNotAllowed), 405);
+        assert_eq!(status(ErrorCode::UnsupportedMediaType), 415);
+        assert_eq!(status(ErrorCode::PermissionDenied), 403);
     }
 }

@@ -6,7 +6,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header::{AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use serde::de::DeserializeOwned;
 use tether_core::{ApiKeyInfo, Error};
 
@@ -83,11 +83,7 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
         if !is_json(req.headers()) {
-            return Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                "the request body must be application/json",
-            ));
+            return Err(ApiError::unsupported_media_type());
         }
         let bytes = read_body(req, state.config.max_body_bytes).await?;
         parse_json(&bytes).map(ApiJson)
@@ -105,11 +101,7 @@ impl<T: DeserializeOwned + Default> FromRequest<AppState> for OptionalJson<T> {
             return Ok(OptionalJson(T::default()));
         }
         if !declared_json || !has_type {
-            return Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                "the request body must be application/json",
-            ));
+            return Err(ApiError::unsupported_media_type());
         }
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(OptionalJson(T::default()));

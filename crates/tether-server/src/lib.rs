@@ -37,7 +37,6 @@ mod routes;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -182,12 +181,9 @@ pub fn router(state: AppState) -> Router {
 async fn time_limit(State(state): State<AppState>, req: Request, next: Next) -> Response {
     match tokio::time::timeout(state.config.request_timeout, next.run(req)).await {
         Ok(response) => response,
-        Err(_) => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
-            "the request took too long; it is safe to retry",
-        )
-        .into_response(),
+        Err(_) => {
+            ApiError::unavailable("the request took too long; it is safe to retry").into_response()
+        }
     }
 }
 
@@ -213,8 +209,7 @@ async fn not_found() -> ApiError {
 
 async fn method_not_allowed() -> ApiError {
     ApiError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
+        tether_core::ErrorCode::MethodNotAllowed,
         "this route does not accept that method",
     )
 }
@@ -250,12 +245,7 @@ async fn readyz(State(state): State<AppState>) -> Response {
         Ok(_) => Json(json!({ "status": "ok" })).into_response(),
         Err(e) => {
             tracing::warn!(error = %e, "readiness check failed");
-            ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "unavailable",
-                "database unreachable",
-            )
-            .into_response()
+            ApiError::unavailable("database unreachable").into_response()
         }
     }
 }

@@ -128,6 +128,7 @@ impl fmt::Display for CliError {
         match self {
             CliError::Api { url, error } => match error {
                 Error::Api { code, message, .. } => write!(f, "{code}: {message}"),
+                Error::UnknownCode { code, message, .. } => write!(f, "{code}: {message}"),
                 Error::Transport(e) if e.is_timeout() => {
                     write!(f, "the server at {url} did not answer in time")
                 }

@@ -43,7 +43,7 @@ pub async fn complete_many_answers_per_item(db: &TestDb) {
     let answers = ok(db.engine.complete_many(T, &items).await);
     let codes: Vec<Option<&str>> = answers
         .iter()
-        .map(|a| a.as_ref().err().map(|e| e.code()))
+        .map(|a| a.as_ref().err().map(|e| e.code().as_str()))
         .collect();
     assert_eq!(
         codes,

@@ -250,7 +250,7 @@ pub async fn holder_and_reaper_race_has_one_winner(db: &TestDb) {
             let mut answers = Vec::new();
             for c in claimed {
                 let r = engine.complete(T, c.job.id, c.lease_token, None).await;
-                answers.push((c.job.id, r.map(|_| ()).map_err(|e| e.code())));
+                answers.push((c.job.id, r.map(|_| ()).map_err(|e| e.code().as_str())));
             }
             answers
         }

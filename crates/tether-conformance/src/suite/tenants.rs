@@ -50,7 +50,10 @@ pub async fn tenant_cannot_see_or_touch_another_tenants_job(db: &TestDb) {
     }];
     let answers = ok(db.engine.complete_many(T2, &items).await);
     assert_eq!(answers.len(), 1);
-    assert_eq!(answers[0].as_ref().map_err(|e| e.code()), Err("not_found"));
+    assert_eq!(
+        answers[0].as_ref().map_err(|e| e.code().as_str()),
+        Err("not_found")
+    );
 
     assert_eq!(get(db, T, running.id).await, before_running);
     assert_eq!(get(db, T, dead.id).await, before_dead);
