@@ -19,7 +19,7 @@ use uuid::Uuid;
 
 use common::start;
 
-both_backends!(
+tether_conformance::both_backends!(
     health_and_readiness,
     enqueue_maps_every_field,
     enqueue_batch_is_ordered_and_all_or_nothing,

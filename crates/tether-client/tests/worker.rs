@@ -16,9 +16,10 @@ use tether_client::{
 use tether_conformance::TestDb;
 use tether_worker::Source;
 
-use common::{start, wait_until};
+use common::start;
+use tether_conformance::eventually;
 
-both_backends!(
+tether_conformance::both_backends!(
     runs_many_jobs_to_success,
     retries_then_succeeds,
     fatal_failure_dead_letters_the_job,
@@ -91,8 +92,8 @@ async fn runs_many_jobs_to_success(db: &TestDb) {
         .build()
         .unwrap();
     let handle = worker.start();
-    wait_until("40 successes", Duration::from_secs(45), || async {
-        c.get_queue("math").await.unwrap().counts.succeeded == 40
+    eventually("40 successes", Duration::from_secs(45), || async {
+        (c.get_queue("math").await.unwrap().counts.succeeded == 40).then_some(())
     })
     .await;
     handle.shutdown();
@@ -336,8 +337,8 @@ async fn cancel_during_a_run_reaches_the_handler(db: &TestDb) {
         .build()
         .unwrap();
     let handle = worker.start();
-    wait_until("the handler to start", Duration::from_secs(20), || async {
-        started.load(Ordering::SeqCst)
+    eventually("the handler to start", Duration::from_secs(20), || async {
+        started.load(Ordering::SeqCst).then_some(())
     })
     .await;
     let j = c.cancel(id).await.unwrap();
@@ -411,10 +412,10 @@ async fn graceful_shutdown_loses_nothing(db: &TestDb) {
         .build()
         .unwrap();
     let handle = worker.start();
-    wait_until(
+    eventually(
         "all four handlers running",
         Duration::from_secs(20),
-        || async { running.load(Ordering::SeqCst) == 4 },
+        || async { (running.load(Ordering::SeqCst) == 4).then_some(()) },
     )
     .await;
     assert_eq!(handle.jobs_in_flight(), 4);

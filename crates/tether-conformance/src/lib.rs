@@ -366,6 +366,61 @@ where
     db.cleanup().await;
 }
 
+/// Polls `f` every 20 ms until it answers `Some`, and returns that;
+/// panics naming `what` after `within`. The one way tests wait for
+/// something another task or process does.
+pub async fn eventually<T, F, Fut>(what: &str, within: std::time::Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("gave up after {within:?} waiting for {what}");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// Declares each listed `async fn(&TestDb)` of the enclosing module as one
+/// test per backend (modules `postgres` and `sqlite`), each on a fresh
+/// database through [`run`]. `threads = N;` first sets the tokio worker
+/// threads of each test (default 2).
+///
+/// ```ignore
+/// tether_conformance::both_backends!(threads = 4; retries_are_spaced, leases_lapse);
+/// ```
+#[macro_export]
+macro_rules! both_backends {
+    (threads = $threads:tt; $($name:ident),* $(,)?) => {
+        mod postgres {
+            $(
+                #[::tokio::test(flavor = "multi_thread", worker_threads = $threads)]
+                async fn $name() {
+                    $crate::run($crate::postgres, |db| ::std::boxed::Box::pin(super::$name(db)))
+                        .await;
+                }
+            )*
+        }
+        mod sqlite {
+            $(
+                #[::tokio::test(flavor = "multi_thread", worker_threads = $threads)]
+                async fn $name() {
+                    $crate::run($crate::sqlite, |db| ::std::boxed::Box::pin(super::$name(db)))
+                        .await;
+                }
+            )*
+        }
+    };
+    ($($name:ident),* $(,)?) => {
+        $crate::both_backends!(threads = 2; $($name),*);
+    };
+}
+
 /// Expands to one `#[tokio::test]` per behaviour of the suite, each running
 /// against a fresh database from `$constructor` (e.g.
 /// `tether_conformance::postgres`).

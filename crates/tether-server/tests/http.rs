@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use tether_conformance::TestDb;
 use tether_server::ServerConfig;
 
-both_backends!(
+tether_conformance::both_backends!(
     health_and_readiness,
     job_object_has_exactly_the_api_fields,
     enqueue_single_batch_and_dedupe,

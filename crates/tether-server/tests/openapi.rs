@@ -192,7 +192,7 @@ fn documented_ranges_are_the_validators() {
     }
 }
 
-both_backends!(served_without_a_key, requests_and_answers_fit_the_document);
+tether_conformance::both_backends!(served_without_a_key, requests_and_answers_fit_the_document);
 
 async fn served_without_a_key(db: &TestDb) {
     let c = common::setup(db).await;

@@ -4,7 +4,6 @@
 
 #![allow(dead_code)]
 
-use std::future::Future;
 use std::time::{Duration, Instant};
 
 use tether_client::{Client, Job, JobState};
@@ -106,46 +105,4 @@ impl Server {
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
     }
-}
-
-/// Polls `check` every 25 ms until it answers true; panics after `timeout`.
-pub async fn wait_until<F, Fut>(what: &str, timeout: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + timeout;
-    while !check().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
-
-/// Declares each listed `async fn(&TestDb)` as one test per backend.
-#[macro_export]
-macro_rules! both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    tether_conformance::run(tether_conformance::postgres, |db| {
-                        ::std::boxed::Box::pin(super::$name(db))
-                    })
-                    .await;
-                }
-            )*
-        }
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    tether_conformance::run(tether_conformance::sqlite, |db| {
-                        ::std::boxed::Box::pin(super::$name(db))
-                    })
-                    .await;
-                }
-            )*
-        }
-    };
 }

@@ -196,32 +196,3 @@ impl Ctx {
         )
     }
 }
-
-/// Declares each listed `async fn(&TestDb)` as one test per backend.
-#[macro_export]
-macro_rules! both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    tether_conformance::run(tether_conformance::postgres, |db| {
-                        ::std::boxed::Box::pin(super::$name(db))
-                    })
-                    .await;
-                }
-            )*
-        }
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    tether_conformance::run(tether_conformance::sqlite, |db| {
-                        ::std::boxed::Box::pin(super::$name(db))
-                    })
-                    .await;
-                }
-            )*
-        }
-    };
-}

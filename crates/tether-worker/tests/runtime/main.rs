@@ -14,35 +14,10 @@ use std::time::Duration;
 use tether_core::Engine;
 use tether_worker::{BuildError, Worker};
 
-/// Expands each behaviour into one test per backend.
-macro_rules! runtime_suite {
-    ($($name:ident),* $(,)?) => {
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $name() {
-                    tether_conformance::run(tether_conformance::postgres, |db| {
-                        Box::pin(crate::behaviours::$name(db))
-                    })
-                    .await;
-                }
-            )*
-        }
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $name() {
-                    tether_conformance::run(tether_conformance::sqlite, |db| {
-                        Box::pin(crate::behaviours::$name(db))
-                    })
-                    .await;
-                }
-            )*
-        }
-    };
-}
+use behaviours::*;
 
-runtime_suite! {
+tether_conformance::both_backends! {
+    threads = 4;
     success_stores_the_result,
     typed_jobs_decode_args_and_bad_payloads_are_fatal,
     retry_then_success,

@@ -1,9 +1,8 @@
 //! Helpers shared by the runtime behaviours.
 
-use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -72,23 +71,7 @@ pub async fn jobs_in_state(db: &TestDb, state: JobState) -> Vec<Job> {
         .jobs
 }
 
-/// Polls `f` every 20 ms until it answers `Some`, panicking after `within`.
-pub async fn eventually<T, F, Fut>(what: &str, within: Duration, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        if Instant::now() > deadline {
-            panic!("gave up after {within:?} waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+pub use tether_conformance::eventually;
 
 /// Waits until the stored job satisfies `pred` and returns it.
 pub async fn job_where(
