@@ -185,7 +185,7 @@ export class Client {
     } catch (e) {
       if (spec.opts?.signal?.aborted) throw spec.opts.signal.reason ?? e;
       const why = timeout.aborted ? `no answer within ${spec.opts?.timeoutMs ?? this.timeoutMs} ms` : String((e as Error)?.cause ?? e);
-      throw new TransportError(`${spec.method} ${spec.path}: ${why}`, "transport", 0, { cause: e });
+      throw new TransportError(`${spec.method} ${spec.path}: ${why}`, "transport", 0, { cause: e, reason: timeout.aborted ? "timeout" : "network" });
     }
     if (res.ok) {
       if (spec.text) return text as T;
@@ -193,7 +193,7 @@ export class Client {
       try {
         return JSON.parse(text) as T;
       } catch (e) {
-        throw new TransportError(`${spec.method} ${spec.path}: the answer is not JSON`, "transport", res.status, { cause: e });
+        throw new TransportError(`${spec.method} ${spec.path}: the answer is not JSON`, "transport", res.status, { cause: e, reason: "decode" });
       }
     }
     let code: string | undefined;

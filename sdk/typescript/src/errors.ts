@@ -42,8 +42,18 @@ export class UnsupportedMediaType extends TetherError {}
 export class Unavailable extends TetherError {}
 /** 500: an unexpected storage failure (details in the server's log). */
 export class Internal extends TetherError {}
+/** Why a request got no usable answer. */
+export type TransportReason = "network" | "timeout" | "decode";
+
 /** No answer at all: connection refused or reset, timeout, unreadable body. */
-export class TransportError extends TetherError {}
+export class TransportError extends TetherError {
+  /** `network` (refused, reset, …), `timeout` (no answer within the time limit) or `decode` (a success answer that is not JSON). */
+  readonly reason: TransportReason;
+  constructor(message: string, code: "transport", status: number, options?: { cause?: unknown; reason?: TransportReason }) {
+    super(message, code, status, options);
+    this.reason = options?.reason ?? "network";
+  }
+}
 
 /** The class for each API error code. */
 export const ERROR_CLASSES: Record<ErrorCode, new (message: string, code: ErrorCode, status: number) => TetherError> = {
@@ -95,6 +105,19 @@ export class Snooze extends Error {
     super(`snooze ${ms} ms`);
     this.name = "Snooze";
     this.ms = Math.max(0, Math.round(ms));
+  }
+}
+
+/**
+ * Thrown by a handler: the attempt failed and the job should run again after
+ * the queue's backoff. Unlike any other error, the stored error is exactly
+ * `message` (no stack appended). The attempt counts; once attempts run out
+ * the job fails.
+ */
+export class Retry extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "Retry";
   }
 }
 

@@ -6,7 +6,18 @@
 export { Client, isTransient } from "./client.js";
 export type { CallOptions, ClientOptions, CronPreviewQuery, EventsQuery, ListQuery } from "./client.js";
 export { Worker, JobAborted } from "./worker.js";
-export type { Handler, JobContext, Logger, WorkerOptions } from "./worker.js";
+export type {
+  ClaimEvent,
+  FailureCode,
+  Handler,
+  JobContext,
+  LeaseLostEvent,
+  Logger,
+  RequestErrorEvent,
+  WorkerObserver,
+  WorkerOp,
+  WorkerOptions,
+} from "./worker.js";
 export {
   AlreadyExists,
   ERROR_CLASSES,
@@ -19,6 +30,7 @@ export {
   NotFound,
   PayloadTooLarge,
   PermissionDenied,
+  Retry,
   RetryAfter,
   Snooze,
   TetherError,
@@ -28,4 +40,5 @@ export {
   UnsupportedMediaType,
   errorFromApi,
 } from "./errors.js";
+export type { TransportReason } from "./errors.js";
 export type * from "./types.js";

@@ -7,8 +7,8 @@
 // given back.
 
 import { Client, isTransient, sleep } from "./client.js";
-import { Fatal, Internal, LeaseLost, NotFound, PermissionDenied, RetryAfter, Snooze, TetherError, Unauthenticated } from "./errors.js";
-import type { ClaimedJob, CompleteItem, FailBody, Job, Json } from "./types.js";
+import { errorFromApi, Fatal, Internal, LeaseLost, NotFound, PermissionDenied, Retry, RetryAfter, Snooze, TetherError, TransportError, Unauthenticated } from "./errors.js";
+import type { ClaimedJob, CompleteItem, ErrorCode, ErrorDetail, FailBody, Job, Json } from "./types.js";
 import { hostname } from "node:os";
 import { randomUUID } from "node:crypto";
 
@@ -49,6 +49,57 @@ export interface Logger {
   error(msg: string, fields?: Record<string, unknown>): void;
 }
 
+/** A request the worker makes to the server. */
+export type WorkerOp = "claim" | "heartbeat" | "complete" | "fail" | "snooze";
+
+/**
+ * Why a request failed: the API error code, or, when there was no usable
+ * answer, `transport` (refused, reset, …), `timeout` (no answer in time) or
+ * `decode` (an answer that could not be read).
+ */
+export type FailureCode = ErrorCode | "transport" | "timeout" | "decode";
+
+/** A claim answer, as it arrived (before any of its handlers start). */
+export interface ClaimEvent {
+  workerId: string;
+  queue: string;
+  /** The claimed jobs, with their lease tokens. Empty when the long-poll ended without work. */
+  jobs: readonly ClaimedJob[];
+}
+
+/** A failed request (each try of a retried one), or one failed item of a batch answer. */
+export interface RequestErrorEvent {
+  workerId: string;
+  op: WorkerOp;
+  code: FailureCode;
+  error: TetherError;
+  /** The job, for `fail`, `snooze` and an item of a batch; absent for a whole request (claim, batch). */
+  jobId?: string;
+}
+
+/** A `lease_lost` answer: another owner has the job; the outcome presented with `leaseToken` was refused. */
+export interface LeaseLostEvent {
+  workerId: string;
+  op: Exclude<WorkerOp, "claim">;
+  jobId: string;
+  /** The token the worker presented. */
+  leaseToken: string;
+}
+
+/**
+ * Sees what the worker sees, for metrics and logs. Every callback is
+ * optional and called synchronously as the answer arrives; one that throws
+ * is logged and ignored (it cannot break the worker). Keep them quick.
+ */
+export interface WorkerObserver {
+  /** Every claim answer, as soon as it arrives. */
+  onClaim?(event: ClaimEvent): void;
+  /** Every failed request (every try), and every failed item of a heartbeat or complete batch. */
+  onError?(event: RequestErrorEvent): void;
+  /** Every `lease_lost` answer (per item for heartbeat and complete batches); `onError` is called for it too. */
+  onLeaseLost?(event: LeaseLostEvent): void;
+}
+
 /** Options of a {@link Worker}. */
 export interface WorkerOptions {
   /** The queue to work. */
@@ -65,10 +116,14 @@ export interface WorkerOptions {
   workerId?: string;
   /** A `Snooze` of at most this many ms is slept in the worker (keeping the slot) and the handler run again; longer ones go to the server. Default 5 000; 0 sends every snooze to the server. */
   maxInProcessSnoozeMs?: number;
+  /** Pause after an empty claim the server answered early (it did not hold the long-poll), and after every empty claim when `claimWaitMs` is 0 (ms). Default 1 000. */
+  pollIntervalMs?: number;
   /** Whether `run()` stops on SIGTERM/SIGINT (a second signal exits at once). Default true. */
   handleSignals?: boolean;
   /** Logs; default: one line per message on stderr, `debug` dropped. */
   logger?: Logger;
+  /** Sees every claim answer, failed request and `lease_lost` answer (see {@link WorkerObserver}). */
+  observer?: WorkerObserver;
 }
 
 /** How often a report (complete, fail, snooze) is tried before giving up on it (the lease then lapses and the reaper requeues the job). */
@@ -80,7 +135,6 @@ const COMPLETION_BATCH = 250;
 const COMPLETIONS_IN_FLIGHT = 4;
 /** An empty claim answered this much before its wait ended was not held by the server. */
 const EARLY_SLACK_MS = 250;
-const EARLY_PAUSE_MS = 1000;
 /** Longest wait for more free slots before claiming into a partly busy worker. */
 const FETCH_COOLDOWN_MS = 5;
 /** Most characters of an error sent with a failure. */
@@ -117,7 +171,12 @@ function write(level: string, msg: string, fields?: Record<string, unknown>) {
 /** A job this worker holds, from claim until its outcome is reported. */
 interface InFlight {
   job: ClaimedJob;
-  ctrl: AbortController;
+  /** Made on the handler's first read of `ctx.signal`: an AbortSignal costs more to make than a no-op job takes to run. */
+  ctrl: AbortController | undefined;
+  /** Why the handler was asked to stop, once it was (the first reason stays). */
+  aborted: JobAborted | undefined;
+  /** Told when the handler is asked to stop, while it runs. */
+  onAbort: (() => void) | undefined;
   progress: { value: Json } | undefined;
   cancelRequested: boolean;
   lost: boolean;
@@ -149,6 +208,40 @@ interface PendingCompletion {
   done: (r: Reported) => void;
 }
 
+/** The AbortSignal of a job, made on first use (aborted already if the job was). */
+function signalOf(fl: InFlight): AbortSignal {
+  if (!fl.ctrl) {
+    fl.ctrl = new AbortController();
+    if (fl.aborted) fl.ctrl.abort(fl.aborted);
+  }
+  return fl.ctrl.signal;
+}
+
+/** Asks a job's handler to stop; the first reason stays. */
+function abort(fl: InFlight, reason: JobAborted): void {
+  if (fl.aborted) return;
+  fl.aborted = reason;
+  fl.ctrl?.abort(reason);
+  fl.onAbort?.();
+}
+
+/** Sleeps `ms`, ending early when `stop` or `abort` aborts (neither has yet); leaves no listener behind. */
+function snoozeSleep(ms: number, stop: AbortSignal, abort: AbortSignal): Promise<"woke" | "stop" | "aborted"> {
+  return new Promise((resolve) => {
+    const end = (r: "woke" | "stop" | "aborted") => {
+      clearTimeout(timer);
+      stop.removeEventListener("abort", onStop);
+      abort.removeEventListener("abort", onAbort);
+      resolve(r);
+    };
+    const onStop = () => end("stop");
+    const onAbort = () => end("aborted");
+    const timer = setTimeout(() => end("woke"), ms);
+    stop.addEventListener("abort", onStop, { once: true });
+    abort.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
 function errorText(e: unknown): string {
   let text: string;
   if (e instanceof Error) {
@@ -162,6 +255,12 @@ function errorText(e: unknown): string {
   }
   // The server keeps the tail; so do we, so the innermost frames survive.
   return text.length > ERROR_CHARS ? "…" + text.slice(text.length - ERROR_CHARS) : text;
+}
+
+/** The observer's code of a failed request. */
+function failureCode(e: TetherError): FailureCode {
+  if (!(e instanceof TransportError)) return e.code as ErrorCode;
+  return e.reason === "network" ? "transport" : e.reason;
 }
 
 /** Worth another try of a report: no answer, `unavailable`, or `internal` (within the same try budget). */
@@ -191,7 +290,9 @@ export class Worker {
   readonly workerId: string;
   readonly handleSignals: boolean;
   readonly maxInProcessSnoozeMs: number;
+  readonly pollIntervalMs: number;
   readonly log: Logger;
+  readonly observer: WorkerObserver | undefined;
 
   #handlers = new Map<string, Handler>();
   #inflight = new Map<string, InFlight>();
@@ -217,7 +318,40 @@ export class Worker {
     this.workerId = options.workerId ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
     this.handleSignals = options.handleSignals ?? true;
     this.maxInProcessSnoozeMs = Math.max(0, options.maxInProcessSnoozeMs ?? 5_000);
+    this.pollIntervalMs = Math.max(0, options.pollIntervalMs ?? 1_000);
     this.log = options.logger ?? stderrLogger;
+    this.observer = options.observer;
+  }
+
+  // ---------------------------------------------------------------- observer
+
+  /** Calls the observer; what it throws is logged, never the worker's problem. */
+  #observe(call: (o: WorkerObserver) => void): void {
+    if (!this.observer) return;
+    try {
+      call(this.observer);
+    } catch (e) {
+      this.log.error("the observer threw; ignored", { error: errorText(e) });
+    }
+  }
+
+  /** A whole request failed (one try). A `lease_lost` answer of a report of `job` is also a lease loss. */
+  #requestFailed(op: WorkerOp, e: unknown, job?: { id: string; lease_token: string }): void {
+    if (!this.observer) return;
+    // The client only throws TetherErrors; anything else is an answer it could not read.
+    const error = e instanceof TetherError ? e : new TransportError(`${op}: ${String(e)}`, "transport", 0, { cause: e, reason: "decode" });
+    const workerId = this.workerId;
+    this.#observe((o) => o.onError?.({ workerId, op, code: failureCode(error), error, jobId: job?.id }));
+    if (job && op !== "claim" && error instanceof LeaseLost) {
+      this.#observe((o) => o.onLeaseLost?.({ workerId, op, jobId: job.id, leaseToken: job.lease_token }));
+    }
+  }
+
+  /** One item of a heartbeat or complete batch failed. */
+  #itemFailed(op: "heartbeat" | "complete", job: { id: string; lease_token: string }, detail: ErrorDetail): void {
+    if (!this.observer) return;
+    // Status 0: the item has no HTTP status of its own.
+    this.#requestFailed(op, errorFromApi(0, detail.code, detail.message), job);
   }
 
   /** Registers the handler of a job kind (replacing an earlier one). */
@@ -282,7 +416,7 @@ export class Worker {
         this.log.warn("handlers still running after the shutdown grace: aborting them and handing their jobs back", { jobs: left.length });
         for (const fl of left) {
           fl.abandoned = true;
-          fl.ctrl.abort(new JobAborted("shutdown", "the worker is shutting down"));
+          abort(fl, new JobAborted("shutdown", "the worker is shutting down"));
           fl.abandon();
         }
       }
@@ -373,11 +507,15 @@ export class Worker {
         });
         backoff.reset();
       } catch (e) {
+        this.#requestFailed("claim", e);
         const delay = backoff.next();
         this.log.warn(`claim failed; trying again in ${Math.round(delay)} ms`, { queue: this.queue, error: String(e) });
         await sleep(delay, stop);
         continue;
       }
+      const workerId = this.workerId;
+      const queue = this.queue;
+      this.#observe((o) => o.onClaim?.({ workerId, queue, jobs: claimed }));
       if (stop.aborted) {
         // Claimed while stopping: give them straight back.
         await Promise.all(claimed.map((c) => this.#handBackUnstarted(c)));
@@ -387,15 +525,15 @@ export class Worker {
       const elapsed = Date.now() - started;
       if (claimed.length === 0 && elapsed + EARLY_SLACK_MS < this.claimWaitMs) {
         // The server did not hold the long-poll: pause instead of spinning.
-        await sleep(Math.min(this.claimWaitMs - elapsed, EARLY_PAUSE_MS), stop);
+        await sleep(Math.min(this.claimWaitMs - elapsed, this.pollIntervalMs), stop);
       } else if (claimed.length === 0 && this.claimWaitMs === 0) {
-        await sleep(1000, stop);
+        await sleep(this.pollIntervalMs, stop);
       }
     }
   }
 
   async #handBackUnstarted(c: ClaimedJob): Promise<void> {
-    const r = await this.#retrying("snooze", () => this.client.snooze(c.id, { lease_token: c.lease_token, delay_ms: 0 }).then((j) => j.state));
+    const r = await this.#retrying("snooze", c, () => this.client.snooze(c.id, { lease_token: c.lease_token, delay_ms: 0 }).then((j) => j.state));
     this.#settle(r, c, () => "handed back (claimed while stopping)");
   }
 
@@ -404,7 +542,9 @@ export class Worker {
     const abandoned = new Promise<Ended>((resolve) => (abandon = () => resolve({ kind: "abandoned" })));
     const fl: InFlight = {
       job,
-      ctrl: new AbortController(),
+      ctrl: undefined,
+      aborted: undefined,
+      onAbort: undefined,
       progress: undefined,
       cancelRequested: false,
       lost: false,
@@ -450,7 +590,7 @@ export class Worker {
         new Promise((resolve) =>
           timers.push(
             setTimeout(() => {
-              fl.ctrl.abort(new JobAborted("timeout", `timed out after ${timeoutMs} ms`));
+              abort(fl, new JobAborted("timeout", `timed out after ${timeoutMs} ms`));
               resolve({ kind: "timed_out", ms: timeoutMs });
             }, timeoutMs),
           ),
@@ -458,18 +598,15 @@ export class Worker {
       );
     }
     // A handler asked to stop gets one lease TTL to do so.
-    let finished = false;
-    let onAbort: () => void = () => {};
     races.push(
       new Promise((resolve) => {
-        onAbort = () => {
-          if (!finished) timers.push(setTimeout(() => resolve({ kind: "unanswered" }), this.leaseTtlMs));
-        };
-        fl.ctrl.signal.addEventListener("abort", onAbort, { once: true });
+        fl.onAbort = () => timers.push(setTimeout(() => resolve({ kind: "unanswered" }), this.leaseTtlMs));
       }),
     );
     const ctx: JobContext = {
-      signal: fl.ctrl.signal,
+      get signal() {
+        return signalOf(fl);
+      },
       shutdown: this.#stop.signal,
       workerId: this.workerId,
       progress: (value: Json) => {
@@ -487,22 +624,17 @@ export class Worker {
       }
     };
     const deadline = timeoutMs !== undefined ? Date.now() + timeoutMs : undefined;
-    const whenAborted = (signal: AbortSignal) =>
-      new Promise<"aborted">((resolve) => (signal.aborted ? resolve("aborted") : signal.addEventListener("abort", () => resolve("aborted"), { once: true })));
     try {
       for (;;) {
         const ended = await Promise.race([runOnce(), ...races]);
         // A short snooze is slept here, keeping the slot (and the lease, by heartbeats), then the handler runs again.
         if (!(ended.kind === "threw" && ended.error instanceof Snooze && ended.error.ms <= this.maxInProcessSnoozeMs)) return ended;
         const ms = ended.error.ms;
-        if (fl.ctrl.signal.aborted || this.#stop.signal.aborted) return ended;
+        if (fl.aborted || this.#stop.signal.aborted) return ended;
         // A sleep that would outlast the timeout goes to the server instead (the attempt is given back anyway).
         if (deadline !== undefined && Date.now() + ms > deadline) return ended;
         const wake = Date.now() + ms;
-        let timer: NodeJS.Timeout | undefined;
-        const slept = new Promise<"woke">((resolve) => (timer = setTimeout(() => resolve("woke"), ms)));
-        const r = await Promise.race([...races, slept, whenAborted(this.#stop.signal).then(() => "stop" as const), whenAborted(fl.ctrl.signal)]);
-        clearTimeout(timer);
+        const r = await Promise.race([...races, snoozeSleep(ms, this.#stop.signal, signalOf(fl))]);
         if (r === "woke") continue;
         // Shutting down: hand back what is left of the snooze at once rather than hold the slot through the grace.
         if (r === "stop") return { kind: "threw", error: new Snooze(Math.max(0, wake - Date.now())) };
@@ -510,8 +642,7 @@ export class Worker {
         return r;
       }
     } finally {
-      finished = true;
-      fl.ctrl.signal.removeEventListener("abort", onAbort);
+      fl.onAbort = undefined;
       for (const t of timers) clearTimeout(t);
     }
   }
@@ -547,6 +678,8 @@ export class Worker {
         const r = await this.#snooze(fl, e.ms);
         this.#settle(r, job, (s) => (s === "cancelled" ? "cancelled" : `snoozed ${e.ms} ms`));
         return;
+      } else if (e instanceof Retry) {
+        failure = { error: e.message };
       } else if (e instanceof RetryAfter) {
         failure = { error: e.message, retry_after_ms: e.ms };
       } else if (e instanceof Fatal) {
@@ -576,13 +709,14 @@ export class Worker {
     }
   }
 
-  /** Tries `f` up to REPORT_TRIES times while it fails transiently. */
-  async #retrying(what: string, f: () => Promise<string>): Promise<Reported> {
+  /** Tries `f` (a report of `job`) up to REPORT_TRIES times while it fails transiently. */
+  async #retrying(what: "fail" | "snooze", job: { id: string; lease_token: string }, f: () => Promise<string>): Promise<Reported> {
     const backoff = new Backoff();
     for (let i = 1; ; i++) {
       try {
         return { kind: "done", state: await f() };
       } catch (e) {
+        this.#requestFailed(what, e, job);
         if (!retryable(e) || i >= REPORT_TRIES) return classify(e);
         const d = backoff.next();
         this.log.warn(`${what} failed; trying again in ${Math.round(d)} ms`, { error: String(e) });
@@ -592,11 +726,11 @@ export class Worker {
   }
 
   #fail(fl: InFlight, failure: Omit<FailBody, "lease_token">): Promise<Reported> {
-    return this.#retrying("fail", () => this.client.fail(fl.job.id, { lease_token: fl.job.lease_token, ...failure }).then((j) => j.state));
+    return this.#retrying("fail", fl.job, () => this.client.fail(fl.job.id, { lease_token: fl.job.lease_token, ...failure }).then((j) => j.state));
   }
 
   #snooze(fl: InFlight, delayMs: number): Promise<Reported> {
-    return this.#retrying("snooze", () => this.client.snooze(fl.job.id, { lease_token: fl.job.lease_token, delay_ms: delayMs }).then((j) => j.state));
+    return this.#retrying("snooze", fl.job, () => this.client.snooze(fl.job.id, { lease_token: fl.job.lease_token, delay_ms: delayMs }).then((j) => j.state));
   }
 
   /** Hands a success to the completer; a result the server refuses fails the attempt instead. */
@@ -644,6 +778,7 @@ export class Worker {
         results = await this.client.completeBatch(items);
         break;
       } catch (e) {
+        this.#requestFailed("complete", e);
         failure = e;
         if (!retryable(e) || i >= REPORT_TRIES) break;
         await sleep(backoff.next());
@@ -652,9 +787,10 @@ export class Worker {
     if (results) {
       batch.forEach((p, i) => {
         const r = results![i];
-        if (!r) p.done({ kind: "gave_up", error: new Error("the server answered fewer items than it was given") });
-        else if (r.ok) p.done({ kind: "done", state: "succeeded" });
-        else if (r.error.code === "lease_lost" || r.error.code === "not_found") p.done({ kind: "lease_lost" });
+        if (!r) return p.done({ kind: "gave_up", error: new Error("the server answered fewer items than it was given") });
+        if (r.ok) return p.done({ kind: "done", state: "succeeded" });
+        this.#itemFailed("complete", p.item, r.error);
+        if (r.error.code === "lease_lost" || r.error.code === "not_found") p.done({ kind: "lease_lost" });
         else if (r.error.code === "unavailable" || r.error.code === "internal") p.done({ kind: "gave_up", error: r.error });
         else p.done({ kind: "rejected", error: new TetherError(r.error.message, r.error.code, 0) });
       });
@@ -713,19 +849,23 @@ export class Worker {
             if (r.cancel_requested && !fl.cancelRequested) {
               fl.cancelRequested = true;
               this.log.info("cancel requested: asking the handler to stop", { job_id: fl.job.id });
-              fl.ctrl.abort(new JobAborted("cancel", "the job's cancellation was requested"));
+              abort(fl, new JobAborted("cancel", "the job's cancellation was requested"));
             }
-          } else if (r.error.code === "lease_lost" || r.error.code === "not_found") {
+            return;
+          }
+          this.#itemFailed("heartbeat", fl.job, r.error);
+          if (r.error.code === "lease_lost" || r.error.code === "not_found") {
             if (fl.reportingSince === undefined && !fl.lost) {
               fl.lost = true;
               this.log.warn("heartbeat: lease lost to another owner; stopping the handler", { job_id: fl.job.id });
-              fl.ctrl.abort(new JobAborted("lease_lost", "another owner has the job"));
+              abort(fl, new JobAborted("lease_lost", "another owner has the job"));
             }
           } else {
             this.log.warn("heartbeat refused", { job_id: fl.job.id, error: r.error.message });
           }
         });
       } catch (e) {
+        this.#requestFailed("heartbeat", e);
         allOk = false;
         this.log.warn("heartbeat failed", { jobs: chunk.length, error: String(e) });
         // Keep the progress for the next cycle unless a newer one came.

@@ -4,7 +4,8 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Client, Fatal, JobAborted, LeaseLost, RetryAfter, Snooze, Unauthenticated, Worker, type Job } from "../src/index.js";
+import { getEventListeners } from "node:events";
+import { Client, Fatal, JobAborted, LeaseLost, Retry, RetryAfter, Snooze, Unauthenticated, Worker, type Job } from "../src/index.js";
 import { eventually, forEachBackend, memoryLogger, queueName, startWorker } from "./harness.js";
 
 async function history(c: Client, id: string): Promise<string[]> {
@@ -207,6 +208,38 @@ forEachBackend("worker", (server) => {
     await run;
   });
 
+  test("Retry fails the attempt with exactly its message, retried with the queue's backoff until attempts run out", async () => {
+    const c = server().admin;
+    const queue = queueName();
+    const { logger } = memoryLogger();
+    const worker = new Worker(c, { queue, claimWaitMs: 300, handleSignals: false, logger });
+    const messages: string[] = [];
+    worker.handle("retry", async (job) => {
+      // Byte for byte, whitespace and all: no stack, no class name.
+      const message = `  planned failure on attempt ${job.attempt}\n(second line) `;
+      messages.push(message);
+      throw new Retry(message);
+    });
+    const job = await c.enqueue({ queue, kind: "retry", max_attempts: 2, backoff: { base_ms: 100, cap_ms: 200 } });
+    startWorker(worker);
+    const failed = await settled(c, job.id, ["failed"]);
+    assert.equal(failed.attempt, 2);
+    assert.deepEqual(messages, ["  planned failure on attempt 1\n(second line) ", "  planned failure on attempt 2\n(second line) "]);
+    assert.equal(failed.last_error, messages[1]);
+    const events = [];
+    for await (const e of c.eventsAll(job.id)) events.push(e);
+    assert.deepEqual(
+      events.map((e) => [e.event, e.detail]),
+      [
+        ["enqueued", null],
+        ["claimed", null],
+        ["retry_scheduled", messages[0]],
+        ["claimed", null],
+        ["failed", messages[1]],
+      ],
+    );
+  });
+
   test("a short Snooze is slept in the worker and the handler runs again", async () => {
     const c = server().admin;
     const queue = queueName();
@@ -225,6 +258,41 @@ forEachBackend("worker", (server) => {
     assert.equal(j.attempt, 1);
     assert.equal(j.result, "second time lucky");
     assert.deepEqual(await history(c, job.id), ["enqueued", "claimed", "succeeded"]);
+  });
+
+  test("in-process snoozes leave no listener behind on the worker's signals", async () => {
+    const c = server().admin;
+    const queue = queueName();
+    const { logger } = memoryLogger();
+    const worker = new Worker(c, { queue, claimWaitMs: 300, handleSignals: false, logger });
+    let calls = 0;
+    worker.handle("busy", async (_job, ctx) => {
+      if (++calls <= 20) throw new Snooze(1);
+      return getEventListeners(ctx.shutdown, "abort").length;
+    });
+    const job = await c.enqueue({ queue, kind: "busy" });
+    startWorker(worker);
+    const j = await settled(c, job.id, ["succeeded"]);
+    assert.equal(calls, 21);
+    // The worker's own (one sleep or slot wait at a time), not one per snooze.
+    assert.ok((j.result as number) <= 2, `${j.result} abort listeners on the shutdown signal after 20 snoozes`);
+  });
+
+  test("an empty claim that was not long-polled is followed by a pause of pollIntervalMs", async () => {
+    const { logger } = memoryLogger();
+    let claims = 0;
+    const counting: typeof fetch = (input, init) => {
+      if (String(input).endsWith("/claim")) claims++;
+      return fetch(input, init);
+    };
+    const wc = new Client({ url: server().url, key: server().key, fetch: counting });
+    // claimWaitMs 0: the server answers an empty queue at once.
+    const worker = new Worker(wc, { queue: queueName(), claimWaitMs: 0, pollIntervalMs: 100, handleSignals: false, logger });
+    const run = startWorker(worker);
+    await new Promise((r) => setTimeout(r, 1000));
+    worker.shutdown();
+    await run;
+    assert.ok(claims >= 4 && claims <= 12, `about one claim per 100 ms in 1 s (saw ${claims})`);
   });
 
   test("a worker with a refused key stops at start with Unauthenticated", async () => {
@@ -254,6 +322,24 @@ forEachBackend("worker", (server) => {
     assert.ok(reason instanceof JobAborted);
     assert.equal(reason.why, "cancel");
     assert.equal(j.last_error, "cancelled on request");
+    worker.shutdown();
+    await run;
+  });
+
+  test("a handler that ignores a cancel is given up a lease TTL later and the job ends cancelled", async () => {
+    const c = server().admin;
+    const queue = queueName();
+    const { logger } = memoryLogger();
+    const worker = new Worker(c, { queue, leaseTtlMs: 1000, claimWaitMs: 300, handleSignals: false, logger });
+    worker.handle("deaf", () => new Promise<never>(() => {}));
+    const job = await c.enqueue({ queue, kind: "deaf" });
+    const run = startWorker(worker);
+    await settled(c, job.id, ["running"]);
+    await c.cancel(job.id);
+    const j = await settled(c, job.id, ["cancelled"]);
+    assert.equal(j.last_error, "cancelled on request");
+    // Reported by the worker (it stopped waiting), not reaped after its heartbeats stopped.
+    assert.deepEqual(await history(c, job.id), ["enqueued", "claimed", "cancel_requested", "cancelled"]);
     worker.shutdown();
     await run;
   });
