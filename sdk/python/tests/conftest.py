@@ -7,6 +7,7 @@ import random
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -20,6 +21,10 @@ import pytest
 from tether_client import Client
 
 REPO = Path(__file__).resolve().parents[3]
+TOOLS = Path(__file__).resolve().parents[1] / "tools"
+# The chaos and bench worker programs are scripts, not a package: their
+# tests import them (and their shared _child module) from tools/.
+sys.path.insert(0, str(TOOLS))
 BANNER = re.compile(r"tether serve: listening on (http://\S+)")
 
 

@@ -17,6 +17,7 @@ from tether_client import (
     Backoff,
     Client,
     CompleteItem,
+    DecodeError,
     HeartbeatItem,
     InvalidArgument,
     InvalidState,
@@ -317,6 +318,13 @@ def test_errors(client: Client, server: Server, queue: str) -> None:
         "authorization": f"Bearer {server.key}", "content-type": "text/plain"})
     assert isinstance(error_from_body(r.status_code, r.json(), r.text), UnsupportedMediaType)
     assert all(isinstance(x, TetherError) for x in (LeaseLost("x"), Unavailable("y")))
+    # A success answer that is not what the route documents: a DecodeError
+    # (a TetherError callers catch), never a bare KeyError or ValueError.
+    with pytest.raises(DecodeError) as bad:
+        client._call("GET", "/healthz", lambda d: d["jobs"][0])
+    assert bad.value.code == "decode" and bad.value.status == 200
+    with pytest.raises(DecodeError):
+        client._call("GET", "/metrics", lambda d: d["jobs"])
 
 
 def test_transport_errors_are_retried_only_when_safe(server: Server) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -19,13 +20,17 @@ import pytest
 from conftest import Server, _start, wait_for
 from tether_client import (
     AsyncClient,
+    ClaimedJob,
     Client,
     Fatal,
     JobContext,
+    Retry,
     RetryAfter,
     Snooze,
+    TransportError,
     Unauthenticated,
     Worker,
+    WorkerObserver,
 )
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "worker.py"
@@ -187,6 +192,8 @@ def test_retry_after_snooze_fatal_and_errors(client: Client, queue: str) -> None
             raise Snooze(30)
         if mode == "fatal":
             raise Fatal("no such user")
+        if mode == "retry":
+            raise Retry("upstream answered 502, exactly this")
         if mode == "not_json":
             return object()  # type: ignore[return-value]
         if mode == "too_large":
@@ -194,12 +201,13 @@ def test_retry_after_snooze_fatal_and_errors(client: Client, queue: str) -> None
         raise ValueError("boom")
 
     ids = {m: client.enqueue(queue, "outcome", m, max_attempts=5).id
-           for m in ("retry_after", "snooze", "fatal", "error", "not_json", "too_large")}
+           for m in ("retry_after", "snooze", "fatal", "retry", "error", "not_json", "too_large")}
     nohandler = client.enqueue(queue, "unknown-kind", max_attempts=5)
     with running(worker):
         ra = settled(client, ids["retry_after"], "retry_scheduled")
         sn = settled(client, ids["snooze"], "snoozed")
         fa = settled(client, ids["fatal"], "failed")
+        rt = settled(client, ids["retry"], "retry_scheduled")
         er = settled(client, ids["error"], "retry_scheduled")
         nh = settled(client, nohandler.id, "retry_scheduled")
         nj = settled(client, ids["not_json"], "retry_scheduled")
@@ -212,6 +220,11 @@ def test_retry_after_snooze_fatal_and_errors(client: Client, queue: str) -> None
     assert abs((ts(sn.run_at) - ts(sn.updated_at)).total_seconds() - 30) < 1
     # Fatal: no more attempts, though 4 were left.
     assert fa.state == "failed" and fa.attempt == 1 and fa.last_error == "no such user"
+    # Retry: a retryable failure with exactly the message, no traceback.
+    assert rt.state == "queued" and rt.attempt == 1
+    assert rt.last_error == "upstream answered 502, exactly this"
+    detail = [e.detail for e in client.iter_events(rt.id) if e.event == "retry_scheduled"]
+    assert detail == ["upstream answered 502, exactly this"]
     # Anything else: a retryable failure carrying the traceback's tail.
     assert er.state == "queued" and er.attempt == 1
     assert er.last_error and "ValueError: boom" in er.last_error and "Traceback" in er.last_error
@@ -251,6 +264,29 @@ def test_cancel_reaches_a_running_handler(client: Client, queue: str) -> None:
     # A heartbeat (every 0.5 s) carried the request to the handler.
     assert set(noticed) == {"async", "sync"}
     assert max(noticed.values()) - asked < 3
+
+
+def test_a_handler_that_ignores_a_cancel_is_reported_after_a_lease(
+    client: Client, queue: str
+) -> None:
+    worker = Worker(client, queue, concurrency=1, lease_ttl=1.0, claim_wait=0.5)
+    finished = threading.Event()
+
+    @worker.handler("deaf")
+    async def deaf(job: JobContext) -> str:
+        await asyncio.sleep(30)  # never looks at job.cancelled
+        finished.set()
+        return "too late"
+
+    job = client.enqueue(queue, "deaf")
+    with running(worker):
+        wait_for(lambda: client.get(job.id).state == "running")
+        asked = time.monotonic()
+        client.cancel(job.id)
+        done = settled(client, job.id, "cancelled")
+        # A heartbeat (every 1/3 s) brings the request, then one lease TTL.
+        assert 0.9 < time.monotonic() - asked < 5
+    assert done.state == "cancelled" and not finished.is_set()
 
 
 def test_reports_survive_a_server_outage(tmp_path: Path) -> None:
@@ -455,3 +491,179 @@ def test_worker_in_an_asyncio_program(server: Server, queue: str) -> None:
             await asyncio.wait_for(run, 10)
 
     asyncio.run(main())
+
+
+class Recorder(WorkerObserver):
+    """Keeps every observer call, in order, with what happened around them."""
+
+    def __init__(self) -> None:
+        self.calls: List[Any] = []
+        self.lock = threading.Lock()
+
+    def add(self, *call: Any) -> None:
+        with self.lock:
+            self.calls.append(call)
+
+    def on_claim(self, worker_id: str, jobs: List[ClaimedJob]) -> None:
+        self.add("claim", worker_id, [(j.id, j.lease_token, j.attempt) for j in jobs])
+
+    def on_error(self, op: str, code: str, error: BaseException) -> None:
+        self.add("error", op, code, type(error).__name__)
+
+    def on_lease_lost(self, op: str, job_id: str, lease_token: str) -> None:
+        self.add("lost", op, job_id, lease_token)
+
+    def of(self, kind: str) -> List[Any]:
+        with self.lock:
+            return [c[1:] for c in self.calls if c[0] == kind]
+
+
+def test_observer_sees_each_claim_before_its_handler_starts(client: Client, queue: str) -> None:
+    seen = Recorder()
+    worker = Worker(client, queue, concurrency=3, claim_wait=0.5, observer=seen)
+
+    @worker.handler("k")
+    def handler(job: JobContext) -> None:
+        seen.add("start", job.id)
+
+    ids = {client.enqueue(queue, "k", i).id for i in range(6)}
+    with running(worker):
+        wait_for(lambda: client.get_queue(queue).counts.succeeded == 6, timeout=15)
+    claims = seen.of("claim")
+    assert claims and all(worker_id == worker.worker_id for worker_id, _ in claims)
+    claimed = [job for _, jobs in claims for job in jobs]
+    # Each job once, with the token the server recorded (attempt 1)...
+    assert sorted(j[0] for j in claimed) == sorted(ids)
+    assert all(attempt == 1 and token for _, token, attempt in claimed)
+    # ...and reported before its handler started.
+    started = {c[1]: i for i, c in enumerate(seen.calls) if c[0] == "start"}
+    for i, c in enumerate(seen.calls):
+        if c[0] == "claim":
+            assert all(i < started[job_id] for job_id, _, _ in c[2])
+    assert seen.of("error") == [] and seen.of("lost") == []
+
+
+def test_observer_sees_every_lease_lost_report(client: Client, queue: str) -> None:
+    # Without heartbeats the leases lapse and a thief takes the jobs: the
+    # complete, fail and snooze the worker then sends each answer lease_lost.
+    seen = Recorder()
+    worker = Worker(client, queue, concurrency=3, lease_ttl=1.0, claim_wait=0.5, observer=seen)
+    release = threading.Event()
+
+    async def no_heartbeats(interval: float) -> bool:
+        return True
+
+    worker._heartbeat_cycle = no_heartbeats  # type: ignore[method-assign]
+
+    @worker.handler("k")
+    async def handler(job: JobContext) -> str:
+        while not release.is_set():
+            await asyncio.sleep(0.02)
+        if job.payload == "fail":
+            raise Retry("too late")
+        if job.payload == "snooze":
+            raise Snooze(30)
+        return "stale"
+
+    ids = {client.enqueue(queue, "k", how).id: how for how in ("complete", "fail", "snooze")}
+    with running(worker):
+        wait_for(lambda: client.get_queue(queue).counts.running == 3)
+        stolen: List[Any] = []
+        wait_for(lambda: stolen.extend(client.claim(queue, "thief", limit=3, wait_ms=500))
+                 or len(stolen) == 3, timeout=15)
+        release.set()
+        wait_for(lambda: len(seen.of("lost")) == 3, timeout=15)
+    tokens = {job_id: token for _, jobs in seen.of("claim") for job_id, token, _ in jobs}
+    assert sorted(seen.of("lost")) == sorted(
+        (how, job_id, tokens[job_id]) for job_id, how in ids.items()
+    )
+    assert sorted(seen.of("error")) == sorted(
+        (how, "lease_lost", "LeaseLost") for how in ("complete", "fail", "snooze")
+    )
+    # The thief's tokens still own the jobs: nothing the worker sent counted.
+    for job in stolen:
+        assert client.get(job.id).worker_id == "thief"
+
+
+def test_observer_sees_a_heartbeat_lease_lost_in_an_asyncio_program(
+    server: Server, queue: str
+) -> None:
+    seen = Recorder()
+
+    async def main() -> None:
+        async with AsyncClient(server.url, server.key) as client:
+            worker = Worker(client, queue, concurrency=1, lease_ttl=1.0, claim_wait=0.5,
+                            observer=seen)
+            real_cycle = worker._heartbeat_cycle
+            paused = [True]
+
+            async def cycle(interval: float) -> bool:
+                return True if paused[0] else await real_cycle(interval)
+
+            worker._heartbeat_cycle = cycle  # type: ignore[method-assign]
+
+            @worker.handler("k")
+            async def handler(job: JobContext) -> str:
+                await asyncio.wait_for(job.wait_cancelled(), 20)
+                return "stale"
+
+            job = await client.enqueue(queue, "k")
+            run = asyncio.ensure_future(worker.run_async(handle_signals=False))
+            for _ in range(200):
+                if (await client.get(job.id)).worker_id == worker.worker_id:
+                    break
+                await asyncio.sleep(0.05)
+            thief: List[Any] = []
+            for _ in range(300):
+                thief = await client.claim(queue, "thief", wait_ms=100)
+                if thief:
+                    break
+            assert thief and thief[0].id == job.id
+            paused[0] = False  # the next heartbeat hears of it
+            for _ in range(200):
+                if seen.of("lost"):
+                    break
+                await asyncio.sleep(0.05)
+            worker.stop()
+            await asyncio.wait_for(run, 10)
+            assert (await client.get(job.id)).worker_id == "thief"
+
+    asyncio.run(main())
+    token = seen.of("claim")[0][1][0][1]
+    lost = seen.of("lost")
+    assert lost == [("heartbeat", lost[0][1], token)]
+    assert ("heartbeat", "lease_lost", "LeaseLost") in seen.of("error")
+
+
+def test_observer_sees_transport_errors_and_cannot_break_the_worker(
+    client: Client, queue: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Nothing listens on a port just closed: every claim try fails.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    seen = Recorder()
+    with Client(f"http://127.0.0.1:{port}", "tth_nobody", timeout=2) as dead:
+        worker = Worker(dead, queue, claim_wait=0.5, observer=seen)
+        with running(worker):
+            wait_for(lambda: len(seen.of("error")) >= 2, timeout=10)
+    assert set(seen.of("error")) == {("claim", "transport", TransportError.__name__)}
+
+    class Broken(WorkerObserver):
+        def on_claim(self, worker_id: str, jobs: List[ClaimedJob]) -> None:
+            raise RuntimeError("observer bug")
+
+        def on_error(self, op: str, code: str, error: BaseException) -> None:
+            raise RuntimeError("observer bug")
+
+    worker = Worker(client, queue, concurrency=2, claim_wait=0.5, observer=Broken())
+
+    @worker.handler("k")
+    def handler(job: JobContext) -> int:
+        return int(job.payload)
+
+    ids = [client.enqueue(queue, "k", i).id for i in range(4)]
+    with caplog.at_level("ERROR", logger="tether_client.worker"), running(worker):
+        wait_for(lambda: client.get_queue(queue).counts.succeeded == 4, timeout=15)
+    assert [client.get(i).result for i in ids] == [0, 1, 2, 3]
+    assert "on_claim raised" in caplog.text

@@ -24,6 +24,7 @@ graceful hand-back on SIGTERM.
 from ._client import AsyncClient, Client
 from ._errors import (
     AlreadyExists,
+    DecodeError,
     Internal,
     InvalidArgument,
     InvalidState,
@@ -61,7 +62,7 @@ from ._models import (
     Tenant,
     WhoAmI,
 )
-from ._worker import Fatal, JobContext, RetryAfter, Snooze, Worker
+from ._worker import Fatal, JobContext, Retry, RetryAfter, Snooze, Worker, WorkerObserver
 
 __version__ = "0.1.0"
 
@@ -76,6 +77,7 @@ __all__ = [
     "CompleteItem",
     "CreatedKey",
     "CreatedTenant",
+    "DecodeError",
     "EnqueueResult",
     "EventPage",
     "Fatal",
@@ -95,6 +97,7 @@ __all__ = [
     "PayloadTooLarge",
     "PermissionDenied",
     "Queue",
+    "Retry",
     "RetryAfter",
     "Schedule",
     "ScheduleRun",
@@ -108,4 +111,5 @@ __all__ = [
     "UnsupportedMediaType",
     "WhoAmI",
     "Worker",
+    "WorkerObserver",
 ]

@@ -10,7 +10,7 @@ from typing import Any, AsyncIterator, Callable, Dict, Iterator, Optional, TypeV
 
 import httpx
 
-from ._errors import TetherError, TransportError, Unavailable, error_from_body
+from ._errors import DecodeError, TetherError, TransportError, Unavailable, error_from_body
 from ._models import Job, JobEvent
 from ._routes_async import AsyncRoutes
 from ._routes_sync import SyncRoutes
@@ -44,12 +44,19 @@ def _decode(resp: httpx.Response, parse: Callable[[Any], T]) -> T:
         except ValueError:
             body = None
         raise error_from_body(resp.status_code, body, resp.text)
-    if resp.status_code == 204 or not resp.content:
-        return parse(None)
-    ctype = resp.headers.get("content-type", "")
-    if "json" not in ctype:
-        return parse(resp.text)
-    return parse(resp.json())
+    # A body that does not parse would otherwise escape as a bare
+    # ValueError/KeyError, which callers (the worker's loops) do not expect.
+    try:
+        if resp.status_code == 204 or not resp.content:
+            return parse(None)
+        ctype = resp.headers.get("content-type", "")
+        if "json" not in ctype:
+            return parse(resp.text)
+        return parse(resp.json())
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise DecodeError(
+            f"HTTP {resp.status_code}: unexpected answer body ({e!r})", status=resp.status_code
+        ) from e
 
 
 def _retryable(e: TetherError) -> bool:

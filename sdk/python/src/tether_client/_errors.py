@@ -108,6 +108,14 @@ class Internal(TetherError):
     code = "internal"
 
 
+class DecodeError(TetherError):
+    """A success answer whose body is not what the API documents (not JSON,
+    a field missing): a server and SDK out of step, or something in between.
+    Not an API code: the server never answers it."""
+
+    code = "decode"
+
+
 ERRORS_BY_CODE: Dict[str, Type[TetherError]] = {
     cls.code: cls
     for cls in (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Type, TypeVar
+from typing import Any, Dict, FrozenSet, List, Optional, Type, TypeVar
 
 T = TypeVar("T")
 
@@ -17,9 +17,20 @@ JSON = Any
 """Any JSON value: what payloads, results and progress are."""
 
 
+_FIELDS: Dict[type, FrozenSet[str]] = {}
+"""Each dataclass's field names but ``raw`` (a worker reads thousands of jobs
+a second: ``dataclasses.fields`` each time would cost more than the rest)."""
+
+
 def _build(cls: Type[T], data: Dict[str, Any], **nested: Any) -> T:
-    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    kwargs = {k: v for k, v in data.items() if k in names and k != "raw"}
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = frozenset(f.name for f in dataclasses.fields(cls)) - {"raw"}  # type: ignore[arg-type]
+        _FIELDS[cls] = names
+    if not nested and data.keys() <= names:
+        # The usual case (every field known, none replaced): no copy.
+        return cls(raw=data, **data)  # type: ignore[call-arg]
+    kwargs = {k: v for k, v in data.items() if k in names}
     kwargs.update(nested)
     return cls(raw=data, **kwargs)  # type: ignore[call-arg]
 

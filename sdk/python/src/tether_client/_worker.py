@@ -22,6 +22,8 @@ It behaves like tether's Rust worker runtime:
   snooze of 0 (the attempt is given back). A second signal aborts at once
   without handing anything back (the leases lapse and the server requeues
   the jobs).
+- **Observing**: an optional :class:`WorkerObserver` is told of every claim
+  answer, every failed request (each try) and every ``lease_lost`` answer.
 """
 
 from __future__ import annotations
@@ -96,12 +98,63 @@ class Snooze(Exception):
         self.seconds = seconds
 
 
+class Retry(Exception):
+    """Raise from a handler to fail the attempt retryably with exactly
+    ``message`` as the job's error (no traceback appended); the job is
+    retried with the queue's backoff, or ``failed`` when out of attempts."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 class Fatal(Exception):
     """Raise from a handler to fail the job for good: no more attempts."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class WorkerObserver:
+    """What a :class:`Worker` sees on the wire, for metrics and logging.
+
+    Subclass it and override the methods you need (each does nothing here),
+    then pass an instance as ``Worker(..., observer=...)``. The methods are
+    called synchronously on the worker's event loop, so they must be quick
+    and must not block; an exception raised in one is logged and swallowed,
+    never breaking the worker.
+
+    ``op`` is the request: ``"claim"``, ``"heartbeat"``, ``"complete"``,
+    ``"fail"`` or ``"snooze"``.
+    """
+
+    def on_claim(self, worker_id: str, jobs: List[ClaimedJob]) -> None:
+        """A claim answered ``jobs`` (never empty; each with its
+        ``lease_token``), called as soon as the answer arrives, before any
+        of their handlers starts."""
+
+    def on_error(self, op: str, code: str, error: BaseException) -> None:
+        """A request failed: every try (retried ones too), and every failed
+        item of a batch answer. ``code`` is the API error code
+        (``"unavailable"``, ``"lease_lost"``, ...), ``"transport"`` when no
+        answer came, ``"timeout"`` when the worker gave up waiting for a
+        heartbeat, ``"decode"`` for an answer it could not read; ``error``
+        is the exception."""
+
+    def on_lease_lost(self, op: str, job_id: str, lease_token: str) -> None:
+        """The server answered ``lease_lost`` for ``job_id`` (a batch item,
+        or a fail or snooze): the token presented no longer owns the job and
+        the outcome is discarded. Comes after the matching :meth:`on_error`."""
+
+
+def _code_of(error: BaseException) -> str:
+    """The code :meth:`WorkerObserver.on_error` is given for ``error``."""
+    if isinstance(error, TetherError):
+        return error.code
+    if isinstance(error, asyncio.TimeoutError):
+        return "timeout"
+    return type(error).__name__
 
 
 def _ms(seconds: float) -> int:
@@ -124,19 +177,33 @@ class JobContext:
         self.attempt: int = job.attempt
         self.max_attempts: int = job.max_attempts
         self.worker_id: str = worker_id
-        self.cancel_event = threading.Event()
+        # Made on first use: most handlers never look (and a threading.Event
+        # costs more than the rest of this object).
+        self._cancel_event: Optional[threading.Event] = None
+        self._async_cancel = asyncio.Event()
+        self._on_cancel: Optional[Callable[[], None]] = None
+        """Called at the first cancel (the worker's watch of a handler that
+        ignores it)."""
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._progress: Tuple[bool, JSON] = (False, None)
+
+    @property
+    def cancel_event(self) -> threading.Event:
         """Set when the job should stop (a cancel request, a lost lease, the
         timeout, the end of the shutdown grace). Sync handlers can
         ``job.cancel_event.wait(seconds)`` instead of ``time.sleep``."""
-        self._async_cancel = asyncio.Event()
-        self._loop = loop
-        self._progress_lock = threading.Lock()
-        self._progress: Tuple[bool, JSON] = (False, None)
+        with self._lock:
+            if self._cancel_event is None:
+                self._cancel_event = threading.Event()
+                if self._async_cancel.is_set():
+                    self._cancel_event.set()
+            return self._cancel_event
 
     @property
     def cancelled(self) -> bool:
         """Whether the handler has been asked to stop."""
-        return self.cancel_event.is_set()
+        return self._async_cancel.is_set()
 
     async def wait_cancelled(self) -> None:
         """Returns once the handler has been asked to stop (for async handlers)."""
@@ -144,23 +211,29 @@ class JobContext:
 
     def progress(self, value: JSON) -> None:
         """Records progress (any JSON); the next heartbeat sends it. Thread-safe."""
-        with self._progress_lock:
+        with self._lock:
             self._progress = (True, value)
 
     def _take_progress(self) -> Tuple[bool, JSON]:
-        with self._progress_lock:
+        with self._lock:
             p, self._progress = self._progress, (False, None)
             return p
 
     def _restore_progress(self, value: JSON) -> None:
-        with self._progress_lock:
+        with self._lock:
             if not self._progress[0]:
                 self._progress = (True, value)
 
     def _cancel(self) -> None:
         """Called on the event loop's thread."""
-        self.cancel_event.set()
-        self._async_cancel.set()
+        first = not self._async_cancel.is_set()
+        with self._lock:  # against a cancel_event being made now
+            self._async_cancel.set()
+            event = self._cancel_event
+        if event is not None:
+            event.set()
+        if first and self._on_cancel is not None:
+            self._on_cancel()
 
     def __repr__(self) -> str:
         return f"JobContext(id={self.id!r}, kind={self.kind!r}, attempt={self.attempt})"
@@ -175,6 +248,8 @@ class _InFlight:
         self.token = claimed.lease_token
         self.ctx = ctx
         self.abandon = asyncio.Event()
+        self.wake: Optional[Callable[[str], None]] = None
+        """While a handler runs: ends the worker's wait for it, with why."""
         self.cancel_requested = False
         self.lost = False
         self.reporting_since: Optional[float] = None
@@ -196,6 +271,8 @@ class Worker:
     ``max_in_process_snooze`` is slept inside the worker, keeping the job's
     slot and lease, and the handler runs again (a round trip through the
     queue would cost more than the wait); longer ones go back to the queue.
+    ``observer`` (a :class:`WorkerObserver`) is told of every claim answer,
+    failed request and ``lease_lost`` answer.
     """
 
     def __init__(
@@ -210,6 +287,7 @@ class Worker:
         poll_interval: float = 1.0,
         max_in_process_snooze: float = 5.0,
         worker_id: Optional[str] = None,
+        observer: Optional[WorkerObserver] = None,
     ) -> None:
         if not 1 <= concurrency <= MAX_BATCH:
             raise ValueError("concurrency must be 1..1000")
@@ -227,10 +305,12 @@ class Worker:
         self.worker_id = worker_id or (
             f"py:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         )
+        self.observer = observer
         self._url = client.url
         self._key = client.key
         self._timeout = client.timeout
-        self._handlers: Dict[str, Handler] = {}
+        self._handlers: Dict[str, Tuple[Handler, bool]] = {}
+        """By kind: the handler, and whether it is ``async def``."""
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._running = False
 
@@ -248,12 +328,44 @@ class Worker:
 
     def register(self, kind: str, fn: Handler) -> None:
         """Registers ``fn`` as the handler of ``kind`` (what :meth:`handler` does)."""
-        self._handlers[kind] = fn
+        self._handlers[kind] = (fn, inspect.iscoroutinefunction(fn))
 
     @property
     def jobs_in_flight(self) -> int:
         """Jobs held now (running, or waiting for their outcome to be acknowledged)."""
         return len(getattr(self, "_inflight", {}))
+
+    # ---- observing -------------------------------------------------------------
+    # The observer is the user's code: whatever it raises is logged, never
+    # allowed to break a loop of the worker.
+
+    def _saw_claim(self, jobs: List[ClaimedJob]) -> None:
+        if self.observer is not None and jobs:
+            try:
+                self.observer.on_claim(self.worker_id, jobs)
+            except Exception:
+                log.exception("worker observer: on_claim raised")
+
+    def _saw_error(self, op: str, error: BaseException) -> None:
+        if self.observer is not None:
+            try:
+                self.observer.on_error(op, _code_of(error), error)
+            except Exception:
+                log.exception("worker observer: on_error raised")
+
+    def _saw_lost(self, op: str, job_id: str, token: str) -> None:
+        if self.observer is not None:
+            try:
+                self.observer.on_lease_lost(op, job_id, token)
+            except Exception:
+                log.exception("worker observer: on_lease_lost raised")
+
+    def _saw_item(self, op: str, job_id: str, token: str, error: BaseException) -> None:
+        """A failed item of a batch answer: an error of ``op``, and a lost
+        lease when it says so."""
+        self._saw_error(op, error)
+        if isinstance(error, LeaseLost):
+            self._saw_lost(op, job_id, token)
 
     # ---- running -------------------------------------------------------------
 
@@ -381,6 +493,8 @@ class Worker:
                     for fl in list(self._inflight.values()):
                         fl.ctx._cancel()
                         fl.abandon.set()
+                        if fl.wake is not None:
+                            fl.wake("abandoned")
                 while self._jobs:
                     await asyncio.wait(set(self._jobs))
             self._drained.set()
@@ -435,11 +549,13 @@ class Worker:
                 )
             except TetherError as e:
                 self._free += limit
+                self._saw_error("claim", e)
                 log.warning("claim failed (%s); trying again in %.1f s", e, backoff)
                 await self._sleep_unless_stopped(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF)
                 continue
             backoff = MIN_BACKOFF
+            self._saw_claim(claimed)
             if self._stop.is_set():
                 self._free += limit
                 for c in claimed:
@@ -463,6 +579,8 @@ class Worker:
     async def _hand_back_unstarted(self, c: ClaimedJob) -> None:
         try:
             await self._retrying("snooze", lambda: self._client.snooze(c.id, c.lease_token, 0))
+        except LeaseLost:
+            self._saw_lost("snooze", c.id, c.lease_token)
         except TetherError as e:
             log.warning("could not hand back job %s claimed during shutdown (%s)", c.id, e)
 
@@ -494,10 +612,10 @@ class Worker:
         finally:
             self._inflight.pop(fl.claimed.id, None)
 
-    def _start_handler(self, fn: Handler, ctx: JobContext) -> asyncio.Future[Any]:
-        if inspect.iscoroutinefunction(fn):
-            return asyncio.ensure_future(fn(ctx))
+    def _start_handler(self, fn: Handler, is_async: bool, ctx: JobContext) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
+        if is_async:
+            return loop.create_task(fn(ctx))
         fut: asyncio.Future[Any] = loop.create_future()
 
         def settle(ok: bool, value: Any) -> None:
@@ -556,53 +674,70 @@ class Worker:
                 return ended
 
     async def _execute_once(self, fl: _InFlight) -> _Ended:
-        fn = self._handlers.get(fl.claimed.kind)
-        if fn is None:
+        handler = self._handlers.get(fl.claimed.kind)
+        if handler is None:
             return ("no_handler", None)
         ctx = fl.ctx
         timeout_ms = fl.claimed.timeout_ms if fl.claimed.timeout_ms else None
-        run = self._start_handler(fn, ctx)
+        loop = asyncio.get_running_loop()
+        run = self._start_handler(handler[0], handler[1], ctx)
+        # One future, woken by whatever ends the wait first: the handler, its
+        # timeout, the end of the shutdown grace (fl.wake) or a cancel it
+        # ignored for a whole lease. Callbacks and timers, not a task per
+        # condition: this is every job's path.
+        woken: asyncio.Future[str] = loop.create_future()
 
-        async def unanswered() -> None:
-            await ctx._async_cancel.wait()
-            await asyncio.sleep(self.lease_ttl)
+        def wake(why: str) -> None:
+            if not woken.done():
+                woken.set_result(why)
 
-        abandon = asyncio.ensure_future(fl.abandon.wait())
-        ignored = asyncio.ensure_future(unanswered())
-        waiters: Set[asyncio.Future[Any]] = {run, abandon, ignored}
+        timers: List[asyncio.TimerHandle] = []
+
+        def unanswered() -> None:
+            timers.append(loop.call_later(self.lease_ttl, wake, "unanswered"))
+
+        run.add_done_callback(lambda _: wake("finished"))
+        if timeout_ms is not None:
+            timers.append(loop.call_later(timeout_ms / 1000, wake, "timed_out"))
+        fl.wake = wake
+        ctx._on_cancel = unanswered
+        if ctx.cancelled:
+            unanswered()
+        if fl.abandon.is_set():
+            wake("abandoned")
         try:
-            done, _ = await asyncio.wait(
-                waiters,
-                timeout=None if timeout_ms is None else timeout_ms / 1000,
-                return_when=asyncio.FIRST_COMPLETED,
-            )
+            why = await woken
         finally:
-            abandon.cancel()
-            ignored.cancel()
-        if run in done:
+            fl.wake = None
+            ctx._on_cancel = None
+            for t in timers:
+                t.cancel()
+        if run.done():  # the handler's end wins over a timer that fired with it
             exc = run.exception()
             if exc is None:
                 return ("returned", run.result())
             return ("raised", exc)
         ctx._cancel()
         run.cancel()
-        if abandon in done:
-            return ("abandoned", None)
-        if ignored in done:
-            return ("unanswered", None)
-        return ("timed_out", timeout_ms)
+        if why == "timed_out":
+            return ("timed_out", timeout_ms)
+        return (why, None)
 
     # ---- reporting -------------------------------------------------------------
 
     async def _retrying(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
+        """``call()``, tried again on ``unavailable``, ``internal`` and
+        transport errors; every failed try is shown to the observer as an
+        error of ``what``."""
         delay = MIN_BACKOFF
         tries = 0
         while True:
             tries += 1
             try:
                 return await call()
-            except (Unavailable, Internal) as e:
-                if tries >= REPORT_TRIES:
+            except TetherError as e:
+                self._saw_error(what, e)
+                if not isinstance(e, (Unavailable, Internal)) or tries >= REPORT_TRIES:
                     raise
                 log.warning("%s failed (%s); trying again in %.1f s", what, e, delay)
                 await asyncio.sleep(delay)
@@ -635,6 +770,8 @@ class Worker:
             return
         elif how == "raised" and isinstance(value, RetryAfter):
             fail = {"error": value.message, "retry_after_ms": _ms(value.seconds)}
+        elif how == "raised" and isinstance(value, Retry):
+            fail = {"error": value.message}
         elif how == "raised" and isinstance(value, Fatal):
             fail = {"error": value.message, "fatal": True}
         elif how == "raised":
@@ -642,7 +779,8 @@ class Worker:
             fail = {"error": text[-ERROR_TAIL:]}
         else:
             try:
-                json.dumps(value)
+                if value is not None:  # no result (the usual) needs no check
+                    json.dumps(value)
             except (TypeError, ValueError) as e:
                 fail = {"error": f"the handler's result is not JSON: {e}"}
             else:
@@ -656,7 +794,9 @@ class Worker:
             answer = await self._retrying(
                 "fail", lambda: self._client.fail(job.id, fl.token, **fail)
             )
-        except (LeaseLost, NotFound):
+        except (LeaseLost, NotFound) as e:
+            if isinstance(e, LeaseLost):
+                self._saw_lost("fail", job.id, fl.token)
             log.warning("job %s: lease lost (another owner has the job): the failure is discarded",
                         job.id)
             return
@@ -675,7 +815,9 @@ class Worker:
             answer = await self._retrying(
                 "snooze", lambda: self._client.snooze(job.id, fl.token, delay_ms)
             )
-        except (LeaseLost, NotFound):
+        except (LeaseLost, NotFound) as e:
+            if isinstance(e, LeaseLost):
+                self._saw_lost("snooze", job.id, fl.token)
             log.warning("job %s: lease lost (another owner has the job): the snooze is discarded",
                         job.id)
             return
@@ -688,7 +830,7 @@ class Worker:
     async def _complete(self, fl: _InFlight, result: Any) -> None:
         job = fl.claimed
         fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        await self._completions.put((CompleteItem(job.id, fl.token, result), fut))
+        self._completions.put_nowait((CompleteItem(job.id, fl.token, result), fut))
         outcome = await fut
         if outcome == "done":
             log.debug("job %s succeeded", job.id)
@@ -762,17 +904,22 @@ class Worker:
                     try:
                         one = await self._retrying("complete", self._completer_of(item))
                         r = one[0]
+                        if not r.ok:
+                            self._saw_item("complete", item.id, item.lease_token,
+                                           r.error or Exception("?"))
                         answer(fut, "done" if r.ok else outcome_of(r.error or Exception("?")))
                     except TetherError as e1:
                         answer(fut, outcome_of(e1))
                 return
-            for i, (_, fut) in enumerate(batch):
+            for i, (item, fut) in enumerate(batch):
                 if i >= len(results):
                     answer(fut, "gave up: the server answered fewer items than it was given")
                 elif results[i].ok:
                     answer(fut, "done")
                 else:
-                    answer(fut, outcome_of(results[i].error or Exception("unknown error")))
+                    error = results[i].error or Exception("unknown error")
+                    self._saw_item("complete", item.id, item.lease_token, error)
+                    answer(fut, outcome_of(error))
         finally:
             for _, fut in batch:
                 answer(fut, "gave up: the completer stopped")
@@ -822,6 +969,7 @@ class Worker:
                 )
             except (TetherError, asyncio.TimeoutError) as e:
                 all_ok = False
+                self._saw_error("heartbeat", e)
                 log.warning("heartbeat of %d jobs failed: %r", len(chunk), e)
                 for fl, p in zip(chunk, progress):
                     if p[0]:
@@ -834,7 +982,9 @@ class Worker:
                         log.info("job %s: cancel requested: asking the handler to stop",
                                  fl.claimed.id)
                         fl.ctx._cancel()
-                elif isinstance(r.error, (LeaseLost, NotFound)):
+                    continue
+                self._saw_item("heartbeat", fl.claimed.id, fl.token, r.error or Exception("?"))
+                if isinstance(r.error, (LeaseLost, NotFound)):
                     if fl.reporting_since is None and not fl.lost:
                         fl.lost = True
                         log.warning("job %s: heartbeat: lease lost to another owner; "

@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""tether's bench worker, in Python: what tether-bench runs to measure the
+Python SDK's worker (docs/BENCHMARKS.md, ``py_*`` figures).
+
+    bench_worker.py <base-url> <key> <queue> <concurrency> <pickup|throughput>
+
+One Worker on ``<queue>`` with ``<concurrency>`` slots (default lease,
+long-poll 5 s) and a handler of kind ``noop`` that does nothing and returns
+no result. In ``pickup`` mode the handler first prints
+``START <job-id> <unix-µs>``. Prints ``READY`` as the worker starts. SIGTERM
+or SIGINT stops it gracefully (exit 0); stdin's end (the parent is gone)
+exits at once with status 3.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import List
+
+from _child import emit, exit_with_parent, now_us, serve, setup_logging
+from tether_client import AsyncClient, JobContext, Worker
+
+KIND = "noop"
+CLAIM_WAIT = 5.0
+MODES = ("pickup", "throughput")
+
+
+async def noop(job: JobContext) -> None:
+    return None
+
+
+async def noop_timed(job: JobContext) -> None:
+    emit(f"START {job.id} {now_us()}")
+
+
+async def run(base_url: str, key: str, queue: str, concurrency: int, mode: str) -> int:
+    async with AsyncClient(base_url, key) as client:
+        worker = Worker(client, queue, concurrency, claim_wait=CLAIM_WAIT)
+        worker.register(KIND, noop_timed if mode == "pickup" else noop)
+        return await serve([worker], lambda: emit("READY"))
+
+
+def main(argv: List[str]) -> int:
+    if len(argv) != 5 or not argv[3].isdigit() or argv[4] not in MODES:
+        print(
+            "usage: bench_worker.py <base-url> <key> <queue> <concurrency> <pickup|throughput>",
+            file=sys.stderr,
+        )
+        return 2
+    exit_with_parent()
+    setup_logging("bench-worker")
+    return asyncio.run(run(argv[0], argv[1], argv[2], int(argv[3]), argv[4]))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
