@@ -21,6 +21,9 @@ use crate::Scale;
 const CLIENT_WORKERS: usize = 4;
 /// The admin key the child server is started with.
 const ADMIN_KEY: &str = "tether-bench-admin-key-000000";
+/// The server secret of every child server: the SDK figures start a second
+/// server on the bench database, which must hold the same secret.
+const SERVER_SECRET: &str = "7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e";
 
 /// The child `tether serve`; stopped when dropped.
 pub struct ServerProcess {
@@ -41,6 +44,7 @@ impl ServerProcess {
             .arg(database_url)
             .env("TETHER_BENCH_RETENTION", retention.unwrap_or(""))
             .env("TETHER_ADMIN_KEY", ADMIN_KEY)
+            .env("TETHER_SERVER_SECRET", SERVER_SECRET)
             .env("TETHER_LOG", "warn")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -16,6 +16,7 @@ mod http;
 mod pg;
 mod report;
 mod runtime;
+mod sdk;
 mod soak;
 mod sqlite;
 mod workload;

@@ -74,6 +74,7 @@ impl BenchDb {
 
 /// Runs every PostgreSQL figure in a database of its own, dropped at the end.
 pub async fn run(admin_url: &str, scale: &Scale, report: &mut Report) {
+    let sdks = crate::sdk::programs();
     let db = BenchDb::create(admin_url, "").await;
     let (engine, pool, url) = (&db.engine, &db.pool, db.url.as_str());
     enqueue_figures(engine, pool, scale, report).await;
@@ -81,6 +82,7 @@ pub async fn run(admin_url: &str, scale: &Scale, report: &mut Report) {
     runtime_figures(engine, url, pool, scale, report).await;
     latency_figures(engine, pool, scale, report).await;
     crate::http::run(engine, url, pool, scale, report).await;
+    crate::sdk::run(&sdks, engine, url, pool, scale, report).await;
     crate::cron::run(engine, pool, scale, report).await;
     db.drop_now().await;
 }
@@ -367,7 +369,9 @@ async fn raw_claim_complete(
     (total, started.elapsed())
 }
 
-async fn vacuum(pool: &PgPool) {
+/// `VACUUM ANALYZE` of the jobs table: every figure starts from statistics
+/// that know the rows just written, as a live database has.
+pub async fn vacuum(pool: &PgPool) {
     sqlx::query("VACUUM ANALYZE tether.jobs")
         .execute(pool)
         .await
