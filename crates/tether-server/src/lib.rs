@@ -40,10 +40,8 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
-use serde_json::json;
+use axum::Router;
 use tether_core::Engine;
-use uuid::Uuid;
 
 pub use connections::{serve, ConnectionLimits};
 pub use error::{ApiError, ApiResult};
@@ -122,7 +120,7 @@ impl AppState {
 /// The whole service: `/healthz`, `/readyz`, the `/v1` API and the
 /// dashboard at `/`.
 pub fn router(state: AppState) -> Router {
-    use routes::*;
+    use routes::{admin::*, jobs::*, queues::*, schedules::*, service::*, workers::*};
     let v1 = Router::new()
         .route("/jobs", post(enqueue).get(list_jobs))
         .route("/jobs/batch", post(enqueue_batch))
@@ -212,40 +210,4 @@ async fn method_not_allowed() -> ApiError {
         tether_core::ErrorCode::MethodNotAllowed,
         "this route does not accept that method",
     )
-}
-
-/// Liveness: the process is up.
-///
-/// No key needed; does not touch the database.
-#[utoipa::path(
-    get,
-    path = "/healthz",
-    tag = "service",
-    responses((status = 200, description = "The process is alive.", body = dto::HealthSchema))
-)]
-async fn healthz() -> Json<serde_json::Value> {
-    Json(json!({ "status": "ok" }))
-}
-
-/// Readiness: the database is reachable.
-///
-/// No key needed.
-#[utoipa::path(
-    get,
-    path = "/readyz",
-    tag = "service",
-    responses(
-        (status = 200, description = "The database is reachable.", body = dto::HealthSchema),
-        (status = 503, response = error::Unavailable),
-    )
-)]
-async fn readyz(State(state): State<AppState>) -> Response {
-    // One primary-key probe: cheap, and it needs a working connection.
-    match state.engine.find_api_key(Uuid::nil()).await {
-        Ok(_) => Json(json!({ "status": "ok" })).into_response(),
-        Err(e) => {
-            tracing::warn!(error = %e, "readiness check failed");
-            ApiError::unavailable("database unreachable").into_response()
-        }
-    }
 }
