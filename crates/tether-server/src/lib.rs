@@ -39,7 +39,6 @@ use std::sync::Arc;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use axum::Router;
 use tether_core::Engine;
 
@@ -117,54 +116,14 @@ impl AppState {
     }
 }
 
-/// The whole service: `/healthz`, `/readyz`, the `/v1` API and the
-/// dashboard at `/`.
+/// The whole service: `/healthz`, `/readyz`, `/metrics`, `/openapi.json`,
+/// the `/v1` API (the routes of `routes::api`, which the OpenAPI document
+/// is made from too) and the dashboard at `/`.
 pub fn router(state: AppState) -> Router {
-    use routes::{admin::*, jobs::*, queues::*, schedules::*, service::*, workers::*};
-    let v1 = Router::new()
-        .route("/jobs", post(enqueue).get(list_jobs))
-        .route("/jobs/batch", post(enqueue_batch))
-        .route("/jobs/complete", post(complete_many))
-        .route("/jobs/heartbeat", post(heartbeat_many))
-        .route("/jobs/{id}", get(get_job))
-        .route("/jobs/{id}/events", get(job_events))
-        .route("/jobs/{id}/heartbeat", post(heartbeat))
-        .route("/jobs/{id}/complete", post(complete))
-        .route("/jobs/{id}/fail", post(fail))
-        .route("/jobs/{id}/snooze", post(snooze))
-        .route("/jobs/{id}/cancel", post(cancel))
-        .route("/jobs/{id}/replay", post(replay))
-        .route("/queues", get(list_queues))
-        .route("/queues/{queue}", get(get_queue).patch(configure_queue))
-        .route("/queues/{queue}/claim", post(claim))
-        .route("/queues/{queue}/pause", post(pause_queue))
-        .route("/queues/{queue}/resume", post(resume_queue))
-        .route("/queues/{queue}/replay", post(replay_queue))
-        .route("/schedules", post(create_schedule).get(list_schedules))
-        .route(
-            "/schedules/{id}",
-            get(get_schedule)
-                .patch(patch_schedule)
-                .delete(delete_schedule),
-        )
-        .route("/schedules/{id}/runs", get(schedule_runs))
-        .route("/schedules/{id}/trigger", post(trigger_schedule))
-        .route("/cron/preview", get(cron_preview))
-        .route("/whoami", get(whoami))
-        .route("/tenants", post(create_tenant).get(list_tenants))
-        .route("/tenants/{tenant_id}/keys", post(create_key).get(list_keys))
-        .route("/keys/{key_id}", axum::routing::delete(revoke_key))
-        .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            authenticate,
-        ));
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics::metrics))
-        .route("/openapi.json", get(openapi::serve))
-        .nest("/v1", v1)
-        .merge(dashboard::routes())
+    let authenticate = axum::middleware::from_fn_with_state(state.clone(), authenticate);
+    // The document made alongside is dropped here: `openapi()` makes it.
+    let (api, _) = routes::api(|v1| v1.route_layer(authenticate)).split_for_parts();
+    api.merge(dashboard::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(

@@ -1,6 +1,6 @@
-//! The OpenAPI document of the HTTP API, generated from the handlers'
-//! `#[utoipa::path]` annotations and the schemas of `dto/` and
-//! `error.rs`, and served at `GET /openapi.json`.
+//! The OpenAPI document of the HTTP API, generated from the routes of
+//! `routes::api` (each handler's `#[utoipa::path]`), the schemas of `dto/`
+//! and `error.rs`, and served at `GET /openapi.json`.
 //!
 //! `docs/openapi.json` is a committed copy; `tests/openapi.rs` fails when
 //! it differs from what this module makes.
@@ -9,20 +9,18 @@ use std::sync::OnceLock;
 
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
-use utoipa::openapi::path::{HttpMethod, OperationBuilder};
-use utoipa::openapi::response::ResponseBuilder;
-use utoipa::openapi::schema::{ObjectBuilder, Schema, SchemaType, Type};
-use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
-use utoipa::openapi::{ContentBuilder, Ref, RefOr};
-use utoipa::{Modify, OpenApi, ToResponse};
+use utoipa::openapi::schema::{Schema, SchemaType, Type};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::RefOr;
+use utoipa::{Modify, OpenApi};
 
 use crate::error::{Internal, PermissionDenied, Unauthenticated, Unavailable};
 
 /// The name of the bearer-key security scheme.
 const API_KEY: &str = "api_key";
 
-/// The document: every route's operation, the shared error answers, the
-/// bearer scheme and `/metrics`.
+/// What the document has besides the routes' operations: its description,
+/// the shared error answers, the bearer scheme and the tags.
 #[derive(OpenApi)]
 #[openapi(
     info(
@@ -36,45 +34,6 @@ const API_KEY: &str = "api_key";
             `{\"error\": {\"code\", \"message\"}}`.",
         license(name = "MIT OR Apache-2.0", identifier = "MIT OR Apache-2.0"),
     ),
-    paths(
-        crate::routes::service::healthz,
-        crate::routes::service::readyz,
-        serve,
-        crate::routes::jobs::enqueue,
-        crate::routes::jobs::enqueue_batch,
-        crate::routes::jobs::list_jobs,
-        crate::routes::jobs::get_job,
-        crate::routes::jobs::job_events,
-        crate::routes::jobs::cancel,
-        crate::routes::jobs::replay,
-        crate::routes::workers::claim,
-        crate::routes::workers::heartbeat,
-        crate::routes::workers::heartbeat_many,
-        crate::routes::workers::complete,
-        crate::routes::workers::complete_many,
-        crate::routes::workers::fail,
-        crate::routes::workers::snooze,
-        crate::routes::queues::list_queues,
-        crate::routes::queues::get_queue,
-        crate::routes::queues::configure_queue,
-        crate::routes::queues::pause_queue,
-        crate::routes::queues::resume_queue,
-        crate::routes::queues::replay_queue,
-        crate::routes::schedules::create_schedule,
-        crate::routes::schedules::list_schedules,
-        crate::routes::schedules::get_schedule,
-        crate::routes::schedules::patch_schedule,
-        crate::routes::schedules::delete_schedule,
-        crate::routes::schedules::schedule_runs,
-        crate::routes::schedules::trigger_schedule,
-        crate::routes::schedules::cron_preview,
-        crate::routes::admin::create_tenant,
-        crate::routes::admin::list_tenants,
-        crate::routes::service::whoami,
-        crate::routes::admin::create_key,
-        crate::routes::admin::list_keys,
-        crate::routes::admin::revoke_key,
-    ),
     components(schemas(crate::error::ErrorBody), responses(
         crate::error::BadRequest,
         Unauthenticated,
@@ -84,7 +43,7 @@ const API_KEY: &str = "api_key";
         Internal,
         Unavailable,
     )),
-    modifiers(&BearerKey, &OptionalBodies, &Metrics),
+    modifiers(&BearerKey),
     tags(
         (name = "jobs", description = "Producing and managing jobs."),
         (name = "workers", description = "Claiming jobs and reporting on them, under a lease."),
@@ -154,45 +113,15 @@ impl Modify for OptionalBodies {
     }
 }
 
-/// Adds `GET /metrics`. Its handler (`metrics.rs`) carries no
-/// `#[utoipa::path]`; were it annotated, it would be listed in `paths`
-/// instead.
-struct Metrics;
-
-impl Modify for Metrics {
-    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
-        let text = ContentBuilder::new()
-            .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
-            .build();
-        let response = |(name, _)| Ref::from_response_name(name);
-        let operation = OperationBuilder::new()
-            .operation_id(Some("metrics"))
-            .tag("admin")
-            .summary(Some("Prometheus metrics of every tenant (admin)."))
-            .description(Some(
-                "The Prometheus text format, labelled by tenant and queue: at least \
-                 `tether_queue_jobs{tenant,queue,state}`, \
-                 `tether_queue_oldest_ready_age_seconds{tenant,queue}`, \
-                 `tether_queue_expired_leases{tenant,queue}` and `tether_jobs_*_total` counters.",
-            ))
-            .security(SecurityRequirement::new(API_KEY, Vec::<String>::new()))
-            .response(
-                "200",
-                ResponseBuilder::new()
-                    .description("The metrics, in the Prometheus text exposition format.")
-                    .content("text/plain", text),
-            )
-            .response("401", response(Unauthenticated::response()))
-            .response("403", response(PermissionDenied::response()))
-            .response("500", response(Internal::response()))
-            .response("503", response(Unavailable::response()));
-        doc.paths
-            .add_path_operation("/metrics", vec![HttpMethod::Get], operation);
-    }
-}
-
 /// The OpenAPI 3.1 document of the whole HTTP surface.
 pub fn openapi() -> utoipa::openapi::OpenApi {
+    let mut doc = crate::routes::api(|v1| v1).into_openapi();
+    OptionalBodies.modify(&mut doc);
+    doc
+}
+
+/// The document before the routes add their operations (see [`ApiDoc`]).
+pub(crate) fn base() -> utoipa::openapi::OpenApi {
     ApiDoc::openapi()
 }
 
