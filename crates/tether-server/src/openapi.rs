@@ -9,12 +9,16 @@ use std::sync::OnceLock;
 
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
+use utoipa::openapi::path::{Operation, PathItem};
 use utoipa::openapi::schema::{Schema, SchemaType, Type};
-use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::RefOr;
 use utoipa::{Modify, OpenApi};
 
-use crate::error::{Internal, PermissionDenied, Unauthenticated, Unavailable};
+use crate::error::{
+    BadRequest, Internal, PayloadTooLarge, PermissionDenied, Unauthenticated, Unavailable,
+    UnsupportedMediaType,
+};
 
 /// The name of the bearer-key security scheme.
 const API_KEY: &str = "api_key";
@@ -35,11 +39,11 @@ const API_KEY: &str = "api_key";
         license(name = "MIT OR Apache-2.0", identifier = "MIT OR Apache-2.0"),
     ),
     components(schemas(crate::error::ErrorBody), responses(
-        crate::error::BadRequest,
+        BadRequest,
         Unauthenticated,
         PermissionDenied,
-        crate::error::PayloadTooLarge,
-        crate::error::UnsupportedMediaType,
+        PayloadTooLarge,
+        UnsupportedMediaType,
         Internal,
         Unavailable,
     )),
@@ -86,31 +90,74 @@ impl Modify for OptionalBodies {
             RefOr::T(Schema::Object(o)) => o.schema_type == SchemaType::Type(Type::Null),
             _ => false,
         };
-        for item in doc.paths.paths.values_mut() {
-            let operations = [
-                &mut item.get,
-                &mut item.put,
-                &mut item.post,
-                &mut item.delete,
-                &mut item.patch,
-            ];
-            let optional_bodies = operations
-                .into_iter()
-                .flatten()
-                .filter_map(|op| op.request_body.as_mut())
-                .filter(|body| body.required.is_none());
-            for body in optional_bodies {
-                for content in body.content.values_mut() {
-                    if let Some(RefOr::T(Schema::OneOf(one_of))) = &content.schema {
-                        let mut rest = one_of.items.iter().filter(|s| !is_null(s));
-                        if let (Some(schema), None) = (rest.next(), rest.next()) {
-                            content.schema = Some(schema.clone());
-                        }
+        let optional_bodies = doc
+            .paths
+            .paths
+            .values_mut()
+            .flat_map(operations)
+            .filter_map(|op| op.request_body.as_mut())
+            .filter(|body| body.required.is_none());
+        for body in optional_bodies {
+            for content in body.content.values_mut() {
+                if let Some(RefOr::T(Schema::OneOf(one_of))) = &content.schema {
+                    let mut rest = one_of.items.iter().filter(|s| !is_null(s));
+                    if let (Some(schema), None) = (rest.next(), rest.next()) {
+                        content.schema = Some(schema.clone());
                     }
                 }
             }
         }
     }
+}
+
+/// Documents, once, what every keyed route shares (`routes::api` calls it
+/// on `/v1` and `/metrics`): the `api_key` requirement and the 401, 500 and
+/// 503 answers; with a request body, 400, 413 and 415 (what `ApiJson` and
+/// `OptionalJson` answer); with the `admin` tag, 403. An answer that a
+/// route documents itself is kept.
+pub(crate) fn keyed(doc: &mut utoipa::openapi::OpenApi) {
+    for operation in doc.paths.paths.values_mut().flat_map(operations) {
+        let key = SecurityRequirement::new(API_KEY, Vec::<String>::new());
+        operation.security = Some(vec![key]);
+        let mut shared = vec![
+            Unauthenticated::by_ref(),
+            Internal::by_ref(),
+            Unavailable::by_ref(),
+        ];
+        if operation.request_body.is_some() {
+            shared.extend([
+                BadRequest::by_ref(),
+                PayloadTooLarge::by_ref(),
+                UnsupportedMediaType::by_ref(),
+            ]);
+        }
+        if operation.tags.iter().flatten().any(|tag| tag == "admin") {
+            shared.push(PermissionDenied::by_ref());
+        }
+        for (status, answer) in shared {
+            operation
+                .responses
+                .responses
+                .entry(status)
+                .or_insert(answer);
+        }
+    }
+}
+
+/// The operations of a path item, whatever their method.
+fn operations(item: &mut PathItem) -> impl Iterator<Item = &mut Operation> {
+    [
+        &mut item.get,
+        &mut item.put,
+        &mut item.post,
+        &mut item.delete,
+        &mut item.options,
+        &mut item.head,
+        &mut item.patch,
+        &mut item.trace,
+    ]
+    .into_iter()
+    .flatten()
 }
 
 /// The OpenAPI 3.1 document of the whole HTTP surface.

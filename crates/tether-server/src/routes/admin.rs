@@ -8,10 +8,7 @@ use tether_core::Error;
 use uuid::Uuid;
 
 use crate::dto::*;
-use crate::error::{
-    ApiError, ApiResult, BadRequest, ErrorBody, Internal, PayloadTooLarge, PermissionDenied,
-    Unauthenticated, Unavailable, UnsupportedMediaType,
-};
+use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{ApiJson, Caller, OptionalJson};
 use crate::AppState;
 
@@ -24,18 +21,10 @@ use crate::AppState;
     post,
     path = "/v1/tenants",
     tag = "admin",
-    security(("api_key" = [])),
     request_body = CreateTenantBody,
     responses(
         (status = 201, description = "The tenant and its first key.", body = CreateTenantResponse),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthenticated),
-        (status = 403, response = PermissionDenied),
         (status = 409, description = "`already_exists`: the name is taken.", body = ErrorBody),
-        (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn create_tenant(
@@ -58,13 +47,8 @@ pub(crate) async fn create_tenant(
     get,
     path = "/v1/tenants",
     tag = "admin",
-    security(("api_key" = [])),
     responses(
         (status = 200, description = "Every tenant.", body = TenantListResponse),
-        (status = 401, response = Unauthenticated),
-        (status = 403, response = PermissionDenied),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn list_tenants(
@@ -86,19 +70,11 @@ pub(crate) async fn list_tenants(
     post,
     path = "/v1/tenants/{tenant_id}/keys",
     tag = "admin",
-    security(("api_key" = [])),
     params(("tenant_id" = Uuid, Path, description = "The tenant's id.")),
     request_body = Option<CreateKeyBody>,
     responses(
         (status = 201, description = "The new key.", body = CreateKeyResponse),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthenticated),
-        (status = 403, response = PermissionDenied),
         (status = 404, description = "`not_found`: no such tenant (also an id that is not a UUID).", body = ErrorBody),
-        (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn create_key(
@@ -128,15 +104,10 @@ pub(crate) async fn create_key(
     get,
     path = "/v1/tenants/{tenant_id}/keys",
     tag = "admin",
-    security(("api_key" = [])),
     params(("tenant_id" = Uuid, Path, description = "The tenant's id.")),
     responses(
         (status = 200, description = "The tenant's keys.", body = KeyListResponse),
-        (status = 401, response = Unauthenticated),
-        (status = 403, response = PermissionDenied),
         (status = 404, description = "`not_found`: no such tenant (also an id that is not a UUID).", body = ErrorBody),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn list_keys(
@@ -160,15 +131,10 @@ pub(crate) async fn list_keys(
     delete,
     path = "/v1/keys/{key_id}",
     tag = "admin",
-    security(("api_key" = [])),
     params(("key_id" = Uuid, Path, description = "The key's id (`key_id` when it was issued).")),
     responses(
         (status = 204, description = "The key is revoked."),
-        (status = 401, response = Unauthenticated),
-        (status = 403, response = PermissionDenied),
         (status = 404, description = "`not_found`: no such key (also an id that is not a UUID).", body = ErrorBody),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn revoke_key(

@@ -8,10 +8,7 @@ use uuid::Uuid;
 
 use super::{job, job_id, non_empty};
 use crate::dto::*;
-use crate::error::{
-    ApiError, ApiResult, BadRequest, ErrorBody, Internal, PayloadTooLarge, Unauthenticated,
-    Unavailable, UnsupportedMediaType,
-};
+use crate::error::{ApiError, ApiResult, BadRequest, ErrorBody};
 use crate::extract::{ApiJson, ApiQuery, Caller, OptionalJson};
 use crate::AppState;
 
@@ -25,18 +22,11 @@ use crate::AppState;
     post,
     path = "/v1/jobs",
     tag = "jobs",
-    security(("api_key" = [])),
     request_body = EnqueueRequest,
     responses(
         (status = 201, description = "The job was created.", body = EnqueueResponse),
         (status = 200, description = "An existing job for the same idempotency key or active unique key (`created: false`).", body = EnqueueResponse),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthenticated),
         (status = 409, description = "`invalid_state`: the job's queue is new and the tenant has as many queues as the server allows (`--max-queues-per-tenant`); or the enqueue kept racing with concurrent enqueues for the same keys (retry).", body = ErrorBody),
-        (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn enqueue(
@@ -62,17 +52,10 @@ pub(crate) async fn enqueue(
     post,
     path = "/v1/jobs/batch",
     tag = "jobs",
-    security(("api_key" = [])),
     request_body = BatchEnqueueRequest,
     responses(
         (status = 200, description = "One result per job, in request order.", body = BatchEnqueueResponse),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthenticated),
         (status = 409, description = "`invalid_state`: the batch names new queues beyond the tenant's queue limit (`--max-queues-per-tenant`; nothing is written); or it kept racing with concurrent enqueues for the same keys (retry).", body = ErrorBody),
-        (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn enqueue_batch(
@@ -100,14 +83,10 @@ pub(crate) async fn enqueue_batch(
     get,
     path = "/v1/jobs",
     tag = "jobs",
-    security(("api_key" = [])),
     params(ListQuery),
     responses(
         (status = 200, description = "One page of jobs.", body = JobListResponse),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthenticated),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn list_jobs(
@@ -147,14 +126,10 @@ pub(crate) async fn list_jobs(
     get,
     path = "/v1/jobs/{id}",
     tag = "jobs",
-    security(("api_key" = [])),
     params(("id" = Uuid, Path, description = "The job's id.")),
     responses(
         (status = 200, description = "The job.", body = JobResponse),
-        (status = 401, response = Unauthenticated),
         (status = 404, description = "`not_found`: no such job in this tenant (also an id that is not a UUID).", body = ErrorBody),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn get_job(
@@ -175,15 +150,11 @@ pub(crate) async fn get_job(
     get,
     path = "/v1/jobs/{id}/events",
     tag = "jobs",
-    security(("api_key" = [])),
     params(("id" = Uuid, Path, description = "The job's id."), EventsQuery),
     responses(
         (status = 200, description = "One page of the job's events, oldest first.", body = EventListResponse),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthenticated),
         (status = 404, description = "`not_found`: no such job in this tenant (also an id that is not a UUID).", body = ErrorBody),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn job_events(
@@ -220,15 +191,11 @@ pub(crate) async fn job_events(
     post,
     path = "/v1/jobs/{id}/cancel",
     tag = "jobs",
-    security(("api_key" = [])),
     params(("id" = Uuid, Path, description = "The job's id.")),
     responses(
         (status = 200, description = "The job, now `cancelled` or with `cancel_requested`.", body = JobResponse),
-        (status = 401, response = Unauthenticated),
         (status = 404, description = "`not_found`: no such job in this tenant (also an id that is not a UUID).", body = ErrorBody),
         (status = 409, description = "`invalid_state`: the job is already terminal.", body = ErrorBody),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn cancel(
@@ -249,19 +216,12 @@ pub(crate) async fn cancel(
     post,
     path = "/v1/jobs/{id}/replay",
     tag = "jobs",
-    security(("api_key" = [])),
     params(("id" = Uuid, Path, description = "The job's id.")),
     request_body = Option<ReplayBody>,
     responses(
         (status = 200, description = "The job, now `queued`.", body = JobResponse),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthenticated),
         (status = 404, description = "`not_found`: no such job in this tenant (also an id that is not a UUID).", body = ErrorBody),
         (status = 409, description = "`invalid_state`: the job is not `failed` or `cancelled`, or another active job holds its unique key.", body = ErrorBody),
-        (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn replay(

@@ -30,6 +30,8 @@ use crate::{metrics, openapi, AppState};
 /// document, so the router ([`crate::router`]) and the document
 /// ([`crate::openapi()`]) are both made from this list. `guard` wraps the
 /// `/v1` routes: the router passes authentication, the document nothing.
+/// What every keyed route answers (401, 500, 503...) is documented once,
+/// by [`openapi::keyed`], not by each handler.
 ///
 /// Not here, on purpose: the dashboard's static files (`dashboard.rs`),
 /// which are a web page, not API operations.
@@ -71,12 +73,15 @@ pub(crate) fn api(
         .routes(routes!(admin::create_key, admin::list_keys))
         .routes(routes!(admin::revoke_key))
         .routes(routes!(service::whoami));
+    // `/metrics` needs a key too, but checks it itself: it joins the keyed
+    // routes after the guard.
+    let mut keyed = guard(v1).routes(routes!(metrics::metrics));
+    openapi::keyed(keyed.get_openapi_mut());
     OpenApiRouter::with_openapi(openapi::base())
         .routes(routes!(service::healthz))
         .routes(routes!(service::readyz))
         .routes(routes!(openapi::serve))
-        .routes(routes!(metrics::metrics))
-        .merge(guard(v1))
+        .merge(keyed)
 }
 
 /// A job id from the path; anything that is not a UUID names no job.

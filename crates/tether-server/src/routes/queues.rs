@@ -5,10 +5,7 @@ use axum::Json;
 use tether_core::{JobState, ReplayFilter};
 
 use crate::dto::*;
-use crate::error::{
-    ApiResult, BadRequest, ErrorBody, Internal, PayloadTooLarge, Unauthenticated, Unavailable,
-    UnsupportedMediaType,
-};
+use crate::error::{ApiResult, BadRequest, ErrorBody};
 use crate::extract::{ApiJson, Caller, OptionalJson};
 use crate::AppState;
 
@@ -21,12 +18,8 @@ fn queue(q: tether_core::QueueStats) -> Json<QueueResponse> {
     get,
     path = "/v1/queues",
     tag = "queues",
-    security(("api_key" = [])),
     responses(
         (status = 200, description = "The queues with their stats and settings.", body = QueueListResponse),
-        (status = 401, response = Unauthenticated),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn list_queues(
@@ -47,14 +40,10 @@ pub(crate) async fn list_queues(
     get,
     path = "/v1/queues/{queue}",
     tag = "queues",
-    security(("api_key" = [])),
     params(("queue" = NameSchema, Path, description = "The queue.")),
     responses(
         (status = 200, description = "The queue's stats and settings.", body = QueueResponse),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthenticated),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn get_queue(
@@ -72,18 +61,11 @@ pub(crate) async fn get_queue(
     patch,
     path = "/v1/queues/{queue}",
     tag = "queues",
-    security(("api_key" = [])),
     params(("queue" = NameSchema, Path, description = "The queue.")),
     request_body = QueueConfigBody,
     responses(
         (status = 200, description = "The queue with its new settings.", body = QueueResponse),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthenticated),
         (status = 409, description = "`invalid_state`: the queue is new and the tenant has as many queues as the server allows (`--max-queues-per-tenant`).", body = ErrorBody),
-        (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn configure_queue(
@@ -107,15 +89,11 @@ pub(crate) async fn configure_queue(
     post,
     path = "/v1/queues/{queue}/pause",
     tag = "queues",
-    security(("api_key" = [])),
     params(("queue" = NameSchema, Path, description = "The queue.")),
     responses(
         (status = 200, description = "The queue, now paused.", body = QueueResponse),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthenticated),
         (status = 409, description = "`invalid_state`: the queue is new and the tenant has as many queues as the server allows (`--max-queues-per-tenant`).", body = ErrorBody),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn pause_queue(
@@ -133,14 +111,10 @@ pub(crate) async fn pause_queue(
     post,
     path = "/v1/queues/{queue}/resume",
     tag = "queues",
-    security(("api_key" = [])),
     params(("queue" = NameSchema, Path, description = "The queue.")),
     responses(
         (status = 200, description = "The queue, no longer paused.", body = QueueResponse),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthenticated),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn resume_queue(
@@ -163,18 +137,11 @@ pub(crate) async fn resume_queue(
     post,
     path = "/v1/queues/{queue}/replay",
     tag = "queues",
-    security(("api_key" = [])),
     params(("queue" = NameSchema, Path, description = "The queue.")),
     request_body = Option<BulkReplayBody>,
     responses(
         (status = 200, description = "How many jobs were queued again.", body = BulkReplayResponse),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthenticated),
         (status = 409, description = "`invalid_state`: a concurrent enqueue took a unique key being replayed; retry.", body = ErrorBody),
-        (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn replay_queue(

@@ -9,10 +9,7 @@ use uuid::Uuid;
 
 use super::{job, non_empty};
 use crate::dto::*;
-use crate::error::{
-    ApiError, ApiResult, BadRequest, ErrorBody, Internal, PayloadTooLarge, Unauthenticated,
-    Unavailable, UnsupportedMediaType,
-};
+use crate::error::{ApiError, ApiResult, BadRequest, ErrorBody};
 use crate::extract::{ApiJson, ApiQuery, Caller};
 use crate::AppState;
 
@@ -36,17 +33,10 @@ fn schedule(s: tether_core::Schedule) -> Json<ScheduleResponse> {
     post,
     path = "/v1/schedules",
     tag = "schedules",
-    security(("api_key" = [])),
     request_body = CreateScheduleBody,
     responses(
         (status = 201, description = "The schedule was created.", body = ScheduleResponse),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthenticated),
         (status = 409, description = "`already_exists`: the tenant has a schedule of this name; `invalid_state`: the tenant has as many schedules as the server allows (`--max-schedules-per-tenant`).", body = ErrorBody),
-        (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn create_schedule(
@@ -64,12 +54,8 @@ pub(crate) async fn create_schedule(
     get,
     path = "/v1/schedules",
     tag = "schedules",
-    security(("api_key" = [])),
     responses(
         (status = 200, description = "Every schedule of the tenant, by name.", body = ScheduleListResponse),
-        (status = 401, response = Unauthenticated),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn list_schedules(
@@ -87,14 +73,10 @@ pub(crate) async fn list_schedules(
     get,
     path = "/v1/schedules/{id}",
     tag = "schedules",
-    security(("api_key" = [])),
     params(("id" = Uuid, Path, description = "The schedule's id.")),
     responses(
         (status = 200, description = "The schedule.", body = ScheduleResponse),
-        (status = 401, response = Unauthenticated),
         (status = 404, description = "`not_found`: no such schedule in this tenant (also an id that is not a UUID).", body = ErrorBody),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn get_schedule(
@@ -116,19 +98,12 @@ pub(crate) async fn get_schedule(
     patch,
     path = "/v1/schedules/{id}",
     tag = "schedules",
-    security(("api_key" = [])),
     params(("id" = Uuid, Path, description = "The schedule's id.")),
     request_body = PatchScheduleBody,
     responses(
         (status = 200, description = "The schedule after the change.", body = ScheduleResponse),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthenticated),
         (status = 404, description = "`not_found`: no such schedule in this tenant (also an id that is not a UUID).", body = ErrorBody),
         (status = 409, description = "`already_exists`: the tenant has another schedule of the new name.", body = ErrorBody),
-        (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn patch_schedule(
@@ -153,14 +128,10 @@ pub(crate) async fn patch_schedule(
     delete,
     path = "/v1/schedules/{id}",
     tag = "schedules",
-    security(("api_key" = [])),
     params(("id" = Uuid, Path, description = "The schedule's id.")),
     responses(
         (status = 204, description = "The schedule is deleted."),
-        (status = 401, response = Unauthenticated),
         (status = 404, description = "`not_found`: no such schedule in this tenant (also an id that is not a UUID).", body = ErrorBody),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn delete_schedule(
@@ -181,14 +152,10 @@ pub(crate) async fn delete_schedule(
     get,
     path = "/v1/schedules/{id}/runs",
     tag = "schedules",
-    security(("api_key" = [])),
     params(("id" = Uuid, Path, description = "The schedule's id.")),
     responses(
         (status = 200, description = "The newest runs, newest first.", body = ScheduleRunListResponse),
-        (status = 401, response = Unauthenticated),
         (status = 404, description = "`not_found`: no such schedule in this tenant (also an id that is not a UUID).", body = ErrorBody),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn schedule_runs(
@@ -212,14 +179,10 @@ pub(crate) async fn schedule_runs(
     post,
     path = "/v1/schedules/{id}/trigger",
     tag = "schedules",
-    security(("api_key" = [])),
     params(("id" = Uuid, Path, description = "The schedule's id.")),
     responses(
         (status = 201, description = "The job of this run.", body = JobResponse),
-        (status = 401, response = Unauthenticated),
         (status = 404, description = "`not_found`: no such schedule in this tenant (also an id that is not a UUID).", body = ErrorBody),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn trigger_schedule(
@@ -242,14 +205,10 @@ pub(crate) async fn trigger_schedule(
     get,
     path = "/v1/cron/preview",
     tag = "schedules",
-    security(("api_key" = [])),
     params(CronPreviewQuery),
     responses(
         (status = 200, description = "The next fire instants, earliest first.", body = CronPreviewResponse),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthenticated),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn cron_preview(

@@ -8,7 +8,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use crate::dto::*;
-use crate::error::{ApiError, Internal, Unauthenticated, Unavailable};
+use crate::error::{ApiError, Unavailable};
 use crate::extract::Caller;
 use crate::AppState;
 
@@ -21,12 +21,8 @@ use crate::AppState;
     get,
     path = "/v1/whoami",
     tag = "service",
-    security(("api_key" = [])),
     responses(
         (status = 200, description = "The key's tenant, id and scope.", body = WhoamiResponse),
-        (status = 401, response = Unauthenticated),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn whoami(caller: Caller) -> Json<WhoamiResponse> {

@@ -8,10 +8,7 @@ use tether_core::{ClaimRequest, Completion, Failure, Heartbeat};
 
 use super::{job, job_id};
 use crate::dto::*;
-use crate::error::{
-    ApiError, ApiResult, BadRequest, ErrorBody, Internal, PayloadTooLarge, Unauthenticated,
-    Unavailable, UnsupportedMediaType,
-};
+use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{ApiJson, Caller};
 use crate::AppState;
 
@@ -28,17 +25,10 @@ use crate::AppState;
     post,
     path = "/v1/queues/{queue}/claim",
     tag = "workers",
-    security(("api_key" = [])),
     params(("queue" = NameSchema, Path, description = "The queue to claim from.")),
     request_body = ClaimBody,
     responses(
         (status = 200, description = "The claimed jobs, possibly none.", body = ClaimResponse),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthenticated),
-        (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn claim(
@@ -114,19 +104,12 @@ fn claimed(jobs: Vec<tether_core::ClaimedJob>) -> Json<ClaimResponse> {
     post,
     path = "/v1/jobs/{id}/heartbeat",
     tag = "workers",
-    security(("api_key" = [])),
     params(("id" = Uuid, Path, description = "The job's id.")),
     request_body = HeartbeatBody,
     responses(
         (status = 200, description = "The lease was extended.", body = HeartbeatResponse),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthenticated),
         (status = 404, description = "`not_found`: no such job in this tenant (also an id that is not a UUID).", body = ErrorBody),
         (status = 409, description = "`lease_lost`: the token no longer owns the job.", body = ErrorBody),
-        (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn heartbeat(
@@ -158,16 +141,9 @@ pub(crate) async fn heartbeat(
     post,
     path = "/v1/jobs/heartbeat",
     tag = "workers",
-    security(("api_key" = [])),
     request_body = HeartbeatManyBody,
     responses(
         (status = 200, description = "One result per item, in request order.", body = HeartbeatManyResponse),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthenticated),
-        (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn heartbeat_many(
@@ -200,19 +176,12 @@ pub(crate) async fn heartbeat_many(
     post,
     path = "/v1/jobs/{id}/complete",
     tag = "workers",
-    security(("api_key" = [])),
     params(("id" = Uuid, Path, description = "The job's id.")),
     request_body = CompleteBody,
     responses(
         (status = 200, description = "The job, now `succeeded`.", body = JobResponse),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthenticated),
         (status = 404, description = "`not_found`: no such job in this tenant (also an id that is not a UUID).", body = ErrorBody),
         (status = 409, description = "`lease_lost`: the token no longer owns the job.", body = ErrorBody),
-        (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn complete(
@@ -237,16 +206,9 @@ pub(crate) async fn complete(
     post,
     path = "/v1/jobs/complete",
     tag = "workers",
-    security(("api_key" = [])),
     request_body = CompleteManyBody,
     responses(
         (status = 200, description = "One result per item, in request order.", body = CompleteManyResponse),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthenticated),
-        (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn complete_many(
@@ -280,19 +242,12 @@ pub(crate) async fn complete_many(
     post,
     path = "/v1/jobs/{id}/fail",
     tag = "workers",
-    security(("api_key" = [])),
     params(("id" = Uuid, Path, description = "The job's id.")),
     request_body = FailBody,
     responses(
         (status = 200, description = "The job, now `queued`, `failed` or `cancelled`.", body = JobResponse),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthenticated),
         (status = 404, description = "`not_found`: no such job in this tenant (also an id that is not a UUID).", body = ErrorBody),
         (status = 409, description = "`lease_lost`: the token no longer owns the job.", body = ErrorBody),
-        (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn fail(
@@ -324,19 +279,12 @@ pub(crate) async fn fail(
     post,
     path = "/v1/jobs/{id}/snooze",
     tag = "workers",
-    security(("api_key" = [])),
     params(("id" = Uuid, Path, description = "The job's id.")),
     request_body = SnoozeBody,
     responses(
         (status = 200, description = "The job, now `queued`.", body = JobResponse),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthenticated),
         (status = 404, description = "`not_found`: no such job in this tenant (also an id that is not a UUID).", body = ErrorBody),
         (status = 409, description = "`lease_lost`: the token no longer owns the job.", body = ErrorBody),
-        (status = 413, response = PayloadTooLarge),
-        (status = 415, response = UnsupportedMediaType),
-        (status = 500, response = Internal),
-        (status = 503, response = Unavailable),
     )
 )]
 pub(crate) async fn snooze(
