@@ -48,6 +48,9 @@ pub use extract::{ApiJson, ApiQuery, Caller, OptionalJson};
 pub use metrics::{Metrics, GAUGE_CACHE};
 pub use openapi::{openapi, openapi_json};
 
+/// The default longest `wait_ms` of a claim ([`ServerConfig::max_wait_ms`]).
+pub(crate) const DEFAULT_MAX_WAIT_MS: i64 = 30_000;
+
 /// Settings of the HTTP service.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerConfig {
@@ -73,7 +76,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             max_body_bytes: 1024 * 1024,
-            max_wait_ms: 30_000,
+            max_wait_ms: DEFAULT_MAX_WAIT_MS,
             max_long_polls: 1_024,
             request_timeout: std::time::Duration::from_secs(60),
             metrics_max_queues: 1_000,

@@ -164,6 +164,7 @@ fn operations(item: &mut PathItem) -> impl Iterator<Item = &mut Operation> {
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut doc = crate::routes::api(|v1| v1).into_openapi();
     OptionalBodies.modify(&mut doc);
+    crate::dto::bound(&mut doc);
     doc
 }
 

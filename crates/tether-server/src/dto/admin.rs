@@ -6,6 +6,9 @@ use tether_core::{ApiKeyInfo, Tenant};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use tether_core::validate::MAX_NAME_LEN;
+
+use super::bounds::{field, length, FieldBound};
 use super::{ser_opt_time, ser_time, NameSchema};
 
 /// A tenant: the wall around a set of jobs, queues and keys.
@@ -86,7 +89,6 @@ pub struct CreateTenantBody {
 #[serde(deny_unknown_fields)]
 pub struct CreateKeyBody {
     /// A label for humans: 1–128 characters, no control characters.
-    #[schema(min_length = 1, max_length = 128)]
     pub name: Option<String>,
     /// Admin scope; only for the `default` tenant, else 400 (default false).
     #[schema(default = false)]
@@ -123,4 +125,9 @@ pub struct CreateKeyResponse {
     pub key_id: Uuid,
     /// The key, shown this once.
     pub api_key: String,
+}
+
+/// The bounds of this module's fields (see `bounds.rs`).
+pub(super) fn field_bounds() -> Vec<FieldBound> {
+    vec![(field!(CreateKeyBody.name), length(1..=MAX_NAME_LEN))]
 }

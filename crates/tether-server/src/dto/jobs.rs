@@ -7,7 +7,15 @@ use tether_core::{EventCursor, EventKind, Job, JobEvent, JobState, NewJob, RunAt
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-use super::{ser_opt_time, ser_time, BackoffDto, EventKindSchema, JobStateSchema, NameSchema};
+use tether_core::validate::{
+    DEFAULT_EVENT_PAGE, MAX_ATTEMPTS_RANGE, MAX_BATCH, MAX_DURATION_MS, MAX_EVENT_PAGE,
+    MAX_KEY_LEN, MAX_PAGE, MAX_TAGS, PRIORITY_RANGE,
+};
+
+use super::bounds::{at_most_items, count, field, items, length, range, FieldBound};
+use super::{
+    schema_of, ser_opt_time, ser_time, BackoffDto, EventKindSchema, JobStateSchema, NameSchema,
+};
 use crate::error::ApiError;
 
 /// The job object of the API (no tenant, never the lease token).
@@ -31,13 +39,11 @@ pub struct JobDto {
     #[schema(value_type = JobStateSchema)]
     pub state: JobState,
     /// Higher runs first.
-    #[schema(minimum = -100, maximum = 100)]
     pub priority: i16,
     /// Claims so far (a snooze gives one back).
     #[schema(minimum = 0)]
     pub attempt: i32,
     /// Claims allowed before the job fails for good.
-    #[schema(minimum = 1, maximum = 1000)]
     pub max_attempts: i32,
     /// Not claimable before this instant.
     #[serde(serialize_with = "ser_time")]
@@ -171,29 +177,24 @@ pub struct EnqueueRequest {
     #[serde(default)]
     pub payload: Value,
     /// Higher runs first (default 0).
-    #[schema(minimum = -100, maximum = 100, default = 0)]
+    #[schema(default = 0)]
     pub priority: Option<i16>,
     /// Not claimable before this instant; not with `delay_ms`. Between
     /// 1970-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z.
     pub run_at: Option<DateTime<Utc>>,
     /// Not claimable before now + this; not with `run_at`.
-    #[schema(minimum = 0, maximum = 31622400000_i64)]
     pub delay_ms: Option<i64>,
     /// Claims allowed before the job fails for good (default: the queue's).
-    #[schema(minimum = 1, maximum = 1000)]
     pub max_attempts: Option<i32>,
     /// How long one attempt may run.
-    #[schema(minimum = 1, maximum = 31622400000_i64)]
     pub timeout_ms: Option<i64>,
     /// A second enqueue with this key answers the existing job (200).
-    #[schema(min_length = 1, max_length = 255)]
     pub idempotency_key: Option<String>,
     /// While a `queued` or `running` job has this key, an enqueue with it
     /// answers that job (200).
-    #[schema(min_length = 1, max_length = 255)]
     pub unique_key: Option<String>,
     /// Free labels for filtering.
-    #[schema(value_type = Option<Vec<NameSchema>>, max_items = 32)]
+    #[schema(value_type = Option<Vec<NameSchema>>)]
     pub tags: Option<Vec<String>>,
     /// A job not claimed by then fails as expired. Between
     /// 1970-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z.
@@ -243,7 +244,6 @@ impl EnqueueRequest {
 #[serde(deny_unknown_fields)]
 pub struct BatchEnqueueRequest {
     /// The jobs; one invalid entry rejects the whole batch.
-    #[schema(min_items = 1, max_items = 1000)]
     pub jobs: Vec<EnqueueRequest>,
 }
 
@@ -275,7 +275,7 @@ pub struct ListQuery {
     #[param(value_type = Option<NameSchema>)]
     pub tag: Option<String>,
     /// Page size.
-    #[param(value_type = Option<u32>, minimum = 1, maximum = 500, default = 50)]
+    #[param(inline, value_type = Option<ListLimit>)]
     pub limit: Option<String>,
     /// The `next_cursor` of the previous page (opaque).
     pub cursor: Option<String>,
@@ -288,7 +288,7 @@ pub struct ListQuery {
 #[into_params(parameter_in = Query)]
 pub struct EventsQuery {
     /// Page size.
-    #[param(value_type = Option<u32>, minimum = 1, maximum = 1000, default = 100)]
+    #[param(inline, value_type = Option<EventsLimit>)]
     pub limit: Option<String>,
     /// The `next_cursor` of the previous page (opaque).
     pub cursor: Option<String>,
@@ -362,4 +362,39 @@ fn ser_opt_display<S: Serializer, T: std::fmt::Display>(
         Some(v) => s.collect_str(v),
         None => s.serialize_none(),
     }
+}
+
+schema_of!(
+    /// Schema of the `limit` of `GET /v1/jobs`.
+    ListLimit as "ListLimit" => count(MAX_PAGE, 50)
+);
+
+schema_of!(
+    /// Schema of the `limit` of `GET /v1/jobs/{id}/events`.
+    EventsLimit as "EventsLimit" => count(MAX_EVENT_PAGE, DEFAULT_EVENT_PAGE)
+);
+
+/// The bounds of this module's fields (see `bounds.rs`).
+pub(super) fn field_bounds() -> Vec<FieldBound> {
+    vec![
+        (field!(JobDto.priority), range(PRIORITY_RANGE)),
+        (field!(JobDto.max_attempts), range(MAX_ATTEMPTS_RANGE)),
+        (field!(EnqueueRequest.priority), range(PRIORITY_RANGE)),
+        (field!(EnqueueRequest.delay_ms), range(0..=MAX_DURATION_MS)),
+        (
+            field!(EnqueueRequest.max_attempts),
+            range(MAX_ATTEMPTS_RANGE),
+        ),
+        (
+            field!(EnqueueRequest.timeout_ms),
+            range(1..=MAX_DURATION_MS),
+        ),
+        (
+            field!(EnqueueRequest.idempotency_key),
+            length(1..=MAX_KEY_LEN),
+        ),
+        (field!(EnqueueRequest.unique_key), length(1..=MAX_KEY_LEN)),
+        (field!(EnqueueRequest.tags), at_most_items(MAX_TAGS)),
+        (field!(BatchEnqueueRequest.jobs), items(1..=MAX_BATCH)),
+    ]
 }

@@ -1,8 +1,10 @@
 //! Request and response bodies, field for field as in `docs/API.md`, with
 //! their OpenAPI schemas: doc comments become the document's descriptions.
 //! One module per OpenAPI tag; this one holds what several tags share.
+//! The bounds of fields come from the validators' constants (`bounds.rs`).
 
 mod admin;
+mod bounds;
 mod jobs;
 mod queues;
 mod schedules;
@@ -18,10 +20,34 @@ pub use workers::*;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize, Serializer};
-use tether_core::validate::MAX_NAME_LEN;
+use tether_core::validate::{MAX_DURATION_MS, MAX_NAME_LEN};
 use tether_core::{Backoff, EventKind, JobState};
 use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
+use utoipa::openapi::OpenApi;
 use utoipa::ToSchema;
+
+use bounds::{field, range, FieldBound};
+
+/// Sets the bounds of every module's fields on `doc` (see `bounds.rs`).
+pub(crate) fn bound(doc: &mut OpenApi) {
+    let all = [
+        field_bounds(),
+        jobs::field_bounds(),
+        workers::field_bounds(),
+        queues::field_bounds(),
+        schedules::field_bounds(),
+        admin::field_bounds(),
+    ];
+    bounds::apply(doc, all.into_iter().flatten());
+}
+
+/// The bounds of this module's fields.
+fn field_bounds() -> Vec<FieldBound> {
+    vec![
+        (field!(BackoffDto.base_ms), range(0..=MAX_DURATION_MS)),
+        (field!(BackoffDto.cap_ms), range(0..=MAX_DURATION_MS)),
+    ]
+}
 
 /// RFC 3339 in UTC with milliseconds: `2026-11-29T23:00:00.123Z`.
 pub fn time(t: &DateTime<Utc>) -> String {
@@ -114,10 +140,8 @@ schema_of!(
 #[schema(as = Backoff)]
 pub struct BackoffDto {
     /// Delay before the first retry (default 1 000).
-    #[schema(minimum = 0, maximum = 31622400000_i64)]
     pub base_ms: i64,
     /// Largest delay before jitter, at least `base_ms` (default 3 600 000).
-    #[schema(minimum = 0, maximum = 31622400000_i64)]
     pub cap_ms: i64,
 }
 

@@ -6,6 +6,9 @@ use tether_core::{JobState, QueueConfigPatch, QueueStats, StateCounts};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use tether_core::validate::{LEASE_TTL_RANGE, MAX_ATTEMPTS_RANGE, MAX_REPLAY};
+
+use super::bounds::{field, range, FieldBound};
 use super::{BackoffDto, JobStateSchema, NameSchema};
 
 /// Number of jobs per state.
@@ -86,12 +89,10 @@ impl From<QueueStats> for QueueDto {
 #[serde(deny_unknown_fields)]
 pub struct QueueConfigBody {
     /// Attempt budget that new jobs copy.
-    #[schema(minimum = 1, maximum = 1000)]
     pub max_attempts: Option<i32>,
     /// Backoff that new jobs copy.
     pub backoff: Option<BackoffDto>,
     /// Lease length of claims that do not set one.
-    #[schema(minimum = 1000, maximum = 3600000)]
     pub default_lease_ttl_ms: Option<i64>,
 }
 
@@ -116,7 +117,7 @@ pub struct BulkReplayBody {
     #[schema(value_type = Option<NameSchema>)]
     pub kind: Option<String>,
     /// At most this many jobs (the first ones by id after `cursor`).
-    #[schema(minimum = 1, maximum = 10000, default = 1000)]
+    #[schema(default = 1000)]
     pub limit: Option<u32>,
     /// Only jobs after this one: the `next_cursor` of the previous round
     /// (opaque). Rounds that follow it take each job once, even when jobs
@@ -157,4 +158,19 @@ pub struct BulkReplayResponse {
     /// the end of the selection. Opaque.
     #[schema(required, value_type = Option<String>)]
     pub next_cursor: Option<Uuid>,
+}
+
+/// The bounds of this module's fields (see `bounds.rs`).
+pub(super) fn field_bounds() -> Vec<FieldBound> {
+    vec![
+        (
+            field!(QueueConfigBody.max_attempts),
+            range(MAX_ATTEMPTS_RANGE),
+        ),
+        (
+            field!(QueueConfigBody.default_lease_ttl_ms),
+            range(LEASE_TTL_RANGE),
+        ),
+        (field!(BulkReplayBody.limit), range(1..=MAX_REPLAY)),
+    ]
 }

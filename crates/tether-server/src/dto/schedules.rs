@@ -7,6 +7,10 @@ use tether_core::{Overlap, RunOutcome, Schedule, SchedulePatch, ScheduleRun, Sch
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
+use tether_core::cron::MAX_INPUT_LEN;
+use tether_core::MAX_PREVIEW;
+
+use super::bounds::{count, field, length, FieldBound};
 use super::{schema_of, ser_opt_time, ser_time, string_enum, time, NameSchema};
 
 schema_of!(
@@ -125,10 +129,9 @@ pub struct CreateScheduleBody {
     /// 5 fields, or 6 with seconds first; Vixie/OCPS semantics
     /// (day-of-month and day-of-week OR-ed when both are restricted, 0 or 7
     /// = Sunday, names, `L`, `W`, `#`).
-    #[schema(min_length = 1, max_length = 256)]
     pub cron: String,
     /// The IANA time zone the expression is read in (default `UTC`).
-    #[schema(default = "UTC", min_length = 1, max_length = 256)]
+    #[schema(default = "UTC")]
     pub timezone: Option<String>,
     /// The queue of the jobs it enqueues.
     #[schema(value_type = NameSchema)]
@@ -178,10 +181,8 @@ pub struct PatchScheduleBody {
     #[schema(value_type = Option<NameSchema>)]
     pub name: Option<String>,
     /// New expression.
-    #[schema(min_length = 1, max_length = 256)]
     pub cron: Option<String>,
     /// New IANA time zone.
-    #[schema(min_length = 1, max_length = 256)]
     pub timezone: Option<String>,
     /// New queue.
     #[schema(value_type = Option<NameSchema>)]
@@ -232,7 +233,7 @@ pub struct CronPreviewQuery {
     #[param(value_type = Option<DateTime<Utc>>)]
     pub from: Option<String>,
     /// How many instants.
-    #[param(value_type = Option<u32>, minimum = 1, maximum = 100, default = 5)]
+    #[param(inline, value_type = Option<PreviewCount>)]
     pub count: Option<String>,
 }
 
@@ -273,4 +274,25 @@ pub struct CronPreviewResponse {
 
 fn ser_times<S: Serializer>(ts: &[DateTime<Utc>], s: S) -> Result<S::Ok, S::Error> {
     s.collect_seq(ts.iter().map(time))
+}
+
+schema_of!(
+    /// Schema of the `count` of `GET /v1/cron/preview`.
+    PreviewCount as "PreviewCount" => count(MAX_PREVIEW, 5)
+);
+
+/// The bounds of this module's fields (see `bounds.rs`).
+pub(super) fn field_bounds() -> Vec<FieldBound> {
+    vec![
+        (field!(CreateScheduleBody.cron), length(1..=MAX_INPUT_LEN)),
+        (
+            field!(CreateScheduleBody.timezone),
+            length(1..=MAX_INPUT_LEN),
+        ),
+        (field!(PatchScheduleBody.cron), length(1..=MAX_INPUT_LEN)),
+        (
+            field!(PatchScheduleBody.timezone),
+            length(1..=MAX_INPUT_LEN),
+        ),
+    ]
 }

@@ -8,8 +8,12 @@ use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use tether_core::validate::{LEASE_TTL_RANGE, MAX_BATCH, MAX_DURATION_MS, MAX_NAME_LEN};
+
+use super::bounds::{field, items, length, range, FieldBound};
 use super::{ser_time, JobDto};
 use crate::error::{ApiError, ErrorDetail};
+use crate::DEFAULT_MAX_WAIT_MS;
 
 /// The `ok` of a successful batch item: always `true`.
 fn ok_true() -> Object {
@@ -58,17 +62,15 @@ impl From<ClaimedJob> for ClaimedJobDto {
 #[serde(deny_unknown_fields)]
 pub struct ClaimBody {
     /// Who claims: 1–128 characters, no control characters.
-    #[schema(min_length = 1, max_length = 128)]
     pub worker_id: String,
     /// Most jobs to take.
-    #[schema(minimum = 1, maximum = 1000, default = 1)]
+    #[schema(default = 1)]
     pub limit: Option<u32>,
     /// Lease length (default: the queue's, 30 000).
-    #[schema(minimum = 1000, maximum = 3600000)]
     pub lease_ttl_ms: Option<i64>,
     /// Long-poll: when nothing is ready, wait up to this long for a job
     /// (the maximum is the server's `max_wait_ms`, 30 000 by default).
-    #[schema(minimum = 0, maximum = 30000, default = 0)]
+    #[schema(default = 0)]
     pub wait_ms: Option<i64>,
 }
 
@@ -80,7 +82,6 @@ pub struct HeartbeatBody {
     #[schema(value_type = Uuid)]
     pub lease_token: LeaseToken,
     /// Extend the lease to now + this (default: the TTL given at claim).
-    #[schema(minimum = 1000, maximum = 3600000)]
     pub lease_ttl_ms: Option<i64>,
     /// Any JSON, shown as the job's `progress`.
     pub progress: Option<Value>,
@@ -96,7 +97,6 @@ pub struct HeartbeatItem {
     #[schema(value_type = Uuid)]
     pub lease_token: LeaseToken,
     /// Extend the lease to now + this (default: the TTL given at claim).
-    #[schema(minimum = 1000, maximum = 3600000)]
     pub lease_ttl_ms: Option<i64>,
     /// Any JSON, shown as the job's `progress`.
     pub progress: Option<Value>,
@@ -118,7 +118,6 @@ impl From<HeartbeatItem> for tether_core::Heartbeat {
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatManyBody {
     /// The heartbeats.
-    #[schema(min_items = 1, max_items = 1000)]
     pub items: Vec<HeartbeatItem>,
 }
 
@@ -161,7 +160,6 @@ impl From<CompleteItem> for tether_core::Completion {
 #[serde(deny_unknown_fields)]
 pub struct CompleteManyBody {
     /// The completions.
-    #[schema(min_items = 1, max_items = 1000)]
     pub items: Vec<CompleteItem>,
 }
 
@@ -175,7 +173,6 @@ pub struct FailBody {
     /// The error message (the job keeps its last 2 000 characters).
     pub error: String,
     /// Retry exactly this much later instead of the jittered backoff.
-    #[schema(minimum = 0, maximum = 31622400000_i64)]
     pub retry_after_ms: Option<i64>,
     /// Fail for good, no retry (default false).
     #[schema(default = false)]
@@ -194,7 +191,6 @@ pub struct SnoozeBody {
     #[schema(value_type = Uuid)]
     pub lease_token: LeaseToken,
     /// Back to `queued` at now + this.
-    #[schema(minimum = 0, maximum = 31622400000_i64)]
     pub delay_ms: i64,
 }
 
@@ -295,4 +291,20 @@ pub enum CompleteResult {
 pub struct CompleteManyResponse {
     /// One per item, in request order.
     pub results: Vec<CompleteResult>,
+}
+
+/// The bounds of this module's fields (see `bounds.rs`).
+pub(super) fn field_bounds() -> Vec<FieldBound> {
+    vec![
+        (field!(ClaimBody.worker_id), length(1..=MAX_NAME_LEN)),
+        (field!(ClaimBody.limit), range(1..=MAX_BATCH as u32)),
+        (field!(ClaimBody.lease_ttl_ms), range(LEASE_TTL_RANGE)),
+        (field!(ClaimBody.wait_ms), range(0..=DEFAULT_MAX_WAIT_MS)),
+        (field!(HeartbeatBody.lease_ttl_ms), range(LEASE_TTL_RANGE)),
+        (field!(HeartbeatItem.lease_ttl_ms), range(LEASE_TTL_RANGE)),
+        (field!(HeartbeatManyBody.items), items(1..=MAX_BATCH)),
+        (field!(CompleteManyBody.items), items(1..=MAX_BATCH)),
+        (field!(FailBody.retry_after_ms), range(0..=MAX_DURATION_MS)),
+        (field!(SnoozeBody.delay_ms), range(0..=MAX_DURATION_MS)),
+    ]
 }
