@@ -174,6 +174,15 @@ macro_rules! error_responses {
                 (stringify!($name), error_response(&description).into())
             }
         }
+
+        impl $name {
+            /// This answer's status and a reference to it, as an operation
+            /// lists it.
+            pub(crate) fn by_ref() -> (String, RefOr<DocResponse>) {
+                let status = ErrorCode::$code.status().to_string();
+                (status, Ref::from_response_name(stringify!($name)).into())
+            }
+        }
     )*};
 }
 

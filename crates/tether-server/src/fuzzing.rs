@@ -56,7 +56,7 @@ pub fn decode_and_validate(route: &str, body: &[u8]) -> Result<(), ApiError> {
                 lease_ttl_ms: b.lease_ttl_ms,
             })?;
             if let Some(wait) = b.wait_ms {
-                validate::millis("wait_ms", wait, 0..=30_000)?;
+                validate::millis("wait_ms", wait, 0..=crate::DEFAULT_MAX_WAIT_MS)?;
             }
         }
         "heartbeat_batch" => {

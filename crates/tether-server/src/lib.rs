@@ -39,17 +39,17 @@ use std::sync::Arc;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
-use serde_json::json;
+use axum::Router;
 use tether_core::Engine;
-use uuid::Uuid;
 
 pub use connections::{serve, ConnectionLimits};
 pub use error::{ApiError, ApiResult};
 pub use extract::{ApiJson, ApiQuery, Caller, OptionalJson};
 pub use metrics::{Metrics, GAUGE_CACHE};
 pub use openapi::{openapi, openapi_json};
+
+/// The default longest `wait_ms` of a claim ([`ServerConfig::max_wait_ms`]).
+pub(crate) const DEFAULT_MAX_WAIT_MS: i64 = 30_000;
 
 /// Settings of the HTTP service.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,7 +76,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             max_body_bytes: 1024 * 1024,
-            max_wait_ms: 30_000,
+            max_wait_ms: DEFAULT_MAX_WAIT_MS,
             max_long_polls: 1_024,
             request_timeout: std::time::Duration::from_secs(60),
             metrics_max_queues: 1_000,
@@ -119,54 +119,14 @@ impl AppState {
     }
 }
 
-/// The whole service: `/healthz`, `/readyz`, the `/v1` API and the
-/// dashboard at `/`.
+/// The whole service: `/healthz`, `/readyz`, `/metrics`, `/openapi.json`,
+/// the `/v1` API (the routes of `routes::api`, which the OpenAPI document
+/// is made from too) and the dashboard at `/`.
 pub fn router(state: AppState) -> Router {
-    use routes::*;
-    let v1 = Router::new()
-        .route("/jobs", post(enqueue).get(list_jobs))
-        .route("/jobs/batch", post(enqueue_batch))
-        .route("/jobs/complete", post(complete_many))
-        .route("/jobs/heartbeat", post(heartbeat_many))
-        .route("/jobs/{id}", get(get_job))
-        .route("/jobs/{id}/events", get(job_events))
-        .route("/jobs/{id}/heartbeat", post(heartbeat))
-        .route("/jobs/{id}/complete", post(complete))
-        .route("/jobs/{id}/fail", post(fail))
-        .route("/jobs/{id}/snooze", post(snooze))
-        .route("/jobs/{id}/cancel", post(cancel))
-        .route("/jobs/{id}/replay", post(replay))
-        .route("/queues", get(list_queues))
-        .route("/queues/{queue}", get(get_queue).patch(configure_queue))
-        .route("/queues/{queue}/claim", post(claim))
-        .route("/queues/{queue}/pause", post(pause_queue))
-        .route("/queues/{queue}/resume", post(resume_queue))
-        .route("/queues/{queue}/replay", post(replay_queue))
-        .route("/schedules", post(create_schedule).get(list_schedules))
-        .route(
-            "/schedules/{id}",
-            get(get_schedule)
-                .patch(patch_schedule)
-                .delete(delete_schedule),
-        )
-        .route("/schedules/{id}/runs", get(schedule_runs))
-        .route("/schedules/{id}/trigger", post(trigger_schedule))
-        .route("/cron/preview", get(cron_preview))
-        .route("/whoami", get(whoami))
-        .route("/tenants", post(create_tenant).get(list_tenants))
-        .route("/tenants/{tenant_id}/keys", post(create_key).get(list_keys))
-        .route("/keys/{key_id}", axum::routing::delete(revoke_key))
-        .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            authenticate,
-        ));
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics::metrics))
-        .route("/openapi.json", get(openapi::serve))
-        .nest("/v1", v1)
-        .merge(dashboard::routes())
+    let authenticate = axum::middleware::from_fn_with_state(state.clone(), authenticate);
+    // The document made alongside is dropped here: `openapi()` makes it.
+    let (api, _) = routes::api(|v1| v1.route_layer(authenticate)).split_for_parts();
+    api.merge(dashboard::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
@@ -212,40 +172,4 @@ async fn method_not_allowed() -> ApiError {
         tether_core::ErrorCode::MethodNotAllowed,
         "this route does not accept that method",
     )
-}
-
-/// Liveness: the process is up.
-///
-/// No key needed; does not touch the database.
-#[utoipa::path(
-    get,
-    path = "/healthz",
-    tag = "service",
-    responses((status = 200, description = "The process is alive.", body = dto::HealthSchema))
-)]
-async fn healthz() -> Json<serde_json::Value> {
-    Json(json!({ "status": "ok" }))
-}
-
-/// Readiness: the database is reachable.
-///
-/// No key needed.
-#[utoipa::path(
-    get,
-    path = "/readyz",
-    tag = "service",
-    responses(
-        (status = 200, description = "The database is reachable.", body = dto::HealthSchema),
-        (status = 503, response = error::Unavailable),
-    )
-)]
-async fn readyz(State(state): State<AppState>) -> Response {
-    // One primary-key probe: cheap, and it needs a working connection.
-    match state.engine.find_api_key(Uuid::nil()).await {
-        Ok(_) => Json(json!({ "status": "ok" })).into_response(),
-        Err(e) => {
-            tracing::warn!(error = %e, "readiness check failed");
-            ApiError::unavailable("database unreachable").into_response()
-        }
-    }
 }

@@ -177,7 +177,19 @@ fn escape(value: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// `GET /metrics`.
+/// Prometheus metrics of every tenant (admin).
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "admin",
+    description = "The Prometheus text format, labelled by tenant and queue: at least \
+        `tether_queue_jobs{tenant,queue,state}`, \
+        `tether_queue_oldest_ready_age_seconds{tenant,queue}`, \
+        `tether_queue_expired_leases{tenant,queue}` and `tether_jobs_*_total` counters.",
+    responses(
+        (status = 200, description = "The metrics, in the Prometheus text exposition format.", content_type = "text/plain", body = String),
+    )
+)]
 pub(crate) async fn metrics(State(st): State<AppState>, caller: Caller) -> ApiResult<Response> {
     caller.require_admin()?;
     let mut text = st

@@ -1,6 +1,6 @@
-//! The OpenAPI document of the HTTP API, generated from the handlers'
-//! `#[utoipa::path]` annotations and the schemas of `dto.rs` and
-//! `error.rs`, and served at `GET /openapi.json`.
+//! The OpenAPI document of the HTTP API, generated from the routes of
+//! `routes::api` (each handler's `#[utoipa::path]`), the schemas of `dto/`
+//! and `error.rs`, and served at `GET /openapi.json`.
 //!
 //! `docs/openapi.json` is a committed copy; `tests/openapi.rs` fails when
 //! it differs from what this module makes.
@@ -9,20 +9,22 @@ use std::sync::OnceLock;
 
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
-use utoipa::openapi::path::{HttpMethod, OperationBuilder};
-use utoipa::openapi::response::ResponseBuilder;
-use utoipa::openapi::schema::{ObjectBuilder, Schema, SchemaType, Type};
+use utoipa::openapi::path::{Operation, PathItem};
+use utoipa::openapi::schema::{Schema, SchemaType, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
-use utoipa::openapi::{ContentBuilder, Ref, RefOr};
-use utoipa::{Modify, OpenApi, ToResponse};
+use utoipa::openapi::RefOr;
+use utoipa::{Modify, OpenApi};
 
-use crate::error::{Internal, PermissionDenied, Unauthenticated, Unavailable};
+use crate::error::{
+    BadRequest, Internal, PayloadTooLarge, PermissionDenied, Unauthenticated, Unavailable,
+    UnsupportedMediaType,
+};
 
 /// The name of the bearer-key security scheme.
 const API_KEY: &str = "api_key";
 
-/// The document: every route's operation, the shared error answers, the
-/// bearer scheme and `/metrics`.
+/// What the document has besides the routes' operations: its description,
+/// the shared error answers, the bearer scheme and the tags.
 #[derive(OpenApi)]
 #[openapi(
     info(
@@ -36,55 +38,16 @@ const API_KEY: &str = "api_key";
             `{\"error\": {\"code\", \"message\"}}`.",
         license(name = "MIT OR Apache-2.0", identifier = "MIT OR Apache-2.0"),
     ),
-    paths(
-        crate::healthz,
-        crate::readyz,
-        serve,
-        crate::routes::enqueue,
-        crate::routes::enqueue_batch,
-        crate::routes::list_jobs,
-        crate::routes::get_job,
-        crate::routes::job_events,
-        crate::routes::cancel,
-        crate::routes::replay,
-        crate::routes::claim,
-        crate::routes::heartbeat,
-        crate::routes::heartbeat_many,
-        crate::routes::complete,
-        crate::routes::complete_many,
-        crate::routes::fail,
-        crate::routes::snooze,
-        crate::routes::list_queues,
-        crate::routes::get_queue,
-        crate::routes::configure_queue,
-        crate::routes::pause_queue,
-        crate::routes::resume_queue,
-        crate::routes::replay_queue,
-        crate::routes::create_schedule,
-        crate::routes::list_schedules,
-        crate::routes::get_schedule,
-        crate::routes::patch_schedule,
-        crate::routes::delete_schedule,
-        crate::routes::schedule_runs,
-        crate::routes::trigger_schedule,
-        crate::routes::cron_preview,
-        crate::routes::create_tenant,
-        crate::routes::list_tenants,
-        crate::routes::whoami,
-        crate::routes::create_key,
-        crate::routes::list_keys,
-        crate::routes::revoke_key,
-    ),
     components(schemas(crate::error::ErrorBody), responses(
-        crate::error::BadRequest,
+        BadRequest,
         Unauthenticated,
         PermissionDenied,
-        crate::error::PayloadTooLarge,
-        crate::error::UnsupportedMediaType,
+        PayloadTooLarge,
+        UnsupportedMediaType,
         Internal,
         Unavailable,
     )),
-    modifiers(&BearerKey, &OptionalBodies, &Metrics),
+    modifiers(&BearerKey),
     tags(
         (name = "jobs", description = "Producing and managing jobs."),
         (name = "workers", description = "Claiming jobs and reporting on them, under a lease."),
@@ -127,26 +90,19 @@ impl Modify for OptionalBodies {
             RefOr::T(Schema::Object(o)) => o.schema_type == SchemaType::Type(Type::Null),
             _ => false,
         };
-        for item in doc.paths.paths.values_mut() {
-            let operations = [
-                &mut item.get,
-                &mut item.put,
-                &mut item.post,
-                &mut item.delete,
-                &mut item.patch,
-            ];
-            let optional_bodies = operations
-                .into_iter()
-                .flatten()
-                .filter_map(|op| op.request_body.as_mut())
-                .filter(|body| body.required.is_none());
-            for body in optional_bodies {
-                for content in body.content.values_mut() {
-                    if let Some(RefOr::T(Schema::OneOf(one_of))) = &content.schema {
-                        let mut rest = one_of.items.iter().filter(|s| !is_null(s));
-                        if let (Some(schema), None) = (rest.next(), rest.next()) {
-                            content.schema = Some(schema.clone());
-                        }
+        let optional_bodies = doc
+            .paths
+            .paths
+            .values_mut()
+            .flat_map(operations)
+            .filter_map(|op| op.request_body.as_mut())
+            .filter(|body| body.required.is_none());
+        for body in optional_bodies {
+            for content in body.content.values_mut() {
+                if let Some(RefOr::T(Schema::OneOf(one_of))) = &content.schema {
+                    let mut rest = one_of.items.iter().filter(|s| !is_null(s));
+                    if let (Some(schema), None) = (rest.next(), rest.next()) {
+                        content.schema = Some(schema.clone());
                     }
                 }
             }
@@ -154,45 +110,66 @@ impl Modify for OptionalBodies {
     }
 }
 
-/// Adds `GET /metrics`. Its handler (`metrics.rs`) carries no
-/// `#[utoipa::path]`; were it annotated, it would be listed in `paths`
-/// instead.
-struct Metrics;
-
-impl Modify for Metrics {
-    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
-        let text = ContentBuilder::new()
-            .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
-            .build();
-        let response = |(name, _)| Ref::from_response_name(name);
-        let operation = OperationBuilder::new()
-            .operation_id(Some("metrics"))
-            .tag("admin")
-            .summary(Some("Prometheus metrics of every tenant (admin)."))
-            .description(Some(
-                "The Prometheus text format, labelled by tenant and queue: at least \
-                 `tether_queue_jobs{tenant,queue,state}`, \
-                 `tether_queue_oldest_ready_age_seconds{tenant,queue}`, \
-                 `tether_queue_expired_leases{tenant,queue}` and `tether_jobs_*_total` counters.",
-            ))
-            .security(SecurityRequirement::new(API_KEY, Vec::<String>::new()))
-            .response(
-                "200",
-                ResponseBuilder::new()
-                    .description("The metrics, in the Prometheus text exposition format.")
-                    .content("text/plain", text),
-            )
-            .response("401", response(Unauthenticated::response()))
-            .response("403", response(PermissionDenied::response()))
-            .response("500", response(Internal::response()))
-            .response("503", response(Unavailable::response()));
-        doc.paths
-            .add_path_operation("/metrics", vec![HttpMethod::Get], operation);
+/// Documents, once, what every keyed route shares (`routes::api` calls it
+/// on `/v1` and `/metrics`): the `api_key` requirement and the 401, 500 and
+/// 503 answers; with a request body, 400, 413 and 415 (what `ApiJson` and
+/// `OptionalJson` answer); with the `admin` tag, 403. An answer that a
+/// route documents itself is kept.
+pub(crate) fn keyed(doc: &mut utoipa::openapi::OpenApi) {
+    for operation in doc.paths.paths.values_mut().flat_map(operations) {
+        let key = SecurityRequirement::new(API_KEY, Vec::<String>::new());
+        operation.security = Some(vec![key]);
+        let mut shared = vec![
+            Unauthenticated::by_ref(),
+            Internal::by_ref(),
+            Unavailable::by_ref(),
+        ];
+        if operation.request_body.is_some() {
+            shared.extend([
+                BadRequest::by_ref(),
+                PayloadTooLarge::by_ref(),
+                UnsupportedMediaType::by_ref(),
+            ]);
+        }
+        if operation.tags.iter().flatten().any(|tag| tag == "admin") {
+            shared.push(PermissionDenied::by_ref());
+        }
+        for (status, answer) in shared {
+            operation
+                .responses
+                .responses
+                .entry(status)
+                .or_insert(answer);
+        }
     }
+}
+
+/// The operations of a path item, whatever their method.
+fn operations(item: &mut PathItem) -> impl Iterator<Item = &mut Operation> {
+    [
+        &mut item.get,
+        &mut item.put,
+        &mut item.post,
+        &mut item.delete,
+        &mut item.options,
+        &mut item.head,
+        &mut item.patch,
+        &mut item.trace,
+    ]
+    .into_iter()
+    .flatten()
 }
 
 /// The OpenAPI 3.1 document of the whole HTTP surface.
 pub fn openapi() -> utoipa::openapi::OpenApi {
+    let mut doc = crate::routes::api(|v1| v1).into_openapi();
+    OptionalBodies.modify(&mut doc);
+    crate::dto::bound(&mut doc);
+    doc
+}
+
+/// The document before the routes add their operations (see [`ApiDoc`]).
+pub(crate) fn base() -> utoipa::openapi::OpenApi {
     ApiDoc::openapi()
 }
 

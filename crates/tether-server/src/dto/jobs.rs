@@ -1,0 +1,400 @@
+//! `jobs`: the job object, enqueueing, listing, history and replay.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::Value;
+use tether_core::{EventCursor, EventKind, Job, JobEvent, JobState, NewJob, RunAt};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use tether_core::validate::{
+    DEFAULT_EVENT_PAGE, MAX_ATTEMPTS_RANGE, MAX_BATCH, MAX_DURATION_MS, MAX_EVENT_PAGE,
+    MAX_KEY_LEN, MAX_PAGE, MAX_TAGS, PRIORITY_RANGE,
+};
+
+use super::bounds::{at_most_items, count, field, items, length, range, FieldBound};
+use super::{
+    schema_of, ser_opt_time, ser_time, BackoffDto, EventKindSchema, JobStateSchema, NameSchema,
+};
+use crate::error::ApiError;
+
+/// The job object of the API (no tenant, never the lease token).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = Job)]
+pub struct JobDto {
+    /// Server-made, time-ordered (UUID v7).
+    pub id: Uuid,
+    /// The queue the job waits in.
+    #[schema(value_type = NameSchema)]
+    pub queue: String,
+    /// The handler name.
+    #[schema(value_type = NameSchema)]
+    pub kind: String,
+    /// Arguments for the handler, any JSON (`null` when none was given).
+    pub payload: Value,
+    /// What the handler returned on success.
+    #[schema(required)]
+    pub result: Option<Value>,
+    /// Lifecycle state.
+    #[schema(value_type = JobStateSchema)]
+    pub state: JobState,
+    /// Higher runs first.
+    pub priority: i16,
+    /// Claims so far (a snooze gives one back).
+    #[schema(minimum = 0)]
+    pub attempt: i32,
+    /// Claims allowed before the job fails for good.
+    pub max_attempts: i32,
+    /// Not claimable before this instant.
+    #[serde(serialize_with = "ser_time")]
+    pub run_at: DateTime<Utc>,
+    /// When the job was enqueued.
+    #[serde(serialize_with = "ser_time")]
+    pub created_at: DateTime<Utc>,
+    /// When the latest attempt began.
+    #[serde(serialize_with = "ser_opt_time")]
+    #[schema(required)]
+    pub started_at: Option<DateTime<Utc>>,
+    /// When the job reached a terminal state.
+    #[serde(serialize_with = "ser_opt_time")]
+    #[schema(required)]
+    pub finished_at: Option<DateTime<Utc>>,
+    /// Last change of any kind.
+    #[serde(serialize_with = "ser_time")]
+    pub updated_at: DateTime<Utc>,
+    /// The last 2 000 characters of the last error message.
+    #[schema(required)]
+    pub last_error: Option<String>,
+    /// At most one active (`queued` or `running`) job of the tenant has it.
+    #[schema(required)]
+    pub unique_key: Option<String>,
+    /// At most one job of the tenant (any state, within retention) has it.
+    #[schema(required)]
+    pub idempotency_key: Option<String>,
+    /// Free labels for filtering.
+    #[schema(value_type = Vec<NameSchema>)]
+    pub tags: Vec<String>,
+    /// A queued job not claimed by then fails as expired.
+    #[serde(serialize_with = "ser_opt_time")]
+    #[schema(required)]
+    pub expires_at: Option<DateTime<Utc>>,
+    /// How long one attempt may run (enforced by the worker runtime).
+    #[schema(required, minimum = 1)]
+    pub timeout_ms: Option<i64>,
+    /// Cancellation was asked for while the job was running.
+    pub cancel_requested: bool,
+    /// The worker that claimed the latest attempt.
+    #[schema(required)]
+    pub worker_id: Option<String>,
+    /// When the current lease lapses (running jobs).
+    #[serde(serialize_with = "ser_opt_time")]
+    #[schema(required)]
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    /// The last heartbeat of the current attempt.
+    #[serde(serialize_with = "ser_opt_time")]
+    #[schema(required)]
+    pub heartbeat_at: Option<DateTime<Utc>>,
+    /// Whatever JSON the worker last sent with a heartbeat.
+    #[schema(required)]
+    pub progress: Option<Value>,
+}
+
+impl From<Job> for JobDto {
+    fn from(j: Job) -> Self {
+        JobDto {
+            id: j.id,
+            queue: j.queue,
+            kind: j.kind,
+            payload: j.payload,
+            result: j.result,
+            state: j.state,
+            priority: j.priority,
+            attempt: j.attempt,
+            max_attempts: j.max_attempts,
+            run_at: j.run_at,
+            created_at: j.created_at,
+            started_at: j.started_at,
+            finished_at: j.finished_at,
+            updated_at: j.updated_at,
+            last_error: j.last_error,
+            unique_key: j.unique_key,
+            idempotency_key: j.idempotency_key,
+            tags: j.tags,
+            expires_at: j.expires_at,
+            timeout_ms: j.timeout_ms,
+            cancel_requested: j.cancel_requested,
+            worker_id: j.worker_id,
+            lease_expires_at: j.lease_expires_at,
+            heartbeat_at: j.heartbeat_at,
+            progress: j.progress,
+        }
+    }
+}
+
+/// One event of a job's history.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = JobEvent)]
+pub struct EventDto {
+    /// When it happened.
+    #[serde(serialize_with = "ser_time")]
+    pub at: DateTime<Utc>,
+    /// What happened.
+    #[schema(value_type = EventKindSchema)]
+    pub event: EventKind,
+    /// The job's attempt after the transition.
+    pub attempt: i32,
+    /// The worker involved, if any.
+    #[schema(required)]
+    pub worker_id: Option<String>,
+    /// Context, e.g. the error message.
+    #[schema(required)]
+    pub detail: Option<String>,
+}
+
+impl From<JobEvent> for EventDto {
+    fn from(e: JobEvent) -> Self {
+        EventDto {
+            at: e.at,
+            event: e.event,
+            attempt: e.attempt,
+            worker_id: e.worker_id,
+            detail: e.detail,
+        }
+    }
+}
+
+/// `POST /v1/jobs` and each entry of a batch.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EnqueueRequest {
+    /// The queue to wait in.
+    #[schema(value_type = NameSchema)]
+    pub queue: String,
+    /// The handler name.
+    #[schema(value_type = NameSchema)]
+    pub kind: String,
+    /// Arguments for the handler, any JSON (default `null`).
+    #[serde(default)]
+    pub payload: Value,
+    /// Higher runs first (default 0).
+    #[schema(default = 0)]
+    pub priority: Option<i16>,
+    /// Not claimable before this instant; not with `delay_ms`. Between
+    /// 1970-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z.
+    pub run_at: Option<DateTime<Utc>>,
+    /// Not claimable before now + this; not with `run_at`.
+    pub delay_ms: Option<i64>,
+    /// Claims allowed before the job fails for good (default: the queue's).
+    pub max_attempts: Option<i32>,
+    /// How long one attempt may run.
+    pub timeout_ms: Option<i64>,
+    /// A second enqueue with this key answers the existing job (200).
+    pub idempotency_key: Option<String>,
+    /// While a `queued` or `running` job has this key, an enqueue with it
+    /// answers that job (200).
+    pub unique_key: Option<String>,
+    /// Free labels for filtering.
+    #[schema(value_type = Option<Vec<NameSchema>>)]
+    pub tags: Option<Vec<String>>,
+    /// A job not claimed by then fails as expired. Between
+    /// 1970-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Retry backoff (default: the queue's).
+    pub backoff: Option<BackoffDto>,
+}
+
+impl EnqueueRequest {
+    /// The engine's form; `prefix` names the entry in errors (`jobs[3]`).
+    pub fn into_new_job(self, prefix: &str) -> Result<NewJob, ApiError> {
+        let run_at = match (self.run_at, self.delay_ms) {
+            (Some(_), Some(_)) => {
+                let field = if prefix.is_empty() {
+                    "run_at".to_owned()
+                } else {
+                    format!("{prefix}.run_at")
+                };
+                return Err(ApiError::invalid_field(
+                    &field,
+                    "run_at and delay_ms are mutually exclusive",
+                ));
+            }
+            (Some(at), None) => RunAt::At(at),
+            (None, Some(ms)) => RunAt::Delay(ms),
+            (None, None) => RunAt::Now,
+        };
+        Ok(NewJob {
+            queue: self.queue,
+            kind: self.kind,
+            payload: self.payload,
+            priority: self.priority.unwrap_or(0),
+            run_at,
+            max_attempts: self.max_attempts,
+            backoff: self.backoff.map(Into::into),
+            timeout_ms: self.timeout_ms,
+            idempotency_key: self.idempotency_key,
+            unique_key: self.unique_key,
+            tags: self.tags.unwrap_or_default(),
+            expires_at: self.expires_at,
+        })
+    }
+}
+
+/// `POST /v1/jobs/batch`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchEnqueueRequest {
+    /// The jobs; one invalid entry rejects the whole batch.
+    pub jobs: Vec<EnqueueRequest>,
+}
+
+/// `POST /v1/jobs/{id}/replay` (the body may be omitted).
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayBody {
+    /// The job's new `expires_at`; absent or `null` clears it (an expired
+    /// job would otherwise expire again at once). Between
+    /// 1970-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z.
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// `GET /v1/jobs` query. Empty parameters are unset; unknown ones are 400.
+#[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// Only this queue.
+    #[param(value_type = Option<NameSchema>)]
+    pub queue: Option<String>,
+    /// Only this state (`failed` is the dead-letter queue).
+    #[param(value_type = Option<JobStateSchema>)]
+    pub state: Option<String>,
+    /// Only this kind.
+    #[param(value_type = Option<NameSchema>)]
+    pub kind: Option<String>,
+    /// Only jobs carrying this tag.
+    #[param(value_type = Option<NameSchema>)]
+    pub tag: Option<String>,
+    /// Page size.
+    #[param(inline, value_type = Option<ListLimit>)]
+    pub limit: Option<String>,
+    /// The `next_cursor` of the previous page (opaque).
+    pub cursor: Option<String>,
+}
+
+/// `GET /v1/jobs/{id}/events` query. Empty parameters are unset; unknown
+/// ones are 400.
+#[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct EventsQuery {
+    /// Page size.
+    #[param(inline, value_type = Option<EventsLimit>)]
+    pub limit: Option<String>,
+    /// The `next_cursor` of the previous page (opaque).
+    pub cursor: Option<String>,
+}
+
+/// `{job}`: the answer of the routes that act on one job.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct JobResponse {
+    /// The job after the operation.
+    pub job: JobDto,
+}
+
+impl From<Job> for JobResponse {
+    fn from(j: Job) -> Self {
+        JobResponse { job: j.into() }
+    }
+}
+
+/// `{job, created}`: the answer of `POST /v1/jobs`, and one entry of a batch.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct EnqueueResponse {
+    /// The new job, or the existing one for the same idempotency key or
+    /// active unique key (unchanged, whatever this request said).
+    pub job: JobDto,
+    /// Whether this request created the job.
+    pub created: bool,
+}
+
+impl From<tether_core::Enqueued> for EnqueueResponse {
+    fn from(e: tether_core::Enqueued) -> Self {
+        EnqueueResponse {
+            job: e.job.into(),
+            created: e.created,
+        }
+    }
+}
+
+/// The answer of `POST /v1/jobs/batch`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct BatchEnqueueResponse {
+    /// One per requested job, in request order.
+    pub results: Vec<EnqueueResponse>,
+}
+
+/// One page of `GET /v1/jobs`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct JobListResponse {
+    /// The jobs, newest first.
+    pub jobs: Vec<JobDto>,
+    /// Pass as `cursor` for the next page; `null` at the end. Opaque.
+    #[schema(required, value_type = Option<String>)]
+    pub next_cursor: Option<Uuid>,
+}
+
+/// One page of `GET /v1/jobs/{id}/events`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct EventListResponse {
+    /// The job's history, oldest first.
+    pub events: Vec<EventDto>,
+    /// Pass as `cursor` for the next page; `null` at the end. Opaque.
+    #[schema(required, value_type = Option<String>)]
+    #[serde(serialize_with = "ser_opt_display")]
+    pub next_cursor: Option<EventCursor>,
+}
+
+fn ser_opt_display<S: Serializer, T: std::fmt::Display>(
+    v: &Option<T>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => s.collect_str(v),
+        None => s.serialize_none(),
+    }
+}
+
+schema_of!(
+    /// Schema of the `limit` of `GET /v1/jobs`.
+    ListLimit as "ListLimit" => count(MAX_PAGE, 50)
+);
+
+schema_of!(
+    /// Schema of the `limit` of `GET /v1/jobs/{id}/events`.
+    EventsLimit as "EventsLimit" => count(MAX_EVENT_PAGE, DEFAULT_EVENT_PAGE)
+);
+
+/// The bounds of this module's fields (see `bounds.rs`).
+pub(super) fn field_bounds() -> Vec<FieldBound> {
+    vec![
+        (field!(JobDto.priority), range(PRIORITY_RANGE)),
+        (field!(JobDto.max_attempts), range(MAX_ATTEMPTS_RANGE)),
+        (field!(EnqueueRequest.priority), range(PRIORITY_RANGE)),
+        (field!(EnqueueRequest.delay_ms), range(0..=MAX_DURATION_MS)),
+        (
+            field!(EnqueueRequest.max_attempts),
+            range(MAX_ATTEMPTS_RANGE),
+        ),
+        (
+            field!(EnqueueRequest.timeout_ms),
+            range(1..=MAX_DURATION_MS),
+        ),
+        (
+            field!(EnqueueRequest.idempotency_key),
+            length(1..=MAX_KEY_LEN),
+        ),
+        (field!(EnqueueRequest.unique_key), length(1..=MAX_KEY_LEN)),
+        (field!(EnqueueRequest.tags), at_most_items(MAX_TAGS)),
+        (field!(BatchEnqueueRequest.jobs), items(1..=MAX_BATCH)),
+    ]
+}

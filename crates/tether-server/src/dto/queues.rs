@@ -1,0 +1,176 @@
+//! `queues`: the queue object, its settings and bulk replay.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use tether_core::{JobState, QueueConfigPatch, QueueStats, StateCounts};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use tether_core::validate::{LEASE_TTL_RANGE, MAX_ATTEMPTS_RANGE, MAX_REPLAY};
+
+use super::bounds::{field, range, FieldBound};
+use super::{BackoffDto, JobStateSchema, NameSchema};
+
+/// Number of jobs per state.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[schema(as = StateCounts)]
+pub struct StateCountsDto {
+    /// Queued, ready or scheduled.
+    pub queued: i64,
+    /// Running.
+    pub running: i64,
+    /// Succeeded (within retention).
+    pub succeeded: i64,
+    /// Failed: the dead-letter queue.
+    pub failed: i64,
+    /// Cancelled (within retention).
+    pub cancelled: i64,
+}
+
+impl From<StateCounts> for StateCountsDto {
+    fn from(c: StateCounts) -> Self {
+        StateCountsDto {
+            queued: c.queued,
+            running: c.running,
+            succeeded: c.succeeded,
+            failed: c.failed,
+            cancelled: c.cancelled,
+        }
+    }
+}
+
+/// A queue's health and settings. Queues exist implicitly: an unused one
+/// reads as zeros with the default settings.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = Queue)]
+pub struct QueueDto {
+    /// Queue name.
+    #[schema(value_type = NameSchema)]
+    pub name: String,
+    /// A paused queue accepts enqueues and hands out no claims.
+    pub paused: bool,
+    /// Jobs per state.
+    pub counts: StateCountsDto,
+    /// Queued with `run_at` ≤ now.
+    pub ready: i64,
+    /// Queued with `run_at` > now.
+    pub scheduled: i64,
+    /// Age of the oldest ready job, 0 when none is ready.
+    pub oldest_ready_age_ms: i64,
+    /// Running jobs past their `lease_expires_at`.
+    pub expired_leases: i64,
+    /// Attempt budget that new jobs copy (default 5).
+    pub max_attempts: i32,
+    /// Backoff that new jobs copy.
+    pub backoff: BackoffDto,
+    /// Lease length of claims that do not set one (default 30 000).
+    pub default_lease_ttl_ms: i64,
+}
+
+impl From<QueueStats> for QueueDto {
+    fn from(q: QueueStats) -> Self {
+        QueueDto {
+            name: q.name,
+            paused: q.paused,
+            counts: q.counts.into(),
+            ready: q.ready,
+            scheduled: q.scheduled,
+            oldest_ready_age_ms: q.oldest_ready_age_ms,
+            expired_leases: q.expired_leases,
+            max_attempts: q.config.max_attempts,
+            backoff: q.config.backoff.into(),
+            default_lease_ttl_ms: q.config.default_lease_ttl_ms,
+        }
+    }
+}
+
+/// `PATCH /v1/queues/{queue}`: unset fields stay as they are.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QueueConfigBody {
+    /// Attempt budget that new jobs copy.
+    pub max_attempts: Option<i32>,
+    /// Backoff that new jobs copy.
+    pub backoff: Option<BackoffDto>,
+    /// Lease length of claims that do not set one.
+    pub default_lease_ttl_ms: Option<i64>,
+}
+
+impl From<QueueConfigBody> for QueueConfigPatch {
+    fn from(b: QueueConfigBody) -> Self {
+        QueueConfigPatch {
+            max_attempts: b.max_attempts,
+            backoff: b.backoff.map(Into::into),
+            default_lease_ttl_ms: b.default_lease_ttl_ms,
+        }
+    }
+}
+
+/// `POST /v1/queues/{queue}/replay` (the body may be omitted).
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BulkReplayBody {
+    /// Replay jobs in this state: `failed` (default) or `cancelled`.
+    #[schema(value_type = Option<JobStateSchema>)]
+    pub state: Option<JobState>,
+    /// Only jobs of this kind.
+    #[schema(value_type = Option<NameSchema>)]
+    pub kind: Option<String>,
+    /// At most this many jobs (the first ones by id after `cursor`).
+    #[schema(default = 1000)]
+    pub limit: Option<u32>,
+    /// Only jobs after this one: the `next_cursor` of the previous round
+    /// (opaque). Rounds that follow it take each job once, even when jobs
+    /// they replayed fail again meanwhile.
+    #[schema(value_type = Option<String>)]
+    pub cursor: Option<Uuid>,
+    /// The replayed jobs' new `expires_at`; absent or `null` clears it.
+    /// Between 1970-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z.
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// `{queue}`: the answer of the routes about one queue.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct QueueResponse {
+    /// The queue, after the operation.
+    pub queue: QueueDto,
+}
+
+impl From<QueueStats> for QueueResponse {
+    fn from(q: QueueStats) -> Self {
+        QueueResponse { queue: q.into() }
+    }
+}
+
+/// The answer of `GET /v1/queues`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct QueueListResponse {
+    /// The tenant's queues that have jobs or settings.
+    pub queues: Vec<QueueDto>,
+}
+
+/// The answer of `POST /v1/queues/{queue}/replay`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct BulkReplayResponse {
+    /// How many jobs were queued again.
+    pub replayed: u64,
+    /// Pass as `cursor` for the next round; `null` when this round reached
+    /// the end of the selection. Opaque.
+    #[schema(required, value_type = Option<String>)]
+    pub next_cursor: Option<Uuid>,
+}
+
+/// The bounds of this module's fields (see `bounds.rs`).
+pub(super) fn field_bounds() -> Vec<FieldBound> {
+    vec![
+        (
+            field!(QueueConfigBody.max_attempts),
+            range(MAX_ATTEMPTS_RANGE),
+        ),
+        (
+            field!(QueueConfigBody.default_lease_ttl_ms),
+            range(LEASE_TTL_RANGE),
+        ),
+        (field!(BulkReplayBody.limit), range(1..=MAX_REPLAY)),
+    ]
+}

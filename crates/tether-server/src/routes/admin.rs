@@ -1,0 +1,150 @@
+//! `admin`: tenants and keys, for admin keys only (`GET /metrics` is in
+//! `metrics.rs`).
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use tether_core::Error;
+use uuid::Uuid;
+
+use crate::dto::*;
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::extract::{ApiJson, Caller, OptionalJson};
+use crate::AppState;
+
+/// Create a tenant (admin).
+///
+/// Creates the tenant, then issues its first (non-admin) key. These are two
+/// steps: if issuing fails, the tenant exists without a key, and an admin
+/// can issue one with `POST /v1/tenants/{tenant_id}/keys`.
+#[utoipa::path(
+    post,
+    path = "/v1/tenants",
+    tag = "admin",
+    request_body = CreateTenantBody,
+    responses(
+        (status = 201, description = "The tenant and its first key.", body = CreateTenantResponse),
+        (status = 409, description = "`already_exists`: the name is taken.", body = ErrorBody),
+    )
+)]
+pub(crate) async fn create_tenant(
+    State(st): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<CreateTenantBody>,
+) -> ApiResult<(StatusCode, Json<CreateTenantResponse>)> {
+    caller.require_admin()?;
+    let tenant = st.engine.create_tenant(&body.name).await?;
+    let (_, api_key) = st.engine.issue_api_key(tenant.id, None, false).await?;
+    let body = CreateTenantResponse {
+        tenant: tenant.into(),
+        api_key,
+    };
+    Ok((StatusCode::CREATED, Json(body)))
+}
+
+/// List tenants (admin).
+#[utoipa::path(
+    get,
+    path = "/v1/tenants",
+    tag = "admin",
+    responses(
+        (status = 200, description = "Every tenant.", body = TenantListResponse),
+    )
+)]
+pub(crate) async fn list_tenants(
+    State(st): State<AppState>,
+    caller: Caller,
+) -> ApiResult<Json<TenantListResponse>> {
+    caller.require_admin()?;
+    let tenants = st.engine.list_tenants().await?;
+    Ok(Json(TenantListResponse {
+        tenants: tenants.into_iter().map(Into::into).collect(),
+    }))
+}
+
+/// Issue an API key for a tenant (admin).
+///
+/// The key is shown this once. `admin: true` is only for the `default`
+/// tenant. The body may be omitted.
+#[utoipa::path(
+    post,
+    path = "/v1/tenants/{tenant_id}/keys",
+    tag = "admin",
+    params(("tenant_id" = Uuid, Path, description = "The tenant's id.")),
+    request_body = Option<CreateKeyBody>,
+    responses(
+        (status = 201, description = "The new key.", body = CreateKeyResponse),
+        (status = 404, description = "`not_found`: no such tenant (also an id that is not a UUID).", body = ErrorBody),
+    )
+)]
+pub(crate) async fn create_key(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(tenant_id): Path<String>,
+    OptionalJson(body): OptionalJson<CreateKeyBody>,
+) -> ApiResult<(StatusCode, Json<CreateKeyResponse>)> {
+    caller.require_admin()?;
+    let tenant_id = Uuid::try_parse(&tenant_id)
+        .map_err(|_| ApiError::from(Error::NotFound(format!("tenant {tenant_id}"))))?;
+    let (info, api_key) = st
+        .engine
+        .issue_api_key(tenant_id, body.name.as_deref(), body.admin.unwrap_or(false))
+        .await?;
+    let body = CreateKeyResponse {
+        key_id: info.id,
+        api_key,
+    };
+    Ok((StatusCode::CREATED, Json(body)))
+}
+
+/// List a tenant's API keys (admin).
+///
+/// Revoked keys included, oldest first; never a secret or hash.
+#[utoipa::path(
+    get,
+    path = "/v1/tenants/{tenant_id}/keys",
+    tag = "admin",
+    params(("tenant_id" = Uuid, Path, description = "The tenant's id.")),
+    responses(
+        (status = 200, description = "The tenant's keys.", body = KeyListResponse),
+        (status = 404, description = "`not_found`: no such tenant (also an id that is not a UUID).", body = ErrorBody),
+    )
+)]
+pub(crate) async fn list_keys(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(tenant_id): Path<String>,
+) -> ApiResult<Json<KeyListResponse>> {
+    caller.require_admin()?;
+    let tenant_id = Uuid::try_parse(&tenant_id)
+        .map_err(|_| ApiError::from(Error::NotFound(format!("tenant {tenant_id}"))))?;
+    let keys = st.engine.list_api_keys(tenant_id).await?;
+    Ok(Json(KeyListResponse {
+        keys: keys.into_iter().map(Into::into).collect(),
+    }))
+}
+
+/// Revoke an API key (admin).
+///
+/// Takes effect at once: the key authenticates nothing from then on.
+#[utoipa::path(
+    delete,
+    path = "/v1/keys/{key_id}",
+    tag = "admin",
+    params(("key_id" = Uuid, Path, description = "The key's id (`key_id` when it was issued).")),
+    responses(
+        (status = 204, description = "The key is revoked."),
+        (status = 404, description = "`not_found`: no such key (also an id that is not a UUID).", body = ErrorBody),
+    )
+)]
+pub(crate) async fn revoke_key(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(key_id): Path<String>,
+) -> ApiResult<StatusCode> {
+    caller.require_admin()?;
+    let key_id = Uuid::try_parse(&key_id)
+        .map_err(|_| ApiError::from(Error::NotFound(format!("API key {key_id}"))))?;
+    st.engine.revoke_api_key(key_id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

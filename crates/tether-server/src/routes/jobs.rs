@@ -1,0 +1,238 @@
+//! `jobs`: producing and managing jobs.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use tether_core::{EventCursor, EventQuery, JobFilter, JobState};
+use uuid::Uuid;
+
+use super::{job, job_id, non_empty};
+use crate::dto::*;
+use crate::error::{ApiError, ApiResult, BadRequest, ErrorBody};
+use crate::extract::{ApiJson, ApiQuery, Caller, OptionalJson};
+use crate::AppState;
+
+/// Enqueue a job.
+///
+/// An existing job for the same idempotency key, or for the same unique key
+/// while that job is `queued` or `running`, is answered instead (200,
+/// `created: false`), unchanged even if this request's payload differs. A
+/// job that sets neither `max_attempts` nor `backoff` copies its queue's.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs",
+    tag = "jobs",
+    request_body = EnqueueRequest,
+    responses(
+        (status = 201, description = "The job was created.", body = EnqueueResponse),
+        (status = 200, description = "An existing job for the same idempotency key or active unique key (`created: false`).", body = EnqueueResponse),
+        (status = 409, description = "`invalid_state`: the job's queue is new and the tenant has as many queues as the server allows (`--max-queues-per-tenant`); or the enqueue kept racing with concurrent enqueues for the same keys (retry).", body = ErrorBody),
+    )
+)]
+pub(crate) async fn enqueue(
+    State(st): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<EnqueueRequest>,
+) -> ApiResult<(StatusCode, Json<EnqueueResponse>)> {
+    let new = body.into_new_job("")?;
+    let out = st.engine.enqueue(caller.tenant(), new).await?;
+    let status = if out.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(out.into())))
+}
+
+/// Enqueue many jobs at once.
+///
+/// All or nothing: one invalid entry rejects the whole batch and writes
+/// nothing. Each entry is deduplicated like a single enqueue.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/batch",
+    tag = "jobs",
+    request_body = BatchEnqueueRequest,
+    responses(
+        (status = 200, description = "One result per job, in request order.", body = BatchEnqueueResponse),
+        (status = 409, description = "`invalid_state`: the batch names new queues beyond the tenant's queue limit (`--max-queues-per-tenant`; nothing is written); or it kept racing with concurrent enqueues for the same keys (retry).", body = ErrorBody),
+    )
+)]
+pub(crate) async fn enqueue_batch(
+    State(st): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<BatchEnqueueRequest>,
+) -> ApiResult<Json<BatchEnqueueResponse>> {
+    let jobs = body
+        .jobs
+        .into_iter()
+        .enumerate()
+        .map(|(i, j)| j.into_new_job(&format!("jobs[{i}]")))
+        .collect::<ApiResult<Vec<_>>>()?;
+    let out = st.engine.enqueue_many(caller.tenant(), &jobs).await?;
+    Ok(Json(BatchEnqueueResponse {
+        results: out.into_iter().map(Into::into).collect(),
+    }))
+}
+
+/// List jobs.
+///
+/// Newest first, a page at a time: pass the answer's `next_cursor` as
+/// `cursor` for the next page. `state=failed` is the dead-letter queue.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs",
+    tag = "jobs",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "One page of jobs.", body = JobListResponse),
+        (status = 400, response = BadRequest),
+    )
+)]
+pub(crate) async fn list_jobs(
+    State(st): State<AppState>,
+    caller: Caller,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> ApiResult<Json<JobListResponse>> {
+    let state = non_empty(q.state)
+        .map(|s| s.parse::<JobState>())
+        .transpose()
+        .map_err(|e| ApiError::invalid_field("state", e))?;
+    let limit = non_empty(q.limit)
+        .map(|s| s.parse::<u32>())
+        .transpose()
+        .map_err(|_| ApiError::invalid_field("limit", "must be an integer from 1 to 500"))?;
+    let cursor = non_empty(q.cursor)
+        .map(|s| Uuid::try_parse(&s))
+        .transpose()
+        .map_err(|_| ApiError::invalid_field("cursor", "not a cursor from a previous page"))?;
+    let filter = JobFilter {
+        queue: non_empty(q.queue),
+        state,
+        kind: non_empty(q.kind),
+        tag: non_empty(q.tag),
+        limit: Some(limit.unwrap_or(50)),
+        cursor,
+    };
+    let page = st.engine.list(caller.tenant(), &filter).await?;
+    Ok(Json(JobListResponse {
+        jobs: page.jobs.into_iter().map(Into::into).collect(),
+        next_cursor: page.next_cursor,
+    }))
+}
+
+/// Read a job.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs/{id}",
+    tag = "jobs",
+    params(("id" = Uuid, Path, description = "The job's id.")),
+    responses(
+        (status = 200, description = "The job.", body = JobResponse),
+        (status = 404, description = "`not_found`: no such job in this tenant (also an id that is not a UUID).", body = ErrorBody),
+    )
+)]
+pub(crate) async fn get_job(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<JobResponse>> {
+    let id = job_id(&id)?;
+    Ok(job(st.engine.get(caller.tenant(), id).await?))
+}
+
+/// Read a job's history.
+///
+/// Oldest first, a page at a time (100 events unless `limit` says
+/// otherwise, at most 1 000): pass the answer's `next_cursor` as `cursor`
+/// for the next page.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs/{id}/events",
+    tag = "jobs",
+    params(("id" = Uuid, Path, description = "The job's id."), EventsQuery),
+    responses(
+        (status = 200, description = "One page of the job's events, oldest first.", body = EventListResponse),
+        (status = 400, response = BadRequest),
+        (status = 404, description = "`not_found`: no such job in this tenant (also an id that is not a UUID).", body = ErrorBody),
+    )
+)]
+pub(crate) async fn job_events(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiQuery(q): ApiQuery<EventsQuery>,
+) -> ApiResult<Json<EventListResponse>> {
+    let id = job_id(&id)?;
+    let max = tether_core::validate::MAX_EVENT_PAGE;
+    let limit = non_empty(q.limit)
+        .map(|s| s.parse::<u32>())
+        .transpose()
+        .map_err(|_| {
+            ApiError::invalid_field("limit", format!("must be an integer from 1 to {max}"))
+        })?;
+    let cursor = non_empty(q.cursor)
+        .map(|s| s.parse::<EventCursor>())
+        .transpose()
+        .map_err(|_| ApiError::invalid_field("cursor", "not a cursor from a previous page"))?;
+    let query = EventQuery { limit, cursor };
+    let page = st.engine.events_page(caller.tenant(), id, &query).await?;
+    Ok(Json(EventListResponse {
+        events: page.events.into_iter().map(Into::into).collect(),
+        next_cursor: page.next_cursor,
+    }))
+}
+
+/// Cancel a job.
+///
+/// A `queued` job is cancelled at once; a `running` one gets
+/// `cancel_requested: true`, which its worker sees in heartbeat answers.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/{id}/cancel",
+    tag = "jobs",
+    params(("id" = Uuid, Path, description = "The job's id.")),
+    responses(
+        (status = 200, description = "The job, now `cancelled` or with `cancel_requested`.", body = JobResponse),
+        (status = 404, description = "`not_found`: no such job in this tenant (also an id that is not a UUID).", body = ErrorBody),
+        (status = 409, description = "`invalid_state`: the job is already terminal.", body = ErrorBody),
+    )
+)]
+pub(crate) async fn cancel(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<JobResponse>> {
+    let id = job_id(&id)?;
+    Ok(job(st.engine.cancel(caller.tenant(), id).await?))
+}
+
+/// Replay a failed or cancelled job.
+///
+/// Queued again with attempt 0 and the body's `expires_at`, or none: an
+/// expired job keeps no old expiry that would fail it again at once. The
+/// body may be omitted.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/{id}/replay",
+    tag = "jobs",
+    params(("id" = Uuid, Path, description = "The job's id.")),
+    request_body = Option<ReplayBody>,
+    responses(
+        (status = 200, description = "The job, now `queued`.", body = JobResponse),
+        (status = 404, description = "`not_found`: no such job in this tenant (also an id that is not a UUID).", body = ErrorBody),
+        (status = 409, description = "`invalid_state`: the job is not `failed` or `cancelled`, or another active job holds its unique key.", body = ErrorBody),
+    )
+)]
+pub(crate) async fn replay(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    OptionalJson(body): OptionalJson<ReplayBody>,
+) -> ApiResult<Json<JobResponse>> {
+    let id = job_id(&id)?;
+    Ok(job(st
+        .engine
+        .replay_with(caller.tenant(), id, body.expires_at)
+        .await?))
+}

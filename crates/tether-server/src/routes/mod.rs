@@ -1,0 +1,98 @@
+//! Every route of the service, in one list ([`api`]), and their handlers,
+//! one module per OpenAPI tag. Each handler carries its OpenAPI description:
+//! a doc comment's first line is the operation's summary, the rest its
+//! description.
+//!
+//! Every keyed route (all of `/v1`, and `/metrics`) answers 401 without a
+//! valid key (on `/v1`, checked before anything else), 500 on an
+//! unexpected storage failure and 503 when the database is unreachable or
+//! the request outlives the server's time limit. Routes with a body also
+//! answer 400, 413 and 415.
+
+pub(crate) mod admin;
+pub(crate) mod jobs;
+pub(crate) mod queues;
+pub(crate) mod schedules;
+pub(crate) mod service;
+pub(crate) mod workers;
+
+use axum::Json;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use crate::dto::JobResponse;
+use crate::error::{ApiError, ApiResult};
+use crate::{metrics, openapi, AppState};
+
+/// The one list of routes. `routes!` routes each handler at the method and
+/// path of its `#[utoipa::path]` and adds that operation to the OpenAPI
+/// document, so the router ([`crate::router`]) and the document
+/// ([`crate::openapi()`]) are both made from this list. `guard` wraps the
+/// `/v1` routes: the router passes authentication, the document nothing.
+/// What every keyed route answers (401, 500, 503...) is documented once,
+/// by [`openapi::keyed`], not by each handler.
+///
+/// Not here, on purpose: the dashboard's static files (`dashboard.rs`),
+/// which are a web page, not API operations.
+pub(crate) fn api(
+    guard: impl FnOnce(OpenApiRouter<AppState>) -> OpenApiRouter<AppState>,
+) -> OpenApiRouter<AppState> {
+    let v1 = OpenApiRouter::default()
+        .routes(routes!(jobs::enqueue, jobs::list_jobs))
+        .routes(routes!(jobs::enqueue_batch))
+        .routes(routes!(jobs::get_job))
+        .routes(routes!(jobs::job_events))
+        .routes(routes!(jobs::cancel))
+        .routes(routes!(jobs::replay))
+        .routes(routes!(workers::claim))
+        .routes(routes!(workers::heartbeat))
+        .routes(routes!(workers::heartbeat_many))
+        .routes(routes!(workers::complete))
+        .routes(routes!(workers::complete_many))
+        .routes(routes!(workers::fail))
+        .routes(routes!(workers::snooze))
+        .routes(routes!(queues::list_queues))
+        .routes(routes!(queues::get_queue, queues::configure_queue))
+        .routes(routes!(queues::pause_queue))
+        .routes(routes!(queues::resume_queue))
+        .routes(routes!(queues::replay_queue))
+        .routes(routes!(
+            schedules::create_schedule,
+            schedules::list_schedules
+        ))
+        .routes(routes!(
+            schedules::get_schedule,
+            schedules::patch_schedule,
+            schedules::delete_schedule
+        ))
+        .routes(routes!(schedules::schedule_runs))
+        .routes(routes!(schedules::trigger_schedule))
+        .routes(routes!(schedules::cron_preview))
+        .routes(routes!(admin::create_tenant, admin::list_tenants))
+        .routes(routes!(admin::create_key, admin::list_keys))
+        .routes(routes!(admin::revoke_key))
+        .routes(routes!(service::whoami));
+    // `/metrics` needs a key too, but checks it itself: it joins the keyed
+    // routes after the guard.
+    let mut keyed = guard(v1).routes(routes!(metrics::metrics));
+    openapi::keyed(keyed.get_openapi_mut());
+    OpenApiRouter::with_openapi(openapi::base())
+        .routes(routes!(service::healthz))
+        .routes(routes!(service::readyz))
+        .routes(routes!(openapi::serve))
+        .merge(keyed)
+}
+
+/// A job id from the path; anything that is not a UUID names no job.
+pub(crate) fn job_id(raw: &str) -> ApiResult<Uuid> {
+    Uuid::try_parse(raw).map_err(|_| ApiError::not_found(format!("job {raw} not found")))
+}
+
+pub(crate) fn job(j: tether_core::Job) -> Json<JobResponse> {
+    Json(j.into())
+}
+
+pub(crate) fn non_empty(v: Option<String>) -> Option<String> {
+    v.filter(|s| !s.is_empty())
+}
