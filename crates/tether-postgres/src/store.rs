@@ -768,12 +768,6 @@ impl Store for PgStore {
             .map_err(db_error)
     }
 
-    async fn heartbeat(&self, tenant: &str, hb: &Heartbeat) -> Result<HeartbeatAck> {
-        self.heartbeat_many(tenant, std::slice::from_ref(hb))
-            .await?
-            .remove(0)
-    }
-
     async fn heartbeat_many(
         &self,
         tenant: &str,

@@ -1355,12 +1355,6 @@ impl Store for SqliteStore {
         Ok(claimed)
     }
 
-    async fn heartbeat(&self, tenant: &str, hb: &Heartbeat) -> Result<HeartbeatAck> {
-        self.heartbeat_many(tenant, std::slice::from_ref(hb))
-            .await?
-            .remove(0)
-    }
-
     async fn heartbeat_many(
         &self,
         tenant: &str,
