@@ -250,10 +250,7 @@ pub(crate) async fn enqueue_on(
         }
     }
     if !pending.is_empty() {
-        return Err(Error::Conflict(format!(
-            "{} job(s) kept racing with concurrent enqueues for the same keys",
-            pending.len()
-        )));
+        return Err(Error::enqueue_kept_racing(pending.len()));
     }
     Ok(answers.into_iter().map(|a| a.expect("resolved")).collect())
 }

@@ -162,14 +162,6 @@ const PRUNE_RUNS: &str = "WITH old AS (
 /// range of an interval or a timestamp.
 const MAX_RETENTION_MS: i64 = 1_000 * 365 * 24 * 3_600 * 1_000;
 
-fn not_found(id: Uuid) -> Error {
-    Error::NotFound(format!("schedule {id}"))
-}
-
-fn name_taken(tenant: &str, name: &str) -> Error {
-    Error::AlreadyExists(format!("schedule {name:?} in tenant {tenant:?}"))
-}
-
 /// Whether a driver error is the unique violation of [`NAME_CONSTRAINT`].
 fn is_name_taken(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Database(db)
@@ -239,7 +231,7 @@ impl PgStore {
             .fetch_optional(&mut *tx)
             .await
             .map_err(db_error)?
-            .ok_or_else(|| name_taken(tenant, &spec.name))?;
+            .ok_or_else(|| Error::schedule_name_taken(&spec.name))?;
         tx.commit().await.map_err(db_error)?;
         Ok(schedule)
     }
@@ -253,7 +245,7 @@ impl PgStore {
             .fetch_optional(&self.pool)
             .await
             .map_err(db_error)?
-            .ok_or_else(|| not_found(id))
+            .ok_or_else(|| Error::schedule_not_found(id))
     }
 
     /// See [`tether_core::Store::list_schedules`].
@@ -291,12 +283,12 @@ impl PgStore {
             .await
             .map_err(|e| {
                 if is_name_taken(&e) {
-                    name_taken(tenant, &spec.name)
+                    Error::schedule_name_taken(&spec.name)
                 } else {
                     db_error(e)
                 }
             })?
-            .ok_or_else(|| not_found(id))
+            .ok_or_else(|| Error::schedule_not_found(id))
     }
 
     /// See [`tether_core::Store::delete_schedule`].
@@ -308,7 +300,7 @@ impl PgStore {
             .await
             .map_err(db_error)?;
         if done.rows_affected() == 0 {
-            return Err(not_found(id));
+            return Err(Error::schedule_not_found(id));
         }
         Ok(())
     }
@@ -329,7 +321,7 @@ impl PgStore {
             .await
             .map_err(db_error)?;
         if runs.is_empty() {
-            return Err(not_found(id));
+            return Err(Error::schedule_not_found(id));
         }
         Ok(runs.into_iter().flatten().collect())
     }
@@ -421,7 +413,7 @@ impl PgStore {
             .map_err(db_error)?;
         if locked.is_none() {
             tx.rollback().await.map_err(db_error)?;
-            return Err(not_found(id));
+            return Err(Error::schedule_not_found(id));
         }
         let enqueued = enqueue_one(&mut tx, tenant, job).await?;
         record_enqueued(&mut tx, id, tenant, enqueued.job.id, None).await?;
@@ -486,7 +478,7 @@ async fn record_enqueued(
     if done.rows_affected() != 1 {
         // Cannot happen while the row is locked; refuse rather than
         // commit a job without its run.
-        return Err(not_found(id));
+        return Err(Error::schedule_not_found(id));
     }
     Ok(())
 }

@@ -704,10 +704,6 @@ fn api_key_row(row: &PgRow) -> Result<Option<ApiKeyInfo>, sqlx::Error> {
     }))
 }
 
-fn tenant_not_found(id: Uuid) -> Error {
-    Error::NotFound(format!("tenant {id}"))
-}
-
 fn lease_row(row: &PgRow) -> Result<Lease, sqlx::Error> {
     Ok(Lease {
         name: row.try_get("name")?,
@@ -935,11 +931,7 @@ impl Store for PgStore {
         match prior_state_and_job(row, id)? {
             (Some(job), _) => Ok(job),
             (None, JobState::Running) => self.get(tenant, id).await,
-            (None, state) => Err(Error::InvalidState {
-                id,
-                state,
-                message: "only queued or running jobs can be cancelled".into(),
-            }),
+            (None, state) => Err(Error::not_cancellable(id, state)),
         }
     }
 
@@ -957,9 +949,7 @@ impl Store for PgStore {
             .await
             .map_err(|e| {
                 if is_unique_violation(&e) {
-                    Error::Conflict(format!(
-                        "job {id} cannot be replayed: another active job holds its unique key"
-                    ))
+                    Error::replay_unique_key_held(id)
                 } else {
                     db_error(e)
                 }
@@ -969,11 +959,7 @@ impl Store for PgStore {
                 self.notifications.poke(&self.pool, tenant, &job.queue, 1);
                 Ok(job)
             }
-            (None, state) => Err(Error::InvalidState {
-                id,
-                state,
-                message: "only failed or cancelled jobs can be replayed".into(),
-            }),
+            (None, state) => Err(Error::not_replayable(id, state)),
         }
     }
 
@@ -991,7 +977,7 @@ impl Store for PgStore {
             .await
             .map_err(|e| {
                 if is_unique_violation(&e) {
-                    Error::Conflict("a concurrent enqueue took a unique key being replayed".into())
+                    Error::replay_raced()
                 } else {
                     db_error(e)
                 }
@@ -1311,7 +1297,7 @@ impl Store for PgStore {
             .fetch_optional(&self.pool)
             .await
             .map_err(db_error)?
-            .ok_or_else(|| Error::AlreadyExists(format!("tenant {name:?}")))
+            .ok_or_else(|| Error::tenant_name_taken(name))
     }
 
     async fn list_tenants(&self) -> Result<Vec<Tenant>> {
@@ -1329,7 +1315,7 @@ impl Store for PgStore {
             .fetch_optional(&self.pool)
             .await
             .map_err(db_error)?
-            .ok_or_else(|| tenant_not_found(id))
+            .ok_or_else(|| Error::tenant_not_found(id))
     }
 
     async fn ensure_tenant(&self, name: &str) -> Result<Tenant> {
@@ -1361,11 +1347,8 @@ impl Store for PgStore {
             .await
             .map_err(db_error)?;
         match row {
-            None => Err(tenant_not_found(tenant_id)),
-            Some(None) => Err(Error::invalid(
-                "admin",
-                format!("admin keys exist only in the {DEFAULT_TENANT:?} tenant"),
-            )),
+            None => Err(Error::tenant_not_found(tenant_id)),
+            Some(None) => Err(Error::admin_key_outside_default_tenant()),
             Some(Some(info)) => Ok(info),
         }
     }
@@ -1396,7 +1379,7 @@ impl Store for PgStore {
             .await
             .map_err(db_error)?;
         if done.rows_affected() == 0 {
-            return Err(Error::NotFound(format!("api key {key_id}")));
+            return Err(Error::api_key_not_found(key_id));
         }
         Ok(())
     }
@@ -1409,7 +1392,7 @@ impl Store for PgStore {
             .await
             .map_err(db_error)?;
         if rows.is_empty() {
-            return Err(tenant_not_found(tenant_id));
+            return Err(Error::tenant_not_found(tenant_id));
         }
         Ok(rows.into_iter().flatten().collect())
     }

@@ -637,10 +637,6 @@ const INSERT_SERVER_SECRET_CHECK: &str = concat!(
 
 const SERVER_SECRET_CHECK: &str = "SELECT check_hmac FROM tether_server_secret WHERE id = 1";
 
-fn tenant_not_found(id: Uuid) -> Error {
-    Error::NotFound(format!("tenant {id}"))
-}
-
 const ACQUIRE_LEASE: &str = concat!(
     "INSERT INTO tether_leases (name, holder, token, acquired_at, expires_at) VALUES (?1, ?2, ",
     new_token!(),
@@ -782,14 +778,6 @@ pub(crate) const PRUNE_SCHEDULE_RUNS: &str = concat!(
     now_ms!(),
     " - ?1 ORDER BY recorded_at LIMIT ?2)"
 );
-
-fn schedule_not_found(id: Uuid) -> Error {
-    Error::NotFound(format!("schedule {id}"))
-}
-
-fn schedule_name_taken(name: &str) -> Error {
-    Error::AlreadyExists(format!("schedule {name:?}"))
-}
 
 // ---------------------------------------------------------------------------
 
@@ -1668,13 +1656,7 @@ impl Store for SqliteStore {
                 Self::finish_unchanged(tx).await?;
                 return Ok(job);
             }
-            state => {
-                return Err(Error::InvalidState {
-                    id,
-                    state,
-                    message: "only a queued or running job can be cancelled".into(),
-                })
-            }
+            state => return Err(Error::not_cancellable(id, state)),
         };
         let row = sqlx::query(sql)
             .bind(id.to_string())
@@ -1696,11 +1678,7 @@ impl Store for SqliteStore {
         let mut tx = self.begin().await?;
         let job = fetch_job(&mut tx, tenant, id).await?;
         if !matches!(job.state, JobState::Failed | JobState::Cancelled) {
-            return Err(Error::InvalidState {
-                id,
-                state: job.state,
-                message: "only a failed or cancelled job can be replayed".into(),
-            });
+            return Err(Error::not_replayable(id, job.state));
         }
         if let Some(key) = &job.unique_key {
             let holder: Option<String> = sqlx::query_scalar(ACTIVE_HOLDER)
@@ -1710,10 +1688,8 @@ impl Store for SqliteStore {
                 .fetch_optional(&mut *tx)
                 .await
                 .db()?;
-            if let Some(holder) = holder {
-                return Err(Error::Conflict(format!(
-                    "unique key {key:?} is held by active job {holder}"
-                )));
+            if holder.is_some() {
+                return Err(Error::replay_unique_key_held(id));
             }
         }
         let row = sqlx::query(REPLAY)
@@ -1723,9 +1699,9 @@ impl Store for SqliteStore {
             .await
             .map_err(|e| match &e {
                 // Belt and braces: the index, not the check above, is the rule.
-                sqlx::Error::Database(db) if db.is_unique_violation() => Error::Conflict(format!(
-                    "unique key of job {id} is held by another active job"
-                )),
+                sqlx::Error::Database(db) if db.is_unique_violation() => {
+                    Error::replay_unique_key_held(id)
+                }
                 _ => rows::db_err(e),
             })?;
         let job = rows::job(&row)?;
@@ -2077,7 +2053,7 @@ impl Store for SqliteStore {
             .db()?;
         let Some(row) = row else {
             Self::finish_unchanged(tx).await?;
-            return Err(Error::AlreadyExists(format!("tenant {name:?}")));
+            return Err(Error::tenant_name_taken(name));
         };
         let tenant = rows::tenant(&row)?;
         tx.commit().await.db()?;
@@ -2100,7 +2076,7 @@ impl Store for SqliteStore {
         row.as_ref()
             .map(rows::tenant)
             .transpose()?
-            .ok_or_else(|| tenant_not_found(id))
+            .ok_or_else(|| Error::tenant_not_found(id))
     }
 
     async fn ensure_tenant(&self, name: &str) -> Result<Tenant> {
@@ -2139,14 +2115,11 @@ impl Store for SqliteStore {
             .db()?;
         let Some(tenant) = tenant.as_ref().map(rows::tenant).transpose()? else {
             Self::finish_unchanged(tx).await?;
-            return Err(tenant_not_found(tenant_id));
+            return Err(Error::tenant_not_found(tenant_id));
         };
         if admin && tenant.name != DEFAULT_TENANT {
             Self::finish_unchanged(tx).await?;
-            return Err(Error::invalid(
-                "admin",
-                format!("admin keys exist only in the {DEFAULT_TENANT:?} tenant"),
-            ));
+            return Err(Error::admin_key_outside_default_tenant());
         }
         let row = sqlx::query(INSERT_API_KEY)
             .bind(key_id.to_string())
@@ -2187,7 +2160,7 @@ impl Store for SqliteStore {
             .db()?;
         if done.rows_affected() == 0 {
             Self::finish_unchanged(tx).await?;
-            return Err(Error::NotFound(format!("api key {key_id}")));
+            return Err(Error::api_key_not_found(key_id));
         }
         tx.commit().await.db()?;
         Ok(())
@@ -2201,7 +2174,7 @@ impl Store for SqliteStore {
             .await
             .db()?;
         if found.is_empty() {
-            return Err(tenant_not_found(tenant_id));
+            return Err(Error::tenant_not_found(tenant_id));
         }
         let mut keys = Vec::with_capacity(found.len());
         for row in &found {
@@ -2317,7 +2290,7 @@ impl Store for SqliteStore {
         let row = query.fetch_optional(&mut *tx).await.db()?;
         let Some(row) = row else {
             Self::finish_unchanged(tx).await?;
-            return Err(schedule_name_taken(&spec.name));
+            return Err(Error::schedule_name_taken(&spec.name));
         };
         let schedule = rows::schedule(&row)?;
         tx.commit().await.db()?;
@@ -2335,7 +2308,7 @@ impl Store for SqliteStore {
         row.as_ref()
             .map(rows::schedule)
             .transpose()?
-            .ok_or_else(|| schedule_not_found(id))
+            .ok_or_else(|| Error::schedule_not_found(id))
     }
 
     async fn list_schedules(&self, tenant: &str) -> Result<Vec<Schedule>> {
@@ -2364,13 +2337,13 @@ impl Store for SqliteStore {
             // The id does not change, so the only UNIQUE rule an update
             // can break is the (tenant, name) one.
             sqlx::Error::Database(db) if db.is_unique_violation() => {
-                schedule_name_taken(&spec.name)
+                Error::schedule_name_taken(&spec.name)
             }
             _ => rows::db_err(e),
         })?;
         let Some(row) = row else {
             Self::finish_unchanged(tx).await?;
-            return Err(schedule_not_found(id));
+            return Err(Error::schedule_not_found(id));
         };
         let schedule = rows::schedule(&row)?;
         tx.commit().await.db()?;
@@ -2387,7 +2360,7 @@ impl Store for SqliteStore {
             .db()?;
         if done.rows_affected() == 0 {
             Self::finish_unchanged(tx).await?;
-            return Err(schedule_not_found(id));
+            return Err(Error::schedule_not_found(id));
         }
         sqlx::query(DELETE_SCHEDULE_RUNS)
             .bind(id.to_string())
@@ -2410,7 +2383,7 @@ impl Store for SqliteStore {
             .await
             .db()?;
         if found.is_empty() {
-            return Err(schedule_not_found(id));
+            return Err(Error::schedule_not_found(id));
         }
         let mut runs = Vec::with_capacity(found.len());
         for row in found.iter().take(limit as usize) {
@@ -2531,7 +2504,7 @@ impl Store for SqliteStore {
             .db()?;
         let Some(fire_at) = stamped else {
             Self::finish_unchanged(tx).await?;
-            return Err(schedule_not_found(id));
+            return Err(Error::schedule_not_found(id));
         };
         let answer = enqueue_run(&mut tx, tenant, id, job).await?;
         record_run(
