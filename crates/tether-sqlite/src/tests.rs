@@ -1491,17 +1491,17 @@ mod schedules {
             }
         };
         let due = plan(
-            crate::store::DUE_SCHEDULES
+            crate::sql::schedules::DUE_SCHEDULES
                 .replace("?1", "1767225600000")
                 .replace("?2", "10"),
         )
         .await;
         assert!(due.contains("tether_schedules_due"), "{due}");
         assert!(!due.contains("TEMP B-TREE"), "{due}");
-        let next = plan(crate::store::NEXT_SCHEDULE_DUE.to_owned()).await;
+        let next = plan(crate::sql::schedules::NEXT_SCHEDULE_DUE.to_owned()).await;
         assert!(next.contains("tether_schedules_due"), "{next}");
         let runs = plan(
-            crate::store::SCHEDULE_RUNS
+            crate::sql::schedules::SCHEDULE_RUNS
                 .replace("?1", "'t'")
                 .replace("?2", "'x'")
                 .replace("?3", "10"),
@@ -1510,7 +1510,7 @@ mod schedules {
         assert!(runs.contains("tether_schedule_runs_schedule"), "{runs}");
         assert!(!runs.contains("TEMP B-TREE"), "{runs}");
         let prune = plan(
-            crate::store::PRUNE_SCHEDULE_RUNS
+            crate::sql::schedules::PRUNE_SCHEDULE_RUNS
                 .replace("?1", "0")
                 .replace("?2", "10"),
         )
