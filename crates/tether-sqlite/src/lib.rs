@@ -56,6 +56,7 @@
 //! | `rows.rs` | rows to the model, driver errors to tether's |
 //! | `migrate.rs` | the schema's migrations |
 //! | `testing.rs` | clock controls for the behaviour suite (feature `testing`) |
+//! | `tests/` | SQLite-only tests (the behaviour both backends share is `tether-conformance`) |
 
 #[macro_use]
 mod sql;
