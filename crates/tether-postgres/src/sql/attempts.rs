@@ -1,7 +1,9 @@
 //! Statements of `attempts.rs`: the claim and the reports that end or
 //! extend an attempt, each fenced by the lease token.
 
-/// Claims a batch: `$1` tenant, `$2` queue, `$3` limit, `$4` lease TTL ms (NULL: queue default), `$5` worker id.
+/// Claims a batch: `$1` tenant, `$2` queue, `$3` limit, `$4` lease TTL ms
+/// (NULL: the queue's, else `tether_core::lifecycle::DEFAULT_LEASE_TTL_MS`
+/// written out), `$5` worker id.
 pub const CLAIM: &str = concat!(
     "WITH config AS (
         SELECT COALESCE(q.paused, false) AS paused,
@@ -126,7 +128,7 @@ pub(crate) const COMPLETE: &str = concat!(
 
 /// Completes a batch: `$1` tenant, `$2` ids, `$3` lease tokens, `$4` results.
 /// Rows are locked in id order, and a refused job gets one `lease_lost`
-/// event per batch (see [`HEARTBEAT_MANY`]).
+/// event per batch (see `HEARTBEAT_MANY`).
 pub const COMPLETE_MANY: &str = "WITH input AS (
         SELECT * FROM UNNEST($2::uuid[], $3::uuid[], $4::jsonb[]) AS t(id, token, result)
     ),

@@ -3,7 +3,8 @@
 /// Inserts a batch whose queues all have rows; otherwise inserts nothing
 /// and answers the missing queues (rows with only `missing_queue` set).
 /// `$17` is `QUEUE_ROWS_LOCK`. The lock is taken before any row is
-/// written: both writes join `lk`.
+/// written: both writes join `lk`. Unset attempts/backoff come from the
+/// queue row, else the defaults of `tether_core::lifecycle` (written out).
 pub(crate) const INSERT_JOBS: &str = "WITH input AS (
         SELECT * FROM UNNEST($2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::smallint[],
                              $7::timestamptz[], $8::bigint[], $9::int[], $10::bigint[], $11::bigint[],

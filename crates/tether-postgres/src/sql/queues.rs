@@ -1,7 +1,8 @@
 //! Statements of `queues.rs`.
 
 /// Per-queue statistics as a LATERAL subquery over a row `q` that carries
-/// `tenant` and `name`.
+/// `tenant` and `name`. A queue without a row has the defaults of
+/// `tether_core::lifecycle` (written out).
 macro_rules! queue_stats_sql {
     ($from:literal) => {
         concat!(
@@ -53,6 +54,9 @@ pub(crate) const SET_PAUSED: &str =
 pub(crate) const RESUME: &str = "UPDATE tether.queues SET paused = false, updated_at = now()
     WHERE tenant = $1 AND name = $2 AND paused";
 
+/// Upserts queue settings: patch fields `$3`–`$6` where set, else the
+/// current value (or, for a new row, the defaults of `tether_core::lifecycle`
+/// written out).
 pub(crate) const CONFIGURE_QUEUE: &str = "INSERT INTO tether.queues AS q
         (tenant, name, max_attempts, backoff_base_ms, backoff_cap_ms, default_lease_ttl_ms)
     VALUES ($1, $2, COALESCE($3, 5), COALESCE($4, 1000), COALESCE($5, 3600000), COALESCE($6, 30000))

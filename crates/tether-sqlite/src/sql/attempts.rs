@@ -161,7 +161,8 @@ pub(crate) const SNOOZE: &str = concat!(
 );
 
 /// The job (?2 of tenant ?1) if the token ?3 ended its last attempt and it
-/// stands in one of the states ?4 (a JSON array): a repeated report.
+/// stands in one of the states ?4 (a JSON array): a repeated report (see
+/// `tether_core::lifecycle::Report`).
 pub(crate) const REPEATED_REPORT: &str = concat!(
     "SELECT ",
     job_columns!(),

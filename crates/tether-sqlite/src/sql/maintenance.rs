@@ -14,7 +14,8 @@ pub(crate) const PRUNE_EMPTY_QUEUES: &str = "DELETE FROM tether_queues WHERE (te
 /// The reaper, one statement for up to ?1 lapsed leases (all tenants). The
 /// new state is decided per row in one CASE, cancel first, then an exhausted
 /// budget, so an exhausted job can never slip back to `queued` (invariants
-/// 4 and 5). SQLite evaluates every SET expression against the old row.
+/// 4 and 5; mirrors `tether_core::lifecycle::lapse_outcome`). SQLite
+/// evaluates every SET expression against the old row.
 pub(crate) const REAP: &str = concat!(
     "UPDATE tether_jobs SET ",
     "state = CASE WHEN cancel_requested = 1 THEN 'cancelled' ",
