@@ -2,6 +2,7 @@ use std::fmt;
 
 use uuid::Uuid;
 
+use crate::keys::DEFAULT_TENANT;
 use crate::model::JobState;
 
 /// Declares [`ErrorCode`] from one row per code: variant, wire code, HTTP
@@ -219,6 +220,78 @@ impl Error {
             limit,
             hint: "; delete one first, or the operator may raise --max-schedules-per-tenant",
         }
+    }
+
+    /// No tenant with this id.
+    pub fn tenant_not_found(id: Uuid) -> Self {
+        Error::NotFound(format!("tenant {id}"))
+    }
+
+    /// A tenant with this name exists already.
+    pub fn tenant_name_taken(name: &str) -> Self {
+        Error::AlreadyExists(format!("tenant {name:?}"))
+    }
+
+    /// No API key with this id.
+    pub fn api_key_not_found(id: Uuid) -> Self {
+        Error::NotFound(format!("api key {id}"))
+    }
+
+    /// An admin key asked for in a tenant other than [`DEFAULT_TENANT`].
+    pub fn admin_key_outside_default_tenant() -> Self {
+        Error::invalid(
+            "admin",
+            format!("admin keys exist only in the {DEFAULT_TENANT:?} tenant"),
+        )
+    }
+
+    /// The tenant has no schedule with this id.
+    pub fn schedule_not_found(id: Uuid) -> Self {
+        Error::NotFound(format!("schedule {id}"))
+    }
+
+    /// The tenant has a schedule with this name already.
+    pub fn schedule_name_taken(name: &str) -> Self {
+        Error::AlreadyExists(format!("schedule {name:?}"))
+    }
+
+    /// A cancel of job `id`, which is `state` (neither queued nor running).
+    pub fn not_cancellable(id: Uuid, state: JobState) -> Self {
+        Error::InvalidState {
+            id,
+            state,
+            message: "only queued or running jobs can be cancelled".into(),
+        }
+    }
+
+    /// A replay of job `id`, which is `state` (neither failed nor cancelled).
+    pub fn not_replayable(id: Uuid, state: JobState) -> Self {
+        Error::InvalidState {
+            id,
+            state,
+            message: "only failed or cancelled jobs can be replayed".into(),
+        }
+    }
+
+    /// A replay of job `id` while another active job holds its unique key.
+    pub fn replay_unique_key_held(id: Uuid) -> Self {
+        Error::Conflict(format!(
+            "job {id} cannot be replayed: another active job holds its unique key"
+        ))
+    }
+
+    /// A bulk replay lost a unique key to an enqueue running at the same
+    /// time; nothing was replayed, and trying again is safe.
+    pub fn replay_raced() -> Self {
+        Error::Conflict("a concurrent enqueue took a unique key being replayed".into())
+    }
+
+    /// `jobs` entries of an enqueue kept losing their keys to concurrent
+    /// enqueues (the enqueue is refused; trying again is safe).
+    pub fn enqueue_kept_racing(jobs: usize) -> Self {
+        Error::Conflict(format!(
+            "{jobs} job(s) kept racing with concurrent enqueues for the same keys"
+        ))
     }
 
     /// Shorthand for an [`Error::Invalid`].

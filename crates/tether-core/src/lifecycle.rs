@@ -4,24 +4,62 @@
 //! Backends evaluate the same rules inside their SQL (so that each transition
 //! stays one atomic statement); the behaviour suite checks them against these
 //! functions.
+//!
+//! Each rule below names the statements that mirror it, as
+//! `tether_postgres::sql::<module>::<NAME>` and
+//! `tether_sqlite::sql::<module>::<NAME>`: crate-private constants, found in
+//! `crates/tether-<backend>/src/sql/<module>.rs`. A change to a rule is a
+//! change to every statement it names (and to the tables' column defaults
+//! in the migrations, for the `DEFAULT_*` values).
 
 use crate::model::{Backoff, Failure, JobState};
 
 /// Attempt budget of a job whose queue sets none.
+///
+/// This and the backoff defaults, for a queue without a row or a new one:
+/// - PostgreSQL writes them out in
+///   `tether_postgres::sql::enqueue::INSERT_JOBS`,
+///   `tether_postgres::sql::queues::QUEUE_STATS` (and `LIST_QUEUES`) and
+///   `tether_postgres::sql::queues::CONFIGURE_QUEUE`;
+/// - SQLite binds [`crate::QueueConfig::default`] into
+///   `tether_sqlite::sql::enqueue::REGISTER_QUEUES`,
+///   `tether_sqlite::sql::enqueue::insert_jobs_sql`,
+///   `tether_sqlite::sql::queues::SET_PAUSED` and
+///   `tether_sqlite::sql::queues::CONFIGURE_QUEUE`, and fills them in with
+///   `tether_sqlite::rows::queue_stats`;
+/// - both bind them to tell a queue at its defaults when removing empty
+///   ones: `tether_postgres::sql::maintenance::EMPTY_QUEUES` (and
+///   `DELETE_EMPTY_QUEUES`), `tether_sqlite::sql::maintenance::PRUNE_EMPTY_QUEUES`.
 pub const DEFAULT_MAX_ATTEMPTS: i32 = 5;
-/// Backoff base of a queue that sets none.
+/// Backoff base of a queue that sets none (where it is written: see
+/// [`DEFAULT_MAX_ATTEMPTS`]).
 pub const DEFAULT_BACKOFF_BASE_MS: i64 = 1_000;
-/// Backoff cap of a queue that sets none.
+/// Backoff cap of a queue that sets none (where it is written: see
+/// [`DEFAULT_MAX_ATTEMPTS`]).
 pub const DEFAULT_BACKOFF_CAP_MS: i64 = 3_600_000;
 /// Lease length of a claim that sets none, on a queue that sets none.
+///
+/// Written out in `tether_postgres::sql::attempts::CLAIM`, bound into
+/// `tether_sqlite::sql::attempts::CLAIM` and
+/// `tether_sqlite::sql::attempts::HEARTBEAT` (a lease without a recorded
+/// TTL); for queue rows, see [`DEFAULT_MAX_ATTEMPTS`].
 pub const DEFAULT_LEASE_TTL_MS: i64 = 30_000;
-/// How many characters of an error message are kept (the tail).
+/// How many characters of an error message are kept (the tail): see
+/// [`error_tail`].
 pub const ERROR_TAIL_CHARS: usize = 2_000;
-/// Name of the lease that elects the maintenance leader.
+/// Name of the lease that elects the maintenance leader. Named leases are
+/// taken, renewed and given up by `sql::maintenance::ACQUIRE_LEASE`,
+/// `sql::maintenance::RENEW_LEASE` and `sql::maintenance::RELEASE_LEASE`,
+/// the same names in both backends.
 pub const MAINTENANCE_LEASE: &str = "maintenance";
 
 /// The delay before retry number `attempt` (1 = after the first failure):
 /// `min(base * 2^(attempt-1), cap) * jitter`, with jitter in [1.0, 1.5).
+///
+/// Mirrored by the `delay_ms` column of
+/// `tether_postgres::sql::attempts::FAIL` (its `$8` is the jitter). SQLite
+/// calls this function in `tether_sqlite::attempts::fail` and writes the
+/// delay with `tether_sqlite::sql::attempts::FAIL_WRITE`.
 pub fn backoff_delay_ms(backoff: Backoff, attempt: i32, jitter: f64) -> i64 {
     let exponent = (attempt.max(1) - 1).min(62) as u32;
     let raw = backoff
@@ -61,6 +99,12 @@ impl FailOutcome {
 /// Decides where a failed attempt goes. A fatal error or an exhausted budget
 /// fails the job; a worker that stopped for a cancel request (or any failure
 /// while cancellation is pending) cancels it; otherwise it is retried.
+///
+/// Mirrored by the `next_state` column of
+/// `tether_postgres::sql::attempts::FAIL`. SQLite reads what it needs with
+/// `tether_sqlite::sql::attempts::FAIL_READ`, calls this function in
+/// `tether_sqlite::attempts::fail`, and writes the outcome with
+/// `tether_sqlite::sql::attempts::FAIL_WRITE`.
 pub fn fail_outcome(
     attempt: i32,
     max_attempts: i32,
@@ -84,6 +128,19 @@ pub fn fail_outcome(
 /// carrying it in a state this report leads to, and is answered with the job
 /// as it stands, changing nothing and recording no `lease_lost`. Any other
 /// stale token is still `lease_lost`.
+///
+/// The fenced writes are `sql::attempts::COMPLETE`,
+/// `sql::attempts::COMPLETE_MANY` and `sql::attempts::SNOOZE` in both
+/// backends, with `tether_postgres::sql::attempts::FAIL` and
+/// `tether_sqlite::sql::attempts::FAIL_WRITE`. A repeat is recognised:
+/// - on PostgreSQL, by the `repeated` step of those statements (the
+///   `settle_ctes!` tail of `COMPLETE`, `FAIL` and `SNOOZE`, bound to
+///   [`Report::outcome_names`]; its own step in `COMPLETE_MANY`), whose
+///   `lost` step records `lease_lost`;
+/// - on SQLite, by `tether_sqlite::sql::attempts::REPEATED_REPORT` (bound to
+///   [`Report::outcome_names`]) and
+///   `tether_sqlite::sql::attempts::SUCCEEDED_TOKENS`, and `lease_lost` by
+///   `tether_sqlite::sql::attempts::LEASE_LOST` (and `LEASE_LOST_MANY`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Report {
     /// `complete`: the job succeeded.
@@ -122,6 +179,9 @@ impl Report {
 /// Where a running job whose lease lapsed goes: on a cancel request it ends
 /// cancelled; on its last attempt it fails (never claimed again); otherwise it
 /// is queued again.
+///
+/// Mirrored by the `state` CASE of `tether_postgres::sql::maintenance::REAP`
+/// and `tether_sqlite::sql::maintenance::REAP`.
 pub fn lapse_outcome(attempt: i32, max_attempts: i32, cancel_requested: bool) -> JobState {
     if cancel_requested {
         JobState::Cancelled
@@ -134,6 +194,11 @@ pub fn lapse_outcome(attempt: i32, max_attempts: i32, cancel_requested: bool) ->
 
 /// Keeps the last [`ERROR_TAIL_CHARS`] characters of an error message: the
 /// end of a stack trace or a chain of causes is where the cause usually is.
+///
+/// [`crate::Engine`] applies it before a failure reaches the store, so the
+/// `$4` of `tether_postgres::sql::attempts::FAIL` is already a tail; SQLite
+/// applies it once more in `tether_sqlite::attempts::fail` before
+/// `FAIL_WRITE`. No statement truncates by itself.
 pub fn error_tail(message: &str) -> String {
     let chars = message.chars().count();
     let tail = message.chars().skip(chars.saturating_sub(ERROR_TAIL_CHARS));

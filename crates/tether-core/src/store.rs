@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::keys::{ApiKeyInfo, OperatorKeySetup, Tenant};
 use crate::model::{
     BulkReplayed, ClaimRequest, ClaimedJob, Completion, Enqueued, EventCursor, EventPage, Failure,
@@ -42,8 +42,14 @@ pub trait Store: Send + Sync + 'static {
     /// from an unpaused queue, minting a fresh lease token for each.
     async fn claim(&self, tenant: &str, req: &ClaimRequest) -> Result<Vec<ClaimedJob>>;
 
-    /// Extends a lease if the token still owns the running job.
-    async fn heartbeat(&self, tenant: &str, hb: &Heartbeat) -> Result<HeartbeatAck>;
+    /// Extends a lease if the token still owns the running job: a
+    /// [`Store::heartbeat_many`] of one item, answered by that item.
+    async fn heartbeat(&self, tenant: &str, hb: &Heartbeat) -> Result<HeartbeatAck> {
+        self.heartbeat_many(tenant, std::slice::from_ref(hb))
+            .await?
+            .pop()
+            .unwrap_or_else(|| Err(Error::Storage("heartbeat_many answered no item".into())))
+    }
 
     /// Heartbeats many jobs in one round trip (a worker's whole cycle); one
     /// answer per item, in order.

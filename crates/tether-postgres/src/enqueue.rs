@@ -22,92 +22,81 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::postgres::PgRow;
 use sqlx::{Connection, PgConnection, Row};
-use tether_core::{Backoff, Enqueued, Error, Job, JobState, NewJobRef, Result, RunAt};
+use tether_core::{
+    Backoff, Enqueued, Error, Job, JobState, Limits, NewJob, NewJobRef, Result, RunAt,
+};
 use uuid::Uuid;
 
-use crate::db_error;
-use crate::rows::{self, job_columns};
+use crate::rows::{self, Db};
+use crate::sql::enqueue::{COUNT_QUEUES, DUPLICATE_CANDIDATES, INSERT_JOBS, REGISTER_QUEUES};
+use crate::sql::LOCK_TENANT;
+use crate::{notify, PgStore};
 
 /// First key of the per-tenant advisory lock (second key: the hash of the
 /// tenant's name) that enqueues hold shared and the removal of empty queue
 /// rows holds exclusively.
 pub(crate) const QUEUE_ROWS_LOCK: i32 = 0x7465_7401;
+
 /// First key of the per-tenant advisory lock that serialises the creation
 /// of queue rows, so that the count against the limit is exact.
 pub(crate) const QUEUE_CREATE_LOCK: i32 = 0x7465_7402;
 
-/// Inserts a batch whose queues all have rows; otherwise inserts nothing
-/// and answers the missing queues (rows with only `missing_queue` set).
-/// `$17` is [`QUEUE_ROWS_LOCK`]. The lock is taken before any row is
-/// written: both writes join `lk`.
-const INSERT: &str = "WITH input AS (
-        SELECT * FROM UNNEST($2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::smallint[],
-                             $7::timestamptz[], $8::bigint[], $9::int[], $10::bigint[], $11::bigint[],
-                             $12::bigint[], $13::text[], $14::text[], $15::jsonb[], $16::timestamptz[])
-            WITH ORDINALITY
-            AS t(id, queue, kind, payload, priority, run_at, delay_ms, max_attempts,
-                 backoff_base_ms, backoff_cap_ms, timeout_ms, idempotency_key, unique_key,
-                 tags, expires_at, ord)
-    ),
-    missing AS (
-        SELECT DISTINCT i.queue FROM input i
-        WHERE NOT EXISTS (SELECT 1 FROM tether.queues q WHERE q.tenant = $1 AND q.name = i.queue)
-    ),
-    lk AS (
-        SELECT 1 AS one FROM (SELECT pg_advisory_xact_lock_shared($17, hashtext($1))) l
-        WHERE NOT EXISTS (SELECT 1 FROM missing)
-    ),
-    registered AS (
-        INSERT INTO tether.queues (tenant, name)
-        SELECT $1, q.name FROM tether.queues q CROSS JOIN lk
-        WHERE q.tenant = $1 AND q.name IN (SELECT queue FROM input)
-        ON CONFLICT DO NOTHING
-    ),
-    inserted AS (
-        INSERT INTO tether.jobs AS j (id, tenant, queue, kind, payload, state, priority, attempt,
-            max_attempts, backoff_base_ms, backoff_cap_ms, run_at, created_at, updated_at,
-            unique_key, idempotency_key, tags, expires_at, timeout_ms)
-        SELECT i.id, $1, i.queue, i.kind, i.payload, 'queued', i.priority, 0,
-            COALESCE(i.max_attempts, q.max_attempts, 5),
-            COALESCE(i.backoff_base_ms, q.backoff_base_ms, 1000),
-            COALESCE(i.backoff_cap_ms, q.backoff_cap_ms, 3600000),
-            COALESCE(i.run_at, now() + i.delay_ms * interval '1 millisecond'),
-            now(), now(), i.unique_key, i.idempotency_key,
-            ARRAY(SELECT jsonb_array_elements_text(i.tags)), i.expires_at, i.timeout_ms
-        FROM input i
-        CROSS JOIN lk
-        LEFT JOIN tether.queues q ON q.tenant = $1 AND q.name = i.queue
-        ORDER BY i.ord
-        ON CONFLICT DO NOTHING
-        -- Only what the database decided: the rest of the job is the input,
-        -- and sending the payload back would cost a JSON parse per job.
-        RETURNING j.id, j.tenant, j.max_attempts, j.backoff_base_ms, j.backoff_cap_ms, j.run_at,
-                  j.created_at, j.expires_at
-    ),
-    history AS (
-        INSERT INTO tether.job_events (job_id, tenant, at, event, attempt)
-        SELECT id, tenant, created_at, 'enqueued', 0 FROM inserted
+/// How often a batch retries the entries whose conflicting job vanished
+/// between the insert and the lookup (it finished, or was pruned).
+const MAX_ROUNDS: usize = 8;
+
+/// See `Store::enqueue`: one statement for one job, a transaction for a
+/// batch; the hints go out after it.
+pub(crate) async fn enqueue(
+    store: &PgStore,
+    tenant: &str,
+    jobs: &[NewJobRef<'_>],
+    max_queues: u32,
+) -> Result<Vec<Enqueued>> {
+    let answers = if jobs.len() == 1 {
+        // One job is written by exactly one statement (later rounds only
+        // run if the first wrote nothing; creating its queue's row is a
+        // transaction of its own before), so it needs no transaction.
+        let mut conn = store.pool.acquire().await.db()?;
+        enqueue_on(&mut conn, tenant, jobs, Some(max_queues)).await?
+    } else {
+        // A batch may take several rounds when it races with other
+        // enqueues; the transaction keeps it all-or-nothing across them.
+        let mut tx = store.begin().await?;
+        let answers = enqueue_on(&mut tx, tenant, jobs, Some(max_queues)).await?;
+        tx.commit().await.db()?;
+        answers
+    };
+    store.notify_created(tenant, &answers);
+    Ok(answers)
+}
+
+/// Enqueues jobs on the caller's own connection or transaction, so that on
+/// a transaction the jobs exist if and only if it commits (the business write
+/// and its jobs stand or fall together).
+///
+/// Validates exactly as [`tether_core::Engine::enqueue_many`] does. The
+/// wake-up hint is a `pg_notify` inside the same transaction, which
+/// PostgreSQL delivers only at commit; workers also poll, so a rolled-back or
+/// missed hint costs at most one poll interval.
+pub async fn enqueue_in(
+    conn: &mut PgConnection,
+    tenant: &str,
+    jobs: &[NewJob],
+    limits: &Limits,
+) -> Result<Vec<Enqueued>> {
+    tether_core::validate::name("tenant", tenant)?;
+    tether_core::validate::new_jobs(jobs, limits)?;
+    let answers = enqueue_on(
+        conn,
+        tenant,
+        &NewJobRef::mint(jobs),
+        Some(limits.max_queues_per_tenant),
     )
-    SELECT id, max_attempts, backoff_base_ms, backoff_cap_ms, run_at, created_at, expires_at,
-           NULL::text AS missing_queue
-    FROM inserted
-    UNION ALL
-    SELECT NULL::uuid, NULL::int, NULL::bigint, NULL::bigint, NULL::timestamptz,
-           NULL::timestamptz, NULL::timestamptz, queue
-    FROM missing";
-
-/// How many queue rows tenant `$1` has, and how many of the names `$2` have
-/// none.
-const COUNT_QUEUES: &str = "SELECT
-        (SELECT count(*) FROM tether.queues WHERE tenant = $1) AS existing,
-        (SELECT count(*) FROM UNNEST($2::text[]) AS n(name)
-         WHERE NOT EXISTS (SELECT 1 FROM tether.queues q WHERE q.tenant = $1 AND q.name = n.name))
-            AS missing";
-
-/// Creates the rows of queues `$2` of tenant `$1` (default settings).
-const CREATE_QUEUES: &str = "INSERT INTO tether.queues (tenant, name)
-    SELECT $1, name FROM UNNEST($2::text[]) AS n(name)
-    ON CONFLICT DO NOTHING";
+    .await?;
+    notify::notify_in(conn, tenant, &answers).await?;
+    Ok(answers)
+}
 
 /// Creates the rows of `names` in one (sub)transaction on `conn`, holding
 /// the tenant's [`QUEUE_CREATE_LOCK`] so that the count is exact; with
@@ -120,47 +109,34 @@ pub(crate) async fn register_queues(
     names: &[&str],
     max: Option<u32>,
 ) -> Result<()> {
-    let mut tx = conn.begin().await.map_err(db_error)?;
-    sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
+    let mut tx = conn.begin().await.db()?;
+    sqlx::query(LOCK_TENANT)
         .bind(QUEUE_CREATE_LOCK)
         .bind(tenant)
         .execute(&mut *tx)
         .await
-        .map_err(db_error)?;
+        .db()?;
     if let Some(max) = max {
         let row = sqlx::query(COUNT_QUEUES)
             .bind(tenant)
             .bind(names)
             .fetch_one(&mut *tx)
             .await
-            .map_err(db_error)?;
-        let existing: i64 = row.try_get("existing").map_err(db_error)?;
-        let missing: i64 = row.try_get("missing").map_err(db_error)?;
+            .db()?;
+        let existing: i64 = row.try_get("existing").db()?;
+        let missing: i64 = row.try_get("missing").db()?;
         if missing > 0 && existing + missing > i64::from(max) {
             return Err(Error::too_many_queues(max));
         }
     }
-    sqlx::query(CREATE_QUEUES)
+    sqlx::query(REGISTER_QUEUES)
         .bind(tenant)
         .bind(names)
         .execute(&mut *tx)
         .await
-        .map_err(db_error)?;
-    tx.commit().await.map_err(db_error)
+        .db()?;
+    tx.commit().await.db()
 }
-
-const EXISTING: &str = concat!(
-    "SELECT ",
-    job_columns!(),
-    " FROM tether.jobs j
-      WHERE j.tenant = $1
-        AND (j.idempotency_key = ANY($2)
-             OR (j.unique_key = ANY($3) AND j.state IN ('queued', 'running')))"
-);
-
-/// How often a batch retries the entries whose conflicting job vanished
-/// between the insert and the lookup (it finished, or was pruned).
-const MAX_ROUNDS: usize = 8;
 
 /// Enqueues validated jobs on `conn`, which may be inside the caller's own
 /// transaction: the jobs then exist if and only if that transaction commits.
@@ -209,14 +185,14 @@ pub(crate) async fn enqueue_on(
             .iter()
             .filter_map(|&i| jobs[i].job.unique_key.as_deref())
             .collect();
-        let existing: Vec<Job> = sqlx::query(EXISTING)
+        let existing: Vec<Job> = sqlx::query(DUPLICATE_CANDIDATES)
             .bind(tenant)
             .bind(&idempotency)
             .bind(&unique)
             .try_map(|row| rows::job(&row))
             .fetch_all(&mut *conn)
             .await
-            .map_err(db_error)?;
+            .db()?;
         pending.retain(|&i| {
             let new = jobs[i].job;
             let visible = |j: &&Job| created_by.get(&j.id).is_none_or(|&k| k < i);
@@ -250,10 +226,7 @@ pub(crate) async fn enqueue_on(
         }
     }
     if !pending.is_empty() {
-        return Err(Error::Conflict(format!(
-            "{} job(s) kept racing with concurrent enqueues for the same keys",
-            pending.len()
-        )));
+        return Err(Error::enqueue_kept_racing(pending.len()));
     }
     Ok(answers.into_iter().map(|a| a.expect("resolved")).collect())
 }
@@ -304,7 +277,7 @@ async fn insert(
         tags.push(Value::from(job.tags.clone()));
         expires.push(job.expires_at);
     }
-    let rows = sqlx::query(INSERT)
+    let rows = sqlx::query(INSERT_JOBS)
         .bind(tenant)
         .bind(&ids)
         .bind(&queues)
@@ -324,24 +297,18 @@ async fn insert(
         .bind(QUEUE_ROWS_LOCK)
         .fetch_all(&mut *conn)
         .await
-        .map_err(db_error)?;
+        .db()?;
     let by_id: HashMap<Uuid, &NewJobRef<'_>> = jobs.iter().map(|r| (r.id, r)).collect();
     let mut created = Vec::with_capacity(rows.len());
     let mut missing = Vec::new();
     for row in &rows {
-        if let Some(queue) = row
-            .try_get::<Option<String>, _>("missing_queue")
-            .map_err(db_error)?
-        {
+        if let Some(queue) = row.try_get::<Option<String>, _>("missing_queue").db()? {
             missing.push(queue);
             continue;
         }
-        let id: Uuid = row.try_get("id").map_err(db_error)?;
-        let new = by_id
-            .get(&id)
-            .ok_or(sqlx::Error::RowNotFound)
-            .map_err(db_error)?;
-        created.push(created_job(tenant, new, row).map_err(db_error)?);
+        let id: Uuid = row.try_get("id").db()?;
+        let new = by_id.get(&id).ok_or(sqlx::Error::RowNotFound).db()?;
+        created.push(created_job(tenant, new, row).db()?);
     }
     Ok((created, missing))
 }

@@ -9,18 +9,62 @@
 //! database's `now()`. The schema lives in its own `tether` schema with its
 //! own migrations table, so an application that shares the database keeps
 //! its own names.
+//!
+//! The crate reads side by side with `tether-sqlite`: the same files, each
+//! holding the same operations of [`Store`] under the same names.
+//!
+//! | file | what |
+//! | --- | --- |
+//! | `lib.rs` | [`PgStore`], connecting, the [`Store`] impl that hands each operation to its module |
+//! | `enqueue.rs` | enqueue, and [`enqueue_in`] on the caller's transaction |
+//! | `attempts.rs` | claim, heartbeat, complete, fail, snooze: what a worker does, fenced by the lease token |
+//! | `jobs.rs` | get, list, history, cancel, replay |
+//! | `queues.rs` | queue stats, pause, settings |
+//! | `maintenance.rs` | the reaper, expiry, pruning, named leases |
+//! | `tenants.rs` | tenants, API keys, the server-secret check |
+//! | `schedules.rs` | schedules and their runs |
+//! | `sql/` | the statements, one file per module above |
+//! | `rows.rs` | rows to the model, driver errors to tether's |
+//! | `migrate.rs` | the schema's migrations |
+//! | `testing.rs` | clock controls for the behaviour suite (feature `testing`) |
+//! | `notify.rs` | wake-up hints across processes by LISTEN/NOTIFY (PostgreSQL only) |
 
+#[macro_use]
+mod sql;
+mod attempts;
 mod enqueue;
+mod jobs;
+mod maintenance;
 mod migrate;
 mod notify;
+mod queues;
 mod rows;
 mod schedules;
-mod store;
+mod tenants;
+#[cfg(feature = "testing")]
+mod testing;
+
+pub use enqueue::enqueue_in;
+#[cfg(feature = "testing")]
+pub use testing::migrate_up_to;
 
 use std::time::Duration;
 
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use tether_core::{Error, Result};
+use sqlx::{Postgres, Transaction};
+use tether_core::schedule::{Fire, FireOutcome};
+use tether_core::{
+    ApiKeyInfo, BulkReplayed, ClaimRequest, ClaimedJob, Completion, Enqueued, Error, EventCursor,
+    EventPage, Failure, Heartbeat, HeartbeatAck, Job, JobFilter, JobPage, Lease, LeaseToken,
+    NewJobRef, OperatorKeySetup, QueueConfigPatch, QueueStats, ReapReport, ReplayFilter, Result,
+    Schedule, ScheduleRun, ScheduleSpec, Store, Tenant, Wakeup,
+};
+use uuid::Uuid;
+
+use crate::rows::Db;
 
 /// A [`tether_core::Store`] on PostgreSQL.
 #[derive(Debug, Clone)]
@@ -28,6 +72,9 @@ pub struct PgStore {
     pool: PgPool,
     notifications: std::sync::Arc<notify::Notifications>,
 }
+
+/// A transaction on the pool.
+pub(crate) type Tx = Transaction<'static, Postgres>;
 
 impl PgStore {
     /// Connects with a pool of up to 16 connections and applies migrations.
@@ -40,7 +87,7 @@ impl PgStore {
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(options)
             .await
-            .map_err(db_error)?;
+            .db()?;
         PgStore::from_pool(pool).await
     }
 
@@ -58,74 +105,301 @@ impl PgStore {
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }
-}
 
-/// Testing aid: applies tether's migrations up to `version` only, leaving
-/// the database as an older tether would have, so that upgrade tests can
-/// seed it with old rows before [`PgStore::connect`] applies the rest.
-#[cfg(feature = "testing")]
-pub async fn migrate_up_to(pool: &PgPool, version: i64) -> Result<()> {
-    migrate::run_up_to(pool, version).await
-}
-
-/// Maps a driver error to tether's: anything that means "the database is not
-/// there right now" is `Unavailable` (safe to retry); the rest is `Storage`.
-pub(crate) fn db_error(err: sqlx::Error) -> Error {
-    let unavailable = match &err {
-        sqlx::Error::Io(_)
-        | sqlx::Error::Tls(_)
-        | sqlx::Error::PoolTimedOut
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::WorkerCrashed => true,
-        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
-            // Class 08: connection exception; 57P0x: the server is shutting
-            // down or starting up.
-            code.starts_with("08") || code.starts_with("57P")
-        }),
-        _ => false,
-    };
-    if unavailable {
-        Error::Unavailable(Box::new(err))
-    } else {
-        Error::Storage(Box::new(err))
+    /// Starts a transaction on the pool.
+    pub(crate) async fn begin(&self) -> Result<Tx> {
+        self.pool.begin().await.db()
     }
-}
 
-/// Whether a driver error is a unique-constraint violation.
-pub(crate) fn is_unique_violation(err: &sqlx::Error) -> bool {
-    matches!(err, sqlx::Error::Database(db) if db.code().as_deref() == Some("23505"))
+    /// Hints that `jobs` jobs of `queue` became ready: wakes this process's
+    /// subscribers now, other processes by NOTIFY shortly (see `notify`).
+    pub(crate) fn notify(&self, tenant: &str, queue: &str, jobs: usize) {
+        self.notifications.poke(&self.pool, tenant, queue, jobs);
+    }
+
+    /// After commit: the hints for the jobs an enqueue created (an existing
+    /// job that was returned wakes nobody).
+    pub(crate) fn notify_created(&self, tenant: &str, answers: &[Enqueued]) {
+        for (queue, jobs) in tether_core::created_by_queue(answers) {
+            self.notify(tenant, queue, jobs);
+        }
+    }
 }
 
 /// The claim and batch-complete statements exactly as the store runs them.
 /// The benchmark executes them bare, as its raw-SQL reference, to measure
 /// what tether's own code costs on top of what PostgreSQL needs anyway.
 pub mod reference_sql {
-    pub use crate::store::{CLAIM, COMPLETE_MANY};
+    pub use crate::sql::attempts::{CLAIM, COMPLETE_MANY};
 }
 
-/// Enqueues jobs on the caller's own connection or transaction, so that on
-/// a transaction the jobs exist if and only if it commits (the business write
-/// and its jobs stand or fall together).
-///
-/// Validates exactly as [`tether_core::Engine::enqueue_many`] does. The
-/// wake-up hint is a `pg_notify` inside the same transaction, which
-/// PostgreSQL delivers only at commit; workers also poll, so a rolled-back or
-/// missed hint costs at most one poll interval.
-pub async fn enqueue_in(
-    conn: &mut sqlx::PgConnection,
-    tenant: &str,
-    jobs: &[tether_core::NewJob],
-    limits: &tether_core::Limits,
-) -> Result<Vec<tether_core::Enqueued>> {
-    tether_core::validate::name("tenant", tenant)?;
-    tether_core::validate::new_jobs(jobs, limits)?;
-    let answers = enqueue::enqueue_on(
-        conn,
-        tenant,
-        &tether_core::NewJobRef::mint(jobs),
-        Some(limits.max_queues_per_tenant),
-    )
-    .await?;
-    notify::notify_in(conn, tenant, &answers).await?;
-    Ok(answers)
+/// Each operation is in the module of its kind (see the table above).
+#[async_trait]
+impl Store for PgStore {
+    fn backend(&self) -> &'static str {
+        "postgres"
+    }
+
+    async fn enqueue(
+        &self,
+        tenant: &str,
+        jobs: &[NewJobRef<'_>],
+        max_queues: u32,
+    ) -> Result<Vec<Enqueued>> {
+        enqueue::enqueue(self, tenant, jobs, max_queues).await
+    }
+
+    async fn claim(&self, tenant: &str, req: &ClaimRequest) -> Result<Vec<ClaimedJob>> {
+        attempts::claim(self, tenant, req).await
+    }
+
+    async fn heartbeat_many(
+        &self,
+        tenant: &str,
+        items: &[Heartbeat],
+    ) -> Result<Vec<Result<HeartbeatAck>>> {
+        attempts::heartbeat_many(self, tenant, items).await
+    }
+
+    fn subscribe(&self, tenant: &str, queue: &str) -> Wakeup {
+        self.notifications.subscribe(&self.pool, tenant, queue)
+    }
+
+    async fn complete(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        token: LeaseToken,
+        result: Option<&Value>,
+    ) -> Result<Job> {
+        attempts::complete(self, tenant, id, token, result).await
+    }
+
+    async fn complete_many(&self, tenant: &str, items: &[Completion]) -> Result<Vec<Result<()>>> {
+        attempts::complete_many(self, tenant, items).await
+    }
+
+    async fn fail(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        token: LeaseToken,
+        failure: &Failure,
+        jitter: f64,
+    ) -> Result<Job> {
+        attempts::fail(self, tenant, id, token, failure, jitter).await
+    }
+
+    async fn snooze(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        token: LeaseToken,
+        delay_ms: i64,
+    ) -> Result<Job> {
+        attempts::snooze(self, tenant, id, token, delay_ms).await
+    }
+
+    async fn cancel(&self, tenant: &str, id: Uuid) -> Result<Job> {
+        jobs::cancel(self, tenant, id).await
+    }
+
+    async fn replay(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        expires_at: Option<DateTime<Utc>>,
+    ) -> Result<Job> {
+        jobs::replay(self, tenant, id, expires_at).await
+    }
+
+    async fn replay_many(&self, tenant: &str, filter: &ReplayFilter) -> Result<BulkReplayed> {
+        jobs::replay_many(self, tenant, filter).await
+    }
+
+    async fn get(&self, tenant: &str, id: Uuid) -> Result<Job> {
+        jobs::get(self, tenant, id).await
+    }
+
+    async fn list(&self, tenant: &str, filter: &JobFilter) -> Result<JobPage> {
+        jobs::list(self, tenant, filter).await
+    }
+
+    async fn events(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        cursor: Option<EventCursor>,
+        limit: u32,
+    ) -> Result<EventPage> {
+        jobs::events(self, tenant, id, cursor, limit).await
+    }
+
+    async fn queue_stats(&self, tenant: &str, queue: &str) -> Result<QueueStats> {
+        queues::queue_stats(self, tenant, queue).await
+    }
+
+    async fn list_queues(&self, tenant: &str) -> Result<Vec<QueueStats>> {
+        queues::list_queues(self, tenant).await
+    }
+
+    async fn set_paused(
+        &self,
+        tenant: &str,
+        queue: &str,
+        paused: bool,
+        max_queues: u32,
+    ) -> Result<QueueStats> {
+        queues::set_paused(self, tenant, queue, paused, max_queues).await
+    }
+
+    async fn configure_queue(
+        &self,
+        tenant: &str,
+        queue: &str,
+        patch: &QueueConfigPatch,
+        max_queues: u32,
+    ) -> Result<QueueStats> {
+        queues::configure_queue(self, tenant, queue, patch, max_queues).await
+    }
+
+    async fn prune_empty_queues(&self, batch: u32) -> Result<u64> {
+        maintenance::prune_empty_queues(self, batch).await
+    }
+
+    async fn reap_lapsed_leases(&self, batch: u32) -> Result<ReapReport> {
+        maintenance::reap_lapsed_leases(self, batch).await
+    }
+
+    async fn expire_jobs(&self, batch: u32) -> Result<u64> {
+        maintenance::expire_jobs(self, batch).await
+    }
+
+    async fn prune_finished(&self, retention_ms: i64, batch: u32) -> Result<u64> {
+        maintenance::prune_finished(self, retention_ms, batch).await
+    }
+
+    async fn acquire_lease(&self, name: &str, holder: &str, ttl_ms: i64) -> Result<Option<Lease>> {
+        maintenance::acquire_lease(self, name, holder, ttl_ms).await
+    }
+
+    async fn renew_lease(&self, name: &str, token: LeaseToken, ttl_ms: i64) -> Result<Lease> {
+        maintenance::renew_lease(self, name, token, ttl_ms).await
+    }
+
+    async fn release_lease(&self, name: &str, token: LeaseToken) -> Result<()> {
+        maintenance::release_lease(self, name, token).await
+    }
+
+    async fn create_tenant(&self, name: &str) -> Result<Tenant> {
+        tenants::create_tenant(self, name).await
+    }
+
+    async fn list_tenants(&self) -> Result<Vec<Tenant>> {
+        tenants::list_tenants(self).await
+    }
+
+    async fn get_tenant(&self, id: Uuid) -> Result<Tenant> {
+        tenants::get_tenant(self, id).await
+    }
+
+    async fn ensure_tenant(&self, name: &str) -> Result<Tenant> {
+        tenants::ensure_tenant(self, name).await
+    }
+
+    async fn create_api_key(
+        &self,
+        tenant_id: Uuid,
+        name: Option<&str>,
+        admin: bool,
+        key_id: Uuid,
+        hash: [u8; 32],
+    ) -> Result<ApiKeyInfo> {
+        tenants::create_api_key(self, tenant_id, name, admin, key_id, hash).await
+    }
+
+    async fn find_api_key(&self, key_id: Uuid) -> Result<Option<(ApiKeyInfo, [u8; 32])>> {
+        tenants::find_api_key(self, key_id).await
+    }
+
+    async fn revoke_api_key(&self, key_id: Uuid) -> Result<()> {
+        tenants::revoke_api_key(self, key_id).await
+    }
+
+    async fn list_api_keys(&self, tenant_id: Uuid) -> Result<Vec<ApiKeyInfo>> {
+        tenants::list_api_keys(self, tenant_id).await
+    }
+
+    async fn touch_api_key(&self, key_id: Uuid, min_interval_ms: i64) -> Result<bool> {
+        tenants::touch_api_key(self, key_id, min_interval_ms).await
+    }
+
+    async fn store_operator_key(
+        &self,
+        tenant_id: Uuid,
+        key_id: Uuid,
+        hash: [u8; 32],
+    ) -> Result<OperatorKeySetup> {
+        tenants::store_operator_key(self, tenant_id, key_id, hash).await
+    }
+
+    async fn server_secret_check(&self, check: [u8; 32], record: bool) -> Result<Option<[u8; 32]>> {
+        tenants::server_secret_check(self, check, record).await
+    }
+
+    async fn create_schedule(
+        &self,
+        tenant: &str,
+        spec: &ScheduleSpec,
+        next_run_at: Option<DateTime<Utc>>,
+        max_schedules: u32,
+    ) -> Result<Schedule> {
+        schedules::create_schedule(self, tenant, spec, next_run_at, max_schedules).await
+    }
+
+    async fn get_schedule(&self, tenant: &str, id: Uuid) -> Result<Schedule> {
+        schedules::get_schedule(self, tenant, id).await
+    }
+
+    async fn list_schedules(&self, tenant: &str) -> Result<Vec<Schedule>> {
+        schedules::list_schedules(self, tenant).await
+    }
+
+    async fn update_schedule(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        spec: &ScheduleSpec,
+        next_run_at: Option<DateTime<Utc>>,
+    ) -> Result<Schedule> {
+        schedules::update_schedule(self, tenant, id, spec, next_run_at).await
+    }
+
+    async fn delete_schedule(&self, tenant: &str, id: Uuid) -> Result<()> {
+        schedules::delete_schedule(self, tenant, id).await
+    }
+
+    async fn schedule_runs(&self, tenant: &str, id: Uuid, limit: u32) -> Result<Vec<ScheduleRun>> {
+        schedules::schedule_runs(self, tenant, id, limit).await
+    }
+
+    async fn due_schedules(&self, limit: u32) -> Result<(DateTime<Utc>, Vec<Schedule>)> {
+        schedules::due_schedules(self, limit).await
+    }
+
+    async fn next_schedule_due(&self) -> Result<(DateTime<Utc>, Option<DateTime<Utc>>)> {
+        schedules::next_schedule_due(self).await
+    }
+
+    async fn fire_schedule(&self, fire: &Fire, job_id: Uuid) -> Result<FireOutcome> {
+        schedules::fire_schedule(self, fire, job_id).await
+    }
+
+    async fn trigger_schedule(&self, tenant: &str, id: Uuid, job: NewJobRef<'_>) -> Result<Job> {
+        schedules::trigger_schedule(self, tenant, id, job).await
+    }
+
+    async fn prune_schedule_runs(&self, retention_ms: i64, batch: u32) -> Result<u64> {
+        schedules::prune_schedule_runs(self, retention_ms, batch).await
+    }
 }

@@ -5,7 +5,7 @@
 use sqlx::PgPool;
 use tether_core::Result;
 
-use crate::db_error;
+use crate::rows::Db;
 
 /// (version, name, SQL), in order. Never edit a released entry: add one.
 const MIGRATIONS: &[(i64, &str, &str)] = &[
@@ -36,11 +36,11 @@ pub(crate) async fn run(pool: &PgPool) -> Result<()> {
 /// [`run`], but only the migrations up to `last` (as an older tether would
 /// have left the database, for upgrade tests).
 pub(crate) async fn run_up_to(pool: &PgPool, last: i64) -> Result<()> {
-    let mut tx = pool.begin().await.map_err(db_error)?;
+    let mut tx = pool.begin().await.db()?;
     sqlx::query("SELECT pg_advisory_xact_lock(hashtext('tether.migrate'))")
         .execute(&mut *tx)
         .await
-        .map_err(db_error)?;
+        .db()?;
     sqlx::raw_sql(
         "CREATE SCHEMA IF NOT EXISTS tether;
          CREATE TABLE IF NOT EXISTS tether.migrations (
@@ -51,25 +51,22 @@ pub(crate) async fn run_up_to(pool: &PgPool, last: i64) -> Result<()> {
     )
     .execute(&mut *tx)
     .await
-    .map_err(db_error)?;
+    .db()?;
     let applied: Vec<i64> = sqlx::query_scalar("SELECT version FROM tether.migrations")
         .fetch_all(&mut *tx)
         .await
-        .map_err(db_error)?;
+        .db()?;
     for (version, name, sql) in MIGRATIONS.iter().filter(|(v, _, _)| *v <= last) {
         if applied.contains(version) {
             continue;
         }
-        sqlx::raw_sql(sql)
-            .execute(&mut *tx)
-            .await
-            .map_err(db_error)?;
+        sqlx::raw_sql(sql).execute(&mut *tx).await.db()?;
         sqlx::query("INSERT INTO tether.migrations (version, name) VALUES ($1, $2)")
             .bind(version)
             .bind(name)
             .execute(&mut *tx)
             .await
-            .map_err(db_error)?;
+            .db()?;
     }
-    tx.commit().await.map_err(db_error)
+    tx.commit().await.db()
 }

@@ -17,6 +17,8 @@ use sqlx::postgres::{PgListener, PgPool};
 use tether_core::{Wakeup, WakeupHub};
 use tokio::sync::{mpsc, watch};
 
+use crate::rows::Db;
+
 /// The channel every tether process listens on.
 const CHANNEL: &str = "tether_jobs";
 /// Shortest gap between two NOTIFY statements of one process.
@@ -97,7 +99,7 @@ pub(crate) async fn notify_in(
         .bind(&payloads)
         .execute(conn)
         .await
-        .map_err(crate::db_error)?;
+        .db()?;
     Ok(())
 }
 

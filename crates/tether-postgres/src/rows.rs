@@ -1,22 +1,61 @@
-//! Decoding rows into the model.
+//! Row mapping (sqlx is used without its macros, so rows are read by hand)
+//! and the translation of sqlx errors into tether's.
 
+use serde_json::Value;
 use sqlx::postgres::PgRow;
 use sqlx::Row;
-use tether_core::{Backoff, Job, JobState, Overlap, Schedule, ScheduleSpec};
+use tether_core::schedule::RunOutcome;
+use tether_core::{
+    ApiKeyInfo, Backoff, Error, EventKind, Job, JobEvent, JobState, Lease, LeaseToken, Overlap,
+    QueueConfig, QueueStats, Result, Schedule, ScheduleRun, ScheduleSpec, StateCounts, Tenant,
+};
+use uuid::Uuid;
 
-/// The job columns every query returns, in this order.
-macro_rules! job_columns {
-    () => {
-        "j.id, j.tenant, j.queue, j.kind, j.payload, j.result, j.state, j.priority, j.attempt, \
-         j.max_attempts, j.backoff_base_ms, j.backoff_cap_ms, j.run_at, j.created_at, j.started_at, \
-         j.finished_at, j.updated_at, j.last_error, j.unique_key, j.idempotency_key, j.tags, \
-         j.expires_at, j.timeout_ms, j.cancel_requested, j.worker_id, j.lease_expires_at, \
-         j.heartbeat_at, j.progress"
-    };
+/// `?` for sqlx results: maps the error with [`db_err`].
+pub(crate) trait Db<T> {
+    fn db(self) -> Result<T>;
 }
-pub(crate) use job_columns;
 
-/// Decodes a row that carries [`job_columns!`].
+impl<T> Db<T> for std::result::Result<T, sqlx::Error> {
+    fn db(self) -> Result<T> {
+        self.map_err(db_err)
+    }
+}
+
+/// Maps a driver error to tether's: anything that means "the database is not
+/// there right now" is `Unavailable` (safe to retry); the rest is `Storage`.
+pub(crate) fn db_err(err: sqlx::Error) -> Error {
+    let unavailable = match &err {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+            // Class 08: connection exception; 57P0x: the server is shutting
+            // down or starting up.
+            code.starts_with("08") || code.starts_with("57P")
+        }),
+        _ => false,
+    };
+    if unavailable {
+        Error::Unavailable(Box::new(err))
+    } else {
+        Error::Storage(Box::new(err))
+    }
+}
+
+/// Whether a driver error is a unique-constraint violation.
+pub(crate) fn is_unique_violation(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(db) if db.code().as_deref() == Some("23505"))
+}
+
+/// A storage error for data that cannot be read back (corrupt or foreign rows).
+pub(crate) fn corrupt(what: impl std::fmt::Display) -> Error {
+    Error::Storage(what.to_string().into())
+}
+
+/// Decodes a row that carries `job_columns!`.
 pub(crate) fn job(row: &PgRow) -> Result<Job, sqlx::Error> {
     let state: String = row.try_get("state")?;
     Ok(Job {
@@ -55,16 +94,71 @@ pub(crate) fn job(row: &PgRow) -> Result<Job, sqlx::Error> {
     })
 }
 
-/// The schedule columns every schedule query returns, in this order.
-macro_rules! schedule_columns {
-    () => {
-        "s.id, s.tenant, s.name, s.cron, s.timezone, s.queue, s.kind, s.payload, s.enabled, \
-         s.overlap, s.next_run_at, s.last_run_at, s.last_job_id, s.created_at, s.updated_at"
-    };
+/// The lease token of a claimed job's row (`lease_token`).
+pub(crate) fn lease_token(row: &PgRow) -> Result<LeaseToken, sqlx::Error> {
+    Ok(LeaseToken(row.try_get("lease_token")?))
 }
-pub(crate) use schedule_columns;
 
-/// Decodes a row that carries [`schedule_columns!`].
+/// A history event from `at, event, attempt, worker_id, detail`.
+pub(crate) fn event(row: &PgRow) -> Result<JobEvent, sqlx::Error> {
+    let event: String = row.try_get("event")?;
+    Ok(JobEvent {
+        at: row.try_get("at")?,
+        event: event
+            .parse::<EventKind>()
+            .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
+        attempt: row.try_get("attempt")?,
+        worker_id: row.try_get("worker_id")?,
+        detail: row.try_get("detail")?,
+    })
+}
+
+/// A named lease from `name, holder, token, expires_at`.
+pub(crate) fn lease(row: &PgRow) -> Result<Lease, sqlx::Error> {
+    Ok(Lease {
+        name: row.try_get("name")?,
+        holder: row.try_get("holder")?,
+        token: LeaseToken(row.try_get("token")?),
+        expires_at: row.try_get("expires_at")?,
+    })
+}
+
+/// A tenant from `id, name, created_at`.
+pub(crate) fn tenant(row: &PgRow) -> Result<Tenant, sqlx::Error> {
+    Ok(Tenant {
+        id: row.try_get("id")?,
+        name: row.try_get("name")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+/// A key's info from `id, tenant_id, tenant, name, admin, created_at,
+/// last_used_at, revoked_at`; `None` when the key columns are NULL (outer join).
+pub(crate) fn api_key(row: &PgRow) -> Result<Option<ApiKeyInfo>, sqlx::Error> {
+    let Some(id) = row.try_get::<Option<Uuid>, _>("id")? else {
+        return Ok(None);
+    };
+    Ok(Some(ApiKeyInfo {
+        id,
+        tenant_id: row.try_get("tenant_id")?,
+        tenant: row.try_get("tenant")?,
+        name: row.try_get("name")?,
+        admin: row.try_get("admin")?,
+        created_at: row.try_get("created_at")?,
+        last_used_at: row.try_get("last_used_at")?,
+        revoked_at: row.try_get("revoked_at")?,
+    }))
+}
+
+/// A stored key hash (`hash`), which must be 32 bytes.
+pub(crate) fn key_hash(row: &PgRow) -> Result<[u8; 32]> {
+    let hash: Vec<u8> = row.try_get("hash").db()?;
+    let len = hash.len();
+    hash.try_into()
+        .map_err(|_| corrupt(format!("api key hash of {len} bytes")))
+}
+
+/// Decodes a row that carries `schedule_columns!`.
 pub(crate) fn schedule(row: &PgRow) -> Result<Schedule, sqlx::Error> {
     let overlap: String = row.try_get("overlap")?;
     Ok(Schedule {
@@ -87,5 +181,58 @@ pub(crate) fn schedule(row: &PgRow) -> Result<Schedule, sqlx::Error> {
         last_job_id: row.try_get("last_job_id")?,
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
+    })
+}
+
+/// The schedule of a row whose schedule columns may all be NULL (outer join).
+pub(crate) fn optional_schedule(row: &PgRow) -> Result<Option<Schedule>, sqlx::Error> {
+    match row.try_get::<Option<Uuid>, _>("id")? {
+        Some(_) => schedule(row).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// A schedule run from `fire_at, job_id, outcome`; `None` for the row of
+/// NULLs that stands for a schedule without runs.
+pub(crate) fn schedule_run(row: &PgRow) -> Result<Option<ScheduleRun>, sqlx::Error> {
+    let Some(outcome) = row.try_get::<Option<String>, _>("outcome")? else {
+        return Ok(None);
+    };
+    Ok(Some(ScheduleRun {
+        fire_at: row.try_get("fire_at")?,
+        job_id: row.try_get("job_id")?,
+        outcome: RunOutcome::parse(&outcome).ok_or_else(|| {
+            sqlx::Error::Decode(format!("unknown schedule run outcome {outcome:?}").into())
+        })?,
+    }))
+}
+
+/// Queue stats from a row of `sql::queues::QUEUE_STATS` or `LIST_QUEUES`.
+pub(crate) fn queue_stats(row: &PgRow) -> Result<QueueStats, sqlx::Error> {
+    let counts_json: Value = row.try_get("counts")?;
+    let mut counts = StateCounts::default();
+    if let Value::Object(map) = counts_json {
+        for (state, n) in map {
+            if let (Ok(state), Some(n)) = (state.parse::<JobState>(), n.as_i64()) {
+                counts.add(state, n);
+            }
+        }
+    }
+    Ok(QueueStats {
+        name: row.try_get("name")?,
+        paused: row.try_get("paused")?,
+        counts,
+        ready: row.try_get("ready")?,
+        scheduled: row.try_get("scheduled")?,
+        oldest_ready_age_ms: row.try_get("oldest_ready_age_ms")?,
+        expired_leases: row.try_get("expired_leases")?,
+        config: QueueConfig {
+            max_attempts: row.try_get("max_attempts")?,
+            backoff: Backoff {
+                base_ms: row.try_get("backoff_base_ms")?,
+                cap_ms: row.try_get("backoff_cap_ms")?,
+            },
+            default_lease_ttl_ms: row.try_get("default_lease_ttl_ms")?,
+        },
     })
 }

@@ -1,5 +1,6 @@
-//! Row mapping (sqlx is used without its macros, so rows are read by hand)
-//! and the translation of sqlx errors into tether's.
+//! Row mapping (sqlx is used without its macros, so rows are read by hand),
+//! the values SQLite binds (JSON text, JSON arrays of ids), and the
+//! translation of sqlx errors into tether's.
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -44,6 +45,11 @@ fn primary_code(e: &sqlx::Error) -> Option<i64> {
 /// SQLITE_BUSY: another connection holds the lock this one needs.
 pub(crate) fn is_busy(e: &sqlx::Error) -> bool {
     primary_code(e) == Some(SQLITE_BUSY)
+}
+
+/// Whether a driver error is a unique-constraint violation.
+pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if db.is_unique_violation())
 }
 
 /// Pool timeouts, I/O and connection failures are `Unavailable` (the caller
@@ -96,7 +102,7 @@ fn opt_json(text: Option<&str>) -> Result<Option<Value>> {
     text.map(json).transpose()
 }
 
-/// A job from a row holding [`job_cols!`].
+/// A job from a row holding `job_columns!`.
 pub(crate) fn job(row: &SqliteRow) -> Result<Job> {
     let state: &str = row.try_get("state").db()?;
     let tags: &str = row.try_get("tags").db()?;
@@ -134,7 +140,7 @@ pub(crate) fn job(row: &SqliteRow) -> Result<Job> {
     })
 }
 
-/// The lease token of a row holding [`job_cols!`] (claims only).
+/// The lease token of a row holding `job_columns!` (claims only).
 pub(crate) fn lease_token(row: &SqliteRow) -> Result<LeaseToken> {
     let token: Option<&str> = row.try_get("lease_token").db()?;
     let token = token.ok_or_else(|| corrupt("claimed job without a lease token"))?;
@@ -197,7 +203,7 @@ pub(crate) fn key_hash(row: &SqliteRow) -> Result<[u8; 32]> {
         .map_err(|_| corrupt(format!("api key hash of {} bytes", hash.len())))
 }
 
-/// A schedule from a row holding [`schedule_cols!`].
+/// A schedule from a row holding `schedule_columns!`.
 pub(crate) fn schedule(row: &SqliteRow) -> Result<Schedule> {
     let overlap: &str = row.try_get("overlap").db()?;
     let last_job_id: Option<&str> = row.try_get("last_job_id").db()?;
@@ -235,9 +241,9 @@ pub(crate) fn schedule_run(row: &SqliteRow) -> Result<ScheduleRun> {
     })
 }
 
-/// Queue stats from a row holding `name` and [`stats_cols!`]. The config
+/// Queue stats from a row holding `name` and `stats_columns!` (`sql::queues`). The config
 /// columns are NULL for a queue without a row: it has the defaults.
-pub(crate) fn stats(row: &SqliteRow) -> Result<QueueStats> {
+pub(crate) fn queue_stats(row: &SqliteRow) -> Result<QueueStats> {
     let defaults = QueueConfig::default();
     let now: i64 = row.try_get("now").db()?;
     let queued: i64 = row.try_get("n_queued").db()?;
@@ -272,4 +278,29 @@ pub(crate) fn stats(row: &SqliteRow) -> Result<QueueStats> {
             default_lease_ttl_ms: ttl_ms.unwrap_or(defaults.default_lease_ttl_ms),
         },
     })
+}
+
+/// A JSON array of strings (ids, queue names) for `json_each`. Written by
+/// hand because it is on the hot path of every claim and completion, and
+/// these strings almost never need escaping.
+pub(crate) fn id_array<'a>(ids: impl IntoIterator<Item = &'a str>) -> String {
+    let mut out = String::from("[");
+    for id in ids {
+        if out.len() > 1 {
+            out.push(',');
+        }
+        if id.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+            out.push_str(&Value::from(id).to_string());
+        } else {
+            out.push('"');
+            out.push_str(id);
+            out.push('"');
+        }
+    }
+    out.push(']');
+    out
+}
+
+pub(crate) fn to_json_text(value: &Value) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| Error::Storage(Box::new(e)))
 }

@@ -1,0 +1,198 @@
+//! Jobs as an operator sees them: one job, a page of jobs, a job's
+//! history, and the two operator transitions, cancel and replay.
+
+use chrono::{DateTime, Utc};
+use sqlx::postgres::PgRow;
+use sqlx::{QueryBuilder, Row};
+use tether_core::{
+    BulkReplayed, Error, EventCursor, EventPage, Job, JobEvent, JobFilter, JobPage, JobState,
+    ReplayFilter, Result,
+};
+use uuid::Uuid;
+
+use crate::rows::{self, is_unique_violation, Db};
+use crate::sql::jobs::{CANCEL, EVENTS, REPLAY, REPLAY_MANY, SELECT_JOB};
+use crate::PgStore;
+
+/// Page size of a listing that does not set one.
+const DEFAULT_PAGE: u32 = 50;
+/// Size of a bulk replay that does not set one.
+const DEFAULT_REPLAY: u32 = 1_000;
+
+pub(crate) async fn get(store: &PgStore, tenant: &str, id: Uuid) -> Result<Job> {
+    sqlx::query(SELECT_JOB)
+        .bind(id)
+        .bind(tenant)
+        .try_map(|row| rows::job(&row))
+        .fetch_optional(&store.pool)
+        .await
+        .db()?
+        .ok_or(Error::JobNotFound(id))
+}
+
+pub(crate) async fn list(store: &PgStore, tenant: &str, filter: &JobFilter) -> Result<JobPage> {
+    let limit = filter.limit.unwrap_or(DEFAULT_PAGE) as usize;
+    let mut q = QueryBuilder::new(concat!(
+        "SELECT ",
+        job_columns!(),
+        " FROM tether.jobs j WHERE j.tenant = "
+    ));
+    q.push_bind(tenant);
+    if let Some(queue) = &filter.queue {
+        q.push(" AND j.queue = ").push_bind(queue);
+    }
+    if let Some(state) = filter.state {
+        q.push(" AND j.state = ").push_bind(state.as_str());
+    }
+    if let Some(kind) = &filter.kind {
+        q.push(" AND j.kind = ").push_bind(kind);
+    }
+    if let Some(tag) = &filter.tag {
+        q.push(" AND j.tags @> ARRAY[")
+            .push_bind(tag)
+            .push("]::text[]");
+    }
+    if let Some(cursor) = filter.cursor {
+        q.push(" AND j.id < ").push_bind(cursor);
+    }
+    q.push(" ORDER BY j.id DESC LIMIT ").push_bind(limit as i64);
+    let jobs: Vec<Job> = q
+        .build()
+        .try_map(|row| rows::job(&row))
+        .fetch_all(&store.pool)
+        .await
+        .db()?;
+    let next_cursor = if jobs.len() == limit {
+        jobs.last().map(|j| j.id)
+    } else {
+        None
+    };
+    Ok(JobPage { jobs, next_cursor })
+}
+
+pub(crate) async fn events(
+    store: &PgStore,
+    tenant: &str,
+    id: Uuid,
+    cursor: Option<EventCursor>,
+    limit: u32,
+) -> Result<EventPage> {
+    let found: Vec<(i64, JobEvent)> = sqlx::query(EVENTS)
+        .bind(id)
+        .bind(tenant)
+        .bind(cursor.map(|c| c.0))
+        .bind(i64::from(limit))
+        .try_map(|row: PgRow| Ok((row.try_get("seq")?, rows::event(&row)?)))
+        .fetch_all(&store.pool)
+        .await
+        .db()?;
+    if found.is_empty() {
+        // Every job has at least its `enqueued` event, but a page past
+        // the end has none: tell "no such job" apart.
+        get(store, tenant, id).await?;
+    }
+    let next_cursor = if found.len() == limit as usize {
+        found.last().map(|(seq, _)| EventCursor(*seq))
+    } else {
+        None
+    };
+    Ok(EventPage {
+        events: found.into_iter().map(|(_, e)| e).collect(),
+        next_cursor,
+    })
+}
+
+pub(crate) async fn cancel(store: &PgStore, tenant: &str, id: Uuid) -> Result<Job> {
+    let row = sqlx::query(CANCEL)
+        .bind(id)
+        .bind(tenant)
+        .fetch_optional(&store.pool)
+        .await
+        .db()?;
+    match prior_state_and_job(row, id)? {
+        (Some(job), _) => Ok(job),
+        (None, JobState::Running) => get(store, tenant, id).await,
+        (None, state) => Err(Error::not_cancellable(id, state)),
+    }
+}
+
+pub(crate) async fn replay(
+    store: &PgStore,
+    tenant: &str,
+    id: Uuid,
+    expires_at: Option<DateTime<Utc>>,
+) -> Result<Job> {
+    let row = sqlx::query(REPLAY)
+        .bind(id)
+        .bind(tenant)
+        .bind(expires_at)
+        .fetch_optional(&store.pool)
+        .await
+        .map_err(|e| {
+            if is_unique_violation(&e) {
+                Error::replay_unique_key_held(id)
+            } else {
+                rows::db_err(e)
+            }
+        })?;
+    match prior_state_and_job(row, id)? {
+        (Some(job), _) => {
+            store.notify(tenant, &job.queue, 1);
+            Ok(job)
+        }
+        (None, state) => Err(Error::not_replayable(id, state)),
+    }
+}
+
+pub(crate) async fn replay_many(
+    store: &PgStore,
+    tenant: &str,
+    filter: &ReplayFilter,
+) -> Result<BulkReplayed> {
+    let limit = filter.limit.unwrap_or(DEFAULT_REPLAY);
+    let row = sqlx::query(REPLAY_MANY)
+        .bind(tenant)
+        .bind(&filter.queue)
+        .bind(filter.state.as_str())
+        .bind(filter.kind.as_deref())
+        .bind(i64::from(limit))
+        .bind(filter.cursor)
+        .bind(filter.expires_at)
+        .fetch_one(&store.pool)
+        .await
+        .map_err(|e| {
+            if is_unique_violation(&e) {
+                Error::replay_raced()
+            } else {
+                rows::db_err(e)
+            }
+        })?;
+    let replayed: i64 = row.try_get("replayed").db()?;
+    let scanned: i64 = row.try_get("scanned").db()?;
+    let last: Option<Uuid> = row.try_get("last").db()?;
+    if replayed > 0 {
+        store.notify(tenant, &filter.queue, replayed as usize);
+    }
+    Ok(BulkReplayed {
+        replayed: replayed as u64,
+        next_cursor: if scanned == i64::from(limit) {
+            last
+        } else {
+            None
+        },
+    })
+}
+
+/// Interprets the answer of cancel/replay: the job's state before the
+/// statement and the updated job (`None` when the operation did not apply).
+fn prior_state_and_job(row: Option<PgRow>, id: Uuid) -> Result<(Option<Job>, JobState)> {
+    let row = row.ok_or(Error::JobNotFound(id))?;
+    let prior: String = row.try_get("prior_state").db()?;
+    let prior = prior.parse::<JobState>().map_err(rows::corrupt)?;
+    let updated: Option<Uuid> = row.try_get("id").db()?;
+    let job = match updated {
+        Some(_) => Some(rows::job(&row).db()?),
+        None => None,
+    };
+    Ok((job, prior))
+}

@@ -1,0 +1,145 @@
+//! The maintenance leader's passes, each bounded by a batch and over every
+//! tenant: removing empty queue rows, the reaper, expiry, pruning finished
+//! jobs; and the named leases that elect the leader.
+
+use std::collections::HashMap;
+
+use sqlx::Row;
+use tether_core::{Error, Lease, LeaseToken, QueueConfig, ReapReport, Result};
+
+use crate::enqueue::QUEUE_ROWS_LOCK;
+use crate::rows::{self, Db};
+use crate::sql::maintenance::{
+    ACQUIRE_LEASE, DELETE_EMPTY_QUEUES, EMPTY_QUEUES, EXPIRE, PRUNE, REAP, RELEASE_LEASE,
+    RENEW_LEASE,
+};
+use crate::sql::TRY_LOCK_TENANT;
+use crate::PgStore;
+
+pub(crate) async fn prune_empty_queues(store: &PgStore, batch: u32) -> Result<u64> {
+    let defaults = QueueConfig::default();
+    let candidates: Vec<(String, String)> = sqlx::query_as(EMPTY_QUEUES)
+        .bind(i64::from(batch))
+        .bind(defaults.max_attempts)
+        .bind(defaults.backoff.base_ms)
+        .bind(defaults.backoff.cap_ms)
+        .bind(defaults.default_lease_ttl_ms)
+        .fetch_all(&store.pool)
+        .await
+        .db()?;
+    let mut by_tenant: HashMap<String, Vec<String>> = HashMap::new();
+    for (tenant, name) in candidates {
+        by_tenant.entry(tenant).or_default().push(name);
+    }
+    let mut removed = 0;
+    for (tenant, names) in by_tenant {
+        let mut tx = store.begin().await?;
+        // Only while no enqueue of the tenant is in flight. Trying, not
+        // waiting: a waiting exclusive request would queue every new
+        // enqueue of the tenant behind an enqueue in a long caller
+        // transaction. A busy tenant is tried again next pass.
+        let locked: bool = sqlx::query_scalar(TRY_LOCK_TENANT)
+            .bind(QUEUE_ROWS_LOCK)
+            .bind(&tenant)
+            .fetch_one(&mut *tx)
+            .await
+            .db()?;
+        if !locked {
+            continue;
+        }
+        let done = sqlx::query(DELETE_EMPTY_QUEUES)
+            .bind(&tenant)
+            .bind(&names)
+            .bind(defaults.max_attempts)
+            .bind(defaults.backoff.base_ms)
+            .bind(defaults.backoff.cap_ms)
+            .bind(defaults.default_lease_ttl_ms)
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        tx.commit().await.db()?;
+        removed += done.rows_affected();
+    }
+    Ok(removed)
+}
+
+pub(crate) async fn reap_lapsed_leases(store: &PgStore, batch: u32) -> Result<ReapReport> {
+    let reaped = sqlx::query(REAP)
+        .bind(i64::from(batch))
+        .fetch_all(&store.pool)
+        .await
+        .db()?;
+    let mut report = ReapReport::default();
+    for row in reaped {
+        let state: String = row.try_get("state").db()?;
+        let n: i64 = row.try_get("n").db()?;
+        match state.as_str() {
+            "failed" => report.failed += n as u64,
+            "cancelled" => report.cancelled += n as u64,
+            _ => report.requeued += n as u64,
+        }
+    }
+    Ok(report)
+}
+
+pub(crate) async fn expire_jobs(store: &PgStore, batch: u32) -> Result<u64> {
+    let n: i64 = sqlx::query_scalar(EXPIRE)
+        .bind(i64::from(batch))
+        .fetch_one(&store.pool)
+        .await
+        .db()?;
+    Ok(n as u64)
+}
+
+pub(crate) async fn prune_finished(store: &PgStore, retention_ms: i64, batch: u32) -> Result<u64> {
+    let n: i64 = sqlx::query_scalar(PRUNE)
+        .bind(retention_ms)
+        .bind(i64::from(batch))
+        .fetch_one(&store.pool)
+        .await
+        .db()?;
+    Ok(n as u64)
+}
+
+pub(crate) async fn acquire_lease(
+    store: &PgStore,
+    name: &str,
+    holder: &str,
+    ttl_ms: i64,
+) -> Result<Option<Lease>> {
+    sqlx::query(ACQUIRE_LEASE)
+        .bind(name)
+        .bind(holder)
+        .bind(ttl_ms)
+        .try_map(|row| rows::lease(&row))
+        .fetch_optional(&store.pool)
+        .await
+        .db()
+}
+
+pub(crate) async fn renew_lease(
+    store: &PgStore,
+    name: &str,
+    token: LeaseToken,
+    ttl_ms: i64,
+) -> Result<Lease> {
+    sqlx::query(RENEW_LEASE)
+        .bind(name)
+        .bind(token.0)
+        .bind(ttl_ms)
+        .try_map(|row| rows::lease(&row))
+        .fetch_optional(&store.pool)
+        .await
+        .db()?
+        .ok_or_else(|| Error::NamedLeaseLost(name.to_owned()))
+}
+
+pub(crate) async fn release_lease(store: &PgStore, name: &str, token: LeaseToken) -> Result<()> {
+    sqlx::query(RELEASE_LEASE)
+        .bind(name)
+        .bind(token.0)
+        .execute(&store.pool)
+        .await
+        .db()?;
+    Ok(())
+}

@@ -1,0 +1,240 @@
+//! Statements of `attempts.rs`: the claim and the reports that end or
+//! extend an attempt, each fenced by the lease token.
+
+/// Claims a batch: `$1` tenant, `$2` queue, `$3` limit, `$4` lease TTL ms
+/// (NULL: the queue's, else `tether_core::lifecycle::DEFAULT_LEASE_TTL_MS`
+/// written out), `$5` worker id.
+pub const CLAIM: &str = concat!(
+    "WITH config AS (
+        SELECT COALESCE(q.paused, false) AS paused,
+               COALESCE($4::bigint, q.default_lease_ttl_ms, 30000) AS ttl
+        FROM (SELECT 1) one
+        LEFT JOIN tether.queues q ON q.tenant = $1 AND q.name = $2
+    ),
+    picked AS (
+        SELECT j.id FROM tether.jobs j
+        WHERE j.tenant = $1 AND j.queue = $2 AND j.state = 'queued' AND j.run_at <= now()
+          AND (j.expires_at IS NULL OR j.expires_at > now())
+          AND NOT (SELECT paused FROM config)
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT $3
+        FOR UPDATE SKIP LOCKED
+    ),
+    claimed AS (
+        UPDATE tether.jobs j
+        SET state = 'running', attempt = j.attempt + 1, lease_token = gen_random_uuid(),
+            lease_ttl_ms = config.ttl,
+            lease_expires_at = now() + config.ttl * interval '1 millisecond',
+            heartbeat_at = now(), started_at = now(), updated_at = now(),
+            worker_id = $5, progress = NULL
+        FROM picked, config
+        WHERE j.id = picked.id
+        RETURNING ",
+    job_columns!(),
+    ", j.lease_token
+    ),
+    history AS (
+        INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, worker_id)
+        SELECT id, tenant, updated_at, 'claimed', attempt, worker_id FROM claimed
+    )
+    SELECT * FROM claimed j ORDER BY j.priority DESC, j.run_at, j.id"
+);
+
+/// A report (`complete`, `fail`, `snooze`) whose fence matched nothing:
+/// `repeated` is the job as it stands when `$3` is the token that ended its
+/// last attempt and its state is one the report leads to (`$states`, a text
+/// array; see `tether_core::lifecycle::Report`), so a report repeated after
+/// its answer was lost is answered like the first; otherwise `lost` records
+/// `lease_lost` in the same statement, if the job exists in the tenant at
+/// all. `$1` id, `$2` tenant; `done` is the CTE of the fenced update; `$op`
+/// names the operation.
+macro_rules! settle_ctes {
+    ($op:literal, $states:literal) => {
+        concat!(
+            "repeated AS (
+                SELECT ",
+            job_columns!(),
+            " FROM tether.jobs j
+                WHERE j.id = $1 AND j.tenant = $2 AND j.lease_token = $3
+                  AND j.state = ANY(",
+            $states,
+            "::text[]) AND NOT EXISTS (SELECT 1 FROM done)
+            ),
+            lost AS (
+                INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, detail)
+                SELECT x.id, x.tenant, now(), 'lease_lost', x.attempt, '",
+            $op,
+            "' FROM tether.jobs x
+                WHERE x.id = $1 AND x.tenant = $2 AND NOT EXISTS (SELECT 1 FROM done)
+                  AND NOT EXISTS (SELECT 1 FROM repeated)
+                RETURNING job_id
+            )
+            SELECT j.*, (SELECT count(*) FROM lost) AS lost FROM (SELECT 1) one
+            LEFT JOIN (SELECT * FROM done UNION ALL SELECT * FROM repeated) j ON true"
+        )
+    };
+}
+
+/// Rows of a batch are locked in id order, so two batches that share jobs
+/// (a heartbeat cycle and a completion batch of one worker) wait for each
+/// other instead of deadlocking. A job named by several refused items gets
+/// one `lease_lost` event per batch (DISTINCT), so a stale token repeated in
+/// a batch cannot grow the job's history by the batch size.
+pub(crate) const HEARTBEAT_MANY: &str = "WITH input AS (
+        SELECT * FROM UNNEST($2::uuid[], $3::uuid[], $4::bigint[], $5::jsonb[])
+            AS t(id, token, ttl, progress)
+    ),
+    locked AS (
+        SELECT j.id FROM UNNEST($2::uuid[]) AS u(id) JOIN tether.jobs j ON j.id = u.id
+        WHERE j.tenant = $1 AND j.state = 'running'
+        ORDER BY j.id
+        FOR UPDATE OF j
+    ),
+    done AS (
+        UPDATE tether.jobs j
+        SET lease_expires_at = now() + COALESCE(i.ttl, j.lease_ttl_ms) * interval '1 millisecond',
+            heartbeat_at = now(), updated_at = now(), progress = COALESCE(i.progress, j.progress)
+        FROM input i
+        WHERE j.id = i.id AND j.lease_token = i.token AND j.id IN (SELECT id FROM locked)
+        RETURNING j.id, i.token, j.lease_expires_at, j.cancel_requested
+    ),
+    lost AS (
+        INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, detail)
+        SELECT x.id, x.tenant, now(), 'lease_lost', x.attempt, 'heartbeat'
+        FROM (SELECT DISTINCT id FROM UNNEST($2::uuid[]) AS u(id)) u JOIN tether.jobs x ON x.id = u.id
+        WHERE x.tenant = $1 AND x.id NOT IN (SELECT id FROM done)
+        RETURNING job_id
+    )
+    SELECT id, token, lease_expires_at, cancel_requested FROM done
+    UNION ALL
+    SELECT DISTINCT job_id, NULL::uuid, NULL::timestamptz, NULL::boolean FROM lost";
+
+pub(crate) const COMPLETE: &str = concat!(
+    "WITH done AS (
+        UPDATE tether.jobs j
+        SET state = 'succeeded', result = $4, finished_at = now(), updated_at = now(),
+            lease_expires_at = NULL
+        WHERE j.id = $1 AND j.tenant = $2 AND j.lease_token = $3 AND j.state = 'running'
+        RETURNING ",
+    job_columns!(),
+    "
+    ),
+    history AS (
+        INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, worker_id)
+        SELECT id, tenant, updated_at, 'succeeded', attempt, worker_id FROM done
+    ), ",
+    settle_ctes!("complete", "$5")
+);
+
+/// Completes a batch: `$1` tenant, `$2` ids, `$3` lease tokens, `$4` results.
+/// Rows are locked in id order, and a refused job gets one `lease_lost`
+/// event per batch (see `HEARTBEAT_MANY`).
+pub const COMPLETE_MANY: &str = "WITH input AS (
+        SELECT * FROM UNNEST($2::uuid[], $3::uuid[], $4::jsonb[]) AS t(id, token, result)
+    ),
+    locked AS (
+        SELECT j.id FROM UNNEST($2::uuid[]) AS u(id) JOIN tether.jobs j ON j.id = u.id
+        WHERE j.tenant = $1 AND j.state = 'running'
+        ORDER BY j.id
+        FOR UPDATE OF j
+    ),
+    done AS (
+        UPDATE tether.jobs j
+        SET state = 'succeeded', result = i.result, finished_at = now(), updated_at = now(),
+            lease_expires_at = NULL
+        FROM input i
+        WHERE j.id = i.id AND j.lease_token = i.token AND j.id IN (SELECT id FROM locked)
+        RETURNING j.id, i.token, j.tenant, j.attempt, j.worker_id, j.updated_at
+    ),
+    history AS (
+        INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, worker_id)
+        SELECT id, tenant, updated_at, 'succeeded', attempt, worker_id FROM done
+    ),
+    repeated AS (
+        SELECT x.id, i.token FROM input i JOIN tether.jobs x ON x.id = i.id
+        WHERE x.tenant = $1 AND x.state = 'succeeded' AND x.lease_token = i.token
+          AND x.id NOT IN (SELECT id FROM done)
+    ),
+    lost AS (
+        INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, detail)
+        SELECT x.id, x.tenant, now(), 'lease_lost', x.attempt, 'complete'
+        FROM (SELECT DISTINCT id FROM UNNEST($2::uuid[]) AS u(id)) u JOIN tether.jobs x ON x.id = u.id
+        WHERE x.tenant = $1 AND x.id NOT IN (SELECT id FROM done)
+          AND x.id NOT IN (SELECT id FROM repeated)
+        RETURNING job_id
+    )
+    SELECT id, token FROM done
+    UNION ALL
+    SELECT DISTINCT id, token FROM repeated
+    UNION ALL
+    SELECT DISTINCT job_id, NULL::uuid FROM lost";
+
+/// Fail routing mirrors `lifecycle::fail_outcome`; the retry delay mirrors
+/// `lifecycle::backoff_delay_ms` (`$5` retry_after_ms, `$6` fatal,
+/// `$7` cancelled, `$8` jitter).
+pub(crate) const FAIL: &str = concat!(
+    "WITH cur AS (
+        SELECT id,
+               CASE WHEN $7 OR (cancel_requested AND NOT $6) THEN 'cancelled'
+                    WHEN $6 OR attempt >= max_attempts THEN 'failed'
+                    ELSE 'queued' END AS next_state,
+               COALESCE($5::bigint,
+                        floor(LEAST(backoff_base_ms * power(2::float8, attempt - 1), backoff_cap_ms)
+                              * $8::float8)::bigint) AS delay_ms
+        FROM tether.jobs
+        WHERE id = $1 AND tenant = $2 AND lease_token = $3 AND state = 'running'
+        FOR UPDATE
+    ),
+    done AS (
+        UPDATE tether.jobs j
+        SET state = cur.next_state,
+            run_at = CASE WHEN cur.next_state = 'queued'
+                          THEN now() + cur.delay_ms * interval '1 millisecond' ELSE j.run_at END,
+            finished_at = CASE WHEN cur.next_state = 'queued' THEN NULL ELSE now() END,
+            last_error = $4, lease_expires_at = NULL, updated_at = now()
+        FROM cur
+        WHERE j.id = cur.id
+        RETURNING ",
+    job_columns!(),
+    "
+    ),
+    history AS (
+        INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, worker_id, detail)
+        SELECT id, tenant, updated_at,
+               CASE state WHEN 'queued' THEN 'retry_scheduled' ELSE state END,
+               attempt, worker_id, $4
+        FROM done
+    ), ",
+    settle_ctes!("fail", "$9")
+);
+
+pub(crate) const SNOOZE: &str = concat!(
+    "WITH cur AS (
+        SELECT id, CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued' END AS next_state
+        FROM tether.jobs
+        WHERE id = $1 AND tenant = $2 AND lease_token = $3 AND state = 'running'
+        FOR UPDATE
+    ),
+    done AS (
+        UPDATE tether.jobs j
+        SET state = cur.next_state,
+            attempt = CASE WHEN cur.next_state = 'queued' THEN j.attempt - 1 ELSE j.attempt END,
+            run_at = CASE WHEN cur.next_state = 'queued'
+                          THEN now() + $4 * interval '1 millisecond' ELSE j.run_at END,
+            finished_at = CASE WHEN cur.next_state = 'queued' THEN NULL ELSE now() END,
+            lease_expires_at = NULL, updated_at = now()
+        FROM cur
+        WHERE j.id = cur.id
+        RETURNING ",
+    job_columns!(),
+    "
+    ),
+    history AS (
+        INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, worker_id, detail)
+        SELECT id, tenant, updated_at,
+               CASE state WHEN 'queued' THEN 'snoozed' ELSE 'cancelled' END,
+               attempt, worker_id, 'delay ' || $4 || ' ms'
+        FROM done
+    ), ",
+    settle_ctes!("snooze", "$5")
+);

@@ -1,0 +1,84 @@
+//! Statements of `enqueue.rs`.
+
+/// Inserts a batch whose queues all have rows; otherwise inserts nothing
+/// and answers the missing queues (rows with only `missing_queue` set).
+/// `$17` is `QUEUE_ROWS_LOCK`. The lock is taken before any row is
+/// written: both writes join `lk`. Unset attempts/backoff come from the
+/// queue row, else the defaults of `tether_core::lifecycle` (written out).
+pub(crate) const INSERT_JOBS: &str = "WITH input AS (
+        SELECT * FROM UNNEST($2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::smallint[],
+                             $7::timestamptz[], $8::bigint[], $9::int[], $10::bigint[], $11::bigint[],
+                             $12::bigint[], $13::text[], $14::text[], $15::jsonb[], $16::timestamptz[])
+            WITH ORDINALITY
+            AS t(id, queue, kind, payload, priority, run_at, delay_ms, max_attempts,
+                 backoff_base_ms, backoff_cap_ms, timeout_ms, idempotency_key, unique_key,
+                 tags, expires_at, ord)
+    ),
+    missing AS (
+        SELECT DISTINCT i.queue FROM input i
+        WHERE NOT EXISTS (SELECT 1 FROM tether.queues q WHERE q.tenant = $1 AND q.name = i.queue)
+    ),
+    lk AS (
+        SELECT 1 AS one FROM (SELECT pg_advisory_xact_lock_shared($17, hashtext($1))) l
+        WHERE NOT EXISTS (SELECT 1 FROM missing)
+    ),
+    registered AS (
+        INSERT INTO tether.queues (tenant, name)
+        SELECT $1, q.name FROM tether.queues q CROSS JOIN lk
+        WHERE q.tenant = $1 AND q.name IN (SELECT queue FROM input)
+        ON CONFLICT DO NOTHING
+    ),
+    inserted AS (
+        INSERT INTO tether.jobs AS j (id, tenant, queue, kind, payload, state, priority, attempt,
+            max_attempts, backoff_base_ms, backoff_cap_ms, run_at, created_at, updated_at,
+            unique_key, idempotency_key, tags, expires_at, timeout_ms)
+        SELECT i.id, $1, i.queue, i.kind, i.payload, 'queued', i.priority, 0,
+            COALESCE(i.max_attempts, q.max_attempts, 5),
+            COALESCE(i.backoff_base_ms, q.backoff_base_ms, 1000),
+            COALESCE(i.backoff_cap_ms, q.backoff_cap_ms, 3600000),
+            COALESCE(i.run_at, now() + i.delay_ms * interval '1 millisecond'),
+            now(), now(), i.unique_key, i.idempotency_key,
+            ARRAY(SELECT jsonb_array_elements_text(i.tags)), i.expires_at, i.timeout_ms
+        FROM input i
+        CROSS JOIN lk
+        LEFT JOIN tether.queues q ON q.tenant = $1 AND q.name = i.queue
+        ORDER BY i.ord
+        ON CONFLICT DO NOTHING
+        -- Only what the database decided: the rest of the job is the input,
+        -- and sending the payload back would cost a JSON parse per job.
+        RETURNING j.id, j.tenant, j.max_attempts, j.backoff_base_ms, j.backoff_cap_ms, j.run_at,
+                  j.created_at, j.expires_at
+    ),
+    history AS (
+        INSERT INTO tether.job_events (job_id, tenant, at, event, attempt)
+        SELECT id, tenant, created_at, 'enqueued', 0 FROM inserted
+    )
+    SELECT id, max_attempts, backoff_base_ms, backoff_cap_ms, run_at, created_at, expires_at,
+           NULL::text AS missing_queue
+    FROM inserted
+    UNION ALL
+    SELECT NULL::uuid, NULL::int, NULL::bigint, NULL::bigint, NULL::timestamptz,
+           NULL::timestamptz, NULL::timestamptz, queue
+    FROM missing";
+
+/// How many queue rows tenant `$1` has, and how many of the names `$2` have
+/// none.
+pub(crate) const COUNT_QUEUES: &str = "SELECT
+        (SELECT count(*) FROM tether.queues WHERE tenant = $1) AS existing,
+        (SELECT count(*) FROM UNNEST($2::text[]) AS n(name)
+         WHERE NOT EXISTS (SELECT 1 FROM tether.queues q WHERE q.tenant = $1 AND q.name = n.name))
+            AS missing";
+
+/// Creates the rows of queues `$2` of tenant `$1` (default settings).
+pub(crate) const REGISTER_QUEUES: &str = "INSERT INTO tether.queues (tenant, name)
+    SELECT $1, name FROM UNNEST($2::text[]) AS n(name)
+    ON CONFLICT DO NOTHING";
+
+pub(crate) const DUPLICATE_CANDIDATES: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    " FROM tether.jobs j
+      WHERE j.tenant = $1
+        AND (j.idempotency_key = ANY($2)
+             OR (j.unique_key = ANY($3) AND j.state IN ('queued', 'running')))"
+);

@@ -1,0 +1,107 @@
+//! Statements of `maintenance.rs`: bounded passes over every tenant, and
+//! the named leases.
+
+/// Queue rows that hold nothing (no job in any state, not paused, every
+/// setting at its default `$2`–`$5`), at most `$1`, all tenants: the
+/// candidates of a removal pass.
+pub(crate) const EMPTY_QUEUES: &str = "SELECT c.tenant, c.name FROM tether.queues c
+    WHERE NOT c.paused AND c.max_attempts = $2 AND c.backoff_base_ms = $3
+      AND c.backoff_cap_ms = $4 AND c.default_lease_ttl_ms = $5
+      AND NOT EXISTS (SELECT 1 FROM tether.jobs j WHERE j.tenant = c.tenant AND j.queue = c.name)
+    LIMIT $1";
+
+/// Deletes the candidates `$2` of tenant `$1` that still hold nothing
+/// (same settings `$3`–`$6`), run under the tenant's exclusive
+/// `QUEUE_ROWS_LOCK`, in a statement that starts after the lock was taken,
+/// so it sees every job of every enqueue that held the lock before.
+pub(crate) const DELETE_EMPTY_QUEUES: &str = "DELETE FROM tether.queues c
+    WHERE c.tenant = $1 AND c.name = ANY($2)
+      AND NOT c.paused AND c.max_attempts = $3 AND c.backoff_base_ms = $4
+      AND c.backoff_cap_ms = $5 AND c.default_lease_ttl_ms = $6
+      AND NOT EXISTS (SELECT 1 FROM tether.jobs j WHERE j.tenant = c.tenant AND j.queue = c.name)";
+
+/// One statement decides all three fates (mirrors `lifecycle::lapse_outcome`),
+/// so an exhausted job can never slip back to `queued`.
+pub(crate) const REAP: &str = "WITH lapsed AS (
+        SELECT id FROM tether.jobs
+        WHERE state = 'running' AND lease_expires_at < now()
+        ORDER BY lease_expires_at
+        LIMIT $1
+        FOR UPDATE SKIP LOCKED
+    ),
+    done AS (
+        UPDATE tether.jobs j
+        SET state = CASE WHEN j.cancel_requested THEN 'cancelled'
+                         WHEN j.attempt >= j.max_attempts THEN 'failed'
+                         ELSE 'queued' END,
+            run_at = CASE WHEN j.cancel_requested OR j.attempt >= j.max_attempts
+                          THEN j.run_at ELSE now() END,
+            finished_at = CASE WHEN j.cancel_requested OR j.attempt >= j.max_attempts
+                               THEN now() ELSE NULL END,
+            last_error = 'lease expired: worker ' || COALESCE(j.worker_id, '?')
+                         || ' stopped heartbeating during attempt ' || j.attempt
+                         || ' of ' || j.max_attempts,
+            lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+        FROM lapsed
+        WHERE j.id = lapsed.id
+        RETURNING j.id, j.tenant, j.state, j.attempt, j.worker_id, j.updated_at
+    ),
+    history AS (
+        INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, worker_id, detail)
+        SELECT id, tenant, updated_at, 'lease_expired', attempt, worker_id, state FROM done
+    )
+    SELECT state, count(*) AS n FROM done GROUP BY state";
+
+pub(crate) const EXPIRE: &str = "WITH gone AS (
+        SELECT id FROM tether.jobs
+        WHERE state = 'queued' AND expires_at IS NOT NULL AND expires_at < now()
+        ORDER BY expires_at
+        LIMIT $1
+        FOR UPDATE SKIP LOCKED
+    ),
+    done AS (
+        UPDATE tether.jobs j
+        SET state = 'failed', finished_at = now(), updated_at = now(), last_error = 'expired'
+        FROM gone
+        WHERE j.id = gone.id
+        RETURNING j.id, j.tenant, j.attempt, j.updated_at, j.expires_at
+    ),
+    history AS (
+        INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, detail)
+        SELECT id, tenant, updated_at, 'expired', attempt,
+               'not claimed before ' || to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')
+        FROM done
+    )
+    SELECT count(*) FROM done";
+
+pub(crate) const PRUNE: &str = "WITH old AS (
+        SELECT id FROM tether.jobs
+        WHERE state IN ('succeeded', 'failed', 'cancelled')
+          AND finished_at <= now() - $1 * interval '1 millisecond'
+        ORDER BY finished_at
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED
+    ),
+    history AS (
+        DELETE FROM tether.job_events e USING old WHERE e.job_id = old.id
+    ),
+    done AS (
+        DELETE FROM tether.jobs j USING old WHERE j.id = old.id RETURNING 1
+    )
+    SELECT count(*) FROM done";
+
+pub(crate) const ACQUIRE_LEASE: &str =
+    "INSERT INTO tether.leases AS l (name, holder, token, acquired_at, expires_at)
+    VALUES ($1, $2, gen_random_uuid(), now(), now() + $3 * interval '1 millisecond')
+    ON CONFLICT (name) DO UPDATE SET
+        holder = EXCLUDED.holder, token = EXCLUDED.token,
+        acquired_at = EXCLUDED.acquired_at, expires_at = EXCLUDED.expires_at
+    WHERE l.expires_at < now()
+    RETURNING name, holder, token, expires_at";
+
+pub(crate) const RENEW_LEASE: &str =
+    "UPDATE tether.leases SET expires_at = now() + $3 * interval '1 millisecond'
+    WHERE name = $1 AND token = $2
+    RETURNING name, holder, token, expires_at";
+
+pub(crate) const RELEASE_LEASE: &str = "DELETE FROM tether.leases WHERE name = $1 AND token = $2";

@@ -1,0 +1,68 @@
+//! Statements of `queues.rs`.
+
+/// Per-queue statistics as a LATERAL subquery over a row `q` that carries
+/// `tenant` and `name`. A queue without a row has the defaults of
+/// `tether_core::lifecycle` (written out).
+macro_rules! queue_stats_sql {
+    ($from:literal) => {
+        concat!(
+            "SELECT q.name, COALESCE(c.paused, false) AS paused,
+                    COALESCE(c.max_attempts, 5) AS max_attempts,
+                    COALESCE(c.backoff_base_ms, 1000) AS backoff_base_ms,
+                    COALESCE(c.backoff_cap_ms, 3600000) AS backoff_cap_ms,
+                    COALESCE(c.default_lease_ttl_ms, 30000) AS default_lease_ttl_ms,
+                    s.counts, r.ready, r.scheduled, r.oldest_ready_age_ms, e.expired_leases
+             FROM ",
+            $from,
+            "
+             LEFT JOIN tether.queues c ON c.tenant = q.tenant AND c.name = q.name
+             CROSS JOIN LATERAL (
+                 SELECT COALESCE(jsonb_object_agg(state, n), '{}') AS counts FROM (
+                     SELECT state, count(*) AS n FROM tether.jobs
+                     WHERE tenant = q.tenant AND queue = q.name GROUP BY state) g
+             ) s
+             CROSS JOIN LATERAL (
+                 SELECT count(*) FILTER (WHERE run_at <= now()) AS ready,
+                        count(*) FILTER (WHERE run_at > now()) AS scheduled,
+                        COALESCE(floor(extract(epoch FROM now() - min(run_at) FILTER (WHERE run_at <= now())) * 1000), 0)::bigint
+                            AS oldest_ready_age_ms
+                 FROM tether.jobs
+                 WHERE tenant = q.tenant AND queue = q.name AND state = 'queued'
+             ) r
+             CROSS JOIN LATERAL (
+                 SELECT count(*) AS expired_leases FROM tether.jobs
+                 WHERE tenant = q.tenant AND queue = q.name AND state = 'running'
+                   AND lease_expires_at < now()
+             ) e"
+        )
+    };
+}
+
+pub(crate) const QUEUE_STATS: &str =
+    queue_stats_sql!("(SELECT $1::text AS tenant, $2::text AS name) q");
+
+pub(crate) const LIST_QUEUES: &str = concat!(
+    queue_stats_sql!("tether.queues q"),
+    " WHERE q.tenant = $1 ORDER BY q.name COLLATE \"C\""
+);
+
+pub(crate) const SET_PAUSED: &str =
+    "INSERT INTO tether.queues (tenant, name, paused) VALUES ($1, $2, $3)
+    ON CONFLICT (tenant, name) DO UPDATE SET paused = EXCLUDED.paused, updated_at = now()";
+
+/// Resumes a queue that has a row; a queue without one is not paused.
+pub(crate) const RESUME: &str = "UPDATE tether.queues SET paused = false, updated_at = now()
+    WHERE tenant = $1 AND name = $2 AND paused";
+
+/// Upserts queue settings: patch fields `$3`–`$6` where set, else the
+/// current value (or, for a new row, the defaults of `tether_core::lifecycle`
+/// written out).
+pub(crate) const CONFIGURE_QUEUE: &str = "INSERT INTO tether.queues AS q
+        (tenant, name, max_attempts, backoff_base_ms, backoff_cap_ms, default_lease_ttl_ms)
+    VALUES ($1, $2, COALESCE($3, 5), COALESCE($4, 1000), COALESCE($5, 3600000), COALESCE($6, 30000))
+    ON CONFLICT (tenant, name) DO UPDATE SET
+        max_attempts = COALESCE($3, q.max_attempts),
+        backoff_base_ms = COALESCE($4, q.backoff_base_ms),
+        backoff_cap_ms = COALESCE($5, q.backoff_cap_ms),
+        default_lease_ttl_ms = COALESCE($6, q.default_lease_ttl_ms),
+        updated_at = now()";

@@ -1,0 +1,134 @@
+//! Statements of `schedules.rs`.
+
+/// The unique constraint on `(tenant, name)`.
+pub(crate) const NAME_CONSTRAINT: &str = "schedules_tenant_name";
+
+/// How many schedules tenant `$1` has.
+pub(crate) const COUNT_SCHEDULES: &str = "SELECT count(*) FROM tether.schedules WHERE tenant = $1";
+
+/// Creates a schedule unless the tenant uses the name already: `$1` id,
+/// `$2` tenant, `$3`–`$10` the definition, `$11` next run (kept only when
+/// enabled). No row: the name is taken.
+pub(crate) const CREATE_SCHEDULE: &str = concat!(
+    "INSERT INTO tether.schedules AS s (id, tenant, name, cron, timezone, queue, kind, payload,
+        enabled, overlap, next_run_at, created_at, updated_at)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
+            CASE WHEN $9 THEN $11::timestamptz END, now(), now())
+    ON CONFLICT ON CONSTRAINT schedules_tenant_name DO NOTHING
+    RETURNING ",
+    schedule_columns!()
+);
+
+pub(crate) const SELECT_SCHEDULE: &str = concat!(
+    "SELECT ",
+    schedule_columns!(),
+    " FROM tether.schedules s WHERE s.id = $1 AND s.tenant = $2"
+);
+
+/// Byte order of names, as on SQLite.
+pub(crate) const LIST_SCHEDULES: &str = concat!(
+    "SELECT ",
+    schedule_columns!(),
+    " FROM tether.schedules s WHERE s.tenant = $1 ORDER BY s.name COLLATE \"C\""
+);
+
+/// Replaces a definition: parameters as in [`CREATE_SCHEDULE`]. No row: not found; a
+/// unique violation on [`NAME_CONSTRAINT`]: the new name is taken.
+pub(crate) const UPDATE_SCHEDULE: &str = concat!(
+    "UPDATE tether.schedules s
+    SET name = $3, cron = $4, timezone = $5, queue = $6, kind = $7, payload = $8,
+        enabled = $9, overlap = $10, next_run_at = CASE WHEN $9 THEN $11::timestamptz END,
+        updated_at = now()
+    WHERE s.id = $1 AND s.tenant = $2
+    RETURNING ",
+    schedule_columns!()
+);
+
+/// Its runs go with it (`ON DELETE CASCADE`).
+pub(crate) const DELETE_SCHEDULE: &str =
+    "DELETE FROM tether.schedules WHERE id = $1 AND tenant = $2";
+
+/// A schedule's newest `$3` runs: no row when the tenant `$2` has no
+/// schedule `$1`, one row of NULLs when it has no runs.
+pub(crate) const SCHEDULE_RUNS: &str = "WITH s AS (
+        SELECT id, tenant FROM tether.schedules WHERE id = $1 AND tenant = $2
+    )
+    SELECT r.fire_at, r.job_id, r.outcome
+    FROM s
+    LEFT JOIN LATERAL (
+        SELECT x.id, x.fire_at, x.job_id, x.outcome FROM tether.schedule_runs x
+        WHERE x.schedule_id = s.id AND x.tenant = s.tenant
+        ORDER BY x.fire_at DESC, x.id DESC
+        LIMIT $3
+    ) r ON true
+    ORDER BY r.fire_at DESC, r.id DESC";
+
+/// Due schedules of every tenant, earliest first, at most `$1`, each with
+/// the database's time; one row of NULLs (and the time) when none is due.
+pub(crate) const DUE_SCHEDULES: &str = concat!(
+    "SELECT n.db_now, ",
+    schedule_columns!(),
+    " FROM (SELECT now() AS db_now) n
+    LEFT JOIN LATERAL (
+        SELECT * FROM tether.schedules x
+        WHERE x.enabled AND x.next_run_at IS NOT NULL AND x.next_run_at <= n.db_now
+        ORDER BY x.next_run_at, x.id
+        LIMIT $1
+    ) s ON true
+    ORDER BY s.next_run_at, s.id"
+);
+
+/// The earliest due instant of any tenant (an aggregate: always one row).
+pub(crate) const NEXT_SCHEDULE_DUE: &str = "SELECT now() AS db_now, min(next_run_at) AS next_run_at
+    FROM tether.schedules WHERE enabled AND next_run_at IS NOT NULL";
+
+/// The first step of a fire: the compare-and-set that advances the
+/// timetable (`$1` id, `$2` tenant, `$3` expected next run, `$4` new next
+/// run, `$5` fire instant) and, with `$6` (overlap `skip`) while the last
+/// run's job is still queued or running, the `skipped` run. No row: raced.
+pub(crate) const ADVANCE_SCHEDULE: &str = "WITH s AS (
+        UPDATE tether.schedules
+        SET next_run_at = $4::timestamptz, last_run_at = $5::timestamptz, updated_at = now()
+        WHERE id = $1 AND tenant = $2 AND enabled AND next_run_at = $3::timestamptz
+        RETURNING id, tenant, last_job_id
+    ),
+    busy AS (
+        SELECT s.id, s.tenant FROM s
+        WHERE $6::boolean AND EXISTS (
+            SELECT 1 FROM tether.jobs j
+            WHERE j.id = s.last_job_id AND j.tenant = s.tenant
+              AND j.state IN ('queued', 'running'))
+    ),
+    skipped AS (
+        INSERT INTO tether.schedule_runs (schedule_id, tenant, fire_at, job_id, outcome, recorded_at)
+        SELECT id, tenant, $5::timestamptz, NULL, 'skipped', now() FROM busy
+    )
+    SELECT EXISTS (SELECT 1 FROM busy) AS skipped FROM s";
+
+/// Locks a schedule for a trigger: `$1` id, `$2` tenant. No row: not found.
+pub(crate) const LOCK_SCHEDULE: &str =
+    "SELECT id FROM tether.schedules WHERE id = $1 AND tenant = $2 FOR NO KEY UPDATE";
+
+/// Records an `enqueued` run of job `$3` stamped `$4` (NULL: the
+/// transaction's `now()`) and makes it the schedule's last run.
+pub(crate) const RECORD_ENQUEUED: &str = "WITH s AS (
+        UPDATE tether.schedules
+        SET last_run_at = COALESCE($4::timestamptz, now()), last_job_id = $3, updated_at = now()
+        WHERE id = $1 AND tenant = $2
+        RETURNING id, tenant
+    )
+    INSERT INTO tether.schedule_runs (schedule_id, tenant, fire_at, job_id, outcome, recorded_at)
+    SELECT id, tenant, COALESCE($4::timestamptz, now()), $3, 'enqueued', now() FROM s";
+
+/// Deletes at most `$2` runs recorded more than `$1` ms ago.
+pub(crate) const PRUNE_SCHEDULE_RUNS: &str = "WITH old AS (
+        SELECT id FROM tether.schedule_runs
+        WHERE recorded_at <= now() - $1::bigint * interval '1 millisecond'
+        ORDER BY recorded_at
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED
+    ),
+    done AS (
+        DELETE FROM tether.schedule_runs r USING old WHERE r.id = old.id RETURNING 1
+    )
+    SELECT count(*) FROM done";

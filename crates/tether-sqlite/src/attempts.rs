@@ -1,0 +1,443 @@
+//! What a worker does with a job: claim it, heartbeat it, and end the
+//! attempt with complete, fail or snooze. Every report is fenced by the
+//! lease token (see `sql::attempts`); a report repeated after its answer
+//! was lost is answered like the first.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use serde_json::Value;
+use sqlx::{Row, SqliteConnection};
+use tether_core::lifecycle::{self, FailOutcome, Report};
+use tether_core::{
+    ClaimRequest, ClaimedJob, Completion, Error, EventKind, Failure, Heartbeat, HeartbeatAck, Job,
+    JobState, LeaseToken, Result,
+};
+use uuid::Uuid;
+
+use crate::jobs::record;
+use crate::rows::{self, id_array, to_json_text, Db};
+use crate::sql::attempts::{
+    ANY_READY, CLAIM, CLAIMED_EVENTS, COMPLETE, COMPLETE_MANY, FAIL_READ, FAIL_WRITE, HEARTBEAT,
+    LEASE_LOST, LEASE_LOST_MANY, REPEATED_REPORT, SNOOZE, SUCCEEDED_EVENTS, SUCCEEDED_TOKENS,
+};
+use crate::{SqliteStore, Tx};
+
+pub(crate) async fn claim(
+    store: &SqliteStore,
+    tenant: &str,
+    req: &ClaimRequest,
+) -> Result<Vec<ClaimedJob>> {
+    // Look before taking the single writer: an empty queue answers from
+    // a reader, so many idle claimers (long-polls woken by a hint another
+    // claimer already took) do not queue up every writer of the file.
+    // A job that becomes ready just after the look is found by the next
+    // claim: its enqueue sends a hint after its commit.
+    let any_ready: bool = sqlx::query_scalar(ANY_READY)
+        .bind(tenant)
+        .bind(&req.queue)
+        .fetch_one(&store.reader)
+        .await
+        .db()?;
+    if !any_ready {
+        return Ok(Vec::new());
+    }
+    let mut tx = store.begin().await?;
+    let claimed_rows = sqlx::query(CLAIM)
+        .bind(tenant)
+        .bind(&req.queue)
+        .bind(req.lease_ttl_ms)
+        .bind(&req.worker_id)
+        .bind(i64::from(req.limit))
+        .bind(lifecycle::DEFAULT_LEASE_TTL_MS)
+        .fetch_all(&mut *tx)
+        .await
+        .db()?;
+    if claimed_rows.is_empty() {
+        SqliteStore::finish_unchanged(tx).await?;
+        return Ok(Vec::new());
+    }
+    let ids = claimed_rows
+        .iter()
+        .map(|row| row.try_get::<&str, _>("id"))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .db()?;
+    sqlx::query(CLAIMED_EVENTS)
+        .bind(id_array(ids))
+        .execute(&mut *tx)
+        .await
+        .db()?;
+    tx.commit().await.db()?;
+    // Decoding (JSON payloads included) happens after the commit, so the
+    // writer is not held for it. A row that cannot be decoded is then an
+    // error although the claim stands; its lease lapses and the reaper
+    // hands the job out again.
+    let mut claimed = claimed_rows
+        .iter()
+        .map(|row| {
+            Ok(ClaimedJob {
+                job: rows::job(row)?,
+                lease_token: rows::lease_token(row)?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    // RETURNING has no defined order; hand the jobs out in claim order.
+    claimed.sort_by(|a, b| {
+        b.job
+            .priority
+            .cmp(&a.job.priority)
+            .then(a.job.run_at.cmp(&b.job.run_at))
+            .then(a.job.id.cmp(&b.job.id))
+    });
+    Ok(claimed)
+}
+
+pub(crate) async fn heartbeat_many(
+    store: &SqliteStore,
+    tenant: &str,
+    items: &[Heartbeat],
+) -> Result<Vec<Result<HeartbeatAck>>> {
+    let progress = items
+        .iter()
+        .map(|hb| hb.progress.as_ref().map(to_json_text).transpose())
+        .collect::<Result<Vec<_>>>()?;
+    let mut tx = store.begin().await?;
+    let mut answers = Vec::with_capacity(items.len());
+    // Jobs whose `lease_lost` this batch recorded already, with the
+    // answer: one event per job and batch, however often it is named.
+    let mut lost: HashMap<Uuid, bool> = HashMap::new();
+    for (hb, progress) in items.iter().zip(progress) {
+        let row = sqlx::query(HEARTBEAT)
+            .bind(tenant)
+            .bind(hb.id.to_string())
+            .bind(hb.lease_token.0.to_string())
+            .bind(hb.lease_ttl_ms)
+            .bind(progress)
+            .bind(lifecycle::DEFAULT_LEASE_TTL_MS)
+            .fetch_optional(&mut *tx)
+            .await
+            .db()?;
+        answers.push(match row {
+            Some(row) => Ok(HeartbeatAck {
+                lease_expires_at: rows::ts(row.try_get("lease_expires_at").db()?)?,
+                cancel_requested: row.try_get("cancel_requested").db()?,
+            }),
+            None => {
+                let exists = match lost.get(&hb.id) {
+                    Some(&exists) => exists,
+                    None => {
+                        let err = lease_lost(&mut tx, tenant, hb.id, "heartbeat").await?;
+                        let exists = matches!(err, Error::LeaseLost(_));
+                        lost.insert(hb.id, exists);
+                        exists
+                    }
+                };
+                Err(if exists {
+                    Error::LeaseLost(hb.id)
+                } else {
+                    Error::JobNotFound(hb.id)
+                })
+            }
+        });
+    }
+    tx.commit().await.db()?;
+    Ok(answers)
+}
+
+pub(crate) async fn complete(
+    store: &SqliteStore,
+    tenant: &str,
+    id: Uuid,
+    token: LeaseToken,
+    result: Option<&Value>,
+) -> Result<Job> {
+    let result = result.map(to_json_text).transpose()?;
+    let mut tx = store.begin().await?;
+    let row = sqlx::query(COMPLETE)
+        .bind(tenant)
+        .bind(id.to_string())
+        .bind(token.0.to_string())
+        .bind(result)
+        .fetch_optional(&mut *tx)
+        .await
+        .db()?;
+    let Some(row) = row else {
+        return settle_unfenced(tx, tenant, id, token, Report::Complete).await;
+    };
+    let job = rows::job(&row)?;
+    record(
+        &mut tx,
+        &job,
+        EventKind::Succeeded,
+        job.worker_id.as_deref(),
+        None,
+    )
+    .await?;
+    tx.commit().await.db()?;
+    Ok(job)
+}
+
+pub(crate) async fn complete_many(
+    store: &SqliteStore,
+    tenant: &str,
+    items: &[Completion],
+) -> Result<Vec<Result<()>>> {
+    if items.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut batch = Vec::with_capacity(items.len() * 3);
+    for item in items {
+        batch.push(Value::from(item.id.to_string()));
+        batch.push(Value::from(item.lease_token.0.to_string()));
+        batch.push(Value::from(
+            item.result.as_ref().map(to_json_text).transpose()?,
+        ));
+    }
+
+    let mut tx = store.begin().await?;
+    let done = sqlx::query(COMPLETE_MANY)
+        .bind(tenant)
+        .bind(Value::Array(batch).to_string())
+        .fetch_all(&mut *tx)
+        .await
+        .db()?;
+    let done: HashSet<String> = done
+        .iter()
+        .map(|row| row.try_get::<String, _>("id"))
+        .collect::<std::result::Result<_, _>>()
+        .db()?;
+    if !done.is_empty() {
+        sqlx::query(SUCCEEDED_EVENTS)
+            .bind(id_array(done.iter().map(String::as_str)))
+            .execute(&mut *tx)
+            .await
+            .db()?;
+    }
+    // Jobs the update alone cannot answer for: ones it did not complete
+    // (a repeat of an earlier complete, or a stale token) and ones the
+    // batch names with several tokens. The token that completed a job
+    // stays on it, so one read answers each item by its own token. The
+    // usual batch (fresh tokens, each job once) needs no read.
+    let mut tokens_of: HashMap<String, HashSet<Uuid>> = HashMap::new();
+    for item in items {
+        tokens_of
+            .entry(item.id.to_string())
+            .or_default()
+            .insert(item.lease_token.0);
+    }
+    let uncertain: HashSet<&str> = tokens_of
+        .iter()
+        .filter(|(id, tokens)| tokens.len() > 1 || !done.contains(*id))
+        .map(|(id, _)| id.as_str())
+        .collect();
+    let mut completed_by: HashMap<String, String> = HashMap::new();
+    if !uncertain.is_empty() {
+        let rows = sqlx::query(SUCCEEDED_TOKENS)
+            .bind(tenant)
+            .bind(id_array(uncertain.iter().copied()))
+            .fetch_all(&mut *tx)
+            .await
+            .db()?;
+        for row in &rows {
+            completed_by.insert(row.try_get("id").db()?, row.try_get("lease_token").db()?);
+        }
+    }
+    let ok: Vec<bool> = items
+        .iter()
+        .map(|item| {
+            let id = item.id.to_string();
+            !uncertain.contains(id.as_str())
+                || completed_by.get(&id) == Some(&item.lease_token.0.to_string())
+        })
+        .collect();
+    // One `lease_lost` per job and batch, however often the batch names
+    // it: a stale token repeated cannot grow the job's history. A job
+    // this batch completed (or repeated) gets none, as on PostgreSQL.
+    let answered: HashSet<Uuid> = items
+        .iter()
+        .zip(&ok)
+        .filter(|(_, ok)| **ok)
+        .map(|(item, _)| item.id)
+        .collect();
+    let lost_ids: BTreeSet<String> = items
+        .iter()
+        .zip(&ok)
+        .filter(|(item, ok)| !**ok && !answered.contains(&item.id))
+        .map(|(item, _)| item.id.to_string())
+        .collect();
+    let mut existing: HashSet<String> = HashSet::new();
+    if !lost_ids.is_empty() {
+        let rows = sqlx::query(LEASE_LOST_MANY)
+            .bind(tenant)
+            .bind(id_array(lost_ids.iter().map(String::as_str)))
+            .bind("complete")
+            .fetch_all(&mut *tx)
+            .await
+            .db()?;
+        for row in &rows {
+            existing.insert(row.try_get("job_id").db()?);
+        }
+    }
+    tx.commit().await.db()?;
+    Ok(items
+        .iter()
+        .zip(ok)
+        .map(|(item, succeeded)| {
+            if succeeded {
+                Ok(())
+            } else if answered.contains(&item.id) || existing.contains(&item.id.to_string()) {
+                Err(Error::LeaseLost(item.id))
+            } else {
+                Err(Error::JobNotFound(item.id))
+            }
+        })
+        .collect())
+}
+
+pub(crate) async fn fail(
+    store: &SqliteStore,
+    tenant: &str,
+    id: Uuid,
+    token: LeaseToken,
+    failure: &Failure,
+    jitter: f64,
+) -> Result<Job> {
+    let error = lifecycle::error_tail(&failure.error);
+    let mut tx = store.begin().await?;
+    // Reading then writing is atomic here: BEGIN IMMEDIATE holds the
+    // write lock for the whole transaction.
+    let row = sqlx::query(FAIL_READ)
+        .bind(tenant)
+        .bind(id.to_string())
+        .bind(token.0.to_string())
+        .fetch_optional(&mut *tx)
+        .await
+        .db()?;
+    let Some(row) = row else {
+        return settle_unfenced(tx, tenant, id, token, Report::Fail).await;
+    };
+    let attempt: i32 = row.try_get("attempt").db()?;
+    let max_attempts: i32 = row.try_get("max_attempts").db()?;
+    let cancel_requested: bool = row.try_get("cancel_requested").db()?;
+    let backoff = tether_core::Backoff {
+        base_ms: row.try_get("backoff_base_ms").db()?,
+        cap_ms: row.try_get("backoff_cap_ms").db()?,
+    };
+    let outcome = lifecycle::fail_outcome(attempt, max_attempts, cancel_requested, failure);
+    let (delay, event) = match outcome {
+        FailOutcome::Retry => (
+            Some(
+                failure
+                    .retry_after_ms
+                    .unwrap_or_else(|| lifecycle::backoff_delay_ms(backoff, attempt, jitter)),
+            ),
+            EventKind::RetryScheduled,
+        ),
+        FailOutcome::Failed => (None, EventKind::Failed),
+        FailOutcome::Cancelled => (None, EventKind::Cancelled),
+    };
+    let row = sqlx::query(FAIL_WRITE)
+        .bind(id.to_string())
+        .bind(outcome.state().as_str())
+        .bind(&error)
+        .bind(delay)
+        .fetch_one(&mut *tx)
+        .await
+        .db()?;
+    let job = rows::job(&row)?;
+    record(&mut tx, &job, event, job.worker_id.as_deref(), Some(&error)).await?;
+    tx.commit().await.db()?;
+    Ok(job)
+}
+
+pub(crate) async fn snooze(
+    store: &SqliteStore,
+    tenant: &str,
+    id: Uuid,
+    token: LeaseToken,
+    delay_ms: i64,
+) -> Result<Job> {
+    let mut tx = store.begin().await?;
+    let row = sqlx::query(SNOOZE)
+        .bind(tenant)
+        .bind(id.to_string())
+        .bind(token.0.to_string())
+        .bind(delay_ms)
+        .fetch_optional(&mut *tx)
+        .await
+        .db()?;
+    let Some(row) = row else {
+        return settle_unfenced(tx, tenant, id, token, Report::Snooze).await;
+    };
+    let job = rows::job(&row)?;
+    let event = if job.state == JobState::Cancelled {
+        EventKind::Cancelled
+    } else {
+        EventKind::Snoozed
+    };
+    let detail = format!("delay {delay_ms} ms");
+    record(
+        &mut tx,
+        &job,
+        event,
+        job.worker_id.as_deref(),
+        Some(&detail),
+    )
+    .await?;
+    tx.commit().await.db()?;
+    if delay_ms == 0 && job.state == JobState::Queued {
+        // Handed back (e.g. by a worker shutting down): others may take it now.
+        store.notify(tenant, &job.queue, 1);
+    }
+    Ok(job)
+}
+
+/// The fence did not match: records `lease_lost` (detail = the operation) if
+/// the job exists in the tenant and returns the error to report. The caller
+/// commits (so the event is kept) and returns the error.
+async fn lease_lost(
+    conn: &mut SqliteConnection,
+    tenant: &str,
+    id: Uuid,
+    op: &str,
+) -> Result<Error> {
+    let done = sqlx::query(LEASE_LOST)
+        .bind(tenant)
+        .bind(id.to_string())
+        .bind(op)
+        .execute(conn)
+        .await
+        .db()?;
+    Ok(if done.rows_affected() > 0 {
+        Error::LeaseLost(id)
+    } else {
+        Error::JobNotFound(id)
+    })
+}
+
+/// Ends a report whose fence matched nothing: a repeat of the report that
+/// ended the attempt (same token, the job in a state it leads to; see
+/// [`Report`]) is answered with the job as it stands and changes nothing;
+/// anything else commits the `lease_lost` record and is refused.
+async fn settle_unfenced(
+    mut tx: Tx,
+    tenant: &str,
+    id: Uuid,
+    token: LeaseToken,
+    report: Report,
+) -> Result<Job> {
+    let repeated = sqlx::query(REPEATED_REPORT)
+        .bind(tenant)
+        .bind(id.to_string())
+        .bind(token.0.to_string())
+        .bind(serde_json::to_string(&report.outcome_names()).expect("names serialise"))
+        .fetch_optional(&mut *tx)
+        .await
+        .db()?;
+    if let Some(row) = repeated {
+        SqliteStore::finish_unchanged(tx).await?;
+        return rows::job(&row);
+    }
+    let err = lease_lost(&mut tx, tenant, id, report.as_str()).await?;
+    tx.commit().await.db()?;
+    Err(err)
+}

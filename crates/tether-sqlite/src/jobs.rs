@@ -1,0 +1,269 @@
+//! Jobs as an operator sees them: one job, a page of jobs, a job's
+//! history, and the two operator transitions, cancel and replay.
+
+use chrono::{DateTime, Utc};
+use sqlx::{Row, SqliteConnection};
+use tether_core::{
+    BulkReplayed, Error, EventCursor, EventKind, EventPage, Job, JobFilter, JobPage, JobState,
+    ReplayFilter, Result,
+};
+use uuid::Uuid;
+
+use crate::rows::{self, is_unique_violation, Db};
+use crate::sql::jobs::{
+    ACTIVE_HOLDER, CANCEL_QUEUED, EVENTS, INSERT_EVENT, REPLAY, REPLAYED_EVENTS, REPLAY_MANY,
+    REPLAY_SCAN, REQUEST_CANCEL, SELECT_JOB,
+};
+use crate::SqliteStore;
+
+/// Page size of a listing that does not set one.
+const DEFAULT_PAGE: u32 = 50;
+
+/// Size of a bulk replay that does not set one.
+const DEFAULT_REPLAY: u32 = 1_000;
+
+pub(crate) async fn get(store: &SqliteStore, tenant: &str, id: Uuid) -> Result<Job> {
+    let mut conn = store.reader.acquire().await.db()?;
+    fetch_job(&mut conn, tenant, id).await
+}
+
+pub(crate) async fn list(store: &SqliteStore, tenant: &str, filter: &JobFilter) -> Result<JobPage> {
+    let limit = filter.limit.unwrap_or(DEFAULT_PAGE);
+    // The filters present pick the statement (each shape is prepared and
+    // cached once), so every shape can use its index; `(? IS NULL OR …)`
+    // would defeat SQLite's index selection.
+    let mut sql = String::from(concat!(
+        "SELECT ",
+        job_columns!(),
+        " FROM tether_jobs WHERE tenant = ?"
+    ));
+    let mut binds: Vec<String> = vec![tenant.to_owned()];
+    if let Some(queue) = &filter.queue {
+        sql.push_str(" AND queue = ?");
+        binds.push(queue.clone());
+    }
+    if let Some(state) = filter.state {
+        sql.push_str(" AND state = ?");
+        binds.push(state.as_str().to_owned());
+    }
+    if let Some(kind) = &filter.kind {
+        sql.push_str(" AND kind = ?");
+        binds.push(kind.clone());
+    }
+    if let Some(tag) = &filter.tag {
+        sql.push_str(" AND EXISTS (SELECT 1 FROM json_each(tags) WHERE value = ?)");
+        binds.push(tag.clone());
+    }
+    if let Some(cursor) = filter.cursor {
+        sql.push_str(" AND id < ?");
+        binds.push(cursor.to_string());
+    }
+    sql.push_str(" ORDER BY id DESC LIMIT ?");
+    let mut query = sqlx::query(&sql);
+    for value in binds {
+        query = query.bind(value);
+    }
+    let mut conn = store.reader.acquire().await.db()?;
+    let found = query
+        .bind(i64::from(limit))
+        .fetch_all(&mut *conn)
+        .await
+        .db()?;
+    let jobs = found.iter().map(rows::job).collect::<Result<Vec<_>>>()?;
+    let next_cursor = if jobs.len() == limit as usize {
+        jobs.last().map(|job| job.id)
+    } else {
+        None
+    };
+    Ok(JobPage { jobs, next_cursor })
+}
+
+pub(crate) async fn events(
+    store: &SqliteStore,
+    tenant: &str,
+    id: Uuid,
+    cursor: Option<EventCursor>,
+    limit: u32,
+) -> Result<EventPage> {
+    let mut conn = store.reader.acquire().await.db()?;
+    // One statement: the job's existence in the tenant and its history
+    // come from the same snapshot.
+    let found = sqlx::query(EVENTS)
+        .bind(tenant)
+        .bind(id.to_string())
+        .bind(cursor.map(|c| c.0))
+        .bind(i64::from(limit))
+        .fetch_all(&mut *conn)
+        .await
+        .db()?;
+    if found.is_empty() {
+        return Err(Error::JobNotFound(id));
+    }
+    let mut events = Vec::with_capacity(found.len());
+    let mut last = None;
+    for row in &found {
+        let seq: Option<i64> = row.try_get("seq").db()?;
+        if let Some(seq) = seq {
+            events.push(rows::event(row)?);
+            last = Some(EventCursor(seq));
+        }
+    }
+    let next_cursor = if events.len() == limit as usize {
+        last
+    } else {
+        None
+    };
+    Ok(EventPage {
+        events,
+        next_cursor,
+    })
+}
+
+pub(crate) async fn cancel(store: &SqliteStore, tenant: &str, id: Uuid) -> Result<Job> {
+    let mut tx = store.begin().await?;
+    let job = fetch_job(&mut tx, tenant, id).await?;
+    let (sql, event) = match job.state {
+        JobState::Queued => (CANCEL_QUEUED, EventKind::Cancelled),
+        JobState::Running if !job.cancel_requested => (REQUEST_CANCEL, EventKind::CancelRequested),
+        // Already asked: the request is recorded once.
+        JobState::Running => {
+            SqliteStore::finish_unchanged(tx).await?;
+            return Ok(job);
+        }
+        state => return Err(Error::not_cancellable(id, state)),
+    };
+    let row = sqlx::query(sql)
+        .bind(id.to_string())
+        .fetch_one(&mut *tx)
+        .await
+        .db()?;
+    let job = rows::job(&row)?;
+    record(&mut tx, &job, event, job.worker_id.as_deref(), None).await?;
+    tx.commit().await.db()?;
+    Ok(job)
+}
+
+pub(crate) async fn replay(
+    store: &SqliteStore,
+    tenant: &str,
+    id: Uuid,
+    expires_at: Option<DateTime<Utc>>,
+) -> Result<Job> {
+    let mut tx = store.begin().await?;
+    let job = fetch_job(&mut tx, tenant, id).await?;
+    if !matches!(job.state, JobState::Failed | JobState::Cancelled) {
+        return Err(Error::not_replayable(id, job.state));
+    }
+    if let Some(key) = &job.unique_key {
+        let holder: Option<String> = sqlx::query_scalar(ACTIVE_HOLDER)
+            .bind(tenant)
+            .bind(key)
+            .bind(id.to_string())
+            .fetch_optional(&mut *tx)
+            .await
+            .db()?;
+        if holder.is_some() {
+            return Err(Error::replay_unique_key_held(id));
+        }
+    }
+    let row = sqlx::query(REPLAY)
+        .bind(id.to_string())
+        .bind(expires_at.map(|at| at.timestamp_millis()))
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(|e| {
+            // Belt and braces: the index, not the check above, is the rule.
+            if is_unique_violation(&e) {
+                Error::replay_unique_key_held(id)
+            } else {
+                rows::db_err(e)
+            }
+        })?;
+    let job = rows::job(&row)?;
+    record(&mut tx, &job, EventKind::Replayed, None, None).await?;
+    tx.commit().await.db()?;
+    store.notify(tenant, &job.queue, 1);
+    Ok(job)
+}
+
+pub(crate) async fn replay_many(
+    store: &SqliteStore,
+    tenant: &str,
+    filter: &ReplayFilter,
+) -> Result<BulkReplayed> {
+    let limit = filter.limit.unwrap_or(DEFAULT_REPLAY);
+    let cursor = filter.cursor.map(|id| id.to_string());
+    let mut tx = store.begin().await?;
+    let scan = sqlx::query(REPLAY_SCAN)
+        .bind(tenant)
+        .bind(&filter.queue)
+        .bind(filter.state.as_str())
+        .bind(filter.kind.as_deref())
+        .bind(i64::from(limit))
+        .bind(cursor.as_deref())
+        .fetch_one(&mut *tx)
+        .await
+        .db()?;
+    let scanned: i64 = scan.try_get("scanned").db()?;
+    let last: Option<String> = scan.try_get("last").db()?;
+    let replayed = sqlx::query(REPLAY_MANY)
+        .bind(tenant)
+        .bind(&filter.queue)
+        .bind(filter.state.as_str())
+        .bind(filter.kind.as_deref())
+        .bind(i64::from(limit))
+        .bind(cursor.as_deref())
+        .bind(filter.expires_at.map(|at| at.timestamp_millis()))
+        .fetch_all(&mut *tx)
+        .await
+        .db()?;
+    let n = SqliteStore::finish_bulk(tx, &replayed, REPLAYED_EVENTS).await?;
+    if n > 0 {
+        store.notify(tenant, &filter.queue, n as usize);
+    }
+    let next_cursor = match last {
+        Some(last) if scanned == i64::from(limit) => Some(rows::uuid(&last)?),
+        _ => None,
+    };
+    Ok(BulkReplayed {
+        replayed: n,
+        next_cursor,
+    })
+}
+
+/// Runs a "select the job, then decide" operation's first step.
+async fn fetch_job(conn: &mut SqliteConnection, tenant: &str, id: Uuid) -> Result<Job> {
+    let row = sqlx::query(SELECT_JOB)
+        .bind(tenant)
+        .bind(id.to_string())
+        .fetch_optional(conn)
+        .await
+        .db()?;
+    match row {
+        Some(row) => rows::job(&row),
+        None => Err(Error::JobNotFound(id)),
+    }
+}
+
+/// Inserts one history event for `job` at its `updated_at` (the instant of
+/// the transition that was just written).
+pub(crate) async fn record(
+    conn: &mut SqliteConnection,
+    job: &Job,
+    event: EventKind,
+    worker_id: Option<&str>,
+    detail: Option<&str>,
+) -> Result<()> {
+    sqlx::query(INSERT_EVENT)
+        .bind(job.id.to_string())
+        .bind(&job.tenant)
+        .bind(job.updated_at.timestamp_millis())
+        .bind(event.as_str())
+        .bind(job.attempt)
+        .bind(worker_id)
+        .bind(detail)
+        .execute(conn)
+        .await
+        .db()?;
+    Ok(())
+}

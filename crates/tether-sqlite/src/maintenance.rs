@@ -1,0 +1,146 @@
+//! The maintenance leader's passes, each bounded by a batch and over every
+//! tenant: removing empty queue rows, the reaper, expiry, pruning finished
+//! jobs; and the named leases that elect the leader.
+
+use sqlx::Row;
+use tether_core::{Error, JobState, Lease, LeaseToken, QueueConfig, ReapReport, Result};
+
+use crate::rows::{self, Db};
+use crate::sql::maintenance::{
+    ACQUIRE_LEASE, EXPIRE, EXPIRED_EVENTS, LEASE_EXPIRED_EVENTS, PRUNE, PRUNE_EMPTY_QUEUES,
+    PRUNE_EVENTS, REAP, RELEASE_LEASE, RENEW_LEASE,
+};
+use crate::SqliteStore;
+
+/// `last_error` of a queued job that passed its `expires_at`.
+const EXPIRED_ERROR: &str = "expired";
+
+pub(crate) async fn prune_empty_queues(store: &SqliteStore, batch: u32) -> Result<u64> {
+    let defaults = QueueConfig::default();
+    let mut tx = store.begin().await?;
+    let done = sqlx::query(PRUNE_EMPTY_QUEUES)
+        .bind(i64::from(batch))
+        .bind(defaults.max_attempts)
+        .bind(defaults.backoff.base_ms)
+        .bind(defaults.backoff.cap_ms)
+        .bind(defaults.default_lease_ttl_ms)
+        .execute(&mut *tx)
+        .await
+        .db()?;
+    if done.rows_affected() == 0 {
+        SqliteStore::finish_unchanged(tx).await?;
+        return Ok(0);
+    }
+    tx.commit().await.db()?;
+    Ok(done.rows_affected())
+}
+
+pub(crate) async fn reap_lapsed_leases(store: &SqliteStore, batch: u32) -> Result<ReapReport> {
+    let mut tx = store.begin().await?;
+    let reaped = sqlx::query(REAP)
+        .bind(i64::from(batch))
+        .fetch_all(&mut *tx)
+        .await
+        .db()?;
+    if reaped.is_empty() {
+        SqliteStore::finish_unchanged(tx).await?;
+        return Ok(ReapReport::default());
+    }
+    let mut report = ReapReport::default();
+    for row in &reaped {
+        let state: &str = row.try_get("state").db()?;
+        match state.parse::<JobState>().map_err(rows::corrupt)? {
+            JobState::Queued => report.requeued += 1,
+            JobState::Failed => report.failed += 1,
+            JobState::Cancelled => report.cancelled += 1,
+            other => return Err(rows::corrupt(format!("reaper produced state {other}"))),
+        }
+    }
+    SqliteStore::finish_bulk(tx, &reaped, LEASE_EXPIRED_EVENTS).await?;
+    Ok(report)
+}
+
+pub(crate) async fn expire_jobs(store: &SqliteStore, batch: u32) -> Result<u64> {
+    let mut tx = store.begin().await?;
+    let expired = sqlx::query(EXPIRE)
+        .bind(i64::from(batch))
+        .bind(EXPIRED_ERROR)
+        .fetch_all(&mut *tx)
+        .await
+        .db()?;
+    SqliteStore::finish_bulk(tx, &expired, EXPIRED_EVENTS).await
+}
+
+pub(crate) async fn prune_finished(
+    store: &SqliteStore,
+    retention_ms: i64,
+    batch: u32,
+) -> Result<u64> {
+    let mut tx = store.begin().await?;
+    let pruned = sqlx::query(PRUNE)
+        .bind(retention_ms)
+        .bind(i64::from(batch))
+        .fetch_all(&mut *tx)
+        .await
+        .db()?;
+    SqliteStore::finish_bulk(tx, &pruned, PRUNE_EVENTS).await
+}
+
+pub(crate) async fn acquire_lease(
+    store: &SqliteStore,
+    name: &str,
+    holder: &str,
+    ttl_ms: i64,
+) -> Result<Option<Lease>> {
+    let mut tx = store.begin().await?;
+    let row = sqlx::query(ACQUIRE_LEASE)
+        .bind(name)
+        .bind(holder)
+        .bind(ttl_ms)
+        .fetch_optional(&mut *tx)
+        .await
+        .db()?;
+    let lease = row.as_ref().map(rows::lease).transpose()?;
+    tx.commit().await.db()?;
+    Ok(lease)
+}
+
+pub(crate) async fn renew_lease(
+    store: &SqliteStore,
+    name: &str,
+    token: LeaseToken,
+    ttl_ms: i64,
+) -> Result<Lease> {
+    let mut tx = store.begin().await?;
+    let row = sqlx::query(RENEW_LEASE)
+        .bind(name)
+        .bind(token.0.to_string())
+        .bind(ttl_ms)
+        .fetch_optional(&mut *tx)
+        .await
+        .db()?;
+    let Some(row) = row else {
+        // Taken over, released, or never held with this token.
+        SqliteStore::finish_unchanged(tx).await?;
+        return Err(Error::NamedLeaseLost(name.to_owned()));
+    };
+    let lease = rows::lease(&row)?;
+    tx.commit().await.db()?;
+    Ok(lease)
+}
+
+pub(crate) async fn release_lease(
+    store: &SqliteStore,
+    name: &str,
+    token: LeaseToken,
+) -> Result<()> {
+    let mut tx = store.begin().await?;
+    sqlx::query(RELEASE_LEASE)
+        .bind(name)
+        .bind(token.0.to_string())
+        .execute(&mut *tx)
+        .await
+        .db()?;
+    tx.commit().await.db()?;
+    Ok(())
+}

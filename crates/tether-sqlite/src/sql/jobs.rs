@@ -1,0 +1,109 @@
+//! Statements of `jobs.rs`: reading jobs and their history, cancel and
+//! replay.
+
+pub(crate) const SELECT_JOB: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    " FROM tether_jobs WHERE tenant = ?1 AND id = ?2"
+);
+
+/// One page of a job's history: ?3 the cursor (the `seq` of the previous
+/// page's last event, NULL from the start), ?4 the page size. A job without
+/// events past the cursor still gives one row, with NULL event columns, so
+/// that "no such job" is told apart in the same snapshot.
+pub(crate) const EVENTS: &str = "SELECT e.at AS at, e.event AS event, e.attempt AS attempt, \
+     e.worker_id AS worker_id, e.detail AS detail, e.seq AS seq \
+     FROM tether_jobs AS j LEFT JOIN tether_job_events AS e ON e.job_id = j.id \
+     AND (?3 IS NULL OR e.seq > ?3) \
+     WHERE j.tenant = ?1 AND j.id = ?2 ORDER BY e.seq LIMIT ?4";
+
+pub(crate) const INSERT_EVENT: &str = "INSERT INTO tether_job_events \
+     (job_id, tenant, at, event, attempt, worker_id, detail) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+
+pub(crate) const CANCEL_QUEUED: &str = concat!(
+    "UPDATE tether_jobs SET state = 'cancelled', finished_at = ",
+    now_ms!(),
+    ", updated_at = ",
+    now_ms!(),
+    " WHERE id = ?1 RETURNING ",
+    job_columns!()
+);
+
+pub(crate) const REQUEST_CANCEL: &str = concat!(
+    "UPDATE tether_jobs SET cancel_requested = 1, updated_at = ",
+    now_ms!(),
+    " WHERE id = ?1 RETURNING ",
+    job_columns!()
+);
+
+/// The active job holding a unique key, other than ?3.
+pub(crate) const ACTIVE_HOLDER: &str =
+    "SELECT id FROM tether_jobs WHERE tenant = ?1 AND unique_key = ?2 \
+     AND state IN ('queued', 'running') AND id <> ?3 LIMIT 1";
+
+/// The SET clause of a replay: a fresh attempt budget, due now, and the
+/// `expires_at` bound as `$expires` (NULL clears it, or an expired job would
+/// expire again at once).
+macro_rules! replay_set {
+    ($expires:literal) => {
+        concat!(
+            "UPDATE tether_jobs SET state = 'queued', attempt = 0, run_at = ",
+            now_ms!(),
+            ", cancel_requested = 0, finished_at = NULL, result = NULL, lease_token = NULL, ",
+            "lease_expires_at = NULL, progress = NULL, expires_at = ",
+            $expires,
+            ", updated_at = ",
+            now_ms!(),
+            " "
+        )
+    };
+}
+
+/// Replays job ?1 with ?2 as its new `expires_at`.
+pub(crate) const REPLAY: &str = concat!(
+    replay_set!("?2"),
+    "WHERE id = ?1 RETURNING ",
+    job_columns!()
+);
+
+/// The candidates of a bulk replay (the statement it starts with, also run
+/// alone to answer how far the round got): the first ?5 jobs matching the
+/// filter with an id above the cursor ?6 (NULL: from the start).
+macro_rules! replay_candidates {
+    () => {
+        concat!(
+            "SELECT id, unique_key FROM tether_jobs ",
+            "WHERE tenant = ?1 AND queue = ?2 AND state = ?3 AND (?4 IS NULL OR kind = ?4) ",
+            "AND (?6 IS NULL OR id > ?6) ORDER BY id LIMIT ?5"
+        )
+    };
+}
+
+/// How many candidates a bulk replay has and the greatest id among them
+/// (?1–?6 as in [`REPLAY_MANY`]), read under the same write lock first.
+pub(crate) const REPLAY_SCAN: &str = concat!(
+    "SELECT count(*) AS scanned, max(id) AS last FROM (",
+    replay_candidates!(),
+    ")"
+);
+
+/// Bulk replay: the oldest ?5 jobs matching the filter after the cursor ?6
+/// are the candidates (as on PostgreSQL, the limit bounds the candidates,
+/// not the jobs replayed); ?7 is their new `expires_at`. A candidate is skipped when its unique key is held by an
+/// active job, or by an older candidate (replaying both would break the
+/// active-unique index and abort the whole statement).
+pub(crate) const REPLAY_MANY: &str = concat!(
+    "WITH c AS MATERIALIZED (",
+    replay_candidates!(),
+    ") ",
+    replay_set!("?7"),
+    "WHERE id IN (SELECT c.id FROM c WHERE c.unique_key IS NULL OR (",
+    "NOT EXISTS (SELECT 1 FROM tether_jobs AS a WHERE a.tenant = ?1 ",
+    "AND a.unique_key = c.unique_key AND a.state IN ('queued', 'running')) ",
+    "AND c.id = (SELECT min(o.id) FROM c AS o WHERE o.unique_key = c.unique_key))) ",
+    "RETURNING id"
+);
+
+/// `replayed` events (?1: JSON array of ids).
+pub(crate) const REPLAYED_EVENTS: &str = events_of_ids!("updated_at", "replayed", "NULL", "NULL");

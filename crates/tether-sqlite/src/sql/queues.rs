@@ -1,0 +1,115 @@
+//! Statements of `queues.rs`.
+
+/// The per-queue figures of [`crate::rows::queue_stats`], for the queue named by the
+/// SQL expressions `$tenant` and `$queue`, measured against `s.now`.
+///
+/// Each figure is a separate scalar subquery so that each uses the index made
+/// for it: the counts are covered by `tether_jobs_list`, the ready figures by
+/// the claim index, the lapsed leases by the running index.
+macro_rules! stats_columns {
+    ($tenant:literal, $queue:literal) => {
+        concat!(
+            "(SELECT count(*) FROM tether_jobs j WHERE j.tenant = ",
+            $tenant,
+            " AND j.queue = ",
+            $queue,
+            " AND j.state = 'queued') AS n_queued, ",
+            "(SELECT count(*) FROM tether_jobs j WHERE j.tenant = ",
+            $tenant,
+            " AND j.queue = ",
+            $queue,
+            " AND j.state = 'running') AS n_running, ",
+            "(SELECT count(*) FROM tether_jobs j WHERE j.tenant = ",
+            $tenant,
+            " AND j.queue = ",
+            $queue,
+            " AND j.state = 'succeeded') AS n_succeeded, ",
+            "(SELECT count(*) FROM tether_jobs j WHERE j.tenant = ",
+            $tenant,
+            " AND j.queue = ",
+            $queue,
+            " AND j.state = 'failed') AS n_failed, ",
+            "(SELECT count(*) FROM tether_jobs j WHERE j.tenant = ",
+            $tenant,
+            " AND j.queue = ",
+            $queue,
+            " AND j.state = 'cancelled') AS n_cancelled, ",
+            "(SELECT count(*) FROM tether_jobs j WHERE j.tenant = ",
+            $tenant,
+            " AND j.queue = ",
+            $queue,
+            " AND j.state = 'queued' AND j.run_at <= s.now) AS n_ready, ",
+            "(SELECT min(j.run_at) FROM tether_jobs j WHERE j.tenant = ",
+            $tenant,
+            " AND j.queue = ",
+            $queue,
+            " AND j.state = 'queued' AND j.run_at <= s.now) AS oldest_ready, ",
+            "(SELECT count(*) FROM tether_jobs j WHERE j.tenant = ",
+            $tenant,
+            " AND j.queue = ",
+            $queue,
+            " AND j.state = 'running' AND j.lease_expires_at < s.now) AS n_lapsed, ",
+            "s.now AS now, c.paused AS paused, c.max_attempts AS max_attempts, ",
+            "c.backoff_base_ms AS backoff_base_ms, c.backoff_cap_ms AS backoff_cap_ms, ",
+            "c.default_lease_ttl_ms AS default_lease_ttl_ms"
+        )
+    };
+}
+
+/// Stats of one queue, whether or not it has a row.
+pub(crate) const QUEUE_STATS: &str = concat!(
+    "SELECT ?2 AS name, ",
+    stats_columns!("?1", "?2"),
+    " FROM (SELECT ",
+    now_ms!(),
+    " AS now) AS s LEFT JOIN tether_queues AS c ON c.tenant = ?1 AND c.name = ?2"
+);
+
+/// Stats of every queue of the tenant that has a row, by name.
+pub(crate) const LIST_QUEUES: &str = concat!(
+    "SELECT c.name AS name, ",
+    stats_columns!("c.tenant", "c.name"),
+    " FROM (SELECT ",
+    now_ms!(),
+    " AS now) AS s JOIN tether_queues AS c ON c.tenant = ?1 ORDER BY c.name"
+);
+
+/// Whether queue ?2 of tenant ?1 has a row.
+pub(crate) const QUEUE_EXISTS: &str =
+    "SELECT EXISTS (SELECT 1 FROM tether_queues WHERE tenant = ?1 AND name = ?2)";
+
+pub(crate) const SET_PAUSED: &str = concat!(
+    "INSERT INTO tether_queues (tenant, name, paused, max_attempts, backoff_base_ms, ",
+    "backoff_cap_ms, default_lease_ttl_ms, created_at, updated_at) ",
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ",
+    now_ms!(),
+    ", ",
+    now_ms!(),
+    ") ON CONFLICT (tenant, name) DO UPDATE SET paused = excluded.paused, ",
+    "updated_at = excluded.updated_at"
+);
+
+/// Resumes a queue that has a row; a queue without one is not paused.
+pub(crate) const RESUME: &str = concat!(
+    "UPDATE tether_queues SET paused = 0, updated_at = ",
+    now_ms!(),
+    " WHERE tenant = ?1 AND name = ?2 AND paused = 1"
+);
+
+/// Upserts queue settings: patch fields ?3–?6 where set, else the current
+/// value (or the default ?7–?10 for a new row).
+pub(crate) const CONFIGURE_QUEUE: &str = concat!(
+    "INSERT INTO tether_queues (tenant, name, paused, max_attempts, backoff_base_ms, ",
+    "backoff_cap_ms, default_lease_ttl_ms, created_at, updated_at) ",
+    "VALUES (?1, ?2, 0, COALESCE(?3, ?7), COALESCE(?4, ?8), COALESCE(?5, ?9), ",
+    "COALESCE(?6, ?10), ",
+    now_ms!(),
+    ", ",
+    now_ms!(),
+    ") ON CONFLICT (tenant, name) DO UPDATE SET ",
+    "max_attempts = COALESCE(?3, max_attempts), ",
+    "backoff_base_ms = COALESCE(?4, backoff_base_ms), ",
+    "backoff_cap_ms = COALESCE(?5, backoff_cap_ms), ",
+    "default_lease_ttl_ms = COALESCE(?6, default_lease_ttl_ms), ",
+    "updated_at = excluded.updated_at"
+);

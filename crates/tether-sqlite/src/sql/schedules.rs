@@ -1,0 +1,127 @@
+//! Statements of `schedules.rs`.
+
+/// How many schedules tenant ?1 has.
+pub(crate) const COUNT_SCHEDULES: &str = "SELECT count(*) FROM tether_schedules WHERE tenant = ?1";
+
+/// Creates a schedule unless the tenant already uses its name (the UNIQUE
+/// (tenant, name) constraint decides; no row comes back then). ?1 tenant,
+/// ?2 id, ?3–?11 the definition (see `bind_spec`).
+pub(crate) const CREATE_SCHEDULE: &str = concat!(
+    "INSERT INTO tether_schedules (tenant, id, name, cron, timezone, queue, kind, payload, ",
+    "enabled, overlap, next_run_at, created_at, updated_at) ",
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ",
+    now_ms!(),
+    ", ",
+    now_ms!(),
+    ") ON CONFLICT (tenant, name) DO NOTHING RETURNING ",
+    schedule_columns!()
+);
+
+pub(crate) const SELECT_SCHEDULE: &str = concat!(
+    "SELECT ",
+    schedule_columns!(),
+    " FROM tether_schedules WHERE tenant = ?1 AND id = ?2"
+);
+
+pub(crate) const LIST_SCHEDULES: &str = concat!(
+    "SELECT ",
+    schedule_columns!(),
+    " FROM tether_schedules WHERE tenant = ?1 ORDER BY name"
+);
+
+/// Replaces a schedule's definition and `next_run_at` (same parameters as
+/// [`CREATE_SCHEDULE`]); `last_*` and the runs stay.
+pub(crate) const UPDATE_SCHEDULE: &str = concat!(
+    "UPDATE tether_schedules SET name = ?3, cron = ?4, timezone = ?5, queue = ?6, kind = ?7, ",
+    "payload = ?8, enabled = ?9, overlap = ?10, next_run_at = ?11, updated_at = ",
+    now_ms!(),
+    " WHERE tenant = ?1 AND id = ?2 RETURNING ",
+    schedule_columns!()
+);
+
+pub(crate) const DELETE_SCHEDULE: &str =
+    "DELETE FROM tether_schedules WHERE tenant = ?1 AND id = ?2";
+
+/// The runs go with their schedule by `ON DELETE CASCADE` (every connection
+/// enables foreign keys); deleting them by hand as well keeps that true on a
+/// connection that does not.
+pub(crate) const DELETE_SCHEDULE_RUNS: &str =
+    "DELETE FROM tether_schedule_runs WHERE schedule_id = ?1";
+
+/// A schedule's newest ?3 runs, in one statement so that "does the tenant
+/// have it" and its runs come from the same snapshot: one row with NULL run
+/// columns for a schedule without runs, no row for no schedule.
+pub(crate) const SCHEDULE_RUNS: &str =
+    "SELECT r.id AS run_id, r.fire_at AS fire_at, r.job_id AS job_id, \
+     r.outcome AS outcome \
+     FROM tether_schedules AS s LEFT JOIN tether_schedule_runs AS r ON r.schedule_id = s.id \
+     WHERE s.tenant = ?1 AND s.id = ?2 ORDER BY r.fire_at DESC, r.id DESC LIMIT ?3";
+
+/// The database's clock.
+pub(crate) const DB_NOW: &str = concat!("SELECT ", now_ms!());
+
+/// Up to ?2 schedules of every tenant due by ?1 (the database's clock, read
+/// just before), earliest first: a walk of the partial index that stops at
+/// the batch. (`enabled = 1 AND next_run_at IS NOT NULL` spelled as in the
+/// index, which SQLite requires to use it. The clock is bound rather than
+/// computed in the statement because SQLite's `'now'` is fixed for one
+/// `sqlite3_step`, i.e. one row of a SELECT, not for the whole statement.)
+pub(crate) const DUE_SCHEDULES: &str = concat!(
+    "SELECT ",
+    schedule_columns!(),
+    " FROM tether_schedules WHERE enabled = 1 AND next_run_at IS NOT NULL ",
+    "AND next_run_at <= ?1 ORDER BY next_run_at, id LIMIT ?2"
+);
+
+pub(crate) const NEXT_SCHEDULE_DUE: &str = concat!(
+    "SELECT ",
+    now_ms!(),
+    " AS now, (SELECT min(next_run_at) FROM tether_schedules ",
+    "WHERE enabled = 1 AND next_run_at IS NOT NULL) AS next"
+);
+
+/// The compare-and-set of a fire: moves the timetable from the `next_run_at`
+/// the scheduler read (?3) to ?5 and stamps the run (?4), only if it is still
+/// the stored one on an enabled schedule. Returns the previous run's job
+/// (`last_job_id` is not changed here); no row: another node, or a patch,
+/// moved it first.
+pub(crate) const ADVANCE_SCHEDULE: &str = concat!(
+    "UPDATE tether_schedules SET next_run_at = ?5, last_run_at = ?4, updated_at = ",
+    now_ms!(),
+    " WHERE tenant = ?1 AND id = ?2 AND enabled = 1 AND next_run_at = ?3 ",
+    "RETURNING last_job_id"
+);
+
+/// A triggered run: stamps `last_run_at` with now and returns the stamp, so
+/// that the run recorded with it carries the very same instant.
+pub(crate) const TRIGGER_SCHEDULE: &str = concat!(
+    "UPDATE tether_schedules SET last_run_at = ",
+    now_ms!(),
+    ", updated_at = ",
+    now_ms!(),
+    " WHERE tenant = ?1 AND id = ?2 RETURNING last_run_at"
+);
+
+pub(crate) const SET_LAST_JOB: &str = "UPDATE tether_schedules SET last_job_id = ?2 WHERE id = ?1";
+
+/// Whether job ?2 of tenant ?1 is unfinished (overlap `skip`).
+pub(crate) const JOB_ACTIVE: &str =
+    "SELECT EXISTS (SELECT 1 FROM tether_jobs WHERE tenant = ?1 AND id = ?2 \
+     AND state IN ('queued', 'running'))";
+
+/// ?1 schedule, ?2 tenant, ?3 fire_at, ?4 job (NULL when skipped), ?5 outcome.
+pub(crate) const INSERT_SCHEDULE_RUN: &str = concat!(
+    "INSERT INTO tether_schedule_runs (schedule_id, tenant, fire_at, job_id, outcome, ",
+    "recorded_at) VALUES (?1, ?2, ?3, ?4, ?5, ",
+    now_ms!(),
+    ")"
+);
+
+/// Up to ?2 runs recorded at least ?1 ms ago, oldest first (`<=` like the
+/// pruning of jobs, so a retention of 0 takes every run).
+pub(crate) const PRUNE_SCHEDULE_RUNS: &str = concat!(
+    "DELETE FROM tether_schedule_runs WHERE id IN (SELECT id FROM tether_schedule_runs ",
+    "WHERE recorded_at <= ",
+    now_ms!(),
+    " - ?1 ORDER BY recorded_at LIMIT ?2)"
+);

@@ -1,0 +1,84 @@
+//! Statements of `tenants.rs`.
+
+/// Creates a tenant unless the name is taken: `?1` name. No row: taken.
+pub(crate) const CREATE_TENANT: &str = concat!(
+    "INSERT INTO tether_tenants (id, name, created_at) VALUES (",
+    new_token!(),
+    ", ?1, ",
+    now_ms!(),
+    ") ON CONFLICT (name) DO NOTHING RETURNING id, name, created_at"
+);
+
+pub(crate) const TENANT_BY_NAME: &str =
+    "SELECT id, name, created_at FROM tether_tenants WHERE name = ?1";
+
+pub(crate) const LIST_TENANTS: &str =
+    "SELECT id, name, created_at FROM tether_tenants ORDER BY name";
+
+pub(crate) const GET_TENANT: &str = "SELECT id, name, created_at FROM tether_tenants WHERE id = ?1";
+
+/// `?1` key id, `?2` tenant id, `?3` name, `?4` hash, `?5` admin, `?6` the
+/// tenant's name (read in the same transaction), echoed back.
+pub(crate) const INSERT_API_KEY: &str = concat!(
+    "INSERT INTO tether_api_keys (id, tenant_id, name, hash, admin, created_at) ",
+    "VALUES (?1, ?2, ?3, ?4, ?5, ",
+    now_ms!(),
+    ") RETURNING id, tenant_id, name, admin, created_at, last_used_at, revoked_at, ",
+    "?6 AS tenant"
+);
+
+pub(crate) const FIND_API_KEY: &str =
+    "SELECT k.id, k.tenant_id, t.name AS tenant, k.name, k.admin, \
+     k.created_at, k.last_used_at, k.revoked_at, k.hash \
+     FROM tether_api_keys k JOIN tether_tenants t ON t.id = k.tenant_id WHERE k.id = ?1";
+
+/// Revokes `?1`; a second revocation keeps the first instant.
+pub(crate) const REVOKE_API_KEY: &str = concat!(
+    "UPDATE tether_api_keys SET revoked_at = COALESCE(revoked_at, ",
+    now_ms!(),
+    ") WHERE id = ?1"
+);
+
+/// A tenant's keys; one row with a NULL key id for a tenant with none, no
+/// row for no tenant.
+pub(crate) const LIST_API_KEYS: &str =
+    "SELECT k.id, t.id AS tenant_id, t.name AS tenant, k.name, k.admin, \
+     k.created_at, k.last_used_at, k.revoked_at \
+     FROM tether_tenants t LEFT JOIN tether_api_keys k ON k.tenant_id = t.id \
+     WHERE t.id = ?1 ORDER BY k.created_at, k.id";
+
+/// Records a use of key `?1` unless it is revoked or was used less than
+/// `?2` ms ago (database clock): at most one write per key and interval.
+pub(crate) const TOUCH_API_KEY: &str = concat!(
+    "UPDATE tether_api_keys SET last_used_at = ",
+    now_ms!(),
+    " WHERE id = ?1 AND revoked_at IS NULL AND (last_used_at IS NULL OR last_used_at <= ",
+    now_ms!(),
+    " - ?2)"
+);
+
+/// Stores operator key `?1` in tenant `?2` with name `?3`, hash `?4`, unless
+/// the id exists.
+pub(crate) const INSERT_OPERATOR_KEY: &str = concat!(
+    "INSERT INTO tether_api_keys (id, tenant_id, name, hash, admin, operator, created_at) ",
+    "VALUES (?1, ?2, ?3, ?4, 1, 1, ",
+    now_ms!(),
+    ") ON CONFLICT (id) DO NOTHING"
+);
+
+/// Revokes every unrevoked operator key but `?1`.
+pub(crate) const REVOKE_OTHER_OPERATOR_KEYS: &str = concat!(
+    "UPDATE tether_api_keys SET revoked_at = ",
+    now_ms!(),
+    " WHERE operator = 1 AND revoked_at IS NULL AND id <> ?1 RETURNING id"
+);
+
+/// Stores the server-secret check value `?1` unless one is stored.
+pub(crate) const RECORD_SERVER_SECRET_CHECK: &str = concat!(
+    "INSERT INTO tether_server_secret (id, check_hmac, created_at) VALUES (1, ?1, ",
+    now_ms!(),
+    ") ON CONFLICT (id) DO NOTHING"
+);
+
+pub(crate) const READ_SERVER_SECRET_CHECK: &str =
+    "SELECT check_hmac FROM tether_server_secret WHERE id = 1";
