@@ -35,14 +35,17 @@ pub struct ServerProcess {
 }
 
 impl ServerProcess {
-    /// Starts `tether serve` on `database_url`; `retention` (e.g. `30s`)
-    /// overrides how long finished jobs are kept.
-    pub fn start(database_url: &str, retention: Option<&str>) -> ServerProcess {
+    /// Starts `tether serve` on `database_url`; `retention` overrides how
+    /// long finished jobs are kept.
+    pub fn start(database_url: &str, retention: Option<Duration>) -> ServerProcess {
         let exe = std::env::current_exe().expect("own executable");
         let mut child = Command::new(exe)
             .arg("__serve")
             .arg(database_url)
-            .env("TETHER_BENCH_RETENTION", retention.unwrap_or(""))
+            .env(
+                "TETHER_BENCH_RETENTION_MS",
+                retention.map_or(String::new(), |r| r.as_millis().to_string()),
+            )
             .env("TETHER_ADMIN_KEY", ADMIN_KEY)
             .env("TETHER_SERVER_SECRET", SERVER_SECRET)
             .env("TETHER_LOG", "warn")
@@ -103,21 +106,24 @@ pub fn serve_child(database_url: &str) {
         .build()
         .expect("tokio runtime");
     runtime.block_on(async {
-        let mut args = tether_cli::serve::ServeArgs::defaults();
-        args.listen = "127.0.0.1:0".parse().unwrap();
-        args.database_url = Some(database_url.to_owned());
-        if let Ok(retention) = std::env::var("TETHER_BENCH_RETENTION") {
+        let mut args = tether_server::ServeConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            database_url: Some(database_url.to_owned()),
+            data_dir: std::env::temp_dir().join(format!("tether-bench-{}", std::process::id())),
+            ..tether_server::ServeConfig::default()
+        };
+        if let Ok(retention) = std::env::var("TETHER_BENCH_RETENTION_MS") {
             if !retention.is_empty() {
-                args.retention = tether_cli::duration::parse(&retention)
-                    .unwrap_or_else(|e| panic!("TETHER_BENCH_RETENTION: {e}"));
+                let ms: u64 = retention
+                    .parse()
+                    .unwrap_or_else(|e| panic!("TETHER_BENCH_RETENTION_MS: {e}"));
+                args.retention = Duration::from_millis(ms);
             }
         }
-        args.data_dir = std::env::temp_dir().join(format!("tether-bench-{}", std::process::id()));
-        let secrets = tether_cli::serve::Secrets::from_env();
-        let running =
-            tether_cli::serve::start(&args, &secrets, tether_server::Metrics::gauges_only())
-                .await
-                .unwrap_or_else(|e| panic!("tether serve: {e}"));
+        let secrets = tether_server::Secrets::from_env();
+        let running = tether_server::start(&args, &secrets, tether_server::Metrics::gauges_only())
+            .await
+            .unwrap_or_else(|e| panic!("tether serve: {e}"));
         print!("{}", running.banner());
         use std::io::Write;
         let _ = std::io::stdout().flush();

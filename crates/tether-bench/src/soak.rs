@@ -19,7 +19,7 @@ use crate::report::Report;
 use crate::workload::{median_ms, TENANT};
 
 const QUEUE: &str = "soak";
-const RETENTION: &str = "30s";
+const RETENTION: Duration = Duration::from_secs(30);
 const WORKERS: usize = 4;
 
 /// Runs the soak on a database of its own.
@@ -164,7 +164,10 @@ pub async fn run(admin_url: &str, jobs: u64, report: &mut Report) {
         "soak_jobs_per_s",
         jobs as f64 / elapsed.as_secs_f64(),
         "jobs/s",
-        format!("{jobs} jobs enqueued and completed over HTTP, pruning on ({RETENTION})"),
+        format!(
+            "{jobs} jobs enqueued and completed over HTTP, pruning on ({}s)",
+            RETENTION.as_secs()
+        ),
     );
     report.add(
         "soak_rss_start_mib",

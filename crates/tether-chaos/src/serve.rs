@@ -1,5 +1,5 @@
 //! `__serve <db-url> <port>`: one `tether serve` replica (exactly the code
-//! of the `tether` binary, through `tether_cli::serve::start`) on a fixed
+//! of the `tether` binary, through `tether_server::start`) on a fixed
 //! loopback port, so that a restarted replica comes back at the same
 //! address. Runs until SIGTERM (graceful stop) or until the parent goes away.
 
@@ -7,7 +7,7 @@ use std::io::BufRead;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use tether_cli::serve::{start, Secrets, ServeArgs};
+use tether_server::{start, Secrets, ServeConfig};
 
 /// The line a replica prints once it accepts connections.
 pub const LISTENING: &str = "LISTENING";
@@ -57,12 +57,14 @@ pub fn run(database_url: &str, port: u16) -> ExitCode {
         }
     };
     runtime.block_on(async {
-        let mut args = ServeArgs::defaults();
-        args.listen = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-        args.database_url = Some(database_url.to_owned());
-        args.data_dir =
-            std::env::temp_dir().join(format!("tether-chaos-serve-{}", std::process::id()));
-        args.maintenance_tick = Duration::from_millis(250);
+        let args = ServeConfig {
+            listen: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+            database_url: Some(database_url.to_owned()),
+            data_dir: std::env::temp_dir()
+                .join(format!("tether-chaos-serve-{}", std::process::id())),
+            maintenance_tick: Duration::from_millis(250),
+            ..ServeConfig::default()
+        };
         let secrets = Secrets::from_env();
         let running = match start(&args, &secrets, tether_server::Metrics::gauges_only()).await {
             Ok(r) => r,

@@ -5,13 +5,10 @@
 //! `dlq`, `schedules`, `tenants`, `keys`, `stats`) talk to a server through
 //! the Rust SDK.
 //!
-//! The logic lives in this library so that tests and the benchmark program
-//! run exactly the code the binary runs.
+//! Starting a server is [`tether_server::start`]; this library holds the
+//! command line around it, so that tests run exactly the code the binary
+//! runs.
 
-pub mod admin_key;
 pub mod cli;
-pub mod data_dir;
 pub mod duration;
 pub mod serve;
-pub mod server_secret;
-pub mod store;

@@ -4,8 +4,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use tether_cli::cli::ClientCommand;
-use tether_cli::serve::{self, Secrets, ServeArgs};
-use tether_cli::store::Database;
+use tether_cli::serve::ServeArgs;
+use tether_server::Secrets;
 
 /// The environment of `tether serve`, shown by `tether serve --help`.
 const SERVE_ENV_HELP: &str = "\
@@ -132,7 +132,7 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
         }
     });
     let metrics = tether_server::Metrics::with_recorder(recorder);
-    let running = serve::start(&args, &secrets, metrics)
+    let running = tether_server::start(&args.into(), &secrets, metrics)
         .await
         .map_err(|e| e.to_string())?;
     print!("{}", running.banner());
@@ -152,14 +152,14 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
 }
 
 async fn migrate(args: MigrateArgs) -> Result<(), String> {
-    let database = Database::choose(args.database_url.as_deref(), &args.data_dir)?;
-    tether_cli::data_dir::secure(&args.data_dir, &database).map_err(|e| {
+    let database = tether_server::choose_database(args.database_url.as_deref(), &args.data_dir)?;
+    tether_server::data_dir::secure(&args.data_dir, &database).map_err(|e| {
         format!(
             "cannot make the data directory {} private: {e}",
             args.data_dir.display()
         )
     })?;
-    tether::Client::connect(&database.url())
+    tether::Client::open(&database)
         .await
         .map_err(|e| format!("cannot migrate {}: {e}", database.describe()))?;
     println!("migrations applied: {}", database.describe());

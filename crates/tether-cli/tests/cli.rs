@@ -27,7 +27,7 @@ impl Setup {
         let dir = temp_dir(tag);
         let server = Server::start(&dir, &[], &[]);
         let key =
-            tether_cli::admin_key::read_key_file(&dir).expect("the first start saves the key");
+            tether_server::admin_key::read_key_file(&dir).expect("the first start saves the key");
         let url = format!("http://{}", server.addr);
         Setup {
             server: Some(server),

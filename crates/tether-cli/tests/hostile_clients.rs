@@ -57,7 +57,7 @@ async fn slow_headers_do_not_starve_the_server() {
         "health check during the flood"
     );
     // And the database still works: a request that needs it.
-    let key = tether_cli::admin_key::read_key_file(&dir).unwrap();
+    let key = tether_server::admin_key::read_key_file(&dir).unwrap();
     let (status, body) = call(reqwest::Method::GET, &s.url("/v1/queues"), &key, None).await;
     assert_eq!(status, 200, "{body}");
     // Every slow connection was closed by the server.
@@ -78,7 +78,7 @@ async fn idle_connections_close_but_long_polls_finish() {
         &["--header-read-timeout", "1s", "--idle-timeout", "2s"],
         &[],
     );
-    let key = tether_cli::admin_key::read_key_file(&dir).unwrap();
+    let key = tether_server::admin_key::read_key_file(&dir).unwrap();
 
     let mut idle = TcpStream::connect(&s.addr).unwrap();
     idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -127,7 +127,7 @@ async fn idle_connections_close_but_long_polls_finish() {
 async fn refused_long_polls_leave_nothing_behind() {
     let dir = temp_dir("leak");
     let s = Server::start(&dir, &[], &[]);
-    let key = tether_cli::admin_key::read_key_file(&dir).unwrap();
+    let key = tether_server::admin_key::read_key_file(&dir).unwrap();
     let client = reqwest::Client::new();
     let round = |r: usize| {
         let client = client.clone();

@@ -22,7 +22,7 @@ async fn first_start_generates_an_admin_key_once() {
         .lines()
         .find_map(|l| l.trim().strip_prefix("tth_").map(|k| format!("tth_{k}")))
         .expect("the first start prints the key");
-    let saved = tether_cli::admin_key::read_key_file(&dir).unwrap();
+    let saved = tether_server::admin_key::read_key_file(&dir).unwrap();
     assert_eq!(printed, saved);
     #[cfg(unix)]
     {
@@ -544,7 +544,7 @@ async fn the_data_directory_and_its_files_are_private() {
     };
     for round in ["first start", "after loosening"] {
         let mut s = Server::start(&dir, &[], &[]);
-        let key = tether_cli::admin_key::read_key_file(&dir).unwrap();
+        let key = tether_server::admin_key::read_key_file(&dir).unwrap();
         let (status, _) = call(
             reqwest::Method::POST,
             &s.url("/v1/jobs"),

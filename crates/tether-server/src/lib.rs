@@ -2,8 +2,9 @@
 //! [`Engine`], with API-key authentication, tenant walls and errors in the
 //! API's shape.
 //!
-//! [`router`] builds the whole service; the binary (`tether serve`) only
-//! binds it to a socket.
+//! [`router`] builds the whole service; [`start`] runs it as `tether serve`
+//! does (data directory, database, server secret, admin key, maintenance),
+//! configured by a [`ServeConfig`].
 //!
 //! Decisions `docs/API.md` leaves to the server (also in `docs/http.md`):
 //! - Every `/v1` route authenticates first (before body checks), so a
@@ -23,8 +24,10 @@
 //! - Storage failures other than unreachability are 500 `internal` with a
 //!   generic message (details go to the log only).
 
+pub mod admin_key;
 mod connections;
 mod dashboard;
+pub mod data_dir;
 mod dto;
 mod error;
 mod extract;
@@ -33,6 +36,8 @@ pub mod fuzzing;
 mod metrics;
 mod openapi;
 mod routes;
+pub mod server_secret;
+mod standalone;
 
 use std::sync::Arc;
 
@@ -47,6 +52,9 @@ pub use error::{ApiError, ApiResult};
 pub use extract::{ApiJson, ApiQuery, Caller, OptionalJson};
 pub use metrics::{Metrics, GAUGE_CACHE};
 pub use openapi::{openapi, openapi_json};
+pub use standalone::{
+    choose_database, start, Running, Secrets, ServeConfig, ServeError, SQLITE_FILE,
+};
 
 /// The default longest `wait_ms` of a claim ([`ServerConfig::max_wait_ms`]).
 pub(crate) const DEFAULT_MAX_WAIT_MS: i64 = 30_000;

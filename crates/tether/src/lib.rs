@@ -62,8 +62,11 @@
 //! # }
 //! ```
 
+mod database;
+
 use std::sync::Arc;
 
+pub use database::{redact, Database};
 pub use tether_core::{
     lifecycle, validate, Backoff, ClaimRequest, ClaimedJob, Completion, Engine, Enqueued, Error,
     EventKind, Failure, Heartbeat, HeartbeatAck, Job, JobArgs, JobEvent, JobFilter, JobPage,
@@ -93,23 +96,25 @@ impl Client {
     /// `sqlite:PATH` or a plain file path for SQLite (the file is created if
     /// missing).
     pub async fn connect(url: &str) -> Result<Client> {
-        let postgres = url.starts_with("postgres://") || url.starts_with("postgresql://");
-        let store: Arc<dyn Store> = if postgres {
-            Arc::new(PgStore::connect(url).await?)
-        } else {
-            let path = url
-                .strip_prefix("sqlite://")
-                .or_else(|| url.strip_prefix("sqlite:"))
-                .unwrap_or(url);
-            if path.is_empty() {
-                return Err(Error::invalid("database_url", "no SQLite file path given"));
+        Client::open(&Database::parse(url)?).await
+    }
+
+    /// Connects to `database` and brings its schema up to date (a SQLite
+    /// file is created if missing).
+    pub async fn open(database: &Database) -> Result<Client> {
+        let store: Arc<dyn Store> = match database {
+            Database::Postgres(url) => Arc::new(PgStore::connect(url).await?),
+            Database::Sqlite(path) => {
+                if path.as_os_str().is_empty() {
+                    return Err(Error::invalid("database_url", "no SQLite file path given"));
+                }
+                Arc::new(SqliteStore::open(path).await?)
             }
-            Arc::new(SqliteStore::open(path).await?)
         };
         Ok(Client {
             engine: Engine::new(store),
             tenant: DEFAULT_TENANT.to_owned(),
-            postgres,
+            postgres: matches!(database, Database::Postgres(_)),
         })
     }
 

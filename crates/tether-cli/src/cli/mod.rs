@@ -173,14 +173,14 @@ impl Ctx {
     pub(crate) fn new(conn: &Conn) -> Result<Ctx, CliError> {
         let key = match conn.key.as_deref().map(str::trim).filter(|k| !k.is_empty()) {
             Some(key) => key.to_owned(),
-            None => match crate::admin_key::read_key_file(&conn.data_dir) {
+            None => match tether_server::admin_key::read_key_file(&conn.data_dir) {
                 Ok(key) if !key.is_empty() => key,
                 Ok(_) | Err(_) => {
                     return Err(CliError::Usage(format!(
                         "no API key: pass --key or set TETHER_KEY, or point --data-dir at the data \
                          directory of a local server ({} was not found)",
                         conn.data_dir
-                            .join(crate::admin_key::ADMIN_KEY_FILE)
+                            .join(tether_server::admin_key::ADMIN_KEY_FILE)
                             .display()
                     )))
                 }

@@ -1,42 +1,48 @@
-//! Where `tether serve` and `tether migrate` keep their data.
+//! Which database a URL names: the one parser of database URLs, shared by
+//! [`Client::connect`](crate::Client::connect) and `tether serve`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-/// The database a command uses: PostgreSQL when a URL is given, else the
-/// SQLite file `tether.db` under the data directory.
+use tether_core::{Error, Result};
+
+/// A database tether can keep its jobs in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Database {
     /// A `postgres://` or `postgresql://` URL.
     Postgres(String),
-    /// The SQLite file.
+    /// A SQLite file.
     Sqlite(PathBuf),
 }
 
-/// Name of the SQLite file inside the data directory.
-pub const SQLITE_FILE: &str = "tether.db";
-
 impl Database {
-    /// Chooses the database from the command line.
-    pub fn choose(database_url: Option<&str>, data_dir: &Path) -> Result<Database, String> {
-        match database_url.map(str::trim).filter(|u| !u.is_empty()) {
-            Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-                Ok(Database::Postgres(url.to_owned()))
+    /// The database a URL names by its scheme: `postgres://…` /
+    /// `postgresql://…` for PostgreSQL, `sqlite://PATH` or `sqlite:PATH` for
+    /// SQLite. `None` when the URL has none of these schemes; an empty
+    /// SQLite path is a [`Database::Sqlite`] with an empty path.
+    pub fn from_url(url: &str) -> Option<Database> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            return Some(Database::Postgres(url.to_owned()));
+        }
+        url.strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+            .map(|path| Database::Sqlite(PathBuf::from(path)))
+    }
+
+    /// What [`Client::connect`](crate::Client::connect) takes: a URL as
+    /// [`Database::from_url`] reads it, or else a plain SQLite file path.
+    /// An empty SQLite path is refused.
+    pub fn parse(url: &str) -> Result<Database> {
+        let database =
+            Database::from_url(url).unwrap_or_else(|| Database::Sqlite(PathBuf::from(url)));
+        match &database {
+            Database::Sqlite(path) if path.as_os_str().is_empty() => {
+                Err(Error::invalid("database_url", "no SQLite file path given"))
             }
-            Some(url) => match url
-                .strip_prefix("sqlite://")
-                .or_else(|| url.strip_prefix("sqlite:"))
-            {
-                Some(path) if !path.is_empty() => Ok(Database::Sqlite(PathBuf::from(path))),
-                _ => Err(format!(
-                    "--database-url must start with postgres://, postgresql:// or sqlite:, got {:?}",
-                    redact(url)
-                )),
-            },
-            None => Ok(Database::Sqlite(data_dir.join(SQLITE_FILE))),
+            _ => Ok(database),
         }
     }
 
-    /// The URL `tether::Client::connect` takes.
+    /// The URL [`Client::connect`](crate::Client::connect) takes.
     pub fn url(&self) -> String {
         match self {
             Database::Postgres(url) => url.clone(),
@@ -97,27 +103,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn choice() {
-        let dir = Path::new("./tether-data");
+    fn urls() {
         assert_eq!(
-            Database::choose(None, dir),
-            Ok(Database::Sqlite(dir.join("tether.db")))
+            Database::from_url("postgres://u@h/db"),
+            Some(Database::Postgres("postgres://u@h/db".into()))
         );
         assert_eq!(
-            Database::choose(Some(""), dir),
-            Ok(Database::Sqlite(dir.join("tether.db")))
+            Database::from_url("postgresql://u@h/db"),
+            Some(Database::Postgres("postgresql://u@h/db".into()))
         );
         assert_eq!(
-            Database::choose(Some("postgres://u@h/db"), dir),
-            Ok(Database::Postgres("postgres://u@h/db".into()))
+            Database::from_url("sqlite:///tmp/x.db"),
+            Some(Database::Sqlite("/tmp/x.db".into()))
         );
         assert_eq!(
-            Database::choose(Some("sqlite:///tmp/x.db"), dir),
-            Ok(Database::Sqlite("/tmp/x.db".into()))
+            Database::from_url("sqlite:x.db"),
+            Some(Database::Sqlite("x.db".into()))
         );
-        assert!(Database::choose(Some("mysql://u:secret@h/db"), dir)
-            .unwrap_err()
-            .contains("u:***@h"));
+        assert_eq!(Database::from_url("mysql://u@h/db"), None);
+        assert_eq!(Database::from_url("/tmp/x.db"), None);
+        assert_eq!(
+            Database::parse("/tmp/x.db").unwrap(),
+            Database::Sqlite("/tmp/x.db".into())
+        );
+        assert!(Database::parse("sqlite://").is_err());
+        assert!(Database::parse("").is_err());
     }
 
     #[test]

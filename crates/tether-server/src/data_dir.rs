@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::admin_key::ADMIN_KEY_FILE;
-use crate::store::Database;
+use tether::Database;
 
 /// Mode of the data directory (owner only).
 #[cfg(unix)]
