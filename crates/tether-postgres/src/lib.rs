@@ -16,11 +16,14 @@ mod notify;
 mod rows;
 mod schedules;
 mod store;
+mod url;
 
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use tether_core::{Error, Result};
+
+pub use url::url_with_database;
 
 /// A [`tether_core::Store`] on PostgreSQL.
 #[derive(Debug, Clone)]
