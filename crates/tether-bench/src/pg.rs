@@ -45,7 +45,7 @@ impl BenchDb {
             .execute(&mut admin)
             .await
             .expect("create bench database");
-        let url = database_url(admin_url, &name);
+        let url = tether_postgres::url_with_database(admin_url, &name);
         let store = PgStore::connect(&url)
             .await
             .expect("connect bench database");
@@ -85,24 +85,6 @@ pub async fn run(admin_url: &str, scale: &Scale, report: &mut Report) {
     crate::sdk::run(&sdks, engine, url, pool, scale, report).await;
     crate::cron::run(engine, pool, scale, report).await;
     db.drop_now().await;
-}
-
-/// `admin_url` with its database name replaced.
-fn database_url(admin_url: &str, database: &str) -> String {
-    let (base, query) = match admin_url.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (admin_url, None),
-    };
-    let root = match base.rfind('/') {
-        Some(i) if base[..i].ends_with('/') => base.to_owned(),
-        Some(i) => base[..i].to_owned(),
-        None => base.to_owned(),
-    };
-    let root = root.trim_end_matches('/');
-    match query {
-        Some(q) => format!("{root}/{database}?{q}"),
-        None => format!("{root}/{database}"),
-    }
 }
 
 /// Empties the job tables between figures.

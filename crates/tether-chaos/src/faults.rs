@@ -439,18 +439,6 @@ pub fn host_port(url: &str) -> (String, u16) {
     (host, port.parse().unwrap_or(5432))
 }
 
-/// `url` with its database name replaced by `database`.
-pub fn with_database(url: &str, database: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("postgres", url));
-    let end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    let query = tail.split_once('?').map(|(_, q)| q);
-    match query {
-        Some(q) => format!("{scheme}://{authority}/{database}?{q}"),
-        None => format!("{scheme}://{authority}/{database}"),
-    }
-}
-
 /// The command that restarts the PostgreSQL at `admin_url`:
 /// `TETHER_CHAOS_PG_RESTART` when set, else `pg_ctlcluster <version>
 /// <cluster> restart` for the local cluster on the URL's port (found with
@@ -539,14 +527,14 @@ mod tests {
             ("::1".to_owned(), 6000)
         );
         assert_eq!(
-            with_database(
+            tether_postgres::url_with_database(
                 "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
                 "c"
             ),
             "postgres://postgres@127.0.0.1:5432/c?sslmode=disable"
         );
         assert_eq!(
-            with_database("postgres://127.0.0.1", "c"),
+            tether_postgres::url_with_database("postgres://127.0.0.1", "c"),
             "postgres://127.0.0.1/c"
         );
     }

@@ -136,7 +136,7 @@ async fn outer(opts: Opts) -> ExitCode {
         return fail(format!("cannot create the database {database}: {e}"));
     }
     let _ = admin.close().await;
-    let database_url = faults::with_database(&admin_url, &database);
+    let database_url = tether_postgres::url_with_database(&admin_url, &database);
     println!(
         "tether-chaos: {} run, seed {}, {} jobs, {} s of faults, {SERVERS} replicas, {} workers \
          ({}), database {database}, PostgreSQL restart: {pg_restart}",

@@ -109,7 +109,7 @@ impl TestDb {
             Drop::Postgres {
                 admin_url,
                 database,
-            } => Some(with_database(admin_url, database)),
+            } => Some(tether_postgres::url_with_database(admin_url, database)),
             Drop::Sqlite { .. } => None,
         }
     }
@@ -189,20 +189,6 @@ fn unique_name(prefix: &str, sep: char) -> String {
     )
 }
 
-/// `url` with its database (path) replaced by `database`, keeping any query.
-fn with_database(url: &str, database: &str) -> String {
-    let (base, query) = match url.find('?') {
-        Some(i) => (&url[..i], &url[i..]),
-        None => (url, ""),
-    };
-    let authority_start = base.find("://").map_or(0, |i| i + 3);
-    let base = match base[authority_start..].find('/') {
-        Some(i) => &base[..authority_start + i],
-        None => base,
-    };
-    format!("{base}/{database}{query}")
-}
-
 async fn admin_connection(admin_url: &str) -> sqlx::PgConnection {
     match sqlx::PgConnection::connect(admin_url).await {
         Ok(conn) => conn,
@@ -237,7 +223,7 @@ pub async fn postgres() -> TestDb {
 /// the newer migrations.
 pub async fn postgres_upgraded_from(version: i64, seed: &str) -> TestDb {
     let (admin_url, database) = create_postgres_database().await;
-    let url = with_database(&admin_url, &database);
+    let url = tether_postgres::url_with_database(&admin_url, &database);
     let pool = match sqlx::PgPool::connect(&url).await {
         Ok(pool) => pool,
         Err(e) => panic!("cannot connect to {url}: {e}"),
@@ -267,7 +253,7 @@ async fn create_postgres_database() -> (String, String) {
 }
 
 async fn connect_postgres(admin_url: String, database: String) -> TestDb {
-    let url = with_database(&admin_url, &database);
+    let url = tether_postgres::url_with_database(&admin_url, &database);
     let store = match PgStore::connect(&url).await {
         Ok(store) => Arc::new(store),
         Err(e) => panic!("PgStore::connect({url}) failed: {e}"),
@@ -612,23 +598,6 @@ macro_rules! __behaviour_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn database_is_replaced_in_urls() {
-        assert_eq!(
-            with_database("postgres://postgres@127.0.0.1:5432/postgres", "x"),
-            "postgres://postgres@127.0.0.1:5432/x"
-        );
-        assert_eq!(
-            with_database("postgres://u:p@h/db?sslmode=disable", "x"),
-            "postgres://u:p@h/x?sslmode=disable"
-        );
-        assert_eq!(with_database("postgres://h:1", "x"), "postgres://h:1/x");
-        assert_eq!(
-            with_database("postgres://h?application_name=a", "x"),
-            "postgres://h/x?application_name=a"
-        );
-    }
 
     #[test]
     fn names_are_unique_and_prefixed() {

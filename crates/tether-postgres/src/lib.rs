@@ -43,6 +43,7 @@ mod schedules;
 mod tenants;
 #[cfg(feature = "testing")]
 mod testing;
+mod url;
 
 pub use enqueue::enqueue_in;
 #[cfg(feature = "testing")]
@@ -65,6 +66,8 @@ use tether_core::{
 use uuid::Uuid;
 
 use crate::rows::Db;
+
+pub use url::url_with_database;
 
 /// A [`tether_core::Store`] on PostgreSQL.
 #[derive(Debug, Clone)]

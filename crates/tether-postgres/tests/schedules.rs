@@ -46,7 +46,7 @@ impl TestDb {
             .await
             .unwrap_or_else(|e| panic!("cannot create {name}: {e}"));
         let _ = admin.close().await;
-        let url = with_database(&admin_url, &name);
+        let url = tether_postgres::url_with_database(&admin_url, &name);
         TestDb {
             admin_url,
             name,
@@ -81,20 +81,6 @@ impl TestDb {
         .unwrap_or_else(|e| panic!("cannot drop {}: {e}", self.name));
         let _ = admin.close().await;
     }
-}
-
-/// `url` with its database replaced by `database`, keeping any query.
-fn with_database(url: &str, database: &str) -> String {
-    let (base, query) = match url.find('?') {
-        Some(i) => (&url[..i], &url[i..]),
-        None => (url, ""),
-    };
-    let authority = base.find("://").map_or(0, |i| i + 3);
-    let base = match base[authority..].find('/') {
-        Some(i) => &base[..authority + i],
-        None => base,
-    };
-    format!("{base}/{database}{query}")
 }
 
 /// A whole minute some minutes ago (cron instants are whole seconds).

@@ -1,0 +1,311 @@
+//! `tether enqueue` and `tether jobs`.
+
+use super::*;
+
+#[tokio::test]
+async fn enqueue_takes_every_option_and_payloads_from_argument_file_and_stdin() {
+    let s = Setup::sqlite("cli-enqueue");
+    let expires = (Utc::now() + chrono::Duration::hours(2)).to_rfc3339();
+    let before = Utc::now();
+    let out = s
+        .cli(&[
+            "enqueue",
+            "emails",
+            "send_welcome",
+            r#"{"to": "ada@example.com"}"#,
+            "--priority",
+            "-7",
+            "--delay",
+            "5m",
+            "--max-attempts",
+            "3",
+            "--timeout",
+            "30s",
+            "--idempotency-key",
+            "welcome:ada",
+            "--unique-key",
+            "u:ada",
+            "--tag",
+            "signup",
+            "--tag",
+            "vip",
+            "--expires-at",
+            &expires,
+            "--backoff-base",
+            "2s",
+            "--backoff-cap",
+            "1m",
+            "--json",
+        ])
+        .ok();
+    let answer = out.json();
+    assert_eq!(answer["created"], true, "{answer}");
+    let id = answer["job"]["id"].as_str().unwrap().to_owned();
+
+    // The server stored what the options said.
+    let job = s.job(&id).await;
+    assert_eq!(job["queue"], "emails");
+    assert_eq!(job["kind"], "send_welcome");
+    assert_eq!(job["payload"], json!({"to": "ada@example.com"}));
+    assert_eq!(job["priority"], -7);
+    assert_eq!(job["max_attempts"], 3);
+    assert_eq!(job["timeout_ms"], 30_000);
+    assert_eq!(job["idempotency_key"], "welcome:ada");
+    assert_eq!(job["unique_key"], "u:ada");
+    assert_eq!(job["tags"], json!(["signup", "vip"]));
+    let run_at: DateTime<Utc> = job["run_at"].as_str().unwrap().parse().unwrap();
+    let delay = (run_at - before).num_seconds();
+    assert!(
+        (295..=305).contains(&delay),
+        "run_at {run_at} is not ~5m out"
+    );
+    let stored_expiry: DateTime<Utc> = job["expires_at"].as_str().unwrap().parse().unwrap();
+    let wanted: DateTime<Utc> = expires.parse().unwrap();
+    assert!((stored_expiry - wanted).num_milliseconds().abs() < 1_000);
+
+    // The same idempotency key returns the existing job, and says so.
+    let again = s
+        .cli(&[
+            "enqueue",
+            "emails",
+            "send_welcome",
+            "{}",
+            "--idempotency-key",
+            "welcome:ada",
+        ])
+        .ok();
+    assert!(again.stdout.contains("existing job"), "{}", again.stdout);
+    assert!(again.stdout.contains(&id), "{}", again.stdout);
+
+    // --run-at, and the payload from stdin (`-`).
+    let out = s
+        .cli_stdin(
+            &[
+                "enqueue",
+                "reports",
+                "build",
+                "-",
+                "--run-at",
+                "2030-01-02T03:04:05Z",
+                "--json",
+            ],
+            Some("{\"month\": \"2030-01\", \"lines\": [1, 2, 3]}\n"),
+        )
+        .ok();
+    let job = s.job(out.json()["job"]["id"].as_str().unwrap()).await;
+    assert_eq!(
+        job["payload"],
+        json!({"month": "2030-01", "lines": [1, 2, 3]})
+    );
+    let run_at: DateTime<Utc> = job["run_at"].as_str().unwrap().parse().unwrap();
+    assert_eq!(
+        run_at,
+        "2030-01-02T03:04:05Z".parse::<DateTime<Utc>>().unwrap()
+    );
+
+    // --payload-file, and the human answer.
+    let file = s.dir.join("payload.json");
+    std::fs::write(&file, r#"[true, null, "x"]"#).unwrap();
+    let out = s
+        .cli(&[
+            "enqueue",
+            "reports",
+            "build",
+            "--payload-file",
+            file.to_str().unwrap(),
+        ])
+        .ok();
+    assert!(out.stdout.starts_with("enqueued job "), "{}", out.stdout);
+    let id = out.stdout.split_whitespace().nth(2).unwrap();
+    assert_eq!(s.job(id).await["payload"], json!([true, null, "x"]));
+
+    // No payload at all is a null payload.
+    let out = s.cli(&["enqueue", "reports", "noop", "--json"]).ok();
+    assert_eq!(out.json()["job"]["payload"], Value::Null);
+
+    // Usage errors exit 2 and write nothing.
+    let count = |v: Value| v["jobs"].as_array().unwrap().len();
+    let (_, all) = s.get("/v1/jobs?limit=500").await;
+    let n = count(all);
+    let bad_json = s.cli(&["enqueue", "q", "k", "{not json"]).expect(2);
+    assert!(
+        bad_json
+            .stderr
+            .starts_with("error: the payload in the payload argument is not valid JSON"),
+        "{}",
+        bad_json.stderr
+    );
+    let bad_stdin = s
+        .cli_stdin(&["enqueue", "q", "k", "-"], Some("nope"))
+        .expect(2);
+    assert!(bad_stdin.stderr.contains("stdin"), "{}", bad_stdin.stderr);
+    s.cli(&[
+        "enqueue",
+        "q",
+        "k",
+        "--delay",
+        "5m",
+        "--run-at",
+        "2030-01-01T00:00:00Z",
+    ])
+    .expect(2);
+    s.cli(&["enqueue", "q", "k", "--delay", "5 minutes"])
+        .expect(2);
+    s.cli(&["enqueue", "q"]).expect(2);
+    let (_, all) = s.get("/v1/jobs?limit=500").await;
+    assert_eq!(count(all), n, "a refused command enqueued something");
+
+    // The server's refusal: exit 1 with its code and message.
+    let refused = s.cli(&["enqueue", "q", "k", "--priority", "500"]).expect(1);
+    assert!(
+        refused.stderr.starts_with("error: invalid_argument: "),
+        "{}",
+        refused.stderr
+    );
+    assert!(!refused.stderr.contains("Api {"), "{}", refused.stderr);
+}
+
+#[tokio::test]
+async fn jobs_ls_show_events_cancel_and_replay() {
+    let s = Setup::sqlite("cli-jobs");
+    let mut made = Vec::new();
+    for (queue, kind, tag) in [
+        ("emails", "send", "a"),
+        ("emails", "send", "b"),
+        ("emails", "digest", "a"),
+        ("reports", "build", "a"),
+    ] {
+        let out = s
+            .cli(&[
+                "enqueue",
+                queue,
+                kind,
+                r#"{"n": 1}"#,
+                "--tag",
+                tag,
+                "--json",
+            ])
+            .ok();
+        made.push(out.json()["job"]["id"].as_str().unwrap().to_owned());
+    }
+
+    // ls: every job, newest first; the filters; the table.
+    let all = s.cli(&["jobs", "ls", "--json"]).ok().json();
+    let mut newest_first = made.clone();
+    newest_first.reverse();
+    assert_eq!(ids(&all, "jobs"), newest_first);
+    assert_eq!(all["next_cursor"], Value::Null);
+    let emails = s
+        .cli(&["jobs", "ls", "--queue", "emails", "--json"])
+        .ok()
+        .json();
+    assert_eq!(ids(&emails, "jobs").len(), 3);
+    let sends = s
+        .cli(&[
+            "jobs", "ls", "--queue", "emails", "--kind", "send", "--tag", "a", "--json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(ids(&sends, "jobs"), vec![made[0].clone()]);
+    let table = s.cli(&["jobs", "ls"]).ok().stdout;
+    let header = table.lines().next().unwrap();
+    for col in [
+        "ID",
+        "QUEUE",
+        "KIND",
+        "STATE",
+        "ATTEMPTS",
+        "AGE",
+        "LAST ERROR",
+    ] {
+        assert!(header.contains(col), "{header}");
+    }
+    for id in &made {
+        assert!(table.contains(id.as_str()), "{table}");
+    }
+    assert!(
+        table.contains("just now") || table.contains("s ago"),
+        "{table}"
+    );
+    s.cli(&["jobs", "ls", "--state", "bogus"]).expect(2);
+
+    // Pages: one at a time with --cursor, or all with --all.
+    let page = s.cli(&["jobs", "ls", "--limit", "3", "--json"]).ok().json();
+    assert_eq!(ids(&page, "jobs").len(), 3);
+    let cursor = page["next_cursor"]
+        .as_str()
+        .expect("a next page")
+        .to_owned();
+    let next = s
+        .cli(&["jobs", "ls", "--limit", "3", "--cursor", &cursor, "--json"])
+        .ok()
+        .json();
+    assert_eq!(ids(&next, "jobs"), vec![made[0].clone()]);
+    let hinted = s.cli(&["jobs", "ls", "--limit", "3"]).ok();
+    assert!(hinted.stderr.contains(&cursor), "{}", hinted.stderr);
+    let every = s
+        .cli(&["jobs", "ls", "--limit", "1", "--all", "--json"])
+        .ok()
+        .json();
+    assert_eq!(ids(&every, "jobs"), newest_first);
+    assert_eq!(every["next_cursor"], Value::Null);
+
+    // show: fields, payload and history; --json is {job, events}.
+    let id = made[3].as_str();
+    let shown = s.cli(&["jobs", "show", id]).ok().stdout;
+    for want in [
+        id, "reports", "build", "queued", "payload:", "\"n\": 1", "history:", "enqueued",
+    ] {
+        assert!(shown.contains(want), "no {want:?} in:\n{shown}");
+    }
+    let doc = s.cli(&["jobs", "show", id, "--json"]).ok().json();
+    assert_eq!(doc["job"]["id"], id);
+    assert_eq!(doc["job"]["payload"], json!({"n": 1}));
+    assert_eq!(doc["events"][0]["event"], "enqueued");
+
+    // cancel, then cancel again (a terminal job: 409), then replay.
+    let out = s.cli(&["jobs", "cancel", id]).ok();
+    assert!(out.stdout.contains("cancelled job"), "{}", out.stdout);
+    assert_eq!(s.job(id).await["state"], "cancelled");
+    let twice = s.cli(&["jobs", "cancel", id]).expect(1);
+    assert!(
+        twice.stderr.starts_with("error: invalid_state: "),
+        "{}",
+        twice.stderr
+    );
+    let replayed = s.cli(&["jobs", "replay", id, "--json"]).ok().json();
+    assert_eq!(replayed["job"]["state"], "queued");
+    assert_eq!(s.job(id).await["state"], "queued");
+
+    // events: oldest first, the whole story.
+    let events = s.cli(&["jobs", "events", id, "--json"]).ok().json();
+    let kinds: Vec<&str> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.first(), Some(&"enqueued"), "{events}");
+    assert!(kinds.contains(&"cancelled"), "{events}");
+    assert_eq!(kinds.last(), Some(&"replayed"), "{events}");
+    let table = s.cli(&["jobs", "events", id]).ok().stdout;
+    assert!(
+        table.contains("EVENT") && table.contains("replayed"),
+        "{table}"
+    );
+
+    // A job that does not exist: exit 1, the server's code and message.
+    let missing = uuid::Uuid::now_v7();
+    let out = s.cli(&["jobs", "show", &missing.to_string()]).expect(1);
+    assert_eq!(
+        out.stderr,
+        format!("error: not_found: job {missing} not found\n")
+    );
+    assert!(out.stdout.is_empty());
+    s.cli(&["jobs", "replay", &missing.to_string()]).expect(1);
+    // Not an id, an unknown subcommand, a missing argument: usage, exit 2.
+    s.cli(&["jobs", "show", "not-a-uuid"]).expect(2);
+    s.cli(&["jobs", "frobnicate"]).expect(2);
+    s.cli(&["jobs", "cancel"]).expect(2);
+    tether(&["no-such-command"], &[], None).expect(2);
+}

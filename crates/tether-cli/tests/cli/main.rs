@@ -1,0 +1,128 @@
+//! The operator commands as a user runs them: the real `tether` binary
+//! against a real `tether serve` (SQLite, and one PostgreSQL smoke test).
+//! Every assertion about an effect reads the server's state back over HTTP.
+
+#[path = "../common/mod.rs"]
+mod common;
+mod jobs;
+mod queues;
+mod schedules;
+mod smoke;
+mod tenants;
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use common::{call, temp_dir, tether, Run, Server};
+use reqwest::Method;
+use serde_json::{json, Value};
+
+/// A server on a fresh SQLite data directory, and the CLI pointed at it.
+struct Setup {
+    server: Option<Server>,
+    dir: PathBuf,
+    key: String,
+    url: String,
+}
+
+impl Setup {
+    fn sqlite(tag: &str) -> Setup {
+        let dir = temp_dir(tag);
+        let server = Server::start(&dir, &[], &[]);
+        let key =
+            tether_server::admin_key::read_key_file(&dir).expect("the first start saves the key");
+        let url = format!("http://{}", server.addr);
+        Setup {
+            server: Some(server),
+            dir,
+            key,
+            url,
+        }
+    }
+
+    fn server(&self) -> &Server {
+        self.server.as_ref().unwrap()
+    }
+
+    fn dir(&self) -> &str {
+        self.dir.to_str().unwrap()
+    }
+
+    /// `tether <args>` with TETHER_URL and TETHER_DATA_DIR pointing at the
+    /// server (so the key comes from its admin.key).
+    fn cli(&self, args: &[&str]) -> Run {
+        self.cli_stdin(args, None)
+    }
+
+    fn cli_stdin(&self, args: &[&str], stdin: Option<&str>) -> Run {
+        tether(
+            args,
+            &[("TETHER_URL", &self.url), ("TETHER_DATA_DIR", self.dir())],
+            stdin,
+        )
+    }
+
+    /// `GET path` with the admin key; the status and body.
+    async fn get(&self, path: &str) -> (u16, Value) {
+        call(Method::GET, &self.server().url(path), &self.key, None).await
+    }
+
+    async fn job(&self, id: &str) -> Value {
+        let (status, body) = self.get(&format!("/v1/jobs/{id}")).await;
+        assert_eq!(status, 200, "{body}");
+        body["job"].clone()
+    }
+
+    async fn queue(&self, name: &str) -> Value {
+        let (status, body) = self.get(&format!("/v1/queues/{name}")).await;
+        assert_eq!(status, 200, "{body}");
+        body["queue"].clone()
+    }
+
+    /// Claims every ready job of `queue` and fails each for good; answers
+    /// their ids.
+    async fn fail_all(&self, queue: &str, error: &str) -> Vec<String> {
+        let (status, claimed) = call(
+            Method::POST,
+            &self.server().url(&format!("/v1/queues/{queue}/claim")),
+            &self.key,
+            Some(json!({"worker_id": "test-worker", "limit": 100})),
+        )
+        .await;
+        assert_eq!(status, 200, "{claimed}");
+        let mut ids = Vec::new();
+        for job in claimed["jobs"].as_array().unwrap() {
+            let id = job["id"].as_str().unwrap().to_owned();
+            let (status, body) = call(
+                Method::POST,
+                &self.server().url(&format!("/v1/jobs/{id}/fail")),
+                &self.key,
+                Some(json!({"lease_token": job["lease_token"], "error": error, "fatal": true})),
+            )
+            .await;
+            assert_eq!(status, 200, "{body}");
+            assert_eq!(body["job"]["state"], "failed");
+            ids.push(id);
+        }
+        ids
+    }
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        drop(self.server.take());
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn ids(list: &Value, field: &str) -> Vec<String> {
+    list[field]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {field} array in {list}"))
+        .iter()
+        .map(|j| j["id"].as_str().unwrap().to_owned())
+        .collect()
+}

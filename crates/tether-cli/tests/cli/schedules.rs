@@ -1,0 +1,193 @@
+//! `tether schedules`.
+
+use super::*;
+
+#[tokio::test]
+async fn schedules_add_ls_preview_trigger_runs_enable_disable_rm() {
+    let s = Setup::sqlite("cli-schedules");
+    let out = s
+        .cli(&[
+            "schedules",
+            "add",
+            "nightly-report",
+            "0 3 * * *",
+            "reports",
+            "build_report",
+            "--timezone",
+            "Europe/Berlin",
+            "--payload",
+            r#"{"format": "pdf"}"#,
+            "--overlap",
+            "skip",
+            "--json",
+        ])
+        .ok()
+        .json();
+    let id = out["schedule"]["id"].as_str().unwrap().to_owned();
+    let (status, body) = s.get(&format!("/v1/schedules/{id}")).await;
+    assert_eq!(status, 200, "{body}");
+    let sched = &body["schedule"];
+    assert_eq!(sched["name"], "nightly-report");
+    assert_eq!(sched["cron"], "0 3 * * *");
+    assert_eq!(sched["timezone"], "Europe/Berlin");
+    assert_eq!(sched["queue"], "reports");
+    assert_eq!(sched["kind"], "build_report");
+    assert_eq!(sched["payload"], json!({"format": "pdf"}));
+    assert_eq!(sched["overlap"], "skip");
+    assert_eq!(sched["enabled"], true);
+
+    // A disabled one, and refusals.
+    s.cli(&[
+        "schedules",
+        "add",
+        "paused-one",
+        "*/5 * * * *",
+        "q",
+        "k",
+        "--disabled",
+    ])
+    .ok();
+    let dup = s
+        .cli(&["schedules", "add", "nightly-report", "0 4 * * *", "q", "k"])
+        .expect(1);
+    assert!(
+        dup.stderr.starts_with("error: already_exists: "),
+        "{}",
+        dup.stderr
+    );
+    let bad = s
+        .cli(&["schedules", "add", "bad", "61 * * * *", "q", "k"])
+        .expect(1);
+    assert!(
+        bad.stderr.starts_with("error: invalid_argument: "),
+        "{}",
+        bad.stderr
+    );
+    s.cli(&[
+        "schedules",
+        "add",
+        "x",
+        "* * * * *",
+        "q",
+        "k",
+        "--overlap",
+        "sometimes",
+    ])
+    .expect(2);
+
+    // ls.
+    let list = s.cli(&["schedules", "ls", "--json"]).ok().json();
+    let mut names: Vec<&str> = list["schedules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["nightly-report", "paused-one"]);
+    let table = s.cli(&["schedules", "ls"]).ok().stdout;
+    assert!(
+        table.contains("nightly-report") && table.contains("Europe/Berlin"),
+        "{table}"
+    );
+
+    // preview: the scheduler's own instants, across a DST gap.
+    let preview = s
+        .cli(&[
+            "schedules",
+            "preview",
+            "30 2 * * *",
+            "--timezone",
+            "America/New_York",
+            "--from",
+            "2026-03-07T12:00:00Z",
+            "--count",
+            "3",
+            "--json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(
+        preview["times"],
+        json!([
+            "2026-03-08T07:00:00Z",
+            "2026-03-09T06:30:00Z",
+            "2026-03-10T06:30:00Z"
+        ])
+    );
+    let human = s
+        .cli(&[
+            "schedules",
+            "preview",
+            "30 2 * * *",
+            "--timezone",
+            "America/New_York",
+            "--from",
+            "2026-03-07T12:00:00Z",
+            "--count",
+            "3",
+        ])
+        .ok()
+        .stdout;
+    assert!(
+        human.contains("2026-03-08T07:00:00Z  2026-03-08 03:00:00 EDT"),
+        "{human}"
+    );
+    let bad = s.cli(&["schedules", "preview", "not cron"]).expect(1);
+    assert!(
+        bad.stderr.starts_with("error: invalid_argument: "),
+        "{}",
+        bad.stderr
+    );
+
+    // trigger (by name) and runs (by id).
+    let triggered = s
+        .cli(&["schedules", "trigger", "nightly-report", "--json"])
+        .ok()
+        .json();
+    let job_id = triggered["job"]["id"].as_str().unwrap().to_owned();
+    let job = s.job(&job_id).await;
+    assert_eq!(job["queue"], "reports");
+    assert_eq!(job["payload"], json!({"format": "pdf"}));
+    let runs = s.cli(&["schedules", "runs", &id, "--json"]).ok().json();
+    let runs = runs["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["job_id"], job_id.as_str());
+    assert_eq!(runs[0]["outcome"], "enqueued");
+    let table = s.cli(&["schedules", "runs", "nightly-report"]).ok().stdout;
+    assert!(
+        table.contains(&job_id) && table.contains("enqueued"),
+        "{table}"
+    );
+
+    // disable / enable.
+    s.cli(&["schedules", "disable", &id]).ok();
+    let (_, body) = s.get(&format!("/v1/schedules/{id}")).await;
+    assert_eq!(body["schedule"]["enabled"], false);
+    assert_eq!(body["schedule"]["next_run_at"], Value::Null);
+    let enabled = s
+        .cli(&["schedules", "enable", "nightly-report", "--json"])
+        .ok()
+        .json();
+    assert_eq!(enabled["schedule"]["enabled"], true);
+    let (_, body) = s.get(&format!("/v1/schedules/{id}")).await;
+    assert_eq!(body["schedule"]["enabled"], true);
+    assert!(body["schedule"]["next_run_at"].is_string());
+
+    // rm; a second rm finds nothing.
+    s.cli(&["schedules", "rm", &id]).ok();
+    let (status, _) = s.get(&format!("/v1/schedules/{id}")).await;
+    assert_eq!(status, 404);
+    let again = s.cli(&["schedules", "rm", &id]).expect(1);
+    assert!(
+        again.stderr.starts_with("error: not_found: "),
+        "{}",
+        again.stderr
+    );
+    let by_name = s.cli(&["schedules", "rm", "nightly-report"]).expect(1);
+    assert!(
+        by_name.stderr.starts_with("error: not_found: "),
+        "{}",
+        by_name.stderr
+    );
+}

@@ -1,0 +1,30 @@
+//! Every client method against a real tether server on a loopback socket,
+//! on PostgreSQL and SQLite: the answers' fields, the typed errors, and the
+//! long-poll claim.
+
+mod admin;
+#[path = "../common/mod.rs"]
+mod common;
+mod errors;
+mod jobs;
+mod schedules;
+
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use tether_client::{
+    Backoff, BulkReplay, ClaimOptions, Client, Completion, CronPreview, Error, ErrorCode,
+    EventKind, Failure, Heartbeat, JobArgs, JobQuery, JobState, LeaseToken, NewJob, NewKey,
+    Overlap, QueueConfigPatch, RunAt, RunOutcome, SchedulePatch, ScheduleSpec,
+};
+use tether_conformance::TestDb;
+use uuid::Uuid;
+
+use common::start;
+
+/// |a - b| in milliseconds.
+fn gap_ms(a: chrono::DateTime<Utc>, b: chrono::DateTime<Utc>) -> i64 {
+    (a - b).num_milliseconds().abs()
+}

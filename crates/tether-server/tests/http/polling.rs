@@ -1,0 +1,199 @@
+//! Long polls, the request time limit and an unreachable database.
+
+use super::*;
+
+tether_conformance::both_backends!(
+    long_poll_wakes_on_enqueue,
+    long_poll_times_out_empty,
+    long_polls_beyond_the_cap_answer_at_once,
+    requests_past_the_time_limit_are_503,
+);
+
+async fn long_poll_wakes_on_enqueue(db: &TestDb) {
+    let c = setup(db).await;
+    let app = c.app.clone();
+    let admin = c.admin.clone();
+    let poller = tokio::spawn(async move {
+        let c = Ctx {
+            app,
+            admin,
+            other: String::new(),
+            other_id: String::new(),
+        };
+        let start = Instant::now();
+        let a = c
+            .post(
+                "/v1/queues/lp/claim",
+                json!({"worker_id": "w", "wait_ms": 5000}),
+            )
+            .await;
+        (a, start.elapsed())
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let id = c.enqueue("lp", "k").await;
+    let (a, elapsed) = poller.await.unwrap();
+    let jobs = a.expect(200)["jobs"].as_array().unwrap().clone();
+    assert_eq!(jobs.len(), 1, "{}", a.body);
+    assert_eq!(jobs[0]["id"], id.as_str());
+    assert!(
+        elapsed >= Duration::from_millis(150),
+        "returned before the enqueue: {elapsed:?}"
+    );
+    assert!(
+        elapsed < Duration::from_millis(2500),
+        "woke too late: {elapsed:?}"
+    );
+}
+
+async fn long_poll_times_out_empty(db: &TestDb) {
+    let c = setup(db).await;
+    let start = Instant::now();
+    let a = c
+        .post(
+            "/v1/queues/empty/claim",
+            json!({"worker_id": "w", "wait_ms": 300}),
+        )
+        .await;
+    let elapsed = start.elapsed();
+    assert_eq!(a.expect(200), &json!({"jobs": []}));
+    assert!(elapsed >= Duration::from_millis(300), "{elapsed:?}");
+    assert!(elapsed < Duration::from_millis(3000), "{elapsed:?}");
+}
+
+async fn long_polls_beyond_the_cap_answer_at_once(db: &TestDb) {
+    let c = std::sync::Arc::new(
+        setup_with(
+            db,
+            ServerConfig {
+                max_long_polls: 1,
+                ..ServerConfig::default()
+            },
+        )
+        .await,
+    );
+    let first = {
+        let c = c.clone();
+        tokio::spawn(async move {
+            c.post(
+                "/v1/queues/capped/claim",
+                json!({"worker_id": "a", "wait_ms": 1500}),
+            )
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let start = Instant::now();
+    let second = c
+        .post(
+            "/v1/queues/capped/claim",
+            json!({"worker_id": "b", "wait_ms": 1500}),
+        )
+        .await;
+    let elapsed = start.elapsed();
+    assert_eq!(second.expect(200), &json!({"jobs": []}));
+    assert!(
+        elapsed < Duration::from_millis(1000),
+        "the second claim waited: {elapsed:?}"
+    );
+    assert_eq!(first.await.unwrap().expect(200), &json!({"jobs": []}));
+    // The place is free again once the first wait ended.
+    let start = Instant::now();
+    let third = c
+        .post(
+            "/v1/queues/capped/claim",
+            json!({"worker_id": "c", "wait_ms": 300}),
+        )
+        .await;
+    assert_eq!(third.expect(200), &json!({"jobs": []}));
+    assert!(
+        start.elapsed() >= Duration::from_millis(300),
+        "the third claim did not wait"
+    );
+}
+
+async fn requests_past_the_time_limit_are_503(db: &TestDb) {
+    let c = setup_with(
+        db,
+        ServerConfig {
+            request_timeout: Duration::from_millis(200),
+            ..ServerConfig::default()
+        },
+    )
+    .await;
+    let start = Instant::now();
+    c.post(
+        "/v1/queues/slow/claim",
+        json!({"worker_id": "w", "wait_ms": 5000}),
+    )
+    .await
+    .expect_error(503, "unavailable");
+    assert!(
+        start.elapsed() < Duration::from_millis(2000),
+        "{:?}",
+        start.elapsed()
+    );
+    // Quick requests are unaffected.
+    c.get("/v1/queues").await.expect(200);
+}
+
+// Not through `both_backends!`: sqlx's connect future is not `Send` for
+// every lifetime, which the harness's boxed behaviour future needs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_database_is_503_postgres() {
+    let db = tether_conformance::postgres().await;
+    unreachable_database(db.postgres_url()).await;
+    db.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_database_is_503_sqlite() {
+    unreachable_database(None).await;
+}
+
+/// A second store on the same backend, closed after bootstrap: every query
+/// then fails as "database unavailable".
+async fn unreachable_database(url: Option<String>) {
+    let dir = std::env::temp_dir().join(format!("tether-server-503-{}", uuid::Uuid::new_v4()));
+    type Close = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+    let (store, close): (std::sync::Arc<dyn tether_core::Store>, Close) = match url {
+        Some(url) => {
+            let pg = tether_postgres::PgStore::connect(&url).await.unwrap();
+            let pool = pg.pool().clone();
+            (
+                std::sync::Arc::new(pg),
+                Box::pin(async move { pool.close().await }),
+            )
+        }
+        None => {
+            std::fs::create_dir_all(&dir).unwrap();
+            let lite = tether_sqlite::SqliteStore::open(dir.join("db.sqlite"))
+                .await
+                .unwrap();
+            let handle = lite.clone();
+            (
+                std::sync::Arc::new(lite),
+                Box::pin(async move { handle.close().await }),
+            )
+        }
+    };
+    let engine = tether_core::Engine::new(store);
+    let tenant = engine.ensure_tenant("default").await.unwrap();
+    let (_, key) = engine.issue_api_key(tenant.id, None, true).await.unwrap();
+    let c = Ctx {
+        app: tether_server::router(tether_server::AppState::new(
+            engine,
+            ServerConfig::default(),
+        )),
+        admin: key,
+        other: String::new(),
+        other_id: String::new(),
+    };
+    c.call("GET", "/readyz", None, None).await.expect(200);
+    close.await;
+    c.call("GET", "/readyz", None, None)
+        .await
+        .expect_error(503, "unavailable");
+    c.call("GET", "/healthz", None, None).await.expect(200);
+    c.get("/v1/jobs").await.expect_error(503, "unavailable");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,539 @@
+//! Tenants and keys: the key routes, authentication, admin-only routes, tenant walls and per-tenant limits.
+
+use super::*;
+
+tether_conformance::both_backends!(
+    tenant_and_key_routes,
+    key_listing_shows_use_and_revocation,
+    whoami_names_the_key,
+    authentication_is_required,
+    admin_routes_need_admin,
+    tenant_walls_on_every_id_route,
+    tenant_limits_are_409_and_metrics_are_bounded,
+);
+
+async fn tenant_and_key_routes(db: &TestDb) {
+    let c = setup(db).await;
+    let t = c.post("/v1/tenants", json!({"name": "acme"})).await;
+    let body = t.expect(201).clone();
+    assert_eq!(body["tenant"]["name"], "acme");
+    assert!(is_rfc3339_utc(&body["tenant"]["created_at"]));
+    let acme_id = body["tenant"]["id"].as_str().unwrap().to_owned();
+    let acme_key = body["api_key"].as_str().unwrap().to_owned();
+    // The new key works and sees only acme's jobs.
+    let e = c
+        .call(
+            "POST",
+            "/v1/jobs",
+            Some(&acme_key),
+            Some(json!({"queue": "q", "kind": "k"})),
+        )
+        .await;
+    e.expect(201);
+    let mine = c.call("GET", "/v1/jobs", Some(&acme_key), None).await;
+    assert_eq!(mine.expect(200)["jobs"].as_array().unwrap().len(), 1);
+    let admins = c.get("/v1/jobs").await;
+    assert_eq!(admins.expect(200)["jobs"], json!([]));
+    // Listing.
+    let list = c.get("/v1/tenants").await;
+    let names: Vec<String> = list.expect(200)["tenants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    for n in ["default", "other", "acme"] {
+        assert!(names.contains(&n.to_owned()), "{names:?}");
+    }
+    // Duplicate name, bad name.
+    c.post("/v1/tenants", json!({"name": "acme"}))
+        .await
+        .expect_error(409, "already_exists");
+    c.post("/v1/tenants", json!({"name": "a b"}))
+        .await
+        .expect_error(400, "invalid_argument");
+    // Keys: a second key for acme; admin only for default.
+    let k = c
+        .post(
+            &format!("/v1/tenants/{acme_id}/keys"),
+            json!({"name": "ci"}),
+        )
+        .await;
+    let key2 = k.expect(201)["api_key"].as_str().unwrap().to_owned();
+    let key2_id = k.body["key_id"].as_str().unwrap().to_owned();
+    c.call("GET", "/v1/jobs", Some(&key2), None)
+        .await
+        .expect(200);
+    c.post_empty(&format!("/v1/tenants/{acme_id}/keys"))
+        .await
+        .expect(201);
+    c.post(
+        &format!("/v1/tenants/{acme_id}/keys"),
+        json!({"admin": true}),
+    )
+    .await
+    .expect_error(400, "invalid_argument");
+    let default_id = list.body["tenants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "default")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let ak = c
+        .post(
+            &format!("/v1/tenants/{default_id}/keys"),
+            json!({"admin": true}),
+        )
+        .await;
+    let admin2 = ak.expect(201)["api_key"].as_str().unwrap().to_owned();
+    c.call("GET", "/v1/tenants", Some(&admin2), None)
+        .await
+        .expect(200);
+    c.post(
+        &format!("/v1/tenants/{}/keys", uuid::Uuid::new_v4()),
+        json!({}),
+    )
+    .await
+    .expect_error(404, "not_found");
+    c.post("/v1/tenants/not-a-uuid/keys", json!({}))
+        .await
+        .expect_error(404, "not_found");
+    // Revocation takes effect at once.
+    let del = c
+        .call(
+            "DELETE",
+            &format!("/v1/keys/{key2_id}"),
+            Some(&c.admin.clone()),
+            None,
+        )
+        .await;
+    del.expect(204);
+    c.call("GET", "/v1/jobs", Some(&key2), None)
+        .await
+        .expect_error(401, "unauthenticated");
+    c.call(
+        "DELETE",
+        &format!("/v1/keys/{}", uuid::Uuid::new_v4()),
+        Some(&c.admin.clone()),
+        None,
+    )
+    .await
+    .expect_error(404, "not_found");
+}
+
+/// `GET /v1/whoami` names the key's tenant, id and scope, for an admin key
+/// and a tenant key alike, and is 401 without a valid key.
+async fn whoami_names_the_key(db: &TestDb) {
+    let c = setup(db).await;
+    let admin = c.get("/v1/whoami").await;
+    let body = admin.expect(200).clone();
+    assert_eq!(body["tenant"]["name"], "default", "{body}");
+    assert_eq!(body["admin"], true);
+    let mut fields: Vec<&str> = body
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    fields.sort_unstable();
+    assert_eq!(fields, ["admin", "key_id", "tenant"]);
+
+    let made = c.post("/v1/tenants", json!({"name": "acme"})).await;
+    let acme_id = made.expect(201)["tenant"]["id"].clone();
+    let key = made.body["api_key"].as_str().unwrap().to_owned();
+    let me = c.call("GET", "/v1/whoami", Some(&key), None).await;
+    let body = me.expect(200).clone();
+    assert_eq!(body["tenant"], json!({"id": acme_id, "name": "acme"}));
+    assert_eq!(body["admin"], false);
+    let key_id = body["key_id"].as_str().unwrap();
+    assert!(
+        key.contains(&key_id.replace('-', "")),
+        "{key_id} is the key's id"
+    );
+
+    c.call("GET", "/v1/whoami", Some("tth_nonsense"), None)
+        .await
+        .expect(401);
+    c.call("GET", "/v1/whoami", None, None).await.expect(401);
+}
+
+/// `GET /v1/tenants/{id}/keys` lists a tenant's keys with exactly the
+/// documented fields (never a secret or hash), oldest first, revoked ones
+/// included; a request records `last_used_at` (in the background, at most
+/// once a minute); an unknown or malformed tenant id is 404.
+async fn key_listing_shows_use_and_revocation(db: &TestDb) {
+    let c = setup(db).await;
+    let made = c.post("/v1/tenants", json!({"name": "acme"})).await;
+    let acme_id = made.expect(201)["tenant"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let used_key = made.body["api_key"].as_str().unwrap().to_owned();
+    let uri = format!("/v1/tenants/{acme_id}/keys");
+    let issued = c.post(&uri, json!({"name": "ci"})).await;
+    let ci_id = issued.expect(201)["key_id"].as_str().unwrap().to_owned();
+    let ci_key = issued.body["api_key"].as_str().unwrap().to_owned();
+
+    let list = c.get(&uri).await;
+    let keys = list.expect(200)["keys"].as_array().unwrap().clone();
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    for key in &keys {
+        let mut fields: Vec<&str> = key
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        fields.sort_unstable();
+        assert_eq!(
+            fields,
+            [
+                "admin",
+                "created_at",
+                "id",
+                "last_used_at",
+                "name",
+                "revoked_at"
+            ]
+        );
+        assert!(is_rfc3339_utc(&key["created_at"]), "{key}");
+        assert_eq!(key["admin"], false);
+        assert_eq!(key["last_used_at"], Value::Null, "unused so far: {key}");
+        assert_eq!(key["revoked_at"], Value::Null);
+    }
+    assert_eq!(keys[0]["name"], Value::Null, "the first key, oldest first");
+    assert_eq!(
+        (&keys[1]["id"], &keys[1]["name"]),
+        (&json!(ci_id), &json!("ci"))
+    );
+    let text = list.body.to_string();
+    for secret in [&used_key, &ci_key] {
+        let tail = secret.rsplit('_').next().unwrap();
+        assert!(!text.contains(tail), "a secret is listed: {text}");
+    }
+
+    // A use is recorded, off the request's path: poll for it.
+    c.call("GET", "/v1/jobs", Some(&used_key), None)
+        .await
+        .expect(200);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let used_at = loop {
+        let keys = c.get(&uri).await.expect(200)["keys"].clone();
+        if let Some(at) = keys[0]["last_used_at"].as_str() {
+            assert_eq!(keys[1]["last_used_at"], Value::Null, "{keys}");
+            break at.to_owned();
+        }
+        assert!(Instant::now() < deadline, "last_used_at never set: {keys}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(is_rfc3339_utc(&json!(used_at)));
+    // Within the minute, further uses write nothing.
+    c.call("GET", "/v1/jobs", Some(&used_key), None)
+        .await
+        .expect(200);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let keys = c.get(&uri).await.expect(200)["keys"].clone();
+    assert_eq!(keys[0]["last_used_at"], json!(used_at));
+
+    c.call(
+        "DELETE",
+        &format!("/v1/keys/{ci_id}"),
+        Some(&c.admin.clone()),
+        None,
+    )
+    .await
+    .expect(204);
+    let keys = c.get(&uri).await.expect(200)["keys"].clone();
+    assert!(is_rfc3339_utc(&keys[1]["revoked_at"]), "{keys}");
+    assert_eq!(keys[0]["revoked_at"], Value::Null);
+
+    // The default tenant's list holds the admin keys.
+    let tenants = c.get("/v1/tenants").await.expect(200)["tenants"].clone();
+    let default_id = tenants
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "default")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let keys = c.get(&format!("/v1/tenants/{default_id}/keys")).await;
+    let keys = keys.expect(200)["keys"].as_array().unwrap().clone();
+    assert_eq!(keys.len(), 1);
+    assert_eq!(
+        (&keys[0]["name"], &keys[0]["admin"]),
+        (&json!("admin"), &json!(true))
+    );
+
+    c.get(&format!("/v1/tenants/{}/keys", uuid::Uuid::new_v4()))
+        .await
+        .expect_error(404, "not_found");
+    c.get("/v1/tenants/not-a-uuid/keys")
+        .await
+        .expect_error(404, "not_found");
+}
+
+async fn authentication_is_required(db: &TestDb) {
+    let c = setup(db).await;
+    let id = c.enqueue("q", "k").await;
+    let (_, fake, _) = tether_core::ApiKeySecret::generate();
+    let routes = [
+        ("POST", "/v1/jobs".to_owned()),
+        ("GET", "/v1/jobs".to_owned()),
+        ("GET", format!("/v1/jobs/{id}")),
+        ("POST", "/v1/queues/q/claim".to_owned()),
+        ("GET", "/v1/queues".to_owned()),
+        ("GET", "/v1/tenants".to_owned()),
+        ("GET", format!("/v1/tenants/{}/keys", c.other_id)),
+    ];
+    for (method, uri) in &routes {
+        c.call(method, uri, None, Some(json!({})))
+            .await
+            .expect_error(401, "unauthenticated");
+        c.call(method, uri, Some("garbage"), Some(json!({})))
+            .await
+            .expect_error(401, "unauthenticated");
+        c.call(method, uri, Some(&fake), Some(json!({})))
+            .await
+            .expect_error(401, "unauthenticated");
+    }
+    // Wrong scheme.
+    let req = axum::http::Request::builder()
+        .uri("/v1/jobs")
+        .header("authorization", format!("Basic {}", c.admin))
+        .body(axum::body::Body::empty())
+        .unwrap();
+    c.send(req).await.expect_error(401, "unauthenticated");
+    // Revoked key.
+    let tenant = db.engine.ensure_tenant("default").await.unwrap();
+    let (info, key) = db
+        .engine
+        .issue_api_key(tenant.id, None, false)
+        .await
+        .unwrap();
+    c.call("GET", "/v1/jobs", Some(&key), None)
+        .await
+        .expect(200);
+    db.engine.revoke_api_key(info.id).await.unwrap();
+    c.call("GET", "/v1/jobs", Some(&key), None)
+        .await
+        .expect_error(401, "unauthenticated");
+}
+
+async fn admin_routes_need_admin(db: &TestDb) {
+    let c = setup(db).await;
+    let other = c.other.clone();
+    let tid = c.other_id.clone();
+    let key_id = uuid::Uuid::new_v4();
+    c.call(
+        "POST",
+        "/v1/tenants",
+        Some(&other),
+        Some(json!({"name": "x"})),
+    )
+    .await
+    .expect_error(403, "permission_denied");
+    c.call("GET", "/v1/tenants", Some(&other), None)
+        .await
+        .expect_error(403, "permission_denied");
+    c.call(
+        "POST",
+        &format!("/v1/tenants/{tid}/keys"),
+        Some(&other),
+        Some(json!({})),
+    )
+    .await
+    .expect_error(403, "permission_denied");
+    c.call("DELETE", &format!("/v1/keys/{key_id}"), Some(&other), None)
+        .await
+        .expect_error(403, "permission_denied");
+    c.call(
+        "GET",
+        &format!("/v1/tenants/{tid}/keys"),
+        Some(&other),
+        None,
+    )
+    .await
+    .expect_error(403, "permission_denied");
+    // A non-admin key of the default tenant is no admin either.
+    let tenant = db.engine.ensure_tenant("default").await.unwrap();
+    let (_, plain) = db
+        .engine
+        .issue_api_key(tenant.id, None, false)
+        .await
+        .unwrap();
+    c.call("GET", "/v1/tenants", Some(&plain), None)
+        .await
+        .expect_error(403, "permission_denied");
+}
+
+async fn tenant_walls_on_every_id_route(db: &TestDb) {
+    let c = setup(db).await;
+    c.enqueue("q", "k").await;
+    let (id, token) = c.claim_one("q").await;
+    let other = c.other.clone();
+    let lt = json!({"lease_token": token});
+    let cases: Vec<(&str, String, Option<Value>)> = vec![
+        ("GET", format!("/v1/jobs/{id}"), None),
+        ("GET", format!("/v1/jobs/{id}/events"), None),
+        ("POST", format!("/v1/jobs/{id}/heartbeat"), Some(lt.clone())),
+        ("POST", format!("/v1/jobs/{id}/complete"), Some(lt.clone())),
+        (
+            "POST",
+            format!("/v1/jobs/{id}/fail"),
+            Some(json!({"lease_token": token, "error": "x"})),
+        ),
+        (
+            "POST",
+            format!("/v1/jobs/{id}/snooze"),
+            Some(json!({"lease_token": token, "delay_ms": 0})),
+        ),
+        ("POST", format!("/v1/jobs/{id}/cancel"), None),
+        ("POST", format!("/v1/jobs/{id}/replay"), None),
+    ];
+    for (method, uri, body) in cases {
+        c.call(method, &uri, Some(&other), body)
+            .await
+            .expect_error(404, "not_found");
+    }
+    let batch = c
+        .call(
+            "POST",
+            "/v1/jobs/complete",
+            Some(&other),
+            Some(json!({"items": [{"id": id, "lease_token": token}]})),
+        )
+        .await;
+    assert_eq!(
+        batch.expect(200)["results"][0]["error"]["code"],
+        "not_found"
+    );
+    // Lists and queues do not show it; the other tenant's claim finds nothing.
+    let list = c.call("GET", "/v1/jobs", Some(&other), None).await;
+    assert_eq!(list.expect(200)["jobs"], json!([]));
+    let queues = c.call("GET", "/v1/queues", Some(&other), None).await;
+    assert_eq!(queues.expect(200)["queues"], json!([]));
+    let q = c.call("GET", "/v1/queues/q", Some(&other), None).await;
+    assert_eq!(q.expect(200)["queue"]["counts"]["running"], 0);
+    // The job is untouched: still running and completable by its owner.
+    let done = c.post(&format!("/v1/jobs/{id}/complete"), lt).await;
+    assert_eq!(done.expect(200)["job"]["state"], "succeeded");
+    // Same idempotency key in two tenants makes two jobs.
+    let a = c
+        .post(
+            "/v1/jobs",
+            json!({"queue": "q", "kind": "k", "idempotency_key": "same"}),
+        )
+        .await;
+    let b = c
+        .call(
+            "POST",
+            "/v1/jobs",
+            Some(&other),
+            Some(json!({"queue": "q", "kind": "k", "idempotency_key": "same"})),
+        )
+        .await;
+    assert_eq!(b.expect(201)["created"], true);
+    assert_ne!(a.expect(201)["job"]["id"], b.body["job"]["id"]);
+}
+
+/// Past the tenant's queue limit, an enqueue (single or batch), pause or
+/// configuration of a new queue is 409 `invalid_state` and writes nothing,
+/// while resuming one is fine; past the schedule limit, creating one is
+/// 409. `/metrics` shows per-queue gauges for at most `metrics_max_queues`
+/// queues, the busiest, and counts the rest.
+async fn tenant_limits_are_409_and_metrics_are_bounded(db: &TestDb) {
+    let engine = db.engine.clone().with_limits(tether_core::Limits {
+        max_queues_per_tenant: 2,
+        max_schedules_per_tenant: 1,
+        ..tether_core::Limits::default()
+    });
+    let config = ServerConfig {
+        metrics_max_queues: 2,
+        ..ServerConfig::default()
+    };
+    let c = common::setup_engine(engine, config).await;
+    c.enqueue("q1", "k").await;
+    c.enqueue("q1", "k").await;
+    c.enqueue("q2", "k").await;
+    let msg = |a: &common::Answer| a.body["error"]["message"].as_str().unwrap().to_owned();
+    let a = c
+        .post("/v1/jobs", json!({"queue": "q3", "kind": "k"}))
+        .await;
+    a.expect_error(409, "invalid_state");
+    assert!(msg(&a).contains("2 queues"), "{}", msg(&a));
+    c.post(
+        "/v1/jobs/batch",
+        json!({"jobs": [{"queue": "q1", "kind": "k"}, {"queue": "q3", "kind": "k"}]}),
+    )
+    .await
+    .expect_error(409, "invalid_state");
+    c.post_empty("/v1/queues/q3/pause")
+        .await
+        .expect_error(409, "invalid_state");
+    c.call(
+        "PATCH",
+        "/v1/queues/q3",
+        Some(&c.admin.clone()),
+        Some(json!({"max_attempts": 2})),
+    )
+    .await
+    .expect_error(409, "invalid_state");
+    assert_eq!(
+        c.post_empty("/v1/queues/q3/resume").await.expect(200)["queue"]["paused"],
+        false
+    );
+    let names: Vec<Value> = c.get("/v1/queues").await.expect(200)["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["name"].clone())
+        .collect();
+    assert_eq!(names, [json!("q1"), json!("q2")]);
+    assert_eq!(
+        c.get("/v1/jobs?queue=q1").await.expect(200)["jobs"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+
+    let s = json!({"name": "s1", "cron": "0 * * * *", "queue": "q1", "kind": "k"});
+    c.post("/v1/schedules", s).await.expect(201);
+    let s = json!({"name": "s2", "cron": "0 * * * *", "queue": "q1", "kind": "k"});
+    let a = c.post("/v1/schedules", s).await;
+    a.expect_error(409, "invalid_state");
+    assert!(msg(&a).contains("schedules"), "{}", msg(&a));
+
+    // Four queues in two tenants; the gauges show the two busiest.
+    let other = c.other.clone();
+    for queue in ["o1", "o1", "o1", "o2"] {
+        c.call(
+            "POST",
+            "/v1/jobs",
+            Some(&other),
+            Some(json!({"queue": queue, "kind": "k"})),
+        )
+        .await
+        .expect(201);
+    }
+    let (status, text) = c.get_text("/metrics").await;
+    assert_eq!(status.as_u16(), 200, "{text}");
+    let series: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("tether_queue_paused{"))
+        .collect();
+    assert_eq!(
+        series,
+        [
+            "tether_queue_paused{tenant=\"default\",queue=\"q1\"} 0",
+            "tether_queue_paused{tenant=\"other\",queue=\"o1\"} 0",
+        ],
+        "{text}"
+    );
+    assert!(text.contains("\ntether_queue_series_omitted 2\n"), "{text}");
+}
