@@ -10,14 +10,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use sqlx::PgPool;
-use tether_client::{ClaimOptions, Client};
+use tether_client::{ClaimOptions, HttpClient};
 use tether_core::{Completion, Engine, NewJob};
 
 use crate::report::Report;
 use crate::workload::{enqueue_batches, median_ms, rate, TENANT};
 use crate::Scale;
 
-/// Client workers claiming end to end.
+/// HTTP client workers claiming end to end.
 const CLIENT_WORKERS: usize = 4;
 /// The admin key the child server is started with.
 const ADMIN_KEY: &str = "tether-bench-admin-key-000000";
@@ -152,7 +152,7 @@ pub async fn run(engine: &Engine, url: &str, pool: &PgPool, scale: &Scale, repor
         .issue_api_key(tenant.id, Some("bench"), false)
         .await
         .expect("bench key");
-    let client = Client::new(&base, &key).expect("client");
+    let client = HttpClient::new(&base, &key).expect("client");
     tokio::time::sleep(Duration::from_secs(1)).await;
     report.add(
         "server_rss_idle_mib",
@@ -303,7 +303,7 @@ pub fn rss_of(pid: u32) -> f64 {
 
 /// Enqueues `n` jobs (library, one at a time, about 50 per second) while a
 /// client long-polls for them; each sample is enqueue start → claim answer.
-async fn pickup(client: &Client, engine: &Engine, n: usize) -> Vec<Duration> {
+async fn pickup(client: &HttpClient, engine: &Engine, n: usize) -> Vec<Duration> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(uuid::Uuid, Instant)>();
     let waiter = {
         let client = client.clone();

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tether_client::{ClaimOptions, Client};
+use tether_client::{ClaimOptions, HttpClient};
 use tether_core::{Completion, NewJob};
 
 use crate::http::{rss_of, ServerProcess};
@@ -32,7 +32,7 @@ pub async fn run(admin_url: &str, jobs: u64, report: &mut Report) {
         .issue_api_key(tenant.id, Some("soak"), false)
         .await
         .expect("key");
-    let client = Client::new(&format!("http://{}", server.addr), &key).expect("client");
+    let client = HttpClient::new(&format!("http://{}", server.addr), &key).expect("client");
     tokio::time::sleep(Duration::from_secs(1)).await;
     let rss_start = server.rss_mib();
     let started = Instant::now();

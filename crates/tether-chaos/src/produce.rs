@@ -9,7 +9,7 @@ use std::time::Duration;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
-use tether_client::{Client, Enqueued, NewJob};
+use tether_client::{Enqueued, HttpClient, NewJob};
 use tokio::time::Instant;
 
 use crate::obs::{Obs, Side};
@@ -96,7 +96,7 @@ pub fn new_job(seed: u64, n: u64) -> NewJob {
 #[derive(Clone)]
 pub struct Producer {
     /// One client per replica.
-    pub clients: Vec<Client>,
+    pub clients: Vec<HttpClient>,
     /// The record.
     pub obs: Arc<Mutex<Obs>>,
     /// The run's seed.
@@ -218,7 +218,7 @@ impl Producer {
     /// replica after each retryable failure.
     async fn retrying<T, F, Fut>(&self, mut server: usize, f: F) -> Result<T, String>
     where
-        F: Fn(Client) -> Fut,
+        F: Fn(HttpClient) -> Fut,
         Fut: std::future::Future<Output = tether_client::Result<T>>,
     {
         let mut backoff = Duration::from_millis(50);

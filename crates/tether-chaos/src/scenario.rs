@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use rand::SeedableRng;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{Connection, PgPool, Row};
-use tether_client::Client;
+use tether_client::HttpClient;
 use tokio::time::Instant;
 
 use crate::check::{self, Context, EventRow, Findings, JobRow};
@@ -292,7 +292,7 @@ async fn run(
     let deadline = start + window + opts.drain_timeout();
     let clients = (0..SERVERS)
         .map(|i| {
-            Client::builder(&cluster.base_url(i), ADMIN_KEY)
+            HttpClient::builder(&cluster.base_url(i), ADMIN_KEY)
                 .timeout(Duration::from_secs(15))
                 .connect_timeout(Duration::from_secs(2))
                 .build()

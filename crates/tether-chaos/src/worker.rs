@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::json;
-use tether_client::{Client, JobContext, JobError, JobResult, RemoteSource, Worker};
+use tether_client::{HttpClient, JobContext, JobError, JobResult, RemoteSource, Worker};
 use tether_core::{
     ClaimRequest, ClaimedJob, Completion, Error, Failure, FireReport, Heartbeat, HeartbeatAck,
     JobState, Lease, LeaseToken, ReapReport, Result, Wakeup,
@@ -270,7 +270,7 @@ pub fn run(base_url: &str, key: &str, seed: u64, name: &str) -> ExitCode {
         }
     };
     runtime.block_on(async {
-        let client = match Client::builder(base_url, key)
+        let client = match HttpClient::builder(base_url, key)
             .timeout(Duration::from_secs(10))
             .connect_timeout(Duration::from_secs(2))
             .build()

@@ -24,25 +24,25 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// A handle on a tether server, acting with one API key (and so for that
 /// key's tenant). Cheap to clone: clones share one connection pool.
 #[derive(Clone)]
-pub struct Client {
+pub struct HttpClient {
     http: reqwest::Client,
     base: Url,
     auth: HeaderValue,
     timeout: Duration,
 }
 
-impl std::fmt::Debug for Client {
+impl std::fmt::Debug for HttpClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never the API key.
-        f.debug_struct("Client")
+        f.debug_struct("HttpClient")
             .field("base_url", &self.base.as_str())
             .field("timeout", &self.timeout)
             .finish_non_exhaustive()
     }
 }
 
-/// Configures a [`Client`]; start from [`Client::builder`].
-pub struct ClientBuilder {
+/// Configures an [`HttpClient`]; start from [`HttpClient::builder`].
+pub struct HttpClientBuilder {
     base_url: String,
     api_key: String,
     timeout: Duration,
@@ -51,9 +51,9 @@ pub struct ClientBuilder {
     http: Option<reqwest::Client>,
 }
 
-impl std::fmt::Debug for ClientBuilder {
+impl std::fmt::Debug for HttpClientBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClientBuilder")
+        f.debug_struct("HttpClientBuilder")
             .field("base_url", &self.base_url)
             .field("timeout", &self.timeout)
             .field("connect_timeout", &self.connect_timeout)
@@ -62,7 +62,7 @@ impl std::fmt::Debug for ClientBuilder {
     }
 }
 
-impl ClientBuilder {
+impl HttpClientBuilder {
     /// Limit of one request, from connecting to the end of the answer
     /// (default 30 s). A long-poll claim may take its `wait_ms` longer.
     pub fn timeout(mut self, timeout: Duration) -> Self {
@@ -91,7 +91,7 @@ impl ClientBuilder {
     }
 
     /// Checks the settings and builds the client. Nothing is sent yet.
-    pub fn build(self) -> Result<Client> {
+    pub fn build(self) -> Result<HttpClient> {
         let mut base = Url::parse(&self.base_url)
             .map_err(|e| Error::invalid("base_url", format!("{:?}: {e}", self.base_url)))?;
         if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
@@ -117,7 +117,7 @@ impl ClientBuilder {
                 .build()
                 .map_err(Error::Transport)?,
         };
-        Ok(Client {
+        Ok(HttpClient {
             http,
             base,
             auth,
@@ -133,18 +133,18 @@ struct Call {
     url: Url,
 }
 
-impl Client {
+impl HttpClient {
     /// A client for the server at `base_url` (e.g. `http://127.0.0.1:7070`;
     /// a path prefix such as `https://host/tether/` is kept) that
     /// authenticates with `api_key`, with default settings.
-    pub fn new(base_url: &str, api_key: &str) -> Result<Client> {
-        Client::builder(base_url, api_key).build()
+    pub fn new(base_url: &str, api_key: &str) -> Result<HttpClient> {
+        HttpClient::builder(base_url, api_key).build()
     }
 
     /// Starts configuring a client (timeouts, user agent, own `reqwest`
     /// client).
-    pub fn builder(base_url: &str, api_key: &str) -> ClientBuilder {
-        ClientBuilder {
+    pub fn builder(base_url: &str, api_key: &str) -> HttpClientBuilder {
+        HttpClientBuilder {
             base_url: base_url.to_owned(),
             api_key: api_key.to_owned(),
             timeout: DEFAULT_TIMEOUT,
@@ -159,7 +159,7 @@ impl Client {
         &self.base
     }
 
-    /// The limit of one request (see [`ClientBuilder::timeout`]).
+    /// The limit of one request (see [`HttpClientBuilder::timeout`]).
     pub fn timeout(&self) -> Duration {
         self.timeout
     }
@@ -241,7 +241,7 @@ impl Client {
     }
 
     /// Enqueues a typed job on its kind's default queue. For other settings
-    /// build it with [`NewJob::for_args`] and call [`Client::enqueue`].
+    /// build it with [`NewJob::for_args`] and call [`HttpClient::enqueue`].
     pub async fn enqueue_args<J: JobArgs>(&self, args: &J) -> Result<Enqueued> {
         let job = NewJob::for_args(args).map_err(|e| Error::invalid("payload", e.to_string()))?;
         self.enqueue(job).await

@@ -1,10 +1,10 @@
-//! The Rust SDK of tether's HTTP API: a typed [`Client`] for every `/v1`
+//! The Rust SDK of tether's HTTP API: a typed [`HttpClient`] for every `/v1`
 //! route of a tether server (`tether serve`) — enqueue, claim, heartbeat,
 //! complete, fail, snooze, cancel, replay, job and queue reads, queue
 //! settings, schedules and cron previews, tenants and keys — with typed
 //! errors ([`Error`], [`ErrorCode`]), and a remote worker: the same worker
 //! runtime as an embedded tether deployment ([`tether_worker`]), fed by the
-//! server over HTTP ([`RemoteSource`], [`Client::worker`]). Use it when your
+//! server over HTTP ([`RemoteSource`], [`HttpClient::worker`]). Use it when your
 //! Rust service talks to a shared tether server instead of owning the
 //! database.
 //!
@@ -19,7 +19,7 @@
 //!
 //! ```no_run
 //! use serde::{Deserialize, Serialize};
-//! use tether_client::{Client, JobArgs, JobError};
+//! use tether_client::{HttpClient, JobArgs, JobError};
 //!
 //! #[derive(Serialize, Deserialize)]
 //! struct SendWelcome {
@@ -32,7 +32,7 @@
 //! }
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! let client = Client::new("http://127.0.0.1:7070", "tth_...")?;
+//! let client = HttpClient::new("http://127.0.0.1:7070", "tth_...")?;
 //!
 //! // Produce.
 //! let job = client
@@ -61,7 +61,7 @@ mod error;
 mod remote;
 mod wire;
 
-pub use client::{Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT};
+pub use client::{HttpClient, HttpClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT};
 pub use error::{Error, ErrorCode, Result};
 pub use remote::{RemoteSource, DEFAULT_CLAIM_WAIT, MAX_CLAIM_WAIT};
 pub use wire::{
@@ -78,11 +78,11 @@ pub use tether_core::{
     Overlap, QueueConfigPatch, RunAt, RunOutcome, SchedulePatch, ScheduleSpec,
 };
 
-/// The worker runtime a remote worker runs on (see [`Client::worker`]).
+/// The worker runtime a remote worker runs on (see [`HttpClient::worker`]).
 pub use tether_worker::{
     BuildError, JobContext, JobError, JobResult, Worker, WorkerBuilder, WorkerHandle,
 };
 
 /// The `reqwest` version this client is built on (for
-/// [`ClientBuilder::http_client`] and [`Error::Transport`]).
+/// [`HttpClientBuilder::http_client`] and [`Error::Transport`]).
 pub use reqwest;

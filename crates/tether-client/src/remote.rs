@@ -14,7 +14,7 @@ use tether_core::{
 use tether_worker::{Source, Worker, WorkerBuilder};
 use uuid::Uuid;
 
-use crate::{ClaimOptions, Client};
+use crate::{ClaimOptions, HttpClient};
 
 /// Default long-poll of a remote worker's claims.
 pub const DEFAULT_CLAIM_WAIT: Duration = Duration::from_secs(5);
@@ -29,7 +29,7 @@ const EARLY_PAUSE: Duration = Duration::from_secs(1);
 
 /// A [`Source`] that takes jobs from a tether server: what a remote worker
 /// runs on. Build workers with [`RemoteSource::worker`] (or
-/// [`Client::worker`]), which turns maintenance off.
+/// [`HttpClient::worker`]), which turns maintenance off.
 ///
 /// - **Claims** are `POST /v1/queues/{queue}/claim` long-polls of up to
 ///   [`RemoteSource::claim_wait`] (default 5 s), and
@@ -59,7 +59,7 @@ const EARLY_PAUSE: Duration = Duration::from_secs(1);
 ///   with backoff; `lease_lost`/`not_found` drop the job.
 #[derive(Debug, Clone)]
 pub struct RemoteSource {
-    client: Client,
+    client: HttpClient,
     wait: Duration,
     /// The shortest lease TTL claimed with so far (ms; `i64::MAX` before the
     /// first claim): a heartbeat round trip must end well within it.
@@ -68,7 +68,7 @@ pub struct RemoteSource {
 
 impl RemoteSource {
     /// A source over `client`, long-polling [`DEFAULT_CLAIM_WAIT`].
-    pub fn new(client: Client) -> Self {
+    pub fn new(client: HttpClient) -> Self {
         RemoteSource {
             client,
             wait: DEFAULT_CLAIM_WAIT,
@@ -87,7 +87,7 @@ impl RemoteSource {
     }
 
     /// The client underneath.
-    pub fn client(&self) -> &Client {
+    pub fn client(&self) -> &HttpClient {
         &self.client
     }
 
@@ -108,7 +108,7 @@ impl RemoteSource {
     }
 }
 
-impl Client {
+impl HttpClient {
     /// A remote worker builder over this client (long-polling
     /// [`DEFAULT_CLAIM_WAIT`], maintenance off): add queues and handlers,
     /// then `build()` and `start()` (or `run_until_signal()`), exactly as for

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tether_client::{
-    Backoff, ClaimOptions, Client, EventKind, JobArgs, JobError, JobQuery, JobState, NewJob,
+    Backoff, ClaimOptions, EventKind, HttpClient, JobArgs, JobError, JobQuery, JobState, NewJob,
     RemoteSource, WorkerBuilder,
 };
 use tether_conformance::TestDb;
@@ -43,13 +43,13 @@ impl JobArgs for Double {
 /// A remote worker builder whose idle claims wait 1 s, so that the
 /// shutdowns of these tests are quick (the default 5 s wait is exercised by
 /// `runs_many_jobs_to_success` and `an_idle_worker_is_woken_by_the_long_poll`).
-fn quick_worker(c: &Client) -> WorkerBuilder {
+fn quick_worker(c: &HttpClient) -> WorkerBuilder {
     RemoteSource::new(c.clone())
         .claim_wait(Duration::from_secs(1))
         .worker()
 }
 
-async fn events(c: &Client, id: uuid::Uuid) -> Vec<EventKind> {
+async fn events(c: &HttpClient, id: uuid::Uuid) -> Vec<EventKind> {
     c.events(id)
         .await
         .unwrap()
@@ -494,7 +494,7 @@ async fn an_idle_worker_is_woken_by_the_long_poll(db: &TestDb) {
 
 #[tokio::test]
 async fn maintenance_is_left_to_the_server() {
-    let client = Client::new("http://127.0.0.1:9", "k").unwrap();
+    let client = HttpClient::new("http://127.0.0.1:9", "k").unwrap();
     let source = RemoteSource::new(client.clone());
     let err = source
         .acquire_lease("maintenance", "w", 3_000)

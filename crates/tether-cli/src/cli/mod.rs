@@ -1,7 +1,7 @@
 //! The operator commands of the `tether` binary: `enqueue`, `jobs`,
 //! `queues`, `dlq`, `schedules`, `tenants`, `keys` and `stats`. They talk to
 //! a tether server over its HTTP API through the Rust SDK
-//! ([`tether_client::Client`]), never to the database.
+//! ([`tether_client::HttpClient`]), never to the database.
 //!
 //! The server is `--url` / `TETHER_URL` (default `http://127.0.0.1:7070`),
 //! the key `--key` / `TETHER_KEY`, or else the `admin.key` file a local
@@ -26,7 +26,7 @@ use std::path::PathBuf;
 
 use clap::Subcommand;
 use serde::Serialize;
-use tether_client::Client;
+use tether_client::HttpClient;
 
 /// The server the client commands talk to when no `--url` is given.
 pub const DEFAULT_URL: &str = "http://127.0.0.1:7070";
@@ -163,7 +163,7 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
 /// What every command needs: the client, the URL (for messages) and the
 /// output mode.
 pub(crate) struct Ctx {
-    pub(crate) client: Client,
+    pub(crate) client: HttpClient,
     pub(crate) url: String,
     pub(crate) json: bool,
 }
@@ -187,7 +187,7 @@ impl Ctx {
             },
         };
         let url = conn.url.trim().to_owned();
-        let client = Client::builder(&url, &key)
+        let client = HttpClient::builder(&url, &key)
             .user_agent(concat!("tether-cli/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|error| CliError::Api {

@@ -168,15 +168,15 @@ async fn typed_errors(db: &TestDb) {
     let err = c.get_queue("..").await.unwrap_err();
     assert!(matches!(err, Error::Invalid { .. }), "{err:?}");
     assert!(matches!(
-        Client::new("not a url", "k").unwrap_err(),
+        HttpClient::new("not a url", "k").unwrap_err(),
         Error::Invalid { .. }
     ));
     assert!(matches!(
-        Client::new("ftp://127.0.0.1/", "k").unwrap_err(),
+        HttpClient::new("ftp://127.0.0.1/", "k").unwrap_err(),
         Error::Invalid { .. }
     ));
     assert!(matches!(
-        Client::new(&s.base, "bad\nkey").unwrap_err(),
+        HttpClient::new(&s.base, "bad\nkey").unwrap_err(),
         Error::Invalid { .. }
     ));
 
@@ -185,7 +185,7 @@ async fn typed_errors(db: &TestDb) {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap()
     };
-    let down = Client::builder(&format!("http://{closed}"), "k")
+    let down = HttpClient::builder(&format!("http://{closed}"), "k")
         .connect_timeout(Duration::from_secs(2))
         .build()
         .unwrap();

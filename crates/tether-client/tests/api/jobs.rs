@@ -25,7 +25,7 @@ async fn health_and_readiness(db: &TestDb) {
     anonymous.readyz().await.unwrap();
     // A base URL with a trailing slash works the same.
     let slash = s.client(&s.admin_key);
-    let slash = Client::new(&format!("{}/", slash.base_url()), &s.admin_key).unwrap();
+    let slash = HttpClient::new(&format!("{}/", slash.base_url()), &s.admin_key).unwrap();
     slash.list_queues().await.unwrap();
 }
 

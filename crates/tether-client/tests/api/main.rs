@@ -15,8 +15,8 @@ use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tether_client::{
-    Backoff, BulkReplay, ClaimOptions, Client, Completion, CronPreview, Error, ErrorCode,
-    EventKind, Failure, Heartbeat, JobArgs, JobQuery, JobState, LeaseToken, NewJob, NewKey,
+    Backoff, BulkReplay, ClaimOptions, Completion, CronPreview, Error, ErrorCode, EventKind,
+    Failure, Heartbeat, HttpClient, JobArgs, JobQuery, JobState, LeaseToken, NewJob, NewKey,
     Overlap, QueueConfigPatch, RunAt, RunOutcome, SchedulePatch, ScheduleSpec,
 };
 use tether_conformance::TestDb;

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use tether_client::{Client, Job, JobState};
+use tether_client::{HttpClient, Job, JobState};
 use tether_conformance::TestDb;
 use tether_server::{router, AppState, ServerConfig};
 use tokio::task::JoinHandle;
@@ -19,11 +19,11 @@ pub struct Server {
     /// Admin key of `default`.
     pub admin_key: String,
     /// A client with the admin key.
-    pub admin: Client,
+    pub admin: HttpClient,
     /// Non-admin key of tenant `other`.
     pub other_key: String,
     /// A client with that key.
-    pub other: Client,
+    pub other: HttpClient,
     /// Id of tenant `other`.
     pub other_id: Uuid,
     /// The engine under the server (for the test reaper).
@@ -60,8 +60,8 @@ pub async fn start(db: &TestDb) -> Server {
     });
     let base = format!("http://{addr}");
     Server {
-        admin: Client::new(&base, &admin_key).unwrap(),
-        other: Client::new(&base, &other_key).unwrap(),
+        admin: HttpClient::new(&base, &admin_key).unwrap(),
+        other: HttpClient::new(&base, &other_key).unwrap(),
         base,
         admin_key,
         other_key,
@@ -73,8 +73,8 @@ pub async fn start(db: &TestDb) -> Server {
 
 impl Server {
     /// A client with another key.
-    pub fn client(&self, key: &str) -> Client {
-        Client::new(&self.base, key).unwrap()
+    pub fn client(&self, key: &str) -> HttpClient {
+        HttpClient::new(&self.base, key).unwrap()
     }
 
     /// Runs the reaper every 100 ms, as the server's maintenance leader
