@@ -50,6 +50,15 @@ impl Database {
         }
     }
 
+    /// The backend's name, as [`Store::backend`](tether_core::Store::backend)
+    /// and the cargo feature spell it: `postgres` or `sqlite`.
+    pub fn backend(&self) -> &'static str {
+        match self {
+            Database::Postgres(_) => "postgres",
+            Database::Sqlite(_) => "sqlite",
+        }
+    }
+
     /// For humans and logs: the backend and where, without a password.
     pub fn describe(&self) -> String {
         match self {

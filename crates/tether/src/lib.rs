@@ -2,12 +2,18 @@
 //! you already trust — PostgreSQL, or one embedded SQLite file — with no
 //! broker beside it.
 //!
-//! A [`Client`] enqueues jobs (typed with [`JobArgs`], or raw [`NewJob`]s),
+//! [`Client`] is the embedded client: it talks to the database itself, in
+//! your process. (To reach a shared `tether serve` over HTTP instead, use
+//! the `tether-client` crate's `HttpClient`.) A client enqueues jobs (typed with [`JobArgs`], or raw [`NewJob`]s),
 //! on PostgreSQL also inside your own transaction ([`Client::enqueue_in`]),
 //! so a job exists if and only if your business write commits. A [`Worker`]
 //! ([`Client::worker`]) runs handlers for them with leases, heartbeats,
 //! retries with jittered backoff, timeouts, cancellation and graceful
 //! shutdown, and elects one maintenance leader among all workers.
+//!
+//! Cargo features choose the backends compiled in: `postgres` and `sqlite`,
+//! both on by default. A URL for a backend left out is refused by
+//! [`Client::connect`] with an `invalid_argument` error.
 //!
 //! ```
 //! use serde::{Deserialize, Serialize};
@@ -73,7 +79,9 @@ pub use tether_core::{
     JobState, LeaseToken, Limits, NewJob, QueueConfig, QueueConfigPatch, QueueStats, ReplayFilter,
     Result, RunAt, StateCounts, Store,
 };
+#[cfg(feature = "postgres")]
 use tether_postgres::PgStore;
+#[cfg(feature = "sqlite")]
 use tether_sqlite::SqliteStore;
 pub use tether_worker::{
     BuildError, JobContext, JobError, JobResult, Source, Worker, WorkerBuilder, WorkerHandle,
@@ -82,12 +90,12 @@ pub use tether_worker::{
 /// The tenant a client acts for unless told otherwise.
 pub use tether_core::DEFAULT_TENANT;
 
-/// A handle on a tether store, acting for one tenant. Cheap to clone.
+/// The embedded client: a handle on a tether store in this process, acting
+/// for one tenant. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Client {
     engine: Engine,
     tenant: String,
-    postgres: bool,
 }
 
 impl Client {
@@ -102,29 +110,16 @@ impl Client {
     /// Connects to `database` and brings its schema up to date (a SQLite
     /// file is created if missing).
     pub async fn open(database: &Database) -> Result<Client> {
-        let store: Arc<dyn Store> = match database {
-            Database::Postgres(url) => Arc::new(PgStore::connect(url).await?),
-            Database::Sqlite(path) => {
-                if path.as_os_str().is_empty() {
-                    return Err(Error::invalid("database_url", "no SQLite file path given"));
-                }
-                Arc::new(SqliteStore::open(path).await?)
-            }
-        };
-        Ok(Client {
-            engine: Engine::new(store),
-            tenant: DEFAULT_TENANT.to_owned(),
-            postgres: matches!(database, Database::Postgres(_)),
-        })
+        Ok(Client::from_engine(Engine::new(
+            open_store(database).await?,
+        )))
     }
 
     /// A client over an engine you built yourself (e.g. with other limits).
     pub fn from_engine(engine: Engine) -> Client {
-        let postgres = engine.store().backend() == "postgres";
         Client {
             engine,
             tenant: DEFAULT_TENANT.to_owned(),
-            postgres,
         }
     }
 
@@ -174,17 +169,43 @@ impl Client {
     /// PostgreSQL only: enqueues on your own connection or transaction
     /// (`&mut *tx` for a `sqlx::Transaction<Postgres>`), so the jobs exist if
     /// and only if it commits. Workers are hinted at commit.
+    #[cfg(feature = "postgres")]
     pub async fn enqueue_in(
         &self,
         conn: &mut sqlx::PgConnection,
         jobs: &[NewJob],
     ) -> Result<Vec<Enqueued>> {
-        if !self.postgres {
+        if self.engine.store().backend() != "postgres" {
             return Err(Error::invalid(
                 "database_url",
                 "enqueue_in needs PostgreSQL: this client is on SQLite",
             ));
         }
         tether_postgres::enqueue_in(conn, &self.tenant, jobs, self.engine.limits()).await
+    }
+}
+
+/// The store `database` names, with its schema brought up to date; a
+/// backend this build left out is an `invalid_argument` error.
+async fn open_store(database: &Database) -> Result<Arc<dyn Store>> {
+    match database {
+        #[cfg(feature = "postgres")]
+        Database::Postgres(url) => Ok(Arc::new(PgStore::connect(url).await?)),
+        #[cfg(feature = "sqlite")]
+        Database::Sqlite(path) => {
+            if path.as_os_str().is_empty() {
+                return Err(Error::invalid("database_url", "no SQLite file path given"));
+            }
+            Ok(Arc::new(SqliteStore::open(path).await?))
+        }
+        #[allow(unreachable_patterns)] // reachable when a backend feature is off
+        other => Err(Error::invalid(
+            "database_url",
+            format!(
+                "this build of tether has no {} backend (cargo feature `{}`)",
+                other.backend(),
+                other.backend()
+            ),
+        )),
     }
 }
