@@ -12,6 +12,7 @@ mod counters;
 pub mod cron;
 mod engine;
 mod error;
+mod forward;
 pub mod keys;
 pub mod lifecycle;
 mod model;
@@ -22,6 +23,8 @@ mod wakeup;
 
 pub use engine::{Engine, MAX_PREVIEW, SCHEDULE_RUNS_SHOWN};
 pub use error::{Error, ErrorCode, Result};
+#[doc(hidden)]
+pub use forward::__forward;
 pub use keys::{ApiKeyInfo, ApiKeySecret, OperatorKeySetup, ServerSecret, Tenant, DEFAULT_TENANT};
 pub use model::*;
 pub use schedule::{
