@@ -3,17 +3,15 @@
 //! a fire whose job already exists, and the SQL behind the store's contract.
 //! The cross-backend behaviours live in `tether-conformance`.
 //!
-//! Each test gets a fresh database named `tether_test_<pid>_sched_<random>`
-//! on `TETHER_TEST_DATABASE_URL` (default: the local PostgreSQL), dropped
-//! when the test passes. This crate cannot use the conformance harness:
-//! `tether-conformance` depends on this crate (and on the SQLite backend).
+//! Each test gets a fresh database from the conformance harness
+//! (`tether_conformance::postgres`), dropped when the test passes.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use serde_json::{json, Value};
-use sqlx::{Connection, PgConnection, PgPool};
+use sqlx::PgPool;
 use tether_core::schedule::{fire_key, Fire, FireOutcome};
 use tether_core::{
     ClaimRequest, Engine, Error, NewJob, NewJobRef, Overlap, RunOutcome, Schedule, SchedulePatch,
@@ -23,35 +21,18 @@ use tether_postgres::PgStore;
 use tokio::sync::Barrier;
 use uuid::Uuid;
 
-const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
-
-/// A throw-away database.
+/// A throw-away database from the conformance harness, on which each
+/// [`TestDb::store`] is another replica with its own pool.
 struct TestDb {
-    admin_url: String,
-    name: String,
+    harness: tether_conformance::TestDb,
     url: String,
 }
 
 impl TestDb {
     async fn new() -> TestDb {
-        let admin_url = std::env::var("TETHER_TEST_DATABASE_URL")
-            .unwrap_or_else(|_| DEFAULT_DATABASE_URL.into());
-        let random = Uuid::new_v4().simple().to_string();
-        let name = format!("tether_test_{}_sched_{}", std::process::id(), &random[..12]);
-        let mut admin = PgConnection::connect(&admin_url)
-            .await
-            .unwrap_or_else(|e| panic!("cannot reach PostgreSQL at {admin_url}: {e}"));
-        sqlx::raw_sql(&format!("CREATE DATABASE \"{name}\""))
-            .execute(&mut admin)
-            .await
-            .unwrap_or_else(|e| panic!("cannot create {name}: {e}"));
-        let _ = admin.close().await;
-        let url = tether_postgres::url_with_database(&admin_url, &name);
-        TestDb {
-            admin_url,
-            name,
-            url,
-        }
+        let harness = tether_conformance::postgres().await;
+        let url = harness.postgres_url().expect("a PostgreSQL test database");
+        TestDb { harness, url }
     }
 
     /// A store with its own pool (a "replica").
@@ -69,17 +50,7 @@ impl TestDb {
     }
 
     async fn drop(self) {
-        let mut admin = PgConnection::connect(&self.admin_url)
-            .await
-            .expect("admin connection");
-        sqlx::raw_sql(&format!(
-            "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
-            self.name
-        ))
-        .execute(&mut admin)
-        .await
-        .unwrap_or_else(|e| panic!("cannot drop {}: {e}", self.name));
-        let _ = admin.close().await;
+        self.harness.cleanup().await;
     }
 }
 
