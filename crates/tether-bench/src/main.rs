@@ -14,6 +14,7 @@
 mod cron;
 mod http;
 mod pg;
+mod physical;
 mod report;
 mod runtime;
 mod sdk;

@@ -78,12 +78,22 @@ pub async fn run(admin_url: &str, scale: &Scale, report: &mut Report) {
     let db = BenchDb::create(admin_url, "").await;
     let (engine, pool, url) = (&db.engine, &db.pool, db.url.as_str());
     enqueue_figures(engine, pool, scale, report).await;
+    crate::physical::run(
+        pool,
+        (scale.enqueue_single, PRODUCERS),
+        (scale.enqueue_batch, 2),
+        scale.e2e[2].1,
+        CLAIMERS,
+        report,
+    )
+    .await;
     e2e_figures(engine, pool, scale, report).await;
     runtime_figures(engine, url, pool, scale, report).await;
     latency_figures(engine, pool, scale, report).await;
     crate::http::run(engine, url, pool, scale, report).await;
     crate::sdk::run(&sdks, engine, url, pool, scale, report).await;
     crate::cron::run(engine, pool, scale, report).await;
+    crate::physical::ratios(report);
     db.drop_now().await;
 }
 
