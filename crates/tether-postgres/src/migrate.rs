@@ -25,6 +25,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "key_hardening",
         include_str!("../migrations/0004_key_hardening.sql"),
     ),
+    (
+        5,
+        "state_indexes",
+        include_str!("../migrations/0005_state_indexes.sql"),
+    ),
 ];
 
 /// Applies every migration not yet recorded, in one transaction, holding an

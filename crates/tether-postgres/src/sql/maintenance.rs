@@ -4,21 +4,27 @@
 /// Queue rows that hold nothing (no job in any state, not paused, every
 /// setting at its default `$2`–`$5`), at most `$1`, all tenants: the
 /// candidates of a removal pass.
-pub(crate) const EMPTY_QUEUES: &str = "SELECT c.tenant, c.name FROM tether.queues c
-    WHERE NOT c.paused AND c.max_attempts = $2 AND c.backoff_base_ms = $3
-      AND c.backoff_cap_ms = $4 AND c.default_lease_ttl_ms = $5
-      AND NOT EXISTS (SELECT 1 FROM tether.jobs j WHERE j.tenant = c.tenant AND j.queue = c.name)
-    LIMIT $1";
+pub(crate) const EMPTY_QUEUES: &str = concat!(
+    "SELECT q.tenant, q.name FROM tether.queues q
+    WHERE NOT q.paused AND q.max_attempts = $2 AND q.backoff_base_ms = $3
+      AND q.backoff_cap_ms = $4 AND q.default_lease_ttl_ms = $5
+      AND NOT ",
+    queue_holds_jobs!(),
+    " LIMIT $1"
+);
 
 /// Deletes the candidates `$2` of tenant `$1` that still hold nothing
 /// (same settings `$3`–`$6`), run under the tenant's exclusive
 /// `QUEUE_ROWS_LOCK`, in a statement that starts after the lock was taken,
 /// so it sees every job of every enqueue that held the lock before.
-pub(crate) const DELETE_EMPTY_QUEUES: &str = "DELETE FROM tether.queues c
-    WHERE c.tenant = $1 AND c.name = ANY($2)
-      AND NOT c.paused AND c.max_attempts = $3 AND c.backoff_base_ms = $4
-      AND c.backoff_cap_ms = $5 AND c.default_lease_ttl_ms = $6
-      AND NOT EXISTS (SELECT 1 FROM tether.jobs j WHERE j.tenant = c.tenant AND j.queue = c.name)";
+pub(crate) const DELETE_EMPTY_QUEUES: &str = concat!(
+    "DELETE FROM tether.queues q
+    WHERE q.tenant = $1 AND q.name = ANY($2)
+      AND NOT q.paused AND q.max_attempts = $3 AND q.backoff_base_ms = $4
+      AND q.backoff_cap_ms = $5 AND q.default_lease_ttl_ms = $6
+      AND NOT ",
+    queue_holds_jobs!()
+);
 
 /// One statement decides all three fates (mirrors `lifecycle::lapse_outcome`),
 /// so an exhausted job can never slip back to `queued`.

@@ -25,6 +25,19 @@ macro_rules! schedule_columns {
     };
 }
 
+/// Whether queue `q.name` of tenant `q.tenant` holds a job in any state.
+/// Each state is asked on its own, as a literal, so that each branch reads
+/// that state's partial index (no index covers every state; see migration
+/// 5).
+macro_rules! queue_holds_jobs {
+    () => {
+        "(EXISTS (SELECT 1 FROM tether.jobs j WHERE j.tenant = q.tenant AND j.queue = q.name AND j.state = 'queued')
+          OR EXISTS (SELECT 1 FROM tether.jobs j WHERE j.tenant = q.tenant AND j.queue = q.name AND j.state = 'running')
+          OR EXISTS (SELECT 1 FROM tether.jobs j WHERE j.tenant = q.tenant AND j.queue = q.name
+                     AND j.state IN ('succeeded', 'failed', 'cancelled')))"
+    };
+}
+
 /// Takes a per-tenant advisory lock until the transaction ends: `$1` the
 /// lock's first key (what it guards), `$2` the tenant (hashed).
 pub(crate) const LOCK_TENANT: &str = "SELECT pg_advisory_xact_lock($1, hashtext($2))";
