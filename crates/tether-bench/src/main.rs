@@ -5,6 +5,7 @@
 //! ```text
 //! cargo run --release -p tether-bench            # full run
 //! cargo run --release -p tether-bench -- --quick # smaller, under two minutes
+//! cargo run --release -p tether-bench -- --wal   # only the WAL written per transition
 //! ```
 //!
 //! PostgreSQL comes from `TETHER_BENCH_DATABASE_URL` (else
@@ -20,6 +21,7 @@ mod runtime;
 mod sdk;
 mod soak;
 mod sqlite;
+mod wal;
 mod workload;
 
 use report::Report;
@@ -82,17 +84,19 @@ fn main() {
             return;
         }
     }
-    const USAGE: &str = "usage: tether-bench [--quick] | --soak [--soak-jobs N]";
+    const USAGE: &str = "usage: tether-bench [--quick] | --wal | --soak [--soak-jobs N]";
     if args.iter().any(|a| a == "--help" || a == "-h") {
         println!("{USAGE}");
         return;
     }
     let mut soak_jobs: Option<u64> = None;
     let mut quick = false;
+    let mut wal_only = false;
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
         match arg.as_str() {
             "--quick" => quick = true,
+            "--wal" => wal_only = true,
             "--soak" => soak_jobs = soak_jobs.or(Some(1_000_000)),
             "--soak-jobs" => {
                 let n = rest.next().and_then(|n| n.parse().ok()).unwrap_or_else(|| {
@@ -121,13 +125,21 @@ fn main() {
             soak::run(&url, jobs, &mut report).await;
             return;
         }
+        if wal_only {
+            // Counts only (WAL per transition), which do not depend on load.
+            let db = pg::BenchDb::create(&url, "").await;
+            wal::run(&db.engine, &db.pool, &mut report).await;
+            db.drop_now().await;
+            return;
+        }
         pg::run(&url, &scale, &mut report).await;
         sqlite::run(&scale, &mut report).await;
     });
-    let mode = match (soak_jobs, quick) {
-        (Some(_), _) => "soak",
-        (None, true) => "quick",
-        (None, false) => "full",
+    let mode = match (soak_jobs, quick, wal_only) {
+        (Some(_), _, _) => "soak",
+        (None, _, true) => "WAL-only",
+        (None, true, false) => "quick",
+        (None, false, false) => "full",
     };
     report.print(mode);
 }

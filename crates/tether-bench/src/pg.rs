@@ -78,6 +78,7 @@ pub async fn run(admin_url: &str, scale: &Scale, report: &mut Report) {
     let db = BenchDb::create(admin_url, "").await;
     let (engine, pool, url) = (&db.engine, &db.pool, db.url.as_str());
     enqueue_figures(engine, pool, scale, report).await;
+    crate::wal::run(engine, pool, report).await;
     crate::physical::run(
         pool,
         (scale.enqueue_single, PRODUCERS),

@@ -27,27 +27,27 @@ const SCHEMA: &str = "DROP SCHEMA IF EXISTS physical CASCADE;
     CREATE INDEX physical_claim ON physical.jobs (run_at, id) WHERE state = 'queued';";
 
 /// Claims up to `$1` ready jobs, oldest first.
-const CLAIM: &str = "UPDATE physical.jobs SET state = 'running'
+pub(crate) const CLAIM: &str = "UPDATE physical.jobs SET state = 'running'
     WHERE id IN (SELECT id FROM physical.jobs WHERE state = 'queued' AND run_at <= now()
                  ORDER BY run_at, id LIMIT $1 FOR UPDATE SKIP LOCKED)
     RETURNING id";
 
 /// Completes the jobs `$1`.
-const COMPLETE: &str =
+pub(crate) const COMPLETE: &str =
     "UPDATE physical.jobs SET state = 'succeeded' WHERE id = ANY($1) AND state = 'running'";
 
 /// Rows per minimal batch insert.
 const INSERT_BATCH: usize = 100;
 
 /// Creates the minimal table (and drops an earlier one).
-async fn create(pool: &PgPool) {
+pub(crate) async fn create(pool: &PgPool) {
     sqlx::raw_sql(SCHEMA)
         .execute(pool)
         .await
         .expect("physical schema");
 }
 
-async fn truncate(pool: &PgPool) {
+pub(crate) async fn truncate(pool: &PgPool) {
     sqlx::query("TRUNCATE physical.jobs")
         .execute(pool)
         .await
@@ -82,7 +82,7 @@ async fn insert_singles(pool: &PgPool, n: usize, tasks: usize) -> Duration {
 }
 
 /// Minimal 100-row inserts, `tasks` in flight.
-async fn insert_batches(pool: &PgPool, n: usize, tasks: usize) -> Duration {
+pub(crate) async fn insert_batches(pool: &PgPool, n: usize, tasks: usize) -> Duration {
     let started = Instant::now();
     let mut handles = Vec::new();
     let per_task = n.div_ceil(tasks);
@@ -204,6 +204,11 @@ pub async fn run(
         "jobs/s",
         format!("physical limit: minimal claim 100 + complete 100, {claimers} claimers, {e2e_jobs} jobs"),
     );
+    remove(pool).await;
+}
+
+/// Drops the minimal table.
+pub(crate) async fn remove(pool: &PgPool) {
     sqlx::query("DROP SCHEMA physical CASCADE")
         .execute(pool)
         .await
