@@ -75,9 +75,11 @@ macro_rules! settle_ctes {
     };
 }
 
-/// Rows of a batch are locked in id order, so two batches that share jobs
-/// (a heartbeat cycle and a completion batch of one worker) wait for each
-/// other instead of deadlocking. A job named by several refused items gets
+/// Rows of a batch are found by primary key (`id = ANY` without a state
+/// condition, so no partial index over the tenant's running jobs can be
+/// chosen, whatever the statistics say) and locked in id order, so two batches that share jobs (a heartbeat cycle and a
+/// completion batch of one worker) wait for each other instead of
+/// deadlocking. A job named by several refused items gets
 /// one `lease_lost` event per batch (DISTINCT), so a stale token repeated in
 /// a batch cannot grow the job's history by the batch size.
 pub(crate) const HEARTBEAT_MANY: &str = "WITH input AS (
@@ -85,8 +87,8 @@ pub(crate) const HEARTBEAT_MANY: &str = "WITH input AS (
             AS t(id, token, ttl, progress)
     ),
     locked AS (
-        SELECT j.id FROM UNNEST($2::uuid[]) AS u(id) JOIN tether.jobs j ON j.id = u.id
-        WHERE j.tenant = $1 AND j.state = 'running'
+        SELECT j.id FROM tether.jobs j
+        WHERE j.id = ANY($2::uuid[]) AND j.tenant = $1
         ORDER BY j.id
         FOR UPDATE OF j
     ),
@@ -95,7 +97,8 @@ pub(crate) const HEARTBEAT_MANY: &str = "WITH input AS (
         SET lease_expires_at = now() + COALESCE(i.ttl, j.lease_ttl_ms) * interval '1 millisecond',
             heartbeat_at = now(), updated_at = now(), progress = COALESCE(i.progress, j.progress)
         FROM input i
-        WHERE j.id = i.id AND j.lease_token = i.token AND j.id IN (SELECT id FROM locked)
+        WHERE j.id = i.id AND j.lease_token = i.token AND j.state = 'running'
+          AND j.id IN (SELECT id FROM locked)
         RETURNING j.id, i.token, j.lease_expires_at, j.cancel_requested
     ),
     lost AS (
@@ -133,8 +136,8 @@ pub const COMPLETE_MANY: &str = "WITH input AS (
         SELECT * FROM UNNEST($2::uuid[], $3::uuid[], $4::jsonb[]) AS t(id, token, result)
     ),
     locked AS (
-        SELECT j.id FROM UNNEST($2::uuid[]) AS u(id) JOIN tether.jobs j ON j.id = u.id
-        WHERE j.tenant = $1 AND j.state = 'running'
+        SELECT j.id FROM tether.jobs j
+        WHERE j.id = ANY($2::uuid[]) AND j.tenant = $1
         ORDER BY j.id
         FOR UPDATE OF j
     ),
@@ -143,7 +146,8 @@ pub const COMPLETE_MANY: &str = "WITH input AS (
         SET state = 'succeeded', result = i.result, finished_at = now(), updated_at = now(),
             lease_expires_at = NULL
         FROM input i
-        WHERE j.id = i.id AND j.lease_token = i.token AND j.id IN (SELECT id FROM locked)
+        WHERE j.id = i.id AND j.lease_token = i.token AND j.state = 'running'
+          AND j.id IN (SELECT id FROM locked)
         RETURNING j.id, i.token, j.tenant, j.attempt, j.worker_id, j.updated_at
     ),
     history AS (
