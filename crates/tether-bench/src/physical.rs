@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{json, Value};
 use sqlx::{PgPool, QueryBuilder};
 use uuid::Uuid;
 
@@ -26,11 +26,23 @@ const SCHEMA: &str = "DROP SCHEMA IF EXISTS physical CASCADE;
     );
     CREATE INDEX physical_claim ON physical.jobs (run_at, id) WHERE state = 'queued';";
 
-/// Claims up to `$1` ready jobs, oldest first.
-pub(crate) const CLAIM: &str = "UPDATE physical.jobs SET state = 'running'
+/// Claims up to `$1` ready jobs, oldest first, with what a worker needs to
+/// run them (a claim that did not hand out the payload would be no claim).
+const CLAIM: &str = "UPDATE physical.jobs SET state = 'running'
     WHERE id IN (SELECT id FROM physical.jobs WHERE state = 'queued' AND run_at <= now()
                  ORDER BY run_at, id LIMIT $1 FOR UPDATE SKIP LOCKED)
-    RETURNING id";
+    RETURNING id, payload";
+
+/// Claims a batch ([`CLAIM`]), decoding the payloads as tether's claim
+/// does; answers the ids.
+pub(crate) async fn claim(pool: &PgPool, batch: i64) -> Vec<Uuid> {
+    let rows: Vec<(Uuid, Value)> = sqlx::query_as(CLAIM)
+        .bind(batch)
+        .fetch_all(pool)
+        .await
+        .expect("physical claim");
+    rows.into_iter().map(|(id, _payload)| id).collect()
+}
 
 /// Completes the jobs `$1`.
 pub(crate) const COMPLETE: &str =
@@ -141,11 +153,7 @@ async fn claim_complete(pool: &PgPool, batch: i64, claimers: usize) -> (u64, Dur
         handles.push(tokio::spawn(async move {
             let mut done = 0u64;
             loop {
-                let ids: Vec<Uuid> = sqlx::query_scalar(CLAIM)
-                    .bind(batch)
-                    .fetch_all(&pool)
-                    .await
-                    .expect("physical claim");
+                let ids = claim(&pool, batch).await;
                 if ids.is_empty() {
                     return done;
                 }

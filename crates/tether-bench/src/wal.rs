@@ -143,11 +143,7 @@ pub async fn run(engine: &Engine, pool: &PgPool, report: &mut Report) {
     let from = lsn(pool).await;
     let mut ids: Vec<Vec<Uuid>> = Vec::new();
     loop {
-        let batch: Vec<Uuid> = sqlx::query_scalar(crate::physical::CLAIM)
-            .bind(BATCH as i64)
-            .fetch_all(pool)
-            .await
-            .expect("physical claim");
+        let batch = crate::physical::claim(pool, BATCH as i64).await;
         if batch.is_empty() {
             break;
         }
