@@ -277,7 +277,7 @@ async fn runtime_figures(
 ) {
     let (_, n) = scale.e2e[2];
     reset(pool).await;
-    let jobs_per_s = crate::runtime::e2e(engine, "runtime", n).await;
+    let jobs_per_s = crate::runtime::e2e(engine, pool, "runtime", n).await;
     report.add(
         "pg_runtime_e2e_jobs_per_s",
         jobs_per_s,

@@ -17,7 +17,7 @@ const E2E_CONCURRENCY: usize = 256;
 
 /// Runs `n` already-enqueued no-op jobs of `queue` through one worker and
 /// returns jobs per second (until the last one succeeded).
-pub async fn e2e(engine: &Engine, queue: &str, n: usize) -> f64 {
+pub async fn e2e(engine: &Engine, pool: &sqlx::PgPool, queue: &str, n: usize) -> f64 {
     enqueue_batches(engine, queue, n, 2).await;
     let started = Instant::now();
     let handle = Worker::builder(engine.clone())
@@ -29,16 +29,14 @@ pub async fn e2e(engine: &Engine, queue: &str, n: usize) -> f64 {
         .build()
         .expect("worker configuration")
         .start();
-    loop {
-        let stats = engine.queue_stats(TENANT, queue).await.expect("stats");
-        if stats.counts.succeeded as usize >= n {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    while crate::workload::unfinished(pool, queue).await {
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let elapsed = started.elapsed();
     handle.shutdown();
     handle.join().await;
+    let stats = engine.queue_stats(TENANT, queue).await.expect("stats");
+    assert_eq!(stats.counts.succeeded as usize, n, "every job succeeded");
     rate(n as u64, elapsed)
 }
 

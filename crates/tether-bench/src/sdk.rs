@@ -204,16 +204,7 @@ async fn throughput(
     let worker = WorkerProcess::start(sdk, base, key, &queue, "throughput").await;
     let started = Instant::now();
     let deadline = started + Duration::from_secs(300);
-    // Cheap to ask (the first unfinished row answers), so asking often does
-    // not slow the run it measures.
-    while sqlx::query_scalar::<_, bool>(
-        "SELECT EXISTS (SELECT 1 FROM tether.jobs WHERE queue = $1 AND state IN ('queued', 'running'))",
-    )
-    .bind(&queue)
-    .fetch_one(pool)
-    .await
-    .expect("progress query")
-    {
+    while crate::workload::unfinished(pool, &queue).await {
         assert!(
             Instant::now() < deadline,
             "the {} worker did not finish {THROUGHPUT_JOBS} jobs within 300 s",

@@ -116,6 +116,22 @@ pub async fn claim_complete(
     (total, started.elapsed())
 }
 
+/// Whether `queue` still has a queued or running job. Each state is asked
+/// on its own (the partial index of each answers at once), so polling it
+/// every few milliseconds costs the run it measures next to nothing; a
+/// count of finished jobs would read every one of them each time.
+pub async fn unfinished(pool: &sqlx::PgPool, queue: &str) -> bool {
+    sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM tether.jobs WHERE tenant = $1 AND queue = $2 AND state = 'queued')
+             OR EXISTS (SELECT 1 FROM tether.jobs WHERE tenant = $1 AND queue = $2 AND state = 'running')",
+    )
+    .bind(TENANT)
+    .bind(queue)
+    .fetch_one(pool)
+    .await
+    .expect("progress query")
+}
+
 /// Median of a set of durations, in milliseconds.
 pub fn median_ms(mut samples: Vec<Duration>) -> f64 {
     samples.sort();
