@@ -48,6 +48,9 @@ pub(crate) async fn claim(pool: &PgPool, batch: i64) -> Vec<Uuid> {
 pub(crate) const COMPLETE: &str =
     "UPDATE physical.jobs SET state = 'succeeded' WHERE id = ANY($1) AND state = 'running'";
 
+/// Runs of the physical end-to-end figure; the median is reported.
+const E2E_RUNS: usize = 3;
+
 /// Rows per minimal batch insert.
 const INSERT_BATCH: usize = 100;
 
@@ -203,14 +206,24 @@ pub async fn run(
         format!("physical limit: minimal {INSERT_BATCH}-row INSERTs, {tasks} in flight, {n} rows"),
     );
     truncate(pool).await;
-    fill(pool, e2e_jobs).await;
-    let (done, elapsed) = claim_complete(pool, 100, claimers).await;
-    assert_eq!(done, e2e_jobs as u64, "every physical job claimed once");
+    // The denominator of every end-to-end ratio: the median of three runs,
+    // so one unlucky second on a shared machine does not move them all.
+    let mut rates = Vec::new();
+    for _ in 0..E2E_RUNS {
+        truncate(pool).await;
+        fill(pool, e2e_jobs).await;
+        let (done, elapsed) = claim_complete(pool, 100, claimers).await;
+        assert_eq!(done, e2e_jobs as u64, "every physical job claimed once");
+        rates.push(rate(done, elapsed));
+    }
+    rates.sort_by(f64::total_cmp);
     report.add(
         "physical_e2e_b100_jobs_per_s",
-        rate(done, elapsed),
+        rates[E2E_RUNS / 2],
         "jobs/s",
-        format!("physical limit: minimal claim 100 + complete 100, {claimers} claimers, {e2e_jobs} jobs"),
+        format!(
+            "physical limit: minimal claim 100 + complete 100, {claimers} claimers, {e2e_jobs} jobs (median of {E2E_RUNS})"
+        ),
     );
     remove(pool).await;
 }
