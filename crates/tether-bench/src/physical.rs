@@ -62,7 +62,7 @@ pub(crate) async fn create(pool: &PgPool) {
         .expect("physical schema");
 }
 
-pub(crate) async fn truncate(pool: &PgPool) {
+async fn truncate(pool: &PgPool) {
     sqlx::query("TRUNCATE physical.jobs")
         .execute(pool)
         .await
