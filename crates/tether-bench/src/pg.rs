@@ -10,7 +10,9 @@ use tether_postgres::{reference_sql, PgStore};
 use uuid::Uuid;
 
 use crate::report::Report;
-use crate::workload::{claim_complete, enqueue_batches, enqueue_singles, median_ms, rate, TENANT};
+use crate::workload::{
+    claim_complete, concurrently, enqueue_batches, enqueue_singles, median_ms, rate, TENANT,
+};
 use crate::Scale;
 
 /// Concurrent producers for single enqueues.
@@ -319,13 +321,11 @@ async fn raw_claim_complete(
     batch: i64,
     claimers: usize,
 ) -> (u64, Duration) {
-    let started = Instant::now();
-    let mut handles = Vec::new();
-    for c in 0..claimers {
+    concurrently(claimers, |c| {
         let pool = pool.clone();
         let queue = queue.to_owned();
         let worker = format!("raw-{c}");
-        handles.push(tokio::spawn(async move {
+        async move {
             let mut done = 0u64;
             loop {
                 let rows = sqlx::query(reference_sql::CLAIM)
@@ -353,13 +353,9 @@ async fn raw_claim_complete(
                     .expect("raw complete");
                 done += ids.len() as u64;
             }
-        }));
-    }
-    let mut total = 0;
-    for h in handles {
-        total += h.await.expect("raw claimer");
-    }
-    (total, started.elapsed())
+        }
+    })
+    .await
 }
 
 /// `VACUUM ANALYZE` of the jobs table: every figure starts from statistics

@@ -13,7 +13,7 @@ use sqlx::{PgPool, QueryBuilder};
 use uuid::Uuid;
 
 use crate::report::Report;
-use crate::workload::rate;
+use crate::workload::{concurrently, rate};
 
 /// The minimal schema, in a schema of its own beside tether's.
 const SCHEMA: &str = "DROP SCHEMA IF EXISTS physical CASCADE;
@@ -149,11 +149,9 @@ async fn fill(pool: &PgPool, n: usize) {
 
 /// `claimers` tasks each claim `batch` and complete them until none is left.
 async fn claim_complete(pool: &PgPool, batch: i64, claimers: usize) -> (u64, Duration) {
-    let started = Instant::now();
-    let mut handles = Vec::new();
-    for _ in 0..claimers {
+    concurrently(claimers, |_| {
         let pool = pool.clone();
-        handles.push(tokio::spawn(async move {
+        async move {
             let mut done = 0u64;
             loop {
                 let ids = claim(&pool, batch).await;
@@ -167,13 +165,9 @@ async fn claim_complete(pool: &PgPool, batch: i64, claimers: usize) -> (u64, Dur
                     .expect("physical complete");
                 done += ids.len() as u64;
             }
-        }));
-    }
-    let mut total = 0;
-    for h in handles {
-        total += h.await.expect("physical claimer");
-    }
-    (total, started.elapsed())
+        }
+    })
+    .await
 }
 
 /// Measures the physical figures: single and 100-row inserts with the

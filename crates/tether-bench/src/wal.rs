@@ -8,7 +8,7 @@
 //! the machine's load.
 
 use sqlx::{PgPool, Row};
-use tether_core::{ClaimRequest, Completion, Engine, NewJob};
+use tether_core::{ClaimRequest, Engine, NewJob};
 use uuid::Uuid;
 
 use crate::report::Report;
@@ -118,14 +118,7 @@ pub async fn run(engine: &Engine, pool: &PgPool, report: &mut Report) {
 
     let from = lsn(pool).await;
     for chunk in claimed.chunks(BATCH) {
-        let items: Vec<Completion> = chunk
-            .iter()
-            .map(|c| Completion {
-                id: c.job.id,
-                lease_token: c.lease_token,
-                result: None,
-            })
-            .collect();
+        let items = crate::workload::completions(chunk);
         for answer in engine
             .complete_many(TENANT, &items)
             .await

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tether_core::{ClaimRequest, Completion, Engine, NewJob};
+use tether_core::{ClaimRequest, ClaimedJob, Completion, Engine, NewJob};
 
 /// Tenant every benchmark job belongs to.
 pub const TENANT: &str = "bench";
@@ -73,9 +73,7 @@ pub async fn claim_complete(
     batch: u32,
     claimers: usize,
 ) -> (u64, Duration) {
-    let started = Instant::now();
-    let mut handles = Vec::new();
-    for c in 0..claimers {
+    concurrently(claimers, |c| {
         let engine = engine.clone();
         let req = ClaimRequest {
             queue: queue.to_owned(),
@@ -83,21 +81,14 @@ pub async fn claim_complete(
             limit: batch,
             lease_ttl_ms: None,
         };
-        handles.push(tokio::spawn(async move {
+        async move {
             let mut done = 0u64;
             loop {
                 let claimed = engine.claim(TENANT, &req).await.expect("claim");
                 if claimed.is_empty() {
                     return done;
                 }
-                let items: Vec<Completion> = claimed
-                    .iter()
-                    .map(|c| Completion {
-                        id: c.job.id,
-                        lease_token: c.lease_token,
-                        result: None,
-                    })
-                    .collect();
+                let items = completions(&claimed);
                 for answer in engine
                     .complete_many(TENANT, &items)
                     .await
@@ -107,13 +98,37 @@ pub async fn claim_complete(
                 }
                 done += items.len() as u64;
             }
-        }));
-    }
+        }
+    })
+    .await
+}
+
+/// Runs `tasks` copies of `task` (each given its index) at once; answers
+/// the sum of what they count and the time until the last one ended.
+pub async fn concurrently<F, Fut>(tasks: usize, task: F) -> (u64, Duration)
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = u64> + Send + 'static,
+{
+    let started = Instant::now();
+    let handles: Vec<_> = (0..tasks).map(|i| tokio::spawn(task(i))).collect();
     let mut total = 0;
     for h in handles {
-        total += h.await.expect("claimer task");
+        total += h.await.expect("benchmark task");
     }
     (total, started.elapsed())
+}
+
+/// A success with no result for each claimed job.
+pub fn completions(claimed: &[ClaimedJob]) -> Vec<Completion> {
+    claimed
+        .iter()
+        .map(|c| Completion {
+            id: c.job.id,
+            lease_token: c.lease_token,
+            result: None,
+        })
+        .collect()
 }
 
 /// Whether `queue` still has a queued or running job. Each state is asked
