@@ -168,13 +168,11 @@ async fn raw_single_inserts(pool: &PgPool, n: usize, tasks: usize) -> Duration {
         "{RAW_INSERT_COLUMNS} VALUES ($1, 'bench', 'raw-single', 'noop', $2, 'queued', 0, 0, 5, \
          1000, 3600000, now(), now(), now())"
     );
-    let started = Instant::now();
-    let mut handles = Vec::new();
-    for t in 0..tasks {
+    concurrently(tasks, |t| {
         let pool = pool.clone();
         let sql = sql.clone();
         let count = n / tasks + usize::from(t < n % tasks);
-        handles.push(tokio::spawn(async move {
+        async move {
             for i in 0..count {
                 sqlx::query(&sql)
                     .bind(Uuid::now_v7())
@@ -183,22 +181,19 @@ async fn raw_single_inserts(pool: &PgPool, n: usize, tasks: usize) -> Duration {
                     .await
                     .expect("raw insert");
             }
-        }));
-    }
-    for h in handles {
-        h.await.expect("raw insert task");
-    }
-    started.elapsed()
+            count as u64
+        }
+    })
+    .await
+    .1
 }
 
 async fn raw_batch_inserts(pool: &PgPool, n: usize, tasks: usize) -> Duration {
-    let started = Instant::now();
-    let mut handles = Vec::new();
     let per_task = n.div_ceil(tasks);
-    for t in 0..tasks {
+    concurrently(tasks, |t| {
         let pool = pool.clone();
         let count = per_task.min(n.saturating_sub(t * per_task));
-        handles.push(tokio::spawn(async move {
+        async move {
             let mut left = count;
             while left > 0 {
                 let size = left.min(100);
@@ -222,12 +217,11 @@ async fn raw_batch_inserts(pool: &PgPool, n: usize, tasks: usize) -> Duration {
                 q.build().execute(&pool).await.expect("raw batch insert");
                 left -= size;
             }
-        }));
-    }
-    for h in handles {
-        h.await.expect("raw batch task");
-    }
-    started.elapsed()
+            count as u64
+        }
+    })
+    .await
+    .1
 }
 
 async fn e2e_figures(engine: &Engine, pool: &PgPool, scale: &Scale, report: &mut Report) {

@@ -6,7 +6,7 @@
 //! so that every tether figure can be read as a share of it
 //! (`*_physical_ratio`).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 use sqlx::{PgPool, QueryBuilder};
@@ -71,12 +71,10 @@ async fn truncate(pool: &PgPool) {
 
 /// Minimal single-row inserts, `tasks` in flight.
 async fn insert_singles(pool: &PgPool, n: usize, tasks: usize) -> Duration {
-    let started = Instant::now();
-    let mut handles = Vec::new();
-    for t in 0..tasks {
+    concurrently(tasks, |t| {
         let pool = pool.clone();
         let count = n / tasks + usize::from(t < n % tasks);
-        handles.push(tokio::spawn(async move {
+        async move {
             for i in 0..count {
                 sqlx::query(
                     "INSERT INTO physical.jobs (id, state, run_at, payload) \
@@ -88,23 +86,20 @@ async fn insert_singles(pool: &PgPool, n: usize, tasks: usize) -> Duration {
                 .await
                 .expect("physical insert");
             }
-        }));
-    }
-    for h in handles {
-        h.await.expect("physical insert task");
-    }
-    started.elapsed()
+            count as u64
+        }
+    })
+    .await
+    .1
 }
 
 /// Minimal 100-row inserts, `tasks` in flight.
 pub(crate) async fn insert_batches(pool: &PgPool, n: usize, tasks: usize) -> Duration {
-    let started = Instant::now();
-    let mut handles = Vec::new();
     let per_task = n.div_ceil(tasks);
-    for t in 0..tasks {
+    concurrently(tasks, |t| {
         let pool = pool.clone();
         let count = per_task.min(n.saturating_sub(t * per_task));
-        handles.push(tokio::spawn(async move {
+        async move {
             let mut left = count;
             while left > 0 {
                 let size = left.min(INSERT_BATCH);
@@ -122,12 +117,11 @@ pub(crate) async fn insert_batches(pool: &PgPool, n: usize, tasks: usize) -> Dur
                     .expect("physical batch insert");
                 left -= size;
             }
-        }));
-    }
-    for h in handles {
-        h.await.expect("physical batch task");
-    }
-    started.elapsed()
+            count as u64
+        }
+    })
+    .await
+    .1
 }
 
 /// Fills the table with `n` ready jobs (setup, not measured).
