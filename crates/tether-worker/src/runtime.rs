@@ -440,31 +440,12 @@ async fn supervise(shared: Arc<Shared>, completions: mpsc::UnboundedReceiver<Pen
     info!(worker_id = %shared.config.worker_id, "worker stopped");
 }
 
+/// Claims for one queue: as many jobs as there are free slots, then (when the
+/// queue had fewer) waits for a wake-up hint or the poll interval.
 /// Longest wait for more free slots before claiming into a partly busy
 /// queue (see `fetch_loop`).
 const FETCH_COOLDOWN: Duration = Duration::from_millis(5);
 
-/// Most claims one queue's fetcher has in flight at once. Slots that free
-/// up while a claim is on its way back go out in a second claim instead of
-/// waiting for the first to land, so a busy worker keeps the database's
-/// other cores working; more would only contend for the same rows.
-const CLAIMS_IN_FLIGHT: usize = 2;
-
-/// How one claim went (see [`claim_batch`]).
-enum Claimed {
-    /// As many jobs as asked for: there may be more.
-    Full,
-    /// Fewer than asked for: the queue is drained for now.
-    Short,
-    /// The claim failed; nothing was claimed.
-    Failed(Error),
-    /// The worker was stopping; what came back was handed back.
-    Stopped,
-}
-
-/// Claims for one queue: as many jobs as there are free slots (up to
-/// [`CLAIMS_IN_FLIGHT`] claims at once), then, when a claim brings fewer
-/// than it asked for, waits for a wake-up hint or the poll interval.
 async fn fetch_loop(shared: Arc<Shared>, queue: QueueSpec) {
     let config = &shared.config;
     let slots = Arc::new(Semaphore::new(queue.concurrency));
@@ -472,57 +453,14 @@ async fn fetch_loop(shared: Arc<Shared>, queue: QueueSpec) {
     // and the wait is then kept, never missed.
     let mut wakeup = shared.source.subscribe(&config.tenant, &queue.name);
     let mut backoff = Backoff::new();
-    let mut claims = tokio::task::JoinSet::new();
     loop {
-        let landed = if claims.len() >= CLAIMS_IN_FLIGHT {
-            claims.join_next().await
-        } else {
-            None
-        };
-        let first = match landed {
-            Some(landed) => Err(landed),
-            None => tokio::select! {
-                biased;
-                _ = shared.stop.cancelled() => break,
-                Some(landed) = claims.join_next(), if !claims.is_empty() => Err(landed),
-                p = slots.clone().acquire_owned() => match p {
-                    Ok(p) => Ok(p),
-                    Err(_) => break,
-                },
+        let first = tokio::select! {
+            biased;
+            _ = shared.stop.cancelled() => break,
+            p = slots.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
             },
-        };
-        let first = match first {
-            Ok(permit) => permit,
-            Err(landed) => {
-                let claimed = match landed {
-                    Ok(claimed) => claimed,
-                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                    Err(_) => Claimed::Stopped,
-                };
-                match claimed {
-                    Claimed::Full => backoff.reset(),
-                    Claimed::Short => {
-                        backoff.reset();
-                        tokio::select! {
-                            biased;
-                            _ = shared.stop.cancelled() => break,
-                            _ = wakeup.hinted() => {}
-                            _ = sleep(config.poll_interval) => {}
-                        }
-                    }
-                    Claimed::Failed(e) => {
-                        let delay = backoff.next();
-                        warn!(queue = %queue.name, error = %e, "claim failed; trying again in {} ms", delay.as_millis());
-                        tokio::select! {
-                            biased;
-                            _ = shared.stop.cancelled() => break,
-                            _ = sleep(delay) => {}
-                        }
-                    }
-                    Claimed::Stopped => break,
-                }
-                continue;
-            }
         };
         let mut permits = vec![first];
         while permits.len() < MAX_BATCH {
@@ -554,62 +492,58 @@ async fn fetch_loop(shared: Arc<Shared>, queue: QueueSpec) {
                 }
             }
         }
-        claims.spawn(claim_batch(shared.clone(), queue.name.clone(), permits));
-    }
-    // A claim in flight is not interrupted by a shutdown: dropping it
-    // halfway could leave jobs claimed that nobody knows about. Each hands
-    // back what it brings once the worker is stopping.
-    while let Some(landed) = claims.join_next().await {
-        if let Err(e) = landed {
-            if e.is_panic() {
-                std::panic::resume_unwind(e.into_panic());
+        let limit = permits.len();
+        let req = ClaimRequest {
+            queue: queue.name.clone(),
+            worker_id: config.worker_id.clone(),
+            limit: limit as u32,
+            lease_ttl_ms: Some(millis(config.lease_ttl)),
+        };
+        // A claim in flight is not interrupted by a shutdown: dropping it
+        // halfway could leave jobs claimed that nobody knows about.
+        match shared.source.claim(&config.tenant, &req).await {
+            Ok(claimed) => {
+                backoff.reset();
+                let n = claimed.len();
+                if shared.stop.is_cancelled() {
+                    for c in claimed {
+                        hand_back_unstarted(&shared, c).await;
+                    }
+                    break;
+                }
+                let mut permits = permits.into_iter();
+                for c in claimed {
+                    match permits.next() {
+                        Some(permit) => spawn_job(&shared, &queue.name, c, permit),
+                        None => {
+                            warn!(job_id = %c.job.id, "the source returned more jobs than asked for; handing it back");
+                            hand_back_unstarted(&shared, c).await;
+                        }
+                    }
+                }
+                drop(permits);
+                if n < limit {
+                    tokio::select! {
+                        biased;
+                        _ = shared.stop.cancelled() => break,
+                        _ = wakeup.hinted() => {}
+                        _ = sleep(config.poll_interval) => {}
+                    }
+                }
+            }
+            Err(e) => {
+                drop(permits);
+                let delay = backoff.next();
+                warn!(queue = %queue.name, error = %e, "claim failed; trying again in {} ms", delay.as_millis());
+                tokio::select! {
+                    biased;
+                    _ = shared.stop.cancelled() => break,
+                    _ = sleep(delay) => {}
+                }
             }
         }
     }
     debug!(queue = %queue.name, "fetcher stopped");
-}
-
-/// One claim of as many jobs as `permits` holds slots; starts each job it
-/// brings with one of them (the rest free when dropped).
-async fn claim_batch(
-    shared: Arc<Shared>,
-    queue: String,
-    permits: Vec<OwnedSemaphorePermit>,
-) -> Claimed {
-    let config = &shared.config;
-    let limit = permits.len();
-    let req = ClaimRequest {
-        queue: queue.clone(),
-        worker_id: config.worker_id.clone(),
-        limit: limit as u32,
-        lease_ttl_ms: Some(millis(config.lease_ttl)),
-    };
-    let claimed = match shared.source.claim(&config.tenant, &req).await {
-        Ok(claimed) => claimed,
-        Err(e) => return Claimed::Failed(e),
-    };
-    let n = claimed.len();
-    if shared.stop.is_cancelled() {
-        for c in claimed {
-            hand_back_unstarted(&shared, c).await;
-        }
-        return Claimed::Stopped;
-    }
-    let mut permits = permits.into_iter();
-    for c in claimed {
-        match permits.next() {
-            Some(permit) => spawn_job(&shared, &queue, c, permit),
-            None => {
-                warn!(job_id = %c.job.id, "the source returned more jobs than asked for; handing it back");
-                hand_back_unstarted(&shared, c).await;
-            }
-        }
-    }
-    if n < limit {
-        Claimed::Short
-    } else {
-        Claimed::Full
-    }
 }
 
 /// Gives back a job claimed while the worker was already stopping.
