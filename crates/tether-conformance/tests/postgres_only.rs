@@ -183,3 +183,125 @@ async fn a_dropped_listener_reconnects_and_hints_flow_again() {
     drop(other);
     db.cleanup().await;
 }
+
+/// A worker's heartbeat cycle and its completion batches name the same
+/// running jobs at once, in any order. The heartbeat never waits for a row
+/// while it holds others (it skips held rows, then takes each of those on
+/// its own), so the two never deadlock (PostgreSQL would abort one of them
+/// after `deadlock_timeout`), and every lease is still extended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_and_completions_of_the_same_jobs_never_deadlock() {
+    use tether_core::{ClaimRequest, Completion, Heartbeat};
+    let db = tether_conformance::postgres().await;
+    for round in 0..5 {
+        let jobs: Vec<NewJob> = (0..200)
+            .map(|i| NewJob::new("q", "k", json!({ "round": round, "i": i })))
+            .collect();
+        db.engine.enqueue_many("t", &jobs).await.expect("enqueue");
+        let req = ClaimRequest {
+            queue: "q".into(),
+            worker_id: "w".into(),
+            limit: 200,
+            lease_ttl_ms: None,
+        };
+        let mut claimed = db.engine.claim("t", &req).await.expect("claim");
+        assert_eq!(claimed.len(), 200);
+        // Newest first: the opposite of the order the locks are taken in.
+        claimed.sort_by_key(|c| std::cmp::Reverse(c.job.id));
+        let beats: Vec<Heartbeat> = claimed
+            .iter()
+            .map(|c| Heartbeat {
+                id: c.job.id,
+                lease_token: c.lease_token,
+                lease_ttl_ms: None,
+                progress: None,
+            })
+            .collect();
+        let completions: Vec<Vec<Completion>> = claimed
+            .chunks(50)
+            .map(|chunk| {
+                chunk
+                    .iter()
+                    .map(|c| Completion {
+                        id: c.job.id,
+                        lease_token: c.lease_token,
+                        result: None,
+                    })
+                    .collect()
+            })
+            .collect();
+        let heartbeat = {
+            let engine = db.engine.clone();
+            tokio::spawn(async move {
+                for _ in 0..3 {
+                    let answers = engine.heartbeat_many("t", &beats).await.expect("heartbeat");
+                    // A job is either still held (extended) or completed by
+                    // now (its token no longer holds it): never anything else.
+                    for answer in answers {
+                        match answer {
+                            Ok(_) | Err(Error::LeaseLost(_)) => {}
+                            Err(e) => panic!("heartbeat item: {e}"),
+                        }
+                    }
+                }
+            })
+        };
+        let mut batches = Vec::new();
+        for items in completions {
+            let engine = db.engine.clone();
+            batches.push(tokio::spawn(async move {
+                let answers = engine.complete_many("t", &items).await.expect("complete");
+                assert!(answers.iter().all(|a| a.is_ok()), "every completion lands");
+            }));
+        }
+        heartbeat.await.expect("heartbeat task");
+        for b in batches {
+            b.await.expect("completion task");
+        }
+    }
+    db.cleanup().await;
+}
+
+/// The batch completion never reads its rows through a partial index of
+/// running or finished jobs (which would read all of them for a batch of
+/// a hundred), even with statistics that make such an index look cheap and
+/// with the generic plan a prepared statement ends up with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_batch_completion_reads_rows_by_primary_key_whatever_the_statistics() {
+    let db = tether_conformance::postgres().await;
+    let url = db.postgres_url().expect("a PostgreSQL test database");
+    let pool = PgPool::connect(&url).await.expect("pool");
+    // Statistics of a table with nothing running: the running index is
+    // then the cheapest-looking way to every running job.
+    let jobs: Vec<NewJob> = (0..500).map(|i| NewJob::new("q", "k", json!(i))).collect();
+    db.engine.enqueue_many("t", &jobs).await.expect("enqueue");
+    sqlx::query("ANALYZE tether.jobs")
+        .execute(&pool)
+        .await
+        .expect("analyze");
+    let mut conn = pool.acquire().await.expect("connection");
+    sqlx::query("SET plan_cache_mode = force_generic_plan")
+        .execute(&mut *conn)
+        .await
+        .expect("generic plans");
+    sqlx::query(&format!(
+        "PREPARE complete_many (text, uuid[], uuid[], jsonb[]) AS {}",
+        tether_postgres::reference_sql::COMPLETE_MANY
+    ))
+    .execute(&mut *conn)
+    .await
+    .expect("prepare");
+    let plan: Vec<String> = sqlx::query_scalar(
+        "EXPLAIN (COSTS OFF) EXECUTE complete_many('t', ARRAY[gen_random_uuid()], ARRAY[gen_random_uuid()], ARRAY[NULL::jsonb])",
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .expect("explain");
+    let plan = plan.join("\n");
+    for partial in ["jobs_running", "jobs_done", "jobs_queued", "jobs_claim"] {
+        assert!(!plan.contains(partial), "{partial} in\n{plan}");
+    }
+    drop(conn);
+    pool.close().await;
+    db.cleanup().await;
+}

@@ -16,7 +16,9 @@ use tether_core::{
 use uuid::Uuid;
 
 use crate::rows::{self, Db};
-use crate::sql::attempts::{CLAIM, COMPLETE, COMPLETE_MANY, FAIL, HEARTBEAT_MANY, SNOOZE};
+use crate::sql::attempts::{
+    CLAIM, COMPLETE, COMPLETE_MANY, FAIL, HEARTBEAT_MANY, HEARTBEAT_ONE, SETTLE_MANY, SNOOZE,
+};
 use crate::PgStore;
 
 pub(crate) async fn claim(
@@ -24,7 +26,7 @@ pub(crate) async fn claim(
     tenant: &str,
     req: &ClaimRequest,
 ) -> Result<Vec<ClaimedJob>> {
-    sqlx::query(CLAIM)
+    let mut claimed = sqlx::query(CLAIM)
         .bind(tenant)
         .bind(&req.queue)
         .bind(i64::from(req.limit))
@@ -38,7 +40,14 @@ pub(crate) async fn claim(
         })
         .fetch_all(&store.pool)
         .await
-        .db()
+        .db()?;
+    // The claim order (see `CLAIM`, which answers in no order).
+    claimed.sort_by(|a, b| {
+        (b.job.priority.cmp(&a.job.priority))
+            .then(a.job.run_at.cmp(&b.job.run_at))
+            .then(a.job.id.cmp(&b.job.id))
+    });
+    Ok(claimed)
 }
 
 pub(crate) async fn heartbeat_many(
@@ -46,11 +55,59 @@ pub(crate) async fn heartbeat_many(
     tenant: &str,
     items: &[Heartbeat],
 ) -> Result<Vec<Result<HeartbeatAck>>> {
+    let mut extended: HashMap<(Uuid, Uuid), HeartbeatAck> = HashMap::with_capacity(items.len());
+    let mut known: HashSet<Uuid> = HashSet::with_capacity(items.len());
+    let busy = extend_leases(
+        store,
+        HEARTBEAT_MANY,
+        tenant,
+        items,
+        &mut extended,
+        &mut known,
+    )
+    .await?;
+    // Jobs another statement held (their completion, a cancel request):
+    // each again on its own, waiting for its row this time.
+    for id in busy {
+        let mine: Vec<Heartbeat> = items.iter().filter(|h| h.id == id).cloned().collect();
+        extend_leases(
+            store,
+            HEARTBEAT_ONE,
+            tenant,
+            &mine,
+            &mut extended,
+            &mut known,
+        )
+        .await?;
+    }
+    // Extended leases carry the token that extended them and the new
+    // expiry; lost ones carry neither; any other id is not a job of this
+    // tenant. An item is answered by its own token (see `complete_many`).
+    Ok(items
+        .iter()
+        .map(|h| match extended.get(&(h.id, h.lease_token.0)) {
+            Some(ack) => Ok(*ack),
+            None if known.contains(&h.id) => Err(Error::LeaseLost(h.id)),
+            None => Err(Error::JobNotFound(h.id)),
+        })
+        .collect())
+}
+
+/// Runs `sql` (`HEARTBEAT_MANY` or `HEARTBEAT_ONE`) over `items`, adding
+/// what it answered to `extended` and `known`; answers the busy ids.
+async fn extend_leases(
+    store: &PgStore,
+    sql: &str,
+    tenant: &str,
+    items: &[Heartbeat],
+    extended: &mut HashMap<(Uuid, Uuid), HeartbeatAck>,
+    known: &mut HashSet<Uuid>,
+) -> Result<Vec<Uuid>> {
     let ids: Vec<Uuid> = items.iter().map(|h| h.id).collect();
     let tokens: Vec<Uuid> = items.iter().map(|h| h.lease_token.0).collect();
     let ttls: Vec<Option<i64>> = items.iter().map(|h| h.lease_ttl_ms).collect();
     let progress: Vec<Option<&Value>> = items.iter().map(|h| h.progress.as_ref()).collect();
-    let rows = sqlx::query(HEARTBEAT_MANY)
+    let rows = sqlx::query(sql)
         .bind(tenant)
         .bind(&ids)
         .bind(&tokens)
@@ -59,13 +116,13 @@ pub(crate) async fn heartbeat_many(
         .fetch_all(&store.pool)
         .await
         .db()?;
-    // Extended leases carry the token that extended them and the new
-    // expiry; lost ones carry neither; any other id is not a job of this
-    // tenant. An item is answered by its own token (see `complete_many`).
-    let mut extended: HashMap<(Uuid, Uuid), HeartbeatAck> = HashMap::with_capacity(rows.len());
-    let mut known: HashSet<Uuid> = HashSet::with_capacity(rows.len());
+    let mut busy = Vec::new();
     for row in &rows {
         let id: Uuid = row.try_get("id").db()?;
+        if row.try_get::<bool, _>("busy").db()? {
+            busy.push(id);
+            continue;
+        }
         let token: Option<Uuid> = row.try_get("token").db()?;
         let expires: Option<chrono::DateTime<chrono::Utc>> =
             row.try_get("lease_expires_at").db()?;
@@ -78,14 +135,7 @@ pub(crate) async fn heartbeat_many(
         }
         known.insert(id);
     }
-    Ok(items
-        .iter()
-        .map(|h| match extended.get(&(h.id, h.lease_token.0)) {
-            Some(ack) => Ok(*ack),
-            None if known.contains(&h.id) => Err(Error::LeaseLost(h.id)),
-            None => Err(Error::JobNotFound(h.id)),
-        })
-        .collect())
+    Ok(busy)
 }
 
 pub(crate) async fn complete(
@@ -112,9 +162,15 @@ pub(crate) async fn complete_many(
     tenant: &str,
     items: &[Completion],
 ) -> Result<Vec<Result<()>>> {
-    let ids: Vec<Uuid> = items.iter().map(|c| c.id).collect();
-    let tokens: Vec<Uuid> = items.iter().map(|c| c.lease_token.0).collect();
-    let results: Vec<Option<&Value>> = items.iter().map(|c| c.result.as_ref()).collect();
+    // In id order, so the fenced update locks its rows in that order (see
+    // `COMPLETE_MANY`); the answers follow the caller's order below.
+    let mut sorted: Vec<&Completion> = items.iter().collect();
+    sorted.sort_by_key(|c| c.id);
+    let ids: Vec<Uuid> = sorted.iter().map(|c| c.id).collect();
+    let tokens: Vec<Uuid> = sorted.iter().map(|c| c.lease_token.0).collect();
+    let results: Vec<Option<&Value>> = sorted.iter().map(|c| c.result.as_ref()).collect();
+    let mut done: HashSet<(Uuid, Uuid)> = HashSet::with_capacity(items.len());
+    let mut known: HashSet<Uuid> = HashSet::with_capacity(items.len());
     let rows = sqlx::query(COMPLETE_MANY)
         .bind(tenant)
         .bind(&ids)
@@ -123,19 +179,28 @@ pub(crate) async fn complete_many(
         .fetch_all(&store.pool)
         .await
         .db()?;
-    // The statement names the completed jobs with the token that did it
-    // and the ones whose lease was lost (no token); any other id is not
-    // a job of this tenant. An item is answered by its own token, so a
-    // wrong token beside the right one for the same job is refused.
-    let mut done: HashSet<(Uuid, Uuid)> = HashSet::with_capacity(rows.len());
-    let mut known: HashSet<Uuid> = HashSet::with_capacity(rows.len());
-    for row in &rows {
-        let id: Uuid = row.try_get("id").db()?;
-        if let Some(token) = row.try_get::<Option<Uuid>, _>("token").db()? {
-            done.insert((id, token));
-        }
-        known.insert(id);
+    read_settled(&rows, &mut done, &mut known)?;
+    // Jobs the batch did not complete (a lost lease, a repeated report, a
+    // wrong tenant): settled apart, which the happy path never pays for.
+    let rest: Vec<&Completion> = sorted
+        .into_iter()
+        .filter(|c| !known.contains(&c.id))
+        .collect();
+    if !rest.is_empty() {
+        let ids: Vec<Uuid> = rest.iter().map(|c| c.id).collect();
+        let tokens: Vec<Uuid> = rest.iter().map(|c| c.lease_token.0).collect();
+        let rows = sqlx::query(SETTLE_MANY)
+            .bind(tenant)
+            .bind(&ids)
+            .bind(&tokens)
+            .fetch_all(&store.pool)
+            .await
+            .db()?;
+        read_settled(&rows, &mut done, &mut known)?;
     }
+    // An item is answered by its own token, so a wrong token beside the
+    // right one for the same job is refused; an id neither statement named
+    // is not a job of this tenant.
     Ok(items
         .iter()
         .map(|c| {
@@ -148,6 +213,23 @@ pub(crate) async fn complete_many(
             }
         })
         .collect())
+}
+
+/// Reads `(id, token)` rows of `COMPLETE_MANY` / `SETTLE_MANY`: a token
+/// means completed (or repeated) by that token, none a lost lease.
+fn read_settled(
+    rows: &[PgRow],
+    done: &mut HashSet<(Uuid, Uuid)>,
+    known: &mut HashSet<Uuid>,
+) -> Result<()> {
+    for row in rows {
+        let id: Uuid = row.try_get("id").db()?;
+        if let Some(token) = row.try_get::<Option<Uuid>, _>("token").db()? {
+            done.insert((id, token));
+        }
+        known.insert(id);
+    }
+    Ok(())
 }
 
 pub(crate) async fn fail(

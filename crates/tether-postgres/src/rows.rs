@@ -23,7 +23,8 @@ impl<T> Db<T> for std::result::Result<T, sqlx::Error> {
 }
 
 /// Maps a driver error to tether's: anything that means "the database is not
-/// there right now" is `Unavailable` (safe to retry); the rest is `Storage`.
+/// there right now", or "try again", is `Unavailable` (safe to retry); the
+/// rest is `Storage`.
 pub(crate) fn db_err(err: sqlx::Error) -> Error {
     let unavailable = match &err {
         sqlx::Error::Io(_)
@@ -33,8 +34,10 @@ pub(crate) fn db_err(err: sqlx::Error) -> Error {
         | sqlx::Error::WorkerCrashed => true,
         sqlx::Error::Database(db) => db.code().is_some_and(|code| {
             // Class 08: connection exception; 57P0x: the server is shutting
-            // down or starting up.
-            code.starts_with("08") || code.starts_with("57P")
+            // down or starting up; class 40: a deadlock or serialization
+            // failure rolled the statement back, and running it again is
+            // the remedy.
+            code.starts_with("08") || code.starts_with("57P") || code.starts_with("40")
         }),
         _ => false,
     };

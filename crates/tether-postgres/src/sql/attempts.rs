@@ -3,7 +3,9 @@
 
 /// Claims a batch: `$1` tenant, `$2` queue, `$3` limit, `$4` lease TTL ms
 /// (NULL: the queue's, else `tether_core::lifecycle::DEFAULT_LEASE_TTL_MS`
-/// written out), `$5` worker id.
+/// written out), `$5` worker id. The rows come back in no particular order
+/// (sorting the wide rows here cost more than the client's sort by
+/// priority, run_at and id).
 pub const CLAIM: &str = concat!(
     "WITH config AS (
         SELECT COALESCE(q.paused, false) AS paused,
@@ -37,7 +39,7 @@ pub const CLAIM: &str = concat!(
         INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, worker_id)
         SELECT id, tenant, updated_at, 'claimed', attempt, worker_id FROM claimed
     )
-    SELECT * FROM claimed j ORDER BY j.priority DESC, j.run_at, j.id"
+    SELECT * FROM claimed"
 );
 
 /// A report (`complete`, `fail`, `snooze`) whose fence matched nothing:
@@ -75,14 +77,22 @@ macro_rules! settle_ctes {
     };
 }
 
-/// Rows of a batch are found by primary key (`id = ANY` without a state
-/// condition, so no partial index over the tenant's running jobs can be
-/// chosen, whatever the statistics say) and locked in id order, so two batches that share jobs (a heartbeat cycle and a
-/// completion batch of one worker) wait for each other instead of
-/// deadlocking. A job named by several refused items gets
-/// one `lease_lost` event per batch (DISTINCT), so a stale token repeated in
-/// a batch cannot grow the job's history by the batch size.
-pub(crate) const HEARTBEAT_MANY: &str = "WITH input AS (
+/// Extends the leases of a batch: `$1` tenant, `$2` ids, `$3` tokens, `$4`
+/// TTLs, `$5` progress. Rows are found by primary key (`id = ANY` without
+/// a state condition, so no partial index over the tenant's running jobs can
+/// be chosen, whatever the statistics say) and locked in id order. `$lock`
+/// is the locking clause: [`HEARTBEAT_MANY`] skips rows another statement
+/// holds (typically the completion of the same job) and names them `busy`,
+/// so a heartbeat never waits while holding other rows and cannot take part
+/// in a deadlock with a completion batch, whatever order that one locks in;
+/// [`HEARTBEAT_ONE`] waits, for one job at a time. A job named by several
+/// refused items gets one `lease_lost` event per batch (DISTINCT), so a
+/// stale token repeated in a batch cannot grow the job's history by the
+/// batch size.
+macro_rules! heartbeat_many {
+    ($lock:literal) => {
+        concat!(
+            "WITH input AS (
         SELECT * FROM UNNEST($2::uuid[], $3::uuid[], $4::bigint[], $5::jsonb[])
             AS t(id, token, ttl, progress)
     ),
@@ -90,7 +100,9 @@ pub(crate) const HEARTBEAT_MANY: &str = "WITH input AS (
         SELECT j.id FROM tether.jobs j
         WHERE j.id = ANY($2::uuid[]) AND j.tenant = $1
         ORDER BY j.id
-        FOR UPDATE OF j
+        FOR UPDATE OF j ",
+            $lock,
+            "
     ),
     done AS (
         UPDATE tether.jobs j
@@ -101,16 +113,33 @@ pub(crate) const HEARTBEAT_MANY: &str = "WITH input AS (
           AND j.id IN (SELECT id FROM locked)
         RETURNING j.id, i.token, j.lease_expires_at, j.cancel_requested
     ),
+    named AS (
+        SELECT x.id, x.tenant, x.attempt, x.id IN (SELECT id FROM locked) AS locked
+        FROM (SELECT DISTINCT id FROM UNNEST($2::uuid[]) AS u(id)) u JOIN tether.jobs x ON x.id = u.id
+        WHERE x.tenant = $1
+    ),
     lost AS (
         INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, detail)
-        SELECT x.id, x.tenant, now(), 'lease_lost', x.attempt, 'heartbeat'
-        FROM (SELECT DISTINCT id FROM UNNEST($2::uuid[]) AS u(id)) u JOIN tether.jobs x ON x.id = u.id
-        WHERE x.tenant = $1 AND x.id NOT IN (SELECT id FROM done)
+        SELECT n.id, n.tenant, now(), 'lease_lost', n.attempt, 'heartbeat'
+        FROM named n
+        WHERE n.locked AND n.id NOT IN (SELECT id FROM done)
         RETURNING job_id
     )
-    SELECT id, token, lease_expires_at, cancel_requested FROM done
+    SELECT id, token, lease_expires_at, cancel_requested, false AS busy FROM done
     UNION ALL
-    SELECT DISTINCT job_id, NULL::uuid, NULL::timestamptz, NULL::boolean FROM lost";
+    SELECT DISTINCT job_id, NULL::uuid, NULL::timestamptz, NULL::boolean, false FROM lost
+    UNION ALL
+    SELECT id, NULL::uuid, NULL::timestamptz, NULL::boolean, true FROM named WHERE NOT locked"
+        )
+    };
+}
+
+/// See [`heartbeat_many!`]: skips the rows another statement holds.
+pub(crate) const HEARTBEAT_MANY: &str = heartbeat_many!("SKIP LOCKED");
+/// See [`heartbeat_many!`]: waits for its rows; for one job at a time (the
+/// `busy` ones of [`HEARTBEAT_MANY`]), so it never holds a row while it
+/// waits for another.
+pub(crate) const HEARTBEAT_ONE: &str = heartbeat_many!("");
 
 pub(crate) const COMPLETE: &str = concat!(
     "WITH done AS (
@@ -129,14 +158,40 @@ pub(crate) const COMPLETE: &str = concat!(
     settle_ctes!("complete", "$5")
 );
 
-/// Completes a batch: `$1` tenant, `$2` ids, `$3` lease tokens, `$4` results.
-/// Rows are locked in id order, and a refused job gets one `lease_lost`
-/// event per batch (see `HEARTBEAT_MANY`). `repeated` and `lost` read the
-/// locked rows, never the table by state: a state condition there lets the
-/// planner read the tenant's whole `jobs_done` index for a batch of 100
-/// (with a generic plan it did, and a batch took tens of milliseconds).
-pub const COMPLETE_MANY: &str = "WITH input AS (
-        SELECT * FROM UNNEST($2::uuid[], $3::uuid[], $4::jsonb[]) AS t(id, token, result)
+/// Completes a batch: `$1` tenant, `$2` ids, `$3` lease tokens, `$4` results;
+/// answers the `(id, token)` of each job it completed. Only the fenced
+/// update touches the rows, so a job pays one new row version and no
+/// separate lock. The state is tested as `state || ''` so that no partial
+/// index (whose predicate names the state) can be chosen, whatever the
+/// statistics say (on a large table the plan is a nested loop from the
+/// input over the primary key). The caller sends the items in id order,
+/// which such a plan keeps; whatever order the locks come in, a heartbeat
+/// skips rows it finds held instead of waiting (`HEARTBEAT_MANY`), so the
+/// two cannot deadlock. Items it did not complete go to [`SETTLE_MANY`].
+pub const COMPLETE_MANY: &str = "WITH done AS (
+        UPDATE tether.jobs j
+        SET state = 'succeeded', result = i.result, finished_at = now(), updated_at = now(),
+            lease_expires_at = NULL
+        FROM UNNEST($2::uuid[], $3::uuid[], $4::jsonb[]) AS i(id, token, result)
+        WHERE j.id = i.id AND j.tenant = $1 AND j.lease_token = i.token
+          AND j.state || '' = 'running'
+        RETURNING j.id, i.token, j.tenant, j.attempt, j.worker_id, j.updated_at
+    ),
+    history AS (
+        INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, worker_id)
+        SELECT id, tenant, updated_at, 'succeeded', attempt, worker_id FROM done
+    )
+    SELECT id, token FROM done";
+
+/// The items of a batch completion that [`COMPLETE_MANY`] did not complete
+/// (`$1` tenant, `$2` ids, `$3` tokens), in a statement of their own after
+/// it committed: a job already `succeeded` by the same token is a repeated
+/// report and answers like the first (`id`, `token`); any other job of the
+/// tenant records `lease_lost` once and answers with no token. The rows are
+/// read under lock (in id order), so a report racing its own repeat sees
+/// the outcome that repeat committed, not the statement's snapshot.
+pub(crate) const SETTLE_MANY: &str = "WITH input AS (
+        SELECT * FROM UNNEST($2::uuid[], $3::uuid[]) AS t(id, token)
     ),
     locked AS (
         SELECT j.id, j.tenant, j.state, j.lease_token, j.attempt FROM tether.jobs j
@@ -144,35 +199,18 @@ pub const COMPLETE_MANY: &str = "WITH input AS (
         ORDER BY j.id
         FOR UPDATE OF j
     ),
-    done AS (
-        UPDATE tether.jobs j
-        SET state = 'succeeded', result = i.result, finished_at = now(), updated_at = now(),
-            lease_expires_at = NULL
-        FROM input i
-        WHERE j.id = i.id AND j.lease_token = i.token AND j.state = 'running'
-          AND j.id IN (SELECT id FROM locked)
-        RETURNING j.id, i.token, j.tenant, j.attempt, j.worker_id, j.updated_at
-    ),
-    history AS (
-        INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, worker_id)
-        SELECT id, tenant, updated_at, 'succeeded', attempt, worker_id FROM done
-    ),
     repeated AS (
-        SELECT l.id, i.token FROM input i JOIN locked l ON l.id = i.id
+        SELECT DISTINCT l.id, i.token FROM input i JOIN locked l ON l.id = i.id
         WHERE l.state = 'succeeded' AND l.lease_token = i.token
-          AND l.id NOT IN (SELECT id FROM done)
     ),
     lost AS (
         INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, detail)
         SELECT l.id, l.tenant, now(), 'lease_lost', l.attempt, 'complete'
         FROM locked l
-        WHERE l.id NOT IN (SELECT id FROM done)
-          AND l.id NOT IN (SELECT id FROM repeated)
+        WHERE l.id NOT IN (SELECT id FROM repeated)
         RETURNING job_id
     )
-    SELECT id, token FROM done
-    UNION ALL
-    SELECT DISTINCT id, token FROM repeated
+    SELECT id, token FROM repeated
     UNION ALL
     SELECT DISTINCT job_id, NULL::uuid FROM lost";
 
