@@ -397,17 +397,17 @@ async fn supervise(shared: Arc<Shared>, completions: mpsc::UnboundedReceiver<Pen
             maintenance.run(shared.leader.clone(), shared.drained.clone()),
         ))
     });
-    let fetchers: Vec<_> = shared
-        .config
-        .queues
-        .iter()
-        .map(|q| {
-            tokio::spawn(killable(
+    let mut fetchers = Vec::new();
+    for q in &shared.config.queues {
+        // The queue's slots, shared by its fetchers.
+        let slots = Arc::new(Semaphore::new(q.concurrency));
+        for _ in 0..q.concurrency.min(FETCHERS_PER_QUEUE) {
+            fetchers.push(tokio::spawn(killable(
                 kill.clone(),
-                fetch_loop(shared.clone(), q.clone()),
-            ))
-        })
-        .collect();
+                fetch_loop(shared.clone(), q.clone(), slots.clone()),
+            )));
+        }
+    }
 
     shared.stop.cancelled().await;
     info!(worker_id = %shared.config.worker_id, "shutting down: no more claims");
@@ -440,15 +440,23 @@ async fn supervise(shared: Arc<Shared>, completions: mpsc::UnboundedReceiver<Pen
     info!(worker_id = %shared.config.worker_id, "worker stopped");
 }
 
-/// Claims for one queue: as many jobs as there are free slots, then (when the
-/// queue had fewer) waits for a wake-up hint or the poll interval.
 /// Longest wait for more free slots before claiming into a partly busy
 /// queue (see `fetch_loop`).
 const FETCH_COOLDOWN: Duration = Duration::from_millis(5);
 
-async fn fetch_loop(shared: Arc<Shared>, queue: QueueSpec) {
+/// Fetchers per queue (fewer when the queue has fewer slots). They share
+/// the queue's slots, so while one fetcher's claim is on its way the slots
+/// that free up go out in the other's: a busy worker keeps a claim running
+/// in the database beside its completions instead of one claim at a time.
+const FETCHERS_PER_QUEUE: usize = 2;
+
+/// Claims for one queue: as many jobs as there are free slots in `slots`
+/// (which the queue's other fetchers share), then (when the queue had
+/// fewer) waits for a wake-up hint or the poll interval. Each fetcher has
+/// its own subscription, so a hint that arrives while it is claiming is
+/// kept for its next wait.
+async fn fetch_loop(shared: Arc<Shared>, queue: QueueSpec, slots: Arc<Semaphore>) {
     let config = &shared.config;
-    let slots = Arc::new(Semaphore::new(queue.concurrency));
     // Subscribe before the first claim: a hint sent between an empty claim
     // and the wait is then kept, never missed.
     let mut wakeup = shared.source.subscribe(&config.tenant, &queue.name);
