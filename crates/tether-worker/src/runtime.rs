@@ -457,6 +457,11 @@ const FETCHERS_PER_QUEUE: usize = 2;
 /// kept for its next wait.
 async fn fetch_loop(shared: Arc<Shared>, queue: QueueSpec, slots: Arc<Semaphore>) {
     let config = &shared.config;
+    // This fetcher's share of the slots per claim: a claim that took every
+    // free slot would leave the other fetcher nothing to claim with while
+    // it is on its way.
+    let fetchers = queue.concurrency.min(FETCHERS_PER_QUEUE);
+    let share = (queue.concurrency / fetchers).clamp(1, MAX_BATCH);
     // Subscribe before the first claim: a hint sent between an empty claim
     // and the wait is then kept, never missed.
     let mut wakeup = shared.source.subscribe(&config.tenant, &queue.name);
@@ -471,33 +476,24 @@ async fn fetch_loop(shared: Arc<Shared>, queue: QueueSpec, slots: Arc<Semaphore>
             },
         };
         let mut permits = vec![first];
-        while permits.len() < MAX_BATCH {
+        while permits.len() < share {
             match slots.clone().try_acquire_owned() {
                 Ok(p) => permits.push(p),
                 Err(_) => break,
             }
         }
         // A busy worker would otherwise claim one job per freed slot, a round
-        // trip each. Wait briefly for half the slots to free up, so claims
+        // trip each. Wait briefly for a full share to free up, so claims
         // come in batches; an idle worker (all slots free) claims at once.
-        let target = (queue.concurrency / 2).clamp(1, MAX_BATCH);
-        if permits.len() < target {
-            let deadline = tokio::time::Instant::now() + FETCH_COOLDOWN;
-            while permits.len() < target {
-                tokio::select! {
-                    biased;
-                    _ = shared.stop.cancelled() => break,
-                    p = tokio::time::timeout_at(deadline, slots.clone().acquire_owned()) => match p {
-                        Ok(Ok(p)) => permits.push(p),
-                        _ => break,
-                    },
-                }
-            }
-            while permits.len() < MAX_BATCH {
-                match slots.clone().try_acquire_owned() {
-                    Ok(p) => permits.push(p),
-                    Err(_) => break,
-                }
+        let deadline = tokio::time::Instant::now() + FETCH_COOLDOWN;
+        while permits.len() < share {
+            tokio::select! {
+                biased;
+                _ = shared.stop.cancelled() => break,
+                p = tokio::time::timeout_at(deadline, slots.clone().acquire_owned()) => match p {
+                    Ok(Ok(p)) => permits.push(p),
+                    _ => break,
+                },
             }
         }
         let limit = permits.len();
