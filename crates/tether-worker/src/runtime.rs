@@ -483,17 +483,22 @@ async fn fetch_loop(shared: Arc<Shared>, queue: QueueSpec, slots: Arc<Semaphore>
             }
         }
         // A busy worker would otherwise claim one job per freed slot, a round
-        // trip each. Wait briefly for a full share to free up, so claims
-        // come in batches; an idle worker (all slots free) claims at once.
-        let deadline = tokio::time::Instant::now() + FETCH_COOLDOWN;
-        while permits.len() < share {
-            tokio::select! {
-                biased;
-                _ = shared.stop.cancelled() => break,
-                p = tokio::time::timeout_at(deadline, slots.clone().acquire_owned()) => match p {
-                    Ok(Ok(p)) => permits.push(p),
-                    _ => break,
-                },
+        // trip each. Wait briefly for half a share to free up, so claims
+        // come in batches; a worker with that much free (an idle one, or
+        // one with a job or two running) claims at once, so a new job does
+        // not wait out the cooldown.
+        let target = (share / 2).max(1);
+        if permits.len() < target {
+            let deadline = tokio::time::Instant::now() + FETCH_COOLDOWN;
+            while permits.len() < share {
+                tokio::select! {
+                    biased;
+                    _ = shared.stop.cancelled() => break,
+                    p = tokio::time::timeout_at(deadline, slots.clone().acquire_owned()) => match p {
+                        Ok(Ok(p)) => permits.push(p),
+                        _ => break,
+                    },
+                }
             }
         }
         let limit = permits.len();
