@@ -121,14 +121,7 @@ where
 
 /// A success with no result for each claimed job.
 pub fn completions(claimed: &[ClaimedJob]) -> Vec<Completion> {
-    claimed
-        .iter()
-        .map(|c| Completion {
-            id: c.job.id,
-            lease_token: c.lease_token,
-            result: None,
-        })
-        .collect()
+    claimed.iter().map(ClaimedJob::success).collect()
 }
 
 /// Whether `queue` still has a queued or running job. Each state is asked

@@ -191,7 +191,7 @@ async fn a_dropped_listener_reconnects_and_hints_flow_again() {
 /// after `deadlock_timeout`), and every lease is still extended.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heartbeats_and_completions_of_the_same_jobs_never_deadlock() {
-    use tether_core::{ClaimRequest, Completion, Heartbeat};
+    use tether_core::{ClaimRequest, ClaimedJob, Completion, Heartbeat};
     let db = tether_conformance::postgres().await;
     for round in 0..5 {
         let jobs: Vec<NewJob> = (0..200)
@@ -208,27 +208,10 @@ async fn heartbeats_and_completions_of_the_same_jobs_never_deadlock() {
         assert_eq!(claimed.len(), 200);
         // Newest first: the opposite of the order the locks are taken in.
         claimed.sort_by_key(|c| std::cmp::Reverse(c.job.id));
-        let beats: Vec<Heartbeat> = claimed
-            .iter()
-            .map(|c| Heartbeat {
-                id: c.job.id,
-                lease_token: c.lease_token,
-                lease_ttl_ms: None,
-                progress: None,
-            })
-            .collect();
+        let beats: Vec<Heartbeat> = claimed.iter().map(ClaimedJob::heartbeat).collect();
         let completions: Vec<Vec<Completion>> = claimed
             .chunks(50)
-            .map(|chunk| {
-                chunk
-                    .iter()
-                    .map(|c| Completion {
-                        id: c.job.id,
-                        lease_token: c.lease_token,
-                        result: None,
-                    })
-                    .collect()
-            })
+            .map(|chunk| chunk.iter().map(ClaimedJob::success).collect())
             .collect();
         let heartbeat = {
             let engine = db.engine.clone();

@@ -270,6 +270,28 @@ pub struct ClaimedJob {
     pub lease_token: LeaseToken,
 }
 
+impl ClaimedJob {
+    /// A success with no result for this job, as a batch completion takes it.
+    pub fn success(&self) -> Completion {
+        Completion {
+            id: self.job.id,
+            lease_token: self.lease_token,
+            result: None,
+        }
+    }
+
+    /// A heartbeat of this job that keeps the claim's lease TTL and reports
+    /// no progress.
+    pub fn heartbeat(&self) -> Heartbeat {
+        Heartbeat {
+            id: self.job.id,
+            lease_token: self.lease_token,
+            lease_ttl_ms: None,
+            progress: None,
+        }
+    }
+}
+
 /// When a new job becomes claimable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RunAt {

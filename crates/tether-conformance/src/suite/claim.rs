@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use chrono::{Duration, Utc};
 use serde_json::json;
-use tether_core::{Completion, Job, NewJob, RunAt};
+use tether_core::{ClaimedJob, Completion, Job, NewJob, RunAt};
 use uuid::Uuid;
 
 use super::support::*;
@@ -56,14 +56,7 @@ pub async fn one_owner_under_eight_concurrent_claimers(db: &TestDb) {
                         );
                     }
                 }
-                let items: Vec<Completion> = got
-                    .iter()
-                    .map(|c| Completion {
-                        id: c.job.id,
-                        lease_token: c.lease_token,
-                        result: None,
-                    })
-                    .collect();
+                let items: Vec<Completion> = got.iter().map(ClaimedJob::success).collect();
                 let answers = ok(engine.complete_many(T, &items).await);
                 assert_eq!(answers.len(), items.len());
                 for (item, answer) in items.iter().zip(answers) {

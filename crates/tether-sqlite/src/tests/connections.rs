@@ -190,11 +190,7 @@ async fn cancelled_operations_leave_nothing_half_done() {
             let claimed = store.claim("t", &claim_req("q", 3)).await?;
             let items: Vec<Completion> = claimed
                 .iter()
-                .map(|c| Completion {
-                    id: c.job.id,
-                    lease_token: c.lease_token,
-                    result: None,
-                })
+                .map(tether_core::ClaimedJob::success)
                 .collect();
             if !items.is_empty() {
                 store.complete_many("t", &items).await?;
