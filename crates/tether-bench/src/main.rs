@@ -6,7 +6,11 @@
 //! cargo run --release -p tether-bench            # full run
 //! cargo run --release -p tether-bench -- --quick # smaller, under two minutes
 //! cargo run --release -p tether-bench -- --wal   # only the WAL written per transition
+//! cargo run --release -p tether-bench -- --quick --only physical,e2e,runtime
 //! ```
+//!
+//! `--only` runs some groups of figures (see [`GROUPS`]); the ratios whose
+//! two figures were both measured are still printed.
 //!
 //! PostgreSQL comes from `TETHER_BENCH_DATABASE_URL` (else
 //! `TETHER_TEST_DATABASE_URL`, else `postgres://postgres@127.0.0.1:5432/postgres`);
@@ -25,6 +29,25 @@ mod wal;
 mod workload;
 
 use report::Report;
+
+/// The groups of figures `--only` can pick, in the order a run measures them.
+pub const GROUPS: [&str; 10] = [
+    "enqueue", "wal", "physical", "e2e", "runtime", "latency", "http", "sdk", "cron", "sqlite",
+];
+
+/// Which groups a run measures (all unless `--only` named some).
+#[derive(Debug, Clone, Default)]
+pub struct Only(Option<Vec<String>>);
+
+impl Only {
+    /// Whether the group `name` (one of [`GROUPS`]) is measured.
+    pub fn runs(&self, name: &str) -> bool {
+        debug_assert!(GROUPS.contains(&name), "unknown group {name}");
+        self.0
+            .as_ref()
+            .is_none_or(|names| names.iter().any(|n| n == name))
+    }
+}
 
 /// Sizes of one run.
 #[derive(Debug, Clone, Copy)]
@@ -84,7 +107,8 @@ fn main() {
             return;
         }
     }
-    const USAGE: &str = "usage: tether-bench [--quick] | --wal | --soak [--soak-jobs N]";
+    const USAGE: &str =
+        "usage: tether-bench [--quick] [--only GROUP,...] | --wal | --soak [--soak-jobs N]";
     if args.iter().any(|a| a == "--help" || a == "-h") {
         println!("{USAGE}");
         return;
@@ -92,11 +116,23 @@ fn main() {
     let mut soak_jobs: Option<u64> = None;
     let mut quick = false;
     let mut wal_only = false;
+    let mut only = Only::default();
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
         match arg.as_str() {
             "--quick" => quick = true,
             "--wal" => wal_only = true,
+            "--only" => {
+                let names: Vec<String> = rest
+                    .next()
+                    .map(|list| list.split(',').map(str::to_owned).collect())
+                    .unwrap_or_default();
+                if names.is_empty() || names.iter().any(|n| !GROUPS.contains(&n.as_str())) {
+                    eprintln!("--only takes a list of {}; {USAGE}", GROUPS.join(","));
+                    std::process::exit(2);
+                }
+                only = Only(Some(names));
+            }
             "--soak" => soak_jobs = soak_jobs.or(Some(1_000_000)),
             "--soak-jobs" => {
                 let n = rest.next().and_then(|n| n.parse().ok()).unwrap_or_else(|| {
@@ -132,8 +168,10 @@ fn main() {
             db.drop_now().await;
             return;
         }
-        pg::run(&url, &scale, &mut report).await;
-        sqlite::run(&scale, &mut report).await;
+        pg::run(&url, &scale, &only, &mut report).await;
+        if only.runs("sqlite") {
+            sqlite::run(&scale, &mut report).await;
+        }
     });
     let mode = match (soak_jobs, quick, wal_only) {
         (Some(_), _, _) => "soak",

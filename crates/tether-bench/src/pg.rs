@@ -13,7 +13,7 @@ use crate::report::Report;
 use crate::workload::{
     claim_complete, concurrently, enqueue_batches, enqueue_singles, median_ms, rate, TENANT,
 };
-use crate::Scale;
+use crate::{Only, Scale};
 
 /// Concurrent producers for single enqueues.
 const PRODUCERS: usize = 8;
@@ -74,28 +74,48 @@ impl BenchDb {
     }
 }
 
-/// Runs every PostgreSQL figure in a database of its own, dropped at the end.
-pub async fn run(admin_url: &str, scale: &Scale, report: &mut Report) {
-    let sdks = crate::sdk::programs();
+/// Runs the PostgreSQL figures `only` names in a database of its own,
+/// dropped at the end.
+pub async fn run(admin_url: &str, scale: &Scale, only: &Only, report: &mut Report) {
+    // Checked first, so a run fails before it measures anything.
+    let sdks = only.runs("sdk").then(crate::sdk::programs);
     let db = BenchDb::create(admin_url, "").await;
     let (engine, pool, url) = (&db.engine, &db.pool, db.url.as_str());
-    enqueue_figures(engine, pool, scale, report).await;
-    crate::wal::run(engine, pool, report).await;
-    crate::physical::run(
-        pool,
-        (scale.enqueue_single, PRODUCERS),
-        (scale.enqueue_batch, 2),
-        scale.e2e[2].1,
-        CLAIMERS,
-        report,
-    )
-    .await;
-    e2e_figures(engine, pool, scale, report).await;
-    runtime_figures(engine, url, pool, scale, report).await;
-    latency_figures(engine, pool, scale, report).await;
-    crate::http::run(engine, url, pool, scale, report).await;
-    crate::sdk::run(&sdks, engine, url, pool, scale, report).await;
-    crate::cron::run(engine, pool, scale, report).await;
+    if only.runs("enqueue") {
+        enqueue_figures(engine, pool, scale, report).await;
+    }
+    if only.runs("wal") {
+        crate::wal::run(engine, pool, report).await;
+    }
+    if only.runs("physical") {
+        crate::physical::run(
+            pool,
+            (scale.enqueue_single, PRODUCERS),
+            (scale.enqueue_batch, 2),
+            scale.e2e[2].1,
+            CLAIMERS,
+            report,
+        )
+        .await;
+    }
+    if only.runs("e2e") {
+        e2e_figures(engine, pool, scale, report).await;
+    }
+    if only.runs("runtime") {
+        runtime_figures(engine, url, pool, scale, report).await;
+    }
+    if only.runs("latency") {
+        latency_figures(engine, pool, scale, report).await;
+    }
+    if only.runs("http") {
+        crate::http::run(engine, url, pool, scale, report).await;
+    }
+    if let Some(sdks) = &sdks {
+        crate::sdk::run(sdks, engine, url, pool, scale, report).await;
+    }
+    if only.runs("cron") {
+        crate::cron::run(engine, pool, scale, report).await;
+    }
     crate::physical::ratios(report);
     db.drop_now().await;
 }
