@@ -954,12 +954,17 @@ const COMPLETIONS_IN_FLIGHT: usize = 4;
 
 /// Batches completions: takes the first waiting one, drains whatever else is
 /// already queued (up to [`COMPLETION_BATCH`]) and sends one `complete_many`,
-/// with up to [`COMPLETIONS_IN_FLIGHT`] batches in flight. No artificial
-/// delay: under load batches form by themselves while round trips are in
-/// flight. Batches never share a job, so concurrent ones cannot conflict.
+/// with up to [`COMPLETIONS_IN_FLIGHT`] batches in flight. No timer: a batch
+/// that is not full goes out only when no other is in flight, and gathers
+/// the completions that arrive meanwhile. Jobs of one claim end one after
+/// another; sent as they came, the first few would each be a statement and
+/// a commit of one job, so a burst cost a round trip per job. The wait is
+/// at most the round trip already under way. Batches never share a job, so
+/// concurrent ones cannot conflict.
 async fn completer_loop(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<PendingCompletion>) {
     let mut in_flight = tokio::task::JoinSet::new();
-    loop {
+    let mut open = true;
+    while open {
         while in_flight.len() >= COMPLETIONS_IN_FLIGHT {
             in_flight.join_next().await;
         }
@@ -973,10 +978,21 @@ async fn completer_loop(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Pen
             Some(_) = in_flight.join_next(), if !in_flight.is_empty() => continue,
         };
         let mut batch = vec![first];
-        while batch.len() < COMPLETION_BATCH {
-            match rx.try_recv() {
-                Ok(m) => batch.push(m),
-                Err(_) => break,
+        drain_into(&mut rx, &mut batch);
+        while batch.len() < COMPLETION_BATCH && !in_flight.is_empty() {
+            tokio::select! {
+                biased;
+                _ = in_flight.join_next() => {}
+                m = rx.recv() => match m {
+                    Some(m) => {
+                        batch.push(m);
+                        drain_into(&mut rx, &mut batch);
+                    }
+                    None => open = false,
+                },
+            }
+            if !open {
+                break;
             }
         }
         let shared = shared.clone();
@@ -984,6 +1000,20 @@ async fn completer_loop(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Pen
     }
     while in_flight.join_next().await.is_some() {}
     debug!("completer stopped");
+}
+
+/// Moves the completions already waiting in `rx` into `batch`, up to
+/// [`COMPLETION_BATCH`].
+fn drain_into(
+    rx: &mut mpsc::UnboundedReceiver<PendingCompletion>,
+    batch: &mut Vec<PendingCompletion>,
+) {
+    while batch.len() < COMPLETION_BATCH {
+        match rx.try_recv() {
+            Ok(m) => batch.push(m),
+            Err(_) => break,
+        }
+    }
 }
 
 async fn complete_batch(shared: &Shared, batch: Vec<PendingCompletion>) {
