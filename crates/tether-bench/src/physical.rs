@@ -139,6 +139,7 @@ async fn fill(pool: &PgPool, n: usize) {
         .execute(pool)
         .await
         .expect("physical vacuum");
+    crate::pg::checkpoint(pool).await;
 }
 
 /// `claimers` tasks each claim `batch` and complete them until none is left.

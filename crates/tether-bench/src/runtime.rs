@@ -19,6 +19,8 @@ const E2E_CONCURRENCY: usize = 256;
 /// returns jobs per second (until the last one succeeded).
 pub async fn e2e(engine: &Engine, pool: &sqlx::PgPool, queue: &str, n: usize) -> f64 {
     enqueue_batches(engine, queue, n, 2).await;
+    // As the end-to-end figures and the physical limit start.
+    crate::pg::vacuum(pool).await;
     let started = Instant::now();
     let handle = Worker::builder(engine.clone())
         .tenant(TENANT)
