@@ -351,6 +351,11 @@ async fn raw_claim_complete(
                     .fetch_all(&pool)
                     .await
                     .expect("raw claim");
+                // An empty claim answers one row of NULLs (see `CLAIM`).
+                let rows: Vec<_> = rows
+                    .into_iter()
+                    .filter(|r| r.get::<Option<Uuid>, _>("id").is_some())
+                    .collect();
                 if rows.is_empty() {
                     return done;
                 }

@@ -549,8 +549,8 @@ impl HttpClient {
         Ok(env.queue)
     }
 
-    /// `PATCH /v1/queues/{queue}`: changes the settings later jobs copy;
-    /// unset fields stay as they are.
+    /// `PATCH /v1/queues/{queue}`: changes the settings later jobs copy and
+    /// the queue's limits; unset fields stay as they are.
     pub async fn configure_queue(&self, queue: &str, patch: &QueueConfigPatch) -> Result<Queue> {
         let mut body = Map::new();
         if let Some(n) = patch.max_attempts {
@@ -564,6 +564,10 @@ impl HttpClient {
         }
         if let Some(ms) = patch.default_lease_ttl_ms {
             body.insert("default_lease_ttl_ms".into(), ms.into());
+        }
+        // `Some(None)` is sent as `null`, which removes the limit.
+        if let Some(limit) = patch.max_running {
+            body.insert("max_running".into(), limit.into());
         }
         let call = self.call(Method::PATCH, &["v1", "queues", queue])?;
         let env: QueueEnvelope = self.json(call, Some(&Value::Object(body))).await?;

@@ -438,6 +438,10 @@ pub struct Queue {
     pub backoff: Backoff,
     /// Lease length of claims that do not set one.
     pub default_lease_ttl_ms: i64,
+    /// Claims never bring the queue's running jobs above this (`None`: no
+    /// limit; also what a server without flow control answers).
+    #[serde(default)]
+    pub max_running: Option<i32>,
 }
 
 /// Number of jobs per state.

@@ -479,6 +479,11 @@ macro_rules! behaviour_suite {
             pause {
                 paused_queue_accepts_enqueues_and_hands_out_nothing,
             }
+            flow {
+                max_running_caps_claims_and_ends_free_slots,
+                concurrent_claimers_never_exceed_max_running,
+                reaped_job_frees_its_slot,
+            }
             leader {
                 leader_lease_is_exclusive_and_fenced,
                 lapsed_leader_lease_is_renewable_until_taken,

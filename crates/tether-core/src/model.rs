@@ -637,7 +637,17 @@ impl Default for QueueConfig {
     }
 }
 
-/// A change to a queue's settings; unset fields stay as they are.
+/// How hard a queue's claims may hit what its jobs call (flow control):
+/// enforced by the claim itself, for every worker and server replica.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct QueueLimits {
+    /// Claims never bring the queue's `running` jobs above this number
+    /// (`None`: no limit). A claim that would hands out fewer jobs.
+    pub max_running: Option<i32>,
+}
+
+/// A change to a queue's settings; unset fields stay as they are. In JSON,
+/// a limit that is absent stays, `null` clears it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct QueueConfigPatch {
@@ -647,6 +657,23 @@ pub struct QueueConfigPatch {
     pub backoff: Option<Backoff>,
     /// New default lease length.
     pub default_lease_ttl_ms: Option<i64>,
+    /// New `max_running`: `Some(None)` removes the limit.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "deserialize_present"
+    )]
+    pub max_running: Option<Option<i32>>,
+}
+
+/// Deserialises a field that is present (possibly `null`) as `Some`, so
+/// that with `#[serde(default)]` absent, `null` and a value differ.
+pub fn deserialize_present<'de, D, T>(d: D) -> std::result::Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
 }
 
 /// Number of jobs per state.
@@ -697,6 +724,9 @@ pub struct QueueStats {
     /// Current settings.
     #[serde(flatten)]
     pub config: QueueConfig,
+    /// Current flow-control limits.
+    #[serde(flatten)]
+    pub limits: QueueLimits,
 }
 
 /// What one reaper pass did.

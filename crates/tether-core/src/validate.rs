@@ -21,6 +21,8 @@ pub const MAX_TAGS: usize = 32;
 pub const PRIORITY_RANGE: std::ops::RangeInclusive<i16> = -100..=100;
 /// Attempt budget range.
 pub const MAX_ATTEMPTS_RANGE: std::ops::RangeInclusive<i32> = 1..=1_000;
+/// Range of a queue's `max_running`.
+pub const MAX_RUNNING_RANGE: std::ops::RangeInclusive<i32> = 1..=100_000;
 /// Lease length range (1 s to 1 h).
 pub const LEASE_TTL_RANGE: std::ops::RangeInclusive<i64> = 1_000..=3_600_000;
 /// Longest delay, job timeout or backoff: 366 days.
@@ -415,6 +417,18 @@ pub fn queue_config(patch: &QueueConfigPatch) -> Result<()> {
     }
     if let Some(ttl) = patch.default_lease_ttl_ms {
         millis("default_lease_ttl_ms", ttl, LEASE_TTL_RANGE)?;
+    }
+    if let Some(Some(n)) = patch.max_running {
+        if !MAX_RUNNING_RANGE.contains(&n) {
+            return Err(Error::invalid(
+                "max_running",
+                format!(
+                    "must be between {} and {} (or null for no limit), got {n}",
+                    MAX_RUNNING_RANGE.start(),
+                    MAX_RUNNING_RANGE.end()
+                ),
+            ));
+        }
     }
     Ok(())
 }

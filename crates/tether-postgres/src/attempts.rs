@@ -17,7 +17,8 @@ use uuid::Uuid;
 
 use crate::rows::{self, Db};
 use crate::sql::attempts::{
-    CLAIM, COMPLETE, COMPLETE_MANY, FAIL, HEARTBEAT_MANY, HEARTBEAT_ONE, SETTLE_MANY, SNOOZE,
+    CLAIM, CLAIM_LIMITED, COMPLETE, COMPLETE_MANY, FAIL, HEARTBEAT_MANY, HEARTBEAT_ONE,
+    LOCK_QUEUE_LIMITS, SETTLE_MANY, SNOOZE,
 };
 use crate::PgStore;
 
@@ -26,21 +27,20 @@ pub(crate) async fn claim(
     tenant: &str,
     req: &ClaimRequest,
 ) -> Result<Vec<ClaimedJob>> {
-    let mut claimed = sqlx::query(CLAIM)
-        .bind(tenant)
-        .bind(&req.queue)
-        .bind(i64::from(req.limit))
-        .bind(req.lease_ttl_ms)
-        .bind(&req.worker_id)
-        .try_map(|row: PgRow| {
-            Ok(ClaimedJob {
-                job: rows::job(&row)?,
-                lease_token: rows::lease_token(&row)?,
-            })
-        })
-        .fetch_all(&store.pool)
-        .await
-        .db()?;
+    let (mut claimed, limited) = run_claim(&store.pool, CLAIM, tenant, req).await?;
+    if limited {
+        // The queue has a `max_running`: its claims take turns on the queue
+        // row, each counting the running jobs after the previous committed.
+        let mut tx = store.begin().await?;
+        sqlx::query(LOCK_QUEUE_LIMITS)
+            .bind(tenant)
+            .bind(&req.queue)
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        claimed = run_claim(&mut *tx, CLAIM_LIMITED, tenant, req).await?.0;
+        tx.commit().await.db()?;
+    }
     // The claim order (see `CLAIM`, which answers in no order).
     claimed.sort_by(|a, b| {
         (b.job.priority.cmp(&a.job.priority))
@@ -48,6 +48,42 @@ pub(crate) async fn claim(
             .then(a.job.id.cmp(&b.job.id))
     });
     Ok(claimed)
+}
+
+/// Runs a claim statement (`CLAIM` or `CLAIM_LIMITED`); answers the jobs it
+/// claimed and whether it left the queue to the limited claim.
+async fn run_claim<'c, E>(
+    conn: E,
+    sql: &str,
+    tenant: &str,
+    req: &ClaimRequest,
+) -> Result<(Vec<ClaimedJob>, bool)>
+where
+    E: sqlx::PgExecutor<'c>,
+{
+    let rows = sqlx::query(sql)
+        .bind(tenant)
+        .bind(&req.queue)
+        .bind(i64::from(req.limit))
+        .bind(req.lease_ttl_ms)
+        .bind(&req.worker_id)
+        .fetch_all(conn)
+        .await
+        .db()?;
+    let mut limited = false;
+    let mut claimed = Vec::with_capacity(rows.len());
+    for row in &rows {
+        // No job claimed: one row of NULLs that says whether the queue is limited.
+        if row.try_get::<Option<Uuid>, _>("id").db()?.is_none() {
+            limited = row.try_get("limited").db()?;
+            continue;
+        }
+        claimed.push(ClaimedJob {
+            job: rows::job(row).db()?,
+            lease_token: rows::lease_token(row).db()?,
+        });
+    }
+    Ok((claimed, limited))
 }
 
 pub(crate) async fn heartbeat_many(

@@ -30,6 +30,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "state_indexes",
         include_str!("../migrations/0005_state_indexes.sql"),
     ),
+    (
+        6,
+        "flow_control",
+        include_str!("../migrations/0006_flow_control.sql"),
+    ),
 ];
 
 /// Applies every migration not yet recorded, in one transaction, holding an

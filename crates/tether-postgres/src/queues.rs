@@ -76,6 +76,8 @@ pub(crate) async fn configure_queue(
         .bind(patch.backoff.map(|b| b.base_ms))
         .bind(patch.backoff.map(|b| b.cap_ms))
         .bind(patch.default_lease_ttl_ms)
+        .bind(patch.max_running.is_some())
+        .bind(patch.max_running.flatten())
         .execute(&mut *tx)
         .await
         .db()?;

@@ -7,7 +7,8 @@ use sqlx::Row;
 use tether_core::schedule::RunOutcome;
 use tether_core::{
     ApiKeyInfo, Backoff, Error, EventKind, Job, JobEvent, JobState, Lease, LeaseToken, Overlap,
-    QueueConfig, QueueStats, Result, Schedule, ScheduleRun, ScheduleSpec, StateCounts, Tenant,
+    QueueConfig, QueueLimits, QueueStats, Result, Schedule, ScheduleRun, ScheduleSpec, StateCounts,
+    Tenant,
 };
 use uuid::Uuid;
 
@@ -236,6 +237,9 @@ pub(crate) fn queue_stats(row: &PgRow) -> Result<QueueStats, sqlx::Error> {
                 cap_ms: row.try_get("backoff_cap_ms")?,
             },
             default_lease_ttl_ms: row.try_get("default_lease_ttl_ms")?,
+        },
+        limits: QueueLimits {
+            max_running: row.try_get("max_running")?,
         },
     })
 }

@@ -39,6 +39,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     cap_ms: 2_000,
                 }),
                 default_lease_ttl_ms: None,
+                max_running: None,
             },
         )
         .await?;

@@ -36,6 +36,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "key_hardening",
         sql: include_str!("../migrations/0004_key_hardening.sql"),
     },
+    Migration {
+        version: 5,
+        name: "flow_control",
+        sql: include_str!("../migrations/0005_flow_control.sql"),
+    },
 ];
 
 /// The newest schema version this build knows.

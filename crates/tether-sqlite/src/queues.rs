@@ -91,6 +91,8 @@ pub(crate) async fn configure_queue(
         .bind(defaults.backoff.base_ms)
         .bind(defaults.backoff.cap_ms)
         .bind(defaults.default_lease_ttl_ms)
+        .bind(patch.max_running.is_some())
+        .bind(patch.max_running.flatten())
         .execute(&mut *tx)
         .await
         .db()?;

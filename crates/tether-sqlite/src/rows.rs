@@ -9,7 +9,8 @@ use sqlx::Row;
 use tether_core::schedule::{Overlap, RunOutcome, Schedule, ScheduleRun, ScheduleSpec};
 use tether_core::{ApiKeyInfo, Tenant};
 use tether_core::{
-    Backoff, Error, Job, JobEvent, Lease, LeaseToken, QueueConfig, QueueStats, Result, StateCounts,
+    Backoff, Error, Job, JobEvent, Lease, LeaseToken, QueueConfig, QueueLimits, QueueStats, Result,
+    StateCounts,
 };
 use uuid::Uuid;
 
@@ -276,6 +277,9 @@ pub(crate) fn queue_stats(row: &SqliteRow) -> Result<QueueStats> {
                 cap_ms: cap_ms.unwrap_or(defaults.backoff.cap_ms),
             },
             default_lease_ttl_ms: ttl_ms.unwrap_or(defaults.default_lease_ttl_ms),
+        },
+        limits: QueueLimits {
+            max_running: row.try_get("max_running").db()?,
         },
     })
 }

@@ -292,6 +292,8 @@ export interface Queue {
   max_attempts: number;
   backoff: Backoff;
   default_lease_ttl_ms: number;
+  /** Claims never bring the queue's running jobs above this; `null`: no limit (absent from servers without flow control). */
+  max_running?: number | null;
 }
 
 export interface QueueResponse {
@@ -307,6 +309,8 @@ export interface QueueConfigBody {
   max_attempts?: number | null;
   backoff?: Backoff | null;
   default_lease_ttl_ms?: number | null;
+  /** At most this many running jobs; `null` removes the limit, absent keeps it. */
+  max_running?: number | null;
 }
 
 /** A cron schedule. */

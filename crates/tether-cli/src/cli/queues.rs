@@ -51,6 +51,10 @@ enum QueuesCommand {
         /// Lease length of claims that do not set one (e.g. 30s).
         #[arg(long, value_parser = super::millis, value_name = "DURATION")]
         lease_ttl: Option<i64>,
+        /// At most this many running jobs across every worker (`none`
+        /// removes the limit).
+        #[arg(long, value_parser = limit, value_name = "N|none")]
+        max_running: Option<Limit>,
     },
 }
 
@@ -78,6 +82,7 @@ pub(crate) async fn run(args: QueuesArgs) -> Result<(), CliError> {
                 "MAX ATTEMPTS",
                 "BACKOFF",
                 "LEASE",
+                "MAX RUNNING",
             ])
             .numeric(&[
                 "READY",
@@ -101,6 +106,7 @@ pub(crate) async fn run(args: QueuesArgs) -> Result<(), CliError> {
                     q.max_attempts.to_string(),
                     backoff(q),
                     format::duration_ms(q.default_lease_ttl_ms),
+                    limit_text(q.max_running),
                 ]);
             }
             t.print();
@@ -135,11 +141,13 @@ pub(crate) async fn run(args: QueuesArgs) -> Result<(), CliError> {
             backoff_base,
             backoff_cap,
             lease_ttl,
+            max_running,
         } => {
             let patch = QueueConfigPatch {
                 max_attempts,
                 backoff: super::enqueue::backoff(&ctx, &queue, backoff_base, backoff_cap).await?,
                 default_lease_ttl_ms: lease_ttl,
+                max_running: max_running.map(|l| l.0),
             };
             let q = if patch == QueueConfigPatch::default() {
                 ctx.call(ctx.client.get_queue(&queue)).await?
@@ -189,8 +197,28 @@ fn show(ctx: &Ctx, q: &Queue) -> Result<(), CliError> {
         ("max attempts", q.max_attempts.to_string()),
         ("backoff", backoff(q)),
         ("lease ttl", format::duration_ms(q.default_lease_ttl_ms)),
+        ("max running", limit_text(q.max_running)),
     ]));
     Ok(())
+}
+
+/// A limit as typed: a number, or `none` for no limit (a type of its own:
+/// clap reads `Option<Option<_>>` as a flag with an optional value).
+#[derive(Debug, Clone, Copy)]
+struct Limit(Option<i32>);
+
+fn limit(s: &str) -> Result<Limit, String> {
+    if s.eq_ignore_ascii_case("none") {
+        return Ok(Limit(None));
+    }
+    s.parse()
+        .map(|n| Limit(Some(n)))
+        .map_err(|_| format!("expected a number or `none`, got {s:?}"))
+}
+
+/// A limit as shown: the number, or `-` for none.
+fn limit_text(limit: Option<i32>) -> String {
+    limit.map_or_else(|| "-".to_owned(), |n| n.to_string())
 }
 
 fn backoff(q: &Queue) -> String {

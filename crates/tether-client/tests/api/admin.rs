@@ -60,9 +60,11 @@ async fn queue_stats_pause_resume_configure(db: &TestDb) {
             cap_ms: 20,
         }),
         default_lease_ttl_ms: Some(45_000),
+        max_running: Some(Some(4)),
     };
     let q = c.configure_queue("qs", &patch).await.unwrap();
     assert_eq!(q.max_attempts, 9);
+    assert_eq!(q.max_running, Some(4));
     assert_eq!(
         q.backoff,
         Backoff {
@@ -83,6 +85,7 @@ async fn queue_stats_pause_resume_configure(db: &TestDb) {
         .await
         .unwrap();
     assert_eq!((q.max_attempts, q.default_lease_ttl_ms), (4, 45_000));
+    assert_eq!(q.max_running, Some(4), "a limit left out stays");
     let j = c
         .enqueue(NewJob::new("qs", "k", Value::Null))
         .await
@@ -95,15 +98,44 @@ async fn queue_stats_pause_resume_configure(db: &TestDb) {
         (40_000..=45_500).contains(&lease),
         "the queue's lease: {lease}"
     );
-    let bad = QueueConfigPatch {
-        max_attempts: Some(0),
+    // The limit holds over HTTP: three of its four slots are taken.
+    for _ in 0..3 {
+        c.enqueue(NewJob::new("qs", "k", Value::Null))
+            .await
+            .unwrap();
+    }
+    let opts = ClaimOptions::new("w2").limit(3);
+    assert_eq!(
+        c.claim("qs", &opts).await.unwrap().len(),
+        1,
+        "one slot left"
+    );
+    let cleared = QueueConfigPatch {
+        max_running: Some(None),
         ..Default::default()
     };
-    assert!(c
-        .configure_queue("qs", &bad)
-        .await
-        .unwrap_err()
-        .is_invalid_argument());
+    assert_eq!(
+        c.configure_queue("qs", &cleared).await.unwrap().max_running,
+        None
+    );
+    assert_eq!(c.claim("qs", &opts).await.unwrap().len(), 2, "no limit");
+    for bad in [
+        QueueConfigPatch {
+            max_attempts: Some(0),
+            ..Default::default()
+        },
+        QueueConfigPatch {
+            max_running: Some(Some(0)),
+            ..Default::default()
+        },
+    ] {
+        assert!(c
+            .configure_queue("qs", &bad)
+            .await
+            .unwrap_err()
+            .is_invalid_argument());
+    }
+    assert_eq!(c.get_queue("qs").await.unwrap().max_running, None);
 }
 
 async fn tenants_and_keys(db: &TestDb) {

@@ -10,6 +10,7 @@ pub mod clock;
 pub mod dedupe;
 pub mod expiry;
 pub mod fencing;
+pub mod flow;
 pub mod history;
 pub mod keys;
 pub mod leader;

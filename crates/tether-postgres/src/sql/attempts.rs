@@ -1,14 +1,25 @@
 //! Statements of `attempts.rs`: the claim and the reports that end or
 //! extend an attempt, each fenced by the lease token.
 
-/// Claims a batch: `$1` tenant, `$2` queue, `$3` limit, `$4` lease TTL ms
-/// (NULL: the queue's, else `tether_core::lifecycle::DEFAULT_LEASE_TTL_MS`
-/// written out), `$5` worker id. The rows come back in no particular order
-/// (sorting the wide rows here cost more than the client's sort by
-/// priority, run_at and id).
-pub const CLAIM: &str = concat!(
-    "WITH config AS (
+/// The claim of up to `$limit` jobs (an SQL expression over `$3`, the
+/// request's limit, and the `config` CTE) from a queue that is not paused
+/// and, unless `$limited_too`, has no `max_running`. `$1` tenant, `$2`
+/// queue, `$4` lease TTL ms (NULL: the queue's, else
+/// `tether_core::lifecycle::DEFAULT_LEASE_TTL_MS` written out), `$5` worker
+/// id. Always answers at least one row: the claimed jobs (in no particular
+/// order; sorting the wide rows here cost more than the client's sort by
+/// priority, run_at and id), each with `limited` false, or one row with
+/// NULL job columns whose `limited` says whether the queue has a limit this
+/// statement did not apply (see [`CLAIM_LIMITED`]).
+macro_rules! claim_sql {
+    ($limit:literal, $limited_too:literal) => {
+        concat!(
+            "WITH config AS (
         SELECT COALESCE(q.paused, false) AS paused,
+               q.max_running,
+               (q.max_running IS NOT NULL AND NOT ",
+            $limited_too,
+            ") AS limited,
                COALESCE($4::bigint, q.default_lease_ttl_ms, 30000) AS ttl
         FROM (SELECT 1) one
         LEFT JOIN tether.queues q ON q.tenant = $1 AND q.name = $2
@@ -17,9 +28,11 @@ pub const CLAIM: &str = concat!(
         SELECT j.id FROM tether.jobs j
         WHERE j.tenant = $1 AND j.queue = $2 AND j.state = 'queued' AND j.run_at <= now()
           AND (j.expires_at IS NULL OR j.expires_at > now())
-          AND NOT (SELECT paused FROM config)
+          AND NOT (SELECT paused OR limited FROM config)
         ORDER BY j.priority DESC, j.run_at, j.id
-        LIMIT $3
+        LIMIT ",
+            $limit,
+            "
         FOR UPDATE SKIP LOCKED
     ),
     claimed AS (
@@ -32,14 +45,39 @@ pub const CLAIM: &str = concat!(
         FROM picked, config
         WHERE j.id = picked.id
         RETURNING ",
-    job_columns!(),
-    ", j.lease_token
+            job_columns!(),
+            ", j.lease_token
     ),
     history AS (
         INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, worker_id)
         SELECT id, tenant, updated_at, 'claimed', attempt, worker_id FROM claimed
     )
-    SELECT * FROM claimed"
+    SELECT c.*, config.limited FROM config LEFT JOIN claimed c ON true"
+        )
+    };
+}
+
+/// Claims up to `$3` jobs from a queue without `max_running` (see
+/// [`claim_sql!`]); for a queue with one it claims nothing and answers
+/// `limited`, and the store runs [`CLAIM_LIMITED`] instead.
+pub const CLAIM: &str = claim_sql!("$3", "false");
+
+/// Locks the row of queue `$2` of tenant `$1` (its limited claims then run
+/// one at a time) and reads its `max_running`.
+pub(crate) const LOCK_QUEUE_LIMITS: &str =
+    "SELECT max_running FROM tether.queues WHERE tenant = $1 AND name = $2 FOR UPDATE";
+
+/// The claim of a queue with `max_running`: as many of `$3` as the limit
+/// leaves room for. Runs in a transaction after [`LOCK_QUEUE_LIMITS`], as a
+/// statement of its own: its snapshot is taken after the lock, so it counts
+/// every job that the queue's previous claims (which held the lock until
+/// they committed) made `running`. Counted from the rows themselves: a job
+/// frees its slot when it ends or the reaper takes it back.
+pub(crate) const CLAIM_LIMITED: &str = claim_sql!(
+    "LEAST($3, GREATEST(0, (SELECT max_running FROM config)
+        - (SELECT count(*) FROM tether.jobs r
+           WHERE r.tenant = $1 AND r.queue = $2 AND r.state = 'running')))",
+    "true"
 );
 
 /// A report (`complete`, `fail`, `snooze`) whose fence matched nothing:

@@ -26,7 +26,7 @@ macro_rules! queue_stats_sql {
                     COALESCE(c.backoff_base_ms, 1000) AS backoff_base_ms,
                     COALESCE(c.backoff_cap_ms, 3600000) AS backoff_cap_ms,
                     COALESCE(c.default_lease_ttl_ms, 30000) AS default_lease_ttl_ms,
-                    s.counts, r.ready, r.scheduled, r.oldest_ready_age_ms, e.expired_leases
+                    c.max_running, s.counts, r.ready, r.scheduled, r.oldest_ready_age_ms, e.expired_leases
              FROM ",
             $from,
             "
@@ -76,13 +76,16 @@ pub(crate) const RESUME: &str = "UPDATE tether.queues SET paused = false, update
 
 /// Upserts queue settings: patch fields `$3`–`$6` where set, else the
 /// current value (or, for a new row, the defaults of `tether_core::lifecycle`
-/// written out).
+/// written out); `max_running` becomes `$8` (NULL: no limit) when `$7`.
 pub(crate) const CONFIGURE_QUEUE: &str = "INSERT INTO tether.queues AS q
-        (tenant, name, max_attempts, backoff_base_ms, backoff_cap_ms, default_lease_ttl_ms)
-    VALUES ($1, $2, COALESCE($3, 5), COALESCE($4, 1000), COALESCE($5, 3600000), COALESCE($6, 30000))
+        (tenant, name, max_attempts, backoff_base_ms, backoff_cap_ms, default_lease_ttl_ms,
+         max_running)
+    VALUES ($1, $2, COALESCE($3, 5), COALESCE($4, 1000), COALESCE($5, 3600000), COALESCE($6, 30000),
+            CASE WHEN $7 THEN $8::integer END)
     ON CONFLICT (tenant, name) DO UPDATE SET
         max_attempts = COALESCE($3, q.max_attempts),
         backoff_base_ms = COALESCE($4, q.backoff_base_ms),
         backoff_cap_ms = COALESCE($5, q.backoff_cap_ms),
         default_lease_ttl_ms = COALESCE($6, q.default_lease_ttl_ms),
+        max_running = CASE WHEN $7 THEN $8::integer ELSE q.max_running END,
         updated_at = now()";

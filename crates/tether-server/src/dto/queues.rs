@@ -6,7 +6,7 @@ use tether_core::{JobState, QueueConfigPatch, QueueStats, StateCounts};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use tether_core::validate::{LEASE_TTL_RANGE, MAX_ATTEMPTS_RANGE, MAX_REPLAY};
+use tether_core::validate::{LEASE_TTL_RANGE, MAX_ATTEMPTS_RANGE, MAX_REPLAY, MAX_RUNNING_RANGE};
 
 use super::bounds::{field, range, FieldBound};
 use super::{BackoffDto, JobStateSchema, NameSchema};
@@ -65,6 +65,10 @@ pub struct QueueDto {
     pub backoff: BackoffDto,
     /// Lease length of claims that do not set one (default 30 000).
     pub default_lease_ttl_ms: i64,
+    /// Claims never bring the queue's running jobs above this number,
+    /// across every worker and replica; `null`: no limit.
+    #[schema(required)]
+    pub max_running: Option<i32>,
 }
 
 impl From<QueueStats> for QueueDto {
@@ -80,6 +84,7 @@ impl From<QueueStats> for QueueDto {
             max_attempts: q.config.max_attempts,
             backoff: q.config.backoff.into(),
             default_lease_ttl_ms: q.config.default_lease_ttl_ms,
+            max_running: q.limits.max_running,
         }
     }
 }
@@ -94,6 +99,11 @@ pub struct QueueConfigBody {
     pub backoff: Option<BackoffDto>,
     /// Lease length of claims that do not set one.
     pub default_lease_ttl_ms: Option<i64>,
+    /// At most this many running jobs (a claim that would exceed it hands
+    /// out fewer, possibly none); `null` removes the limit, absent keeps it.
+    #[serde(default, deserialize_with = "tether_core::deserialize_present")]
+    #[schema(value_type = Option<i32>, nullable)]
+    pub max_running: Option<Option<i32>>,
 }
 
 impl From<QueueConfigBody> for QueueConfigPatch {
@@ -102,6 +112,7 @@ impl From<QueueConfigBody> for QueueConfigPatch {
             max_attempts: b.max_attempts,
             backoff: b.backoff.map(Into::into),
             default_lease_ttl_ms: b.default_lease_ttl_ms,
+            max_running: b.max_running,
         }
     }
 }
@@ -170,6 +181,10 @@ pub(super) fn field_bounds() -> Vec<FieldBound> {
         (
             field!(QueueConfigBody.default_lease_ttl_ms),
             range(LEASE_TTL_RANGE),
+        ),
+        (
+            field!(QueueConfigBody.max_running),
+            range(MAX_RUNNING_RANGE),
         ),
         (field!(BulkReplayBody.limit), range(1..=MAX_REPLAY)),
     ]

@@ -12,9 +12,24 @@ pub(crate) const ANY_READY: &str = concat!(
     "))"
 );
 
+/// How many jobs a claim of ?5 may take from queue ?2 of tenant ?1: ?5, or
+/// fewer when the queue's `max_running` leaves less room (never below 0: a
+/// negative LIMIT is no limit in SQLite). The claim runs in the single
+/// writer's transaction, so the count of running jobs cannot change under it.
+macro_rules! claim_limit {
+    () => {
+        "(SELECT CASE WHEN m.max_running IS NULL THEN ?5 \
+         ELSE MAX(0, MIN(?5, m.max_running - (SELECT count(*) FROM tether_jobs \
+             WHERE tenant = ?1 AND queue = ?2 AND state = 'running'))) END \
+         FROM (SELECT (SELECT max_running FROM tether_queues \
+             WHERE tenant = ?1 AND name = ?2) AS max_running) AS m)"
+    };
+}
+
 /// The claim, in one statement: pick up to ?5 ready jobs in claim order from
 /// an unpaused queue and lease each with its own fresh token. The lease TTL
 /// is the request's (?3), else the queue's, else ?6.
+/// Takes fewer when the queue's `max_running` leaves less room.
 pub(crate) const CLAIM: &str = concat!(
     "UPDATE tether_jobs SET state = 'running', attempt = attempt + 1, lease_token = ",
     new_token!(),
@@ -37,8 +52,9 @@ pub(crate) const CLAIM: &str = concat!(
     " AND (expires_at IS NULL OR expires_at > ",
     now_ms!(),
     ") AND NOT EXISTS (SELECT 1 FROM tether_queues WHERE tenant = ?1 AND name = ?2 AND paused = 1) ",
-    "ORDER BY priority DESC, run_at, id LIMIT ?5) ",
-    "RETURNING ",
+    "ORDER BY priority DESC, run_at, id LIMIT ",
+    claim_limit!(),
+    ") RETURNING ",
     job_columns!()
 );
 

@@ -51,7 +51,7 @@ macro_rules! stats_columns {
             " AND j.state = 'running' AND j.lease_expires_at < s.now) AS n_lapsed, ",
             "s.now AS now, c.paused AS paused, c.max_attempts AS max_attempts, ",
             "c.backoff_base_ms AS backoff_base_ms, c.backoff_cap_ms AS backoff_cap_ms, ",
-            "c.default_lease_ttl_ms AS default_lease_ttl_ms"
+            "c.default_lease_ttl_ms AS default_lease_ttl_ms, c.max_running AS max_running"
         )
     };
 }
@@ -97,12 +97,13 @@ pub(crate) const RESUME: &str = concat!(
 );
 
 /// Upserts queue settings: patch fields ?3–?6 where set, else the current
-/// value (or the default ?7–?10 for a new row).
+/// value (or the default ?7–?10 for a new row); `max_running` becomes ?12
+/// (NULL: no limit) when ?11.
 pub(crate) const CONFIGURE_QUEUE: &str = concat!(
     "INSERT INTO tether_queues (tenant, name, paused, max_attempts, backoff_base_ms, ",
-    "backoff_cap_ms, default_lease_ttl_ms, created_at, updated_at) ",
+    "backoff_cap_ms, default_lease_ttl_ms, max_running, created_at, updated_at) ",
     "VALUES (?1, ?2, 0, COALESCE(?3, ?7), COALESCE(?4, ?8), COALESCE(?5, ?9), ",
-    "COALESCE(?6, ?10), ",
+    "COALESCE(?6, ?10), CASE WHEN ?11 THEN ?12 END, ",
     now_ms!(),
     ", ",
     now_ms!(),
@@ -111,5 +112,6 @@ pub(crate) const CONFIGURE_QUEUE: &str = concat!(
     "backoff_base_ms = COALESCE(?4, backoff_base_ms), ",
     "backoff_cap_ms = COALESCE(?5, backoff_cap_ms), ",
     "default_lease_ttl_ms = COALESCE(?6, default_lease_ttl_ms), ",
+    "max_running = CASE WHEN ?11 THEN ?12 ELSE max_running END, ",
     "updated_at = excluded.updated_at"
 );

@@ -20,10 +20,11 @@ async fn migrations_are_idempotent() {
             (1, "core".to_owned()),
             (2, "tenants_keys".to_owned()),
             (3, "schedules".to_owned()),
-            (4, "key_hardening".to_owned())
+            (4, "key_hardening".to_owned()),
+            (5, "flow_control".to_owned())
         ]
     );
-    assert_eq!(SqliteStore::schema_version(), 4);
+    assert_eq!(SqliteStore::schema_version(), 5);
     store.close().await;
 }
 
@@ -60,7 +61,7 @@ async fn concurrent_opens_apply_migrations_once() {
         .fetch_one(&stores[0].reader)
         .await
         .unwrap();
-    assert_eq!(n, 4);
+    assert_eq!(n, 5);
     for store in &stores {
         store.close().await;
     }
