@@ -483,6 +483,7 @@ macro_rules! behaviour_suite {
                 max_running_caps_claims_and_ends_free_slots,
                 concurrent_claimers_never_exceed_max_running,
                 reaped_job_frees_its_slot,
+                a_freed_slot_wakes_throttled_claims,
             }
             leader {
                 leader_lease_is_exclusive_and_fenced,

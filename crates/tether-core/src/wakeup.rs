@@ -15,6 +15,11 @@
 //! A queue's entry lives only while someone subscribes to it: the last
 //! [`Wakeup`] dropped removes it, so names that are asked for once cost
 //! nothing afterwards.
+//!
+//! Jobs also become claimable when a queue's limit (`max_running`) frees a
+//! slot. A store remembers the queues its claims found limited
+//! ([`LimitedQueues`]) and hints those when one of their jobs ends, so a
+//! claim the limit held back is woken by the slot, not by its next poll.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,6 +28,35 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 
 use crate::model::Enqueued;
+
+/// The queues whose claims a store found limited (`max_running` set), as
+/// of its latest claim of each: a job of one of them that ends frees a slot
+/// and is worth a hint. Unlimited queues are not kept, so a busy process
+/// without limits pays one lookup in an empty set per claim and report.
+#[derive(Debug, Default)]
+pub struct LimitedQueues {
+    queues: Mutex<std::collections::HashSet<Key>>,
+}
+
+impl LimitedQueues {
+    /// Records what a claim of `queue` found.
+    pub fn mark(&self, tenant: &str, queue: &str, limited: bool) {
+        let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+        if limited {
+            if !queues.contains(&(tenant.to_owned(), queue.to_owned())) {
+                queues.insert((tenant.to_owned(), queue.to_owned()));
+            }
+        } else if !queues.is_empty() {
+            queues.remove(&(tenant.to_owned(), queue.to_owned()));
+        }
+    }
+
+    /// Whether the latest claim of `queue` found it limited.
+    pub fn contains(&self, tenant: &str, queue: &str) -> bool {
+        let queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+        !queues.is_empty() && queues.contains(&(tenant.to_owned(), queue.to_owned()))
+    }
+}
 
 /// The hints of one (tenant, queue).
 #[derive(Debug, Default)]

@@ -28,6 +28,7 @@ pub(crate) async fn claim(
     req: &ClaimRequest,
 ) -> Result<Vec<ClaimedJob>> {
     let (mut claimed, limited) = run_claim(&store.pool, CLAIM, tenant, req).await?;
+    store.limited.mark(tenant, &req.queue, limited);
     if limited {
         // The queue has a `max_running`: its claims take turns on the queue
         // row, each counting the running jobs after the previous committed.
@@ -190,7 +191,9 @@ pub(crate) async fn complete(
         .fetch_one(&store.pool)
         .await
         .db()?;
-    fenced_job(row, id)
+    let job = fenced_job(row, id)?;
+    store.notify_freed(tenant, &job.queue, 1);
+    Ok(job)
 }
 
 pub(crate) async fn complete_many(
@@ -216,6 +219,13 @@ pub(crate) async fn complete_many(
         .await
         .db()?;
     read_settled(&rows, &mut done, &mut known)?;
+    let mut ended: HashMap<String, usize> = HashMap::new();
+    for row in &rows {
+        *ended.entry(row.try_get("queue").db()?).or_default() += 1;
+    }
+    for (queue, jobs) in ended {
+        store.notify_freed(tenant, &queue, jobs);
+    }
     // Jobs the batch did not complete (a lost lease, a repeated report, a
     // wrong tenant): settled apart, which the happy path never pays for.
     let rest: Vec<&Completion> = sorted
@@ -289,7 +299,9 @@ pub(crate) async fn fail(
         .fetch_one(&store.pool)
         .await
         .db()?;
-    fenced_job(row, id)
+    let job = fenced_job(row, id)?;
+    store.notify_freed(tenant, &job.queue, 1);
+    Ok(job)
 }
 
 pub(crate) async fn snooze(
@@ -312,6 +324,8 @@ pub(crate) async fn snooze(
     if delay_ms == 0 && job.state == JobState::Queued {
         // Handed back (e.g. by a worker shutting down): others may take it now.
         store.notify(tenant, &job.queue, 1);
+    } else {
+        store.notify_freed(tenant, &job.queue, 1);
     }
     Ok(job)
 }

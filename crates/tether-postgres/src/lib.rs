@@ -64,6 +64,8 @@ pub use url::url_with_database;
 pub struct PgStore {
     pool: PgPool,
     notifications: std::sync::Arc<notify::Notifications>,
+    /// Queues this store's claims found limited (see `notify_freed`).
+    limited: std::sync::Arc<tether_core::LimitedQueues>,
 }
 
 /// A transaction on the pool.
@@ -91,6 +93,7 @@ impl PgStore {
         Ok(PgStore {
             pool,
             notifications: Default::default(),
+            limited: Default::default(),
         })
     }
 
@@ -108,6 +111,14 @@ impl PgStore {
     /// subscribers now, other processes by NOTIFY shortly (see `notify`).
     pub(crate) fn notify(&self, tenant: &str, queue: &str, jobs: usize) {
         self.notifications.poke(&self.pool, tenant, queue, jobs);
+    }
+
+    /// After commit: `jobs` jobs of `queue` ended (or were taken back), so
+    /// when its claims were limited, as many slots freed: hints them.
+    pub(crate) fn notify_freed(&self, tenant: &str, queue: &str, jobs: usize) {
+        if self.limited.contains(tenant, queue) {
+            self.notify(tenant, queue, jobs);
+        }
     }
 
     /// After commit: the hints for the jobs an enqueue created (an existing

@@ -73,6 +73,11 @@ pub(crate) async fn reap_lapsed_leases(store: &PgStore, batch: u32) -> Result<Re
     for row in reaped {
         let state: String = row.try_get("state").db()?;
         let n: i64 = row.try_get("n").db()?;
+        // Requeued jobs are ready now, and every reaped job freed a slot of
+        // its queue's limit: the queue's waiting claims may take them.
+        let (tenant, queue): (String, String) =
+            (row.try_get("tenant").db()?, row.try_get("queue").db()?);
+        store.notify(&tenant, &queue, n as usize);
         match state.as_str() {
             "failed" => report.failed += n as u64,
             "cancelled" => report.cancelled += n as u64,

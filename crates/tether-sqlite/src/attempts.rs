@@ -18,7 +18,8 @@ use crate::jobs::record;
 use crate::rows::{self, id_array, to_json_text, Db};
 use crate::sql::attempts::{
     ANY_READY, CLAIM, CLAIMED_EVENTS, COMPLETE, COMPLETE_MANY, FAIL_READ, FAIL_WRITE, HEARTBEAT,
-    LEASE_LOST, LEASE_LOST_MANY, REPEATED_REPORT, SNOOZE, SUCCEEDED_EVENTS, SUCCEEDED_TOKENS,
+    IS_LIMITED, LEASE_LOST, LEASE_LOST_MANY, REPEATED_REPORT, SNOOZE, SUCCEEDED_EVENTS,
+    SUCCEEDED_TOKENS,
 };
 use crate::{SqliteStore, Tx};
 
@@ -52,6 +53,17 @@ pub(crate) async fn claim(
         .fetch_all(&mut *tx)
         .await
         .db()?;
+    if claimed_rows.len() < req.limit as usize {
+        // Fewer than asked: note whether the queue's limit held the claim
+        // back, so that a slot freed later sends a hint (see `notify_freed`).
+        let limited: bool = sqlx::query_scalar(IS_LIMITED)
+            .bind(tenant)
+            .bind(&req.queue)
+            .fetch_one(&mut *tx)
+            .await
+            .db()?;
+        store.limited.mark(tenant, &req.queue, limited);
+    }
     if claimed_rows.is_empty() {
         SqliteStore::finish_unchanged(tx).await?;
         return Ok(Vec::new());
@@ -173,6 +185,7 @@ pub(crate) async fn complete(
     )
     .await?;
     tx.commit().await.db()?;
+    store.notify_freed(tenant, &job.queue, 1);
     Ok(job)
 }
 
@@ -200,6 +213,10 @@ pub(crate) async fn complete_many(
         .fetch_all(&mut *tx)
         .await
         .db()?;
+    let mut ended: HashMap<String, usize> = HashMap::new();
+    for row in &done {
+        *ended.entry(row.try_get("queue").db()?).or_default() += 1;
+    }
     let done: HashSet<String> = done
         .iter()
         .map(|row| row.try_get::<String, _>("id"))
@@ -278,6 +295,9 @@ pub(crate) async fn complete_many(
         }
     }
     tx.commit().await.db()?;
+    for (queue, jobs) in ended {
+        store.notify_freed(tenant, &queue, jobs);
+    }
     Ok(items
         .iter()
         .zip(ok)
@@ -346,6 +366,7 @@ pub(crate) async fn fail(
     let job = rows::job(&row)?;
     record(&mut tx, &job, event, job.worker_id.as_deref(), Some(&error)).await?;
     tx.commit().await.db()?;
+    store.notify_freed(tenant, &job.queue, 1);
     Ok(job)
 }
 
@@ -387,6 +408,8 @@ pub(crate) async fn snooze(
     if delay_ms == 0 && job.state == JobState::Queued {
         // Handed back (e.g. by a worker shutting down): others may take it now.
         store.notify(tenant, &job.queue, 1);
+    } else {
+        store.notify_freed(tenant, &job.queue, 1);
     }
     Ok(job)
 }

@@ -112,6 +112,8 @@ pub struct SqliteStore {
     /// Wake-up hints for this process's workers. Another process writing to
     /// the same file is not heard: its jobs are found by polling.
     wakeups: tether_core::WakeupHub,
+    /// Queues this store's claims found limited (see `notify_freed`).
+    limited: std::sync::Arc<tether_core::LimitedQueues>,
 }
 
 impl SqliteStore {
@@ -167,6 +169,7 @@ impl SqliteStore {
             writer,
             reader,
             wakeups: tether_core::WakeupHub::new(),
+            limited: Default::default(),
         })
     }
 
@@ -201,6 +204,14 @@ impl SqliteStore {
     /// another process on the file finds them by polling).
     pub(crate) fn notify(&self, tenant: &str, queue: &str, jobs: usize) {
         self.wakeups.notify(tenant, queue, jobs);
+    }
+
+    /// After commit: `jobs` jobs of `queue` ended, so when its claims were
+    /// limited, as many slots freed: hints them.
+    pub(crate) fn notify_freed(&self, tenant: &str, queue: &str, jobs: usize) {
+        if self.limited.contains(tenant, queue) {
+            self.notify(tenant, queue, jobs);
+        }
     }
 
     /// Sends the wake-up hints of an enqueue that was just committed: one per

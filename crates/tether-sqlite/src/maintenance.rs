@@ -57,6 +57,13 @@ pub(crate) async fn reap_lapsed_leases(store: &SqliteStore, batch: u32) -> Resul
         }
     }
     SqliteStore::finish_bulk(tx, &reaped, LEASE_EXPIRED_EVENTS).await?;
+    // Requeued jobs are ready now, and every reaped job freed a slot of its
+    // queue's limit: the queue's waiting claims may take them.
+    for row in &reaped {
+        let (tenant, queue): (&str, &str) =
+            (row.try_get("tenant").db()?, row.try_get("queue").db()?);
+        store.notify(tenant, queue, 1);
+    }
     Ok(report)
 }
 

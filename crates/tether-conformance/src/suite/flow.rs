@@ -174,3 +174,66 @@ pub async fn reaped_job_frees_its_slot(db: &TestDb) {
     assert_eq!(claim(db, T, Q, 2).await.len(), 1);
     claim_none(db, T, Q).await;
 }
+
+/// A claim the limit held back hears when a slot frees: a subscriber of a
+/// throttled queue is woken by a job of it ending (a completion alone and
+/// in a batch, a failure) and by the reaper taking one back, not only by
+/// its poll interval.
+pub async fn a_freed_slot_wakes_throttled_claims(db: &TestDb) {
+    const WITHIN: Duration = Duration::from_secs(5);
+    for _ in 0..6 {
+        enqueue(db, T, job(Q)).await;
+    }
+    ok(db.engine.configure_queue(T, Q, &max_running(Some(1))).await);
+    let mut w = db.engine.subscribe(T, Q).expect("subscribe");
+    // Drain a start-up hint (e.g. a listener connecting) and the enqueues'.
+    drain(&mut w).await;
+
+    let mut ends = 0;
+    let mut holder = claim_one(db, T, Q).await;
+    loop {
+        // Held back: the queue has ready jobs and no free slot.
+        claim_none(db, T, Q).await;
+        assert!(
+            tokio::time::timeout(Duration::from_millis(200), w.hinted())
+                .await
+                .is_err(),
+            "a hint before any slot freed"
+        );
+        let (id, token) = (holder.job.id, holder.lease_token);
+        match ends {
+            0 => drop(ok(db.engine.complete(T, id, token, None).await)),
+            1 => {
+                let item = holder.success();
+                for answer in ok(db.engine.complete_many(T, &[item]).await) {
+                    ok(answer);
+                }
+            }
+            2 => drop(ok(db.engine.fail(T, id, token, failure("again")).await)),
+            _ => break,
+        }
+        if tokio::time::timeout(WITHIN, w.hinted()).await.is_err() {
+            panic!("no hint within {WITHIN:?} after end {ends} freed the slot");
+        }
+        // On PostgreSQL the process also hears its own NOTIFY a moment later.
+        drain(&mut w).await;
+        holder = claim_one(db, T, Q).await;
+        ends += 1;
+    }
+
+    // The reaper taking a lapsed job back frees its slot too.
+    db.lapse_lease(holder.job.id).await;
+    assert_eq!(ok(db.engine.reap_lapsed_leases(100).await).requeued, 1);
+    if tokio::time::timeout(WITHIN, w.hinted()).await.is_err() {
+        panic!("no hint within {WITHIN:?} after the reaper freed the slot");
+    }
+    claim_one(db, T, Q).await;
+}
+
+/// Waits until no hint has come for 300 ms.
+async fn drain(w: &mut tether_core::Wakeup) {
+    while tokio::time::timeout(Duration::from_millis(300), w.hinted())
+        .await
+        .is_ok()
+    {}
+}

@@ -52,13 +52,13 @@ pub(crate) const REAP: &str = "WITH lapsed AS (
             lease_token = NULL, lease_expires_at = NULL, updated_at = now()
         FROM lapsed
         WHERE j.id = lapsed.id
-        RETURNING j.id, j.tenant, j.state, j.attempt, j.worker_id, j.updated_at
+        RETURNING j.id, j.tenant, j.queue, j.state, j.attempt, j.worker_id, j.updated_at
     ),
     history AS (
         INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, worker_id, detail)
         SELECT id, tenant, updated_at, 'lease_expired', attempt, worker_id, state FROM done
     )
-    SELECT state, count(*) AS n FROM done GROUP BY state";
+    SELECT tenant, queue, state, count(*) AS n FROM done GROUP BY tenant, queue, state";
 
 pub(crate) const EXPIRE: &str = "WITH gone AS (
         SELECT id FROM tether.jobs

@@ -30,6 +30,10 @@ macro_rules! claim_limit {
 /// an unpaused queue and lease each with its own fresh token. The lease TTL
 /// is the request's (?3), else the queue's, else ?6.
 /// Takes fewer when the queue's `max_running` leaves less room.
+/// Whether queue ?2 of tenant ?1 has a `max_running`.
+pub(crate) const IS_LIMITED: &str = "SELECT EXISTS (SELECT 1 FROM tether_queues \
+     WHERE tenant = ?1 AND name = ?2 AND max_running IS NOT NULL)";
+
 pub(crate) const CLAIM: &str = concat!(
     "UPDATE tether_jobs SET state = 'running', attempt = attempt + 1, lease_token = ",
     new_token!(),
@@ -121,7 +125,7 @@ pub(crate) const COMPLETE_MANY: &str = concat!(
     unpack!("?2", "3", ["0" => "id", "1" => "t", "2" => "r"]),
     ") AS c WHERE tether_jobs.id = c.id AND +tether_jobs.tenant = ?1 ",
     "AND tether_jobs.lease_token = c.t AND +tether_jobs.state = 'running' ",
-    "RETURNING id"
+    "RETURNING id, queue"
 );
 
 /// `succeeded` events of the jobs just completed (?1: JSON array of ids).

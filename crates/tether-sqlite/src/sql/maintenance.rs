@@ -33,7 +33,7 @@ pub(crate) const REAP: &str = concat!(
     " WHERE id IN (SELECT id FROM tether_jobs WHERE state = 'running' AND lease_expires_at < ",
     now_ms!(),
     " ORDER BY lease_expires_at LIMIT ?1) ",
-    "RETURNING id, state"
+    "RETURNING id, state, tenant, queue"
 );
 
 /// `lease_expired` events, detail = the new state (?1: JSON array of ids).
