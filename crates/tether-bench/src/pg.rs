@@ -264,6 +264,33 @@ async fn e2e_figures(engine: &Engine, pool: &PgPool, scale: &Scale, report: &mut
         );
     }
     let (_, n) = scale.e2e[2];
+    // The same with a running-jobs limit that never binds (4 claimers hold
+    // at most 400): what the limited claim path itself costs.
+    reset(pool).await;
+    let limit = tether_core::QueueConfigPatch {
+        max_running: Some(Some(10_000)),
+        ..Default::default()
+    };
+    engine
+        .configure_queue(TENANT, "e2e-limited", &limit)
+        .await
+        .expect("limit");
+    enqueue_batches(engine, "e2e-limited", n, 2).await;
+    vacuum(pool).await;
+    let (done, elapsed) = claim_complete(engine, "e2e-limited", 100, CLAIMERS).await;
+    assert_eq!(done, n as u64, "every job claimed once (limited)");
+    report.add(
+        "pg_e2e_b100_max_running_jobs_per_s",
+        rate(done, elapsed),
+        "jobs/s",
+        format!("as pg_e2e_b100, queue with max_running 10000, {n} no-op jobs"),
+    );
+    report.add(
+        "pg_e2e_b100_max_running_ratio",
+        report.get("pg_e2e_b100_max_running_jobs_per_s") / report.get("pg_e2e_b100_jobs_per_s"),
+        "ratio",
+        "limited / unlimited, same run (the flow-control bar >= 0.8 also counts key limits)",
+    );
     reset(pool).await;
     enqueue_batches(engine, "e2e", n, 2).await;
     vacuum(pool).await;

@@ -27,20 +27,31 @@ pub(crate) async fn claim(
     tenant: &str,
     req: &ClaimRequest,
 ) -> Result<Vec<ClaimedJob>> {
-    let (mut claimed, limited) = run_claim(&store.pool, CLAIM, tenant, req).await?;
-    store.limited.mark(tenant, &req.queue, limited);
+    // A queue this store's last claim found limited goes straight to the
+    // limited claim (which also serves a queue whose limit was removed).
+    let known = store.limited.contains(tenant, &req.queue);
+    let (mut claimed, limited) = if known {
+        (Vec::new(), true)
+    } else {
+        run_claim(&store.pool, CLAIM, tenant, req).await?
+    };
     if limited {
         // The queue has a `max_running`: its claims take turns on the queue
         // row, each counting the running jobs after the previous committed.
         let mut tx = store.begin().await?;
-        sqlx::query(LOCK_QUEUE_LIMITS)
+        let max_running: Option<Option<i32>> = sqlx::query_scalar(LOCK_QUEUE_LIMITS)
             .bind(tenant)
             .bind(&req.queue)
-            .execute(&mut *tx)
+            .fetch_optional(&mut *tx)
             .await
             .db()?;
         claimed = run_claim(&mut *tx, CLAIM_LIMITED, tenant, req).await?.0;
         tx.commit().await.db()?;
+        store
+            .limited
+            .mark(tenant, &req.queue, max_running.flatten().is_some());
+    } else {
+        store.limited.mark(tenant, &req.queue, false);
     }
     // The claim order (see `CLAIM`, which answers in no order).
     claimed.sort_by(|a, b| {

@@ -73,10 +73,12 @@ pub(crate) const LOCK_QUEUE_LIMITS: &str =
 /// every job that the queue's previous claims (which held the lock until
 /// they committed) made `running`. Counted from the rows themselves: a job
 /// frees its slot when it ends or the reaper takes it back.
+/// A queue whose limit was removed meanwhile claims up to `$3`.
 pub(crate) const CLAIM_LIMITED: &str = claim_sql!(
-    "LEAST($3, GREATEST(0, (SELECT max_running FROM config)
-        - (SELECT count(*) FROM tether.jobs r
-           WHERE r.tenant = $1 AND r.queue = $2 AND r.state = 'running')))",
+    "CASE WHEN (SELECT max_running FROM config) IS NULL THEN $3
+          ELSE LEAST($3, GREATEST(0, (SELECT max_running FROM config)
+              - (SELECT count(*) FROM tether.jobs r
+                 WHERE r.tenant = $1 AND r.queue = $2 AND r.state = 'running'))) END",
     "true"
 );
 
