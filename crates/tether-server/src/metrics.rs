@@ -100,7 +100,7 @@ fn keep_busiest(queues: &mut Vec<(String, QueueStats)>, max: usize) -> usize {
 
 /// The queue gauges as Prometheus text.
 fn render_gauges(queues: &[(String, QueueStats)], omitted: usize) -> String {
-    let gauges: [Gauge; 6] = [
+    let gauges: [Gauge; 7] = [
         (
             "tether_queue_jobs",
             "Jobs per queue and state, read from the database.",
@@ -138,6 +138,17 @@ fn render_gauges(queues: &[(String, QueueStats)], omitted: usize) -> String {
         ("tether_queue_paused", "1 when the queue is paused.", |q| {
             vec![(None, if q.paused { 1.0 } else { 0.0 })]
         }),
+        (
+            "tether_queue_max_running",
+            "The queue's limit on running jobs (no series when it has none); \
+             compare with tether_queue_jobs{state=\"running\"}.",
+            |q| {
+                q.limits
+                    .max_running
+                    .map(|n| vec![(None, f64::from(n))])
+                    .unwrap_or_default()
+            },
+        ),
     ];
     let mut out = String::new();
     for (name, help, samples) in gauges {
@@ -185,7 +196,9 @@ fn escape(value: &str) -> String {
     description = "The Prometheus text format, labelled by tenant and queue: at least \
         `tether_queue_jobs{tenant,queue,state}`, \
         `tether_queue_oldest_ready_age_seconds{tenant,queue}`, \
-        `tether_queue_expired_leases{tenant,queue}` and `tether_jobs_*_total` counters.",
+        `tether_queue_expired_leases{tenant,queue}`, \
+        `tether_queue_max_running{tenant,queue}` (queues with a limit) and \
+        `tether_jobs_*_total` counters.",
     responses(
         (status = 200, description = "The metrics, in the Prometheus text exposition format.", content_type = "text/plain", body = String),
     )

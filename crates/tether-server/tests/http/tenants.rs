@@ -521,8 +521,26 @@ async fn tenant_limits_are_409_and_metrics_are_bounded(db: &TestDb) {
         .await
         .expect(201);
     }
+    c.call(
+        "PATCH",
+        "/v1/queues/q1",
+        Some(&c.admin.clone()),
+        Some(json!({"max_running": 5})),
+    )
+    .await
+    .expect(200);
     let (status, text) = c.get_text("/metrics").await;
     assert_eq!(status.as_u16(), 200, "{text}");
+    // Only a queue with a limit has a max_running series.
+    let limits: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("tether_queue_max_running{"))
+        .collect();
+    assert_eq!(
+        limits,
+        ["tether_queue_max_running{tenant=\"default\",queue=\"q1\"} 5"],
+        "{text}"
+    );
     let series: Vec<&str> = text
         .lines()
         .filter(|l| l.starts_with("tether_queue_paused{"))
