@@ -175,7 +175,11 @@ async function overview() {
       num('queued', q.counts.queued),
       num('ready', q.ready),
       num('scheduled', q.scheduled),
-      num('running', q.counts.running),
+      // A queue with a limit shows how close it is: running / max_running.
+      q.max_running == null
+        ? num('running', q.counts.running)
+        : el('td', { class: q.counts.running >= q.max_running ? 'num warn' : 'num', 'data-count': 'running',
+          title: `at most ${q.max_running} running (max_running)` }, `${q.counts.running} / ${q.max_running}`),
       num('succeeded', q.counts.succeeded),
       num('failed', q.counts.failed, q.counts.failed ? link(`#/dlq?queue=${enc(q.name)}`, q.counts.failed) : '0'),
       num('cancelled', q.counts.cancelled),

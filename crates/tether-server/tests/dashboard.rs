@@ -219,6 +219,13 @@ async fn browser(db: &TestDb) {
         .await
         .expect(200);
 
+    // reports has a limit: the overview shows running against it.
+    let admin = c.admin.clone();
+    let limit = json!({"max_running": 3});
+    c.call("PATCH", "/v1/queues/reports", Some(&admin), Some(limit))
+        .await
+        .expect(200);
+
     // billing: a fatal failure, for "replay all matching".
     let failed_job2 = c.enqueue("billing", "charge").await;
     let (_, token) = c.claim_one("billing").await;

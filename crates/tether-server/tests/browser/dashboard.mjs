@@ -124,7 +124,7 @@ try {
   const cell = (queue, name) => `#queues tr[data-queue="${queue}"] td[data-count="${name}"]`;
   for (const [queue, name, expected] of [
     ['emails', 'queued', '5'], ['emails', 'ready', '4'], ['emails', 'scheduled', '1'], ['emails', 'paused', 'active'],
-    ['reports', 'queued', '1'], ['reports', 'running', '1'], ['reports', 'failed', '1'],
+    ['reports', 'queued', '1'], ['reports', 'running', '1 / 3'], ['reports', 'failed', '1'],
     ['billing', 'failed', '1'], ['billing', 'expired_leases', '0'],
   ]) await expectText(cell(queue, name), expected);
   assert.notEqual(await text(cell('emails', 'oldest_ready')), '—');
