@@ -288,3 +288,79 @@ async fn the_batch_completion_reads_rows_by_primary_key_whatever_the_statistics(
     pool.close().await;
     db.cleanup().await;
 }
+
+/// A limited claim that waited for its turn on the queue's row records the
+/// time it took effect, not the time it started waiting: its job's
+/// `started_at` and `claimed` event are never before the end of the job
+/// whose slot it took, so a check of the history (no instant with more
+/// running jobs than the limit) reads the truth.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limited_claim_that_waited_records_when_it_took_effect() {
+    use tether_core::{ClaimRequest, EventKind, QueueConfigPatch};
+    let db = tether_conformance::postgres().await;
+    let url = db.postgres_url().expect("a PostgreSQL test database");
+    let engine = db.engine.clone();
+    let limit = QueueConfigPatch {
+        max_running: Some(Some(1)),
+        ..Default::default()
+    };
+    engine
+        .configure_queue("t", "q", &limit)
+        .await
+        .expect("limit");
+    for _ in 0..2 {
+        engine
+            .enqueue("t", NewJob::new("q", "k", json!({})))
+            .await
+            .expect("enqueue");
+    }
+    let req = ClaimRequest {
+        queue: "q".into(),
+        worker_id: "w".into(),
+        limit: 1,
+        lease_ttl_ms: None,
+    };
+    let first = engine.claim("t", &req).await.expect("claim").remove(0);
+
+    // Hold the queue's row, so the next claim waits for its turn.
+    let pool = PgPool::connect(&url).await.expect("pool");
+    let mut holder = pool.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM tether.queues WHERE tenant = 't' AND name = 'q' FOR UPDATE")
+        .execute(&mut *holder)
+        .await
+        .expect("lock");
+    let waiting = {
+        let (engine, req) = (engine.clone(), req.clone());
+        tokio::spawn(async move { engine.claim("t", &req).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let done = engine
+        .complete("t", first.job.id, first.lease_token, None)
+        .await
+        .expect("complete");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    holder.commit().await.expect("release");
+    let second = waiting.await.expect("task").expect("claim").remove(0);
+
+    let ended = done.finished_at.expect("finished_at");
+    let started = second.job.started_at.expect("started_at");
+    assert!(
+        started >= ended,
+        "claimed at {started}, before the slot freed at {ended}"
+    );
+    let claimed_at = engine
+        .events("t", second.job.id)
+        .await
+        .expect("events")
+        .into_iter()
+        .filter(|e| e.event == EventKind::Claimed)
+        .map(|e| e.at)
+        .next_back()
+        .expect("a claimed event");
+    assert!(
+        claimed_at >= ended,
+        "claimed event at {claimed_at}, before {ended}"
+    );
+    pool.close().await;
+    db.cleanup().await;
+}

@@ -10,9 +10,10 @@
 /// order; sorting the wide rows here cost more than the client's sort by
 /// priority, run_at and id), each with `limited` false, or one row with
 /// NULL job columns whose `limited` says whether the queue has a limit this
-/// statement did not apply (see [`CLAIM_LIMITED`]).
+/// statement did not apply (see [`CLAIM_LIMITED`]). `$now` is the claim's
+/// time: `now()`, or `statement_timestamp()` inside a longer transaction.
 macro_rules! claim_sql {
-    ($limit:literal, $limited_too:literal) => {
+    ($limit:literal, $limited_too:literal, $now:literal) => {
         concat!(
             "WITH config AS (
         SELECT COALESCE(q.paused, false) AS paused,
@@ -26,8 +27,12 @@ macro_rules! claim_sql {
     ),
     picked AS (
         SELECT j.id FROM tether.jobs j
-        WHERE j.tenant = $1 AND j.queue = $2 AND j.state = 'queued' AND j.run_at <= now()
-          AND (j.expires_at IS NULL OR j.expires_at > now())
+        WHERE j.tenant = $1 AND j.queue = $2 AND j.state = 'queued' AND j.run_at <= ",
+            $now,
+            "
+          AND (j.expires_at IS NULL OR j.expires_at > ",
+            $now,
+            ")
           AND NOT (SELECT paused OR limited FROM config)
         ORDER BY j.priority DESC, j.run_at, j.id
         LIMIT ",
@@ -39,8 +44,16 @@ macro_rules! claim_sql {
         UPDATE tether.jobs j
         SET state = 'running', attempt = j.attempt + 1, lease_token = gen_random_uuid(),
             lease_ttl_ms = config.ttl,
-            lease_expires_at = now() + config.ttl * interval '1 millisecond',
-            heartbeat_at = now(), started_at = now(), updated_at = now(),
+            lease_expires_at = ",
+            $now,
+            " + config.ttl * interval '1 millisecond',
+            heartbeat_at = ",
+            $now,
+            ", started_at = ",
+            $now,
+            ", updated_at = ",
+            $now,
+            ",
             worker_id = $5, progress = NULL
         FROM picked, config
         WHERE j.id = picked.id
@@ -60,7 +73,7 @@ macro_rules! claim_sql {
 /// Claims up to `$3` jobs from a queue without `max_running` (see
 /// [`claim_sql!`]); for a queue with one it claims nothing and answers
 /// `limited`, and the store runs [`CLAIM_LIMITED`] instead.
-pub const CLAIM: &str = claim_sql!("$3", "false");
+pub const CLAIM: &str = claim_sql!("$3", "false", "now()");
 
 /// Locks the row of queue `$2` of tenant `$1` (its limited claims then run
 /// one at a time) and reads its `max_running`.
@@ -79,7 +92,11 @@ pub(crate) const CLAIM_LIMITED: &str = claim_sql!(
           ELSE LEAST($3, GREATEST(0, (SELECT max_running FROM config)
               - (SELECT count(*) FROM tether.jobs r
                  WHERE r.tenant = $1 AND r.queue = $2 AND r.state = 'running'))) END",
-    "true"
+    "true",
+    // The transaction began before the turn came: the claim's own time is
+    // when its statement started, after the lock (so its history never
+    // shows it before the end of the job whose slot it took).
+    "statement_timestamp()"
 );
 
 /// A report (`complete`, `fail`, `snooze`) whose fence matched nothing:
