@@ -292,8 +292,8 @@ export interface Queue {
   max_attempts: number;
   backoff: Backoff;
   default_lease_ttl_ms: number;
-  /** Claims never bring the queue's running jobs above this; `null`: no limit (absent from servers without flow control). */
-  max_running?: number | null;
+  /** Claims never bring the queue's running jobs above this; `null`: no limit. */
+  max_running: number | null;
 }
 
 export interface QueueResponse {
