@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use sqlx::PgPool;
-use tether_client::{ClaimOptions, HttpClient};
+use tether_client::{ClaimOptions, ClaimedJob, HttpClient};
 use tether_core::{Completion, Engine, NewJob};
 
 use crate::report::Report;
@@ -226,14 +226,7 @@ pub async fn run(engine: &Engine, url: &str, pool: &PgPool, scale: &Scale, repor
                 if claimed.is_empty() {
                     return done;
                 }
-                let items: Vec<Completion> = claimed
-                    .iter()
-                    .map(|c| Completion {
-                        id: c.job.id,
-                        lease_token: c.lease_token,
-                        result: None,
-                    })
-                    .collect();
+                let items: Vec<Completion> = claimed.iter().map(ClaimedJob::success).collect();
                 for item in client.complete_batch(&items).await.expect("complete") {
                     item.result.expect("completion accepted");
                 }
@@ -314,12 +307,7 @@ async fn pickup(client: &HttpClient, engine: &Engine, n: usize) -> Vec<Duration>
             while seen.len() < n {
                 for c in client.claim("http-pickup", &opts).await.expect("claim") {
                     seen.push((c.job.id, Instant::now()));
-                    let done = Completion {
-                        id: c.job.id,
-                        lease_token: c.lease_token,
-                        result: None,
-                    };
-                    let _ = client.complete_batch(&[done]).await;
+                    let _ = client.complete_batch(&[c.success()]).await;
                 }
             }
             seen

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tether_client::{ClaimOptions, HttpClient};
+use tether_client::{ClaimOptions, ClaimedJob, HttpClient};
 use tether_core::{Completion, NewJob};
 
 use crate::http::{rss_of, ServerProcess};
@@ -80,14 +80,7 @@ pub async fn run(admin_url: &str, jobs: u64, report: &mut Report) {
                         .lock()
                         .unwrap()
                         .push((started.elapsed().as_secs_f64(), took));
-                    let items: Vec<Completion> = claimed
-                        .iter()
-                        .map(|c| Completion {
-                            id: c.job.id,
-                            lease_token: c.lease_token,
-                            result: None,
-                        })
-                        .collect();
+                    let items: Vec<Completion> = claimed.iter().map(ClaimedJob::success).collect();
                     for item in client.complete_batch(&items).await.expect("complete") {
                         item.result.expect("completion accepted");
                     }

@@ -135,6 +135,16 @@ pub struct ClaimedJob {
 }
 
 impl ClaimedJob {
+    /// A completion of this job with no result, for `complete_batch` (as
+    /// [`tether_core::ClaimedJob::success`]).
+    pub fn success(&self) -> tether_core::Completion {
+        tether_core::Completion {
+            id: self.job.id,
+            lease_token: self.lease_token,
+            result: None,
+        }
+    }
+
     /// The engine's form (see [`Job::into_core`] for `tenant`).
     pub fn into_core(self, tenant: &str) -> tether_core::ClaimedJob {
         tether_core::ClaimedJob {

@@ -85,11 +85,7 @@ async fn max_running_holds_across_three_replicas() {
                     tokio::time::sleep(Duration::from_millis(3)).await;
                     let items: Vec<Completion> = claimed
                         .iter()
-                        .map(|c| Completion {
-                            id: c.job.id,
-                            lease_token: c.lease_token,
-                            result: None,
-                        })
+                        .map(tether_client::ClaimedJob::success)
                         .collect();
                     for answer in client.complete_batch(&items).await.unwrap() {
                         answer.result.unwrap();
