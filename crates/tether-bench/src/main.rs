@@ -17,6 +17,7 @@
 //! the program creates its own database and drops it at the end.
 
 mod cron;
+mod flow;
 mod http;
 mod pg;
 mod physical;
@@ -31,8 +32,9 @@ mod workload;
 use report::Report;
 
 /// The groups of figures `--only` can pick, in the order a run measures them.
-pub const GROUPS: [&str; 10] = [
-    "enqueue", "wal", "physical", "e2e", "runtime", "latency", "http", "sdk", "cron", "sqlite",
+pub const GROUPS: [&str; 11] = [
+    "enqueue", "wal", "physical", "e2e", "runtime", "latency", "flow", "http", "sdk", "cron",
+    "sqlite",
 ];
 
 /// Which groups a run measures (all unless `--only` named some).
@@ -68,6 +70,8 @@ pub struct Scale {
     pub pickup_jobs: usize,
     /// Seconds a per-second schedule runs for the lateness figure.
     pub cron_seconds: u64,
+    /// Seconds the rate limit's accuracy is measured over.
+    pub rate_seconds: u64,
 }
 
 impl Scale {
@@ -81,6 +85,7 @@ impl Scale {
             latency_samples: 40,
             pickup_jobs: 500,
             cron_seconds: 60,
+            rate_seconds: 30,
         }
     }
 
@@ -94,6 +99,7 @@ impl Scale {
             latency_samples: 25,
             pickup_jobs: 100,
             cron_seconds: 15,
+            rate_seconds: 10,
         }
     }
 }

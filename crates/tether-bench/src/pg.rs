@@ -107,6 +107,9 @@ pub async fn run(admin_url: &str, scale: &Scale, only: &Only, report: &mut Repor
     if only.runs("latency") {
         latency_figures(engine, pool, scale, report).await;
     }
+    if only.runs("flow") {
+        crate::flow::run(engine, pool, scale.rate_seconds, report).await;
+    }
     if only.runs("http") {
         crate::http::run(engine, url, pool, scale, report).await;
     }
@@ -289,7 +292,38 @@ async fn e2e_figures(engine: &Engine, pool: &PgPool, scale: &Scale, report: &mut
         "pg_e2e_b100_max_running_ratio",
         report.get("pg_e2e_b100_max_running_jobs_per_s") / report.get("pg_e2e_b100_jobs_per_s"),
         "ratio",
-        "limited / unlimited, same run (the flow-control bar >= 0.8 also counts key limits)",
+        "max_running only / unlimited, same run",
+    );
+    // And with key_max_running over 100 keys as well (100 per key: like
+    // max_running, a limit that does not bind, so the figure is the cost of
+    // the per-key claim).
+    reset(pool).await;
+    let limits = tether_core::QueueConfigPatch {
+        max_running: Some(Some(10_000)),
+        key_max_running: Some(Some(100)),
+        ..Default::default()
+    };
+    engine
+        .configure_queue(TENANT, "e2e-keyed", &limits)
+        .await
+        .expect("limits");
+    crate::workload::enqueue_keyed(engine, "e2e-keyed", n, 2, 100).await;
+    vacuum(pool).await;
+    let (done, elapsed) = claim_complete(engine, "e2e-keyed", 100, CLAIMERS).await;
+    assert_eq!(done, n as u64, "every job claimed once (key-limited)");
+    report.add(
+        "pg_e2e_b100_limited_jobs_per_s",
+        rate(done, elapsed),
+        "jobs/s",
+        format!(
+            "as pg_e2e_b100, max_running 10000 and key_max_running 100 over 100 keys, {n} no-op jobs"
+        ),
+    );
+    report.add(
+        "pg_e2e_b100_limited_ratio",
+        report.get("pg_e2e_b100_limited_jobs_per_s") / report.get("pg_e2e_b100_jobs_per_s"),
+        "ratio",
+        "limited / unlimited, same run (bar >= 0.8)",
     );
     reset(pool).await;
     enqueue_batches(engine, "e2e", n, 2).await;
@@ -428,41 +462,71 @@ pub async fn checkpoint(pool: &PgPool) {
         .expect("checkpoint");
 }
 
-/// Fills the queue fast with plain SQL (setup, not measured).
-async fn fill(pool: &PgPool, queue: &str, n: usize) {
-    sqlx::query(&format!(
-        "{RAW_INSERT_COLUMNS} SELECT gen_random_uuid(), 'bench', $1, 'noop', '{{}}', 'queued', \
-         (g % 3)::smallint, 0, 5, 1000, 3600000, now() - g * interval '1 millisecond', now(), now() \
-         FROM generate_series(1, $2) g"
-    ))
+/// Fills the queue fast with plain SQL (setup, not measured); the jobs'
+/// concurrency keys take `keys` values in turn (0: no key).
+async fn fill(pool: &PgPool, queue: &str, n: usize, keys: usize) {
+    sqlx::query(
+        "INSERT INTO tether.jobs (id, tenant, queue, kind, payload, state, priority, attempt, \
+         max_attempts, backoff_base_ms, backoff_cap_ms, run_at, created_at, updated_at, \
+         concurrency_key) \
+         SELECT gen_random_uuid(), 'bench', $1, 'noop', '{}', 'queued', (g % 3)::smallint, 0, 5, \
+         1000, 3600000, now() - g * interval '1 millisecond', now(), now(), \
+         CASE WHEN $3 > 0 THEN 'key-' || (g % $3) END \
+         FROM generate_series(1, $2) g",
+    )
     .bind(queue)
     .bind(n as i64)
+    .bind(keys as i64)
     .execute(pool)
     .await
     .expect("fill");
+}
+
+/// [`fill`] without keys, for other groups' figures.
+pub async fn fill_queue(pool: &PgPool, queue: &str, n: usize) {
+    fill(pool, queue, n, 0).await;
+}
+
+/// The median of `samples` claims of 100 from `queue`, each its own.
+async fn median_claim_ms(engine: &Engine, queue: &str, samples: usize) -> f64 {
+    let req = ClaimRequest {
+        queue: queue.into(),
+        worker_id: "latency".into(),
+        limit: 100,
+        lease_ttl_ms: None,
+    };
+    let mut times = Vec::new();
+    for _ in 0..samples {
+        let started = Instant::now();
+        let claimed = engine.claim(TENANT, &req).await.expect("claim");
+        times.push(started.elapsed());
+        assert_eq!(claimed.len(), 100);
+    }
+    median_ms(times)
 }
 
 async fn latency_figures(engine: &Engine, pool: &PgPool, scale: &Scale, report: &mut Report) {
     let mut medians = Vec::new();
     for n in [scale.latency_small, scale.latency_large] {
         reset(pool).await;
-        fill(pool, "latency", n).await;
+        fill(pool, "latency", n, 0).await;
         vacuum(pool).await;
-        let req = ClaimRequest {
-            queue: "latency".into(),
-            worker_id: "latency".into(),
-            limit: 100,
-            lease_ttl_ms: None,
-        };
-        let mut samples = Vec::new();
-        for _ in 0..scale.latency_samples {
-            let started = Instant::now();
-            let claimed = engine.claim(TENANT, &req).await.expect("claim");
-            samples.push(started.elapsed());
-            assert_eq!(claimed.len(), 100);
-        }
-        medians.push(median_ms(samples));
+        medians.push(median_claim_ms(engine, "latency", scale.latency_samples).await);
     }
+    // A fair claim of 100 over as many jobs spread over 10 000 keys: it
+    // reads one index entry per key with queued jobs.
+    reset(pool).await;
+    fill(pool, "fair", scale.latency_large, 10_000).await;
+    let fair = tether_core::QueueConfigPatch {
+        fair: Some(true),
+        ..Default::default()
+    };
+    engine
+        .configure_queue(TENANT, "fair", &fair)
+        .await
+        .expect("fair");
+    vacuum(pool).await;
+    let fair_ms = median_claim_ms(engine, "fair", scale.latency_samples).await;
     report.add(
         "pg_claim_ms_10k",
         medians[0],
@@ -480,5 +544,20 @@ async fn latency_figures(engine: &Engine, pool: &PgPool, scale: &Scale, report: 
         medians[1] / medians[0],
         "ratio",
         "1m / 10k (bar <= 2)",
+    );
+    report.add(
+        "pg_fair_claim_ms_1m",
+        fair_ms,
+        "ms",
+        format!(
+            "median fair claim of 100 with {} queued over 10000 keys",
+            scale.latency_large
+        ),
+    );
+    report.add(
+        "pg_fair_claim_ratio",
+        fair_ms / medians[1],
+        "ratio",
+        "fair / plain claim over as many jobs (bar <= 2)",
     );
 }

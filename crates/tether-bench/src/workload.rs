@@ -11,6 +11,18 @@ pub const TENANT: &str = "bench";
 /// Enqueues `n` no-op jobs on `queue` in batches of 1 000 from `tasks`
 /// concurrent tasks; returns the elapsed time.
 pub async fn enqueue_batches(engine: &Engine, queue: &str, n: usize, tasks: usize) -> Duration {
+    enqueue_keyed(engine, queue, n, tasks, 0).await
+}
+
+/// As [`enqueue_batches`], the jobs' concurrency keys taking `keys` values
+/// in turn (0: no key).
+pub async fn enqueue_keyed(
+    engine: &Engine,
+    queue: &str,
+    n: usize,
+    tasks: usize,
+    keys: usize,
+) -> Duration {
     let started = Instant::now();
     let per_task = n.div_ceil(tasks);
     let mut handles = Vec::new();
@@ -23,7 +35,13 @@ pub async fn enqueue_batches(engine: &Engine, queue: &str, n: usize, tasks: usiz
             while left > 0 {
                 let size = left.min(1_000);
                 let jobs: Vec<NewJob> = (0..size)
-                    .map(|i| NewJob::new(queue.as_str(), "noop", json!({ "i": i })))
+                    .map(|i| {
+                        let job = NewJob::new(queue.as_str(), "noop", json!({ "i": i }));
+                        match keys {
+                            0 => job,
+                            k => job.concurrency_key(format!("key-{}", i % k)),
+                        }
+                    })
                     .collect();
                 engine
                     .enqueue_many(TENANT, &jobs)

@@ -104,6 +104,35 @@ async fn metrics_need_an_admin_key_and_show_queues_and_counters() {
     )
     .await;
     assert_eq!(status, 201);
+    // A claim that flow control holds back (a rate limit of one job a
+    // minute, two jobs ready) is counted.
+    let (status, _) = call(
+        reqwest::Method::POST,
+        &s.url("/v1/jobs"),
+        key,
+        Some(json!({"queue": "mail", "kind": "send"})),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let (status, _) = call(
+        reqwest::Method::PATCH,
+        &s.url("/v1/queues/mail"),
+        key,
+        Some(json!({"rate_limit": {"count": 1, "period_ms": 60000}})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, claimed) = call(
+        reqwest::Method::POST,
+        &s.url("/v1/queues/mail/claim"),
+        key,
+        Some(json!({"worker_id": "w", "limit": 10})),
+    )
+    .await;
+    assert_eq!(
+        (status, claimed["jobs"].as_array().map(Vec::len)),
+        (200, Some(1))
+    );
     let (status, tenant) = call(
         reqwest::Method::POST,
         &s.url("/v1/tenants"),
@@ -128,9 +157,11 @@ async fn metrics_need_an_admin_key_and_show_queues_and_counters() {
     let text = resp.text().await.unwrap();
     for line in [
         "tether_queue_jobs{tenant=\"default\",queue=\"mail\",state=\"queued\"} 1",
+        "tether_queue_jobs{tenant=\"default\",queue=\"mail\",state=\"running\"} 1",
+        "tether_claims_throttled_total{tenant=\"default\",queue=\"mail\"} 1",
         "tether_queue_oldest_ready_age_seconds{tenant=\"default\",queue=\"mail\"}",
         "tether_queue_expired_leases{tenant=\"default\",queue=\"mail\"} 0",
-        "tether_jobs_enqueued_total{tenant=\"default\",queue=\"mail\"} 1",
+        "tether_jobs_enqueued_total{tenant=\"default\",queue=\"mail\"} 2",
     ] {
         assert!(text.contains(line), "missing {line:?} in:\n{text}");
     }

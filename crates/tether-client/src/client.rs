@@ -569,6 +569,16 @@ impl HttpClient {
         if let Some(limit) = patch.max_running {
             body.insert("max_running".into(), limit.into());
         }
+        if let Some(rate) = patch.rate_limit {
+            let rate = rate.map(|r| json!({ "count": r.count, "period_ms": r.period_ms }));
+            body.insert("rate_limit".into(), rate.unwrap_or(Value::Null));
+        }
+        if let Some(limit) = patch.key_max_running {
+            body.insert("key_max_running".into(), limit.into());
+        }
+        if let Some(fair) = patch.fair {
+            body.insert("fair".into(), fair.into());
+        }
         let call = self.call(Method::PATCH, &["v1", "queues", queue])?;
         let env: QueueEnvelope = self.json(call, Some(&Value::Object(body))).await?;
         Ok(env.queue)

@@ -75,7 +75,7 @@ pub use wire::{
 /// schedules.
 pub use tether_core::{
     Backoff, Completion, EventKind, Failure, Heartbeat, JobArgs, JobState, LeaseToken, NewJob,
-    Overlap, QueueConfigPatch, RunAt, RunOutcome, SchedulePatch, ScheduleSpec,
+    Overlap, QueueConfigPatch, RateLimit, RunAt, RunOutcome, SchedulePatch, ScheduleSpec,
 };
 
 /// The worker runtime a remote worker runs on (see [`HttpClient::worker`]).

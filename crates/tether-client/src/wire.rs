@@ -7,8 +7,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 use tether_core::{
-    Backoff, EventKind, JobState, LeaseToken, NewJob, Overlap, RunAt, RunOutcome, SchedulePatch,
-    ScheduleSpec,
+    Backoff, EventKind, JobState, LeaseToken, NewJob, Overlap, RateLimit, RunAt, RunOutcome,
+    SchedulePatch, ScheduleSpec,
 };
 use uuid::Uuid;
 
@@ -64,6 +64,9 @@ pub struct Job {
     /// A queued job not claimed by then fails with reason `expired`.
     #[serde(default)]
     pub expires_at: Option<DateTime<Utc>>,
+    /// Groups the job for its queue's `key_max_running` and `fair` claims.
+    #[serde(default)]
+    pub concurrency_key: Option<String>,
     /// How long one attempt may run.
     #[serde(default)]
     pub timeout_ms: Option<i64>,
@@ -114,6 +117,7 @@ impl Job {
             idempotency_key: self.idempotency_key,
             tags: self.tags,
             expires_at: self.expires_at,
+            concurrency_key: self.concurrency_key,
             timeout_ms: self.timeout_ms,
             cancel_requested: self.cancel_requested,
             worker_id: self.worker_id,
@@ -452,6 +456,15 @@ pub struct Queue {
     /// limit; also what a server without flow control answers).
     #[serde(default)]
     pub max_running: Option<i32>,
+    /// At most `count` jobs handed out in any `period_ms` (`None`: no limit).
+    #[serde(default)]
+    pub rate_limit: Option<RateLimit>,
+    /// At most this many running jobs per concurrency key (`None`: no limit).
+    #[serde(default)]
+    pub key_max_running: Option<i32>,
+    /// Claims take jobs round-robin over concurrency keys.
+    #[serde(default)]
+    pub fair: bool,
 }
 
 /// Number of jobs per state.
@@ -760,6 +773,9 @@ pub(crate) fn enqueue_body(job: &NewJob) -> Value {
     }
     if let Some(k) = &job.unique_key {
         m.insert("unique_key".into(), k.clone().into());
+    }
+    if let Some(k) = &job.concurrency_key {
+        m.insert("concurrency_key".into(), k.clone().into());
     }
     if !job.tags.is_empty() {
         m.insert("tags".into(), job.tags.clone().into());

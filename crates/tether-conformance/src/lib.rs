@@ -484,6 +484,10 @@ macro_rules! behaviour_suite {
                 concurrent_claimers_never_exceed_max_running,
                 reaped_job_frees_its_slot,
                 a_freed_slot_wakes_throttled_claims,
+                key_max_running_passes_over_full_keys,
+                concurrent_claimers_never_exceed_key_max_running,
+                rate_limit_holds_a_sliding_window,
+                rate_window_wakes_claims_and_fair_claims_share,
             }
             leader {
                 leader_lease_is_exclusive_and_fenced,

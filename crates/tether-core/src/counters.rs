@@ -6,6 +6,9 @@
 //! - `tether_jobs_enqueued_total{tenant,queue}`: jobs created (a duplicate
 //!   that returned an existing job is not counted);
 //! - `tether_jobs_claimed_total{tenant,queue}`: attempts started;
+//! - `tether_claims_throttled_total{tenant,queue}`: claims that flow
+//!   control held back (fewer jobs than asked while ready ones were left;
+//!   counted by the store, which alone sees why);
 //! - `tether_jobs_completed_total{tenant}`: attempts that succeeded;
 //! - `tether_jobs_failed_total{tenant,outcome}`: attempts that failed, by
 //!   where the job went: `retried`, `dead` (state `failed`) or `cancelled`;
@@ -40,6 +43,12 @@ pub(crate) fn claimed(tenant: &str, queue: &str, n: usize) {
         counter!("tether_jobs_claimed_total", "tenant" => tenant.to_owned(), "queue" => queue.to_owned())
             .increment(n as u64);
     }
+}
+
+/// A claim of `queue` that its flow control held back (see the list above).
+pub fn throttled(tenant: &str, queue: &str) {
+    counter!("tether_claims_throttled_total", "tenant" => tenant.to_owned(), "queue" => queue.to_owned())
+        .increment(1);
 }
 
 pub(crate) fn completed(tenant: &str, n: usize) {

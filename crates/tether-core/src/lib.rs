@@ -8,10 +8,11 @@
 //! backend therefore never sees invalid input, and bad input never reaches the
 //! database: nothing is written when validation fails.
 
-mod counters;
+pub mod counters;
 pub mod cron;
 mod engine;
 mod error;
+pub mod flow;
 mod forward;
 pub mod keys;
 pub mod lifecycle;

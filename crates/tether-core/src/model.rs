@@ -236,6 +236,8 @@ pub struct Job {
     pub tags: Vec<String>,
     /// A queued job not claimed by then fails with reason `expired`.
     pub expires_at: Option<DateTime<Utc>>,
+    /// Groups the job for its queue's `key_max_running` and `fair` claims.
+    pub concurrency_key: Option<String>,
     /// How long one attempt may run, enforced by the worker runtime.
     pub timeout_ms: Option<i64>,
     /// Cancellation was asked for while the job was running.
@@ -331,6 +333,8 @@ pub struct NewJob {
     pub tags: Vec<String>,
     /// Fails with reason `expired` if not claimed by then.
     pub expires_at: Option<DateTime<Utc>>,
+    /// Groups jobs for the queue's `key_max_running` and `fair` claims.
+    pub concurrency_key: Option<String>,
 }
 
 impl NewJob {
@@ -349,6 +353,7 @@ impl NewJob {
             unique_key: None,
             tags: Vec::new(),
             expires_at: None,
+            concurrency_key: None,
         }
     }
 
@@ -415,6 +420,12 @@ impl NewJob {
     /// Sets the expiry instant.
     pub fn expires_at(mut self, at: DateTime<Utc>) -> Self {
         self.expires_at = Some(at);
+        self
+    }
+
+    /// Sets the concurrency key (see `key_max_running` and `fair`).
+    pub fn concurrency_key(mut self, key: impl Into<String>) -> Self {
+        self.concurrency_key = Some(key.into());
         self
     }
 }
@@ -644,6 +655,36 @@ pub struct QueueLimits {
     /// Claims never bring the queue's `running` jobs above this number
     /// (`None`: no limit). A claim that would hands out fewer jobs.
     pub max_running: Option<i32>,
+    /// At most `count` jobs handed out by claims in any `period_ms`
+    /// (`None`: no limit).
+    pub rate_limit: Option<RateLimit>,
+    /// At most this many `running` jobs per `concurrency_key` (`None`: no
+    /// limit); jobs of a key at its limit are passed over.
+    pub key_max_running: Option<i32>,
+    /// Claims take jobs of one priority round-robin over concurrency keys.
+    pub fair: bool,
+}
+
+impl QueueLimits {
+    /// Whether any limit applies (the claim must then count before it takes).
+    pub fn any(&self) -> bool {
+        self.max_running.is_some()
+            || self.rate_limit.is_some()
+            || self.key_max_running.is_some()
+            || self.fair
+    }
+}
+
+/// A strict sliding window on the database clock: in any interval of
+/// `period_ms`, claims hand out at most `count` jobs of the queue. A retry
+/// or snooze does not give a slot back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimit {
+    /// Jobs per window (1–100 000).
+    pub count: i32,
+    /// Window length in milliseconds (1 000–86 400 000).
+    pub period_ms: i64,
 }
 
 /// A change to a queue's settings; unset fields stay as they are. In JSON,
@@ -664,6 +705,33 @@ pub struct QueueConfigPatch {
         deserialize_with = "deserialize_present"
     )]
     pub max_running: Option<Option<i32>>,
+    /// New `rate_limit`: `Some(None)` removes it.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "deserialize_present"
+    )]
+    pub rate_limit: Option<Option<RateLimit>>,
+    /// New `key_max_running`: `Some(None)` removes the limit.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "deserialize_present"
+    )]
+    pub key_max_running: Option<Option<i32>>,
+    /// New `fair`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fair: Option<bool>,
+}
+
+impl QueueConfigPatch {
+    /// Whether the patch changes any flow-control setting.
+    pub fn touches_limits(&self) -> bool {
+        self.max_running.is_some()
+            || self.rate_limit.is_some()
+            || self.key_max_running.is_some()
+            || self.fair.is_some()
+    }
 }
 
 /// Deserialises a field that is present (possibly `null`) as `Some`, so

@@ -21,8 +21,10 @@ pub const MAX_TAGS: usize = 32;
 pub const PRIORITY_RANGE: std::ops::RangeInclusive<i16> = -100..=100;
 /// Attempt budget range.
 pub const MAX_ATTEMPTS_RANGE: std::ops::RangeInclusive<i32> = 1..=1_000;
-/// Range of a queue's `max_running`.
+/// Range of a queue's `max_running`, `key_max_running` and rate-limit count.
 pub const MAX_RUNNING_RANGE: std::ops::RangeInclusive<i32> = 1..=100_000;
+/// Range of a rate limit's window (1 s to 1 day).
+pub const RATE_PERIOD_RANGE: std::ops::RangeInclusive<i64> = 1_000..=86_400_000;
 /// Lease length range (1 s to 1 h).
 pub const LEASE_TTL_RANGE: std::ops::RangeInclusive<i64> = 1_000..=3_600_000;
 /// Longest delay, job timeout or backoff: 366 days.
@@ -290,6 +292,9 @@ pub fn new_job(field: &str, job: &NewJob, limits: &Limits) -> Result<()> {
     if let Some(k) = &job.unique_key {
         key(&f("unique_key"), k)?;
     }
+    if let Some(k) = &job.concurrency_key {
+        name(&f("concurrency_key"), k)?;
+    }
     if job.tags.len() > MAX_TAGS {
         return Err(Error::invalid(
             f("tags"),
@@ -419,18 +424,31 @@ pub fn queue_config(patch: &QueueConfigPatch) -> Result<()> {
         millis("default_lease_ttl_ms", ttl, LEASE_TTL_RANGE)?;
     }
     if let Some(Some(n)) = patch.max_running {
-        if !MAX_RUNNING_RANGE.contains(&n) {
-            return Err(Error::invalid(
-                "max_running",
-                format!(
-                    "must be between {} and {} (or null for no limit), got {n}",
-                    MAX_RUNNING_RANGE.start(),
-                    MAX_RUNNING_RANGE.end()
-                ),
-            ));
-        }
+        limit("max_running", n)?;
+    }
+    if let Some(Some(n)) = patch.key_max_running {
+        limit("key_max_running", n)?;
+    }
+    if let Some(Some(rate)) = patch.rate_limit {
+        limit("rate_limit.count", rate.count)?;
+        millis("rate_limit.period_ms", rate.period_ms, RATE_PERIOD_RANGE)?;
     }
     Ok(())
+}
+
+/// A flow-control number in [`MAX_RUNNING_RANGE`].
+fn limit(field: &str, n: i32) -> Result<()> {
+    if MAX_RUNNING_RANGE.contains(&n) {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        field,
+        format!(
+            "must be between {} and {} (or null for no limit), got {n}",
+            MAX_RUNNING_RANGE.start(),
+            MAX_RUNNING_RANGE.end()
+        ),
+    ))
 }
 
 /// A schedule definition: names, payload size, and its expression and time

@@ -74,6 +74,9 @@ type Entries = HashMap<Key, Arc<Hints>>;
 #[derive(Debug, Clone, Default)]
 pub struct WakeupHub {
     entries: Arc<Mutex<Entries>>,
+    /// When each queue's delayed hint (see [`WakeupHub::notify_after`]) is
+    /// due, so a burst of throttled claims schedules one timer, not many.
+    delayed: Arc<Mutex<HashMap<Key, tokio::time::Instant>>>,
 }
 
 /// Most waiters one hint wakes, whatever the count says (a batch of 1 000
@@ -116,6 +119,29 @@ impl WakeupHub {
                 hints.notify.notify_one();
             }
         }
+    }
+
+    /// Says that `jobs` jobs of a queue become claimable `after` from now
+    /// (a rate limit's window frees slots then): sends the hint then, from
+    /// a timer task. An earlier or equal hint already due for the queue
+    /// covers this one. Must be called inside a tokio runtime.
+    pub fn notify_after(&self, tenant: &str, queue: &str, after: std::time::Duration, jobs: usize) {
+        let key = (tenant.to_owned(), queue.to_owned());
+        let due = tokio::time::Instant::now() + after;
+        {
+            let mut delayed = self.delayed.lock().unwrap_or_else(|e| e.into_inner());
+            let now = tokio::time::Instant::now();
+            delayed.retain(|_, at| *at > now);
+            if delayed.get(&key).is_some_and(|at| *at <= due) {
+                return;
+            }
+            delayed.insert(key.clone(), due);
+        }
+        let hub = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep_until(due).await;
+            hub.notify(&key.0, &key.1, jobs);
+        });
     }
 
     /// Wakes every subscriber of every queue, e.g. after hints may have been

@@ -17,8 +17,8 @@ use uuid::Uuid;
 
 use crate::rows::{self, Db};
 use crate::sql::attempts::{
-    CLAIM, CLAIM_LIMITED, COMPLETE, COMPLETE_MANY, FAIL, HEARTBEAT_MANY, HEARTBEAT_ONE,
-    LOCK_QUEUE_LIMITS, SETTLE_MANY, SNOOZE,
+    CLAIM, CLAIM_BY_KEY, CLAIM_LIMITED, COMPLETE, COMPLETE_MANY, FAIL, HEARTBEAT_MANY,
+    HEARTBEAT_ONE, LOCK_QUEUE_LIMITS, SETTLE_MANY, SNOOZE,
 };
 use crate::PgStore;
 
@@ -28,28 +28,61 @@ pub(crate) async fn claim(
     req: &ClaimRequest,
 ) -> Result<Vec<ClaimedJob>> {
     // A queue this store's last claim found limited goes straight to the
-    // limited claim (which also serves a queue whose limit was removed).
+    // limited claim (which also serves a queue whose limits were removed).
     let known = store.limited.contains(tenant, &req.queue);
     let (mut claimed, limited) = if known {
         (Vec::new(), true)
     } else {
-        run_claim(&store.pool, CLAIM, tenant, req).await?
+        let outcome = run_claim(&store.pool, CLAIM, tenant, req).await?;
+        (outcome.jobs, outcome.limited)
     };
     if limited {
-        // The queue has a `max_running`: its claims take turns on the queue
-        // row, each counting the running jobs after the previous committed.
+        // The queue has flow control: its claims take turns on the queue
+        // row, each counting the running jobs (and the window's claims)
+        // after the previous one committed.
         let mut tx = store.begin().await?;
-        let max_running: Option<Option<i32>> = sqlx::query_scalar(LOCK_QUEUE_LIMITS)
+        let settings = sqlx::query(LOCK_QUEUE_LIMITS)
             .bind(tenant)
             .bind(&req.queue)
             .fetch_optional(&mut *tx)
             .await
             .db()?;
-        claimed = run_claim(&mut *tx, CLAIM_LIMITED, tenant, req).await?.0;
+        let limits = match &settings {
+            Some(row) => Limits {
+                any: row.try_get::<Option<i32>, _>("max_running").db()?.is_some()
+                    || row
+                        .try_get::<Option<i32>, _>("rate_limit_count")
+                        .db()?
+                        .is_some()
+                    || row
+                        .try_get::<Option<i32>, _>("key_max_running")
+                        .db()?
+                        .is_some()
+                    || row.try_get::<bool, _>("fair").db()?,
+                by_key: row
+                    .try_get::<Option<i32>, _>("key_max_running")
+                    .db()?
+                    .is_some()
+                    || row.try_get::<bool, _>("fair").db()?,
+            },
+            None => Limits::default(),
+        };
+        let sql = if limits.by_key {
+            CLAIM_BY_KEY
+        } else {
+            CLAIM_LIMITED
+        };
+        let outcome = run_claim(&mut *tx, sql, tenant, req).await?;
         tx.commit().await.db()?;
-        store
-            .limited
-            .mark(tenant, &req.queue, max_running.flatten().is_some());
+        store.limited.mark(tenant, &req.queue, limits.any);
+        if outcome.throttled {
+            tether_core::counters::throttled(tenant, &req.queue);
+        }
+        if let Some((after, jobs)) = outcome.window_opens {
+            // Nothing ends to free a rate-limit slot: the window's clock does.
+            store.wake_after(tenant, &req.queue, after, jobs);
+        }
+        claimed = outcome.jobs;
     } else {
         store.limited.mark(tenant, &req.queue, false);
     }
@@ -62,14 +95,34 @@ pub(crate) async fn claim(
     Ok(claimed)
 }
 
-/// Runs a claim statement (`CLAIM` or `CLAIM_LIMITED`); answers the jobs it
-/// claimed and whether it left the queue to the limited claim.
+/// Which flow control a queue's row has.
+#[derive(Debug, Default)]
+struct Limits {
+    /// Any setting at all.
+    any: bool,
+    /// `key_max_running` or `fair`: the claim reads per key.
+    by_key: bool,
+}
+
+/// What one claim statement answered.
+#[derive(Debug, Default)]
+struct ClaimOutcome {
+    jobs: Vec<ClaimedJob>,
+    /// `CLAIM` found flow control it does not apply.
+    limited: bool,
+    /// The limits held the claim back.
+    throttled: bool,
+    /// The rate limit is used up: in how long its window frees how many slots.
+    window_opens: Option<(std::time::Duration, usize)>,
+}
+
+/// Runs a claim statement (`CLAIM`, `CLAIM_LIMITED` or `CLAIM_BY_KEY`).
 async fn run_claim<'c, E>(
     conn: E,
     sql: &str,
     tenant: &str,
     req: &ClaimRequest,
-) -> Result<(Vec<ClaimedJob>, bool)>
+) -> Result<ClaimOutcome>
 where
     E: sqlx::PgExecutor<'c>,
 {
@@ -82,20 +135,34 @@ where
         .fetch_all(conn)
         .await
         .db()?;
-    let mut limited = false;
-    let mut claimed = Vec::with_capacity(rows.len());
+    let mut out = ClaimOutcome {
+        jobs: Vec::with_capacity(rows.len()),
+        ..ClaimOutcome::default()
+    };
+    // The limited claims repeat their outcome on every row (there is one).
+    if let (true, Some(row)) = (sql != CLAIM, rows.first()) {
+        out.throttled = row.try_get("throttled").db()?;
+        let opens: Option<i64> = row.try_get("window_opens_ms").db()?;
+        let jobs: i64 = row.try_get("window_opens_jobs").db()?;
+        out.window_opens = opens.map(|ms| {
+            (
+                std::time::Duration::from_millis(ms.max(0) as u64),
+                jobs.max(1) as usize,
+            )
+        });
+    }
     for row in &rows {
         // No job claimed: one row of NULLs that says whether the queue is limited.
         if row.try_get::<Option<Uuid>, _>("id").db()?.is_none() {
-            limited = row.try_get("limited").db()?;
+            out.limited = row.try_get("limited").db()?;
             continue;
         }
-        claimed.push(ClaimedJob {
+        out.jobs.push(ClaimedJob {
             job: rows::job(row).db()?,
             lease_token: rows::lease_token(row).db()?,
         });
     }
-    Ok((claimed, limited))
+    Ok(out)
 }
 
 pub(crate) async fn heartbeat_many(

@@ -254,6 +254,7 @@ async fn insert(
     let mut unique = Vec::with_capacity(n);
     let mut tags = Vec::with_capacity(n);
     let mut expires = Vec::with_capacity(n);
+    let mut keys = Vec::with_capacity(n);
     for r in jobs {
         let job = r.job;
         ids.push(r.id);
@@ -276,6 +277,7 @@ async fn insert(
         unique.push(job.unique_key.as_deref());
         tags.push(Value::from(job.tags.clone()));
         expires.push(job.expires_at);
+        keys.push(job.concurrency_key.as_deref());
     }
     let rows = sqlx::query(INSERT_JOBS)
         .bind(tenant)
@@ -295,6 +297,7 @@ async fn insert(
         .bind(&tags)
         .bind(&expires)
         .bind(QUEUE_ROWS_LOCK)
+        .bind(&keys)
         .fetch_all(&mut *conn)
         .await
         .db()?;
@@ -342,6 +345,7 @@ fn created_job(tenant: &str, new: &NewJobRef<'_>, row: &PgRow) -> Result<Job, sq
         idempotency_key: job.idempotency_key.clone(),
         tags: job.tags.clone(),
         expires_at: row.try_get("expires_at")?,
+        concurrency_key: job.concurrency_key.clone(),
         timeout_ms: job.timeout_ms,
         cancel_requested: false,
         worker_id: None,

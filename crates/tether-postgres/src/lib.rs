@@ -121,6 +121,21 @@ impl PgStore {
         }
     }
 
+    /// After a claim used up `queue`'s rate limit: hints this process's
+    /// claims of it when the window frees `jobs` slots, `after` from now.
+    /// (Other processes' claims, throttled too, each schedule their own.)
+    pub(crate) fn wake_after(
+        &self,
+        tenant: &str,
+        queue: &str,
+        after: std::time::Duration,
+        jobs: usize,
+    ) {
+        self.notifications
+            .hub()
+            .notify_after(tenant, queue, after, jobs);
+    }
+
     /// After commit: the hints for the jobs an enqueue created (an existing
     /// job that was returned wakes nobody).
     pub(crate) fn notify_created(&self, tenant: &str, answers: &[Enqueued]) {

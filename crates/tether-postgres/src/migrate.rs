@@ -35,6 +35,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "flow_control",
         include_str!("../migrations/0006_flow_control.sql"),
     ),
+    (
+        7,
+        "rate_and_keys",
+        include_str!("../migrations/0007_rate_and_keys.sql"),
+    ),
 ];
 
 /// Applies every migration not yet recorded, in one transaction, holding an

@@ -65,6 +65,11 @@ impl Notifications {
         let _ = sender.send((tenant.to_owned(), queue.to_owned(), jobs));
     }
 
+    /// This process's hub (its subscribers).
+    pub(crate) fn hub(&self) -> &WakeupHub {
+        &self.hub
+    }
+
     /// Subscribes to hints for one queue, starting this store's listener on
     /// first use. Must be called inside a tokio runtime.
     pub(crate) fn subscribe(&self, pool: &PgPool, tenant: &str, queue: &str) -> Wakeup {

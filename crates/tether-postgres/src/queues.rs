@@ -78,6 +78,12 @@ pub(crate) async fn configure_queue(
         .bind(patch.default_lease_ttl_ms)
         .bind(patch.max_running.is_some())
         .bind(patch.max_running.flatten())
+        .bind(patch.rate_limit.is_some())
+        .bind(patch.rate_limit.flatten().map(|r| r.count))
+        .bind(patch.rate_limit.flatten().map(|r| r.period_ms))
+        .bind(patch.key_max_running.is_some())
+        .bind(patch.key_max_running.flatten())
+        .bind(patch.fair)
         .execute(&mut *tx)
         .await
         .db()?;

@@ -7,8 +7,8 @@ use sqlx::Row;
 use tether_core::schedule::RunOutcome;
 use tether_core::{
     ApiKeyInfo, Backoff, Error, EventKind, Job, JobEvent, JobState, Lease, LeaseToken, Overlap,
-    QueueConfig, QueueLimits, QueueStats, Result, Schedule, ScheduleRun, ScheduleSpec, StateCounts,
-    Tenant,
+    QueueConfig, QueueLimits, QueueStats, RateLimit, Result, Schedule, ScheduleRun, ScheduleSpec,
+    StateCounts, Tenant,
 };
 use uuid::Uuid;
 
@@ -89,6 +89,7 @@ pub(crate) fn job(row: &PgRow) -> Result<Job, sqlx::Error> {
         idempotency_key: row.try_get("idempotency_key")?,
         tags: row.try_get("tags")?,
         expires_at: row.try_get("expires_at")?,
+        concurrency_key: row.try_get("concurrency_key")?,
         timeout_ms: row.try_get("timeout_ms")?,
         cancel_requested: row.try_get("cancel_requested")?,
         worker_id: row.try_get("worker_id")?,
@@ -240,6 +241,20 @@ pub(crate) fn queue_stats(row: &PgRow) -> Result<QueueStats, sqlx::Error> {
         },
         limits: QueueLimits {
             max_running: row.try_get("max_running")?,
+            rate_limit: rate_limit(
+                row.try_get("rate_limit_count")?,
+                row.try_get("rate_limit_period_ms")?,
+            ),
+            key_max_running: row.try_get("key_max_running")?,
+            fair: row.try_get("fair")?,
         },
+    })
+}
+
+/// A rate limit from its two columns (both set, or none).
+fn rate_limit(count: Option<i32>, period_ms: Option<i64>) -> Option<RateLimit> {
+    Some(RateLimit {
+        count: count?,
+        period_ms: period_ms?,
     })
 }

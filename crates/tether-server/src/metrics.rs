@@ -197,7 +197,8 @@ fn escape(value: &str) -> String {
         `tether_queue_jobs{tenant,queue,state}`, \
         `tether_queue_oldest_ready_age_seconds{tenant,queue}`, \
         `tether_queue_expired_leases{tenant,queue}`, \
-        `tether_queue_max_running{tenant,queue}` (queues with a limit) and \
+        `tether_queue_max_running{tenant,queue}` (queues with a limit), \
+        `tether_claims_throttled_total{tenant,queue}` (claims flow control held back) and \
         `tether_jobs_*_total` counters.",
     responses(
         (status = 200, description = "The metrics, in the Prometheus text exposition format.", content_type = "text/plain", body = String),

@@ -38,8 +38,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     base_ms: 200,
                     cap_ms: 2_000,
                 }),
-                default_lease_ttl_ms: None,
-                max_running: None,
+                ..Default::default()
             },
         )
         .await?;

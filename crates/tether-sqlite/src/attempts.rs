@@ -7,19 +7,21 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde_json::Value;
 use sqlx::{Row, SqliteConnection};
+use tether_core::flow;
 use tether_core::lifecycle::{self, FailOutcome, Report};
 use tether_core::{
     ClaimRequest, ClaimedJob, Completion, Error, EventKind, Failure, Heartbeat, HeartbeatAck, Job,
-    JobState, LeaseToken, Result,
+    JobState, LeaseToken, RateLimit, Result,
 };
 use uuid::Uuid;
 
 use crate::jobs::record;
 use crate::rows::{self, id_array, to_json_text, Db};
 use crate::sql::attempts::{
-    ANY_READY, CLAIM, CLAIMED_EVENTS, COMPLETE, COMPLETE_MANY, FAIL_READ, FAIL_WRITE, HEARTBEAT,
-    IS_LIMITED, LEASE_LOST, LEASE_LOST_MANY, REPEATED_REPORT, SNOOZE, SUCCEEDED_EVENTS,
-    SUCCEEDED_TOKENS,
+    ANY_READY, ANY_UNKEYED, CLAIM, CLAIMED_EVENTS, CLAIM_IDS, COMPLETE, COMPLETE_MANY, COUNT_READY,
+    COUNT_RUNNING, FAIL_READ, FAIL_WRITE, HEARTBEAT, KEY_HEAD, LEASE_LOST, LEASE_LOST_MANY,
+    LOG_CLAIM, NEXT_KEY, QUEUE_LIMITS, RATE_WINDOW, REPEATED_REPORT, RUNNING_BY_KEY, SNOOZE,
+    SUCCEEDED_EVENTS, SUCCEEDED_TOKENS, TRIM_CLAIMS, UNKEYED_HEAD,
 };
 use crate::{SqliteStore, Tx};
 
@@ -43,26 +45,85 @@ pub(crate) async fn claim(
         return Ok(Vec::new());
     }
     let mut tx = store.begin().await?;
-    let claimed_rows = sqlx::query(CLAIM)
-        .bind(tenant)
-        .bind(&req.queue)
-        .bind(req.lease_ttl_ms)
-        .bind(&req.worker_id)
-        .bind(i64::from(req.limit))
-        .bind(lifecycle::DEFAULT_LEASE_TTL_MS)
-        .fetch_all(&mut *tx)
-        .await
-        .db()?;
-    if claimed_rows.len() < req.limit as usize {
-        // Fewer than asked: note whether the queue's limit held the claim
-        // back, so that a slot freed later sends a hint (see `notify_freed`).
-        let limited: bool = sqlx::query_scalar(IS_LIMITED)
+    // The single writer's transaction: nothing changes the running jobs or
+    // the rate window between the counts below and the claim.
+    let limits = read_limits(&mut tx, tenant, &req.queue).await?;
+    store.limited.mark(tenant, &req.queue, limits.any());
+    let room = match limits.any() {
+        true => room(&mut tx, tenant, &req.queue, req.limit, &limits).await?,
+        false => Room {
+            n: req.limit,
+            window: None,
+        },
+    };
+    let claimed_rows = if limits.by_key() {
+        let ids = pick_by_key(&mut tx, tenant, &req.queue, room.n, &limits).await?;
+        sqlx::query(CLAIM_IDS)
             .bind(tenant)
             .bind(&req.queue)
+            .bind(req.lease_ttl_ms)
+            .bind(&req.worker_id)
+            .bind(id_array(ids.iter().map(String::as_str)))
+            .bind(lifecycle::DEFAULT_LEASE_TTL_MS)
+            .fetch_all(&mut *tx)
+            .await
+            .db()?
+    } else {
+        sqlx::query(CLAIM)
+            .bind(tenant)
+            .bind(&req.queue)
+            .bind(req.lease_ttl_ms)
+            .bind(&req.worker_id)
+            .bind(i64::from(room.n))
+            .bind(lifecycle::DEFAULT_LEASE_TTL_MS)
+            .fetch_all(&mut *tx)
+            .await
+            .db()?
+    };
+    let taken = claimed_rows.len();
+    if limits.any() && taken < req.limit as usize && !limits.paused {
+        // Held back when ready jobs are left that the limits kept it from.
+        let ready: i64 = sqlx::query_scalar(COUNT_READY)
+            .bind(tenant)
+            .bind(&req.queue)
+            .bind(i64::from(req.limit) + 1)
             .fetch_one(&mut *tx)
             .await
             .db()?;
-        store.limited.mark(tenant, &req.queue, limited);
+        // The claimed jobs are no longer ready: any ready job is one left.
+        if ready > 0 {
+            tether_core::counters::throttled(tenant, &req.queue);
+        }
+    }
+    if let (Some(rate), Some(window)) = (limits.rate, room.window) {
+        if taken > 0 {
+            let at: i64 = claimed_rows[0].try_get("started_at").db()?;
+            sqlx::query(LOG_CLAIM)
+                .bind(tenant)
+                .bind(&req.queue)
+                .bind(at)
+                .bind(taken as i64)
+                .execute(&mut *tx)
+                .await
+                .db()?;
+            sqlx::query(TRIM_CLAIMS)
+                .bind(tenant)
+                .bind(&req.queue)
+                .execute(&mut *tx)
+                .await
+                .db()?;
+        }
+        if window.used + taken as i64 >= i64::from(rate.count) {
+            // Used up: nothing ends to free a slot, the window's clock does.
+            let (oldest, jobs) = window.oldest.unwrap_or((window.now, taken as i64));
+            let after = (oldest + rate.period_ms - window.now).max(0) as u64;
+            store.wakeups.notify_after(
+                tenant,
+                &req.queue,
+                std::time::Duration::from_millis(after),
+                jobs.max(1) as usize,
+            );
+        }
     }
     if claimed_rows.is_empty() {
         SqliteStore::finish_unchanged(tx).await?;
@@ -101,6 +162,204 @@ pub(crate) async fn claim(
             .then(a.job.id.cmp(&b.job.id))
     });
     Ok(claimed)
+}
+
+/// A queue's flow-control settings, as its row has them.
+#[derive(Debug, Default)]
+struct QueueLimitsRow {
+    paused: bool,
+    max_running: Option<i64>,
+    rate: Option<RateLimit>,
+    key_max_running: Option<i64>,
+    fair: bool,
+}
+
+impl QueueLimitsRow {
+    fn any(&self) -> bool {
+        self.max_running.is_some() || self.rate.is_some() || self.by_key()
+    }
+
+    fn by_key(&self) -> bool {
+        self.key_max_running.is_some() || self.fair
+    }
+}
+
+async fn read_limits(tx: &mut Tx, tenant: &str, queue: &str) -> Result<QueueLimitsRow> {
+    let Some(row) = sqlx::query(QUEUE_LIMITS)
+        .bind(tenant)
+        .bind(queue)
+        .fetch_optional(&mut **tx)
+        .await
+        .db()?
+    else {
+        return Ok(QueueLimitsRow::default());
+    };
+    let count: Option<i32> = row.try_get("rate_limit_count").db()?;
+    let period_ms: Option<i64> = row.try_get("rate_limit_period_ms").db()?;
+    Ok(QueueLimitsRow {
+        paused: row.try_get("paused").db()?,
+        max_running: row.try_get("max_running").db()?,
+        rate: count
+            .zip(period_ms)
+            .map(|(count, period_ms)| RateLimit { count, period_ms }),
+        key_max_running: row.try_get("key_max_running").db()?,
+        fair: row.try_get("fair").db()?,
+    })
+}
+
+/// How many jobs a claim may take, and the rate window it counted.
+struct Room {
+    n: u32,
+    window: Option<RateWindow>,
+}
+
+/// The rate window at the claim: jobs handed out in it, its oldest claim
+/// (time and jobs) and the clock, in ms.
+struct RateWindow {
+    used: i64,
+    oldest: Option<(i64, i64)>,
+    now: i64,
+}
+
+async fn room(
+    tx: &mut Tx,
+    tenant: &str,
+    queue: &str,
+    asked: u32,
+    limits: &QueueLimitsRow,
+) -> Result<Room> {
+    if limits.paused {
+        return Ok(Room { n: 0, window: None });
+    }
+    let mut n = i64::from(asked);
+    if let Some(max) = limits.max_running {
+        let running: i64 = sqlx::query_scalar(COUNT_RUNNING)
+            .bind(tenant)
+            .bind(queue)
+            .fetch_one(&mut **tx)
+            .await
+            .db()?;
+        n = n.min(max - running);
+    }
+    let mut window = None;
+    if let Some(rate) = limits.rate {
+        let row = sqlx::query(RATE_WINDOW)
+            .bind(tenant)
+            .bind(queue)
+            .bind(rate.period_ms)
+            .fetch_one(&mut **tx)
+            .await
+            .db()?;
+        let used: i64 = row.try_get("used").db()?;
+        let oldest: Option<i64> = row.try_get("oldest").db()?;
+        let oldest_jobs: Option<i64> = row.try_get("oldest_jobs").db()?;
+        n = n.min(i64::from(rate.count) - used);
+        window = Some(RateWindow {
+            used,
+            oldest: oldest.zip(oldest_jobs),
+            now: row.try_get("now").db()?,
+        });
+    }
+    Ok(Room {
+        n: n.clamp(0, i64::from(asked)) as u32,
+        window,
+    })
+}
+
+/// The jobs a key-limited or fair claim of `room` takes (see
+/// `tether_core::flow`): the head of each key with queued jobs (a walk
+/// over `tether_jobs_key_claim`, one step per key) and of the jobs without
+/// a key, in claim order.
+async fn pick_by_key(
+    tx: &mut Tx,
+    tenant: &str,
+    queue: &str,
+    room: u32,
+    limits: &QueueLimitsRow,
+) -> Result<Vec<String>> {
+    if room == 0 {
+        return Ok(Vec::new());
+    }
+    let mut keys: Vec<String> = Vec::new();
+    loop {
+        let after = keys.last().map_or("", String::as_str);
+        let next: Option<String> = sqlx::query_scalar(NEXT_KEY)
+            .bind(tenant)
+            .bind(queue)
+            .bind(after)
+            .fetch_optional(&mut **tx)
+            .await
+            .db()?;
+        match next {
+            Some(key) => keys.push(key),
+            None => break,
+        }
+    }
+    let mut running: HashMap<String, i64> = HashMap::new();
+    if limits.key_max_running.is_some() {
+        for row in sqlx::query(RUNNING_BY_KEY)
+            .bind(tenant)
+            .bind(queue)
+            .fetch_all(&mut **tx)
+            .await
+            .db()?
+        {
+            running.insert(row.try_get("concurrency_key").db()?, row.try_get("n").db()?);
+        }
+    }
+    let unkeyed: bool = sqlx::query_scalar(ANY_UNKEYED)
+        .bind(tenant)
+        .bind(queue)
+        .fetch_one(&mut **tx)
+        .await
+        .db()?;
+    let groups = keys.len() + usize::from(unkeyed);
+    let mut heads = Vec::new();
+    let head =
+        |row: &sqlx::sqlite::SqliteRow, key: Option<&String>| -> Result<flow::Head<String>> {
+            Ok(flow::Head {
+                id: row.try_get("id").db()?,
+                key: key.cloned(),
+                priority: row.try_get("priority").db()?,
+                run_at: row.try_get("run_at").db()?,
+            })
+        };
+    for key in &keys {
+        let key_room = limits.key_max_running.map(|max| {
+            (max - running.get(key).copied().unwrap_or(0)).clamp(0, i64::from(u32::MAX)) as u32
+        });
+        let cap = flow::group_cap(room, limits.fair, groups, key_room);
+        if cap == 0 {
+            continue;
+        }
+        for row in sqlx::query(KEY_HEAD)
+            .bind(tenant)
+            .bind(queue)
+            .bind(key)
+            .bind(i64::from(cap))
+            .fetch_all(&mut **tx)
+            .await
+            .db()?
+        {
+            heads.push(head(&row, Some(key))?);
+        }
+    }
+    let cap = if unkeyed {
+        flow::group_cap(room, limits.fair, groups, None)
+    } else {
+        0
+    };
+    for row in sqlx::query(UNKEYED_HEAD)
+        .bind(tenant)
+        .bind(queue)
+        .bind(i64::from(cap))
+        .fetch_all(&mut **tx)
+        .await
+        .db()?
+    {
+        heads.push(head(&row, None)?);
+    }
+    Ok(flow::claim_order(heads, limits.fair, room as usize))
 }
 
 pub(crate) async fn heartbeat_many(

@@ -226,7 +226,8 @@ fn bind_entry<'q>(
         .bind(job.idempotency_key.as_deref())
         .bind(job.unique_key.as_deref())
         .bind(tags)
-        .bind(job.expires_at.map(|at| at.timestamp_millis())))
+        .bind(job.expires_at.map(|at| at.timestamp_millis()))
+        .bind(job.concurrency_key.as_deref()))
 }
 
 /// `LimitReached` if tenant has more than `max` queue rows (counted on the

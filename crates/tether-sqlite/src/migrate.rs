@@ -41,6 +41,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "flow_control",
         sql: include_str!("../migrations/0005_flow_control.sql"),
     },
+    Migration {
+        version: 6,
+        name: "rate_and_keys",
+        sql: include_str!("../migrations/0006_rate_and_keys.sql"),
+    },
 ];
 
 /// The newest schema version this build knows.

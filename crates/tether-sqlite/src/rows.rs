@@ -9,8 +9,8 @@ use sqlx::Row;
 use tether_core::schedule::{Overlap, RunOutcome, Schedule, ScheduleRun, ScheduleSpec};
 use tether_core::{ApiKeyInfo, Tenant};
 use tether_core::{
-    Backoff, Error, Job, JobEvent, Lease, LeaseToken, QueueConfig, QueueLimits, QueueStats, Result,
-    StateCounts,
+    Backoff, Error, Job, JobEvent, Lease, LeaseToken, QueueConfig, QueueLimits, QueueStats,
+    RateLimit, Result, StateCounts,
 };
 use uuid::Uuid;
 
@@ -132,6 +132,7 @@ pub(crate) fn job(row: &SqliteRow) -> Result<Job> {
         idempotency_key: row.try_get("idempotency_key").db()?,
         tags: serde_json::from_str(tags).map_err(|e| corrupt(format!("bad tags: {e}")))?,
         expires_at: opt_ts(row.try_get("expires_at").db()?)?,
+        concurrency_key: row.try_get("concurrency_key").db()?,
         timeout_ms: row.try_get("timeout_ms").db()?,
         cancel_requested: row.try_get("cancel_requested").db()?,
         worker_id: row.try_get("worker_id").db()?,
@@ -280,7 +281,24 @@ pub(crate) fn queue_stats(row: &SqliteRow) -> Result<QueueStats> {
         },
         limits: QueueLimits {
             max_running: row.try_get("max_running").db()?,
+            rate_limit: rate_limit(
+                row.try_get("rate_limit_count").db()?,
+                row.try_get("rate_limit_period_ms").db()?,
+            ),
+            key_max_running: row.try_get("key_max_running").db()?,
+            fair: row
+                .try_get::<Option<bool>, _>("fair")
+                .db()?
+                .unwrap_or(false),
         },
+    })
+}
+
+/// A rate limit from its two columns (both set, or none).
+fn rate_limit(count: Option<i32>, period_ms: Option<i64>) -> Option<RateLimit> {
+    Some(RateLimit {
+        count: count?,
+        period_ms: period_ms?,
     })
 }
 

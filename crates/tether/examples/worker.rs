@@ -76,8 +76,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     base_ms: 100,
                     cap_ms: 1_000,
                 }),
-                default_lease_ttl_ms: None,
-                max_running: None,
+                ..Default::default()
             },
         )
         .await?;

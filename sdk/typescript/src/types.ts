@@ -74,6 +74,8 @@ export interface Job {
   idempotency_key: string | null;
   tags: string[];
   expires_at: string | null;
+  /** Groups the job for its queue's `key_max_running` and `fair` claims. */
+  concurrency_key: string | null;
   timeout_ms: number | null;
   cancel_requested: boolean;
   worker_id: string | null;
@@ -111,6 +113,8 @@ export interface EnqueueRequest {
   tags?: string[] | null;
   expires_at?: string | null;
   backoff?: Backoff | null;
+  /** Groups the job for its queue's `key_max_running` and `fair` claims. */
+  concurrency_key?: string | null;
 }
 
 export interface EnqueueResponse {
@@ -294,6 +298,18 @@ export interface Queue {
   default_lease_ttl_ms: number;
   /** Claims never bring the queue's running jobs above this; `null`: no limit. */
   max_running: number | null;
+  /** At most `count` jobs handed out in any `period_ms`; `null`: no limit. */
+  rate_limit: RateLimit | null;
+  /** At most this many running jobs per concurrency key; `null`: no limit. */
+  key_max_running: number | null;
+  /** Claims take jobs of one priority round-robin over concurrency keys. */
+  fair: boolean;
+}
+
+/** A strict sliding window on the database clock. */
+export interface RateLimit {
+  count: number;
+  period_ms: number;
 }
 
 export interface QueueResponse {
@@ -311,6 +327,12 @@ export interface QueueConfigBody {
   default_lease_ttl_ms?: number | null;
   /** At most this many running jobs; `null` removes the limit, absent keeps it. */
   max_running?: number | null;
+  /** At most `count` jobs per `period_ms`; `null` removes it, absent keeps it. */
+  rate_limit?: RateLimit | null;
+  /** At most this many running jobs per concurrency key; `null` removes it. */
+  key_max_running?: number | null;
+  /** Round-robin over concurrency keys; `null` is false, absent keeps it. */
+  fair?: boolean | null;
 }
 
 /** A cron schedule. */

@@ -46,6 +46,9 @@ pub struct EnqueueArgs {
     /// Return the active (queued or running) job with this key instead of a second one.
     #[arg(long)]
     unique_key: Option<String>,
+    /// Group for the queue's flow control (`key_max_running`, `fair`).
+    #[arg(long)]
+    concurrency_key: Option<String>,
     /// A tag (repeat for more).
     #[arg(long = "tag", value_name = "TAG")]
     tags: Vec<String>,
@@ -84,6 +87,9 @@ pub(crate) async fn run(args: EnqueueArgs) -> Result<(), CliError> {
     }
     if let Some(k) = args.unique_key {
         job = job.unique_key(k);
+    }
+    if let Some(k) = args.concurrency_key {
+        job = job.concurrency_key(k);
     }
     if !args.tags.is_empty() {
         job = job.tags(args.tags);

@@ -2,7 +2,7 @@
 
 use chrono::Utc;
 use clap::Subcommand;
-use tether_client::{Queue, QueueConfigPatch};
+use tether_client::{Queue, QueueConfigPatch, RateLimit};
 
 use super::format::{self, Table};
 use super::{out, CliError, Conn, Ctx};
@@ -55,6 +55,17 @@ enum QueuesCommand {
         /// removes the limit).
         #[arg(long, value_parser = limit, value_name = "N|none")]
         max_running: Option<Limit>,
+        /// At most COUNT jobs handed out in any PERIOD, e.g. `100/1m`
+        /// (`none` removes the limit).
+        #[arg(long, value_parser = rate, value_name = "COUNT/PERIOD|none")]
+        rate: Option<Rate>,
+        /// At most this many running jobs per concurrency key (`none`
+        /// removes the limit).
+        #[arg(long, value_parser = limit, value_name = "N|none")]
+        key_max_running: Option<Limit>,
+        /// Claims take concurrency keys in turn (`--fair=false` to stop).
+        #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+        fair: Option<bool>,
     },
 }
 
@@ -83,6 +94,9 @@ pub(crate) async fn run(args: QueuesArgs) -> Result<(), CliError> {
                 "BACKOFF",
                 "LEASE",
                 "MAX RUNNING",
+                "RATE",
+                "KEY MAX",
+                "FAIR",
             ])
             .numeric(&[
                 "READY",
@@ -107,6 +121,9 @@ pub(crate) async fn run(args: QueuesArgs) -> Result<(), CliError> {
                     backoff(q),
                     format::duration_ms(q.default_lease_ttl_ms),
                     limit_text(q.max_running),
+                    rate_text(q),
+                    limit_text(q.key_max_running),
+                    if q.fair { "yes" } else { "no" }.to_owned(),
                 ]);
             }
             t.print();
@@ -142,12 +159,18 @@ pub(crate) async fn run(args: QueuesArgs) -> Result<(), CliError> {
             backoff_cap,
             lease_ttl,
             max_running,
+            rate,
+            key_max_running,
+            fair,
         } => {
             let patch = QueueConfigPatch {
                 max_attempts,
                 backoff: super::enqueue::backoff(&ctx, &queue, backoff_base, backoff_cap).await?,
                 default_lease_ttl_ms: lease_ttl,
                 max_running: max_running.map(|l| l.0),
+                rate_limit: rate.map(|r| r.0),
+                key_max_running: key_max_running.map(|l| l.0),
+                fair,
             };
             let q = if patch == QueueConfigPatch::default() {
                 ctx.call(ctx.client.get_queue(&queue)).await?
@@ -198,6 +221,9 @@ fn show(ctx: &Ctx, q: &Queue) -> Result<(), CliError> {
         ("backoff", backoff(q)),
         ("lease ttl", format::duration_ms(q.default_lease_ttl_ms)),
         ("max running", limit_text(q.max_running)),
+        ("rate limit", rate_text(q)),
+        ("key max running", limit_text(q.key_max_running)),
+        ("fair", if q.fair { "yes" } else { "no" }.to_owned()),
     ]));
     Ok(())
 }
@@ -214,6 +240,33 @@ fn limit(s: &str) -> Result<Limit, String> {
     s.parse()
         .map(|n| Limit(Some(n)))
         .map_err(|_| format!("expected a number or `none`, got {s:?}"))
+}
+
+/// A rate limit as typed: `COUNT/PERIOD` (`100/1m`), or `none`.
+#[derive(Debug, Clone, Copy)]
+struct Rate(Option<RateLimit>);
+
+fn rate(s: &str) -> Result<Rate, String> {
+    if s.eq_ignore_ascii_case("none") {
+        return Ok(Rate(None));
+    }
+    let (count, period) = s
+        .split_once('/')
+        .ok_or_else(|| format!("expected COUNT/PERIOD (e.g. 100/1m) or `none`, got {s:?}"))?;
+    let count = count
+        .trim()
+        .parse()
+        .map_err(|_| format!("expected a count before the `/`, got {count:?}"))?;
+    let period_ms = super::millis(period.trim())?;
+    Ok(Rate(Some(RateLimit { count, period_ms })))
+}
+
+/// A rate limit as shown: `100/1m`, or `-` for none.
+fn rate_text(q: &Queue) -> String {
+    q.rate_limit.map_or_else(
+        || "-".to_owned(),
+        |r| format!("{}/{}", r.count, format::duration_ms(r.period_ms)),
+    )
 }
 
 /// A limit as shown: the number, or `-` for none.

@@ -61,10 +61,27 @@ async fn queue_stats_pause_resume_configure(db: &TestDb) {
         }),
         default_lease_ttl_ms: Some(45_000),
         max_running: Some(Some(4)),
+        rate_limit: Some(Some(RateLimit {
+            count: 50,
+            period_ms: 60_000,
+        })),
+        key_max_running: Some(Some(2)),
+        fair: Some(true),
     };
     let q = c.configure_queue("qs", &patch).await.unwrap();
     assert_eq!(q.max_attempts, 9);
     assert_eq!(q.max_running, Some(4));
+    assert_eq!(
+        (q.rate_limit, q.key_max_running, q.fair),
+        (
+            Some(RateLimit {
+                count: 50,
+                period_ms: 60_000
+            }),
+            Some(2),
+            true
+        )
+    );
     assert_eq!(
         q.backoff,
         Backoff {
@@ -112,11 +129,15 @@ async fn queue_stats_pause_resume_configure(db: &TestDb) {
     );
     let cleared = QueueConfigPatch {
         max_running: Some(None),
+        rate_limit: Some(None),
+        key_max_running: Some(None),
+        fair: Some(false),
         ..Default::default()
     };
+    let q = c.configure_queue("qs", &cleared).await.unwrap();
     assert_eq!(
-        c.configure_queue("qs", &cleared).await.unwrap().max_running,
-        None
+        (q.max_running, q.rate_limit, q.key_max_running, q.fair),
+        (None, None, None, false)
     );
     assert_eq!(c.claim("qs", &opts).await.unwrap().len(), 2, "no limit");
     for bad in [
@@ -128,6 +149,17 @@ async fn queue_stats_pause_resume_configure(db: &TestDb) {
             max_running: Some(Some(0)),
             ..Default::default()
         },
+        QueueConfigPatch {
+            key_max_running: Some(Some(100_001)),
+            ..Default::default()
+        },
+        QueueConfigPatch {
+            rate_limit: Some(Some(RateLimit {
+                count: 10,
+                period_ms: 999,
+            })),
+            ..Default::default()
+        },
     ] {
         assert!(c
             .configure_queue("qs", &bad)
@@ -135,7 +167,11 @@ async fn queue_stats_pause_resume_configure(db: &TestDb) {
             .unwrap_err()
             .is_invalid_argument());
     }
-    assert_eq!(c.get_queue("qs").await.unwrap().max_running, None);
+    let q = c.get_queue("qs").await.unwrap();
+    assert_eq!(
+        (q.max_running, q.key_max_running, q.rate_limit),
+        (None, None, None)
+    );
 }
 
 async fn tenants_and_keys(db: &TestDb) {

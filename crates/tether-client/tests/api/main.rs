@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use tether_client::{
     Backoff, BulkReplay, ClaimOptions, Completion, CronPreview, Error, ErrorCode, EventKind,
     Failure, Heartbeat, HttpClient, JobArgs, JobQuery, JobState, LeaseToken, NewJob, NewKey,
-    Overlap, QueueConfigPatch, RunAt, RunOutcome, SchedulePatch, ScheduleSpec,
+    Overlap, QueueConfigPatch, RateLimit, RunAt, RunOutcome, SchedulePatch, ScheduleSpec,
 };
 use tether_conformance::TestDb;
 use uuid::Uuid;

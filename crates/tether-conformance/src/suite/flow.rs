@@ -1,11 +1,15 @@
-//! Invariant 14, limits hold everywhere: a queue's `max_running` is never
-//! exceeded by claims, whatever the number of claimers; a job frees its slot
-//! when it ends or the reaper takes it back; a throttled claim hands out
-//! fewer jobs and is never an error.
+//! Invariant 14, limits hold everywhere: a queue's `max_running`, per-key
+//! `key_max_running` and `rate_limit` are never exceeded by claims,
+//! whatever the number of claimers; a job frees its slot when it ends or the
+//! reaper takes it back; a throttled claim hands out fewer jobs and is never
+//! an error. Invariant 15, fair shares: with `fair`, claims take keys in
+//! turn.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
-use tether_core::{ClaimRequest, JobState, QueueConfigPatch};
+use chrono::{DateTime, Utc};
+use tether_core::{ClaimRequest, EventKind, JobFilter, JobState, QueueConfigPatch, RateLimit};
 
 use super::support::*;
 use crate::TestDb;
@@ -228,6 +232,248 @@ pub async fn a_freed_slot_wakes_throttled_claims(db: &TestDb) {
         panic!("no hint within {WITHIN:?} after the reaper freed the slot");
     }
     claim_one(db, T, Q).await;
+}
+
+fn keyed(queue: &str, key: &str) -> tether_core::NewJob {
+    job(queue).concurrency_key(key)
+}
+
+fn key_limit(n: i32) -> QueueConfigPatch {
+    QueueConfigPatch {
+        key_max_running: Some(Some(n)),
+        ..Default::default()
+    }
+}
+
+/// How many of `claimed` have each key (`-` for none).
+fn per_key(claimed: &[tether_core::ClaimedJob]) -> HashMap<String, usize> {
+    let mut out = HashMap::new();
+    for c in claimed {
+        let key = c.job.concurrency_key.clone().unwrap_or_else(|| "-".into());
+        *out.entry(key).or_default() += 1;
+    }
+    out
+}
+
+/// With `key_max_running` 2, a claim passes over a key at its limit and
+/// takes other keys' jobs and jobs without a key (which it does not
+/// limit), even when the full key's backlog is older; a job of the key that
+/// ends or is reaped frees its key's slot; with `max_running` too, both hold;
+/// a paused queue hands out nothing; the key shows on the job.
+pub async fn key_max_running_passes_over_full_keys(db: &TestDb) {
+    for _ in 0..6 {
+        enqueue(db, T, keyed(Q, "big")).await;
+    }
+    enqueue(db, T, keyed(Q, "small")).await;
+    enqueue(db, T, keyed(Q, "small")).await;
+    enqueue(db, T, keyed(Q, "small")).await;
+    enqueue(db, T, job(Q)).await;
+    enqueue(db, T, job(Q)).await;
+    let stats = ok(db.engine.configure_queue(T, Q, &key_limit(2)).await);
+    assert_eq!(stats.limits.key_max_running, Some(2));
+
+    let first = claim(db, T, Q, 100).await;
+    let counts = per_key(&first);
+    assert_eq!(
+        (counts.get("big"), counts.get("small"), counts.get("-")),
+        (Some(&2), Some(&2), Some(&2)),
+        "two per key, every job without a key: {counts:?}"
+    );
+    claim_none(db, T, Q).await;
+
+    // A big job ends: one big slot frees; a lapsed small job reaped frees one.
+    let big = first
+        .iter()
+        .find(|c| c.job.concurrency_key.as_deref() == Some("big"))
+        .unwrap();
+    ok(db
+        .engine
+        .complete(T, big.job.id, big.lease_token, None)
+        .await);
+    let next = claim(db, T, Q, 100).await;
+    assert_eq!(next.len(), 1);
+    assert_eq!(next[0].job.concurrency_key.as_deref(), Some("big"));
+    let small = first
+        .iter()
+        .find(|c| c.job.concurrency_key.as_deref() == Some("small"))
+        .unwrap();
+    db.lapse_lease(small.job.id).await;
+    assert_eq!(ok(db.engine.reap_lapsed_leases(100).await).requeued, 1);
+    let next = claim(db, T, Q, 100).await;
+    assert_eq!(next.len(), 1, "the reaped job's key slot is free again");
+    assert_eq!(next[0].job.concurrency_key.as_deref(), Some("small"));
+    claim_none(db, T, Q).await;
+
+    // With max_running as well, the tighter of the two holds.
+    for key in ["c", "c", "d", "d", "e", "e"] {
+        enqueue(db, T, keyed(Q, key)).await;
+    }
+    ok(db.engine.configure_queue(T, Q, &max_running(Some(8))).await);
+    assert_eq!(running(db, Q).await, 6);
+    let more = claim(db, T, Q, 100).await;
+    assert_eq!(more.len(), 2, "max_running 8 leaves two slots");
+    ok(db.engine.pause(T, Q).await);
+    ok(db.engine.configure_queue(T, Q, &max_running(None)).await);
+    claim_none(db, T, Q).await;
+    ok(db.engine.resume(T, Q).await);
+    let rest = claim(db, T, Q, 100).await;
+    assert_eq!(rest.len(), 4, "c, d and e each get to two");
+    assert_eq!(
+        ok(db.engine.get(T, rest[0].job.id).await).concurrency_key,
+        rest[0].job.concurrency_key
+    );
+}
+
+/// Sixteen claimers race under `key_max_running` 2 over four keys: every
+/// round ends with exactly two running jobs per key.
+pub async fn concurrent_claimers_never_exceed_key_max_running(db: &TestDb) {
+    const KEYS: [&str; 4] = ["k0", "k1", "k2", "k3"];
+    const ROUNDS: usize = 3;
+    for _ in 0..(ROUNDS * 2 + 2) {
+        for key in KEYS {
+            enqueue(db, T, keyed(Q, key)).await;
+        }
+    }
+    ok(db.engine.configure_queue(T, Q, &key_limit(2)).await);
+    for round in 0..ROUNDS {
+        let claims = (0..16).map(|i| {
+            let engine = db.engine.clone();
+            tokio::spawn(async move {
+                let req = ClaimRequest {
+                    worker_id: format!("racer-{i}"),
+                    ..claim_req(Q, 3)
+                };
+                ok(engine.claim(T, &req).await)
+            })
+        });
+        let mut claimed = Vec::new();
+        for c in futures_util::future::join_all(claims).await {
+            claimed.extend(c.expect("claimer"));
+        }
+        let counts = per_key(&claimed);
+        for key in KEYS {
+            assert_eq!(counts.get(key), Some(&2), "round {round}: {counts:?}");
+        }
+        for c in &claimed {
+            ok(db.engine.complete(T, c.job.id, c.lease_token, None).await);
+        }
+    }
+}
+
+/// With a rate limit of 5 per second, claimers that keep asking (and
+/// finish every job at once, which gives no slot back) get at most 5 jobs
+/// in any second of the history's `claimed` events — a sliding window, not
+/// one that resets on the second — and still get jobs in every window.
+pub async fn rate_limit_holds_a_sliding_window(db: &TestDb) {
+    const COUNT: usize = 5;
+    const PERIOD_MS: i64 = 1_000;
+    for _ in 0..40 {
+        enqueue(db, T, job(Q)).await;
+    }
+    let rate = QueueConfigPatch {
+        rate_limit: Some(Some(RateLimit {
+            count: COUNT as i32,
+            period_ms: PERIOD_MS,
+        })),
+        ..Default::default()
+    };
+    let stats = ok(db.engine.configure_queue(T, Q, &rate).await);
+    assert_eq!(stats.limits.rate_limit.map(|r| r.count), Some(5));
+    // Claims of 2 and 3 every 70 ms for 2.6 s: the window fills in pieces,
+    // so a fixed window would let 10 through around a boundary.
+    let start = std::time::Instant::now();
+    let mut handed_out = 0;
+    let mut size = 2;
+    while start.elapsed() < Duration::from_millis(2_600) {
+        for c in claim(db, T, Q, size).await {
+            handed_out += 1;
+            ok(db.engine.complete(T, c.job.id, c.lease_token, None).await);
+        }
+        size = 5 - size;
+        tokio::time::sleep(Duration::from_millis(70)).await;
+    }
+    let mut claims: Vec<DateTime<Utc>> = Vec::new();
+    let query = JobFilter {
+        queue: Some(Q.to_owned()),
+        limit: Some(100),
+        ..Default::default()
+    };
+    for j in ok(db.engine.list(T, &query).await).jobs {
+        for e in ok(db.engine.events(T, j.id).await) {
+            if e.event == EventKind::Claimed {
+                claims.push(e.at);
+            }
+        }
+    }
+    claims.sort();
+    assert_eq!(claims.len(), handed_out);
+    for (i, at) in claims.iter().enumerate() {
+        let in_window = claims[..=i]
+            .iter()
+            .filter(|c| (*at - **c).num_milliseconds() < PERIOD_MS)
+            .count();
+        assert!(
+            in_window <= COUNT,
+            "{in_window} claims in the second up to {at}: {claims:?}"
+        );
+    }
+    // Three windows began in 2.6 s: each hands out its five.
+    assert!(
+        (11..=15).contains(&handed_out),
+        "{handed_out} jobs handed out in 2.6 s at 5 per second"
+    );
+}
+
+/// A claim the rate limit held back hears when the window frees a slot
+/// (nothing ends to send the hint: the window's clock does), and `fair`
+/// claims interleave keys: a key with a big, older backlog gets an equal
+/// share of a claim, not all of it; priority still comes first.
+pub async fn rate_window_wakes_claims_and_fair_claims_share(db: &TestDb) {
+    for _ in 0..3 {
+        enqueue(db, T, job("rated")).await;
+    }
+    let rate = QueueConfigPatch {
+        rate_limit: Some(Some(RateLimit {
+            count: 2,
+            period_ms: 1_000,
+        })),
+        ..Default::default()
+    };
+    ok(db.engine.configure_queue(T, "rated", &rate).await);
+    let mut w = db.engine.subscribe(T, "rated").expect("subscribe");
+    drain(&mut w).await;
+    assert_eq!(claim(db, T, "rated", 10).await.len(), 2);
+    claim_none(db, T, "rated").await;
+    if tokio::time::timeout(Duration::from_secs(3), w.hinted())
+        .await
+        .is_err()
+    {
+        panic!("no hint when the rate window opened");
+    }
+    assert_eq!(claim(db, T, "rated", 10).await.len(), 1);
+
+    for _ in 0..30 {
+        enqueue(db, T, keyed(Q, "big")).await;
+    }
+    for key in ["small", "small", "small", "tiny"] {
+        enqueue(db, T, keyed(Q, key)).await;
+    }
+    enqueue(db, T, keyed(Q, "big").priority(5)).await;
+    let fair = QueueConfigPatch {
+        fair: Some(true),
+        ..Default::default()
+    };
+    assert!(ok(db.engine.configure_queue(T, Q, &fair).await).limits.fair);
+    let first = claim(db, T, Q, 7).await;
+    assert_eq!(first[0].job.priority, 5, "priority first");
+    let counts = per_key(&first[1..]);
+    assert_eq!(
+        (counts.get("big"), counts.get("small"), counts.get("tiny")),
+        (Some(&2), Some(&3), Some(&1)),
+        "{counts:?}"
+    );
+    // Only big is left: it gets the whole claim.
+    assert_eq!(claim(db, T, Q, 10).await.len(), 10);
 }
 
 /// Waits until no hint has come for 300 ms.

@@ -99,7 +99,7 @@ pub async fn queue_config_is_copied_at_enqueue(db: &TestDb) {
                 max_attempts: Some(2),
                 backoff: Some(b1),
                 default_lease_ttl_ms: None,
-                max_running: None,
+                ..Default::default()
             },
         )
         .await);
@@ -135,7 +135,7 @@ pub async fn queue_config_is_copied_at_enqueue(db: &TestDb) {
                 max_attempts: Some(7),
                 backoff: Some(b2),
                 default_lease_ttl_ms: Some(5_000),
-                max_running: None,
+                ..Default::default()
             },
         )
         .await);
@@ -357,8 +357,11 @@ pub async fn empty_queues_are_removed_and_others_kept(db: &TestDb) {
         max_attempts: Some(defaults.max_attempts),
         backoff: Some(defaults.backoff),
         default_lease_ttl_ms: Some(defaults.default_lease_ttl_ms),
-        // A limit set and removed again leaves the row at its defaults.
+        // Limits set and removed again leave the row at its defaults.
         max_running: Some(None),
+        rate_limit: Some(None),
+        key_max_running: Some(None),
+        fair: Some(false),
     };
     ok(db.engine.configure_queue(T, "defaults", &back).await);
     enqueue(db, T, job("busy")).await;

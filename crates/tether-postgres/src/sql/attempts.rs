@@ -1,45 +1,12 @@
 //! Statements of `attempts.rs`: the claim and the reports that end or
 //! extend an attempt, each fenced by the lease token.
 
-/// The claim of up to `$limit` jobs (an SQL expression over `$3`, the
-/// request's limit, and the `config` CTE) from a queue that is not paused
-/// and, unless `$limited_too`, has no `max_running`. `$1` tenant, `$2`
-/// queue, `$4` lease TTL ms (NULL: the queue's, else
-/// `tether_core::lifecycle::DEFAULT_LEASE_TTL_MS` written out), `$5` worker
-/// id. Always answers at least one row: the claimed jobs (in no particular
-/// order; sorting the wide rows here cost more than the client's sort by
-/// priority, run_at and id), each with `limited` false, or one row with
-/// NULL job columns whose `limited` says whether the queue has a limit this
-/// statement did not apply (see [`CLAIM_LIMITED`]). `$now` is the claim's
-/// time: `now()`, or `statement_timestamp()` inside a longer transaction.
-macro_rules! claim_sql {
-    ($limit:literal, $limited_too:literal, $now:literal) => {
+/// The CTEs `claimed` (leases the jobs of `picked` at `$now`, with the TTL
+/// of `config`) and `history` (their `claimed` events).
+macro_rules! lease_picked {
+    ($now:literal) => {
         concat!(
-            "WITH config AS (
-        SELECT COALESCE(q.paused, false) AS paused,
-               q.max_running,
-               (q.max_running IS NOT NULL AND NOT ",
-            $limited_too,
-            ") AS limited,
-               COALESCE($4::bigint, q.default_lease_ttl_ms, 30000) AS ttl
-        FROM (SELECT 1) one
-        LEFT JOIN tether.queues q ON q.tenant = $1 AND q.name = $2
-    ),
-    picked AS (
-        SELECT j.id FROM tether.jobs j
-        WHERE j.tenant = $1 AND j.queue = $2 AND j.state = 'queued' AND j.run_at <= ",
-            $now,
             "
-          AND (j.expires_at IS NULL OR j.expires_at > ",
-            $now,
-            ")
-          AND NOT (SELECT paused OR limited FROM config)
-        ORDER BY j.priority DESC, j.run_at, j.id
-        LIMIT ",
-            $limit,
-            "
-        FOR UPDATE SKIP LOCKED
-    ),
     claimed AS (
         UPDATE tether.jobs j
         SET state = 'running', attempt = j.attempt + 1, lease_token = gen_random_uuid(),
@@ -64,39 +31,229 @@ macro_rules! claim_sql {
     history AS (
         INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, worker_id)
         SELECT id, tenant, updated_at, 'claimed', attempt, worker_id FROM claimed
-    )
-    SELECT c.*, config.limited FROM config LEFT JOIN claimed c ON true"
+    )"
         )
     };
 }
 
-/// Claims up to `$3` jobs from a queue without `max_running` (see
-/// [`claim_sql!`]); for a queue with one it claims nothing and answers
-/// `limited`, and the store runs [`CLAIM_LIMITED`] instead.
-pub const CLAIM: &str = claim_sql!("$3", "false", "now()");
+/// The claim of up to `$3` jobs from a queue that is not paused and has no
+/// flow control (`max_running`, `rate_limit`, `key_max_running`, `fair`).
+/// `$1` tenant, `$2` queue, `$4` lease TTL ms (NULL: the queue's, else
+/// `tether_core::lifecycle::DEFAULT_LEASE_TTL_MS` written out), `$5` worker
+/// id. Always answers at least one row: the claimed jobs (in no particular
+/// order; sorting the wide rows here cost more than the client's sort by
+/// priority, run_at and id), each with `limited` false, or one row with
+/// NULL job columns whose `limited` says whether the queue has flow control,
+/// which this statement does not apply: the store then runs
+/// [`CLAIM_LIMITED`] or [`CLAIM_BY_KEY`].
+pub const CLAIM: &str = concat!(
+    "WITH config AS (
+        SELECT COALESCE(q.paused, false) AS paused,
+               (q.max_running IS NOT NULL OR q.rate_limit_count IS NOT NULL
+                OR q.key_max_running IS NOT NULL OR COALESCE(q.fair, false)) AS limited,
+               COALESCE($4::bigint, q.default_lease_ttl_ms, 30000) AS ttl
+        FROM (SELECT 1) one
+        LEFT JOIN tether.queues q ON q.tenant = $1 AND q.name = $2
+    ),
+    picked AS (
+        SELECT j.id FROM tether.jobs j
+        WHERE j.tenant = $1 AND j.queue = $2 AND j.state = 'queued' AND j.run_at <= now()
+          AND (j.expires_at IS NULL OR j.expires_at > now())
+          AND NOT (SELECT paused OR limited FROM config)
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT $3
+        FOR UPDATE SKIP LOCKED
+    ),",
+    lease_picked!("now()"),
+    "
+    SELECT c.*, config.limited FROM config LEFT JOIN claimed c ON true"
+);
 
 /// Locks the row of queue `$2` of tenant `$1` (its limited claims then run
-/// one at a time) and reads its `max_running`.
-pub(crate) const LOCK_QUEUE_LIMITS: &str =
-    "SELECT max_running FROM tether.queues WHERE tenant = $1 AND name = $2 FOR UPDATE";
+/// one at a time) and reads its flow-control settings.
+pub(crate) const LOCK_QUEUE_LIMITS: &str = "SELECT max_running, rate_limit_count,
+        key_max_running, fair FROM tether.queues WHERE tenant = $1 AND name = $2 FOR UPDATE";
 
-/// The claim of a queue with `max_running`: as many of `$3` as the limit
-/// leaves room for. Runs in a transaction after [`LOCK_QUEUE_LIMITS`], as a
-/// statement of its own: its snapshot is taken after the lock, so it counts
-/// every job that the queue's previous claims (which held the lock until
-/// they committed) made `running`. Counted from the rows themselves: a job
-/// frees its slot when it ends or the reaper takes it back.
-/// A queue whose limit was removed meanwhile claims up to `$3`.
-pub(crate) const CLAIM_LIMITED: &str = claim_sql!(
-    "CASE WHEN (SELECT max_running FROM config) IS NULL THEN $3
-          ELSE LEAST($3, GREATEST(0, (SELECT max_running FROM config)
-              - (SELECT count(*) FROM tether.jobs r
-                 WHERE r.tenant = $1 AND r.queue = $2 AND r.state = 'running'))) END",
-    "true",
-    // The transaction began before the turn came: the claim's own time is
-    // when its statement started, after the lock (so its history never
-    // shows it before the end of the job whose slot it took).
-    "statement_timestamp()"
+/// The claim of a queue with flow control, given the CTE `picked` that
+/// chooses at most `room.n` ready jobs (see [`CLAIM_LIMITED`] and
+/// [`CLAIM_BY_KEY`]). Runs in a transaction after [`LOCK_QUEUE_LIMITS`], as
+/// a statement of its own: its snapshot is taken after the lock, so it
+/// counts every job that the queue's previous claims (which held the lock
+/// until they committed) made `running`, and every claim they logged.
+/// Counted from the rows themselves: a job frees its slot when it ends or
+/// the reaper takes it back, and the rate limit's window is the log of
+/// claims in `queue_claims`, written here (and trimmed of rows older than
+/// the longest period). The transaction began before the turn came: the
+/// claim's time is when its statement started, after the lock, so its
+/// history never shows it before the end of the job whose slot it took.
+///
+/// Besides the jobs, every row says whether the limits held the claim back
+/// (`throttled`: it took fewer than asked while ready jobs were left) and,
+/// when the rate limit is used up, in how many ms its window frees a slot
+/// (`window_opens_ms`) and for how many jobs (`window_opens_jobs`).
+macro_rules! limited_claim_sql {
+    ($pick:literal) => {
+        concat!(
+            "WITH RECURSIVE config AS (
+        SELECT COALESCE(q.paused, false) AS paused, q.max_running,
+               q.rate_limit_count AS rate_count, q.rate_limit_period_ms AS rate_period,
+               q.key_max_running, COALESCE(q.fair, false) AS fair,
+               COALESCE($4::bigint, q.default_lease_ttl_ms, 30000) AS ttl
+        FROM (SELECT 1) one
+        LEFT JOIN tether.queues q ON q.tenant = $1 AND q.name = $2
+    ),
+    rate_window AS (
+        SELECT COALESCE(sum(w.jobs), 0) AS used, min(w.at) AS oldest,
+               (array_agg(w.jobs ORDER BY w.at))[1] AS oldest_jobs
+        FROM tether.queue_claims w, config c
+        WHERE w.tenant = $1 AND w.queue = $2 AND c.rate_count IS NOT NULL
+          AND w.at > statement_timestamp() - c.rate_period * interval '1 millisecond'
+    ),
+    room AS (
+        SELECT CASE WHEN c.paused THEN 0 ELSE LEAST($3::bigint,
+            CASE WHEN c.max_running IS NULL THEN $3::bigint
+                 ELSE GREATEST(0, c.max_running - (SELECT count(*) FROM tether.jobs r
+                     WHERE r.tenant = $1 AND r.queue = $2 AND r.state = 'running')) END,
+            CASE WHEN c.rate_count IS NULL THEN $3::bigint
+                 ELSE GREATEST(0, c.rate_count - (SELECT used FROM rate_window)) END) END AS n
+        FROM config c
+    ),",
+            $pick,
+            ",",
+            lease_picked!("statement_timestamp()"),
+            ",
+    logged AS (
+        INSERT INTO tether.queue_claims (tenant, queue, at, jobs)
+        SELECT $1, $2, statement_timestamp(), count(*) FROM claimed
+        WHERE (SELECT rate_count FROM config) IS NOT NULL
+        HAVING count(*) > 0
+    ),
+    trimmed AS (
+        DELETE FROM tether.queue_claims w
+        WHERE w.tenant = $1 AND w.queue = $2 AND w.at <= statement_timestamp() - interval '1 day'
+    ),
+    outcome AS (
+        SELECT (SELECT count(*) FROM claimed) AS taken,
+               (SELECT count(*) FROM (SELECT 1 FROM tether.jobs j
+                    WHERE j.tenant = $1 AND j.queue = $2 AND j.state = 'queued'
+                      AND j.run_at <= statement_timestamp()
+                      AND (j.expires_at IS NULL OR j.expires_at > statement_timestamp())
+                    LIMIT $3 + 1) x) AS ready
+    )
+    SELECT c.*, false AS limited,
+           (NOT cf.paused AND o.taken < $3 AND o.ready > o.taken) AS throttled,
+           CASE WHEN cf.rate_count IS NOT NULL AND w.used + o.taken >= cf.rate_count
+                THEN GREATEST(0, ceil(extract(epoch FROM COALESCE(w.oldest, statement_timestamp())
+                    + cf.rate_period * interval '1 millisecond' - statement_timestamp()) * 1000))::bigint
+           END AS window_opens_ms,
+           (CASE WHEN w.oldest IS NULL THEN o.taken ELSE w.oldest_jobs END)::bigint AS window_opens_jobs
+    FROM outcome o CROSS JOIN config cf CROSS JOIN rate_window w LEFT JOIN claimed c ON true"
+        )
+    };
+}
+
+/// The claim of a queue with `max_running` and/or `rate_limit` only: the
+/// first `room.n` ready jobs in claim order (see [`limited_claim_sql!`]).
+pub(crate) const CLAIM_LIMITED: &str = limited_claim_sql!(
+    "
+    picked AS (
+        SELECT j.id FROM tether.jobs j
+        WHERE j.tenant = $1 AND j.queue = $2 AND j.state = 'queued'
+          AND j.run_at <= statement_timestamp()
+          AND (j.expires_at IS NULL OR j.expires_at > statement_timestamp())
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT (SELECT n FROM room)
+        FOR UPDATE SKIP LOCKED
+    )"
+);
+
+/// The claim of a queue with `key_max_running` or `fair` (and possibly the
+/// other limits; see [`limited_claim_sql!`]). It walks the keys that have
+/// queued jobs (a loose scan of `jobs_key_claim`, one probe per key) and
+/// reads the head of each: as many ready jobs as the key's room under
+/// `key_max_running` allows (jobs without a key form one more group, not
+/// limited by it) and, when `fair`, no more than an equal share ⌈n/k⌉ of
+/// the claim over the k groups that have queued jobs (so a fair claim hands
+/// out fewer than it could when some groups hold fewer than their share;
+/// the next claim takes more). Then it takes `room.n` of those heads:
+/// by priority, then — when `fair` — round-robin over the groups (the
+/// i-th job of every group before the (i+1)-th, groups in the order of
+/// their oldest ready job), then `run_at`. A key at its limit is passed
+/// over without reading its backlog.
+pub(crate) const CLAIM_BY_KEY: &str = limited_claim_sql!(
+    "
+    keys AS (
+        (SELECT j.concurrency_key AS key FROM tether.jobs j
+         WHERE j.tenant = $1 AND j.queue = $2 AND j.state = 'queued'
+           AND j.concurrency_key IS NOT NULL
+         ORDER BY j.concurrency_key LIMIT 1)
+        UNION ALL
+        SELECT (SELECT j.concurrency_key FROM tether.jobs j
+                WHERE j.tenant = $1 AND j.queue = $2 AND j.state = 'queued'
+                  AND j.concurrency_key > k.key
+                ORDER BY j.concurrency_key LIMIT 1)
+        FROM keys k WHERE k.key IS NOT NULL
+    ),
+    key_running AS (
+        SELECT r.concurrency_key AS key, count(*) AS n FROM tether.jobs r
+        WHERE r.tenant = $1 AND r.queue = $2 AND r.state = 'running'
+          AND r.concurrency_key IS NOT NULL
+          AND (SELECT key_max_running FROM config) IS NOT NULL
+        GROUP BY r.concurrency_key
+    ),
+    share AS (
+        -- Each group's most: the whole room, or an equal share when fair.
+        SELECT CASE WHEN c.fair
+                    THEN ceil(r.n::numeric / GREATEST(1, (SELECT count(*) FROM keys WHERE key IS NOT NULL)
+                        + (EXISTS (SELECT 1 FROM tether.jobs j
+                                   WHERE j.tenant = $1 AND j.queue = $2 AND j.state = 'queued'
+                                     AND j.concurrency_key IS NULL))::int))::bigint
+                    ELSE r.n END AS n
+        FROM room r, config c
+    ),
+    heads AS (
+        SELECT h.* FROM keys k
+        CROSS JOIN LATERAL (
+            SELECT j.id, j.priority, j.run_at, j.concurrency_key AS key FROM tether.jobs j
+            WHERE j.tenant = $1 AND j.queue = $2 AND j.state = 'queued'
+              AND j.concurrency_key = k.key
+              AND j.run_at <= statement_timestamp()
+              AND (j.expires_at IS NULL OR j.expires_at > statement_timestamp())
+            ORDER BY j.priority DESC, j.run_at, j.id
+            LIMIT LEAST((SELECT n FROM share),
+                        CASE WHEN (SELECT key_max_running FROM config) IS NULL THEN $3::bigint
+                             ELSE GREATEST(0, (SELECT key_max_running FROM config)
+                                 - COALESCE((SELECT n FROM key_running kr WHERE kr.key = k.key), 0)) END)
+        ) h
+        WHERE k.key IS NOT NULL
+        UNION ALL
+        (SELECT j.id, j.priority, j.run_at, NULL FROM tether.jobs j
+         WHERE j.tenant = $1 AND j.queue = $2 AND j.state = 'queued'
+           AND j.concurrency_key IS NULL
+           AND j.run_at <= statement_timestamp()
+           AND (j.expires_at IS NULL OR j.expires_at > statement_timestamp())
+         ORDER BY j.priority DESC, j.run_at, j.id
+         LIMIT (SELECT n FROM share))
+    ),
+    ranked AS (
+        SELECT h.*,
+               row_number() OVER (PARTITION BY h.key, h.priority ORDER BY h.run_at, h.id) AS nth,
+               min(h.run_at) OVER (PARTITION BY h.key, h.priority) AS group_head
+        FROM heads h
+    ),
+    picked AS (
+        SELECT j.id FROM tether.jobs j
+        WHERE j.id IN (
+            SELECT r.id FROM ranked r, config c
+            ORDER BY r.priority DESC,
+                     CASE WHEN c.fair THEN r.nth ELSE 0 END,
+                     CASE WHEN c.fair THEN r.group_head END,
+                     CASE WHEN c.fair THEN r.key END,
+                     r.run_at, r.id
+            LIMIT (SELECT n FROM room))
+          AND j.state = 'queued'
+        FOR UPDATE SKIP LOCKED
+    )"
 );
 
 /// A report (`complete`, `fail`, `snooze`) whose fence matched nothing:

@@ -2,17 +2,18 @@
 
 /// Inserts a batch whose queues all have rows; otherwise inserts nothing
 /// and answers the missing queues (rows with only `missing_queue` set).
-/// `$17` is `QUEUE_ROWS_LOCK`. The lock is taken before any row is
+/// `$17` is `QUEUE_ROWS_LOCK`; `$18` the concurrency keys. The lock is taken before any row is
 /// written: both writes join `lk`. Unset attempts/backoff come from the
 /// queue row, else the defaults of `tether_core::lifecycle` (written out).
 pub(crate) const INSERT_JOBS: &str = "WITH input AS (
         SELECT * FROM UNNEST($2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::smallint[],
                              $7::timestamptz[], $8::bigint[], $9::int[], $10::bigint[], $11::bigint[],
-                             $12::bigint[], $13::text[], $14::text[], $15::jsonb[], $16::timestamptz[])
+                             $12::bigint[], $13::text[], $14::text[], $15::jsonb[], $16::timestamptz[],
+                             $18::text[])
             WITH ORDINALITY
             AS t(id, queue, kind, payload, priority, run_at, delay_ms, max_attempts,
                  backoff_base_ms, backoff_cap_ms, timeout_ms, idempotency_key, unique_key,
-                 tags, expires_at, ord)
+                 tags, expires_at, concurrency_key, ord)
     ),
     missing AS (
         SELECT DISTINCT i.queue FROM input i
@@ -31,14 +32,15 @@ pub(crate) const INSERT_JOBS: &str = "WITH input AS (
     inserted AS (
         INSERT INTO tether.jobs AS j (id, tenant, queue, kind, payload, state, priority, attempt,
             max_attempts, backoff_base_ms, backoff_cap_ms, run_at, created_at, updated_at,
-            unique_key, idempotency_key, tags, expires_at, timeout_ms)
+            unique_key, idempotency_key, tags, expires_at, timeout_ms, concurrency_key)
         SELECT i.id, $1, i.queue, i.kind, i.payload, 'queued', i.priority, 0,
             COALESCE(i.max_attempts, q.max_attempts, 5),
             COALESCE(i.backoff_base_ms, q.backoff_base_ms, 1000),
             COALESCE(i.backoff_cap_ms, q.backoff_cap_ms, 3600000),
             COALESCE(i.run_at, now() + i.delay_ms * interval '1 millisecond'),
             now(), now(), i.unique_key, i.idempotency_key,
-            ARRAY(SELECT jsonb_array_elements_text(i.tags)), i.expires_at, i.timeout_ms
+            ARRAY(SELECT jsonb_array_elements_text(i.tags)), i.expires_at, i.timeout_ms,
+            i.concurrency_key
         FROM input i
         CROSS JOIN lk
         LEFT JOIN tether.queues q ON q.tenant = $1 AND q.name = i.queue

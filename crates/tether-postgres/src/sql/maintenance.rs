@@ -2,13 +2,14 @@
 //! the named leases.
 
 /// Queue rows that hold nothing (no job in any state, not paused, every
-/// setting at its default `$2`–`$5`, no limit), at most `$1`, all tenants: the
+/// setting at its default `$2`–`$5`, no flow control), at most `$1`, all tenants: the
 /// candidates of a removal pass.
 pub(crate) const EMPTY_QUEUES: &str = concat!(
     "SELECT q.tenant, q.name FROM tether.queues q
     WHERE NOT q.paused AND q.max_attempts = $2 AND q.backoff_base_ms = $3
       AND q.backoff_cap_ms = $4 AND q.default_lease_ttl_ms = $5
-      AND q.max_running IS NULL
+      AND q.max_running IS NULL AND q.rate_limit_count IS NULL AND q.key_max_running IS NULL
+      AND NOT q.fair
       AND NOT ",
     queue_holds_jobs!(),
     " LIMIT $1"
@@ -23,7 +24,8 @@ pub(crate) const DELETE_EMPTY_QUEUES: &str = concat!(
     WHERE q.tenant = $1 AND q.name = ANY($2)
       AND NOT q.paused AND q.max_attempts = $3 AND q.backoff_base_ms = $4
       AND q.backoff_cap_ms = $5 AND q.default_lease_ttl_ms = $6
-      AND q.max_running IS NULL
+      AND q.max_running IS NULL AND q.rate_limit_count IS NULL AND q.key_max_running IS NULL
+      AND NOT q.fair
       AND NOT ",
     queue_holds_jobs!()
 );

@@ -26,7 +26,8 @@ macro_rules! queue_stats_sql {
                     COALESCE(c.backoff_base_ms, 1000) AS backoff_base_ms,
                     COALESCE(c.backoff_cap_ms, 3600000) AS backoff_cap_ms,
                     COALESCE(c.default_lease_ttl_ms, 30000) AS default_lease_ttl_ms,
-                    c.max_running, s.counts, r.ready, r.scheduled, r.oldest_ready_age_ms, e.expired_leases
+                    c.max_running, c.rate_limit_count, c.rate_limit_period_ms, c.key_max_running,
+                    COALESCE(c.fair, false) AS fair, s.counts, r.ready, r.scheduled, r.oldest_ready_age_ms, e.expired_leases
              FROM ",
             $from,
             "
@@ -76,16 +77,25 @@ pub(crate) const RESUME: &str = "UPDATE tether.queues SET paused = false, update
 
 /// Upserts queue settings: patch fields `$3`–`$6` where set, else the
 /// current value (or, for a new row, the defaults of `tether_core::lifecycle`
-/// written out); `max_running` becomes `$8` (NULL: no limit) when `$7`.
+/// written out); each flow-control setting becomes its new value (NULL: no
+/// limit) when its flag is set: `max_running` `$8` when `$7`, the rate limit
+/// `$10`/`$11` when `$9`, `key_max_running` `$13` when `$12`; `fair` becomes
+/// `$14` unless NULL.
 pub(crate) const CONFIGURE_QUEUE: &str = "INSERT INTO tether.queues AS q
         (tenant, name, max_attempts, backoff_base_ms, backoff_cap_ms, default_lease_ttl_ms,
-         max_running)
+         max_running, rate_limit_count, rate_limit_period_ms, key_max_running, fair)
     VALUES ($1, $2, COALESCE($3, 5), COALESCE($4, 1000), COALESCE($5, 3600000), COALESCE($6, 30000),
-            CASE WHEN $7 THEN $8::integer END)
+            CASE WHEN $7 THEN $8::integer END, CASE WHEN $9 THEN $10::integer END,
+            CASE WHEN $9 THEN $11::bigint END, CASE WHEN $12 THEN $13::integer END,
+            COALESCE($14::boolean, false))
     ON CONFLICT (tenant, name) DO UPDATE SET
         max_attempts = COALESCE($3, q.max_attempts),
         backoff_base_ms = COALESCE($4, q.backoff_base_ms),
         backoff_cap_ms = COALESCE($5, q.backoff_cap_ms),
         default_lease_ttl_ms = COALESCE($6, q.default_lease_ttl_ms),
         max_running = CASE WHEN $7 THEN $8::integer ELSE q.max_running END,
+        rate_limit_count = CASE WHEN $9 THEN $10::integer ELSE q.rate_limit_count END,
+        rate_limit_period_ms = CASE WHEN $9 THEN $11::bigint ELSE q.rate_limit_period_ms END,
+        key_max_running = CASE WHEN $12 THEN $13::integer ELSE q.key_max_running END,
+        fair = COALESCE($14::boolean, q.fair),
         updated_at = now()";

@@ -78,6 +78,9 @@ pub struct JobDto {
     #[serde(serialize_with = "ser_opt_time")]
     #[schema(required)]
     pub expires_at: Option<DateTime<Utc>>,
+    /// Groups the job for its queue's `key_max_running` and `fair` claims.
+    #[schema(required, value_type = Option<NameSchema>)]
+    pub concurrency_key: Option<String>,
     /// How long one attempt may run (enforced by the worker runtime).
     #[schema(required, minimum = 1)]
     pub timeout_ms: Option<i64>,
@@ -121,6 +124,7 @@ impl From<Job> for JobDto {
             idempotency_key: j.idempotency_key,
             tags: j.tags,
             expires_at: j.expires_at,
+            concurrency_key: j.concurrency_key,
             timeout_ms: j.timeout_ms,
             cancel_requested: j.cancel_requested,
             worker_id: j.worker_id,
@@ -201,6 +205,11 @@ pub struct EnqueueRequest {
     pub expires_at: Option<DateTime<Utc>>,
     /// Retry backoff (default: the queue's).
     pub backoff: Option<BackoffDto>,
+    /// Groups the job for its queue's flow control: at most
+    /// `key_max_running` running jobs per key, and `fair` claims take keys
+    /// in turn.
+    #[schema(value_type = Option<NameSchema>)]
+    pub concurrency_key: Option<String>,
 }
 
 impl EnqueueRequest {
@@ -235,6 +244,7 @@ impl EnqueueRequest {
             unique_key: self.unique_key,
             tags: self.tags.unwrap_or_default(),
             expires_at: self.expires_at,
+            concurrency_key: self.concurrency_key,
         })
     }
 }

@@ -2,11 +2,13 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use tether_core::{JobState, QueueConfigPatch, QueueStats, StateCounts};
+use tether_core::{JobState, QueueConfigPatch, QueueStats, RateLimit, StateCounts};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use tether_core::validate::{LEASE_TTL_RANGE, MAX_ATTEMPTS_RANGE, MAX_REPLAY, MAX_RUNNING_RANGE};
+use tether_core::validate::{
+    LEASE_TTL_RANGE, MAX_ATTEMPTS_RANGE, MAX_REPLAY, MAX_RUNNING_RANGE, RATE_PERIOD_RANGE,
+};
 
 use super::bounds::{field, range, FieldBound};
 use super::{BackoffDto, JobStateSchema, NameSchema};
@@ -69,6 +71,47 @@ pub struct QueueDto {
     /// across every worker and replica; `null`: no limit.
     #[schema(required)]
     pub max_running: Option<i32>,
+    /// At most `count` jobs handed out by claims in any `period_ms`;
+    /// `null`: no limit.
+    #[schema(required)]
+    pub rate_limit: Option<RateLimitDto>,
+    /// At most this many running jobs per `concurrency_key`; `null`: no
+    /// limit.
+    #[schema(required)]
+    pub key_max_running: Option<i32>,
+    /// Claims take jobs of one priority round-robin over concurrency keys.
+    pub fair: bool,
+}
+
+/// A strict sliding window on the database clock: in any `period_ms`,
+/// claims hand out at most `count` of the queue's jobs. A retry or snooze
+/// does not give a slot back.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = RateLimit)]
+pub struct RateLimitDto {
+    /// Jobs per window.
+    pub count: i32,
+    /// The window's length in milliseconds.
+    pub period_ms: i64,
+}
+
+impl From<RateLimit> for RateLimitDto {
+    fn from(r: RateLimit) -> Self {
+        RateLimitDto {
+            count: r.count,
+            period_ms: r.period_ms,
+        }
+    }
+}
+
+impl From<RateLimitDto> for RateLimit {
+    fn from(r: RateLimitDto) -> Self {
+        RateLimit {
+            count: r.count,
+            period_ms: r.period_ms,
+        }
+    }
 }
 
 impl From<QueueStats> for QueueDto {
@@ -85,6 +128,9 @@ impl From<QueueStats> for QueueDto {
             backoff: q.config.backoff.into(),
             default_lease_ttl_ms: q.config.default_lease_ttl_ms,
             max_running: q.limits.max_running,
+            rate_limit: q.limits.rate_limit.map(Into::into),
+            key_max_running: q.limits.key_max_running,
+            fair: q.limits.fair,
         }
     }
 }
@@ -104,6 +150,21 @@ pub struct QueueConfigBody {
     #[serde(default, deserialize_with = "tether_core::deserialize_present")]
     #[schema(value_type = Option<i32>, nullable)]
     pub max_running: Option<Option<i32>>,
+    /// At most `count` jobs handed out in any `period_ms`; `null` removes
+    /// the limit, absent keeps it.
+    #[serde(default, deserialize_with = "tether_core::deserialize_present")]
+    #[schema(value_type = Option<RateLimitDto>, nullable)]
+    pub rate_limit: Option<Option<RateLimitDto>>,
+    /// At most this many running jobs per `concurrency_key` (jobs of a key
+    /// at its limit are passed over); `null` removes the limit, absent
+    /// keeps it.
+    #[serde(default, deserialize_with = "tether_core::deserialize_present")]
+    #[schema(value_type = Option<i32>, nullable)]
+    pub key_max_running: Option<Option<i32>>,
+    /// Round-robin over concurrency keys; `null` is `false`, absent keeps it.
+    #[serde(default, deserialize_with = "tether_core::deserialize_present")]
+    #[schema(value_type = Option<bool>, nullable)]
+    pub fair: Option<Option<bool>>,
 }
 
 impl From<QueueConfigBody> for QueueConfigPatch {
@@ -113,6 +174,9 @@ impl From<QueueConfigBody> for QueueConfigPatch {
             backoff: b.backoff.map(Into::into),
             default_lease_ttl_ms: b.default_lease_ttl_ms,
             max_running: b.max_running,
+            rate_limit: b.rate_limit.map(|r| r.map(Into::into)),
+            key_max_running: b.key_max_running,
+            fair: b.fair.map(|f| f.unwrap_or(false)),
         }
     }
 }
@@ -186,6 +250,12 @@ pub(super) fn field_bounds() -> Vec<FieldBound> {
             field!(QueueConfigBody.max_running),
             range(MAX_RUNNING_RANGE),
         ),
+        (
+            field!(QueueConfigBody.key_max_running),
+            range(MAX_RUNNING_RANGE),
+        ),
+        (field!(RateLimitDto.count), range(MAX_RUNNING_RANGE)),
+        (field!(RateLimitDto.period_ms), range(RATE_PERIOD_RANGE)),
         (field!(BulkReplayBody.limit), range(1..=MAX_REPLAY)),
     ]
 }

@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use tether_conformance::TestDb;
 use tether_server::ServerConfig;
 
-const JOB_FIELDS: [&str; 25] = [
+const JOB_FIELDS: [&str; 26] = [
     "id",
     "queue",
     "kind",
@@ -36,6 +36,7 @@ const JOB_FIELDS: [&str; 25] = [
     "idempotency_key",
     "tags",
     "expires_at",
+    "concurrency_key",
     "timeout_ms",
     "cancel_requested",
     "worker_id",

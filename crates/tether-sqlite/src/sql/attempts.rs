@@ -12,55 +12,134 @@ pub(crate) const ANY_READY: &str = concat!(
     "))"
 );
 
-/// How many jobs a claim of ?5 may take from queue ?2 of tenant ?1: ?5, or
-/// fewer when the queue's `max_running` leaves less room (never below 0: a
-/// negative LIMIT is no limit in SQLite). The claim runs in the single
-/// writer's transaction, so the count of running jobs cannot change under it.
-macro_rules! claim_limit {
-    () => {
-        "(SELECT CASE WHEN m.max_running IS NULL THEN ?5 \
-         ELSE MAX(0, MIN(?5, m.max_running - (SELECT count(*) FROM tether_jobs \
-             WHERE tenant = ?1 AND queue = ?2 AND state = 'running'))) END \
-         FROM (SELECT (SELECT max_running FROM tether_queues \
-             WHERE tenant = ?1 AND name = ?2) AS max_running) AS m)"
+/// The claim's update of the jobs that match `$which`: lease each with its
+/// own fresh token. The lease TTL is the request's (?3), else
+/// the queue's, else ?6; ?4 the worker.
+macro_rules! lease_jobs {
+    ($which:expr) => {
+        concat!(
+            "UPDATE tether_jobs SET state = 'running', attempt = attempt + 1, lease_token = ",
+            new_token!(),
+            ", lease_ttl_ms = COALESCE(?3, (SELECT default_lease_ttl_ms FROM tether_queues ",
+            "WHERE tenant = ?1 AND name = ?2), ?6), ",
+            "lease_expires_at = ",
+            now_ms!(),
+            " + COALESCE(?3, (SELECT default_lease_ttl_ms FROM tether_queues ",
+            "WHERE tenant = ?1 AND name = ?2), ?6), ",
+            "heartbeat_at = ",
+            now_ms!(),
+            ", started_at = ",
+            now_ms!(),
+            ", updated_at = ",
+            now_ms!(),
+            ", worker_id = ?4, progress = NULL ",
+            "WHERE ",
+            $which,
+            " RETURNING ",
+            job_columns!()
+        )
     };
 }
 
-/// The claim, in one statement: pick up to ?5 ready jobs in claim order from
-/// an unpaused queue and lease each with its own fresh token. The lease TTL
-/// is the request's (?3), else the queue's, else ?6.
-/// Takes fewer when the queue's `max_running` leaves less room.
-/// Whether queue ?2 of tenant ?1 has a `max_running`.
-pub(crate) const IS_LIMITED: &str = "SELECT EXISTS (SELECT 1 FROM tether_queues \
-     WHERE tenant = ?1 AND name = ?2 AND max_running IS NOT NULL)";
+/// `$columns` of the ready jobs of queue ?2 of tenant ?1 that also match
+/// `$and`, in claim order.
+macro_rules! ready_jobs {
+    ($columns:literal, $and:literal) => {
+        concat!(
+            "SELECT ",
+            $columns,
+            " FROM tether_jobs ",
+            "WHERE tenant = ?1 AND queue = ?2 AND state = 'queued' AND run_at <= ",
+            now_ms!(),
+            " AND (expires_at IS NULL OR expires_at > ",
+            now_ms!(),
+            ")",
+            $and,
+            " ORDER BY priority DESC, run_at, id"
+        )
+    };
+}
 
-pub(crate) const CLAIM: &str = concat!(
-    "UPDATE tether_jobs SET state = 'running', attempt = attempt + 1, lease_token = ",
-    new_token!(),
-    ", lease_ttl_ms = COALESCE(?3, (SELECT default_lease_ttl_ms FROM tether_queues ",
-    "WHERE tenant = ?1 AND name = ?2), ?6), ",
-    "lease_expires_at = ",
+/// The queue's flow-control settings (no row: none) and whether it is paused.
+pub(crate) const QUEUE_LIMITS: &str = "SELECT paused, max_running, rate_limit_count, \
+     rate_limit_period_ms, key_max_running, fair FROM tether_queues WHERE tenant = ?1 AND name = ?2";
+
+/// The claim, in one statement: up to ?5 ready jobs in claim order from an
+/// unpaused queue (the store has already brought ?5 down to the room its
+/// limits leave).
+pub(crate) const CLAIM: &str = lease_jobs!(concat!(
+    "id IN (",
+    ready_jobs!(
+        "id",
+        " AND NOT EXISTS (SELECT 1 FROM tether_queues WHERE tenant = ?1 AND name = ?2 AND paused = 1)"
+    ),
+    " LIMIT ?5)"
+));
+
+/// The claim of the jobs ?5 (a JSON array of ids) a key-limited or fair
+/// claim chose, still queued.
+pub(crate) const CLAIM_IDS: &str =
+    lease_jobs!("id IN (SELECT value FROM json_each(?5)) AND state = 'queued'");
+
+/// The running jobs of queue ?2 of tenant ?1.
+pub(crate) const COUNT_RUNNING: &str =
+    "SELECT count(*) FROM tether_jobs WHERE tenant = ?1 AND queue = ?2 AND state = 'running'";
+
+/// The running jobs of each concurrency key of queue ?2 of tenant ?1.
+pub(crate) const RUNNING_BY_KEY: &str = "SELECT concurrency_key, count(*) AS n FROM tether_jobs \
+     WHERE tenant = ?1 AND queue = ?2 AND state = 'running' AND concurrency_key IS NOT NULL \
+     GROUP BY concurrency_key";
+
+/// The rate window of queue ?2 of tenant ?1 with period ?3 ms: jobs handed
+/// out in it, and the time and jobs of its oldest claim.
+pub(crate) const RATE_WINDOW: &str = concat!(
+    "SELECT COALESCE(sum(jobs), 0) AS used, min(at) AS oldest, ",
+    "(SELECT w2.jobs FROM tether_queue_claims w2 WHERE w2.tenant = ?1 AND w2.queue = ?2 ",
+    "AND w2.at > ",
     now_ms!(),
-    " + COALESCE(?3, (SELECT default_lease_ttl_ms FROM tether_queues ",
-    "WHERE tenant = ?1 AND name = ?2), ?6), ",
-    "heartbeat_at = ",
+    " - ?3 ORDER BY w2.at LIMIT 1) AS oldest_jobs, ",
     now_ms!(),
-    ", started_at = ",
+    " AS now FROM tether_queue_claims WHERE tenant = ?1 AND queue = ?2 AND at > ",
     now_ms!(),
-    ", updated_at = ",
-    now_ms!(),
-    ", worker_id = ?4, progress = NULL ",
-    "WHERE id IN (SELECT id FROM tether_jobs ",
-    "WHERE tenant = ?1 AND queue = ?2 AND state = 'queued' AND run_at <= ",
-    now_ms!(),
-    " AND (expires_at IS NULL OR expires_at > ",
-    now_ms!(),
-    ") AND NOT EXISTS (SELECT 1 FROM tether_queues WHERE tenant = ?1 AND name = ?2 AND paused = 1) ",
-    "ORDER BY priority DESC, run_at, id LIMIT ",
-    claim_limit!(),
-    ") RETURNING ",
-    job_columns!()
+    " - ?3"
 );
+
+/// Logs a claim of ?4 jobs at ?3 in queue ?2's rate window, and trims the
+/// log of claims older than the longest period (one day).
+pub(crate) const LOG_CLAIM: &str =
+    "INSERT INTO tether_queue_claims (tenant, queue, at, jobs) VALUES (?1, ?2, ?3, ?4)";
+/// See [`LOG_CLAIM`].
+pub(crate) const TRIM_CLAIMS: &str = concat!(
+    "DELETE FROM tether_queue_claims WHERE tenant = ?1 AND queue = ?2 AND at <= ",
+    now_ms!(),
+    " - 86400000"
+);
+
+/// The next concurrency key after ?3 ('' for the first) with queued jobs
+/// in queue ?2 of tenant ?1: one step of a walk over `tether_jobs_key_claim`.
+pub(crate) const NEXT_KEY: &str = "SELECT concurrency_key FROM tether_jobs \
+     WHERE tenant = ?1 AND queue = ?2 AND state = 'queued' AND concurrency_key > ?3 \
+     ORDER BY concurrency_key LIMIT 1";
+
+/// The first ?4 ready jobs of key ?3 (id, priority, run_at), in claim order.
+pub(crate) const KEY_HEAD: &str = concat!(
+    ready_jobs!("id, priority, run_at", " AND concurrency_key = ?3"),
+    " LIMIT ?4"
+);
+
+/// The first ?3 ready jobs without a key (id, priority, run_at).
+pub(crate) const UNKEYED_HEAD: &str = concat!(
+    ready_jobs!("id, priority, run_at", " AND concurrency_key IS NULL"),
+    " LIMIT ?3"
+);
+
+/// Whether queue ?2 of tenant ?1 has queued jobs without a key.
+pub(crate) const ANY_UNKEYED: &str = "SELECT EXISTS (SELECT 1 FROM tether_jobs \
+     WHERE tenant = ?1 AND queue = ?2 AND state = 'queued' AND concurrency_key IS NULL)";
+
+/// How many ready jobs (up to ?3) queue ?2 of tenant ?1 has.
+pub(crate) const COUNT_READY: &str =
+    concat!("SELECT count(*) FROM (", ready_jobs!("1", ""), " LIMIT ?3)");
 
 /// `claimed` events of the jobs just claimed (?1: JSON array of ids).
 pub(crate) const CLAIMED_EVENTS: &str =

@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 pub(crate) const INSERT_CHUNKS: [usize; 3] = [32, 8, 1];
 
 /// Values bound per enqueued row (see `insert_jobs_sql`).
-pub(crate) const ROW_PARAMS: usize = 16;
+pub(crate) const ROW_PARAMS: usize = 17;
 
 /// Registers the queues of an enqueue batch (?2: JSON array of names).
 pub(crate) const REGISTER_QUEUES: &str = concat!(
@@ -29,7 +29,8 @@ pub(crate) const COUNT_QUEUES: &str = "SELECT count(*) FROM tether_queues WHERE 
 /// the tenant, the default attempts/backoff (for a queue without a row),
 /// [`ROW_PARAMS`] values per row bound by `bind_entry` (ordinal, id, queue,
 /// kind, payload, priority, run_at, delay, max_attempts, backoff base, cap,
-/// timeout, idempotency key, unique key, tags, expires_at), and the tenant
+/// timeout, idempotency key, unique key, tags, expires_at, concurrency key),
+/// and the tenant
 /// again. They are anonymous `?` on purpose: for numbered or named ones,
 /// sqlx looks each name up with `sqlite3_bind_parameter_name`, a linear scan,
 /// which makes binding 500 values quadratic.
@@ -53,7 +54,7 @@ pub(crate) fn insert_jobs_sql(rows: usize) -> &'static str {
             "INSERT INTO tether_jobs (id, tenant, queue, kind, payload, state, priority, ",
             "attempt, max_attempts, backoff_base_ms, backoff_cap_ms, run_at, created_at, ",
             "updated_at, idempotency_key, unique_key, tags, expires_at, timeout_ms, ",
-            "cancel_requested) ",
+            "cancel_requested, concurrency_key) ",
             "SELECT v.column2, ?, v.column3, v.column4, v.column5, 'queued', v.column6, 0, ",
             "COALESCE(v.column9, q.max_attempts, ?), ",
             "COALESCE(v.column10, q.backoff_base_ms, ?), ",
@@ -64,7 +65,7 @@ pub(crate) fn insert_jobs_sql(rows: usize) -> &'static str {
             now_ms!(),
             ", ",
             now_ms!(),
-            ", v.column13, v.column14, v.column15, v.column16, v.column12, 0 FROM (VALUES "
+            ", v.column13, v.column14, v.column15, v.column16, v.column12, 0, v.column17 FROM (VALUES "
         ));
         let row = format!("({})", vec!["?"; ROW_PARAMS].join(", "));
         sql.push_str(&vec![row; rows].join(", "));

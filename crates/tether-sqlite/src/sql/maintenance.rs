@@ -2,12 +2,13 @@
 //! the named leases.
 
 /// Queue rows that hold nothing, at most ?1 (all tenants): no job in any
-/// state, not paused, every setting at its default (?2–?5), no limit. The write lock
+/// state, not paused, every setting at its default (?2–?5), no flow control. The write lock
 /// of the transaction keeps an enqueue from slipping a job in between.
 pub(crate) const PRUNE_EMPTY_QUEUES: &str = "DELETE FROM tether_queues WHERE (tenant, name) IN (\
      SELECT c.tenant, c.name FROM tether_queues AS c \
      WHERE c.paused = 0 AND c.max_attempts = ?2 AND c.backoff_base_ms = ?3 \
      AND c.backoff_cap_ms = ?4 AND c.default_lease_ttl_ms = ?5 AND c.max_running IS NULL \
+     AND c.rate_limit_count IS NULL AND c.key_max_running IS NULL AND c.fair = 0 \
      AND NOT EXISTS (SELECT 1 FROM tether_jobs AS j WHERE j.tenant = c.tenant AND j.queue = c.name) \
      LIMIT ?1)";
 

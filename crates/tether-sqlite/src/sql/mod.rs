@@ -39,7 +39,8 @@ macro_rules! job_columns {
         "id, tenant, queue, kind, payload, result, state, priority, attempt, max_attempts, \
          backoff_base_ms, backoff_cap_ms, run_at, created_at, started_at, finished_at, \
          updated_at, last_error, unique_key, idempotency_key, tags, expires_at, timeout_ms, \
-         cancel_requested, worker_id, lease_token, lease_expires_at, heartbeat_at, progress"
+         cancel_requested, worker_id, lease_token, lease_expires_at, heartbeat_at, progress, \
+         concurrency_key"
     };
 }
 

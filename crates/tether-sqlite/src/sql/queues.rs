@@ -51,7 +51,9 @@ macro_rules! stats_columns {
             " AND j.state = 'running' AND j.lease_expires_at < s.now) AS n_lapsed, ",
             "s.now AS now, c.paused AS paused, c.max_attempts AS max_attempts, ",
             "c.backoff_base_ms AS backoff_base_ms, c.backoff_cap_ms AS backoff_cap_ms, ",
-            "c.default_lease_ttl_ms AS default_lease_ttl_ms, c.max_running AS max_running"
+            "c.default_lease_ttl_ms AS default_lease_ttl_ms, c.max_running AS max_running, ",
+            "c.rate_limit_count AS rate_limit_count, c.rate_limit_period_ms AS rate_limit_period_ms, ",
+            "c.key_max_running AS key_max_running, c.fair AS fair"
         )
     };
 }
@@ -97,13 +99,17 @@ pub(crate) const RESUME: &str = concat!(
 );
 
 /// Upserts queue settings: patch fields ?3–?6 where set, else the current
-/// value (or the default ?7–?10 for a new row); `max_running` becomes ?12
-/// (NULL: no limit) when ?11.
+/// value (or the default ?7–?10 for a new row); each flow-control setting
+/// becomes its new value (NULL: no limit) when its flag is set:
+/// `max_running` ?12 when ?11, the rate limit ?14/?15 when ?13,
+/// `key_max_running` ?17 when ?16; `fair` becomes ?18 unless NULL.
 pub(crate) const CONFIGURE_QUEUE: &str = concat!(
     "INSERT INTO tether_queues (tenant, name, paused, max_attempts, backoff_base_ms, ",
-    "backoff_cap_ms, default_lease_ttl_ms, max_running, created_at, updated_at) ",
+    "backoff_cap_ms, default_lease_ttl_ms, max_running, rate_limit_count, ",
+    "rate_limit_period_ms, key_max_running, fair, created_at, updated_at) ",
     "VALUES (?1, ?2, 0, COALESCE(?3, ?7), COALESCE(?4, ?8), COALESCE(?5, ?9), ",
-    "COALESCE(?6, ?10), CASE WHEN ?11 THEN ?12 END, ",
+    "COALESCE(?6, ?10), CASE WHEN ?11 THEN ?12 END, CASE WHEN ?13 THEN ?14 END, ",
+    "CASE WHEN ?13 THEN ?15 END, CASE WHEN ?16 THEN ?17 END, COALESCE(?18, 0), ",
     now_ms!(),
     ", ",
     now_ms!(),
@@ -113,5 +119,9 @@ pub(crate) const CONFIGURE_QUEUE: &str = concat!(
     "backoff_cap_ms = COALESCE(?5, backoff_cap_ms), ",
     "default_lease_ttl_ms = COALESCE(?6, default_lease_ttl_ms), ",
     "max_running = CASE WHEN ?11 THEN ?12 ELSE max_running END, ",
+    "rate_limit_count = CASE WHEN ?13 THEN ?14 ELSE rate_limit_count END, ",
+    "rate_limit_period_ms = CASE WHEN ?13 THEN ?15 ELSE rate_limit_period_ms END, ",
+    "key_max_running = CASE WHEN ?16 THEN ?17 ELSE key_max_running END, ",
+    "fair = COALESCE(?18, fair), ",
     "updated_at = excluded.updated_at"
 );

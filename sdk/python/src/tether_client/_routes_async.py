@@ -80,18 +80,21 @@ class AsyncRoutes:
         tags: Optional[Iterable[str]] = None,
         expires_at: Optional[Time] = None,
         backoff: Union[Backoff, Dict[str, int], None] = None,
+        concurrency_key: Optional[str] = None,
         **extra: Any,
     ) -> Job:
         """Enqueues a job (``POST /v1/jobs``). The answer's ``created`` is False
         when an existing job with the same idempotency or active unique key was
-        answered instead. ``extra`` passes newer fields (``depends_on``,
-        ``concurrency_key``, ...) as they are. Retried on transport errors and
+        answered instead. ``concurrency_key`` groups the job for its queue's
+        ``key_max_running`` and ``fair`` claims. ``extra`` passes newer fields
+        (``depends_on``, ...) as they are. Retried on transport errors and
         ``unavailable`` only when ``idempotency_key`` is given."""
         body = enqueue_body(
             queue, kind, payload, priority=priority, run_at=run_at, delay_ms=delay_ms,
             max_attempts=max_attempts, timeout_ms=timeout_ms,
             idempotency_key=idempotency_key, unique_key=unique_key, tags=tags,
-            expires_at=expires_at, backoff=backoff, extra=extra,
+            expires_at=expires_at, backoff=backoff, concurrency_key=concurrency_key,
+            extra=extra,
         )
 
         def parse(d: Any) -> Job:

@@ -65,6 +65,7 @@ def enqueue_body(
     tags: Optional[Iterable[str]],
     expires_at: Optional[Time],
     backoff: Union[Backoff, Dict[str, int], None],
+    concurrency_key: Optional[str] = None,
     extra: Dict[str, Any],
 ) -> Dict[str, Any]:
     body: Dict[str, Any] = {"queue": queue, "kind": kind, "payload": payload}
@@ -80,6 +81,7 @@ def enqueue_body(
             tags=None if tags is None else [str(t) for t in tags],
             expires_at=time_str(expires_at),
             backoff=backoff_dict(backoff),
+            concurrency_key=concurrency_key,
         )
     )
     body.update(extra)

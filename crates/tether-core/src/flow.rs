@@ -1,0 +1,130 @@
+//! Flow control's choice of jobs for a key-limited or fair claim, for a
+//! store that makes it outside SQL (SQLite; PostgreSQL's `CLAIM_BY_KEY`
+//! states the same rule in its statement).
+//!
+//! The claim reads the head of each group's ready jobs — a group is a
+//! `concurrency_key`, and jobs without a key form one more group — at most
+//! [`group_cap`] of them, and takes `room` of those heads in [`claim_order`].
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+/// A ready job at the head of its group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head<Id> {
+    /// The job.
+    pub id: Id,
+    /// Its concurrency key (`None`: the group of jobs without one).
+    pub key: Option<String>,
+    /// Its priority.
+    pub priority: i16,
+    /// Its `run_at`, in any unit that orders instants.
+    pub run_at: i64,
+}
+
+/// How many heads a group may give: what its key's limit leaves
+/// (`key_max_running` minus the key's running jobs; jobs without a key are
+/// not limited by it), and no more than an equal share of the claim's room
+/// over the `groups` groups when `fair`.
+pub fn group_cap(room: u32, fair: bool, groups: usize, key_room: Option<u32>) -> u32 {
+    let share = if fair {
+        room.div_ceil(groups.max(1) as u32)
+    } else {
+        room
+    };
+    key_room.map_or(share, |k| share.min(k))
+}
+
+/// The heads a claim with `room` takes, in the order it takes them:
+/// higher priority first; then, when `fair`, round-robin over the groups
+/// (every group's i-th job of a priority before any group's (i+1)-th,
+/// groups in the order of their oldest such job); then `run_at` and id.
+pub fn claim_order<Id: Ord + Clone>(heads: Vec<Head<Id>>, fair: bool, room: usize) -> Vec<Id> {
+    // The rank of each head within its (group, priority), and its group's
+    // oldest `run_at` at that priority.
+    let mut by_group: HashMap<(Option<String>, i16), Vec<usize>> = HashMap::new();
+    for (i, h) in heads.iter().enumerate() {
+        by_group
+            .entry((h.key.clone(), h.priority))
+            .or_default()
+            .push(i);
+    }
+    let mut rank = vec![(0usize, 0i64); heads.len()];
+    for members in by_group.values_mut() {
+        members.sort_by(|&a, &b| {
+            (heads[a].run_at, &heads[a].id).cmp(&(heads[b].run_at, &heads[b].id))
+        });
+        let oldest = heads[members[0]].run_at;
+        for (nth, &i) in members.iter().enumerate() {
+            rank[i] = (nth, oldest);
+        }
+    }
+    let mut order: Vec<usize> = (0..heads.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (ha, hb) = (&heads[a], &heads[b]);
+        let by_priority = hb.priority.cmp(&ha.priority);
+        let fair_part = if fair {
+            rank[a]
+                .0
+                .cmp(&rank[b].0)
+                .then(rank[a].1.cmp(&rank[b].1))
+                .then(ha.key.cmp(&hb.key))
+        } else {
+            Ordering::Equal
+        };
+        by_priority
+            .then(fair_part)
+            .then(ha.run_at.cmp(&hb.run_at))
+            .then(ha.id.cmp(&hb.id))
+    });
+    order
+        .into_iter()
+        .take(room)
+        .map(|i| heads[i].id.clone())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(id: u32, key: Option<&str>, priority: i16, run_at: i64) -> Head<u32> {
+        Head {
+            id,
+            key: key.map(str::to_owned),
+            priority,
+            run_at,
+        }
+    }
+
+    #[test]
+    fn fair_order_interleaves_groups_and_keeps_priority_first() {
+        let heads = vec![
+            head(1, Some("a"), 0, 1),
+            head(2, Some("a"), 0, 2),
+            head(3, Some("a"), 0, 3),
+            head(4, Some("b"), 0, 5),
+            head(5, Some("b"), 0, 6),
+            head(6, None, 0, 4),
+            head(7, Some("b"), 5, 9),
+        ];
+        assert_eq!(
+            claim_order(heads.clone(), true, 10),
+            vec![7, 1, 6, 4, 2, 5, 3]
+        );
+        assert_eq!(
+            claim_order(heads.clone(), false, 10),
+            vec![7, 1, 2, 3, 6, 4, 5]
+        );
+        assert_eq!(claim_order(heads, true, 3), vec![7, 1, 6]);
+    }
+
+    #[test]
+    fn group_cap_is_the_smaller_of_key_room_and_fair_share() {
+        assert_eq!(group_cap(100, false, 3, None), 100);
+        assert_eq!(group_cap(100, true, 3, None), 34);
+        assert_eq!(group_cap(100, true, 3, Some(2)), 2);
+        assert_eq!(group_cap(10, false, 0, Some(0)), 0);
+        assert_eq!(group_cap(10, true, 0, None), 10);
+    }
+}
