@@ -21,6 +21,7 @@ let renders = 0;
 let lastTyped = 0;
 let lastList = '#/jobs'; // where "back" from a job goes
 const opened = new Map(); // <details> open state by key, kept across refreshes
+const drafts = new Map(); // settings forms being edited, kept across refreshes
 
 // ---------------------------------------------------------------- helpers
 
@@ -147,6 +148,7 @@ function route() {
   try { parts = path.split('/').filter(Boolean).map(decodeURIComponent); } catch { parts = []; }
   const params = new URLSearchParams(query);
   if (parts[0] === 'jobs' && parts[1]) return { view: 'job', id: parts[1], params };
+  if (parts[0] === 'queues' && parts[1]) return { view: 'queue', name: parts[1], params };
   const view = { jobs: 'jobs', dlq: 'dlq', schedules: 'schedules' }[parts[0]] || 'overview';
   return { view, params };
 }
@@ -170,7 +172,7 @@ async function overview() {
       ? button('Resume', () => api('POST', `${path}/resume`).then(() => `Queue ${q.name} resumed.`))
       : button('Pause', () => api('POST', `${path}/pause`).then(() => `Queue ${q.name} paused.`));
     return el('tr', { 'data-queue': q.name },
-      el('td', {}, link(`#/jobs?queue=${enc(q.name)}`, q.name)),
+      el('td', {}, link(`#/queues/${enc(q.name)}`, q.name, 'counts, limits and settings')),
       el('td', { 'data-count': 'paused' }, q.paused ? el('span', { class: 'badge paused' }, 'paused') : el('span', { class: 'badge active' }, 'active')),
       num('queued', q.counts.queued),
       num('ready', q.ready),
@@ -191,6 +193,233 @@ async function overview() {
     ? table(head, rows, { id: 'queues' })
     : el('p', { class: 'muted' }, 'No queues yet: enqueue a job and its queue appears here.');
   return { toolbar: el('h1', {}, 'Queues'), content };
+}
+
+// ---------------------------------------------------------------- one queue
+
+/** A length of time as its largest exact unit: 60000 → "1m", 1500 → "1.5s". */
+function span(ms) {
+  for (const [unit, size] of [['d', 86400000], ['h', 3600000], ['m', 60000]]) {
+    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
+  }
+  return `${ms / 1000}s`;
+}
+
+/** The number typed in `input`: null when empty; throws on anything else
+ * that is not a number (a number field reads such text as empty). */
+function typed(input, what) {
+  const text = input.value.trim();
+  const n = Number(text);
+  if (input.validity.badInput || (text && !Number.isFinite(n))) throw new Error(`${what}: not a number.`);
+  return text ? n : null;
+}
+const typedMs = (input, what) => { const s = typed(input, what); return s === null ? null : Math.round(s * 1000); };
+const needed = (value, what) => { if (value === null) throw new Error(`${what}: needs a value.`); return value; };
+
+/** A labelled number input; `clear` adds a button that empties it (= none). */
+function numberField(name, label, value, { unit, clear, hint, min, max, step = '1' } = {}) {
+  const input = el('input', {
+    type: 'number', name, id: `field-${name}`, value: value ?? '', min, max, step,
+    placeholder: clear ? 'none' : undefined, inputmode: step === '1' ? 'numeric' : 'decimal',
+  });
+  const empty = () => {
+    input.value = '';
+    input.dispatchEvent(new Event('input', { bubbles: true }));
+  };
+  return el('div', { class: 'field' },
+    el('label', { for: input.id }, label),
+    el('span', { class: 'inputs' }, input, unit ? el('span', { class: 'unit' }, unit) : null,
+      clear ? el('button', { type: 'button', class: 'clear', 'data-clear': name, title: `${label}: none`, onclick: empty }, 'Clear') : null),
+    hint ? el('span', { class: 'hint muted' }, hint) : null);
+}
+
+/**
+ * A form that edits some of a queue's settings with one PATCH. `change(form)`
+ * returns the body: only the settings whose typed value differs from `q`'s
+ * (it throws on what cannot be sent). A form being edited is kept across
+ * refreshes together with the queue it started from, so a refresh neither
+ * wipes the edit nor changes what it is compared with.
+ */
+function settingsForm(id, q, fields, change) {
+  const draft = `${q.name}\n${id}`;
+  if (drafts.has(draft)) return drafts.get(draft);
+  const note = el('p', { class: 'form-error error', role: 'alert' });
+  const save = el('button', { type: 'submit' }, 'Save');
+  const form = el('form', { id, class: 'settings', novalidate: true, autocomplete: 'off' },
+    fields, el('div', { class: 'buttons' }, save, el('button', { type: 'reset' }, 'Reset'), note));
+  const edited = () => drafts.set(draft, form);
+  form.addEventListener('input', edited);
+  form.addEventListener('change', edited);
+  form.addEventListener('reset', () => { drafts.delete(draft); note.textContent = ''; });
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    note.textContent = '';
+    note.className = 'form-error error';
+    let body;
+    try { body = change(form); } catch (err) { note.textContent = err.message; edited(); return; }
+    const names = Object.keys(body);
+    if (!names.length) {
+      note.textContent = 'Nothing to save: no setting was changed.';
+      note.className = 'form-error muted';
+      edited();
+      return;
+    }
+    save.disabled = true;
+    try {
+      await api('PATCH', `/v1/queues/${enc(q.name)}`, body);
+    } catch (err) {
+      // Nothing changed on the server; keep what was typed, to fix it.
+      save.disabled = false;
+      note.textContent = errorText(err);
+      edited();
+      return;
+    }
+    drafts.delete(draft);
+    flash(`Queue ${q.name}: saved ${names.join(', ')}.`);
+    await render();
+  });
+  return form;
+}
+
+/** The flow-control settings as they are, and how close the queue is to them. */
+function limitsList(q) {
+  const running = q.counts.running;
+  const max = q.max_running ?? null;
+  const perKey = q.key_max_running ?? null;
+  const rate = q.rate_limit ?? null;
+  const setting = (name, value) => el('span', { class: 'setting', 'data-setting': name }, value);
+  const hint = (text) => el('span', { class: 'hint muted' }, text);
+  let usage;
+  if (max === null) {
+    usage = [el('span', { 'data-usage': 'running' }, String(running)), hint('no limit')];
+  } else {
+    const full = running >= max;
+    const high = Math.max(max - 0.5, 0.5);
+    usage = [
+      el('span', { 'data-usage': 'running', class: full ? 'warn' : undefined }, `${running} / ${max}`),
+      el('meter', { id: 'running-meter', min: 0, max, value: Math.min(running, max), optimum: 0, low: Math.min(max * 0.75, high), high,
+        title: `${running} of at most ${max} running` }),
+      full ? el('span', { class: 'warn', id: 'at-limit' }, running > max ? 'over the limit' : 'at the limit') : null,
+      full && q.ready ? hint(`${q.ready} ready job(s) wait for a slot`) : null,
+    ];
+  }
+  const rows = [
+    ['running', usage],
+    ['max running', [setting('max_running', max ?? 'none'), hint('running jobs, across every worker and replica')]],
+    ['max running per key', [setting('key_max_running', perKey ?? 'none'), hint('running jobs of one concurrency key')]],
+    ['rate limit', [setting('rate_limit', rate ? `${rate.count} / ${span(rate.period_ms)}` : 'none'),
+      hint(rate ? `at most ${rate.count} job(s) handed out in any ${span(rate.period_ms)}` : 'no limit on jobs handed out per period')]],
+    ['fair', [setting('fair', q.fair ? 'yes' : 'no'), hint('claims take turns over concurrency keys within a priority')]],
+  ];
+  return el('dl', { class: 'fields limits', id: 'limits' },
+    rows.map(([name, value]) => [el('dt', {}, name), el('dd', {}, value)]));
+}
+
+function flowForm(q) {
+  const rate = q.rate_limit ?? null;
+  const limit = { min: 1, max: 100000, clear: true };
+  const fields = [
+    numberField('max_running', 'max running', q.max_running, { ...limit, hint: '1–100 000; empty: no limit' }),
+    numberField('key_max_running', 'max running per key', q.key_max_running, { ...limit, hint: '1–100 000; empty: no limit' }),
+    el('div', { class: 'field' },
+      el('label', { for: 'field-rate_count' }, 'rate limit'),
+      el('span', { class: 'inputs' },
+        el('input', { type: 'number', name: 'rate_count', id: 'field-rate_count', value: rate ? rate.count : '', min: 1, max: 100000,
+          step: 1, placeholder: 'none', inputmode: 'numeric', 'aria-label': 'rate limit: jobs' }),
+        el('span', { class: 'unit' }, 'jobs per'),
+        el('input', { type: 'number', name: 'rate_period', id: 'field-rate_period', value: rate ? rate.period_ms / 1000 : '', min: 1, max: 86400,
+          step: 'any', placeholder: 'none', inputmode: 'decimal', 'aria-label': 'rate limit: period in seconds' }),
+        el('span', { class: 'unit' }, 's'),
+        el('button', { type: 'button', class: 'clear', 'data-clear': 'rate_limit', title: 'rate limit: none',
+          onclick: (e) => {
+            const f = e.target.form.elements;
+            f.rate_count.value = '';
+            f.rate_period.value = '';
+            f.rate_count.dispatchEvent(new Event('input', { bubbles: true }));
+          } }, 'Clear')),
+      el('span', { class: 'hint muted' }, '1–100 000 jobs per 1–86 400 s; both empty: no limit')),
+    el('div', { class: 'field' },
+      el('label', { for: 'field-fair' }, 'fair'),
+      el('span', { class: 'inputs' }, el('input', { type: 'checkbox', name: 'fair', id: 'field-fair', checked: Boolean(q.fair) }),
+        el('label', { for: 'field-fair', class: 'muted' }, 'take turns over concurrency keys'))),
+  ];
+  return settingsForm('flow-form', q, fields, (form) => {
+    const f = form.elements;
+    const body = {};
+    for (const [name, what] of [['max_running', 'max running'], ['key_max_running', 'max running per key']]) {
+      const value = typed(f[name], what);
+      if (value !== (q[name] ?? null)) body[name] = value;
+    }
+    const count = typed(f.rate_count, 'rate limit jobs');
+    const period = typedMs(f.rate_period, 'rate limit period');
+    if ((count === null) !== (period === null)) {
+      throw new Error('A rate limit needs both a number of jobs and a period; leave both empty for none.');
+    }
+    const next = count === null ? null : { count, period_ms: period };
+    const same = next === null ? rate === null : rate !== null && rate.count === next.count && rate.period_ms === next.period_ms;
+    if (!same) body.rate_limit = next;
+    if (f.fair.checked !== Boolean(q.fair)) body.fair = f.fair.checked;
+    return body;
+  });
+}
+
+function retryForm(q) {
+  const fields = [
+    numberField('max_attempts', 'max attempts', q.max_attempts, { min: 1, max: 1000, hint: '1–1 000, copied by new jobs' }),
+    numberField('backoff_base', 'backoff base', q.backoff.base_ms / 1000, { unit: 's', step: 'any', min: 0, hint: 'delay before the first retry' }),
+    numberField('backoff_cap', 'backoff cap', q.backoff.cap_ms / 1000, { unit: 's', step: 'any', min: 0, hint: 'longest delay, at least the base' }),
+    numberField('default_lease_ttl', 'default lease', q.default_lease_ttl_ms / 1000, { unit: 's', step: 'any', min: 1, max: 3600, hint: '1–3 600 s, for claims that set none' }),
+  ];
+  return settingsForm('retry-form', q, fields, (form) => {
+    const f = form.elements;
+    const body = {};
+    const attempts = needed(typed(f.max_attempts, 'max attempts'), 'max attempts');
+    if (attempts !== q.max_attempts) body.max_attempts = attempts;
+    const base = needed(typedMs(f.backoff_base, 'backoff base'), 'backoff base');
+    const cap = needed(typedMs(f.backoff_cap, 'backoff cap'), 'backoff cap');
+    if (base !== q.backoff.base_ms || cap !== q.backoff.cap_ms) body.backoff = { base_ms: base, cap_ms: cap };
+    const ttl = needed(typedMs(f.default_lease_ttl, 'default lease'), 'default lease');
+    if (ttl !== q.default_lease_ttl_ms) body.default_lease_ttl_ms = ttl;
+    return body;
+  });
+}
+
+async function queue(r) {
+  const path = `/v1/queues/${enc(r.name)}`;
+  const { queue: q } = await api('GET', path);
+  const jobsOf = (params) => `#/jobs?${new URLSearchParams({ queue: q.name, ...params })}`;
+  const toggle = q.paused
+    ? button('Resume', () => api('POST', `${path}/resume`).then(() => `Queue ${q.name} resumed.`))
+    : button('Pause', () => api('POST', `${path}/pause`).then(() => `Queue ${q.name} paused.`));
+  const stat = (name, value, content) => el('div', { class: 'stat', 'data-count': name },
+    el('span', { class: 'muted' }, name.replace('_', ' ')), el('strong', {}, content ?? String(value)));
+  const stats = el('div', { class: 'stats', id: 'queue-counts' },
+    stat('queued', q.counts.queued, link(jobsOf({ state: 'queued' }), q.counts.queued)),
+    stat('ready', q.ready), stat('scheduled', q.scheduled),
+    stat('running', q.counts.running, link(jobsOf({ state: 'running' }), q.counts.running)),
+    stat('succeeded', q.counts.succeeded),
+    stat('failed', q.counts.failed, link(`#/dlq?queue=${enc(q.name)}`, q.counts.failed)),
+    stat('cancelled', q.counts.cancelled),
+    stat('oldest_ready', 0, q.oldest_ready_age_ms ? dur(q.oldest_ready_age_ms) : '—'),
+    stat('expired_leases', q.expired_leases, el('span', { class: q.expired_leases ? 'warn' : undefined }, q.expired_leases)));
+  const retries = el('dl', { class: 'fields', id: 'retry-settings' },
+    el('dt', {}, 'max attempts'), el('dd', { 'data-setting': 'max_attempts' }, q.max_attempts),
+    el('dt', {}, 'backoff'), el('dd', { 'data-setting': 'backoff' }, `${span(q.backoff.base_ms)}, growing to at most ${span(q.backoff.cap_ms)} (jittered)`),
+    el('dt', {}, 'default lease'), el('dd', { 'data-setting': 'default_lease_ttl_ms' }, span(q.default_lease_ttl_ms)));
+  const content = el('div', { class: 'queue', 'data-queue': q.name },
+    el('div', { class: 'actions' },
+      q.paused ? el('span', { class: 'badge paused', id: 'queue-status' }, 'paused') : el('span', { class: 'badge active', id: 'queue-status' }, 'active'),
+      toggle, link(jobsOf({}), 'Jobs'), link(`#/dlq?queue=${enc(q.name)}`, 'Dead letters')),
+    stats,
+    el('section', { class: 'card', id: 'flow-control' },
+      el('h2', {}, 'Flow control'),
+      limitsList(q),
+      flowForm(q)),
+    section(`retries:${q.name}`, 'Retries and leases', [
+      el('p', { class: 'muted' }, 'New jobs copy these when they are enqueued; jobs already queued keep theirs.'),
+      retries, retryForm(q)], false));
+  const toolbar = [el('p', {}, link('#/', '← all queues')), el('h1', {}, 'Queue ', el('span', { class: 'mono' }, q.name))];
+  return { toolbar, content };
 }
 
 function filterBar(view, params, fields, ...extra) {
@@ -380,7 +609,7 @@ async function schedules() {
   return { toolbar: el('h1', {}, 'Schedules'), content };
 }
 
-const VIEWS = { overview, jobs, dlq, job, schedules };
+const VIEWS = { overview, queue, jobs, dlq, job, schedules };
 
 // ---------------------------------------------------------------- shell
 
@@ -411,7 +640,8 @@ async function render() {
   const r = route();
   const fresh = hash !== shown;
   for (const a of document.querySelectorAll('#nav a')) {
-    const current = a.dataset.view === r.view || (r.view === 'job' && a.dataset.view === 'jobs');
+    const current = a.dataset.view === r.view || (r.view === 'job' && a.dataset.view === 'jobs')
+      || (r.view === 'queue' && a.dataset.view === 'overview');
     if (current) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
   }
   inflight += 1;
@@ -483,6 +713,7 @@ document.addEventListener('input', (e) => {
 }, true);
 window.addEventListener('hashchange', () => {
   $('#flash').hidden = true; // a message belongs to the view it was shown on
+  drafts.clear(); // and so does a half-edited settings form
   render();
 });
 setInterval(tick, REFRESH_MS);
