@@ -364,3 +364,65 @@ async fn a_limited_claim_that_waited_records_when_it_took_effect() {
     pool.close().await;
     db.cleanup().await;
 }
+
+/// A claim of a queue with `max_running` reserves its slots in a short turn
+/// and claims beside other claims. A reservation whose claim never came (the
+/// process died between the two) holds its slots until it lapses, and is
+/// then deleted by the next turn, which gets the slots; a reservation is
+/// taken once, and not at all after it lapsed and was deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_reservation_whose_claim_never_came_lapses() {
+    use tether_core::{ClaimRequest, QueueConfigPatch};
+    let db = tether_conformance::postgres().await;
+    let url = db.postgres_url().expect("a PostgreSQL test database");
+    let engine = db.engine.clone();
+    let limit = QueueConfigPatch {
+        max_running: Some(Some(3)),
+        ..Default::default()
+    };
+    engine
+        .configure_queue("t", "q", &limit)
+        .await
+        .expect("limit");
+    for _ in 0..5 {
+        engine
+            .enqueue("t", NewJob::new("q", "k", json!({})))
+            .await
+            .expect("enqueue");
+    }
+    let pool = PgPool::connect(&url).await.expect("pool");
+    // An orphan: two of the three slots, taken by a claim that died.
+    let orphan: uuid::Uuid = sqlx::query_scalar(
+        "INSERT INTO tether.claim_reservations (id, tenant, queue, at, jobs, expires_at)
+         VALUES (gen_random_uuid(), 't', 'q', now(), 2, now() + interval '1 second') RETURNING id",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("orphan");
+    let req = ClaimRequest {
+        queue: "q".into(),
+        worker_id: "w".into(),
+        limit: 10,
+        lease_ttl_ms: None,
+    };
+    let first = engine.claim("t", &req).await.expect("claim");
+    assert_eq!(first.len(), 1, "two slots are reserved");
+    assert!(engine.claim("t", &req).await.expect("claim").is_empty());
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let second = engine.claim("t", &req).await.expect("claim");
+    assert_eq!(second.len(), 2, "the lapsed reservation's slots are free");
+    let left: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM tether.claim_reservations WHERE id = $1")
+            .bind(orphan)
+            .fetch_one(&pool)
+            .await
+            .expect("count");
+    assert_eq!(left, 0, "the lapsed reservation was deleted");
+    let reservations: i64 = sqlx::query_scalar("SELECT count(*) FROM tether.claim_reservations")
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+    assert_eq!(reservations, 0, "every claim replaced its own reservation");
+    pool.close().await;
+    db.cleanup().await;
+}

@@ -17,8 +17,8 @@ use uuid::Uuid;
 
 use crate::rows::{self, Db};
 use crate::sql::attempts::{
-    CLAIM, CLAIM_BY_KEY, CLAIM_LIMITED, COMPLETE, COMPLETE_MANY, FAIL, HEARTBEAT_MANY,
-    HEARTBEAT_ONE, LOCK_QUEUE_LIMITS, SETTLE_MANY, SNOOZE,
+    CLAIM, CLAIM_BY_KEY, CLAIM_RESERVED, COMPLETE, COMPLETE_MANY, FAIL, HEARTBEAT_MANY,
+    HEARTBEAT_ONE, LOCK_QUEUE_LIMITS, RESERVE, SETTLE_MANY, SNOOZE,
 };
 use crate::PgStore;
 
@@ -38,8 +38,8 @@ pub(crate) async fn claim(
     };
     if limited {
         // The queue has flow control: its claims take turns on the queue
-        // row, each counting the running jobs (and the window's claims)
-        // after the previous one committed.
+        // row, each counting the running jobs, reserved slots and the rate
+        // window after the previous turn committed.
         let mut tx = store.begin().await?;
         let settings = sqlx::query(LOCK_QUEUE_LIMITS)
             .bind(tenant)
@@ -48,32 +48,46 @@ pub(crate) async fn claim(
             .await
             .db()?;
         let limits = match &settings {
-            Some(row) => Limits {
-                any: row.try_get::<Option<i32>, _>("max_running").db()?.is_some()
-                    || row
-                        .try_get::<Option<i32>, _>("rate_limit_count")
-                        .db()?
-                        .is_some()
-                    || row
-                        .try_get::<Option<i32>, _>("key_max_running")
-                        .db()?
-                        .is_some()
-                    || row.try_get::<bool, _>("fair").db()?,
-                by_key: row
-                    .try_get::<Option<i32>, _>("key_max_running")
-                    .db()?
-                    .is_some()
-                    || row.try_get::<bool, _>("fair").db()?,
-            },
+            Some(row) => Limits::of(row).db()?,
             None => Limits::default(),
         };
-        let sql = if limits.by_key {
-            CLAIM_BY_KEY
+        let outcome = if limits.by_key {
+            // Per-key counts need the choice of jobs made in the turn.
+            let outcome = run_claim(&mut *tx, CLAIM_BY_KEY, tenant, req).await?;
+            tx.commit().await.db()?;
+            outcome
         } else {
-            CLAIM_LIMITED
+            // The turn only reserves slots; the claim runs beside others.
+            let row = sqlx::query(RESERVE)
+                .bind(tenant)
+                .bind(&req.queue)
+                .bind(i64::from(req.limit))
+                .bind(req.lease_ttl_ms)
+                .fetch_one(&mut *tx)
+                .await
+                .db()?;
+            tx.commit().await.db()?;
+            let mut outcome = ClaimOutcome::default();
+            outcome.read_turn(&row).db()?;
+            if let Some(reservation) = row.try_get::<Option<Uuid>, _>("reservation").db()? {
+                let rows = sqlx::query(CLAIM_RESERVED)
+                    .bind(tenant)
+                    .bind(&req.queue)
+                    .bind(reservation)
+                    .bind(req.lease_ttl_ms)
+                    .bind(&req.worker_id)
+                    .fetch_all(&store.pool)
+                    .await
+                    .db()?;
+                for row in &rows {
+                    outcome.jobs.push(ClaimedJob {
+                        job: rows::job(row).db()?,
+                        lease_token: rows::lease_token(row).db()?,
+                    });
+                }
+            }
+            outcome
         };
-        let outcome = run_claim(&mut *tx, sql, tenant, req).await?;
-        tx.commit().await.db()?;
         store.limited.mark(tenant, &req.queue, limits.any);
         if outcome.throttled {
             tether_core::counters::throttled(tenant, &req.queue);
@@ -104,6 +118,20 @@ struct Limits {
     by_key: bool,
 }
 
+impl Limits {
+    /// From the row of `LOCK_QUEUE_LIMITS`.
+    fn of(row: &PgRow) -> std::result::Result<Limits, sqlx::Error> {
+        let by_key = row.try_get::<Option<i32>, _>("key_max_running")?.is_some()
+            || row.try_get::<bool, _>("fair")?;
+        Ok(Limits {
+            any: by_key
+                || row.try_get::<Option<i32>, _>("max_running")?.is_some()
+                || row.try_get::<Option<i32>, _>("rate_limit_count")?.is_some(),
+            by_key,
+        })
+    }
+}
+
 /// What one claim statement answered.
 #[derive(Debug, Default)]
 struct ClaimOutcome {
@@ -116,7 +144,23 @@ struct ClaimOutcome {
     window_opens: Option<(std::time::Duration, usize)>,
 }
 
-/// Runs a claim statement (`CLAIM`, `CLAIM_LIMITED` or `CLAIM_BY_KEY`).
+impl ClaimOutcome {
+    /// Reads a turn's outcome columns (see `sql::attempts::turn_outcome!`).
+    fn read_turn(&mut self, row: &PgRow) -> std::result::Result<(), sqlx::Error> {
+        self.throttled = row.try_get("throttled")?;
+        let opens: Option<i64> = row.try_get("window_opens_ms")?;
+        let jobs: i64 = row.try_get("window_opens_jobs")?;
+        self.window_opens = opens.map(|ms| {
+            (
+                std::time::Duration::from_millis(ms.max(0) as u64),
+                jobs.max(1) as usize,
+            )
+        });
+        Ok(())
+    }
+}
+
+/// Runs a claim statement (`CLAIM` or `CLAIM_BY_KEY`).
 async fn run_claim<'c, E>(
     conn: E,
     sql: &str,
@@ -139,17 +183,9 @@ where
         jobs: Vec::with_capacity(rows.len()),
         ..ClaimOutcome::default()
     };
-    // The limited claims repeat their outcome on every row (there is one).
+    // `CLAIM_BY_KEY` repeats its turn's outcome on every row (there is one).
     if let (true, Some(row)) = (sql != CLAIM, rows.first()) {
-        out.throttled = row.try_get("throttled").db()?;
-        let opens: Option<i64> = row.try_get("window_opens_ms").db()?;
-        let jobs: i64 = row.try_get("window_opens_jobs").db()?;
-        out.window_opens = opens.map(|ms| {
-            (
-                std::time::Duration::from_millis(ms.max(0) as u64),
-                jobs.max(1) as usize,
-            )
-        });
+        out.read_turn(row).db()?;
     }
     for row in &rows {
         // No job claimed: one row of NULLs that says whether the queue is limited.

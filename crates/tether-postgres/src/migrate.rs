@@ -40,6 +40,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "rate_and_keys",
         include_str!("../migrations/0007_rate_and_keys.sql"),
     ),
+    (
+        8,
+        "claim_reservations",
+        include_str!("../migrations/0008_claim_reservations.sql"),
+    ),
 ];
 
 /// Applies every migration not yet recorded, in one transaction, holding an

@@ -44,8 +44,9 @@ macro_rules! lease_picked {
 /// order; sorting the wide rows here cost more than the client's sort by
 /// priority, run_at and id), each with `limited` false, or one row with
 /// NULL job columns whose `limited` says whether the queue has flow control,
-/// which this statement does not apply: the store then runs
-/// [`CLAIM_LIMITED`] or [`CLAIM_BY_KEY`].
+/// which this statement does not apply: the store then takes a turn on the
+/// queue row ([`LOCK_QUEUE_LIMITS`], then [`RESERVE`] and
+/// [`CLAIM_RESERVED`], or [`CLAIM_BY_KEY`]).
 pub const CLAIM: &str = concat!(
     "WITH config AS (
         SELECT COALESCE(q.paused, false) AS paused,
@@ -69,32 +70,33 @@ pub const CLAIM: &str = concat!(
     SELECT c.*, config.limited FROM config LEFT JOIN claimed c ON true"
 );
 
-/// Locks the row of queue `$2` of tenant `$1` (its limited claims then run
-/// one at a time) and reads its flow-control settings.
-pub(crate) const LOCK_QUEUE_LIMITS: &str = "SELECT max_running, rate_limit_count,
-        key_max_running, fair FROM tether.queues WHERE tenant = $1 AND name = $2 FOR UPDATE";
+/// Locks the row of queue `$2` of tenant `$1` (the turns of its limited
+/// claims then come one at a time) and reads its flow-control settings; and
+/// deletes the queue's lapsed slot reservations (see [`RESERVE`]), waiting
+/// for any claim that is taking one, so that the next statement of the turn
+/// counts what that claim made `running` instead.
+pub(crate) const LOCK_QUEUE_LIMITS: &str = "WITH q AS (
+        SELECT max_running, rate_limit_count, key_max_running, fair FROM tether.queues
+        WHERE tenant = $1 AND name = $2 FOR UPDATE
+    ),
+    lapsed AS (
+        DELETE FROM tether.claim_reservations r
+        WHERE r.tenant = $1 AND r.queue = $2 AND r.expires_at < now() AND EXISTS (SELECT 1 FROM q)
+    )
+    SELECT * FROM q";
 
-/// The claim of a queue with flow control, given the CTE `picked` that
-/// chooses at most `room.n` ready jobs (see [`CLAIM_LIMITED`] and
-/// [`CLAIM_BY_KEY`]). Runs in a transaction after [`LOCK_QUEUE_LIMITS`], as
-/// a statement of its own: its snapshot is taken after the lock, so it
-/// counts every job that the queue's previous claims (which held the lock
-/// until they committed) made `running`, and every claim they logged.
-/// Counted from the rows themselves: a job frees its slot when it ends or
-/// the reaper takes it back, and the rate limit's window is the log of
-/// claims in `queue_claims`, written here (and trimmed of rows older than
-/// the longest period). The transaction began before the turn came: the
-/// claim's time is when its statement started, after the lock, so its
-/// history never shows it before the end of the job whose slot it took.
-///
-/// Besides the jobs, every row says whether the limits held the claim back
-/// (`throttled`: it took fewer than asked while ready jobs were left) and,
-/// when the rate limit is used up, in how many ms its window frees a slot
-/// (`window_opens_ms`) and for how many jobs (`window_opens_jobs`).
-macro_rules! limited_claim_sql {
-    ($pick:literal) => {
-        concat!(
-            "WITH RECURSIVE config AS (
+/// The CTEs `config` (the queue's settings), `rate_window` (what the rate
+/// limit's window holds now: logged claims and reservations) and `room`
+/// (how many of `$3` jobs the limits leave: `max_running` less the running
+/// jobs and the reserved slots; the rate limit's count less the window).
+/// Part of a turn on the queue row, as a statement of its own after
+/// [`LOCK_QUEUE_LIMITS`]: its snapshot is taken after the lock, so it counts
+/// every job the queue's previous turns made `running` or reserved, and
+/// every claim they logged. Counted from the rows themselves: a job frees
+/// its slot when it ends or the reaper takes it back.
+macro_rules! flow_room {
+    () => {
+        "config AS (
         SELECT COALESCE(q.paused, false) AS paused, q.max_running,
                q.rate_limit_count AS rate_count, q.rate_limit_period_ms AS rate_period,
                q.key_max_running, COALESCE(q.fair, false) AS fair,
@@ -105,70 +107,143 @@ macro_rules! limited_claim_sql {
     rate_window AS (
         SELECT COALESCE(sum(w.jobs), 0) AS used, min(w.at) AS oldest,
                (array_agg(w.jobs ORDER BY w.at))[1] AS oldest_jobs
-        FROM tether.queue_claims w, config c
-        WHERE w.tenant = $1 AND w.queue = $2 AND c.rate_count IS NOT NULL
+        FROM (SELECT at, jobs FROM tether.queue_claims WHERE tenant = $1 AND queue = $2
+              UNION ALL
+              SELECT at, jobs FROM tether.claim_reservations WHERE tenant = $1 AND queue = $2) w,
+             config c
+        WHERE c.rate_count IS NOT NULL
           AND w.at > statement_timestamp() - c.rate_period * interval '1 millisecond'
     ),
     room AS (
         SELECT CASE WHEN c.paused THEN 0 ELSE LEAST($3::bigint,
             CASE WHEN c.max_running IS NULL THEN $3::bigint
-                 ELSE GREATEST(0, c.max_running - (SELECT count(*) FROM tether.jobs r
-                     WHERE r.tenant = $1 AND r.queue = $2 AND r.state = 'running')) END,
+                 ELSE GREATEST(0, c.max_running
+                     - (SELECT count(*) FROM tether.jobs r
+                        WHERE r.tenant = $1 AND r.queue = $2 AND r.state = 'running')
+                     - (SELECT COALESCE(sum(v.jobs), 0) FROM tether.claim_reservations v
+                        WHERE v.tenant = $1 AND v.queue = $2)) END,
             CASE WHEN c.rate_count IS NULL THEN $3::bigint
                  ELSE GREATEST(0, c.rate_count - (SELECT used FROM rate_window)) END) END AS n
         FROM config c
-    ),",
-            $pick,
-            ",",
-            lease_picked!("statement_timestamp()"),
-            ",
-    logged AS (
-        INSERT INTO tether.queue_claims (tenant, queue, at, jobs)
-        SELECT $1, $2, statement_timestamp(), count(*) FROM claimed
-        WHERE (SELECT rate_count FROM config) IS NOT NULL
-        HAVING count(*) > 0
     ),
     trimmed AS (
         DELETE FROM tether.queue_claims w
         WHERE w.tenant = $1 AND w.queue = $2 AND w.at <= statement_timestamp() - interval '1 day'
-    ),
-    outcome AS (
-        SELECT (SELECT count(*) FROM claimed) AS taken,
-               (SELECT count(*) FROM (SELECT 1 FROM tether.jobs j
-                    WHERE j.tenant = $1 AND j.queue = $2 AND j.state = 'queued'
-                      AND j.run_at <= statement_timestamp()
-                      AND (j.expires_at IS NULL OR j.expires_at > statement_timestamp())
-                    LIMIT $3 + 1) x) AS ready
-    )
-    SELECT c.*, false AS limited,
-           (NOT cf.paused AND o.taken < $3 AND o.ready > o.taken) AS throttled,
-           CASE WHEN cf.rate_count IS NOT NULL AND w.used + o.taken >= cf.rate_count
+    )"
+    };
+}
+
+/// How many ready jobs (up to `$3` + 1) the queue has, as the CTE `ready`.
+macro_rules! ready_count {
+    () => {
+        "ready AS (
+        SELECT count(*) AS n FROM (SELECT 1 FROM tether.jobs j
+            WHERE j.tenant = $1 AND j.queue = $2 AND j.state = 'queued'
+              AND j.run_at <= statement_timestamp()
+              AND (j.expires_at IS NULL OR j.expires_at > statement_timestamp())
+            LIMIT $3 + 1) x
+    )"
+    };
+}
+
+/// Columns of a turn's answer: whether the limits held the claim back
+/// (`throttled`: fewer than asked while ready jobs were left, `$taken`
+/// being what it took) and, when the rate limit is used up, in how many ms
+/// its window frees a slot (`window_opens_ms`) and for how many jobs
+/// (`window_opens_jobs`). Over the CTEs `config cf`, `rate_window w`,
+/// `ready`.
+macro_rules! turn_outcome {
+    ($taken:literal) => {
+        concat!(
+            "(NOT cf.paused AND ",
+            $taken,
+            " < $3 AND ready.n > ",
+            $taken,
+            ") AS throttled,
+           CASE WHEN cf.rate_count IS NOT NULL AND w.used + ",
+            $taken,
+            " >= cf.rate_count
                 THEN GREATEST(0, ceil(extract(epoch FROM COALESCE(w.oldest, statement_timestamp())
                     + cf.rate_period * interval '1 millisecond' - statement_timestamp()) * 1000))::bigint
            END AS window_opens_ms,
-           (CASE WHEN w.oldest IS NULL THEN o.taken ELSE w.oldest_jobs END)::bigint AS window_opens_jobs
-    FROM outcome o CROSS JOIN config cf CROSS JOIN rate_window w LEFT JOIN claimed c ON true"
+           (CASE WHEN w.oldest IS NULL THEN ",
+            $taken,
+            " ELSE w.oldest_jobs END)::bigint AS window_opens_jobs"
         )
     };
 }
 
-/// The claim of a queue with `max_running` and/or `rate_limit` only: the
-/// first `room.n` ready jobs in claim order (see [`limited_claim_sql!`]).
-pub(crate) const CLAIM_LIMITED: &str = limited_claim_sql!(
+/// The turn of a claim of a queue with `max_running` and/or `rate_limit`
+/// only (no per-key limit, not fair): it reserves the slots the limits
+/// leave — as many as `$3`, and no more than the queue has ready jobs — in
+/// `claim_reservations` and commits, so the queue row is held only for
+/// this count; the claim itself then runs beside other claims
+/// ([`CLAIM_RESERVED`]). A reservation counts as running jobs and as
+/// claims in the rate window until its claim replaces it with both; one
+/// whose claim never came lapses after 10 s (see [`LOCK_QUEUE_LIMITS`]).
+/// Answers the reservation (`reservation` NULL when none) and the turn's
+/// outcome (see [`turn_outcome!`]).
+pub(crate) const RESERVE: &str = concat!(
+    "WITH ",
+    flow_room!(),
+    ",
+    ",
+    ready_count!(),
+    ",
+    reserved AS (
+        INSERT INTO tether.claim_reservations (id, tenant, queue, at, jobs, expires_at)
+        SELECT gen_random_uuid(), $1, $2, statement_timestamp(), LEAST(r.n, ready.n),
+               statement_timestamp() + interval '10 seconds'
+        FROM room r, ready WHERE LEAST(r.n, ready.n) > 0
+        RETURNING id, jobs
+    )
+    SELECT res.id AS reservation, ",
+    turn_outcome!("LEAST(room.n, ready.n)"),
     "
+    FROM config cf CROSS JOIN room CROSS JOIN rate_window w CROSS JOIN ready
+    LEFT JOIN reserved res ON true"
+);
+
+/// Claims the jobs of reservation `$3` (see [`RESERVE`]) and deletes it, in
+/// one statement: up to its number of ready jobs in claim order, as any
+/// claim does. It stamps them (`started_at`, the `claimed` event) with the
+/// reservation's time, when their slots were taken, and logs them in the
+/// rate window under that time. A reservation that lapsed and was deleted
+/// claims nothing. `$1` tenant, `$2` queue, `$4` TTL, `$5` worker.
+pub(crate) const CLAIM_RESERVED: &str = concat!(
+    "WITH r AS (
+        DELETE FROM tether.claim_reservations WHERE id = $3 AND tenant = $1 AND queue = $2
+        RETURNING at, jobs
+    ),
+    config AS (
+        SELECT q.rate_limit_count AS rate_count,
+               COALESCE($4::bigint, q.default_lease_ttl_ms, 30000) AS ttl
+        FROM (SELECT 1) one
+        LEFT JOIN tether.queues q ON q.tenant = $1 AND q.name = $2
+    ),
     picked AS (
         SELECT j.id FROM tether.jobs j
         WHERE j.tenant = $1 AND j.queue = $2 AND j.state = 'queued'
-          AND j.run_at <= statement_timestamp()
-          AND (j.expires_at IS NULL OR j.expires_at > statement_timestamp())
+          AND j.run_at <= (SELECT at FROM r)
+          AND (j.expires_at IS NULL OR j.expires_at > (SELECT at FROM r))
         ORDER BY j.priority DESC, j.run_at, j.id
-        LIMIT (SELECT n FROM room)
+        LIMIT (SELECT COALESCE(sum(jobs), 0) FROM r)
         FOR UPDATE SKIP LOCKED
-    )"
+    ),",
+    lease_picked!("(SELECT at FROM r)"),
+    ",
+    logged AS (
+        INSERT INTO tether.queue_claims (tenant, queue, at, jobs)
+        SELECT $1, $2, (SELECT at FROM r), count(*) FROM claimed
+        WHERE (SELECT rate_count FROM config) IS NOT NULL
+        HAVING count(*) > 0
+    )
+    SELECT * FROM claimed"
 );
 
 /// The claim of a queue with `key_max_running` or `fair` (and possibly the
-/// other limits; see [`limited_claim_sql!`]). It walks the keys that have
+/// other limits), in its turn on the queue row (see [`flow_room!`]): the
+/// per-key counts need the choice of jobs itself made in the turn. It walks the keys that have
 /// queued jobs (a loose scan of `jobs_key_claim`, one probe per key) and
 /// reads the head of each: as many ready jobs as the key's room under
 /// `key_max_running` allows (jobs without a key form one more group, not
@@ -180,8 +255,13 @@ pub(crate) const CLAIM_LIMITED: &str = limited_claim_sql!(
 /// i-th job of every group before the (i+1)-th, groups in the order of
 /// their oldest ready job), then `run_at`. A key at its limit is passed
 /// over without reading its backlog.
-pub(crate) const CLAIM_BY_KEY: &str = limited_claim_sql!(
-    "
+pub(crate) const CLAIM_BY_KEY: &str = concat!(
+    "WITH RECURSIVE ",
+    flow_room!(),
+    ",
+    ",
+    ready_count!(),
+    ",
     keys AS (
         (SELECT j.concurrency_key AS key FROM tether.jobs j
          WHERE j.tenant = $1 AND j.queue = $2 AND j.state = 'queued'
@@ -253,7 +333,19 @@ pub(crate) const CLAIM_BY_KEY: &str = limited_claim_sql!(
             LIMIT (SELECT n FROM room))
           AND j.state = 'queued'
         FOR UPDATE SKIP LOCKED
-    )"
+    ),",
+    lease_picked!("statement_timestamp()"),
+    ",
+    logged AS (
+        INSERT INTO tether.queue_claims (tenant, queue, at, jobs)
+        SELECT $1, $2, statement_timestamp(), count(*) FROM claimed
+        WHERE (SELECT rate_count FROM config) IS NOT NULL
+        HAVING count(*) > 0
+    )
+    SELECT c.*, false AS limited, ",
+    turn_outcome!("(SELECT count(*) FROM claimed)"),
+    "
+    FROM config cf CROSS JOIN rate_window w CROSS JOIN ready LEFT JOIN claimed c ON true"
 );
 
 /// A report (`complete`, `fail`, `snooze`) whose fence matched nothing:
