@@ -5,6 +5,9 @@
 //! The claim reads the head of each group's ready jobs — a group is a
 //! `concurrency_key`, and jobs without a key form one more group — at most
 //! [`group_cap`] of them, and takes `room` of those heads in [`claim_order`].
+//! A claim that is not fair first tries the queue's first ready jobs
+//! ([`from_window`]), which spares it the walk over the keys when the
+//! backlog mixes them.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -84,6 +87,34 @@ pub fn claim_order<Id: Ord + Clone>(heads: Vec<Head<Id>>, fair: bool, room: usiz
         .collect()
 }
 
+/// A claim that is not fair first looks at the queue's first ready jobs in
+/// claim order (`window`): the ones of them that their keys' room allows
+/// (`key_room`: `None` for no limit) are the first such jobs of the whole
+/// queue. When there are at least `room` of them, those are the claim and
+/// no key needs walking; otherwise `None`.
+pub fn from_window<Id: Clone>(
+    window: &[Head<Id>],
+    key_room: impl Fn(&str) -> Option<u32>,
+    room: usize,
+) -> Option<Vec<Id>> {
+    let mut taken: HashMap<&str, u32> = HashMap::new();
+    let mut out = Vec::with_capacity(room);
+    for h in window {
+        if out.len() == room {
+            break;
+        }
+        if let Some(key) = h.key.as_deref() {
+            let n = taken.entry(key).or_default();
+            *n += 1;
+            if key_room(key).is_some_and(|max| *n > max) {
+                continue;
+            }
+        }
+        out.push(h.id.clone());
+    }
+    (out.len() == room).then_some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +148,21 @@ mod tests {
             vec![7, 1, 2, 3, 6, 4, 5]
         );
         assert_eq!(claim_order(heads, true, 3), vec![7, 1, 6]);
+    }
+
+    #[test]
+    fn the_window_holds_a_claim_only_with_enough_allowed_jobs() {
+        let window = vec![
+            head(1, Some("a"), 0, 1),
+            head(2, Some("a"), 0, 2),
+            head(3, None, 0, 3),
+            head(4, Some("b"), 0, 4),
+        ];
+        let one_each = |_: &str| Some(1);
+        assert_eq!(from_window(&window, one_each, 3), Some(vec![1, 3, 4]));
+        assert_eq!(from_window(&window, one_each, 4), None);
+        assert_eq!(from_window(&window, |_| None, 2), Some(vec![1, 2]));
+        assert_eq!(from_window(&window, |_| Some(0), 1), Some(vec![3]));
     }
 
     #[test]

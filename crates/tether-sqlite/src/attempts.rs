@@ -19,9 +19,9 @@ use crate::jobs::record;
 use crate::rows::{self, id_array, to_json_text, Db};
 use crate::sql::attempts::{
     ANY_READY, ANY_UNKEYED, CLAIM, CLAIMED_EVENTS, CLAIM_IDS, COMPLETE, COMPLETE_MANY, COUNT_READY,
-    COUNT_RUNNING, FAIL_READ, FAIL_WRITE, HEARTBEAT, KEY_HEAD, LEASE_LOST, LEASE_LOST_MANY,
-    LOG_CLAIM, NEXT_KEY, QUEUE_LIMITS, RATE_WINDOW, REPEATED_REPORT, RUNNING_BY_KEY, SNOOZE,
-    SUCCEEDED_EVENTS, SUCCEEDED_TOKENS, TRIM_CLAIMS, UNKEYED_HEAD,
+    COUNT_RUNNING, FAIL_READ, FAIL_WRITE, HEAD_WINDOW, HEARTBEAT, KEY_HEAD, LEASE_LOST,
+    LEASE_LOST_MANY, LOG_CLAIM, NEXT_KEY, QUEUE_LIMITS, RATE_WINDOW, REPEATED_REPORT,
+    RUNNING_BY_KEY, SNOOZE, SUCCEEDED_EVENTS, SUCCEEDED_TOKENS, TRIM_CLAIMS, UNKEYED_HEAD,
 };
 use crate::{SqliteStore, Tx};
 
@@ -280,6 +280,46 @@ async fn pick_by_key(
     if room == 0 {
         return Ok(Vec::new());
     }
+    let mut running: HashMap<String, i64> = HashMap::new();
+    if limits.key_max_running.is_some() {
+        for row in sqlx::query(RUNNING_BY_KEY)
+            .bind(tenant)
+            .bind(queue)
+            .fetch_all(&mut **tx)
+            .await
+            .db()?
+        {
+            running.insert(row.try_get("concurrency_key").db()?, row.try_get("n").db()?);
+        }
+    }
+    let key_room = |key: &str| {
+        limits.key_max_running.map(|max| {
+            (max - running.get(key).copied().unwrap_or(0)).clamp(0, i64::from(u32::MAX)) as u32
+        })
+    };
+    let head = |row: &sqlx::sqlite::SqliteRow| -> Result<flow::Head<String>> {
+        Ok(flow::Head {
+            id: row.try_get("id").db()?,
+            key: row.try_get("concurrency_key").db()?,
+            priority: row.try_get("priority").db()?,
+            run_at: row.try_get("run_at").db()?,
+        })
+    };
+    if !limits.fair {
+        let window = sqlx::query(HEAD_WINDOW)
+            .bind(tenant)
+            .bind(queue)
+            .bind(i64::from(room) * 4)
+            .fetch_all(&mut **tx)
+            .await
+            .db()?
+            .iter()
+            .map(head)
+            .collect::<Result<Vec<_>>>()?;
+        if let Some(ids) = flow::from_window(&window, key_room, room as usize) {
+            return Ok(ids);
+        }
+    }
     let mut keys: Vec<String> = Vec::new();
     loop {
         let after = keys.last().map_or("", String::as_str);
@@ -295,18 +335,6 @@ async fn pick_by_key(
             None => break,
         }
     }
-    let mut running: HashMap<String, i64> = HashMap::new();
-    if limits.key_max_running.is_some() {
-        for row in sqlx::query(RUNNING_BY_KEY)
-            .bind(tenant)
-            .bind(queue)
-            .fetch_all(&mut **tx)
-            .await
-            .db()?
-        {
-            running.insert(row.try_get("concurrency_key").db()?, row.try_get("n").db()?);
-        }
-    }
     let unkeyed: bool = sqlx::query_scalar(ANY_UNKEYED)
         .bind(tenant)
         .bind(queue)
@@ -315,20 +343,8 @@ async fn pick_by_key(
         .db()?;
     let groups = keys.len() + usize::from(unkeyed);
     let mut heads = Vec::new();
-    let head =
-        |row: &sqlx::sqlite::SqliteRow, key: Option<&String>| -> Result<flow::Head<String>> {
-            Ok(flow::Head {
-                id: row.try_get("id").db()?,
-                key: key.cloned(),
-                priority: row.try_get("priority").db()?,
-                run_at: row.try_get("run_at").db()?,
-            })
-        };
     for key in &keys {
-        let key_room = limits.key_max_running.map(|max| {
-            (max - running.get(key).copied().unwrap_or(0)).clamp(0, i64::from(u32::MAX)) as u32
-        });
-        let cap = flow::group_cap(room, limits.fair, groups, key_room);
+        let cap = flow::group_cap(room, limits.fair, groups, key_room(key));
         if cap == 0 {
             continue;
         }
@@ -341,7 +357,7 @@ async fn pick_by_key(
             .await
             .db()?
         {
-            heads.push(head(&row, Some(key))?);
+            heads.push(head(&row)?);
         }
     }
     let cap = if unkeyed {
@@ -357,7 +373,7 @@ async fn pick_by_key(
         .await
         .db()?
     {
-        heads.push(head(&row, None)?);
+        heads.push(head(&row)?);
     }
     Ok(flow::claim_order(heads, limits.fair, room as usize))
 }

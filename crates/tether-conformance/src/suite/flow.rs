@@ -322,6 +322,20 @@ pub async fn key_max_running_passes_over_full_keys(db: &TestDb) {
         ok(db.engine.get(T, rest[0].job.id).await).concurrency_key,
         rest[0].job.concurrency_key
     );
+
+    // A full key whose backlog fills the head of the queue, far past what
+    // one small claim looks at first: the claim still finds the other key.
+    for _ in 0..12 {
+        enqueue(db, T, keyed("walk", "full")).await;
+    }
+    enqueue(db, T, keyed("walk", "other")).await;
+    ok(db.engine.configure_queue(T, "walk", &key_limit(1)).await);
+    let first = claim(db, T, "walk", 1).await;
+    assert_eq!(first[0].job.concurrency_key.as_deref(), Some("full"));
+    let second = claim(db, T, "walk", 1).await;
+    assert_eq!(second.len(), 1, "the other key's job");
+    assert_eq!(second[0].job.concurrency_key.as_deref(), Some("other"));
+    claim_none(db, T, "walk").await;
 }
 
 /// Sixteen claimers race under `key_max_running` 2 over four keys: every

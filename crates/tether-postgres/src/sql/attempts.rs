@@ -255,6 +255,12 @@ pub(crate) const CLAIM_RESERVED: &str = concat!(
 /// i-th job of every group before the (i+1)-th, groups in the order of
 /// their oldest ready job), then `run_at`. A key at its limit is passed
 /// over without reading its backlog.
+///
+/// A claim that is not fair first looks at the queue's first 4 × `$3` ready
+/// jobs in claim order: the ones of them its keys' limits allow are the
+/// first such jobs of the whole queue, so when there are enough of them it
+/// takes those and walks no keys (the common case: keys mixed in the
+/// backlog). Only a window mostly held by full keys sends it over the keys.
 pub(crate) const CLAIM_BY_KEY: &str = concat!(
     "WITH RECURSIVE ",
     flow_room!(),
@@ -291,7 +297,38 @@ pub(crate) const CLAIM_BY_KEY: &str = concat!(
                     ELSE r.n END AS n
         FROM room r, config c
     ),
+    key_room AS (
+        -- The room a key with running jobs has left (a key without any has
+        -- all of key_max_running; without the limit, the whole claim).
+        SELECT kr.key, GREATEST(0, c.key_max_running - kr.n) AS n
+        FROM key_running kr, config c
+    ),
+    head_window AS (
+        -- The queue's first ready jobs in claim order, each with its rank
+        -- in its key so far: when they hold enough jobs the limits allow,
+        -- those are exactly the jobs a claim in order would take.
+        SELECT w.*, row_number() OVER (PARTITION BY w.key ORDER BY w.priority DESC, w.run_at, w.id) AS nth
+        FROM (SELECT j.id, j.priority, j.run_at, j.concurrency_key AS key FROM tether.jobs j
+              WHERE j.tenant = $1 AND j.queue = $2 AND j.state = 'queued'
+                AND j.run_at <= statement_timestamp()
+                AND (j.expires_at IS NULL OR j.expires_at > statement_timestamp())
+              ORDER BY j.priority DESC, j.run_at, j.id
+              LIMIT $3 * 4) w
+    ),
+    window_heads AS (
+        SELECT w.id, w.priority, w.run_at, w.key FROM head_window w
+        WHERE w.key IS NULL
+           OR w.nth <= COALESCE((SELECT n FROM key_room r WHERE r.key = w.key),
+                      (SELECT COALESCE(key_max_running, $3::bigint) FROM config))
+    ),
+    by_window AS (
+        -- Not fair, and the window holds the claim: no walk over the keys.
+        SELECT NOT c.fair AND (SELECT count(*) FROM window_heads) >= r.n AS yes
+        FROM config c, room r
+    ),
     heads AS (
+        SELECT * FROM window_heads WHERE (SELECT yes FROM by_window)
+        UNION ALL
         SELECT h.* FROM keys k
         CROSS JOIN LATERAL (
             SELECT j.id, j.priority, j.run_at, j.concurrency_key AS key FROM tether.jobs j
@@ -301,17 +338,17 @@ pub(crate) const CLAIM_BY_KEY: &str = concat!(
               AND (j.expires_at IS NULL OR j.expires_at > statement_timestamp())
             ORDER BY j.priority DESC, j.run_at, j.id
             LIMIT LEAST((SELECT n FROM share),
-                        CASE WHEN (SELECT key_max_running FROM config) IS NULL THEN $3::bigint
-                             ELSE GREATEST(0, (SELECT key_max_running FROM config)
-                                 - COALESCE((SELECT n FROM key_running kr WHERE kr.key = k.key), 0)) END)
+                        COALESCE((SELECT n FROM key_room r WHERE r.key = k.key),
+                                 (SELECT COALESCE(key_max_running, $3::bigint) FROM config)))
         ) h
-        WHERE k.key IS NOT NULL
+        WHERE k.key IS NOT NULL AND NOT (SELECT yes FROM by_window)
         UNION ALL
         (SELECT j.id, j.priority, j.run_at, NULL FROM tether.jobs j
          WHERE j.tenant = $1 AND j.queue = $2 AND j.state = 'queued'
            AND j.concurrency_key IS NULL
            AND j.run_at <= statement_timestamp()
            AND (j.expires_at IS NULL OR j.expires_at > statement_timestamp())
+           AND NOT (SELECT yes FROM by_window)
          ORDER BY j.priority DESC, j.run_at, j.id
          LIMIT (SELECT n FROM share))
     ),

@@ -121,15 +121,28 @@ pub(crate) const NEXT_KEY: &str = "SELECT concurrency_key FROM tether_jobs \
      WHERE tenant = ?1 AND queue = ?2 AND state = 'queued' AND concurrency_key > ?3 \
      ORDER BY concurrency_key LIMIT 1";
 
-/// The first ?4 ready jobs of key ?3 (id, priority, run_at), in claim order.
+/// The first ?3 ready jobs of the queue (the columns of a head), in claim
+/// order: where a claim that is not fair looks first.
+pub(crate) const HEAD_WINDOW: &str = concat!(
+    ready_jobs!("id, priority, run_at, concurrency_key", ""),
+    " LIMIT ?3"
+);
+
+/// The first ?4 ready jobs of key ?3 (the columns of a head), in claim order.
 pub(crate) const KEY_HEAD: &str = concat!(
-    ready_jobs!("id, priority, run_at", " AND concurrency_key = ?3"),
+    ready_jobs!(
+        "id, priority, run_at, concurrency_key",
+        " AND concurrency_key = ?3"
+    ),
     " LIMIT ?4"
 );
 
-/// The first ?3 ready jobs without a key (id, priority, run_at).
+/// The first ?3 ready jobs without a key (the columns of a head).
 pub(crate) const UNKEYED_HEAD: &str = concat!(
-    ready_jobs!("id, priority, run_at", " AND concurrency_key IS NULL"),
+    ready_jobs!(
+        "id, priority, run_at, concurrency_key",
+        " AND concurrency_key IS NULL"
+    ),
     " LIMIT ?3"
 );
 
