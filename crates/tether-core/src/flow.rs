@@ -115,6 +115,22 @@ pub fn from_window<Id: Clone>(
     (out.len() == room).then_some(out)
 }
 
+/// A fair claim without a per-key limit, from the same window: when at
+/// least `room` groups appear in it, the first job of each of the first
+/// `room` to appear — the groups with the oldest heads, one job each, as
+/// the walk over the keys takes them when there are that many groups;
+/// otherwise `None`.
+pub fn fair_from_window<Id: Clone>(window: &[Head<Id>], room: usize) -> Option<Vec<Id>> {
+    let mut seen = std::collections::HashSet::new();
+    let firsts: Vec<Id> = window
+        .iter()
+        .filter(|h| seen.insert(h.key.as_deref()))
+        .take(room)
+        .map(|h| h.id.clone())
+        .collect();
+    (firsts.len() == room).then_some(firsts)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,6 +179,19 @@ mod tests {
         assert_eq!(from_window(&window, one_each, 4), None);
         assert_eq!(from_window(&window, |_| None, 2), Some(vec![1, 2]));
         assert_eq!(from_window(&window, |_| Some(0), 1), Some(vec![3]));
+    }
+
+    #[test]
+    fn a_fair_window_takes_one_job_of_each_of_the_first_groups() {
+        let window = vec![
+            head(1, Some("a"), 5, 1),
+            head(2, Some("a"), 0, 2),
+            head(3, None, 0, 3),
+            head(4, Some("b"), 0, 4),
+            head(5, None, 0, 5),
+        ];
+        assert_eq!(fair_from_window(&window, 3), Some(vec![1, 3, 4]));
+        assert_eq!(fair_from_window(&window, 4), None);
     }
 
     #[test]

@@ -305,7 +305,8 @@ async fn pick_by_key(
             run_at: row.try_get("run_at").db()?,
         })
     };
-    if !limits.fair {
+    // Where the window can hold the claim (see `tether_core::flow`).
+    if !limits.fair || limits.key_max_running.is_none() {
         let window = sqlx::query(HEAD_WINDOW)
             .bind(tenant)
             .bind(queue)
@@ -316,7 +317,12 @@ async fn pick_by_key(
             .iter()
             .map(head)
             .collect::<Result<Vec<_>>>()?;
-        if let Some(ids) = flow::from_window(&window, key_room, room as usize) {
+        let ids = if limits.fair {
+            flow::fair_from_window(&window, room as usize)
+        } else {
+            flow::from_window(&window, key_room, room as usize)
+        };
+        if let Some(ids) = ids {
             return Ok(ids);
         }
     }

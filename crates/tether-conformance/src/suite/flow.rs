@@ -488,6 +488,20 @@ pub async fn rate_window_wakes_claims_and_fair_claims_share(db: &TestDb) {
     );
     // Only big is left: it gets the whole claim.
     assert_eq!(claim(db, T, Q, 10).await.len(), 10);
+
+    // Many keys mixed in the backlog: one job of each of the keys whose
+    // oldest job is oldest (the claim finds them in its first look).
+    for key in ["a", "a", "b", "a", "c", "d", "b", "e"] {
+        enqueue(db, T, keyed("mixed", key)).await;
+    }
+    ok(db.engine.configure_queue(T, "mixed", &fair).await);
+    let mut keys: Vec<_> = claim(db, T, "mixed", 3)
+        .await
+        .into_iter()
+        .map(|c| c.job.concurrency_key.unwrap())
+        .collect();
+    keys.sort();
+    assert_eq!(keys, ["a", "b", "c"]);
 }
 
 /// Waits until no hint has come for 300 ms.

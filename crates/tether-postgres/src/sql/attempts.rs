@@ -261,6 +261,10 @@ pub(crate) const CLAIM_RESERVED: &str = concat!(
 /// first such jobs of the whole queue, so when there are enough of them it
 /// takes those and walks no keys (the common case: keys mixed in the
 /// backlog). Only a window mostly held by full keys sends it over the keys.
+/// A fair claim without a per-key limit does the same when the window holds
+/// as many keys as it takes jobs: it takes the first job of each of the
+/// first keys to appear, which is what the walk (capped at one job a key
+/// when there are that many keys) would take.
 pub(crate) const CLAIM_BY_KEY: &str = concat!(
     "WITH RECURSIVE ",
     flow_room!(),
@@ -287,16 +291,6 @@ pub(crate) const CLAIM_BY_KEY: &str = concat!(
           AND (SELECT key_max_running FROM config) IS NOT NULL
         GROUP BY r.concurrency_key
     ),
-    share AS (
-        -- Each group's most: the whole room, or an equal share when fair.
-        SELECT CASE WHEN c.fair
-                    THEN ceil(r.n::numeric / GREATEST(1, (SELECT count(*) FROM keys WHERE key IS NOT NULL)
-                        + (EXISTS (SELECT 1 FROM tether.jobs j
-                                   WHERE j.tenant = $1 AND j.queue = $2 AND j.state = 'queued'
-                                     AND j.concurrency_key IS NULL))::int))::bigint
-                    ELSE r.n END AS n
-        FROM room r, config c
-    ),
     key_room AS (
         -- The room a key with running jobs has left (a key without any has
         -- all of key_max_running; without the limit, the whole claim).
@@ -322,12 +316,33 @@ pub(crate) const CLAIM_BY_KEY: &str = concat!(
                       (SELECT COALESCE(key_max_running, $3::bigint) FROM config))
     ),
     by_window AS (
-        -- Not fair, and the window holds the claim: no walk over the keys.
-        SELECT NOT c.fair AND (SELECT count(*) FROM window_heads) >= r.n AS yes
+        -- The window holds the claim: no walk over the keys. Not fair: the
+        -- jobs the limits allow. Fair without a per-key limit: the first
+        -- job of each of the first n keys to appear (the keys with the
+        -- oldest heads, one job each, as the walk would take them when it
+        -- finds n keys or more).
+        SELECT NOT c.fair AND (SELECT count(*) FROM window_heads) >= r.n AS plain,
+               c.fair AND c.key_max_running IS NULL
+                   AND (SELECT count(*) FROM head_window WHERE nth = 1) >= r.n AS fair
         FROM config c, room r
     ),
+    share AS (
+        -- Each group's most: the whole room, or an equal share when fair
+        -- (counting the keys only when the walk over them is needed).
+        SELECT CASE WHEN (SELECT plain OR fair FROM by_window) THEN r.n
+                    WHEN c.fair
+                    THEN ceil(r.n::numeric / GREATEST(1, (SELECT count(*) FROM keys WHERE key IS NOT NULL)
+                        + (EXISTS (SELECT 1 FROM tether.jobs j
+                                   WHERE j.tenant = $1 AND j.queue = $2 AND j.state = 'queued'
+                                     AND j.concurrency_key IS NULL))::int))::bigint
+                    ELSE r.n END AS n
+        FROM room r, config c
+    ),
     heads AS (
-        SELECT * FROM window_heads WHERE (SELECT yes FROM by_window)
+        SELECT * FROM window_heads WHERE (SELECT plain FROM by_window)
+        UNION ALL
+        SELECT w.id, w.priority, w.run_at, w.key FROM head_window w
+        WHERE w.nth = 1 AND (SELECT fair FROM by_window)
         UNION ALL
         SELECT h.* FROM keys k
         CROSS JOIN LATERAL (
@@ -341,14 +356,14 @@ pub(crate) const CLAIM_BY_KEY: &str = concat!(
                         COALESCE((SELECT n FROM key_room r WHERE r.key = k.key),
                                  (SELECT COALESCE(key_max_running, $3::bigint) FROM config)))
         ) h
-        WHERE k.key IS NOT NULL AND NOT (SELECT yes FROM by_window)
+        WHERE k.key IS NOT NULL AND NOT (SELECT plain OR fair FROM by_window)
         UNION ALL
         (SELECT j.id, j.priority, j.run_at, NULL FROM tether.jobs j
          WHERE j.tenant = $1 AND j.queue = $2 AND j.state = 'queued'
            AND j.concurrency_key IS NULL
            AND j.run_at <= statement_timestamp()
            AND (j.expires_at IS NULL OR j.expires_at > statement_timestamp())
-           AND NOT (SELECT yes FROM by_window)
+           AND NOT (SELECT plain OR fair FROM by_window)
          ORDER BY j.priority DESC, j.run_at, j.id
          LIMIT (SELECT n FROM share))
     ),
