@@ -715,6 +715,55 @@ pub async fn concurrency_is_bounded_per_queue(db: &TestDb) {
     handle.join().await;
 }
 
+/// A worker that could run 8 at once on a queue with `max_running` 2 and
+/// `key_max_running` 1: it runs every job, never more than 2 at once nor 2
+/// of one key, and a freed slot is taken without waiting for a long poll
+/// (its poll interval here is 30 s).
+pub async fn a_throttled_queue_runs_within_its_limits(db: &TestDb) {
+    let limits = QueueConfigPatch {
+        max_running: Some(Some(2)),
+        key_max_running: Some(Some(1)),
+        ..Default::default()
+    };
+    db.engine.configure_queue(T, "qa", &limits).await.unwrap();
+    let all = Arc::new(Concurrency::default());
+    let per_key: Arc<Mutex<std::collections::HashMap<String, Arc<Concurrency>>>> = Arc::default();
+    let (a, k) = (all.clone(), per_key.clone());
+    let handle = worker(db)
+        .poll_interval(Duration::from_secs(30))
+        .queue("qa", 8)
+        .handler("work", move |ctx| {
+            let key = ctx.job().concurrency_key.clone().unwrap_or_default();
+            let mine = k.lock().unwrap().entry(key).or_default().clone();
+            let all = a.clone();
+            async move {
+                all.enter();
+                mine.enter();
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                mine.leave();
+                all.leave();
+                Ok(None)
+            }
+        })
+        .build()
+        .unwrap()
+        .start();
+    let jobs: Vec<NewJob> = (0..9)
+        .map(|i| NewJob::new("qa", "work", json!({})).concurrency_key(["a", "b", "c"][i % 3]))
+        .collect();
+    db.engine.enqueue_many(T, &jobs).await.unwrap();
+    eventually("all 9 jobs to succeed", 10 * SEC, || async {
+        (jobs_in_state(db, JobState::Succeeded).await.len() == 9).then_some(())
+    })
+    .await;
+    assert_eq!(all.max(), 2, "{} handlers at once", all.max());
+    for (key, c) in per_key.lock().unwrap().iter() {
+        assert_eq!(c.max(), 1, "key {key} ran {} at once", c.max());
+    }
+    handle.shutdown();
+    handle.join().await;
+}
+
 /// An idle worker with a 30 s poll interval starts a new job within 2 s:
 /// the enqueue's wake-up hint, not polling, brought it.
 pub async fn an_idle_worker_wakes_on_enqueue(db: &TestDb) {

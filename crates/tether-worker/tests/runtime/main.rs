@@ -34,6 +34,7 @@ tether_conformance::both_backends! {
     lease_lost_to_a_new_owner_discards_the_outcome,
     lease_lost_on_complete_is_discarded,
     concurrency_is_bounded_per_queue,
+    a_throttled_queue_runs_within_its_limits,
     an_idle_worker_wakes_on_enqueue,
     graceful_shutdown_hands_back_what_outlives_the_grace,
     a_claim_in_flight_at_shutdown_is_handed_back,
