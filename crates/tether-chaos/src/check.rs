@@ -10,7 +10,7 @@ use tether_core::ErrorCode;
 use uuid::Uuid;
 
 use crate::obs::{Obs, Side};
-use crate::plan;
+use crate::plan::{self, Limits};
 
 /// One row of `tether.jobs` (the columns the checks need).
 #[derive(Debug, Clone)]
@@ -19,6 +19,10 @@ pub struct JobRow {
     pub id: Uuid,
     /// Idempotency key.
     pub key: Option<String>,
+    /// Queue.
+    pub queue: String,
+    /// Concurrency key.
+    pub concurrency_key: Option<String>,
     /// State.
     pub state: String,
     /// Attempt counter.
@@ -53,7 +57,7 @@ pub struct EventRow {
 }
 
 /// Every check, by name, with the promise it guards (the report lists them).
-pub const CHECKS: [(&str, &str); 20] = [
+pub const CHECKS: [(&str, &str); 25] = [
     (
         "lost",
         "every acknowledged job exists under its key (nothing lost)",
@@ -109,6 +113,26 @@ pub const CHECKS: [(&str, &str); 20] = [
         "clients saw only `unavailable`, `lease_lost` and transport failures",
     ),
     (
+        "limit_max_running",
+        "the limited queue never ran more jobs at once than its max_running",
+    ),
+    (
+        "limit_key_max_running",
+        "no concurrency key ran more jobs at once than key_max_running",
+    ),
+    (
+        "limit_rate",
+        "no window of the rate limit's period held more claims than its count",
+    ),
+    (
+        "limited_jobs",
+        "the limited queue holds exactly the jobs sent to it (with their keys), each ended",
+    ),
+    (
+        "limits_not_exercised",
+        "every limit was reached during the run (each one bound the claims)",
+    ),
+    (
         "fencing_not_exercised",
         "a SIGSTOPped worker's late reports were fenced (lease_lost)",
     ),
@@ -127,16 +151,29 @@ pub const CHECKS: [(&str, &str); 20] = [
     ),
 ];
 
-/// Events that end the ownership of the latest claim.
-const ENDING: [&str; 7] = [
+/// Events that end an attempt (the one its `claimed` event started); a
+/// `lease_lost` or `cancel_requested` does not. (`expired` ends a job that
+/// was never claimed; it is here so that an attempt list stays closed.)
+const ATTEMPT_ENDS: [&str; 7] = [
     "succeeded",
     "failed",
     "retry_scheduled",
     "snoozed",
     "lease_expired",
     "cancelled",
-    "claimed",
+    "expired",
 ];
+
+/// Whether an event ends the ownership of the latest claim: an attempt's
+/// end other than `expired`, or the next claim.
+fn ends_ownership(event: &str) -> bool {
+    event == "claimed" || (event != "expired" && ATTEMPT_ENDS.contains(&event))
+}
+
+/// The limits are judged as exercised only when the limited queue saw at
+/// least this many times the rate limit's count of claims (a tiny run may
+/// never fill a window).
+const EXERCISED_AFTER_WINDOWS: u64 = 10;
 
 /// Failures that carry no API code: the request got no answer
 /// (`transport`), or the worker's own heartbeat time limit (`timeout`).
@@ -187,6 +224,42 @@ pub struct Stats {
     pub failed_by: BTreeMap<&'static str, u64>,
     /// Keys acknowledged more than once (duplicate submissions, retries).
     pub keys_acked_repeatedly: u64,
+    /// The limited queue.
+    pub limited: LimitedStats,
+}
+
+/// What the history shows of the limited queue.
+#[derive(Debug, Default, Clone)]
+pub struct LimitedStats {
+    /// Its jobs.
+    pub jobs: u64,
+    /// ... of them without a concurrency key.
+    pub unkeyed: u64,
+    /// Distinct concurrency keys.
+    pub keys: u64,
+    /// Its jobs by final state.
+    pub states: BTreeMap<String, u64>,
+    /// Its `claimed` events.
+    pub claims: u64,
+    /// Most jobs running at one instant.
+    pub max_running: u64,
+    /// Microseconds during which `max_running` (the limit) jobs ran.
+    pub at_max_running_us: i64,
+    /// Times the running jobs rose to `max_running`.
+    pub max_running_reached: u64,
+    /// Most jobs of one key running at one instant, and that key.
+    pub max_key_running: u64,
+    /// The key that reached [`LimitedStats::max_key_running`] first.
+    pub max_key: Option<String>,
+    /// Microseconds during which some key ran `key_max_running` jobs.
+    pub at_key_max_us: i64,
+    /// Times a key's running jobs rose to `key_max_running`.
+    pub key_max_reached: u64,
+    /// Most claims in one window of the rate limit's period.
+    pub max_window_claims: u64,
+    /// Claims that filled a window to the rate limit's count (the windows
+    /// starting at them held exactly `count` claims).
+    pub full_windows: u64,
 }
 
 /// The outcome of the checks.
@@ -225,6 +298,11 @@ pub struct Context {
     pub now: DateTime<Utc>,
     /// SIGSTOPs of a worker that held running jobs.
     pub stops_with_jobs: u64,
+    /// The share of the jobs (per mille) the producers sent to the limited
+    /// queue ([`plan::queue`]).
+    pub limited_per_mille: u64,
+    /// The limited queue's limits.
+    pub limits: Limits,
 }
 
 fn us(t: DateTime<Utc>) -> i64 {
@@ -255,6 +333,7 @@ pub fn check(jobs: &[JobRow], events: &[EventRow], obs: &Obs, cx: &Context) -> F
         }
     }
     check_client_fencing(&mut f, &history, obs);
+    check_limits(&mut f, jobs, &history, cx);
     check_errors(&mut f, obs);
     let lost_events: u64 = f.stats.lease_lost.values().sum();
     if cx.stops_with_jobs > 0 && lost_events == 0 {
@@ -602,13 +681,332 @@ fn check_client_fencing(f: &mut Findings, history: &HashMap<Uuid, Vec<&EventRow>
         let h = &history[&c.job];
         let superseded = h[i + 1..]
             .iter()
-            .find(|e| ENDING.contains(&e.event.as_str()) && us(e.at) <= l.at_us + CLOCK_SLACK_US);
+            .find(|e| ends_ownership(&e.event) && us(e.at) <= l.at_us + CLOCK_SLACK_US);
         if superseded.is_none() {
             f.flag("lease_lost_client", || {
                 format!("job {}: worker {} was told lease_lost ({}) for its claim of seq {} although nothing had ended that claim yet", l.job, c.worker, l.op, claim.seq)
             });
         }
     }
+}
+
+/// The limited queue's jobs are the ones sent there, and its history kept
+/// its limits: attempts are half-open intervals `[claimed.at, end.at)` on
+/// the database clock (an attempt still open at the end runs forever), and
+/// at no instant do more of them overlap than `max_running`, nor more of
+/// one key than `key_max_running`; no half-open window of `period_ms` holds
+/// more than `count` `claimed` events.
+fn check_limits(
+    f: &mut Findings,
+    jobs: &[JobRow],
+    history: &HashMap<Uuid, Vec<&EventRow>>,
+    cx: &Context,
+) {
+    let limits = cx.limits;
+    let mut keys: Vec<Option<&str>> = Vec::new();
+    // Attempts: (start µs, end µs or None, key index).
+    let mut attempts: Vec<(i64, Option<i64>, usize)> = Vec::new();
+    let mut claims: Vec<i64> = Vec::new();
+    let empty = Vec::new();
+    for job in jobs {
+        let id = job.id;
+        if let Some(n) = job.n {
+            let n = n as u64;
+            let queue = plan::queue(cx.seed, n, cx.limited_per_mille);
+            let key = (queue == plan::LIMITED_QUEUE)
+                .then(|| plan::concurrency_key(cx.seed, n))
+                .flatten();
+            if job.queue != queue || job.concurrency_key != key {
+                f.flag("limited_jobs", || {
+                    format!(
+                        "job {id} (n {n}) is on queue {} with key {:?}, but was sent to {queue} with key {key:?}",
+                        job.queue, job.concurrency_key
+                    )
+                });
+            }
+        }
+        if job.queue != plan::LIMITED_QUEUE {
+            continue;
+        }
+        let l = &mut f.stats.limited;
+        l.jobs += 1;
+        *l.states.entry(job.state.clone()).or_insert(0) += 1;
+        if !matches!(job.state.as_str(), "succeeded" | "failed") {
+            f.flag("limited_jobs", || {
+                format!(
+                    "job {id} of the limited queue ended {} (attempt {})",
+                    job.state, job.attempt
+                )
+            });
+        }
+        let key = job.concurrency_key.as_deref();
+        let k = match keys.iter().position(|k| *k == key) {
+            Some(k) => k,
+            None => {
+                keys.push(key);
+                keys.len() - 1
+            }
+        };
+        let mut open: Option<(i64, i64)> = None; // (start µs, seq)
+        for e in history.get(&id).unwrap_or(&empty) {
+            let at = us(e.at);
+            let ev = e.event.as_str();
+            if ev == "claimed" {
+                claims.push(at);
+                // A claim while running (flagged as history_mismatch) ends
+                // the attempt before it, as a new claim supersedes it.
+                if let Some((start, _)) = open.take() {
+                    attempts.push((start, Some(at.max(start)), k));
+                }
+                open = Some((at, e.seq));
+            } else if ATTEMPT_ENDS.contains(&ev) {
+                if let Some((start, seq)) = open.take() {
+                    if at < start {
+                        f.flag("history_mismatch", || {
+                            format!("job {id}: {ev} (seq {}) at {} is before the claim it ends (seq {seq})", e.seq, e.at)
+                        });
+                    }
+                    attempts.push((start, Some(at.max(start)), k));
+                }
+            }
+        }
+        if let Some((start, _)) = open {
+            attempts.push((start, None, k));
+        }
+    }
+    let l = &mut f.stats.limited;
+    l.claims = claims.len() as u64;
+    l.unkeyed = jobs
+        .iter()
+        .filter(|j| j.queue == plan::LIMITED_QUEUE && j.concurrency_key.is_none())
+        .count() as u64;
+    l.keys = keys.iter().filter(|k| k.is_some()).count() as u64;
+    if cx.limited_per_mille > 0 && cx.jobs > 0 && l.jobs == 0 {
+        f.flag("limited_jobs", || {
+            "the limited queue holds no job".to_owned()
+        });
+    }
+
+    // The sweep over attempt starts and ends, one instant at a time: at an
+    // instant the ends come first (an attempt is half-open), so what runs
+    // after an instant's changes runs until the next one. Empty attempts
+    // never ran. A violation is one episode: from the instant a limit is
+    // exceeded until the instant it holds again, with its peak.
+    let mut points: Vec<(i64, i32, usize)> = Vec::with_capacity(attempts.len() * 2);
+    for &(start, end, k) in &attempts {
+        if end == Some(start) {
+            continue;
+        }
+        points.push((start, 1, k));
+        if let Some(end) = end {
+            points.push((end, -1, k));
+        }
+    }
+    points.sort_unstable();
+    let max_running = i64::from(limits.max_running);
+    let key_max = i64::from(limits.key_max_running);
+    let mut running = 0i64;
+    let mut per_key = vec![0i64; keys.len()];
+    let mut keys_at_max = 0usize; // keys running key_max_running or more now
+    let mut over: Option<Episode> = None;
+    let mut key_over: Vec<Option<Episode>> = vec![None; keys.len()];
+    let mut touched: Vec<(usize, i64)> = Vec::new(); // (key, before the instant)
+    let mut i = 0;
+    let mut last = points.first().map_or(0, |p| p.0);
+    while i < points.len() {
+        let at = points[i].0;
+        let l = &mut f.stats.limited;
+        if running == max_running {
+            l.at_max_running_us += at - last;
+        }
+        if keys_at_max > 0 {
+            l.at_key_max_us += at - last;
+        }
+        last = at;
+        let before = running;
+        touched.clear();
+        while i < points.len() && points[i].0 == at {
+            let (_, delta, k) = points[i];
+            i += 1;
+            running += i64::from(delta);
+            if keys[k].is_some() {
+                if !touched.iter().any(|t| t.0 == k) {
+                    touched.push((k, per_key[k]));
+                }
+                per_key[k] += i64::from(delta);
+            }
+        }
+        l.max_running = l.max_running.max(running.max(0) as u64);
+        if before < max_running && running >= max_running {
+            l.max_running_reached += 1;
+        }
+        Episode::step(&mut over, at, running, max_running, |e| {
+            f.flag("limit_max_running", || {
+                format!(
+                    "{} jobs of {} running at once {} (max_running {max_running})",
+                    e.peak,
+                    plan::LIMITED_QUEUE,
+                    e.describe(Some(at))
+                )
+            });
+        });
+        for &(k, was) in &touched {
+            let now = per_key[k];
+            let l = &mut f.stats.limited;
+            if now.max(0) as u64 > l.max_key_running {
+                l.max_key_running = now as u64;
+                l.max_key = keys[k].map(str::to_owned);
+            }
+            match (was >= key_max, now >= key_max) {
+                (false, true) => {
+                    keys_at_max += 1;
+                    l.key_max_reached += 1;
+                }
+                (true, false) => keys_at_max -= 1,
+                _ => {}
+            }
+            let key = keys[k].unwrap_or_default();
+            Episode::step(&mut key_over[k], at, now, key_max, |e| {
+                f.flag("limit_key_max_running", || {
+                    format!(
+                        "{} jobs of key {key} running at once {} (key_max_running {key_max})",
+                        e.peak,
+                        e.describe(Some(at))
+                    )
+                });
+            });
+        }
+    }
+    // Episodes still open at the end (an attempt that never ended).
+    if let Some(e) = over {
+        f.flag("limit_max_running", || {
+            format!(
+                "{} jobs of {} running at once {} (max_running {max_running})",
+                e.peak,
+                plan::LIMITED_QUEUE,
+                e.describe(None)
+            )
+        });
+    }
+    for (k, e) in key_over.into_iter().enumerate() {
+        if let Some(e) = e {
+            let key = keys[k].unwrap_or_default();
+            f.flag("limit_key_max_running", || {
+                format!(
+                    "{} jobs of key {key} running at once {} (key_max_running {key_max})",
+                    e.peak,
+                    e.describe(None)
+                )
+            });
+        }
+    }
+
+    // The rate limit: the window starting at each claim; a violation is a
+    // run of consecutive windows over the count, with its fullest window.
+    claims.sort_unstable();
+    let period_us = limits.rate.period_ms * 1_000;
+    let count = limits.rate.count as u64;
+    let mut end = 0;
+    let mut over: Option<Episode> = None;
+    let flag_rate = |f: &mut Findings, e: Episode| {
+        f.flag("limit_rate", || {
+            format!(
+                "{} claims of {} in the {} ms from {} (rate limit {count})",
+                e.peak,
+                plan::LIMITED_QUEUE,
+                limits.rate.period_ms,
+                at_us(e.peak_at)
+            )
+        });
+    };
+    for (i, &t) in claims.iter().enumerate() {
+        while end < claims.len() && claims[end] - t < period_us {
+            end += 1;
+        }
+        let inside = (end - i) as u64;
+        let l = &mut f.stats.limited;
+        l.max_window_claims = l.max_window_claims.max(inside);
+        if inside == count {
+            l.full_windows += 1;
+        }
+        let mut ended = None;
+        Episode::step(&mut over, t, inside as i64, count as i64, |e| {
+            ended = Some(e)
+        });
+        if let Some(e) = ended {
+            flag_rate(f, e);
+        }
+    }
+    if let Some(e) = over {
+        flag_rate(f, e);
+    }
+
+    let l = f.stats.limited.clone();
+    if l.claims >= EXERCISED_AFTER_WINDOWS * count {
+        let reached = [
+            ("max_running", l.max_running, max_running as u64),
+            ("key_max_running", l.max_key_running, key_max as u64),
+            ("the rate limit", l.max_window_claims, count),
+        ];
+        for (what, seen, limit) in reached {
+            if seen < limit {
+                f.flag("limits_not_exercised", || {
+                    format!("{what} {limit} never bound: at most {seen} ({} claims of the limited queue)", l.claims)
+                });
+            }
+        }
+    }
+}
+
+/// A stretch of time during which a limit was exceeded.
+#[derive(Debug, Clone, Copy)]
+struct Episode {
+    /// Where it began (µs).
+    from: i64,
+    /// The highest count in it.
+    peak: i64,
+    /// Where that count was first reached (µs).
+    peak_at: i64,
+}
+
+impl Episode {
+    /// Updates the episode `over` with the `value` that holds from `at` on
+    /// against `limit`; calls `ended` with an episode that ends at `at`.
+    fn step(
+        over: &mut Option<Episode>,
+        at: i64,
+        value: i64,
+        limit: i64,
+        ended: impl FnOnce(Episode),
+    ) {
+        if value > limit {
+            let e = over.get_or_insert(Episode {
+                from: at,
+                peak: value,
+                peak_at: at,
+            });
+            if value > e.peak {
+                e.peak = value;
+                e.peak_at = at;
+            }
+        } else if let Some(e) = over.take() {
+            ended(e);
+        }
+    }
+
+    /// "from X until Y" (`until`: `None` for the end of the history).
+    fn describe(&self, until: Option<i64>) -> String {
+        format!(
+            "from {} until {}",
+            at_us(self.from),
+            until.map_or("the end".to_owned(), |u| at_us(u).to_string())
+        )
+    }
+}
+
+/// An instant in µs as a timestamp.
+fn at_us(t: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp_micros(t).unwrap_or_default()
 }
 
 /// Clients saw only documented codes, and none that means a bug.
@@ -688,6 +1086,8 @@ mod tests {
         JobRow {
             id: h.id,
             key: Some(plan::key(n as u64)),
+            queue: plan::plan(1, n as u64).queue().to_owned(),
+            concurrency_key: None,
             state: state.to_owned(),
             attempt,
             max_attempts: 5,
@@ -703,6 +1103,8 @@ mod tests {
             jobs: 0,
             now: t(100_000),
             stops_with_jobs: 0,
+            limited_per_mille: 0,
+            limits: plan::LIMITS,
         }
     }
 
@@ -947,6 +1349,189 @@ mod tests {
         ] {
             assert!(f.violations.contains_key(v), "{v}: {:?}", f.violations);
         }
+    }
+
+    /// A job of the limited queue with `key`, one attempt per span:
+    /// claimed at `.0`, ended by `.2` at `.1` (or still running).
+    fn limited(key: Option<&str>, spans: &[(i64, Option<(i64, &str)>)]) -> (JobRow, Vec<EventRow>) {
+        let mut h = H::new();
+        let mut attempt = 0;
+        let mut state = "queued";
+        for &(start, end) in spans {
+            attempt += 1;
+            h.ev(start, "claimed", attempt, Some("w"), None);
+            state = "running";
+            if let Some((at, ev)) = end {
+                h.ev(at, ev, attempt, Some("w"), None);
+                state = match ev {
+                    "succeeded" | "failed" => ev,
+                    "lease_lost" => "running",
+                    _ => "queued",
+                };
+            }
+        }
+        let job = JobRow {
+            id: h.id,
+            key: None,
+            queue: plan::LIMITED_QUEUE.to_owned(),
+            concurrency_key: key.map(str::to_owned),
+            state: state.to_owned(),
+            attempt,
+            max_attempts: 5,
+            n: None,
+            run_at: t(0),
+            result: None,
+        };
+        (job, h.events)
+    }
+
+    fn limits_of(stories: &[(JobRow, Vec<EventRow>)], c: &Context) -> Findings {
+        let jobs: Vec<JobRow> = stories.iter().map(|s| s.0.clone()).collect();
+        let mut history: HashMap<Uuid, Vec<&EventRow>> = HashMap::new();
+        for (_, events) in stories {
+            for e in events {
+                history.entry(e.job_id).or_default().push(e);
+            }
+        }
+        let mut f = Findings::default();
+        check_limits(&mut f, &jobs, &history, c);
+        f
+    }
+
+    #[test]
+    fn limits_that_held_pass_and_show_their_maxima() {
+        // Six at once, two per key; a slot freed at 1 000 is taken at
+        // 1 000 exactly (half-open attempts); retries and snoozes end
+        // attempts too.
+        let mut s = Vec::new();
+        for i in 0..3 {
+            let key = format!("k{i}");
+            s.push(limited(Some(&key), &[(0, Some((1_000, "succeeded")))]));
+            s.push(limited(
+                Some(&key),
+                &[
+                    (10, Some((500, "retry_scheduled"))),
+                    (1_000, Some((1_500, "snoozed"))),
+                    (2_500, Some((2_600, "failed"))),
+                ],
+            ));
+        }
+        for _ in 0..2 {
+            s.push(limited(None, &[(1_000, Some((1_200, "succeeded")))]));
+        }
+        // Reaped on its last attempt.
+        let mut reaped = limited(Some("k0"), &[(1_000, Some((3_000, "lease_expired")))]);
+        reaped.0.state = "failed".to_owned();
+        s.push(reaped);
+        let f = limits_of(&s, &cx());
+        assert!(f.passed(), "{:?}", f.violations);
+        let l = &f.stats.limited;
+        assert_eq!((l.jobs, l.claims, l.keys, l.unkeyed), (9, 15, 3, 2));
+        assert_eq!((l.max_running, l.max_key_running), (6, 2));
+        // [10, 500) with six running and [1 000, 1 200) with six.
+        assert_eq!(l.at_max_running_us, 490_000 + 200_000);
+        assert_eq!((l.max_running_reached, l.key_max_reached), (2, 5));
+        // [10, 1 010): three claims at 10 and six at 1 000.
+        assert_eq!(l.max_window_claims, 9);
+    }
+
+    #[test]
+    fn too_many_running_at_once_is_caught() {
+        let mut s: Vec<_> = (0..6)
+            .map(|i| {
+                limited(
+                    Some(&format!("k{i}")),
+                    &[(i * 10, Some((1_000, "succeeded")))],
+                )
+            })
+            .collect();
+        // Its lease_lost does not end its attempt: it still runs at 500.
+        s.push(limited(None, &[(100, Some((200, "lease_lost")))]));
+        let f = limits_of(&s, &cx());
+        assert_eq!(
+            f.violations["limit_max_running"].count, 1,
+            "{:?}",
+            f.violations
+        );
+        assert_eq!(f.stats.limited.max_running, 7);
+        // A job still running at the end runs forever.
+        let mut s: Vec<_> = (0..6)
+            .map(|i| limited(None, &[(10_000 + i, Some((20_000, "succeeded")))]))
+            .collect();
+        s.push(limited(None, &[(0, None)]));
+        let f = limits_of(&s, &cx());
+        assert!(
+            f.violations.contains_key("limit_max_running"),
+            "{:?}",
+            f.violations
+        );
+        assert!(!f.violations.contains_key("limit_key_max_running"));
+    }
+
+    #[test]
+    fn too_many_running_of_one_key_is_caught() {
+        let s: Vec<_> = (0..3)
+            .map(|i| limited(Some("hot"), &[(i * 100, Some((1_000 + i, "succeeded")))]))
+            .collect();
+        let f = limits_of(&s, &cx());
+        let v = &f.violations["limit_key_max_running"];
+        assert_eq!(v.count, 1);
+        assert!(v.examples[0].contains("key hot"), "{v:?}");
+        assert_eq!(f.stats.limited.max_key_running, 3);
+        assert!(!f.violations.contains_key("limit_max_running"));
+    }
+
+    #[test]
+    fn too_many_claims_in_a_window_are_caught() {
+        let mut c = cx();
+        c.limits.max_running = 100;
+        // 21 claims: the 21st exactly one period after the first is in the
+        // next window.
+        let at = |i: i64| if i == 20 { 1_000 } else { i * 10 };
+        let s: Vec<_> = (0..21)
+            .map(|i| limited(None, &[(at(i), Some((at(i) + 1, "succeeded")))]))
+            .collect();
+        let f = limits_of(&s, &c);
+        assert!(f.passed(), "{:?}", f.violations);
+        assert_eq!(f.stats.limited.max_window_claims, 20);
+        assert!(f.stats.limited.full_windows >= 1);
+        let s: Vec<_> = (0..21)
+            .map(|i| limited(None, &[(i * 49, Some((i * 49 + 1, "succeeded")))]))
+            .collect();
+        let f = limits_of(&s, &c);
+        assert_eq!(f.violations["limit_rate"].count, 1, "{:?}", f.violations);
+        assert_eq!(f.stats.limited.max_window_claims, 21);
+    }
+
+    #[test]
+    fn limits_that_never_bound_and_misplaced_jobs_are_caught() {
+        // 200 claims one at a time, 10 s apart: no limit ever bound.
+        let s: Vec<_> = (0..200)
+            .map(|i| {
+                limited(
+                    Some("k"),
+                    &[(i * 10_000, Some((i * 10_000 + 5, "succeeded")))],
+                )
+            })
+            .collect();
+        let f = limits_of(&s, &cx());
+        assert_eq!(
+            f.violations["limits_not_exercised"].count, 3,
+            "{:?}",
+            f.violations
+        );
+        // A job of the limited queue still queued; a job sent there found
+        // on the main queue.
+        let (mut job, events) = limited(None, &[(0, Some((10, "retry_scheduled")))]);
+        job.state = "queued".to_owned();
+        let mut c = cx();
+        c.limited_per_mille = 1_000;
+        let n = (0..).find(|&n| plan::is_limited(1, n, 1_000)).unwrap();
+        let (mut moved, _) = limited(None, &[]);
+        moved.n = Some(n as i64);
+        moved.queue = plan::QUEUE.to_owned();
+        let f = limits_of(&[(job, events), (moved, Vec::new())], &c);
+        assert_eq!(f.violations["limited_jobs"].count, 2, "{:?}", f.violations);
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub struct WorkerSlot {
 
 impl WorkerSlot {
     /// The name of the current incarnation of slot `i` (its worker ids are
-    /// `<name>.m` and `<name>.s`).
+    /// `<name>.m`, `<name>.s` and `<name>.l`).
     pub fn name(&self, i: usize) -> String {
         format!("w{i}g{}", self.generation)
     }

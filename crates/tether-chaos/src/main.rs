@@ -27,8 +27,15 @@
 //! <key> <seed> <name>`: another SDK's worker, which must speak the line
 //! protocol of [`obs::Line`] and follow [`plan::plan`] (the Python and
 //! TypeScript SDKs ship one each; docs/RELIABILITY.md says what they must do).
-//! `TETHER_CHAOS_SABOTAGE=1` breaks three promises behind tether's back
+//! `TETHER_CHAOS_SABOTAGE=1` breaks four promises behind tether's back
 //! after the drain, to show the checks fail the run.
+//! `TETHER_CHAOS_KEEP_DATABASE=1` keeps the run's database for a look at
+//! the history (the next run drops it).
+//!
+//! One queue, `chaos-limited`, runs with flow-control limits
+//! ([`plan::LIMITS`]: `max_running`, `key_max_running`, a rate limit and
+//! fair claims) and its jobs carry concurrency keys; the checks prove from
+//! the history that no limit was ever exceeded, and that each one bound.
 //!
 //! Results and the full description: `docs/RELIABILITY.md`.
 

@@ -82,13 +82,18 @@ pub fn chunks(seed: u64, jobs: u64) -> Vec<Chunk> {
     out
 }
 
-/// Job `n` as the producers enqueue it.
-pub fn new_job(seed: u64, n: u64) -> NewJob {
+/// Job `n` as the producers enqueue it; `limited_per_mille` of the jobs go
+/// to the limited queue, with their concurrency keys.
+pub fn new_job(seed: u64, n: u64, limited_per_mille: u64) -> NewJob {
     let p = plan::plan(seed, n);
-    let mut job = NewJob::new(p.queue(), plan::KIND, json!({ "n": n }));
+    let queue = plan::queue(seed, n, limited_per_mille);
+    let mut job = NewJob::new(queue, plan::KIND, json!({ "n": n }));
     job.max_attempts = Some(p.max_attempts());
     job.backoff = Some(plan::BACKOFF);
     job.idempotency_key = Some(plan::key(n));
+    if queue == plan::LIMITED_QUEUE {
+        job.concurrency_key = plan::concurrency_key(seed, n);
+    }
     job
 }
 
@@ -103,6 +108,8 @@ pub struct Producer {
     pub seed: u64,
     /// Jobs in the run.
     pub jobs: u64,
+    /// The share of them (per mille) that go to the limited queue.
+    pub limited_per_mille: u64,
     /// When production started.
     pub start: Instant,
     /// Over how long the chunks are spread.
@@ -143,7 +150,10 @@ impl Producer {
         let ns = chunk.first..chunk.first + chunk.len;
         match &chunk.mode {
             Mode::Batch { resubmit } => {
-                let jobs: Vec<NewJob> = ns.clone().map(|n| new_job(self.seed, n)).collect();
+                let jobs: Vec<NewJob> = ns
+                    .clone()
+                    .map(|n| new_job(self.seed, n, self.limited_per_mille))
+                    .collect();
                 let answers = self.batch(&jobs, server).await?;
                 self.record(ns.clone(), &answers)?;
                 if *resubmit {
@@ -156,7 +166,7 @@ impl Producer {
             }
             Mode::Singles { twice } => {
                 for (n, twice) in ns.zip(twice) {
-                    let job = new_job(self.seed, n);
+                    let job = new_job(self.seed, n, self.limited_per_mille);
                     if *twice {
                         let (a, b) = tokio::join!(
                             self.single(job.clone(), server),

@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::check::{Findings, CHECKS};
 use crate::faults::FaultStats;
 use crate::obs::Obs;
+use crate::plan::{self, Limits};
 use crate::scenario::{Opts, SERVERS};
 
 /// How long the phases took.
@@ -34,6 +35,22 @@ fn list(m: &BTreeMap<String, u64>) -> String {
         .join(", ")
 }
 
+/// The limits, in words.
+pub fn limits(l: &Limits) -> String {
+    format!(
+        "max_running {}, key_max_running {}, rate limit {} per {} ms{}",
+        l.max_running,
+        l.key_max_running,
+        l.rate.count,
+        l.rate.period_ms,
+        if l.fair { ", fair claims" } else { "" }
+    )
+}
+
+fn us_secs(us: i64) -> String {
+    format!("{:.1} s", us as f64 / 1e6)
+}
+
 fn secs(d: Duration) -> String {
     format!("{:.1} s", d.as_secs_f64())
 }
@@ -41,6 +58,7 @@ fn secs(d: Duration) -> String {
 /// Prints the report.
 pub fn print(opts: &Opts, f: &Findings, faults: &FaultStats, obs: &Obs, t: &Timings) {
     let s = &f.stats;
+    let l = &s.limited;
     let get = |k: &str| s.states.get(k).copied().unwrap_or(0);
     let failed_by: BTreeMap<String, u64> = s
         .failed_by
@@ -109,6 +127,52 @@ pub fn print(opts: &Opts, f: &Findings, faults: &FaultStats, obs: &Obs, t: &Timi
             format!("{} ({})", s.claims, s.client_claims),
         ),
         ("most claims of one job", s.max_claims.to_string()),
+        (
+            "limited queue (its limits)",
+            format!("`{}` ({})", plan::LIMITED_QUEUE, limits(&plan::LIMITS)),
+        ),
+        (
+            "limited queue: jobs (keys), final states, claims",
+            format!(
+                "{} ({} keys, {} jobs without a key); {}; {} claims",
+                l.jobs,
+                l.keys,
+                l.unkeyed,
+                list(&l.states),
+                l.claims
+            ),
+        ),
+        (
+            "limited queue: most running at once / max_running",
+            format!(
+                "{}/{} (reached {} times, at the limit for {})",
+                l.max_running,
+                plan::LIMITS.max_running,
+                l.max_running_reached,
+                us_secs(l.at_max_running_us)
+            ),
+        ),
+        (
+            "limited queue: most running of one key / key_max_running",
+            format!(
+                "{}/{} (first by key {}; a key reached it {} times, some key at it for {})",
+                l.max_key_running,
+                plan::LIMITS.key_max_running,
+                l.max_key.as_deref().unwrap_or("-"),
+                l.key_max_reached,
+                us_secs(l.at_key_max_us)
+            ),
+        ),
+        (
+            "limited queue: most claims in any window / rate limit",
+            format!(
+                "{}/{} per {} ms ({} windows full from their first claim)",
+                l.max_window_claims,
+                plan::LIMITS.rate.count,
+                plan::LIMITS.rate.period_ms,
+                l.full_windows
+            ),
+        ),
         ("retries (retry_scheduled)", s.retries.to_string()),
         ("snoozes back to the queue (snoozed)", s.snoozes.to_string()),
         (

@@ -11,12 +11,14 @@ use rand::SeedableRng;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{Connection, PgPool, Row};
 use tether_client::HttpClient;
+use tether_core::QueueConfigPatch;
 use tokio::time::Instant;
 
 use crate::check::{self, Context, EventRow, Findings, JobRow};
 use crate::cluster::Cluster;
 use crate::faults::{self, FaultStats, Injector};
 use crate::obs::Obs;
+use crate::plan;
 use crate::procs;
 use crate::produce::{self, Producer};
 use crate::report::{self, Timings};
@@ -163,7 +165,14 @@ async fn outer(opts: Opts) -> ExitCode {
         }
     };
     // Every child process is gone by now (dropping a process kills it).
-    let dropped = drop_database(&admin_url, &database).await;
+    // `TETHER_CHAOS_KEEP_DATABASE=1` keeps it for a look at the history
+    // (the next run drops it, its process being gone).
+    let dropped = if std::env::var("TETHER_CHAOS_KEEP_DATABASE").is_ok_and(|v| v == "1") {
+        println!("tether-chaos: TETHER_CHAOS_KEEP_DATABASE=1: kept the database {database}");
+        Ok(())
+    } else {
+        drop_database(&admin_url, &database).await
+    };
     match result {
         Ok(outcome) => {
             let findings = outcome.findings;
@@ -299,13 +308,26 @@ async fn run(
                 .map_err(|e| format!("client: {e}"))
         })
         .collect::<Result<Vec<_>, _>>()?;
+    configure_limited(&clients[0], &pool).await?;
+    let produce_window = window.mul_f64(0.85);
+    let limited_per_mille = plan::limited_per_mille(opts.jobs, produce_window.as_secs_f64());
+    say(
+        t0,
+        format!(
+            "queue {} limited to {}; about {:.1} % of the jobs go there",
+            plan::LIMITED_QUEUE,
+            report::limits(&plan::LIMITS),
+            limited_per_mille as f64 / 10.0
+        ),
+    );
     let producer = Producer {
         clients,
         obs: obs.clone(),
         seed: opts.seed,
         jobs: opts.jobs,
+        limited_per_mille,
         start,
-        window: window.mul_f64(0.85),
+        window: produce_window,
         deadline,
     };
     let mut per_producer = vec![Vec::new(); PRODUCERS];
@@ -415,7 +437,12 @@ async fn run(
             .map_err(|e| format!("sabotage failed: {e}"))?;
         say(
             start,
-            "TETHER_CHAOS_SABOTAGE=1: deleted a job, doubled a completion, lowered a budget",
+            format!(
+                "TETHER_CHAOS_SABOTAGE=1: deleted a job, doubled a completion, lowered a budget, \
+                 moved {} claims of the limited queue's key {} to one instant",
+                plan::LIMITS.rate.count + 1,
+                plan::HOT_KEY
+            ),
         );
     }
     let check_started = Instant::now();
@@ -429,6 +456,8 @@ async fn run(
         jobs: opts.jobs,
         now,
         stops_with_jobs: fault_stats.stops_with_jobs,
+        limited_per_mille,
+        limits: plan::LIMITS,
     };
     let mut findings = check::check(&jobs, &events, &obs, &cx);
     for p in producer_problems {
@@ -468,9 +497,93 @@ async fn run(
     })
 }
 
-/// Breaks three promises behind tether's back, to show that the checks
+/// Sets the limited queue's limits through the API ([`plan::LIMITS`]) and
+/// reads back from `tether.queues` that the server stored exactly those.
+async fn configure_limited(client: &HttpClient, pool: &PgPool) -> Result<(), String> {
+    let l = plan::LIMITS;
+    let patch = QueueConfigPatch {
+        max_running: Some(Some(l.max_running)),
+        rate_limit: Some(Some(l.rate)),
+        key_max_running: Some(Some(l.key_max_running)),
+        fair: Some(l.fair),
+        ..Default::default()
+    };
+    let mut tries = 0;
+    while let Err(e) = client.configure_queue(plan::LIMITED_QUEUE, &patch).await {
+        tries += 1;
+        if !e.is_retryable() || tries >= 20 {
+            return Err(format!(
+                "cannot set the limits of queue {}: {e}",
+                plan::LIMITED_QUEUE
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let row = sqlx::query(
+        "SELECT max_running, rate_limit_count, rate_limit_period_ms, key_max_running, fair
+         FROM tether.queues WHERE name = $1",
+    )
+    .bind(plan::LIMITED_QUEUE)
+    .fetch_one(pool)
+    .await
+    .map_err(|e| {
+        format!(
+            "cannot read the limits of queue {}: {e}",
+            plan::LIMITED_QUEUE
+        )
+    })?;
+    let stored = (|| -> Result<_, sqlx::Error> {
+        Ok((
+            row.try_get::<Option<i32>, _>("max_running")?,
+            row.try_get::<Option<i32>, _>("rate_limit_count")?,
+            row.try_get::<Option<i64>, _>("rate_limit_period_ms")?,
+            row.try_get::<Option<i32>, _>("key_max_running")?,
+            row.try_get::<bool, _>("fair")?,
+        ))
+    })()
+    .map_err(|e| {
+        format!(
+            "cannot read the limits of queue {}: {e}",
+            plan::LIMITED_QUEUE
+        )
+    })?;
+    let wanted = (
+        Some(l.max_running),
+        Some(l.rate.count),
+        Some(l.rate.period_ms),
+        Some(l.key_max_running),
+        l.fair,
+    );
+    if stored != wanted {
+        return Err(format!(
+            "queue {}: asked for (max_running, rate count, period_ms, key_max_running, fair) \
+             {wanted:?}, the server stored {stored:?}",
+            plan::LIMITED_QUEUE
+        ));
+    }
+    Ok(())
+}
+
+/// Breaks four promises behind tether's back, to show that the checks
 /// bite on a real database (`TETHER_CHAOS_SABOTAGE=1`; the run must fail).
 async fn sabotage(pool: &PgPool) -> Result<(), sqlx::Error> {
+    let squeeze = format!(
+        // Claims beyond every limit of the limited queue: the first claims
+        // of the `count + 1` jobs of its hot key claimed first, moved to the
+        // earliest of them, so that they fall into one window and their
+        // first attempts all run from that instant (until their real ends).
+        "WITH first AS (
+             SELECT DISTINCT ON (e.job_id) e.job_id, e.seq, e.at FROM tether.job_events e
+             JOIN tether.jobs j ON j.id = e.job_id
+             WHERE j.queue = '{queue}' AND j.concurrency_key = '{key}' AND e.event = 'claimed'
+             ORDER BY e.job_id, e.seq),
+         picked AS (SELECT * FROM first ORDER BY at LIMIT {n})
+         UPDATE tether.job_events e SET at = (SELECT min(at) FROM picked)
+         FROM picked WHERE e.job_id = picked.job_id AND e.seq = picked.seq",
+        queue = plan::LIMITED_QUEUE,
+        key = plan::HOT_KEY,
+        n = plan::LIMITS.rate.count + 1
+    );
     for statement in [
         // Lose an acknowledged job.
         "DELETE FROM tether.jobs WHERE id =
@@ -482,6 +595,7 @@ async fn sabotage(pool: &PgPool) -> Result<(), sqlx::Error> {
         // Claims beyond the budget.
         "UPDATE tether.jobs SET max_attempts = 1 WHERE id =
             (SELECT id FROM tether.jobs WHERE attempt >= 2 ORDER BY id LIMIT 1)",
+        squeeze.as_str(),
     ] {
         sqlx::query(statement).execute(pool).await?;
     }
@@ -534,7 +648,7 @@ async fn progress(
 async fn load(pool: &PgPool) -> Result<(Vec<JobRow>, Vec<EventRow>, DateTime<Utc>), sqlx::Error> {
     let now: DateTime<Utc> = sqlx::query_scalar("SELECT now()").fetch_one(pool).await?;
     let jobs = sqlx::query(
-        "SELECT id, idempotency_key, state, attempt, max_attempts,
+        "SELECT id, idempotency_key, queue, concurrency_key, state, attempt, max_attempts,
                 (payload->>'n')::bigint AS n, run_at, result
          FROM tether.jobs",
     )
@@ -542,6 +656,8 @@ async fn load(pool: &PgPool) -> Result<(Vec<JobRow>, Vec<EventRow>, DateTime<Utc
         Ok(JobRow {
             id: r.try_get("id")?,
             key: r.try_get("idempotency_key")?,
+            queue: r.try_get("queue")?,
+            concurrency_key: r.try_get("concurrency_key")?,
             state: r.try_get("state")?,
             attempt: r.try_get("attempt")?,
             max_attempts: r.try_get("max_attempts")?,

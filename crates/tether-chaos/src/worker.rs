@@ -1,5 +1,6 @@
 //! `__worker <base-url> <key> <seed> <name>`: a remote worker process (the
-//! Rust SDK's worker runtime over HTTP) whose handler follows each job's
+//! Rust SDK's worker runtime over HTTP: one worker per queue, `<name>.m`,
+//! `<name>.s` and `<name>.l` for the limited one) whose handler follows each job's
 //! [`Plan`], and which prints every claim, every error the SDK reports and
 //! every `lease_lost` answer on stdout (see [`crate::obs::Line`]).
 
@@ -308,6 +309,12 @@ pub fn run(base_url: &str, key: &str, seed: u64, name: &str) -> ExitCode {
                 plan::SLOW_QUEUE,
                 plan::SLOW_CONCURRENCY,
                 plan::SLOW_LEASE,
+            ),
+            build(
+                "l",
+                plan::LIMITED_QUEUE,
+                plan::LIMITED_CONCURRENCY,
+                plan::LIMITED_LEASE,
             ),
         ];
         let mut handles = Vec::new();

@@ -5,12 +5,13 @@ the Python SDK's worker keeps tether's promises.
 
     tether-chaos --quick --worker-cmd "target/py-venv/bin/python sdk/python/tools/chaos_worker.py"
 
-runs it as ``chaos_worker.py <base-url> <key> <seed> <name>``: two workers
+runs it as ``chaos_worker.py <base-url> <key> <seed> <name>``: three workers
 in this process on one event loop (queue ``chaos`` as ``<name>.m``, queue
-``chaos-slow`` as ``<name>.s``) whose handler does what each job's plan
+``chaos-slow`` as ``<name>.s``, and queue ``chaos-limited``, which the run
+gives flow-control limits, as ``<name>.l``) whose handler does what each job's plan
 (plan.rs, ported below) says, and which print on stdout every claim, every
 error and every ``lease_lost`` their observer sees (obs.rs's lines). SIGTERM
-or SIGINT stops both gracefully (exit 0); stdin's end (the parent is gone)
+or SIGINT stops them gracefully (exit 0); stdin's end (the parent is gone)
 exits at once with status 3.
 """
 
@@ -38,12 +39,15 @@ from tether_client import (
 # plan.rs's constants.
 QUEUE = "chaos"
 SLOW_QUEUE = "chaos-slow"
+LIMITED_QUEUE = "chaos-limited"
 KIND = "chaos"
 LEASE = 4.0
 SLOW_LEASE = 2.0
 MAX_IN_PROCESS_SNOOZE = 0.1
 CONCURRENCY = 16
 SLOW_CONCURRENCY = 10
+LIMITED_CONCURRENCY = 4
+LIMITED_LEASE = LEASE
 UNMOVED_SLACK_MS = 50
 FATAL_MESSAGE = "chaos: planned fatal failure"
 # worker.rs's settings.
@@ -141,7 +145,7 @@ def moved_ms(created_at: str, run_at: str) -> int:
 
 
 class Chaos:
-    """The handler (worker.rs's ``handle``), shared by both workers."""
+    """The handler (worker.rs's ``handle``), shared by the workers."""
 
     def __init__(self, seed: int) -> None:
         self.seed = seed
@@ -214,6 +218,7 @@ async def run(base_url: str, key: str, seed: int, name: str) -> int:
         workers = [
             build("m", QUEUE, CONCURRENCY, LEASE),
             build("s", SLOW_QUEUE, SLOW_CONCURRENCY, SLOW_LEASE),
+            build("l", LIMITED_QUEUE, LIMITED_CONCURRENCY, LIMITED_LEASE),
         ]
         return await serve(workers, lambda: emit("READY"))
 

@@ -1,8 +1,9 @@
 // The TypeScript chaos worker: `tether-chaos --worker-cmd "node
 // sdk/typescript/build-test/tools/chaos-worker.js"` runs it as
 // `<cmd> <base-url> <key> <seed> <name>`. A port of
-// crates/tether-chaos/src/worker.rs on this SDK's Worker: two workers in one
-// process whose handler follows each job's plan, printing every claim,
+// crates/tether-chaos/src/worker.rs on this SDK's Worker: three workers in
+// one process (queues chaos, chaos-slow and chaos-limited, the one the run
+// gives flow-control limits) whose handler follows each job's plan, printing every claim,
 // every error and every lease_lost the SDK saw (through its observer) as
 // the lines of crates/tether-chaos/src/obs.rs.
 
@@ -107,7 +108,7 @@ function main(): void {
       observer,
     }).handle("chaos", handler(seed, workerId, snoozed));
   };
-  const workers = [build("m", "chaos", 16, 4_000), build("s", "chaos-slow", 10, 2_000)];
+  const workers = [build("m", "chaos", 16, 4_000), build("s", "chaos-slow", 10, 2_000), build("l", "chaos-limited", 4, 4_000)];
   runUntilStopped(workers, () => emit("READY"));
 }
 
