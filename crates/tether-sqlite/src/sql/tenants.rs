@@ -39,13 +39,15 @@ pub(crate) const REVOKE_API_KEY: &str = concat!(
     ") WHERE id = ?1"
 );
 
-/// A tenant's keys; one row with a NULL key id for a tenant with none, no
-/// row for no tenant.
+/// A tenant's keys, oldest first; one row with a NULL key id for a tenant
+/// with none, no row for no tenant. Key ids are random and `created_at` has
+/// millisecond resolution here, so keys made in one millisecond are ordered
+/// by the row's insertion order (`rowid`).
 pub(crate) const LIST_API_KEYS: &str =
     "SELECT k.id, t.id AS tenant_id, t.name AS tenant, k.name, k.admin, \
      k.created_at, k.last_used_at, k.revoked_at \
      FROM tether_tenants t LEFT JOIN tether_api_keys k ON k.tenant_id = t.id \
-     WHERE t.id = ?1 ORDER BY k.created_at, k.id";
+     WHERE t.id = ?1 ORDER BY k.created_at, k.rowid";
 
 /// Records a use of key `?1` unless it is revoked or was used less than
 /// `?2` ms ago (database clock): at most one write per key and interval.
