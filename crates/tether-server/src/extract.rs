@@ -35,6 +35,10 @@ fn is_json(headers: &HeaderMap) -> bool {
     mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
 }
 
+/// How far past the body limit a declared body is still read (and dropped)
+/// so that its sender sees the 413 (see `read_body`).
+const DRAIN_FACTOR: u64 = 4;
+
 async fn read_body(req: Request, limit: usize) -> Result<Bytes, ApiError> {
     let too_large =
         || ApiError::too_large(format!("request body is above the limit of {limit} bytes"));
@@ -45,6 +49,13 @@ async fn read_body(req: Request, limit: usize) -> Result<Bytes, ApiError> {
         .and_then(|v| v.parse::<u64>().ok())
     {
         if len > limit as u64 {
+            // A body a little over the limit is read and dropped before the
+            // answer: a client that is still sending it would otherwise see
+            // its write fail (EPIPE) instead of reading the 413. A much
+            // larger one is not worth reading.
+            if len <= DRAIN_FACTOR * limit as u64 {
+                let _ = axum::body::to_bytes(req.into_body(), DRAIN_FACTOR as usize * limit).await;
+            }
             return Err(too_large());
         }
     }
