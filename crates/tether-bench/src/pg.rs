@@ -269,22 +269,14 @@ async fn e2e_figures(engine: &Engine, pool: &PgPool, scale: &Scale, report: &mut
     let (_, n) = scale.e2e[2];
     // The same with a running-jobs limit that never binds (4 claimers hold
     // at most 400): what the limited claim path itself costs.
-    reset(pool).await;
-    let limit = tether_core::QueueConfigPatch {
+    let max_running = tether_core::QueueConfigPatch {
         max_running: Some(Some(10_000)),
         ..Default::default()
     };
-    engine
-        .configure_queue(TENANT, "e2e-limited", &limit)
-        .await
-        .expect("limit");
-    enqueue_batches(engine, "e2e-limited", n, 2).await;
-    vacuum(pool).await;
-    let (done, elapsed) = claim_complete(engine, "e2e-limited", 100, CLAIMERS).await;
-    assert_eq!(done, n as u64, "every job claimed once (limited)");
+    let rate_of = limited_e2e(engine, pool, &max_running, n, 0).await;
     report.add(
         "pg_e2e_b100_max_running_jobs_per_s",
-        rate(done, elapsed),
+        rate_of,
         "jobs/s",
         format!("as pg_e2e_b100, queue with max_running 10000, {n} no-op jobs"),
     );
@@ -297,23 +289,14 @@ async fn e2e_figures(engine: &Engine, pool: &PgPool, scale: &Scale, report: &mut
     // And with key_max_running over 100 keys as well (100 per key: like
     // max_running, a limit that does not bind, so the figure is the cost of
     // the per-key claim).
-    reset(pool).await;
-    let limits = tether_core::QueueConfigPatch {
-        max_running: Some(Some(10_000)),
+    let with_keys = tether_core::QueueConfigPatch {
         key_max_running: Some(Some(100)),
-        ..Default::default()
+        ..max_running
     };
-    engine
-        .configure_queue(TENANT, "e2e-keyed", &limits)
-        .await
-        .expect("limits");
-    crate::workload::enqueue_keyed(engine, "e2e-keyed", n, 2, 100).await;
-    vacuum(pool).await;
-    let (done, elapsed) = claim_complete(engine, "e2e-keyed", 100, CLAIMERS).await;
-    assert_eq!(done, n as u64, "every job claimed once (key-limited)");
+    let rate_of = limited_e2e(engine, pool, &with_keys, n, 100).await;
     report.add(
         "pg_e2e_b100_limited_jobs_per_s",
-        rate(done, elapsed),
+        rate_of,
         "jobs/s",
         format!(
             "as pg_e2e_b100, max_running 10000 and key_max_running 100 over 100 keys, {n} no-op jobs"
@@ -480,6 +463,27 @@ async fn fill(pool: &PgPool, queue: &str, n: usize, keys: usize) {
     .execute(pool)
     .await
     .expect("fill");
+}
+
+/// As `pg_e2e_b100` on a queue with flow control `limits`, its `n` jobs'
+/// keys taking `keys` values in turn (0: no key): jobs per second.
+async fn limited_e2e(
+    engine: &Engine,
+    pool: &PgPool,
+    limits: &tether_core::QueueConfigPatch,
+    n: usize,
+    keys: usize,
+) -> f64 {
+    reset(pool).await;
+    engine
+        .configure_queue(TENANT, "e2e-limited", limits)
+        .await
+        .expect("limits");
+    crate::workload::enqueue_keyed(engine, "e2e-limited", n, 2, keys).await;
+    vacuum(pool).await;
+    let (done, elapsed) = claim_complete(engine, "e2e-limited", 100, CLAIMERS).await;
+    assert_eq!(done, n as u64, "every job claimed once (limited)");
+    rate(done, elapsed)
 }
 
 /// [`fill`] without keys, for other groups' figures.

@@ -138,26 +138,32 @@ pub async fn concurrent_claimers_never_exceed_max_running(db: &TestDb) {
         .configure_queue(T, Q, &max_running(Some(SLOTS as i32)))
         .await);
     for round in 0..ROUNDS {
-        let claims = (0..16).map(|i| {
-            let engine = db.engine.clone();
-            tokio::spawn(async move {
-                let req = ClaimRequest {
-                    worker_id: format!("racer-{i}"),
-                    ..claim_req(Q, 3)
-                };
-                ok(engine.claim(T, &req).await)
-            })
-        });
-        let mut claimed = Vec::new();
-        for c in futures_util::future::join_all(claims).await {
-            claimed.extend(c.expect("claimer"));
-        }
+        let claimed = race(db).await;
         assert_eq!(claimed.len(), SLOTS, "round {round}: slots handed out");
         assert_eq!(running(db, Q).await, SLOTS as i64);
         for c in &claimed {
             ok(db.engine.complete(T, c.job.id, c.lease_token, None).await);
         }
     }
+}
+
+/// Sixteen claims of up to 3 jobs each from `Q` at once; what they got.
+async fn race(db: &TestDb) -> Vec<tether_core::ClaimedJob> {
+    let claims = (0..16).map(|i| {
+        let engine = db.engine.clone();
+        tokio::spawn(async move {
+            let req = ClaimRequest {
+                worker_id: format!("racer-{i}"),
+                ..claim_req(Q, 3)
+            };
+            ok(engine.claim(T, &req).await)
+        })
+    });
+    let mut claimed = Vec::new();
+    for c in futures_util::future::join_all(claims).await {
+        claimed.extend(c.expect("claimer"));
+    }
+    claimed
 }
 
 /// Real time: a job whose lease lapsed holds its slot until the reaper
@@ -350,20 +356,7 @@ pub async fn concurrent_claimers_never_exceed_key_max_running(db: &TestDb) {
     }
     ok(db.engine.configure_queue(T, Q, &key_limit(2)).await);
     for round in 0..ROUNDS {
-        let claims = (0..16).map(|i| {
-            let engine = db.engine.clone();
-            tokio::spawn(async move {
-                let req = ClaimRequest {
-                    worker_id: format!("racer-{i}"),
-                    ..claim_req(Q, 3)
-                };
-                ok(engine.claim(T, &req).await)
-            })
-        });
-        let mut claimed = Vec::new();
-        for c in futures_util::future::join_all(claims).await {
-            claimed.extend(c.expect("claimer"));
-        }
+        let claimed = race(db).await;
         let counts = per_key(&claimed);
         for key in KEYS {
             assert_eq!(counts.get(key), Some(&2), "round {round}: {counts:?}");
