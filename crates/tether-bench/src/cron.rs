@@ -95,15 +95,21 @@ async fn tick_10k(engine: &Engine, pool: &PgPool, report: &mut Report) {
         .execute(pool)
         .await
         .expect("make schedules due");
+    let batch: u32 = std::env::var("CRON_BATCH").ok().and_then(|b| b.parse().ok()).unwrap_or(1_000);
     let started = Instant::now();
     let mut fired = 0;
     loop {
+        let t = Instant::now();
+        let (_, due) = engine.store().due_schedules(batch).await.expect("due");
+        eprintln!("due read {} in {:?}", due.len(), t.elapsed());
+        let t = Instant::now();
         let r = engine
-            .fire_due_schedules(1_000, Duration::ZERO)
+            .fire_due_schedules(batch, Duration::ZERO)
             .await
             .expect("fire");
+        eprintln!("pass {:?} in {:?}", r, t.elapsed());
         fired += r.enqueued;
-        if r.total() < 1_000 {
+        if r.total() < u64::from(batch) {
             break;
         }
     }

@@ -57,7 +57,7 @@ pub struct EventRow {
 }
 
 /// Every check, by name, with the promise it guards (the report lists them).
-pub const CHECKS: [(&str, &str); 25] = [
+pub const CHECKS: [(&str, &str); 26] = [
     (
         "lost",
         "every acknowledged job exists under its key (nothing lost)",
@@ -137,6 +137,10 @@ pub const CHECKS: [(&str, &str); 25] = [
         "a SIGSTOPped worker's late reports were fenced (lease_lost)",
     ),
     (
+        FAILOVER_CHECK,
+        "after the failover, the workers of every replica claimed and completed jobs on the new primary",
+    ),
+    (
         "producer_problems",
         "producers got every submission acknowledged",
     ),
@@ -150,6 +154,9 @@ pub const CHECKS: [(&str, &str); 25] = [
         "workers and replicas exited on SIGTERM at the end",
     ),
 ];
+
+/// The check that only a `--failover` run makes.
+pub const FAILOVER_CHECK: &str = "failover_not_exercised";
 
 /// Events that end an attempt (the one its `claimed` event started); a
 /// `lease_lost` or `cancel_requested` does not. (`expired` ends a job that
@@ -226,6 +233,22 @@ pub struct Stats {
     pub keys_acked_repeatedly: u64,
     /// The limited queue.
     pub limited: LimitedStats,
+    /// What happened on the new primary (`--failover`).
+    pub after_failover: Option<AfterFailover>,
+}
+
+/// The history written on the new primary: the events at or after the
+/// instant the promoted standby first took writes.
+#[derive(Debug, Default, Clone)]
+pub struct AfterFailover {
+    /// Every such event.
+    pub events: u64,
+    /// `claimed` events, by the replica the claiming worker talks to.
+    pub claims: Vec<u64>,
+    /// `succeeded` events, by the replica the completing worker talks to.
+    pub successes: Vec<u64>,
+    /// `lease_expired` events (the maintenance leader reaping there).
+    pub reaped: u64,
 }
 
 /// What the history shows of the limited queue.
@@ -303,6 +326,9 @@ pub struct Context {
     pub limited_per_mille: u64,
     /// The limited queue's limits.
     pub limits: Limits,
+    /// With `--failover`: the new primary's clock when it first took
+    /// writes, and the number of replicas.
+    pub failover: Option<(DateTime<Utc>, usize)>,
 }
 
 fn us(t: DateTime<Utc>) -> i64 {
@@ -335,6 +361,7 @@ pub fn check(jobs: &[JobRow], events: &[EventRow], obs: &Obs, cx: &Context) -> F
     check_client_fencing(&mut f, &history, obs);
     check_limits(&mut f, jobs, &history, cx);
     check_errors(&mut f, obs);
+    check_failover(&mut f, events, cx);
     let lost_events: u64 = f.stats.lease_lost.values().sum();
     if cx.stops_with_jobs > 0 && lost_events == 0 {
         f.flag("fencing_not_exercised", || {
@@ -1009,6 +1036,47 @@ fn at_us(t: i64) -> DateTime<Utc> {
     DateTime::from_timestamp_micros(t).unwrap_or_default()
 }
 
+/// With `--failover`, the work went on on the new primary through every
+/// replica. An event at or after the instant the promoted standby first
+/// took writes was written there (the old primary was gone by then); among
+/// them there must be claims and completions by workers of each replica,
+/// so each replica's pool moved to the new primary and served on it.
+fn check_failover(f: &mut Findings, events: &[EventRow], cx: &Context) {
+    let Some((at, replicas)) = cx.failover else {
+        return;
+    };
+    let mut after = AfterFailover {
+        claims: vec![0; replicas],
+        successes: vec![0; replicas],
+        ..AfterFailover::default()
+    };
+    for e in events.iter().filter(|e| e.at >= at) {
+        after.events += 1;
+        let replica = e
+            .worker_id
+            .as_deref()
+            .and_then(|w| crate::cluster::replica_of(w, replicas));
+        match (e.event.as_str(), replica) {
+            ("claimed", Some(r)) => after.claims[r] += 1,
+            ("succeeded", Some(r)) => after.successes[r] += 1,
+            ("lease_expired", _) => after.reaped += 1,
+            _ => {}
+        }
+    }
+    for r in 0..replicas {
+        if after.claims[r] == 0 || after.successes[r] == 0 {
+            f.flag(FAILOVER_CHECK, || {
+                format!(
+                    "after the promotion at {at}, the workers of replica {r} made {} claims and \
+                     {} completions",
+                    after.claims[r], after.successes[r]
+                )
+            });
+        }
+    }
+    f.stats.after_failover = Some(after);
+}
+
 /// Clients saw only documented codes, and none that means a bug.
 fn check_errors(f: &mut Findings, obs: &Obs) {
     for ((side, code), n) in &obs.errors {
@@ -1105,6 +1173,7 @@ mod tests {
             stops_with_jobs: 0,
             limited_per_mille: 0,
             limits: plan::LIMITS,
+            failover: None,
         }
     }
 
@@ -1540,5 +1609,37 @@ mod tests {
         c.stops_with_jobs = 1;
         let f = check(&[], &[], &Obs::default(), &c);
         assert!(f.violations.contains_key("fencing_not_exercised"));
+    }
+
+    #[test]
+    fn work_after_the_failover_must_reach_every_replica() {
+        // Workers w0 and w2 talk to replica 0, w1 to replica 1 (slot % 2).
+        let mut h = H::new();
+        h.ev(10, "claimed", 1, Some("w0g1.m"), None)
+            .ev(20, "succeeded", 1, Some("w0g1.m"), None)
+            .ev(1_000, "claimed", 2, Some("w2g3.s"), None)
+            .ev(1_100, "succeeded", 2, Some("w2g3.s"), None)
+            .ev(1_200, "claimed", 3, Some("w1g1.m"), None);
+        let mut c = cx();
+        c.failover = Some((t(500), 2));
+        let f = check(&[], &h.events, &Obs::default(), &c);
+        let after = f.stats.after_failover.as_ref().unwrap();
+        assert_eq!((after.claims.clone(), after.successes.clone()), (vec![1, 1], vec![1, 0]));
+        assert_eq!(after.events, 3);
+        // Replica 1 claimed but completed nothing after the promotion.
+        assert_eq!(f.violations[FAILOVER_CHECK].count, 1, "{:?}", f.violations);
+
+        h.ev(1_300, "succeeded", 3, Some("w1g1.m"), None);
+        let f = check(&[], &h.events, &Obs::default(), &c);
+        assert!(!f.violations.contains_key(FAILOVER_CHECK), "{:?}", f.violations);
+        // Work from before the promotion does not count: after 1.25 s only
+        // replica 1's completion is left.
+        c.failover = Some((t(1_250), 2));
+        let f = check(&[], &h.events, &Obs::default(), &c);
+        assert_eq!(f.violations[FAILOVER_CHECK].count, 2, "{:?}", f.violations);
+        // Without --failover the check is not made.
+        let f = check(&[], &h.events, &Obs::default(), &cx());
+        assert!(f.stats.after_failover.is_none());
+        assert!(!f.violations.contains_key(FAILOVER_CHECK));
     }
 }

@@ -43,6 +43,18 @@ impl WorkerSlot {
     }
 }
 
+/// The replica worker slot `slot` talks to, of `replicas`.
+fn replica_of_slot(slot: usize, replicas: usize) -> usize {
+    slot % replicas
+}
+
+/// The replica (of `replicas`) whose worker has the id `worker_id`
+/// (`w<slot>g<generation>.<loop>`, see [`WorkerSlot::name`]).
+pub fn replica_of(worker_id: &str, replicas: usize) -> Option<usize> {
+    let slot = worker_id.strip_prefix('w')?.split('g').next()?.parse().ok()?;
+    (replicas > 0).then(|| replica_of_slot(slot, replicas))
+}
+
 /// All processes of a run.
 #[derive(Debug)]
 pub struct Cluster {
@@ -124,7 +136,7 @@ impl Cluster {
         let n = servers.len();
         let workers = (0..workers)
             .map(|i| WorkerSlot {
-                server: i % n,
+                server: replica_of_slot(i, n),
                 generation: 0,
                 proc: None,
                 stopped: false,

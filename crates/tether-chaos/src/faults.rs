@@ -1,10 +1,15 @@
 //! The fault injector: every few seconds a SIGKILL of a worker (restarted
 //! at once), a SIGSTOP of a worker for longer than its lease (SIGCONT
 //! later), a SIGKILL of a replica (the maintenance leader or any; restarted
-//! at the same address), and once a restart of PostgreSQL itself.
+//! at the same address), and once a restart of PostgreSQL itself, or with
+//! `--failover` a failover: the primary crashes and its standby is promoted.
 
 use std::process::Command;
+use std::sync::Arc;
 use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tether_client::HttpClient;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -12,6 +17,7 @@ use sqlx::{Connection, PgPool};
 use tokio::time::Instant;
 
 use crate::cluster::Cluster;
+use crate::pgpair::{self, PgPair};
 
 /// How long a SIGSTOPped worker stays stopped: past the main queue's lease
 /// (4 s) plus the reaper's tick, so its jobs are reaped and claimed again.
@@ -32,13 +38,15 @@ pub enum Fault {
     KillServer,
     /// SIGKILL the replica that leads maintenance, then restart it.
     KillLeader,
-    /// Restart PostgreSQL.
+    /// Restart PostgreSQL; with `--failover`, crash the primary and
+    /// promote the standby instead.
     RestartPg,
 }
 
 /// The faults of a run and when (after the start), decided by the seed:
 /// one every 2–4 s from 2 s to 4 s before the window ends, the first five
-/// covering every kind, and one PostgreSQL restart at 40 % of the window.
+/// covering every kind, and one PostgreSQL restart (or failover) at 40 % of
+/// the window.
 pub fn schedule(seed: u64, window: Duration) -> Vec<(Duration, Fault)> {
     let mut rng = StdRng::seed_from_u64(seed ^ 0xfa_0175);
     let first = [
@@ -87,6 +95,16 @@ pub struct FaultStats {
     pub pg_restarts: u64,
     /// From the restart command's start until PostgreSQL answered again.
     pub pg_downtime: Option<Duration>,
+    /// Failovers (`--failover`): the primary crashed, the standby promoted.
+    pub failovers: u64,
+    /// From the crash until the promoted standby took writes.
+    pub writable_after: Option<Duration>,
+    /// The new primary's clock when it first took writes: every event at
+    /// or after it was written there (the old primary was gone by then).
+    pub promoted_at: Option<DateTime<Utc>>,
+    /// From the crash until each replica running then took a write again
+    /// (replica, time).
+    pub serving_after: Vec<(usize, Duration)>,
     /// Things the injector could not do (a restart that failed): each one
     /// fails the run.
     pub failures: Vec<String>,
@@ -98,6 +116,12 @@ impl FaultStats {
     /// Every SIGKILL (workers and replicas).
     pub fn kills(&self) -> u64 {
         self.worker_kills + self.server_kills
+    }
+
+    /// From the failover's crash until the last replica running then took
+    /// a write again.
+    pub fn all_serving_after(&self) -> Option<Duration> {
+        self.serving_after.iter().map(|(_, d)| *d).max()
     }
 }
 
@@ -120,6 +144,9 @@ pub struct Injector {
     pub admin_url: String,
     /// The command that restarts PostgreSQL.
     pub pg_restart: String,
+    /// With `--failover`: the primary and standby to fail over between
+    /// instead of the restart.
+    pub failover: Option<Arc<PgPair>>,
     /// Decides victims.
     pub rng: StdRng,
     /// The start of the window.
@@ -165,7 +192,10 @@ impl Injector {
             Action::Fault(Fault::KillServer) => self.kill_server(false).await,
             Action::Fault(Fault::KillLeader) => self.kill_server(true).await,
             Action::Fault(Fault::RestartPg) => {
-                self.restart_pg().await;
+                match self.failover.clone() {
+                    Some(pair) => self.fail_over(&pair).await,
+                    None => self.restart_pg().await,
+                }
                 Vec::new()
             }
             Action::Cont(i, generation) => {
@@ -407,6 +437,101 @@ impl Injector {
         ));
     }
 }
+
+impl Injector {
+    /// The failover: `pg_ctl stop -m immediate` on the primary (a crash),
+    /// then `pg_ctl promote` on the standby; times how long until the
+    /// standby takes writes, and until every replica running then takes a
+    /// write again through its API (its pool moved to the new primary).
+    async fn fail_over(&mut self, pair: &Arc<PgPair>) {
+        let started = Instant::now();
+        self.say(format!(
+            "failover: crashing the primary on port {} (pg_ctl stop -m immediate), promoting the \
+             standby on port {}",
+            pair.primary.port, pair.standby.port
+        ));
+        let p = pair.clone();
+        let crashed = tokio::task::spawn_blocking(move || {
+            p.crash_primary()?;
+            p.promote_standby()
+        })
+        .await
+        .map_err(|e| format!("the failover task failed: {e}"))
+        .and_then(|r| r);
+        if let Err(e) = crashed {
+            let msg = format!("the failover failed: {e}");
+            self.say(msg.clone());
+            self.stats.failures.push(msg);
+            return;
+        }
+        let standby = pair.standby_admin_url();
+        let promoted_at = loop {
+            if let Some(at) = pgpair::takes_writes(&standby).await {
+                break at;
+            }
+            if started.elapsed() > Duration::from_secs(60) {
+                self.stats.failures.push(format!(
+                    "the promoted standby took no write within 60 s of the crash; {}",
+                    pair.log_tails()
+                ));
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        self.stats.failovers += 1;
+        self.stats.writable_after = Some(started.elapsed());
+        self.stats.promoted_at = Some(promoted_at);
+        self.say(format!(
+            "the promoted standby takes writes after {:.1}s",
+            started.elapsed().as_secs_f64()
+        ));
+
+        // A write through each replica that runs now: `resume` of a queue
+        // no job uses (it upserts the queue's row).
+        let mut probes = Vec::new();
+        for i in self.cluster.servers_up() {
+            let client = HttpClient::builder(&self.cluster.base_url(i), &self.cluster.key)
+                .timeout(Duration::from_secs(3))
+                .connect_timeout(Duration::from_secs(1))
+                .build();
+            probes.push(tokio::spawn(async move {
+                let client = client.map_err(|e| format!("replica {i}: client: {e}"))?;
+                loop {
+                    match client.resume(PROBE_QUEUE).await {
+                        Ok(_) => return Ok((i, started.elapsed())),
+                        Err(e) if started.elapsed() > Duration::from_secs(60) => {
+                            return Err(format!(
+                                "replica {i} took no write within 60 s of the failover: {e}"
+                            ))
+                        }
+                        Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                    }
+                }
+            }));
+        }
+        for probe in probes {
+            match probe.await {
+                Ok(Ok(served)) => self.stats.serving_after.push(served),
+                Ok(Err(e)) => self.stats.failures.push(e),
+                Err(e) => self.stats.failures.push(format!("a failover probe failed: {e}")),
+            }
+        }
+        let each: Vec<String> = self
+            .stats
+            .serving_after
+            .iter()
+            .map(|(i, d)| format!("replica {i} {:.1}s", d.as_secs_f64()))
+            .collect();
+        self.say(format!(
+            "the replicas take writes again after the crash: {}",
+            each.join(", ")
+        ));
+    }
+}
+
+/// The queue the failover's probe writes to (through `resume`); no job
+/// goes there.
+const PROBE_QUEUE: &str = "chaos-failover-probe";
 
 /// Whether PostgreSQL at `url` answers a query.
 pub async fn answers(url: &str) -> bool {

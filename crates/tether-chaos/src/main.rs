@@ -6,6 +6,7 @@
 //! cargo run --release -p tether-chaos              # 100 000 jobs, 4 minutes of faults
 //! cargo run --release -p tether-chaos -- --jobs N --seconds S --seed X --workers W
 //! cargo run --release -p tether-chaos -- --quick --worker-cmd "node sdk/typescript/build-test/tools/chaos-worker.js"
+//! cargo run --release -p tether-chaos -- --quick --failover   # a primary and a standby, promoted mid-run
 //! ```
 //!
 //! Three `tether serve` replicas and 5–6 remote worker processes (this same
@@ -32,6 +33,20 @@
 //! `TETHER_CHAOS_KEEP_DATABASE=1` keeps the run's database for a look at
 //! the history (the next run drops it).
 //!
+//! `--failover` (with `--quick`, `--worker-cmd` and the rest) runs on a
+//! primary and a synchronous standby of its own instead ([`pgpair`]): two
+//! new clusters of the installed PostgreSQL (as the `postgres` user when
+//! run as root) in `<tmp>/tether-chaos-pg-<pid>`, on free loopback ports,
+//! removed at the end; `TETHER_TEST_DATABASE_URL` is not used. Everything
+//! (replicas, producers, the checks) connects with the multi-host URL
+//! `postgres://postgres@127.0.0.1:<primary>,127.0.0.1:<standby>/<db>?target_session_attrs=read-write`,
+//! so tether itself finds the writable server. At the point of the
+//! restart the primary crashes (`pg_ctl stop -m immediate`) and the
+//! standby is promoted; the report says how long until the new primary
+//! took writes and until every replica did again, and one more check
+//! (`failover_not_exercised`) proves from the history that the workers of
+//! every replica claimed and completed jobs on the new primary.
+//!
 //! One queue, `chaos-limited`, runs with flow-control limits
 //! ([`plan::LIMITS`]: `max_running`, `key_max_running`, a rate limit and
 //! fair claims) and its jobs carry concurrency keys; the checks prove from
@@ -43,6 +58,7 @@ mod check;
 mod cluster;
 mod faults;
 mod obs;
+mod pgpair;
 mod plan;
 mod procs;
 mod produce;
@@ -56,7 +72,7 @@ use std::process::ExitCode;
 use scenario::Opts;
 
 const USAGE: &str = "usage: tether-chaos [--quick] [--jobs N] [--seconds S] [--seed X] \
-                     [--workers W] [--worker-cmd \"PROGRAM [ARGS]\"]";
+                     [--workers W] [--worker-cmd \"PROGRAM [ARGS]\"] [--failover]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -104,6 +120,7 @@ fn parse(args: &[String]) -> Result<Option<Opts>, String> {
         seed: 1,
         workers: if quick { 5 } else { 6 },
         worker_cmd: None,
+        failover: false,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -114,6 +131,7 @@ fn parse(args: &[String]) -> Result<Option<Opts>, String> {
         };
         match a.as_str() {
             "--quick" => {}
+            "--failover" => opts.failover = true,
             "-h" | "--help" => return Ok(None),
             "--jobs" => opts.jobs = value("--jobs")?,
             "--seconds" => opts.seconds = value("--seconds")?,
@@ -163,7 +181,9 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(w.worker_cmd.unwrap(), ["node", "w.js", "--x"]);
-        assert!(!w.quick && w.jobs == 100_000);
+        assert!(!w.quick && w.jobs == 100_000 && !w.failover);
+        let f = parse(&args("--failover --quick")).unwrap().unwrap();
+        assert!(f.failover && f.quick && f.jobs == 5_000);
         assert!(parse(&["--worker-cmd".to_owned(), " ".to_owned()]).is_err());
     }
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::check::{Findings, CHECKS};
+use crate::check::{Findings, CHECKS, FAILOVER_CHECK};
 use crate::faults::FaultStats;
 use crate::obs::Obs;
 use crate::plan::{self, Limits};
@@ -69,8 +69,9 @@ pub fn print(opts: &Opts, f: &Findings, faults: &FaultStats, obs: &Obs, t: &Timi
         (
             "run",
             format!(
-                "{}, seed {}, {SERVERS} replicas, {} worker processes running {}",
+                "{}{}, seed {}, {SERVERS} replicas, {} worker processes running {}",
                 if opts.quick { "--quick" } else { "full" },
+                if opts.failover { " --failover" } else { "" },
                 opts.seed,
                 opts.workers,
                 opts.worker_label()
@@ -114,14 +115,27 @@ pub fn print(opts: &Opts, f: &Findings, faults: &FaultStats, obs: &Obs, t: &Timi
             format!("{} ({})", faults.server_kills, faults.leader_kills),
         ),
         ("kills in total", faults.kills().to_string()),
-        (
-            "PostgreSQL restarts (until it answered again)",
-            format!(
-                "{} ({})",
-                faults.pg_restarts,
-                faults.pg_downtime.map_or("-".to_owned(), secs)
-            ),
-        ),
+        if opts.failover {
+            (
+                "PostgreSQL failovers: primary crashed, standby promoted (until the new primary \
+                 took writes / until every replica did)",
+                format!(
+                    "{} ({} / {})",
+                    faults.failovers,
+                    faults.writable_after.map_or("-".to_owned(), secs),
+                    faults.all_serving_after().map_or("-".to_owned(), secs)
+                ),
+            )
+        } else {
+            (
+                "PostgreSQL restarts (until it answered again)",
+                format!(
+                    "{} ({})",
+                    faults.pg_restarts,
+                    faults.pg_downtime.map_or("-".to_owned(), secs)
+                ),
+            )
+        },
         (
             "claims (claims workers printed)",
             format!("{} ({})", s.claims, s.client_claims),
@@ -203,6 +217,29 @@ pub fn print(opts: &Opts, f: &Findings, faults: &FaultStats, obs: &Obs, t: &Timi
             ),
         ),
     ];
+    let mut rows = rows;
+    if let Some(a) = &s.after_failover {
+        let per = |v: &[u64]| {
+            v.iter()
+                .enumerate()
+                .map(|(i, n)| format!("{n} via replica {i}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        rows.insert(
+            rows.len() - 1,
+            (
+                "on the new primary after its promotion: events; claims; completions; reaped leases",
+                format!(
+                    "{}; {}; {}; {}",
+                    a.events,
+                    per(&a.claims),
+                    per(&a.successes),
+                    a.reaped
+                ),
+            ),
+        );
+    }
     println!();
     println!("| what | value |");
     println!("|---|---|");
@@ -210,8 +247,10 @@ pub fn print(opts: &Opts, f: &Findings, faults: &FaultStats, obs: &Obs, t: &Timi
         println!("| {k} | {v} |");
     }
     println!();
+    let made = |name: &str| opts.failover || name != FAILOVER_CHECK;
     for (name, promise) in CHECKS {
         match f.violations.get(name) {
+            None if !made(name) => println!("n/a   {promise} (only with --failover)"),
             None => println!("ok    {promise}"),
             Some(v) => {
                 println!("FAIL  {promise}: {} violation(s) [{name}]", v.count);
@@ -228,12 +267,20 @@ pub fn print(opts: &Opts, f: &Findings, faults: &FaultStats, obs: &Obs, t: &Timi
     }
     println!();
     if f.passed() {
-        println!(
-            "tether-chaos: PASS ({} checks, {} kills, {} PostgreSQL restart)",
-            CHECKS.len(),
-            faults.kills(),
-            faults.pg_restarts
-        );
+        let checks = CHECKS.iter().filter(|(name, _)| made(name)).count();
+        if opts.failover {
+            println!(
+                "tether-chaos: PASS ({checks} checks, {} kills, {} PostgreSQL failover)",
+                faults.kills(),
+                faults.failovers
+            );
+        } else {
+            println!(
+                "tether-chaos: PASS ({checks} checks, {} kills, {} PostgreSQL restart)",
+                faults.kills(),
+                faults.pg_restarts
+            );
+        }
     } else {
         let n: u64 = f.violations.values().map(|v| v.count).sum();
         println!(

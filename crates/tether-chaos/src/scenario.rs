@@ -18,6 +18,7 @@ use crate::check::{self, Context, EventRow, Findings, JobRow};
 use crate::cluster::Cluster;
 use crate::faults::{self, FaultStats, Injector};
 use crate::obs::Obs;
+use crate::pgpair::{self, PgPair};
 use crate::plan;
 use crate::procs;
 use crate::produce::{self, Producer};
@@ -46,6 +47,9 @@ pub struct Opts {
     /// `--worker-cmd`, split on whitespace: the worker program (another
     /// SDK's) and its first arguments; `None` runs the Rust worker.
     pub worker_cmd: Option<Vec<String>>,
+    /// `--failover`: the run's own primary and synchronous standby
+    /// ([`pgpair`]), and a failover instead of the PostgreSQL restart.
+    pub failover: bool,
 }
 
 impl Opts {
@@ -119,18 +123,40 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
 }
 
 async fn outer(opts: Opts) -> ExitCode {
-    let admin_url = std::env::var("TETHER_TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
-    let pg_restart = match faults::pg_restart_command(&admin_url) {
-        Ok(c) => c,
-        Err(e) => return fail(e),
+    // With --failover the run makes its own primary and standby and never
+    // touches the PostgreSQL at TETHER_TEST_DATABASE_URL.
+    let mut pair = None;
+    let (admin_url, pg_restart, pg_fault) = if opts.failover {
+        let p = match start_pair().await {
+            Ok(p) => Arc::new(p),
+            Err(e) => return fail(e),
+        };
+        let fault = format!(
+            "failover from the primary on 127.0.0.1:{} to its synchronous standby on \
+             127.0.0.1:{} (PostgreSQL in {})",
+            p.primary.port,
+            p.standby.port,
+            p.root().display()
+        );
+        let admin_url = p.primary_admin_url();
+        pair = Some(p);
+        (admin_url, String::new(), fault)
+    } else {
+        let admin_url = std::env::var("TETHER_TEST_DATABASE_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+        match faults::pg_restart_command(&admin_url) {
+            Ok(c) => (admin_url, c.clone(), format!("restart: {c}")),
+            Err(e) => return fail(e),
+        }
     };
     let database = format!("tether_chaos_{}", std::process::id());
     let mut admin = match connect(&admin_url).await {
         Ok(c) => c,
         Err(e) => return fail(format!("cannot connect to PostgreSQL at {admin_url}: {e}")),
     };
-    drop_stale_databases(&mut admin).await;
+    if pair.is_none() {
+        drop_stale_databases(&mut admin).await;
+    }
     if let Err(e) = sqlx::query(&format!("CREATE DATABASE {database}"))
         .execute(&mut admin)
         .await
@@ -138,10 +164,14 @@ async fn outer(opts: Opts) -> ExitCode {
         return fail(format!("cannot create the database {database}: {e}"));
     }
     let _ = admin.close().await;
-    let database_url = tether_postgres::url_with_database(&admin_url, &database);
+    let database_url = match &pair {
+        // Primary, then standby: the replicas find the writable one.
+        Some(p) => p.url(&database),
+        None => tether_postgres::url_with_database(&admin_url, &database),
+    };
     println!(
         "tether-chaos: {} run, seed {}, {} jobs, {} s of faults, {SERVERS} replicas, {} workers \
-         ({}), database {database}, PostgreSQL restart: {pg_restart}",
+         ({}), database {database}, PostgreSQL {pg_fault}",
         if opts.quick { "quick" } else { "full" },
         opts.seed,
         opts.jobs,
@@ -155,6 +185,7 @@ async fn outer(opts: Opts) -> ExitCode {
         admin_url.clone(),
         database_url,
         pg_restart,
+        pair.clone(),
     ));
     let result = tokio::select! {
         r = &mut task => r.map_err(|e| format!("the run panicked: {e}")).and_then(|r| r),
@@ -167,11 +198,28 @@ async fn outer(opts: Opts) -> ExitCode {
     // Every child process is gone by now (dropping a process kills it).
     // `TETHER_CHAOS_KEEP_DATABASE=1` keeps it for a look at the history
     // (the next run drops it, its process being gone).
-    let dropped = if std::env::var("TETHER_CHAOS_KEEP_DATABASE").is_ok_and(|v| v == "1") {
-        println!("tether-chaos: TETHER_CHAOS_KEEP_DATABASE=1: kept the database {database}");
-        Ok(())
-    } else {
-        drop_database(&admin_url, &database).await
+    let keep = std::env::var("TETHER_CHAOS_KEEP_DATABASE").is_ok_and(|v| v == "1");
+    let dropped = match pair {
+        // The clusters go with the pair (the run holds no clone any more).
+        Some(p) => {
+            if keep {
+                p.keep();
+                println!(
+                    "tether-chaos: TETHER_CHAOS_KEEP_DATABASE=1: kept the database {database} on \
+                     the new primary, postgres://postgres@127.0.0.1:{}/{database} (its files in \
+                     {})",
+                    p.standby.port,
+                    p.root().display()
+                );
+            }
+            drop(p);
+            Ok(())
+        }
+        None if keep => {
+            println!("tether-chaos: TETHER_CHAOS_KEEP_DATABASE=1: kept the database {database}");
+            Ok(())
+        }
+        None => drop_database(&admin_url, &database).await,
     };
     match result {
         Ok(outcome) => {
@@ -194,6 +242,75 @@ async fn outer(opts: Opts) -> ExitCode {
         }
         Err(e) => fail(e),
     }
+}
+
+/// The primary and standby of a `--failover` run, on free ports, after the
+/// clusters earlier runs left behind are removed.
+async fn start_pair() -> Result<PgPair, String> {
+    tokio::task::spawn_blocking(pgpair::sweep_stale)
+        .await
+        .map_err(|e| format!("removing stale clusters failed: {e}"))?;
+    let primary = crate::cluster::free_port(0x5_0001).map_err(|e| format!("no port: {e}"))?;
+    let mut salt = 0x5_0002;
+    let standby = loop {
+        let p = crate::cluster::free_port(salt).map_err(|e| format!("no port: {e}"))?;
+        if p != primary {
+            break p;
+        }
+        salt += 1;
+    };
+    PgPair::start((primary, standby))
+        .await
+        .map_err(|e| format!("cannot set up the primary and its standby: {e}"))
+}
+
+/// The run's own connections to its database: a pool on the URL, or with
+/// `--failover` the pool of a tether store opened on the multi-host URL,
+/// which follows the primary (the store is kept with it: dropping it would
+/// stop that).
+struct RunDb {
+    pool: PgPool,
+    _store: Option<tether_postgres::PgStore>,
+}
+
+impl RunDb {
+    async fn open(url: &str, failover: bool) -> Result<RunDb, String> {
+        if failover {
+            let options = tether_postgres::PgOptions {
+                max_connections: 4,
+                ..Default::default()
+            };
+            let store = connect_store(url.to_owned(), options).await?;
+            return Ok(RunDb {
+                pool: store.pool().clone(),
+                _store: Some(store),
+            });
+        }
+        let pool = PgPoolOptions::new()
+            .max_connections(4)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect(url)
+            .await
+            .map_err(|e| format!("cannot connect to {url}: {e}"))?;
+        Ok(RunDb { pool, _store: None })
+    }
+}
+
+/// Opens a store on a blocking thread. (rustc cannot prove the future of
+/// `PgStore::connect_with` `Send` for every lifetime, so it cannot be
+/// awaited inside the spawned run; `block_on` needs no `Send`.)
+async fn connect_store(
+    url: String,
+    options: tether_postgres::PgOptions,
+) -> Result<tether_postgres::PgStore, String> {
+    let runtime = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || {
+        runtime
+            .block_on(tether_postgres::PgStore::connect_with(&url, &options))
+            .map_err(|e| format!("cannot connect to {url}: {e}"))
+    })
+    .await
+    .map_err(|e| format!("connecting panicked: {e}"))?
 }
 
 async fn connect(url: &str) -> Result<sqlx::PgConnection, sqlx::Error> {
@@ -258,14 +375,9 @@ async fn run(
     admin_url: String,
     database_url: String,
     pg_restart: String,
+    pair: Option<Arc<PgPair>>,
 ) -> Result<Outcome, String> {
     let t0 = Instant::now();
-    let pool = PgPoolOptions::new()
-        .max_connections(4)
-        .acquire_timeout(Duration::from_secs(5))
-        .connect(&database_url)
-        .await
-        .map_err(|e| format!("cannot connect to {database_url}: {e}"))?;
     let obs = Arc::new(Mutex::new(Obs::default()));
     let mut cluster = Cluster::new(
         database_url.clone(),
@@ -283,6 +395,8 @@ async fn run(
             .ensure_server(i, Instant::now() + Duration::from_secs(60))
             .await?;
     }
+    let db = RunDb::open(&database_url, opts.failover).await?;
+    let pool = db.pool.clone();
     for i in 0..opts.workers {
         cluster.start_worker(i).await?;
     }
@@ -347,6 +461,7 @@ async fn run(
         pool: pool.clone(),
         admin_url,
         pg_restart,
+        failover: pair,
         rng: rand::rngs::StdRng::seed_from_u64(opts.seed ^ 0x0dd_ba11),
         start,
         stats: FaultStats::default(),
@@ -377,10 +492,19 @@ async fn run(
     say(
         start,
         format!(
-            "faults over: {} kills, {} stops, {} PostgreSQL restart(s)",
+            "faults over: {} kills, {} stops, {} PostgreSQL {}",
             fault_stats.kills(),
             fault_stats.worker_stops,
-            fault_stats.pg_restarts
+            if opts.failover {
+                fault_stats.failovers
+            } else {
+                fault_stats.pg_restarts
+            },
+            if opts.failover {
+                "failover(s)"
+            } else {
+                "restart(s)"
+            }
         ),
     );
     // Every process up for the drain (the injector restarted them; check).
@@ -450,6 +574,7 @@ async fn run(
         .await
         .map_err(|e| format!("cannot read the results: {e}"))?;
     pool.close().await;
+    drop(db);
     let obs = std::mem::take(&mut *obs.lock().unwrap_or_else(|e| e.into_inner()));
     let cx = Context {
         seed: opts.seed,
@@ -458,6 +583,10 @@ async fn run(
         stops_with_jobs: fault_stats.stops_with_jobs,
         limited_per_mille,
         limits: plan::LIMITS,
+        failover: opts
+            .failover
+            .then_some(fault_stats.promoted_at.map(|at| (at, SERVERS)))
+            .flatten(),
     };
     let mut findings = check::check(&jobs, &events, &obs, &cx);
     for p in producer_problems {
@@ -466,7 +595,16 @@ async fn run(
     for f in fault_failures {
         findings.flag("fault_failures", || f);
     }
-    if fault_stats.pg_restarts != 1 {
+    if opts.failover {
+        if fault_stats.failovers != 1 || fault_stats.pg_restarts != 0 {
+            findings.flag("fault_failures", || {
+                format!(
+                    "PostgreSQL failed over {} times (and was restarted {} times), not once",
+                    fault_stats.failovers, fault_stats.pg_restarts
+                )
+            });
+        }
+    } else if fault_stats.pg_restarts != 1 {
         findings.flag("fault_failures", || {
             format!(
                 "PostgreSQL was restarted {} times, not once",

@@ -24,7 +24,9 @@ Environment (read from the environment only, never from the command line):
                         same secret: set it on PostgreSQL replicas on several
                         machines. A process with another secret than the one
                         the database was first served with refuses to start.
-  TETHER_LOG            Log filter (default info), e.g. warn,tether_worker=debug.";
+  TETHER_LOG            Log filter (default info), e.g. warn,tether_worker=debug;
+                        one access line per request is logged on the target
+                        tether::access (tether::access=warn turns them off).";
 
 /// tether: durable background jobs whose system of record is the database.
 #[derive(Debug, Parser)]
@@ -40,15 +42,41 @@ struct Cli {
 enum Command {
     /// Run the HTTP service (SQLite under --data-dir unless --database-url).
     #[command(after_help = SERVE_ENV_HELP)]
-    Serve(ServeArgs),
+    Serve(ServeCommand),
     /// Apply the database migrations and exit.
     Migrate(MigrateArgs),
     #[command(flatten)]
     Client(ClientCommand),
 }
 
+/// `tether serve`: how it logs, and the service's own options.
+#[derive(Debug, clap::Args)]
+struct ServeCommand {
+    #[command(flatten)]
+    log: LogArgs,
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+/// How the commands that log (serve, migrate) write their log lines.
+#[derive(Debug, clap::Args)]
+struct LogArgs {
+    /// Log lines on stderr as `text` (for people) or `json` (one JSON
+    /// object a line, for log collectors).
+    #[arg(long, env = "TETHER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
 #[derive(Debug, clap::Args)]
 struct MigrateArgs {
+    #[command(flatten)]
+    log: LogArgs,
     /// Directory of the SQLite file.
     #[arg(long, env = "TETHER_DATA_DIR", default_value = "./tether-data")]
     data_dir: std::path::PathBuf,
@@ -59,8 +87,11 @@ struct MigrateArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if !matches!(cli.command, Command::Client(_)) {
-        init_logging();
+    match &cli.command {
+        Command::Serve(ServeCommand { log, .. }) | Command::Migrate(MigrateArgs { log, .. }) => {
+            init_logging(log.log_format)
+        }
+        Command::Client(_) => {}
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -74,7 +105,7 @@ fn main() -> ExitCode {
     };
     let outcome = runtime.block_on(async {
         let result = match cli.command {
-            Command::Serve(args) => run_serve(args).await,
+            Command::Serve(ServeCommand { serve, .. }) => run_serve(serve).await,
             Command::Migrate(args) => migrate(args).await,
             Command::Client(command) => {
                 return tether_cli::cli::run(command).await.map_err(|e| {
@@ -95,8 +126,11 @@ fn main() -> ExitCode {
 }
 
 /// Logs go to stderr, filtered by `TETHER_LOG` (or `RUST_LOG`), default
-/// `info`, e.g. `TETHER_LOG=warn,tether_worker=debug`.
-fn init_logging() {
+/// `info`, e.g. `TETHER_LOG=warn,tether_worker=debug`, as text or as one
+/// JSON object a line: the event's fields at the top level beside
+/// `timestamp`, `level`, `target` and `message`, and the innermost span's
+/// fields under `span` (a request's `request_id` and `tenant`).
+fn init_logging(format: LogFormat) {
     let spec = std::env::var("TETHER_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
         .unwrap_or_else(|_| "info".to_owned());
@@ -106,22 +140,33 @@ fn init_logging() {
     });
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
-    tracing_subscriber::registry()
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
-                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
-        )
-        .with(filter)
-        .init();
+    let lines = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => tracing_subscriber::registry()
+            .with(lines.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())))
+            .with(filter)
+            .init(),
+        // The span list is left out: a request has one span, whose fields
+        // `span` already carries.
+        LogFormat::Json => tracing_subscriber::registry()
+            .with(
+                lines
+                    .json()
+                    .flatten_event(true)
+                    .with_current_span(true)
+                    .with_span_list(false),
+            )
+            .with(filter)
+            .init(),
+    }
 }
 
 async fn run_serve(args: ServeArgs) -> Result<(), String> {
     let secrets = Secrets::from_env();
     let mut signals =
         Signals::install().map_err(|e| format!("cannot install signal handlers: {e}"))?;
-    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new()
-        .install_recorder()
+    let config: tether_server::ServeConfig = args.into();
+    let recorder = tether_server::install_recorder(config.metrics_max_queues)
         .map_err(|e| format!("cannot install the metrics recorder: {e}"))?;
     let upkeep = recorder.clone();
     tokio::spawn(async move {
@@ -132,7 +177,7 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
         }
     });
     let metrics = tether_server::Metrics::with_recorder(recorder);
-    let running = tether_server::start(&args.into(), &secrets, metrics)
+    let running = tether_server::start(&config, &secrets, metrics)
         .await
         .map_err(|e| e.to_string())?;
     print!("{}", running.banner());

@@ -19,9 +19,25 @@ pub struct ServeArgs {
     /// 0700; the files in it 0600).
     #[arg(long, env = "TETHER_DATA_DIR", default_value = "./tether-data")]
     pub data_dir: PathBuf,
-    /// `postgres://…` to use PostgreSQL instead of the SQLite file.
+    /// `postgres://…` to use PostgreSQL instead of the SQLite file. May name
+    /// a primary and its standbys (`postgres://a:5432,b:5432/db`): tether
+    /// uses the writable one and follows it after a failover.
     #[arg(long, env = "TETHER_DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
+    /// PostgreSQL: most connections in the pool.
+    #[arg(long, env = "TETHER_DATABASE_POOL_SIZE", default_value_t = tether::OpenOptions::default().pool_size,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub database_pool_size: u32,
+    /// PostgreSQL: the database URL goes through a transaction-pooling proxy
+    /// (PgBouncer with pool_mode = transaction): no named prepared
+    /// statements, every statement in a transaction, no LISTEN through it.
+    #[arg(long, env = "TETHER_TRANSACTION_POOLER")]
+    pub transaction_pooler: bool,
+    /// PostgreSQL: a URL straight to the database (not through a pooler) for
+    /// the LISTEN connection that wakes workers when other processes
+    /// enqueue. Behind a transaction pooler without it, workers poll.
+    #[arg(long, env = "TETHER_LISTEN_DATABASE_URL", hide_env_values = true)]
+    pub listen_database_url: Option<String>,
     /// Largest request body in bytes; larger ones are refused with 413.
     #[arg(long, default_value_t = 1024 * 1024)]
     pub max_body_bytes: usize,
@@ -94,6 +110,12 @@ impl From<ServeArgs> for ServeConfig {
             max_queues_per_tenant: args.max_queues_per_tenant,
             max_schedules_per_tenant: args.max_schedules_per_tenant,
             metrics_max_queues: args.metrics_max_queues,
+            database_options: tether::OpenOptions {
+                pool_size: args.database_pool_size,
+                transaction_pooler: args.transaction_pooler,
+                listen_url: args.listen_database_url,
+                ..tether::OpenOptions::default()
+            },
         }
     }
 }

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use sqlx::Connection;
 use tether_core::{Engine, Result};
-use tether_postgres::PgStore;
+use tether_postgres::{PgOptions, PgStore};
 use tether_sqlite::SqliteStore;
 use uuid::Uuid;
 
@@ -254,9 +254,47 @@ async fn create_postgres_database() -> (String, String) {
 
 async fn connect_postgres(admin_url: String, database: String) -> TestDb {
     let url = tether_postgres::url_with_database(&admin_url, &database);
-    let store = match PgStore::connect(&url).await {
+    connect_postgres_with(admin_url, database, &url, &PgOptions::default()).await
+}
+
+/// The admin URL of the PgBouncer (transaction pooling) in front of the test
+/// PostgreSQL used when `TETHER_TEST_PGBOUNCER_URL` is not set; `scripts/pgbouncer`
+/// starts one there.
+pub const DEFAULT_PGBOUNCER_URL: &str = "postgres://postgres@127.0.0.1:6432/postgres";
+
+/// A fresh PostgreSQL database for one test, which the store reaches through
+/// PgBouncer in transaction pooling mode (`TETHER_TEST_PGBOUNCER_URL`,
+/// default [`DEFAULT_PGBOUNCER_URL`]), with LISTEN on a direct connection.
+/// Panics loudly if PgBouncer cannot be reached: run `scripts/pgbouncer`.
+pub async fn postgres_behind_pgbouncer() -> TestDb {
+    let (admin_url, database) = create_postgres_database().await;
+    let bouncer =
+        std::env::var("TETHER_TEST_PGBOUNCER_URL").unwrap_or_else(|_| DEFAULT_PGBOUNCER_URL.into());
+    let url = tether_postgres::url_with_database(&bouncer, &database);
+    let options = PgOptions {
+        transaction_pooler: true,
+        listen_url: Some(tether_postgres::url_with_database(&admin_url, &database)),
+        ..PgOptions::default()
+    };
+    connect_postgres_with(admin_url, database, &url, &options).await
+}
+
+async fn connect_postgres_with(
+    admin_url: String,
+    database: String,
+    url: &str,
+    options: &PgOptions,
+) -> TestDb {
+    let store = match PgStore::connect_with(url, options).await {
         Ok(store) => Arc::new(store),
-        Err(e) => panic!("PgStore::connect({url}) failed: {e}"),
+        Err(e) => panic!(
+            "PgStore::connect_with({url}) failed: {e}{}",
+            if options.transaction_pooler {
+                " (is PgBouncer running? scripts/pgbouncer starts one)"
+            } else {
+                ""
+            }
+        ),
     };
     TestDb {
         engine: Engine::new(store.clone()),
@@ -579,6 +617,8 @@ macro_rules! behaviour_suite {
                 disabled_schedules_do_not_fire_or_replay,
                 trigger_runs_now_and_keeps_the_timetable,
                 schedule_runs_are_pruned_and_jobs_outlive_schedules,
+                one_pass_fires_hundreds_of_due_schedules_once_each,
+                racing_passes_fire_each_due_schedule_once,
             }
         }
     };

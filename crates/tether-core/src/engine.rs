@@ -1,3 +1,4 @@
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -18,7 +19,7 @@ use crate::model::{
     QueueConfigPatch, QueueStats, ReapReport, ReplayFilter,
 };
 use crate::schedule::{
-    self, Fire, FireOutcome, FireReport, RunOutcome, Schedule, SchedulePatch, ScheduleRun,
+    self, Fire, FireOutcome, FireRef, FireReport, RunOutcome, Schedule, SchedulePatch, ScheduleRun,
     ScheduleSpec,
 };
 use crate::store::{NewJobRef, Store};
@@ -118,7 +119,7 @@ impl Engine {
         validate::name("tenant", tenant)?;
         validate::claim(req)?;
         let jobs = self.store.claim(tenant, req).await?;
-        counters::claimed(tenant, &req.queue, jobs.len());
+        counters::claimed(tenant, &req.queue, &jobs);
         Ok(jobs)
     }
 
@@ -168,7 +169,7 @@ impl Engine {
             .store
             .complete(tenant, id, token, result.as_ref())
             .await?;
-        counters::completed(tenant, 1);
+        counters::completed(tenant, &job);
         Ok(job)
     }
 
@@ -181,8 +182,8 @@ impl Engine {
         validate::name("tenant", tenant)?;
         validate::completions(items, &self.limits)?;
         let out = self.store.complete_many(tenant, items).await?;
-        counters::completed(tenant, out.iter().filter(|r| r.is_ok()).count());
-        Ok(out)
+        counters::completed_many(tenant, out.iter().filter_map(|r| r.as_ref().ok()));
+        Ok(out.into_iter().map(|r| r.map(|_| ())).collect())
     }
 
     /// Ends an attempt with a failure; the error keeps its last 2 000 characters.
@@ -203,7 +204,7 @@ impl Engine {
             .store
             .fail(tenant, id, token, &failure, lifecycle::jitter())
             .await?;
-        counters::failed(tenant, job.state);
+        counters::failed(tenant, &job);
         Ok(job)
     }
 
@@ -218,7 +219,7 @@ impl Engine {
         validate::name("tenant", tenant)?;
         validate::millis("delay_ms", delay_ms, 0..=validate::MAX_DURATION_MS)?;
         let job = self.store.snooze(tenant, id, token, delay_ms).await?;
-        counters::snoozed(tenant);
+        counters::snoozed(tenant, &job);
         Ok(job)
     }
 
@@ -247,7 +248,7 @@ impl Engine {
             validate::instant("expires_at", at)?;
         }
         let job = self.store.replay(tenant, id, expires_at).await?;
-        counters::replayed(tenant, 1);
+        counters::replayed(tenant, &job.queue, 1);
         Ok(job)
     }
 
@@ -257,7 +258,7 @@ impl Engine {
         validate::name("tenant", tenant)?;
         validate::replay_filter(filter)?;
         let out = self.store.replay_many(tenant, filter).await?;
-        counters::replayed(tenant, out.replayed);
+        counters::replayed(tenant, &filter.queue, out.replayed);
         Ok(out)
     }
 
@@ -664,14 +665,17 @@ impl Engine {
     }
 
     /// One scheduler pass (the maintenance leader runs it): fires at most
-    /// `batch` due schedules, one run each.
+    /// `batch` due schedules, one run each, recorded by the store in one
+    /// set-based transaction.
     ///
     /// A schedule whose due instant is at most `catch_up` old fires that
     /// instant and moves to the next one (which may be due already: the
     /// next pass fires it), so a leader failover shorter than `catch_up`
     /// loses no instant. One that is older (the scheduler was down) fires
     /// once, stamped with the latest missed instant, and moves to the first
-    /// instant after now: the missed fires collapse into one run.
+    /// instant after now: the missed fires collapse into one run. The
+    /// instants are worked out here, by [`CronSchedule`], for the whole
+    /// pass; the store only writes them.
     pub async fn fire_due_schedules(
         &self,
         batch: u32,
@@ -680,13 +684,20 @@ impl Engine {
         validate::batch_len("batch", batch as usize, validate::MAX_REPLAY as usize)?;
         let (now, due) = self.store.due_schedules(batch).await?;
         let mut report = FireReport::default();
-        for s in due {
+        // Parsed once per expression and zone: a pass of thousands of
+        // schedules usually shares a handful of them.
+        let mut parsed: HashMap<(&str, &str), Option<CronSchedule>> = HashMap::new();
+        let mut fires = Vec::with_capacity(due.len());
+        for s in &due {
             let Some(expected) = s.next_run_at else {
                 continue;
             };
             // Stored definitions were valid when written; one that no longer
             // parses (e.g. a zone renamed in newer tz data) cannot fire.
-            let Ok(cron) = CronSchedule::parse(&s.spec.cron, &s.spec.timezone) else {
+            let cron = parsed
+                .entry((s.spec.cron.as_str(), s.spec.timezone.as_str()))
+                .or_insert_with(|| CronSchedule::parse(&s.spec.cron, &s.spec.timezone).ok());
+            let Some(cron) = cron else {
                 report.failed += 1;
                 continue;
             };
@@ -699,7 +710,7 @@ impl Engine {
             };
             let job = NewJob::new(&s.spec.queue, &s.spec.kind, s.spec.payload.clone())
                 .idempotency_key(schedule::fire_key(s.id, fire_at));
-            let fire = Fire {
+            fires.push(Fire {
                 schedule_id: s.id,
                 tenant: s.tenant.clone(),
                 expected_next_run_at: expected,
@@ -707,11 +718,24 @@ impl Engine {
                 next_run_at,
                 job,
                 overlap: s.spec.overlap,
-            };
-            match self.store.fire_schedule(&fire, Uuid::now_v7()).await? {
+            });
+        }
+        if fires.is_empty() {
+            return Ok(report);
+        }
+        let refs: Vec<FireRef<'_>> = fires
+            .iter()
+            .map(|fire| FireRef {
+                fire,
+                job_id: Uuid::now_v7(),
+            })
+            .collect();
+        let outcomes = self.store.fire_schedules(&refs).await?;
+        for (fire, outcome) in fires.iter().zip(outcomes) {
+            match outcome {
                 FireOutcome::Ran(RunOutcome::Enqueued, _) => {
                     report.enqueued += 1;
-                    counters::fired(&s.tenant, fire_at);
+                    counters::fired(&fire.tenant, fire.fire_at);
                 }
                 FireOutcome::Ran(RunOutcome::Skipped, _) => report.skipped += 1,
                 FireOutcome::Raced => report.raced += 1,

@@ -183,6 +183,11 @@ pub enum Error {
     /// Any other storage failure.
     #[error("storage error: {0}")]
     Storage(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The database's schema is not one this build may run on (an edited
+    /// migration, a newer schema, or pending migrations when they were not
+    /// to be applied). Found when a store is opened, never mid-operation.
+    #[error(transparent)]
+    Schema(#[from] crate::migrations::SchemaError),
 }
 
 impl Error {
@@ -199,7 +204,7 @@ impl Error {
                 ErrorCode::InvalidState
             }
             Error::Unavailable(_) => ErrorCode::Unavailable,
-            Error::Storage(_) => ErrorCode::Internal,
+            Error::Storage(_) | Error::Schema(_) => ErrorCode::Internal,
         }
     }
 

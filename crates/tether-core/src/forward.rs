@@ -77,7 +77,7 @@ macro_rules! forward_store {
                 &self,
                 tenant: &str,
                 items: &[$crate::Completion],
-            ) -> $crate::Result<Vec<$crate::Result<()>>> {
+            ) -> $crate::Result<Vec<$crate::Result<$crate::Completed>>> {
                 attempts::complete_many(self, tenant, items).await
             }
 
@@ -368,12 +368,11 @@ macro_rules! forward_store {
                 schedules::next_schedule_due(self).await
             }
 
-            async fn fire_schedule(
+            async fn fire_schedules(
                 &self,
-                fire: &$crate::schedule::Fire,
-                job_id: $crate::__forward::Uuid,
-            ) -> $crate::Result<$crate::schedule::FireOutcome> {
-                schedules::fire_schedule(self, fire, job_id).await
+                fires: &[$crate::schedule::FireRef<'_>],
+            ) -> $crate::Result<Vec<$crate::schedule::FireOutcome>> {
+                schedules::fire_schedules(self, fires).await
             }
 
             async fn trigger_schedule(

@@ -16,6 +16,7 @@ pub mod flow;
 mod forward;
 pub mod keys;
 pub mod lifecycle;
+pub mod migrations;
 mod model;
 pub mod schedule;
 mod store;

@@ -485,6 +485,23 @@ pub struct Completion {
     pub result: Option<Value>,
 }
 
+/// What the store says of one item of a batch completion that it accepted
+/// (the engine counts these and answers `Ok(())` for each).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Completed {
+    /// This item completed its job now.
+    Now {
+        /// The job's queue.
+        queue: String,
+        /// When the attempt began (its claim).
+        started_at: Option<DateTime<Utc>>,
+        /// When it succeeded (database clock).
+        finished_at: DateTime<Utc>,
+    },
+    /// It repeats a report that completed the job already: nothing changed.
+    Repeated,
+}
+
 /// How an attempt failed.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Failure {
@@ -798,7 +815,7 @@ pub struct QueueStats {
 }
 
 /// What one reaper pass did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ReapReport {
     /// Lapsed on their last attempt: now `failed`.
     pub failed: u64,
@@ -806,12 +823,57 @@ pub struct ReapReport {
     pub cancelled: u64,
     /// Lapsed with attempts left: `queued` again.
     pub requeued: u64,
+    /// The same, queue by queue (for the metrics' `queue` label).
+    pub by_queue: Vec<QueueReaped>,
+}
+
+/// One queue's part of a reaper pass.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct QueueReaped {
+    /// The queue's tenant.
+    pub tenant: String,
+    /// The queue.
+    pub queue: String,
+    /// Now `failed`.
+    pub failed: u64,
+    /// Now `cancelled`.
+    pub cancelled: u64,
+    /// `queued` again.
+    pub requeued: u64,
 }
 
 impl ReapReport {
     /// Jobs touched in all.
     pub fn total(&self) -> u64 {
         self.failed + self.cancelled + self.requeued
+    }
+
+    /// Counts `n` lapsed jobs of `queue` of `tenant` that the pass sent to
+    /// `state` (`queued`: requeued; `failed`; `cancelled`).
+    pub fn add(&mut self, tenant: &str, queue: &str, state: JobState, n: u64) {
+        let at = match self
+            .by_queue
+            .iter()
+            .position(|q| q.tenant == tenant && q.queue == queue)
+        {
+            Some(at) => at,
+            None => {
+                self.by_queue.push(QueueReaped {
+                    tenant: tenant.to_owned(),
+                    queue: queue.to_owned(),
+                    ..QueueReaped::default()
+                });
+                self.by_queue.len() - 1
+            }
+        };
+        let q = &mut self.by_queue[at];
+        let (total, part) = match state {
+            JobState::Failed => (&mut self.failed, &mut q.failed),
+            JobState::Cancelled => (&mut self.cancelled, &mut q.cancelled),
+            _ => (&mut self.requeued, &mut q.requeued),
+        };
+        *total += n;
+        *part += n;
     }
 }
 

@@ -1,11 +1,14 @@
 //! Schedules (invariant 11): a cron timetable per tenant that enqueues one
 //! job per fire instant, exactly once across replicas and crashes.
 //!
-//! The maintenance leader fires due schedules: for each, the store advances
-//! `next_run_at` with a compare-and-set and enqueues the job with the
-//! idempotency key `schedule:<id>:<fire instant>` in the same transaction, so
-//! a crash between the two can neither lose nor double a fire, and a second
-//! (stale) leader's attempt finds the timetable already moved. Instants
+//! The maintenance leader fires due schedules a pass at a time: the engine
+//! works out each one's fire instant and next instant in Rust (the one place
+//! the cron and DST rules live), and the store records the whole pass in one
+//! transaction, set-based: it advances each `next_run_at` with a
+//! compare-and-set and enqueues each job with the idempotency key
+//! `schedule:<id>:<fire instant>`, so a crash can neither lose nor double a
+//! fire, and a second (stale) leader's pass finds the timetables already
+//! moved. Instants
 //! missed by less than a catch-up window (one leader lease: a failover) are
 //! each fired late, in order; after longer downtime the missed fires
 //! collapse into one run stamped with the latest missed instant.
@@ -237,6 +240,30 @@ pub struct Fire {
     pub job: crate::NewJob,
     /// Whether to skip while the previous run's job is unfinished.
     pub overlap: Overlap,
+}
+
+/// A [`Fire`] as the store receives it: the fire plus the id its job gets
+/// if it is created (as [`crate::NewJobRef`] is to a [`crate::NewJob`]).
+#[derive(Debug, Clone, Copy)]
+pub struct FireRef<'a> {
+    /// The fire.
+    pub fire: &'a Fire,
+    /// The id of its job, if the fire creates one.
+    pub job_id: Uuid,
+}
+
+/// Refuses a pass that names one schedule twice (`invalid_argument`): a
+/// pass fires each schedule at most once, and the stores match each fire
+/// to its schedule by id.
+pub fn distinct_schedules(fires: &[FireRef<'_>]) -> crate::Result<()> {
+    let mut seen = std::collections::HashSet::with_capacity(fires.len());
+    match fires.iter().find(|f| !seen.insert(f.fire.schedule_id)) {
+        Some(f) => Err(crate::Error::invalid(
+            "fires",
+            format!("schedule {} is named twice in one pass", f.fire.schedule_id),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// What a [`Fire`] came to.

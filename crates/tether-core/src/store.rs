@@ -10,11 +10,11 @@ use uuid::Uuid;
 use crate::error::{Error, Result};
 use crate::keys::{ApiKeyInfo, OperatorKeySetup, Tenant};
 use crate::model::{
-    BulkReplayed, ClaimRequest, ClaimedJob, Completion, Enqueued, EventCursor, EventPage, Failure,
-    Heartbeat, HeartbeatAck, Job, JobFilter, JobPage, Lease, LeaseToken, QueueConfigPatch,
-    QueueStats, ReapReport, ReplayFilter,
+    BulkReplayed, ClaimRequest, ClaimedJob, Completed, Completion, Enqueued, EventCursor,
+    EventPage, Failure, Heartbeat, HeartbeatAck, Job, JobFilter, JobPage, Lease, LeaseToken,
+    QueueConfigPatch, QueueStats, ReapReport, ReplayFilter,
 };
-use crate::schedule::{Fire, FireOutcome, Schedule, ScheduleRun, ScheduleSpec};
+use crate::schedule::{Fire, FireOutcome, FireRef, Schedule, ScheduleRun, ScheduleSpec};
 use crate::wakeup::Wakeup;
 
 /// A place where jobs live. All methods take the tenant whose rows they may
@@ -72,8 +72,15 @@ pub trait Store: Send + Sync + 'static {
         result: Option<&Value>,
     ) -> Result<Job>;
 
-    /// Completes many jobs in one round trip; one answer per item, in order.
-    async fn complete_many(&self, tenant: &str, items: &[Completion]) -> Result<Vec<Result<()>>>;
+    /// Completes many jobs in one round trip; one answer per item, in order:
+    /// [`Completed::Now`] with the job's queue and attempt times for an item
+    /// that completed its job, [`Completed::Repeated`] for one that repeats
+    /// an accepted report (the engine counts the first only).
+    async fn complete_many(
+        &self,
+        tenant: &str,
+        items: &[Completion],
+    ) -> Result<Vec<Result<Completed>>>;
 
     /// Ends an attempt with a failure (see [`crate::lifecycle::fail_outcome`]);
     /// a retry waits `retry_after_ms` if given, else the jittered backoff.
@@ -288,15 +295,27 @@ pub trait Store: Send + Sync + 'static {
     /// the database's current time.
     async fn next_schedule_due(&self) -> Result<(DateTime<Utc>, Option<DateTime<Utc>>)>;
 
-    /// Records one fire in one transaction: advances `next_run_at` from
-    /// `fire.expected_next_run_at` (compare-and-set on an enabled schedule;
-    /// `Raced` and nothing done when it no longer matches) and sets
-    /// `last_run_at`; then, unless `fire.overlap` is `Skip` and the job of
-    /// the last run is `queued` or `running` (a `skipped` run), enqueues
-    /// `fire.job` with id `job_id` (an existing job with the same
+    /// Records one scheduler pass in one transaction, set-based, and
+    /// answers each fire in order. For each fire: advances `next_run_at`
+    /// from `fire.expected_next_run_at` (compare-and-set on an enabled
+    /// schedule; `Raced` and nothing done for it when it no longer matches)
+    /// and sets `last_run_at`; then, unless `fire.overlap` is `Skip` and the
+    /// job of the last run is `queued` or `running` (a `skipped` run),
+    /// enqueues `fire.job` with id `job_id` (an existing job with the same
     /// idempotency key counts as the run's job), sets `last_job_id` and
-    /// records an `enqueued` run.
-    async fn fire_schedule(&self, fire: &Fire, job_id: Uuid) -> Result<FireOutcome>;
+    /// records an `enqueued` run. The fires name distinct schedules
+    /// ([`crate::schedule::distinct_schedules`]); an error writes nothing.
+    /// Of passes racing on the same schedules, each fire runs in exactly
+    /// one of them.
+    async fn fire_schedules(&self, fires: &[FireRef<'_>]) -> Result<Vec<FireOutcome>>;
+
+    /// One fire, as a pass of one ([`Store::fire_schedules`]).
+    async fn fire_schedule(&self, fire: &Fire, job_id: Uuid) -> Result<FireOutcome> {
+        self.fire_schedules(&[FireRef { fire, job_id }])
+            .await?
+            .pop()
+            .ok_or_else(|| Error::Storage("a pass of one fire gave no answer".into()))
+    }
 
     /// A run outside the timetable: enqueues `job` now, records an
     /// `enqueued` run stamped now, sets `last_run_at`/`last_job_id`, and

@@ -10,8 +10,8 @@ use sqlx::postgres::PgRow;
 use sqlx::Row;
 use tether_core::lifecycle::Report;
 use tether_core::{
-    ClaimRequest, ClaimedJob, Completion, Error, Failure, Heartbeat, HeartbeatAck, Job, JobState,
-    LeaseToken, Result,
+    ClaimRequest, ClaimedJob, Completed, Completion, Error, Failure, Heartbeat, HeartbeatAck, Job,
+    JobState, LeaseToken, Result,
 };
 use uuid::Uuid;
 
@@ -33,7 +33,7 @@ pub(crate) async fn claim(
     let (mut claimed, limited) = if known {
         (Vec::new(), true)
     } else {
-        let outcome = run_claim(&store.pool, CLAIM, tenant, req).await?;
+        let outcome = run_claim(&store.db, CLAIM, tenant, req).await?;
         (outcome.jobs, outcome.limited)
     };
     if limited {
@@ -44,7 +44,7 @@ pub(crate) async fn claim(
         let settings = sqlx::query(LOCK_QUEUE_LIMITS)
             .bind(tenant)
             .bind(&req.queue)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut tx.conn())
             .await
             .db()?;
         let limits = match &settings {
@@ -53,7 +53,7 @@ pub(crate) async fn claim(
         };
         let outcome = if limits.by_key {
             // Per-key counts need the choice of jobs made in the turn.
-            let outcome = run_claim(&mut *tx, CLAIM_BY_KEY, tenant, req).await?;
+            let outcome = run_claim(&mut tx.conn(), CLAIM_BY_KEY, tenant, req).await?;
             tx.commit().await.db()?;
             outcome
         } else {
@@ -63,7 +63,7 @@ pub(crate) async fn claim(
                 .bind(&req.queue)
                 .bind(i64::from(req.limit))
                 .bind(req.lease_ttl_ms)
-                .fetch_one(&mut *tx)
+                .fetch_one(&mut tx.conn())
                 .await
                 .db()?;
             tx.commit().await.db()?;
@@ -76,7 +76,7 @@ pub(crate) async fn claim(
                     .bind(reservation)
                     .bind(req.lease_ttl_ms)
                     .bind(&req.worker_id)
-                    .fetch_all(&store.pool)
+                    .fetch_all(&store.db)
                     .await
                     .db()?;
                 for row in &rows {
@@ -264,7 +264,7 @@ async fn extend_leases(
         .bind(&tokens)
         .bind(&ttls)
         .bind(&progress)
-        .fetch_all(&store.pool)
+        .fetch_all(&store.db)
         .await
         .db()?;
     let mut busy = Vec::new();
@@ -302,7 +302,7 @@ pub(crate) async fn complete(
         .bind(token.0)
         .bind(result)
         .bind(Report::Complete.outcome_names())
-        .fetch_one(&store.pool)
+        .fetch_one(&store.db)
         .await
         .db()?;
     let job = fenced_job(row, id)?;
@@ -314,7 +314,7 @@ pub(crate) async fn complete_many(
     store: &PgStore,
     tenant: &str,
     items: &[Completion],
-) -> Result<Vec<Result<()>>> {
+) -> Result<Vec<Result<Completed>>> {
     // In id order, so the fenced update locks its rows in that order (see
     // `COMPLETE_MANY`); the answers follow the caller's order below.
     let mut sorted: Vec<&Completion> = items.iter().collect();
@@ -329,13 +329,24 @@ pub(crate) async fn complete_many(
         .bind(&ids)
         .bind(&tokens)
         .bind(&results)
-        .fetch_all(&store.pool)
+        .fetch_all(&store.db)
         .await
         .db()?;
     read_settled(&rows, &mut done, &mut known)?;
     let mut ended: HashMap<String, usize> = HashMap::new();
+    // What each job completed now answers its (first) accepted item with.
+    let mut completed: HashMap<Uuid, Completed> = HashMap::with_capacity(rows.len());
     for row in &rows {
-        *ended.entry(row.try_get("queue").db()?).or_default() += 1;
+        let queue: String = row.try_get("queue").db()?;
+        *ended.entry(queue.clone()).or_default() += 1;
+        completed.insert(
+            row.try_get("id").db()?,
+            Completed::Now {
+                queue,
+                started_at: row.try_get("started_at").db()?,
+                finished_at: row.try_get("finished_at").db()?,
+            },
+        );
     }
     for (queue, jobs) in ended {
         store.notify_freed(tenant, &queue, jobs);
@@ -353,7 +364,7 @@ pub(crate) async fn complete_many(
             .bind(tenant)
             .bind(&ids)
             .bind(&tokens)
-            .fetch_all(&store.pool)
+            .fetch_all(&store.db)
             .await
             .db()?;
         read_settled(&rows, &mut done, &mut known)?;
@@ -365,7 +376,7 @@ pub(crate) async fn complete_many(
         .iter()
         .map(|c| {
             if done.contains(&(c.id, c.lease_token.0)) {
-                Ok(())
+                Ok(completed.remove(&c.id).unwrap_or(Completed::Repeated))
             } else if known.contains(&c.id) {
                 Err(Error::LeaseLost(c.id))
             } else {
@@ -410,7 +421,7 @@ pub(crate) async fn fail(
         .bind(failure.cancelled)
         .bind(jitter)
         .bind(Report::Fail.outcome_names())
-        .fetch_one(&store.pool)
+        .fetch_one(&store.db)
         .await
         .db()?;
     let job = fenced_job(row, id)?;
@@ -431,7 +442,7 @@ pub(crate) async fn snooze(
         .bind(token.0)
         .bind(delay_ms)
         .bind(Report::Snooze.outcome_names())
-        .fetch_one(&store.pool)
+        .fetch_one(&store.db)
         .await
         .db()?;
     let job = fenced_job(row, id)?;

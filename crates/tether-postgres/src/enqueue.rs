@@ -21,12 +21,13 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::postgres::PgRow;
-use sqlx::{Connection, PgConnection, Row};
+use sqlx::{PgConnection, Row};
 use tether_core::{
     Backoff, Enqueued, Error, Job, JobState, Limits, NewJob, NewJobRef, Result, RunAt,
 };
 use uuid::Uuid;
 
+use crate::exec::Conn;
 use crate::rows::{self, Db};
 use crate::sql::enqueue::{COUNT_QUEUES, DUPLICATE_CANDIDATES, INSERT_JOBS, REGISTER_QUEUES};
 use crate::sql::LOCK_TENANT;
@@ -53,17 +54,18 @@ pub(crate) async fn enqueue(
     jobs: &[NewJobRef<'_>],
     max_queues: u32,
 ) -> Result<Vec<Enqueued>> {
-    let answers = if jobs.len() == 1 {
+    let answers = if jobs.len() == 1 && !store.db.pooled() {
         // One job is written by exactly one statement (later rounds only
         // run if the first wrote nothing; creating its queue's row is a
         // transaction of its own before), so it needs no transaction.
-        let mut conn = store.pool.acquire().await.db()?;
-        enqueue_on(&mut conn, tenant, jobs, Some(max_queues)).await?
+        // (Behind a transaction pooler every statement needs one.)
+        let mut conn = store.db.raw().acquire().await.db()?;
+        enqueue_on(&mut Conn::direct(&mut conn), tenant, jobs, Some(max_queues)).await?
     } else {
         // A batch may take several rounds when it races with other
         // enqueues; the transaction keeps it all-or-nothing across them.
         let mut tx = store.begin().await?;
-        let answers = enqueue_on(&mut tx, tenant, jobs, Some(max_queues)).await?;
+        let answers = enqueue_on(&mut tx.conn(), tenant, jobs, Some(max_queues)).await?;
         tx.commit().await.db()?;
         answers
     };
@@ -87,14 +89,15 @@ pub async fn enqueue_in(
 ) -> Result<Vec<Enqueued>> {
     tether_core::validate::name("tenant", tenant)?;
     tether_core::validate::new_jobs(jobs, limits)?;
+    let mut conn = Conn::direct(conn);
     let answers = enqueue_on(
-        conn,
+        &mut conn,
         tenant,
         &NewJobRef::mint(jobs),
         Some(limits.max_queues_per_tenant),
     )
     .await?;
-    notify::notify_in(conn, tenant, &answers).await?;
+    notify::notify_in(&mut conn, tenant, &answers).await?;
     Ok(answers)
 }
 
@@ -104,7 +107,7 @@ pub async fn enqueue_in(
 /// than `max` queue rows. On a connection inside a transaction the lock is
 /// held until that transaction ends.
 pub(crate) async fn register_queues(
-    conn: &mut PgConnection,
+    conn: &mut Conn<'_>,
     tenant: &str,
     names: &[&str],
     max: Option<u32>,
@@ -113,14 +116,14 @@ pub(crate) async fn register_queues(
     sqlx::query(LOCK_TENANT)
         .bind(QUEUE_CREATE_LOCK)
         .bind(tenant)
-        .execute(&mut *tx)
+        .execute(&mut tx.conn())
         .await
         .db()?;
     if let Some(max) = max {
         let row = sqlx::query(COUNT_QUEUES)
             .bind(tenant)
             .bind(names)
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut tx.conn())
             .await
             .db()?;
         let existing: i64 = row.try_get("existing").db()?;
@@ -132,7 +135,7 @@ pub(crate) async fn register_queues(
     sqlx::query(REGISTER_QUEUES)
         .bind(tenant)
         .bind(names)
-        .execute(&mut *tx)
+        .execute(&mut tx.conn())
         .await
         .db()?;
     tx.commit().await.db()
@@ -143,7 +146,7 @@ pub(crate) async fn register_queues(
 /// New queues are created within `max_queues` (`None`: a schedule's run,
 /// bounded by the schedule limit instead).
 pub(crate) async fn enqueue_on(
-    conn: &mut PgConnection,
+    conn: &mut Conn<'_>,
     tenant: &str,
     jobs: &[NewJobRef<'_>],
     max_queues: Option<u32>,
@@ -234,7 +237,7 @@ pub(crate) async fn enqueue_on(
 /// One INSERT round: the jobs created, or (nothing written) the queues of
 /// the batch that have no row.
 async fn insert(
-    conn: &mut PgConnection,
+    conn: &mut Conn<'_>,
     tenant: &str,
     jobs: &[NewJobRef<'_>],
 ) -> Result<(Vec<Job>, Vec<String>)> {

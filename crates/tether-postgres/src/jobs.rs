@@ -24,7 +24,7 @@ pub(crate) async fn get(store: &PgStore, tenant: &str, id: Uuid) -> Result<Job> 
         .bind(id)
         .bind(tenant)
         .try_map(|row| rows::job(&row))
-        .fetch_optional(&store.pool)
+        .fetch_optional(&store.db)
         .await
         .db()?
         .ok_or(Error::JobNotFound(id))
@@ -89,7 +89,7 @@ pub(crate) async fn list(store: &PgStore, tenant: &str, filter: &JobFilter) -> R
     let jobs: Vec<Job> = q
         .build()
         .try_map(|row| rows::job(&row))
-        .fetch_all(&store.pool)
+        .fetch_all(&store.db)
         .await
         .db()?;
     let next_cursor = if jobs.len() == limit {
@@ -113,7 +113,7 @@ pub(crate) async fn events(
         .bind(cursor.map(|c| c.0))
         .bind(i64::from(limit))
         .try_map(|row: PgRow| Ok((row.try_get("seq")?, rows::event(&row)?)))
-        .fetch_all(&store.pool)
+        .fetch_all(&store.db)
         .await
         .db()?;
     if found.is_empty() {
@@ -136,7 +136,7 @@ pub(crate) async fn cancel(store: &PgStore, tenant: &str, id: Uuid) -> Result<Jo
     let row = sqlx::query(CANCEL)
         .bind(id)
         .bind(tenant)
-        .fetch_optional(&store.pool)
+        .fetch_optional(&store.db)
         .await
         .db()?;
     match prior_state_and_job(row, id)? {
@@ -156,7 +156,7 @@ pub(crate) async fn replay(
         .bind(id)
         .bind(tenant)
         .bind(expires_at)
-        .fetch_optional(&store.pool)
+        .fetch_optional(&store.db)
         .await
         .map_err(|e| {
             if is_unique_violation(&e) {
@@ -188,7 +188,7 @@ pub(crate) async fn replay_many(
         .bind(i64::from(limit))
         .bind(filter.cursor)
         .bind(filter.expires_at)
-        .fetch_one(&store.pool)
+        .fetch_one(&store.db)
         .await
         .map_err(|e| {
             if is_unique_violation(&e) {

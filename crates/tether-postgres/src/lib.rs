@@ -33,6 +33,8 @@
 mod sql;
 mod attempts;
 mod enqueue;
+mod exec;
+mod failover;
 mod jobs;
 mod maintenance;
 mod migrate;
@@ -49,68 +51,138 @@ pub use enqueue::enqueue_in;
 #[cfg(feature = "testing")]
 pub use testing::migrate_up_to;
 
-use std::time::Duration;
+use std::sync::Arc;
 
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::{Postgres, Transaction};
-use tether_core::{Enqueued, Error, Result};
+use tether_core::{Enqueued, Result};
 
+use crate::failover::Moves;
 use crate::rows::Db;
 
 pub use url::url_with_database;
 
+/// How tether reaches PostgreSQL, beyond the database URL.
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    /// Most connections in the store's pool.
+    pub max_connections: u32,
+    /// The URL goes through a transaction-pooling proxy (PgBouncer with
+    /// `pool_mode = transaction`, or the like): statements are unnamed and
+    /// each runs in a transaction, and no LISTEN is sent through it.
+    pub transaction_pooler: bool,
+    /// A URL straight to PostgreSQL for the LISTEN connection that carries
+    /// wake-up hints from other processes, when the main URL cannot (a
+    /// transaction pooler). Without one behind a pooler, workers learn of
+    /// other processes' jobs by polling.
+    pub listen_url: Option<String>,
+    /// Apply pending migrations when connecting (the default). Without,
+    /// connecting fails unless the schema is exactly this build's (someone
+    /// runs `tether migrate` before the servers start).
+    pub migrate: bool,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        PgOptions {
+            max_connections: 16,
+            transaction_pooler: false,
+            listen_url: None,
+            migrate: true,
+        }
+    }
+}
+
 /// A [`tether_core::Store`] on PostgreSQL.
 #[derive(Debug, Clone)]
 pub struct PgStore {
-    pool: PgPool,
-    notifications: std::sync::Arc<notify::Notifications>,
+    db: exec::Pool,
+    notifications: Arc<notify::Notifications>,
     /// Queues this store's claims found limited (see `notify_freed`).
-    limited: std::sync::Arc<tether_core::LimitedQueues>,
+    limited: Arc<tether_core::LimitedQueues>,
 }
 
 /// A transaction on the pool.
-pub(crate) type Tx = Transaction<'static, Postgres>;
+pub(crate) type Tx = exec::Tx<'static>;
 
 impl PgStore {
-    /// Connects with a pool of up to 16 connections and applies migrations.
+    /// Connects with the default [`PgOptions`] (a pool of up to 16
+    /// connections) and applies migrations.
+    ///
+    /// `url` may name several servers, libpq style
+    /// (`postgres://a:5432,b:5432/db?target_session_attrs=read-write`):
+    /// tether then uses the writable one and follows it after a failover.
     pub async fn connect(url: &str) -> Result<PgStore> {
-        let options: PgConnectOptions = url
-            .parse()
-            .map_err(|e: sqlx::Error| Error::invalid("database_url", e.to_string()))?;
-        let pool = PgPoolOptions::new()
-            .max_connections(16)
-            .acquire_timeout(Duration::from_secs(10))
-            .connect_with(options)
-            .await
-            .db()?;
-        PgStore::from_pool(pool).await
+        PgStore::connect_with(url, &PgOptions::default()).await
     }
 
-    /// Uses an existing pool (e.g. the application's own) and applies
-    /// migrations.
-    pub async fn from_pool(pool: PgPool) -> Result<PgStore> {
-        migrate::run(&pool).await?;
+    /// Connects as `options` say.
+    pub async fn connect_with(url: &str, options: &PgOptions) -> Result<PgStore> {
+        let alive = tokio::sync::watch::channel(()).0;
+        let (pool, moves) = open_pool(url, options.max_connections, options, &alive).await?;
+        let listen = match (&options.listen_url, options.transaction_pooler) {
+            (Some(listen_url), _) => {
+                let direct = PgOptions {
+                    transaction_pooler: false,
+                    ..options.clone()
+                };
+                let (pool, moves) = open_pool(listen_url, 1, &direct, &alive).await?;
+                Some(notify::Listen {
+                    pool,
+                    moves: moves.subscribe(),
+                })
+            }
+            (None, false) => Some(notify::Listen {
+                pool: pool.clone(),
+                moves: moves.subscribe(),
+            }),
+            (None, true) => None,
+        };
+        let db = exec::Pool::new(pool, options.transaction_pooler);
+        if options.migrate {
+            migrate::run(&db).await?;
+        } else {
+            migrate::check(&db).await?;
+        }
         Ok(PgStore {
+            db,
+            notifications: Arc::new(notify::Notifications::new(listen, alive)),
+            limited: Default::default(),
+        })
+    }
+
+    /// Uses an existing pool (e.g. the application's own, straight to
+    /// PostgreSQL) and applies migrations.
+    pub async fn from_pool(pool: PgPool) -> Result<PgStore> {
+        let db = exec::Pool::new(pool.clone(), false);
+        migrate::run(&db).await?;
+        let listen = notify::Listen {
             pool,
-            notifications: Default::default(),
+            moves: Moves::new().subscribe(),
+        };
+        Ok(PgStore {
+            db,
+            notifications: Arc::new(notify::Notifications::new(
+                Some(listen),
+                tokio::sync::watch::channel(()).0,
+            )),
             limited: Default::default(),
         })
     }
 
     /// The connection pool.
     pub fn pool(&self) -> &PgPool {
-        &self.pool
+        self.db.raw()
     }
 
     /// Starts a transaction on the pool.
     pub(crate) async fn begin(&self) -> Result<Tx> {
-        self.pool.begin().await.db()
+        self.db.begin().await.db()
     }
 
     /// Hints that `jobs` jobs of `queue` became ready: wakes this process's
     /// subscribers now, other processes by NOTIFY shortly (see `notify`).
     pub(crate) fn notify(&self, tenant: &str, queue: &str, jobs: usize) {
-        self.notifications.poke(&self.pool, tenant, queue, jobs);
+        self.notifications.poke(&self.db, tenant, queue, jobs);
     }
 
     /// After commit: `jobs` jobs of `queue` ended (or were taken back), so
@@ -157,5 +229,55 @@ pub mod reference_sql {
 tether_core::forward_store!(
     PgStore,
     backend = "postgres",
-    subscribe = |store, tenant, queue| store.notifications.subscribe(&store.pool, tenant, queue),
+    subscribe = |store, tenant, queue| store.notifications.subscribe(tenant, queue),
 );
+
+/// A pool on the server `url` names (the writable one of several, with a
+/// watcher that follows it), without migrating.
+async fn open_pool(
+    url: &str,
+    max_connections: u32,
+    options: &PgOptions,
+    alive: &tokio::sync::watch::Sender<()>,
+) -> Result<(PgPool, Arc<Moves>)> {
+    let hosts = url::parse_hosts(url)?;
+    let moves = Moves::new();
+    let first: PgConnectOptions = if hosts.candidates.len() > 1 {
+        failover::find(&hosts)
+            .await
+            .map_err(|why| tether_core::Error::Unavailable(why.into()))?
+    } else {
+        hosts.candidates[0].clone()
+    };
+    // A transaction pooler refuses startup parameters it does not know.
+    let first = if options.transaction_pooler {
+        first.extra_float_digits(None)
+    } else {
+        first
+    };
+    let pool_options: PgPoolOptions = failover::pool_options(max_connections, &moves);
+    let pool = pool_options.connect_with(first).await.db()?;
+    if hosts.candidates.len() > 1 {
+        let hosts = url::Hosts {
+            candidates: hosts
+                .candidates
+                .into_iter()
+                .map(|c| {
+                    if options.transaction_pooler {
+                        c.extra_float_digits(None)
+                    } else {
+                        c
+                    }
+                })
+                .collect(),
+            ..hosts
+        };
+        tokio::spawn(failover::watch(
+            hosts,
+            pool.clone(),
+            moves.clone(),
+            alive.subscribe(),
+        ));
+    }
+    Ok((pool, moves))
+}

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use sqlx::Row;
-use tether_core::{Error, Lease, LeaseToken, QueueConfig, ReapReport, Result};
+use tether_core::{Error, JobState, Lease, LeaseToken, QueueConfig, ReapReport, Result};
 
 use crate::enqueue::QUEUE_ROWS_LOCK;
 use crate::rows::{self, Db};
@@ -24,7 +24,7 @@ pub(crate) async fn prune_empty_queues(store: &PgStore, batch: u32) -> Result<u6
         .bind(defaults.backoff.base_ms)
         .bind(defaults.backoff.cap_ms)
         .bind(defaults.default_lease_ttl_ms)
-        .fetch_all(&store.pool)
+        .fetch_all(&store.db)
         .await
         .db()?;
     let mut by_tenant: HashMap<String, Vec<String>> = HashMap::new();
@@ -41,7 +41,7 @@ pub(crate) async fn prune_empty_queues(store: &PgStore, batch: u32) -> Result<u6
         let locked: bool = sqlx::query_scalar(TRY_LOCK_TENANT)
             .bind(QUEUE_ROWS_LOCK)
             .bind(&tenant)
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut tx.conn())
             .await
             .db()?;
         if !locked {
@@ -54,7 +54,7 @@ pub(crate) async fn prune_empty_queues(store: &PgStore, batch: u32) -> Result<u6
             .bind(defaults.backoff.base_ms)
             .bind(defaults.backoff.cap_ms)
             .bind(defaults.default_lease_ttl_ms)
-            .execute(&mut *tx)
+            .execute(&mut tx.conn())
             .await
             .db()?;
         tx.commit().await.db()?;
@@ -66,7 +66,7 @@ pub(crate) async fn prune_empty_queues(store: &PgStore, batch: u32) -> Result<u6
 pub(crate) async fn reap_lapsed_leases(store: &PgStore, batch: u32) -> Result<ReapReport> {
     let reaped = sqlx::query(REAP)
         .bind(i64::from(batch))
-        .fetch_all(&store.pool)
+        .fetch_all(&store.db)
         .await
         .db()?;
     let mut report = ReapReport::default();
@@ -78,11 +78,12 @@ pub(crate) async fn reap_lapsed_leases(store: &PgStore, batch: u32) -> Result<Re
         let (tenant, queue): (String, String) =
             (row.try_get("tenant").db()?, row.try_get("queue").db()?);
         store.notify(&tenant, &queue, n as usize);
-        match state.as_str() {
-            "failed" => report.failed += n as u64,
-            "cancelled" => report.cancelled += n as u64,
-            _ => report.requeued += n as u64,
-        }
+        let state = match state.as_str() {
+            "failed" => JobState::Failed,
+            "cancelled" => JobState::Cancelled,
+            _ => JobState::Queued,
+        };
+        report.add(&tenant, &queue, state, n as u64);
     }
     Ok(report)
 }
@@ -90,7 +91,7 @@ pub(crate) async fn reap_lapsed_leases(store: &PgStore, batch: u32) -> Result<Re
 pub(crate) async fn expire_jobs(store: &PgStore, batch: u32) -> Result<u64> {
     let n: i64 = sqlx::query_scalar(EXPIRE)
         .bind(i64::from(batch))
-        .fetch_one(&store.pool)
+        .fetch_one(&store.db)
         .await
         .db()?;
     Ok(n as u64)
@@ -100,7 +101,7 @@ pub(crate) async fn prune_finished(store: &PgStore, retention_ms: i64, batch: u3
     let n: i64 = sqlx::query_scalar(PRUNE)
         .bind(retention_ms)
         .bind(i64::from(batch))
-        .fetch_one(&store.pool)
+        .fetch_one(&store.db)
         .await
         .db()?;
     Ok(n as u64)
@@ -117,7 +118,7 @@ pub(crate) async fn acquire_lease(
         .bind(holder)
         .bind(ttl_ms)
         .try_map(|row| rows::lease(&row))
-        .fetch_optional(&store.pool)
+        .fetch_optional(&store.db)
         .await
         .db()
 }
@@ -133,7 +134,7 @@ pub(crate) async fn renew_lease(
         .bind(token.0)
         .bind(ttl_ms)
         .try_map(|row| rows::lease(&row))
-        .fetch_optional(&store.pool)
+        .fetch_optional(&store.db)
         .await
         .db()?
         .ok_or_else(|| Error::NamedLeaseLost(name.to_owned()))
@@ -143,7 +144,7 @@ pub(crate) async fn release_lease(store: &PgStore, name: &str, token: LeaseToken
     sqlx::query(RELEASE_LEASE)
         .bind(name)
         .bind(token.0)
-        .execute(&store.pool)
+        .execute(&store.db)
         .await
         .db()?;
     Ok(())

@@ -14,6 +14,8 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use sqlx::postgres::{PgListener, PgPool};
+
+use crate::exec::Pool;
 use tether_core::{Wakeup, WakeupHub};
 use tokio::sync::{mpsc, watch};
 
@@ -27,32 +29,43 @@ const WINDOW: Duration = Duration::from_millis(2);
 /// A hint to send: tenant, queue and how many jobs became ready.
 type Poke = (String, String, usize);
 
+/// Where the LISTEN connection comes from: a pool straight to PostgreSQL,
+/// and the moves of that pool to another server (after which it reconnects).
+#[derive(Debug)]
+pub(crate) struct Listen {
+    pub(crate) pool: PgPool,
+    pub(crate) moves: watch::Receiver<u64>,
+}
+
 /// Sends and receives the hints of one store. Dropping it (with the last
 /// clone of the store) stops its tasks.
 #[derive(Debug)]
 pub(crate) struct Notifications {
     hub: WakeupHub,
     sender: OnceLock<mpsc::UnboundedSender<Poke>>,
+    /// `None` behind a transaction pooler with no direct URL: no LISTEN,
+    /// other processes' hints are missed and workers poll.
+    listen: Option<Listen>,
     listener: OnceLock<()>,
-    /// Never sends; its drop tells the listener to stop.
+    /// Never sends; its drop tells the listener (and the store's failover
+    /// watchers) to stop.
     alive: watch::Sender<()>,
 }
 
-impl Default for Notifications {
-    fn default() -> Self {
+impl Notifications {
+    pub(crate) fn new(listen: Option<Listen>, alive: watch::Sender<()>) -> Notifications {
         Notifications {
             hub: WakeupHub::new(),
             sender: OnceLock::new(),
+            listen,
             listener: OnceLock::new(),
-            alive: watch::channel(()).0,
+            alive,
         }
     }
-}
 
-impl Notifications {
     /// Hints that `jobs` jobs of `queue` of `tenant` are ready: wakes local
     /// subscribers now and other processes through NOTIFY shortly.
-    pub(crate) fn poke(&self, pool: &PgPool, tenant: &str, queue: &str, jobs: usize) {
+    pub(crate) fn poke(&self, pool: &Pool, tenant: &str, queue: &str, jobs: usize) {
         if jobs == 0 {
             return;
         }
@@ -72,15 +85,18 @@ impl Notifications {
 
     /// Subscribes to hints for one queue, starting this store's listener on
     /// first use. Must be called inside a tokio runtime.
-    pub(crate) fn subscribe(&self, pool: &PgPool, tenant: &str, queue: &str) -> Wakeup {
+    pub(crate) fn subscribe(&self, tenant: &str, queue: &str) -> Wakeup {
         let wakeup = self.hub.subscribe(tenant, queue);
-        self.listener.get_or_init(|| {
-            tokio::spawn(listen_loop(
-                pool.clone(),
-                self.hub.clone(),
-                self.alive.subscribe(),
-            ));
-        });
+        if let Some(listen) = &self.listen {
+            self.listener.get_or_init(|| {
+                tokio::spawn(listen_loop(
+                    listen.pool.clone(),
+                    listen.moves.clone(),
+                    self.hub.clone(),
+                    self.alive.subscribe(),
+                ));
+            });
+        }
         wakeup
     }
 }
@@ -88,7 +104,7 @@ impl Notifications {
 /// Sends the hints for freshly created jobs on the caller's connection (in a
 /// transaction they are delivered at commit, and dropped on rollback).
 pub(crate) async fn notify_in(
-    conn: &mut sqlx::PgConnection,
+    conn: &mut crate::exec::Conn<'_>,
     tenant: &str,
     answers: &[tether_core::Enqueued],
 ) -> tether_core::Result<()> {
@@ -119,7 +135,7 @@ fn parse(payload: &str) -> Option<(&str, &str, Option<usize>)> {
     Some((tenant, queue, parts.next().and_then(|n| n.parse().ok())))
 }
 
-async fn send_loop(pool: PgPool, mut rx: mpsc::UnboundedReceiver<Poke>) {
+async fn send_loop(pool: Pool, mut rx: mpsc::UnboundedReceiver<Poke>) {
     while let Some(first) = rx.recv().await {
         let mut pokes = BTreeMap::new();
         let mut next = Some(first);
@@ -137,7 +153,7 @@ async fn send_loop(pool: PgPool, mut rx: mpsc::UnboundedReceiver<Poke>) {
             .bind(&payloads)
             .execute(&pool)
             .await;
-        if pool.is_closed() {
+        if pool.raw().is_closed() {
             return;
         }
         tokio::time::sleep(WINDOW).await;
@@ -145,9 +161,15 @@ async fn send_loop(pool: PgPool, mut rx: mpsc::UnboundedReceiver<Poke>) {
 }
 
 /// Listens on a dedicated connection (LISTEN does not work through a
-/// transaction pooler: point tether at PostgreSQL directly). After a lost
-/// connection every subscriber is woken, since hints may have been missed.
-async fn listen_loop(pool: PgPool, hub: WakeupHub, mut alive: watch::Receiver<()>) {
+/// transaction pooler: [`Listen`] is straight to PostgreSQL), reconnecting
+/// when the pool moves to another server. After a lost connection every
+/// subscriber is woken, since hints may have been missed.
+async fn listen_loop(
+    pool: PgPool,
+    mut moves: watch::Receiver<u64>,
+    hub: WakeupHub,
+    mut alive: watch::Receiver<()>,
+) {
     loop {
         if pool.is_closed() || alive.has_changed().is_err() {
             return;
@@ -164,9 +186,12 @@ async fn listen_loop(pool: PgPool, hub: WakeupHub, mut alive: watch::Receiver<()
             continue;
         }
         hub.notify_all();
+        moves.mark_unchanged();
         loop {
             let received = tokio::select! {
                 r = listener.try_recv() => r,
+                // The pool moved to a new primary: listen there.
+                _ = moves.changed() => break,
                 // The store is gone (the sender never sends, so this only
                 // ever resolves with an error).
                 _ = alive.changed() => return,

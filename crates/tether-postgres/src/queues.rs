@@ -14,7 +14,7 @@ pub(crate) async fn queue_stats(store: &PgStore, tenant: &str, queue: &str) -> R
         .bind(tenant)
         .bind(queue)
         .try_map(|row| rows::queue_stats(&row))
-        .fetch_one(&store.pool)
+        .fetch_one(&store.db)
         .await
         .db()
 }
@@ -23,7 +23,7 @@ pub(crate) async fn list_queues(store: &PgStore, tenant: &str) -> Result<Vec<Que
     sqlx::query(LIST_QUEUES)
         .bind(tenant)
         .try_map(|row| rows::queue_stats(&row))
-        .fetch_all(&store.pool)
+        .fetch_all(&store.db)
         .await
         .db()
 }
@@ -40,7 +40,7 @@ pub(crate) async fn set_paused(
         sqlx::query(RESUME)
             .bind(tenant)
             .bind(queue)
-            .execute(&store.pool)
+            .execute(&store.db)
             .await
             .db()?;
         return queue_stats(store, tenant, queue).await;
@@ -48,12 +48,12 @@ pub(crate) async fn set_paused(
     // The row is created (within the limit) and set in one
     // transaction, so a removal pass never sees it unpaused and empty.
     let mut tx = store.begin().await?;
-    register_queues(&mut tx, tenant, &[queue], Some(max_queues)).await?;
+    register_queues(&mut tx.conn(), tenant, &[queue], Some(max_queues)).await?;
     sqlx::query(SET_PAUSED)
         .bind(tenant)
         .bind(queue)
         .bind(paused)
-        .execute(&mut *tx)
+        .execute(&mut tx.conn())
         .await
         .db()?;
     tx.commit().await.db()?;
@@ -68,7 +68,7 @@ pub(crate) async fn configure_queue(
     max_queues: u32,
 ) -> Result<QueueStats> {
     let mut tx = store.begin().await?;
-    register_queues(&mut tx, tenant, &[queue], Some(max_queues)).await?;
+    register_queues(&mut tx.conn(), tenant, &[queue], Some(max_queues)).await?;
     sqlx::query(CONFIGURE_QUEUE)
         .bind(tenant)
         .bind(queue)
@@ -84,7 +84,7 @@ pub(crate) async fn configure_queue(
         .bind(patch.key_max_running.is_some())
         .bind(patch.key_max_running.flatten())
         .bind(patch.fair)
-        .execute(&mut *tx)
+        .execute(&mut tx.conn())
         .await
         .db()?;
     tx.commit().await.db()?;

@@ -1,16 +1,21 @@
 //! Schedules (invariant 11): the timetables and their runs.
 //!
-//! Definitions are read and written by one statement each. A fire is one
-//! transaction: a compare-and-set on `next_run_at` (which also takes the
-//! schedule's row lock, so concurrent fires of the same instant queue up
-//! behind the winner and then find the timetable moved), then the enqueue
-//! with the fire's idempotency key and the run's record. A trigger locks the
-//! row first, so it and a fire of the same schedule never interleave.
+//! Definitions are read and written by one statement each. A scheduler
+//! pass is one transaction of three set-based steps whatever its size: the
+//! compare-and-sets on `next_run_at` of all its fires in one statement
+//! (which also takes the schedules' row locks, in id order, so a concurrent
+//! pass over the same instants queues up behind the winner and then finds
+//! the timetables moved), then the enqueue of their jobs with the fires'
+//! idempotency keys (one multi-row insert per tenant), then the runs'
+//! records. A trigger locks the row first, so it and a fire of the same
+//! schedule never interleave.
+
+use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgRow;
 use sqlx::Row;
-use tether_core::schedule::{Fire, FireOutcome};
+use tether_core::schedule::{distinct_schedules, FireOutcome, FireRef};
 use tether_core::{
     Enqueued, Error, Job, NewJobRef, Overlap, Result, RunOutcome, Schedule, ScheduleRun,
     ScheduleSpec,
@@ -18,11 +23,12 @@ use tether_core::{
 use uuid::Uuid;
 
 use crate::enqueue::enqueue_on;
+use crate::exec::Conn;
 use crate::rows::{self, Db};
 use crate::sql::schedules::{
-    ADVANCE_SCHEDULE, COUNT_SCHEDULES, CREATE_SCHEDULE, DELETE_SCHEDULE, DUE_SCHEDULES,
+    ADVANCE_SCHEDULES, COUNT_SCHEDULES, CREATE_SCHEDULE, DELETE_SCHEDULE, DUE_SCHEDULES,
     LIST_SCHEDULES, LOCK_SCHEDULE, NAME_CONSTRAINT, NEXT_SCHEDULE_DUE, PRUNE_SCHEDULE_RUNS,
-    RECORD_ENQUEUED, SCHEDULE_RUNS, SELECT_SCHEDULE, UPDATE_SCHEDULE,
+    RECORD_ENQUEUED, RECORD_FIRED, SCHEDULE_RUNS, SELECT_SCHEDULE, UPDATE_SCHEDULE,
 };
 use crate::sql::LOCK_TENANT;
 use crate::PgStore;
@@ -49,12 +55,12 @@ pub(crate) async fn create_schedule(
     sqlx::query(LOCK_TENANT)
         .bind(SCHEDULE_CREATE_LOCK)
         .bind(tenant)
-        .execute(&mut *tx)
+        .execute(&mut tx.conn())
         .await
         .db()?;
     let n: i64 = sqlx::query_scalar(COUNT_SCHEDULES)
         .bind(tenant)
-        .fetch_one(&mut *tx)
+        .fetch_one(&mut tx.conn())
         .await
         .db()?;
     if n >= i64::from(max_schedules) {
@@ -73,7 +79,7 @@ pub(crate) async fn create_schedule(
         .bind(spec.overlap.as_str())
         .bind(next_run_at)
         .try_map(|row| rows::schedule(&row))
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut tx.conn())
         .await
         .db()?
         .ok_or_else(|| Error::schedule_name_taken(&spec.name))?;
@@ -86,7 +92,7 @@ pub(crate) async fn get_schedule(store: &PgStore, tenant: &str, id: Uuid) -> Res
         .bind(id)
         .bind(tenant)
         .try_map(|row| rows::schedule(&row))
-        .fetch_optional(&store.pool)
+        .fetch_optional(&store.db)
         .await
         .db()?
         .ok_or_else(|| Error::schedule_not_found(id))
@@ -96,7 +102,7 @@ pub(crate) async fn list_schedules(store: &PgStore, tenant: &str) -> Result<Vec<
     sqlx::query(LIST_SCHEDULES)
         .bind(tenant)
         .try_map(|row| rows::schedule(&row))
-        .fetch_all(&store.pool)
+        .fetch_all(&store.db)
         .await
         .db()
 }
@@ -121,7 +127,7 @@ pub(crate) async fn update_schedule(
         .bind(spec.overlap.as_str())
         .bind(next_run_at)
         .try_map(|row| rows::schedule(&row))
-        .fetch_optional(&store.pool)
+        .fetch_optional(&store.db)
         .await
         .map_err(|e| {
             if is_name_taken(&e) {
@@ -137,7 +143,7 @@ pub(crate) async fn delete_schedule(store: &PgStore, tenant: &str, id: Uuid) -> 
     let done = sqlx::query(DELETE_SCHEDULE)
         .bind(id)
         .bind(tenant)
-        .execute(&store.pool)
+        .execute(&store.db)
         .await
         .db()?;
     if done.rows_affected() == 0 {
@@ -157,7 +163,7 @@ pub(crate) async fn schedule_runs(
         .bind(tenant)
         .bind(i64::from(limit))
         .try_map(|row| rows::schedule_run(&row))
-        .fetch_all(&store.pool)
+        .fetch_all(&store.db)
         .await
         .db()?;
     if runs.is_empty() {
@@ -173,7 +179,7 @@ pub(crate) async fn due_schedules(
     let rows = sqlx::query(DUE_SCHEDULES)
         .bind(i64::from(limit))
         .try_map(|row: PgRow| Ok((row.try_get("db_now")?, rows::optional_schedule(&row)?)))
-        .fetch_all(&store.pool)
+        .fetch_all(&store.db)
         .await
         .db()?;
     let now = rows
@@ -188,59 +194,115 @@ pub(crate) async fn next_schedule_due(
 ) -> Result<(DateTime<Utc>, Option<DateTime<Utc>>)> {
     sqlx::query(NEXT_SCHEDULE_DUE)
         .try_map(|row: PgRow| Ok((row.try_get("db_now")?, row.try_get("next_run_at")?)))
-        .fetch_one(&store.pool)
+        .fetch_one(&store.db)
         .await
         .db()
 }
 
-pub(crate) async fn fire_schedule(
+pub(crate) async fn fire_schedules(
     store: &PgStore,
-    fire: &Fire,
-    job_id: Uuid,
-) -> Result<FireOutcome> {
-    let mut tx = store.begin().await?;
-    let skipped: Option<bool> = sqlx::query_scalar(ADVANCE_SCHEDULE)
-        .bind(fire.schedule_id)
-        .bind(&fire.tenant)
-        .bind(fire.expected_next_run_at)
-        .bind(fire.next_run_at)
-        .bind(fire.fire_at)
-        .bind(fire.overlap == Overlap::Skip)
-        .fetch_optional(&mut *tx)
-        .await
-        .db()?;
-    match skipped {
-        None => {
-            tx.rollback().await.db()?;
-            return Ok(FireOutcome::Raced);
-        }
-        Some(true) => {
-            tx.commit().await.db()?;
-            return Ok(FireOutcome::Ran(RunOutcome::Skipped, None));
-        }
-        Some(false) => {}
+    fires: &[FireRef<'_>],
+) -> Result<Vec<FireOutcome>> {
+    distinct_schedules(fires)?;
+    let mut outcomes = vec![FireOutcome::Raced; fires.len()];
+    if fires.is_empty() {
+        return Ok(outcomes);
     }
-    // An existing job with the fire's idempotency key (an earlier
-    // attempt at this very fire) comes back instead of a second one.
-    let job = NewJobRef {
-        id: job_id,
-        job: &fire.job,
-    };
-    let enqueued = enqueue_run(&mut tx, &fire.tenant, job).await?;
-    record_enqueued(
-        &mut tx,
-        fire.schedule_id,
-        &fire.tenant,
-        enqueued.job.id,
-        Some(fire.fire_at),
-    )
-    .await?;
+    let n = fires.len();
+    let mut ids = Vec::with_capacity(n);
+    let mut tenants = Vec::with_capacity(n);
+    let mut expected = Vec::with_capacity(n);
+    let mut next = Vec::with_capacity(n);
+    let mut fire_at = Vec::with_capacity(n);
+    let mut skip = Vec::with_capacity(n);
+    for f in fires {
+        let fire = f.fire;
+        ids.push(fire.schedule_id);
+        tenants.push(fire.tenant.as_str());
+        expected.push(fire.expected_next_run_at);
+        next.push(fire.next_run_at);
+        fire_at.push(fire.fire_at);
+        skip.push(fire.overlap == Overlap::Skip);
+    }
+    let t0 = std::time::Instant::now();
+    let mut tx = store.begin().await?;
+    let moved: HashMap<Uuid, bool> = sqlx::query(ADVANCE_SCHEDULES)
+        .bind(&ids)
+        .bind(&tenants)
+        .bind(&expected)
+        .bind(&next)
+        .bind(&fire_at)
+        .bind(&skip)
+        .try_map(|row: PgRow| Ok((row.try_get("id")?, row.try_get("skipped")?)))
+        .fetch_all(&mut tx.conn())
+        .await
+        .db()?
+        .into_iter()
+        .collect();
+    if moved.is_empty() {
+        tx.rollback().await.db()?;
+        return Ok(outcomes);
+    }
+    eprintln!("  advance {:?}", t0.elapsed());
+    let mut by_tenant: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, f) in fires.iter().enumerate() {
+        match moved.get(&f.fire.schedule_id) {
+            None => {}
+            Some(true) => outcomes[i] = FireOutcome::Ran(RunOutcome::Skipped, None),
+            Some(false) => by_tenant.entry(f.fire.tenant.as_str()).or_default().push(i),
+        }
+    }
+    // One enqueue per tenant. An existing job with a fire's idempotency key
+    // (an earlier attempt at this very fire) comes back instead of a second
+    // one.
+    let mut created = Vec::with_capacity(by_tenant.len());
+    let (mut run_ids, mut run_jobs, mut run_at) = (Vec::new(), Vec::new(), Vec::new());
+    for (tenant, idx) in by_tenant {
+        let jobs: Vec<NewJobRef<'_>> = idx
+            .iter()
+            .map(|&i| NewJobRef {
+                id: fires[i].job_id,
+                job: &fires[i].fire.job,
+            })
+            .collect();
+        // A schedule's run is not refused for the queue limit: the schedule
+        // limit bounds the queues schedules can make.
+        let answers = enqueue_on(&mut tx.conn(), tenant, &jobs, None).await?;
+        for (&i, answer) in idx.iter().zip(&answers) {
+            let fire = fires[i].fire;
+            outcomes[i] = FireOutcome::Ran(RunOutcome::Enqueued, Some(answer.job.id));
+            run_ids.push(fire.schedule_id);
+            run_jobs.push(answer.job.id);
+            run_at.push(fire.fire_at);
+        }
+        created.push((tenant, answers));
+    }
+    eprintln!("  enqueued {:?}", t0.elapsed());
+    if !run_ids.is_empty() {
+        let done = sqlx::query(RECORD_FIRED)
+            .bind(&run_ids)
+            .bind(&run_jobs)
+            .bind(&run_at)
+            .execute(&mut tx.conn())
+            .await
+            .db()?;
+        if done.rows_affected() != run_ids.len() as u64 {
+            // Cannot happen while the rows are locked; refuse rather than
+            // commit a job without its run.
+            return Err(rows::corrupt(format!(
+                "{} of {} fired schedules recorded their run",
+                done.rows_affected(),
+                run_ids.len()
+            )));
+        }
+    }
+    eprintln!("  recorded {:?}", t0.elapsed());
     tx.commit().await.db()?;
-    store.notify_created(&fire.tenant, std::slice::from_ref(&enqueued));
-    Ok(FireOutcome::Ran(
-        RunOutcome::Enqueued,
-        Some(enqueued.job.id),
-    ))
+    eprintln!("  committed {:?}", t0.elapsed());
+    for (tenant, answers) in &created {
+        store.notify_created(tenant, answers);
+    }
+    Ok(outcomes)
 }
 
 pub(crate) async fn trigger_schedule(
@@ -253,15 +315,15 @@ pub(crate) async fn trigger_schedule(
     let locked: Option<Uuid> = sqlx::query_scalar(LOCK_SCHEDULE)
         .bind(id)
         .bind(tenant)
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut tx.conn())
         .await
         .db()?;
     if locked.is_none() {
         tx.rollback().await.db()?;
         return Err(Error::schedule_not_found(id));
     }
-    let enqueued = enqueue_run(&mut tx, tenant, job).await?;
-    record_enqueued(&mut tx, id, tenant, enqueued.job.id, None).await?;
+    let enqueued = enqueue_run(&mut tx.conn(), tenant, job).await?;
+    record_enqueued(&mut tx.conn(), id, tenant, enqueued.job.id).await?;
     tx.commit().await.db()?;
     store.notify_created(tenant, std::slice::from_ref(&enqueued));
     Ok(enqueued.job)
@@ -275,18 +337,14 @@ pub(crate) async fn prune_schedule_runs(
     let n: i64 = sqlx::query_scalar(PRUNE_SCHEDULE_RUNS)
         .bind(retention_ms.clamp(0, MAX_RETENTION_MS))
         .bind(i64::from(batch))
-        .fetch_one(&store.pool)
+        .fetch_one(&store.db)
         .await
         .db()?;
     Ok(n as u64)
 }
 
-/// Enqueues a schedule's job inside the fire's or trigger's transaction.
-async fn enqueue_run(
-    conn: &mut sqlx::PgConnection,
-    tenant: &str,
-    job: NewJobRef<'_>,
-) -> Result<Enqueued> {
+/// Enqueues a triggered run's job inside the trigger's transaction.
+async fn enqueue_run(conn: &mut Conn<'_>, tenant: &str, job: NewJobRef<'_>) -> Result<Enqueued> {
     // A schedule's run is not refused for the queue limit: the schedule
     // limit bounds the queues schedules can make.
     enqueue_on(conn, tenant, &[job], None)
@@ -295,20 +353,13 @@ async fn enqueue_run(
         .ok_or_else(|| rows::corrupt("an enqueue of one job gave no answer"))
 }
 
-/// Records an `enqueued` run of `job_id` stamped `fire_at` (`None`: the
-/// transaction's `now()`) on a schedule the transaction has locked.
-async fn record_enqueued(
-    conn: &mut sqlx::PgConnection,
-    id: Uuid,
-    tenant: &str,
-    job_id: Uuid,
-    fire_at: Option<DateTime<Utc>>,
-) -> Result<()> {
+/// Records a triggered `enqueued` run of `job_id`, stamped with the
+/// transaction's `now()`, on a schedule the transaction has locked.
+async fn record_enqueued(conn: &mut Conn<'_>, id: Uuid, tenant: &str, job_id: Uuid) -> Result<()> {
     let done = sqlx::query(RECORD_ENQUEUED)
         .bind(id)
         .bind(tenant)
         .bind(job_id)
-        .bind(fire_at)
         .execute(conn)
         .await
         .db()?;

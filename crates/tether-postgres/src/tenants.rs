@@ -17,7 +17,7 @@ pub(crate) async fn create_tenant(store: &PgStore, name: &str) -> Result<Tenant>
     sqlx::query(CREATE_TENANT)
         .bind(name)
         .try_map(|row| rows::tenant(&row))
-        .fetch_optional(&store.pool)
+        .fetch_optional(&store.db)
         .await
         .db()?
         .ok_or_else(|| Error::tenant_name_taken(name))
@@ -26,7 +26,7 @@ pub(crate) async fn create_tenant(store: &PgStore, name: &str) -> Result<Tenant>
 pub(crate) async fn list_tenants(store: &PgStore) -> Result<Vec<Tenant>> {
     sqlx::query(LIST_TENANTS)
         .try_map(|row| rows::tenant(&row))
-        .fetch_all(&store.pool)
+        .fetch_all(&store.db)
         .await
         .db()
 }
@@ -35,7 +35,7 @@ pub(crate) async fn get_tenant(store: &PgStore, id: Uuid) -> Result<Tenant> {
     sqlx::query(GET_TENANT)
         .bind(id)
         .try_map(|row| rows::tenant(&row))
-        .fetch_optional(&store.pool)
+        .fetch_optional(&store.db)
         .await
         .db()?
         .ok_or_else(|| Error::tenant_not_found(id))
@@ -45,7 +45,7 @@ pub(crate) async fn ensure_tenant(store: &PgStore, name: &str) -> Result<Tenant>
     sqlx::query(ENSURE_TENANT)
         .bind(name)
         .try_map(|row| rows::tenant(&row))
-        .fetch_one(&store.pool)
+        .fetch_one(&store.db)
         .await
         .db()
 }
@@ -66,7 +66,7 @@ pub(crate) async fn create_api_key(
         .bind(admin)
         .bind(DEFAULT_TENANT)
         .try_map(|row| rows::api_key(&row))
-        .fetch_optional(&store.pool)
+        .fetch_optional(&store.db)
         .await
         .db()?;
     match row {
@@ -82,7 +82,7 @@ pub(crate) async fn find_api_key(
 ) -> Result<Option<(ApiKeyInfo, [u8; 32])>> {
     let row = sqlx::query(FIND_API_KEY)
         .bind(key_id)
-        .fetch_optional(&store.pool)
+        .fetch_optional(&store.db)
         .await
         .db()?;
     let Some(row) = row else {
@@ -97,7 +97,7 @@ pub(crate) async fn find_api_key(
 pub(crate) async fn revoke_api_key(store: &PgStore, key_id: Uuid) -> Result<()> {
     let done = sqlx::query(REVOKE_API_KEY)
         .bind(key_id)
-        .execute(&store.pool)
+        .execute(&store.db)
         .await
         .db()?;
     if done.rows_affected() == 0 {
@@ -110,7 +110,7 @@ pub(crate) async fn list_api_keys(store: &PgStore, tenant_id: Uuid) -> Result<Ve
     let rows = sqlx::query(LIST_API_KEYS)
         .bind(tenant_id)
         .try_map(|row| rows::api_key(&row))
-        .fetch_all(&store.pool)
+        .fetch_all(&store.db)
         .await
         .db()?;
     if rows.is_empty() {
@@ -127,7 +127,7 @@ pub(crate) async fn touch_api_key(
     let done = sqlx::query(TOUCH_API_KEY)
         .bind(key_id)
         .bind(min_interval_ms)
-        .execute(&store.pool)
+        .execute(&store.db)
         .await
         .db()?;
     Ok(done.rows_affected() > 0)
@@ -141,7 +141,7 @@ pub(crate) async fn store_operator_key(
 ) -> Result<OperatorKeySetup> {
     let mut tx = store.begin().await?;
     sqlx::query(LOCK_OPERATOR_KEYS)
-        .execute(&mut *tx)
+        .execute(&mut tx.conn())
         .await
         .db()?;
     sqlx::query(INSERT_OPERATOR_KEY)
@@ -149,13 +149,13 @@ pub(crate) async fn store_operator_key(
         .bind(tenant_id)
         .bind(OPERATOR_KEY_NAME)
         .bind(&hash[..])
-        .execute(&mut *tx)
+        .execute(&mut tx.conn())
         .await
         .db()?;
     let key = sqlx::query(FIND_API_KEY)
         .bind(key_id)
         .try_map(|row| rows::api_key(&row))
-        .fetch_one(&mut *tx)
+        .fetch_one(&mut tx.conn())
         .await
         .db()?
         .ok_or_else(|| rows::corrupt("api key row without id"))?;
@@ -164,7 +164,7 @@ pub(crate) async fn store_operator_key(
     } else {
         sqlx::query_scalar(REVOKE_OTHER_OPERATOR_KEYS)
             .bind(key_id)
-            .fetch_all(&mut *tx)
+            .fetch_all(&mut tx.conn())
             .await
             .db()?
     };
@@ -180,11 +180,11 @@ pub(crate) async fn server_secret_check(
     let stored: Option<Vec<u8>> = if record {
         sqlx::query_scalar(RECORD_SERVER_SECRET_CHECK)
             .bind(&check[..])
-            .fetch_optional(&store.pool)
+            .fetch_optional(&store.db)
             .await
     } else {
         sqlx::query_scalar(READ_SERVER_SECRET_CHECK)
-            .fetch_optional(&store.pool)
+            .fetch_optional(&store.db)
             .await
     }
     .db()?;

@@ -18,7 +18,7 @@ impl PgStore {
              WHERE id = $1 AND state = 'running'",
         )
         .bind(id)
-        .execute(&self.pool)
+        .execute(&self.db)
         .await
         .db()?;
         Ok(())
@@ -30,7 +30,7 @@ impl PgStore {
             "UPDATE tether.leases SET expires_at = now() - interval '1 millisecond' WHERE name = $1",
         )
         .bind(name)
-        .execute(&self.pool)
+        .execute(&self.db)
         .await
         .db()?;
         Ok(())
@@ -40,7 +40,7 @@ impl PgStore {
     pub async fn make_due(&self, id: Uuid) -> Result<()> {
         sqlx::query("UPDATE tether.jobs SET run_at = now() WHERE id = $1 AND state = 'queued'")
             .bind(id)
-            .execute(&self.pool)
+            .execute(&self.db)
             .await
             .db()?;
         Ok(())
@@ -51,5 +51,5 @@ impl PgStore {
 /// the database as an older tether would have, so that upgrade tests can
 /// seed it with old rows before [`PgStore::connect`] applies the rest.
 pub async fn migrate_up_to(pool: &PgPool, version: i64) -> Result<()> {
-    crate::migrate::run_up_to(pool, version).await
+    crate::migrate::run_up_to(&crate::exec::Pool::new(pool.clone(), false), version).await
 }

@@ -11,6 +11,7 @@ use serde::de::DeserializeOwned;
 use tether_core::{ApiKeyInfo, Error};
 
 use crate::error::ApiError;
+use crate::observe::RequestContext;
 use crate::AppState;
 
 /// A JSON request body, deserialized strictly.
@@ -178,6 +179,9 @@ impl FromRequestParts<AppState> for Caller {
         let info = state.engine.authenticate(key).await?;
         if info.use_is_due(chrono::Utc::now()) {
             record_use(state, info.id);
+        }
+        if let Some(request) = parts.extensions.get::<RequestContext>() {
+            request.set_tenant(&info.tenant);
         }
         let caller = Caller(info);
         parts.extensions.insert(caller.clone());

@@ -34,6 +34,7 @@ mod extract;
 #[doc(hidden)]
 pub mod fuzzing;
 mod metrics;
+mod observe;
 mod openapi;
 mod routes;
 pub mod server_secret;
@@ -50,7 +51,8 @@ use tether_core::Engine;
 pub use connections::{serve, ConnectionLimits};
 pub use error::{ApiError, ApiResult};
 pub use extract::{ApiJson, ApiQuery, Caller, OptionalJson};
-pub use metrics::{Metrics, GAUGE_CACHE};
+pub use metrics::{install_recorder, Family, Kind, Metrics, Source, FAMILIES, GAUGE_CACHE};
+pub use observe::{ACCESS_TARGET, MAX_REQUEST_ID, REQUEST_ID};
 pub use openapi::{openapi, openapi_json};
 pub use standalone::{
     choose_database, start, Running, Secrets, ServeConfig, ServeError, SQLITE_FILE,
@@ -76,7 +78,8 @@ pub struct ServerConfig {
     /// Most queues (of all tenants) the per-queue gauges of `/metrics`
     /// cover (default 1 000); the ones with the fewest unfinished and failed
     /// jobs are left out first, and `tether_queue_series_omitted` says how
-    /// many were.
+    /// many were. (`tether serve` also bounds the (tenant, queue) pairs of
+    /// the recorded counters and histograms by it: [`install_recorder`].)
     pub metrics_max_queues: usize,
 }
 
@@ -129,7 +132,8 @@ impl AppState {
 
 /// The whole service: `/healthz`, `/readyz`, `/metrics`, `/openapi.json`,
 /// the `/v1` API (the routes of `routes::api`, which the OpenAPI document
-/// is made from too) and the dashboard at `/`.
+/// is made from too) and the dashboard at `/`. Every request gets a request
+/// id, a span, an access line and a latency sample (`observe.rs`).
 pub fn router(state: AppState) -> Router {
     let authenticate = axum::middleware::from_fn_with_state(state.clone(), authenticate);
     // The document made alongside is dropped here: `openapi()` makes it.
@@ -141,6 +145,9 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             time_limit,
         ))
+        // Outside the time limit, so a request cut off is logged too; a
+        // layer of the router (not around it) so it sees the matched route.
+        .layer(axum::middleware::from_fn(observe::observe))
         .with_state(state)
 }
 

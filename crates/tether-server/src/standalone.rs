@@ -60,6 +60,9 @@ pub struct ServeConfig {
     /// Most queues the per-queue gauges of `/metrics` cover (default
     /// 1 000).
     pub metrics_max_queues: usize,
+    /// How the database is opened: migrations, and for PostgreSQL the pool
+    /// size, a transaction pooler in between, and a direct URL for LISTEN.
+    pub database_options: tether::OpenOptions,
 }
 
 impl Default for ServeConfig {
@@ -80,6 +83,7 @@ impl Default for ServeConfig {
             max_queues_per_tenant: 1_000,
             max_schedules_per_tenant: 10_000,
             metrics_max_queues: server.metrics_max_queues,
+            database_options: tether::OpenOptions::default(),
         }
     }
 }
@@ -230,7 +234,7 @@ pub async fn start(
     }
     let (secret, secret_source) =
         server_secret::load(secrets.server_secret.as_deref(), &args.data_dir)?;
-    let client = tether::Client::open(&database)
+    let client = tether::Client::open_with(&database, &args.database_options)
         .await
         .map_err(|source| ServeError::Database {
             database: database.describe(),

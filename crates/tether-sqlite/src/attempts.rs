@@ -10,8 +10,8 @@ use sqlx::{Row, SqliteConnection};
 use tether_core::flow;
 use tether_core::lifecycle::{self, FailOutcome, Report};
 use tether_core::{
-    ClaimRequest, ClaimedJob, Completion, Error, EventKind, Failure, Heartbeat, HeartbeatAck, Job,
-    JobState, LeaseToken, RateLimit, Result,
+    ClaimRequest, ClaimedJob, Completed, Completion, Error, EventKind, Failure, Heartbeat,
+    HeartbeatAck, Job, JobState, LeaseToken, RateLimit, Result,
 };
 use uuid::Uuid;
 
@@ -474,7 +474,7 @@ pub(crate) async fn complete_many(
     store: &SqliteStore,
     tenant: &str,
     items: &[Completion],
-) -> Result<Vec<Result<()>>> {
+) -> Result<Vec<Result<Completed>>> {
     if items.is_empty() {
         return Ok(Vec::new());
     }
@@ -495,14 +495,21 @@ pub(crate) async fn complete_many(
         .await
         .db()?;
     let mut ended: HashMap<String, usize> = HashMap::new();
+    // What each job completed now answers its (first) accepted item with.
+    let mut completed: HashMap<String, Completed> = HashMap::with_capacity(done.len());
     for row in &done {
-        *ended.entry(row.try_get("queue").db()?).or_default() += 1;
+        let queue: String = row.try_get("queue").db()?;
+        *ended.entry(queue.clone()).or_default() += 1;
+        completed.insert(
+            row.try_get("id").db()?,
+            Completed::Now {
+                queue,
+                started_at: rows::opt_ts(row.try_get("started_at").db()?)?,
+                finished_at: rows::ts(row.try_get("finished_at").db()?)?,
+            },
+        );
     }
-    let done: HashSet<String> = done
-        .iter()
-        .map(|row| row.try_get::<String, _>("id"))
-        .collect::<std::result::Result<_, _>>()
-        .db()?;
+    let done: HashSet<String> = completed.keys().cloned().collect();
     if !done.is_empty() {
         sqlx::query(SUCCEEDED_EVENTS)
             .bind(id_array(done.iter().map(String::as_str)))
@@ -584,7 +591,9 @@ pub(crate) async fn complete_many(
         .zip(ok)
         .map(|(item, succeeded)| {
             if succeeded {
-                Ok(())
+                Ok(completed
+                    .remove(&item.id.to_string())
+                    .unwrap_or(Completed::Repeated))
             } else if answered.contains(&item.id) || existing.contains(&item.id.to_string()) {
                 Err(Error::LeaseLost(item.id))
             } else {

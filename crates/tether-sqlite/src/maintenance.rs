@@ -49,12 +49,16 @@ pub(crate) async fn reap_lapsed_leases(store: &SqliteStore, batch: u32) -> Resul
     let mut report = ReapReport::default();
     for row in &reaped {
         let state: &str = row.try_get("state").db()?;
-        match state.parse::<JobState>().map_err(rows::corrupt)? {
-            JobState::Queued => report.requeued += 1,
-            JobState::Failed => report.failed += 1,
-            JobState::Cancelled => report.cancelled += 1,
+        let state = match state.parse::<JobState>().map_err(rows::corrupt)? {
+            s @ (JobState::Queued | JobState::Failed | JobState::Cancelled) => s,
             other => return Err(rows::corrupt(format!("reaper produced state {other}"))),
-        }
+        };
+        report.add(
+            row.try_get("tenant").db()?,
+            row.try_get("queue").db()?,
+            state,
+            1,
+        );
     }
     SqliteStore::finish_bulk(tx, &reaped, LEASE_EXPIRED_EVENTS).await?;
     // Requeued jobs are ready now, and every reaped job freed a slot of its

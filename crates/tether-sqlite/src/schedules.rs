@@ -1,14 +1,18 @@
 //! Schedules (invariant 11): the timetables and their runs.
 //!
-//! Every write is one `BEGIN IMMEDIATE` transaction. A fire is a
-//! compare-and-set on `next_run_at` under the write lock (so of two nodes,
+//! Every write is one `BEGIN IMMEDIATE` transaction. A scheduler pass is
+//! one, set-based whatever its size: the compare-and-sets on `next_run_at`
+//! of all its fires in one statement under the write lock (so of two nodes,
 //! or two processes on the file, that read the same `next_run_at`, the
-//! second finds it moved), then the enqueue with the fire's idempotency key
-//! and the run's record, in the same transaction.
+//! second finds it moved), then the enqueue of their jobs with the fires'
+//! idempotency keys (one per tenant) and the runs' records.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
+use serde_json::{json, Value};
 use sqlx::{Row, Sqlite, SqliteConnection};
-use tether_core::schedule::{Fire, FireOutcome};
+use tether_core::schedule::{distinct_schedules, Fire, FireOutcome, FireRef};
 use tether_core::{
     Enqueued, Error, Job, NewJobRef, Overlap, Result, RunOutcome, Schedule, ScheduleRun,
     ScheduleSpec,
@@ -18,10 +22,10 @@ use uuid::Uuid;
 use crate::enqueue::enqueue_on;
 use crate::rows::{self, is_unique_violation, to_json_text, Db};
 use crate::sql::schedules::{
-    ADVANCE_SCHEDULE, COUNT_SCHEDULES, CREATE_SCHEDULE, DB_NOW, DELETE_SCHEDULE,
-    DELETE_SCHEDULE_RUNS, DUE_SCHEDULES, INSERT_SCHEDULE_RUN, JOB_ACTIVE, LIST_SCHEDULES,
+    ACTIVE_JOBS, ADVANCE_SCHEDULES, COUNT_SCHEDULES, CREATE_SCHEDULE, DB_NOW, DELETE_SCHEDULE,
+    DELETE_SCHEDULE_RUNS, DUE_SCHEDULES, INSERT_SCHEDULE_RUN, INSERT_SCHEDULE_RUNS, LIST_SCHEDULES,
     NEXT_SCHEDULE_DUE, PRUNE_SCHEDULE_RUNS, SCHEDULE_RUNS, SELECT_SCHEDULE, SET_LAST_JOB,
-    TRIGGER_SCHEDULE, UPDATE_SCHEDULE,
+    SET_LAST_JOBS, TRIGGER_SCHEDULE, UPDATE_SCHEDULE,
 };
 use crate::{SqliteStore, Tx};
 
@@ -195,71 +199,139 @@ pub(crate) async fn next_schedule_due(
     ))
 }
 
-pub(crate) async fn fire_schedule(
+pub(crate) async fn fire_schedules(
     store: &SqliteStore,
-    fire: &Fire,
-    job_id: Uuid,
-) -> Result<FireOutcome> {
-    let tenant = fire.tenant.as_str();
-    let fire_at = fire.fire_at.timestamp_millis();
+    fires: &[FireRef<'_>],
+) -> Result<Vec<FireOutcome>> {
+    distinct_schedules(fires)?;
+    let mut outcomes = vec![FireOutcome::Raced; fires.len()];
+    if fires.is_empty() {
+        return Ok(outcomes);
+    }
+    let mut advance = Vec::with_capacity(fires.len() * 5);
+    for f in fires {
+        let fire = f.fire;
+        advance.extend([
+            json!(fire.schedule_id.to_string()),
+            json!(fire.tenant),
+            json!(fire.expected_next_run_at.timestamp_millis()),
+            json!(fire.fire_at.timestamp_millis()),
+            json!(fire.next_run_at.map(|at| at.timestamp_millis())),
+        ]);
+    }
     let mut tx = store.begin().await?;
-    // 1. The compare-and-set: under the write lock, so of two nodes (or
-    // two processes on the file) that read the same `next_run_at`, the
-    // second finds it moved.
-    let moved = sqlx::query(ADVANCE_SCHEDULE)
-        .bind(tenant)
-        .bind(fire.schedule_id.to_string())
-        .bind(fire.expected_next_run_at.timestamp_millis())
-        .bind(fire_at)
-        .bind(fire.next_run_at.map(|at| at.timestamp_millis()))
-        .fetch_optional(&mut *tx)
+    // 1. The compare-and-sets, under the write lock: of two nodes (or two
+    // processes on the file) that read the same `next_run_at`, the second
+    // finds it moved.
+    let moved = sqlx::query(ADVANCE_SCHEDULES)
+        .bind(Value::Array(advance).to_string())
+        .fetch_all(&mut *tx)
         .await
         .db()?;
-    let Some(moved) = moved else {
+    if moved.is_empty() {
         SqliteStore::finish_unchanged(tx).await?;
-        return Ok(FireOutcome::Raced);
-    };
-    let last_job: Option<&str> = moved.try_get("last_job_id").db()?;
-    let last_job = last_job.map(rows::uuid).transpose()?;
+        return Ok(outcomes);
+    }
+    let mut last_jobs: HashMap<Uuid, Option<Uuid>> = HashMap::with_capacity(moved.len());
+    for row in &moved {
+        let id = rows::uuid(row.try_get("id").db()?)?;
+        let last: Option<&str> = row.try_get("last_job_id").db()?;
+        last_jobs.insert(id, last.map(rows::uuid).transpose()?);
+    }
 
     // 2. Overlap `skip`: nothing to enqueue while the last run's job is
     // unfinished (a job pruned since counts as finished).
-    if fire.overlap == Overlap::Skip {
-        if let Some(last_job) = last_job {
-            let active: bool = sqlx::query_scalar(JOB_ACTIVE)
-                .bind(tenant)
-                .bind(last_job.to_string())
-                .fetch_one(&mut *tx)
-                .await
-                .db()?;
-            if active {
-                record_run(
-                    &mut tx,
-                    fire.schedule_id,
-                    tenant,
-                    fire_at,
-                    None,
-                    RunOutcome::Skipped,
-                )
-                .await?;
-                tx.commit().await.db()?;
-                return Ok(FireOutcome::Ran(RunOutcome::Skipped, None));
+    let mut asked = Vec::new();
+    for f in fires {
+        if f.fire.overlap == Overlap::Skip {
+            if let Some(Some(last)) = last_jobs.get(&f.fire.schedule_id) {
+                asked.extend([json!(f.fire.tenant), json!(last.to_string())]);
             }
         }
     }
+    let mut active = HashSet::new();
+    if !asked.is_empty() {
+        let found = sqlx::query(ACTIVE_JOBS)
+            .bind(Value::Array(asked).to_string())
+            .fetch_all(&mut *tx)
+            .await
+            .db()?;
+        for row in &found {
+            active.insert(rows::uuid(row.try_get("id").db()?)?);
+        }
+    }
 
-    // 3. The job, by its fire key: if it exists already, it is this
-    // run's job and nothing new is made.
-    let job = NewJobRef {
-        id: job_id,
-        job: &fire.job,
-    };
-    let answer = enqueue_run(&mut tx, tenant, job).await?;
-    record_enqueued(&mut tx, fire.schedule_id, tenant, answer.job.id, fire_at).await?;
+    // 3. The jobs, by their fire keys, one enqueue per tenant: a job that
+    // exists already is its run's job and nothing new is made.
+    let mut runs = Vec::new();
+    let mut by_tenant: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, f) in fires.iter().enumerate() {
+        let fire = f.fire;
+        let Some(last) = last_jobs.get(&fire.schedule_id) else {
+            continue;
+        };
+        if fire.overlap == Overlap::Skip && last.is_some_and(|job| active.contains(&job)) {
+            outcomes[i] = FireOutcome::Ran(RunOutcome::Skipped, None);
+            runs.extend(run_record(fire, None, RunOutcome::Skipped));
+        } else {
+            by_tenant.entry(fire.tenant.as_str()).or_default().push(i);
+        }
+    }
+    let mut created = Vec::with_capacity(by_tenant.len());
+    let mut last = Vec::new();
+    for (tenant, idx) in by_tenant {
+        let jobs: Vec<NewJobRef<'_>> = idx
+            .iter()
+            .map(|&i| NewJobRef {
+                id: fires[i].job_id,
+                job: &fires[i].fire.job,
+            })
+            .collect();
+        // A schedule's run is not refused for the queue limit: the schedule
+        // limit bounds the queues schedules can make.
+        let answers = enqueue_on(&mut tx, tenant, &jobs, None).await?;
+        for (&i, answer) in idx.iter().zip(&answers) {
+            let fire = fires[i].fire;
+            let job_id = answer.job.id;
+            outcomes[i] = FireOutcome::Ran(RunOutcome::Enqueued, Some(job_id));
+            runs.extend(run_record(fire, Some(job_id), RunOutcome::Enqueued));
+            last.extend([
+                json!(fire.schedule_id.to_string()),
+                json!(job_id.to_string()),
+            ]);
+        }
+        created.push((tenant, answers));
+    }
+
+    // 4. The runs, and each enqueued job as its schedule's last.
+    sqlx::query(INSERT_SCHEDULE_RUNS)
+        .bind(Value::Array(runs).to_string())
+        .execute(&mut *tx)
+        .await
+        .db()?;
+    if !last.is_empty() {
+        sqlx::query(SET_LAST_JOBS)
+            .bind(Value::Array(last).to_string())
+            .execute(&mut *tx)
+            .await
+            .db()?;
+    }
     tx.commit().await.db()?;
-    let job_id = answer.job.id;
-    store.notify_created(tenant, std::slice::from_ref(&answer));
-    Ok(FireOutcome::Ran(RunOutcome::Enqueued, Some(job_id)))
+    for (tenant, answers) in &created {
+        store.notify_created(tenant, answers);
+    }
+    Ok(outcomes)
+}
+
+/// One run of a pass as the five values of [`INSERT_SCHEDULE_RUNS`].
+fn run_record(fire: &Fire, job: Option<Uuid>, outcome: RunOutcome) -> [Value; 5] {
+    [
+        json!(fire.schedule_id.to_string()),
+        json!(fire.tenant),
+        json!(fire.fire_at.timestamp_millis()),
+        json!(job.map(|id| id.to_string())),
+        json!(outcome.as_str()),
+    ]
 }
 
 pub(crate) async fn trigger_schedule(
@@ -325,31 +397,9 @@ fn bind_spec<'q>(
         .bind(next_run_at.map(|at| at.timestamp_millis())))
 }
 
-/// Records a run of a schedule (on the open transaction of the fire or
-/// trigger), stamped `fire_at`.
-async fn record_run(
-    conn: &mut SqliteConnection,
-    schedule_id: Uuid,
-    tenant: &str,
-    fire_at: i64,
-    job_id: Option<Uuid>,
-    outcome: RunOutcome,
-) -> Result<()> {
-    sqlx::query(INSERT_SCHEDULE_RUN)
-        .bind(schedule_id.to_string())
-        .bind(tenant)
-        .bind(fire_at)
-        .bind(job_id.map(|id| id.to_string()))
-        .bind(outcome.as_str())
-        .execute(conn)
-        .await
-        .db()?;
-    Ok(())
-}
-
-/// Enqueues a schedule's job on the open transaction of the fire or
-/// trigger; an existing job with the same idempotency key is the run's job.
-/// Returns the answer (the caller commits, then hints).
+/// Enqueues a triggered run's job on the trigger's open transaction; an
+/// existing job with the same idempotency key is the run's job. Returns the
+/// answer (the caller commits, then hints).
 async fn enqueue_run(tx: &mut Tx, tenant: &str, job: NewJobRef<'_>) -> Result<Enqueued> {
     // A schedule's run is not refused for the queue limit: the schedule
     // limit bounds the queues schedules can make.
@@ -360,8 +410,7 @@ async fn enqueue_run(tx: &mut Tx, tenant: &str, job: NewJobRef<'_>) -> Result<En
 }
 
 /// Records an `enqueued` run of `job_id` stamped `fire_at` and makes the job
-/// the schedule's `last_job_id` (on the open transaction of the fire or
-/// trigger).
+/// the schedule's `last_job_id` (on the trigger's open transaction).
 async fn record_enqueued(
     conn: &mut SqliteConnection,
     schedule_id: Uuid,
@@ -375,13 +424,14 @@ async fn record_enqueued(
         .execute(&mut *conn)
         .await
         .db()?;
-    record_run(
-        conn,
-        schedule_id,
-        tenant,
-        fire_at,
-        Some(job_id),
-        RunOutcome::Enqueued,
-    )
-    .await
+    sqlx::query(INSERT_SCHEDULE_RUN)
+        .bind(schedule_id.to_string())
+        .bind(tenant)
+        .bind(fire_at)
+        .bind(job_id.to_string())
+        .bind(RunOutcome::Enqueued.as_str())
+        .execute(conn)
+        .await
+        .db()?;
+    Ok(())
 }

@@ -110,8 +110,13 @@ impl Client {
     /// Connects to `database` and brings its schema up to date (a SQLite
     /// file is created if missing).
     pub async fn open(database: &Database) -> Result<Client> {
+        Client::open_with(database, &OpenOptions::default()).await
+    }
+
+    /// Connects to `database` as `options` say.
+    pub async fn open_with(database: &Database, options: &OpenOptions) -> Result<Client> {
         Ok(Client::from_engine(Engine::new(
-            open_store(database).await?,
+            open_store(database, options).await?,
         )))
     }
 
@@ -185,12 +190,53 @@ impl Client {
     }
 }
 
-/// The store `database` names, with its schema brought up to date; a
-/// backend this build left out is an `invalid_argument` error.
-async fn open_store(database: &Database) -> Result<Arc<dyn Store>> {
+/// How [`Client::open_with`] opens a store, beyond which database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// Apply pending migrations when opening (the default). Without, opening
+    /// fails unless the schema is exactly this build's: run `tether migrate`
+    /// first (e.g. as a deployment step before the servers start).
+    pub migrate: bool,
+    /// PostgreSQL: most connections in the pool.
+    pub pool_size: u32,
+    /// PostgreSQL: the URL goes through a transaction-pooling proxy
+    /// (PgBouncer `pool_mode = transaction`); see
+    /// [`PgOptions`](tether_postgres::PgOptions).
+    pub transaction_pooler: bool,
+    /// PostgreSQL: a direct URL for the LISTEN connection of wake-up hints,
+    /// when the main URL goes through a transaction pooler.
+    pub listen_url: Option<String>,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        #[cfg(feature = "postgres")]
+        let pool_size = tether_postgres::PgOptions::default().max_connections;
+        #[cfg(not(feature = "postgres"))]
+        let pool_size = 16;
+        OpenOptions {
+            migrate: true,
+            pool_size,
+            transaction_pooler: false,
+            listen_url: None,
+        }
+    }
+}
+
+/// The store `database` names, opened as `options` say; a backend this
+/// build left out is an `invalid_argument` error.
+async fn open_store(database: &Database, options: &OpenOptions) -> Result<Arc<dyn Store>> {
     match database {
         #[cfg(feature = "postgres")]
-        Database::Postgres(url) => Ok(Arc::new(PgStore::connect(url).await?)),
+        Database::Postgres(url) => {
+            let pg = tether_postgres::PgOptions {
+                max_connections: options.pool_size,
+                transaction_pooler: options.transaction_pooler,
+                listen_url: options.listen_url.clone(),
+                migrate: options.migrate,
+            };
+            Ok(Arc::new(PgStore::connect_with(url, &pg).await?))
+        }
         #[cfg(feature = "sqlite")]
         Database::Sqlite(path) => {
             if path.as_os_str().is_empty() {

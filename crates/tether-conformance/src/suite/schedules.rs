@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde_json::json;
+use tether_core::cron::CronSchedule;
 use tether_core::schedule::fire_key;
 use tether_core::{
     Completion, Engine, Error, JobFilter, JobState, NewJob, Overlap, RunOutcome, SchedulePatch,
@@ -507,4 +508,225 @@ pub async fn schedule_runs_are_pruned_and_jobs_outlive_schedules(db: &TestDb) {
         job.id,
         "the job outlives its schedule"
     );
+}
+
+/// Expressions and zones of the pass tests: daily, hourly, weekly and
+/// sub-minute timetables, in zones with and without daylight saving
+/// (including a half-hour shift), so that the pass writes back next
+/// instants that only the cron module's DST rules give.
+const TIMETABLES: [(&str, &str); 8] = [
+    ("0 30 2 * * *", "America/New_York"),
+    ("0 0 3 * * *", "Europe/Berlin"),
+    ("0 15 * * * *", "Asia/Kolkata"),
+    ("0 0 2 * * 0", "Australia/Lord_Howe"),
+    ("*/7 * * * * *", "UTC"),
+    ("0 30 1 * * *", "Europe/London"),
+    ("0 0 */6 * * *", "America/Sao_Paulo"),
+    ("0 45 23 * * 1-5", "Pacific/Auckland"),
+];
+
+/// Instants the pass tests start a timetable after: the daylight-saving
+/// changes of 2025 in America and Europe, and days before now.
+fn starts(now: DateTime<Utc>) -> Vec<DateTime<Utc>> {
+    let at = |s: &str| {
+        DateTime::parse_from_rfc3339(s)
+            .expect("a fixed instant")
+            .with_timezone(&Utc)
+    };
+    vec![
+        at("2025-03-09T06:00:00Z"),
+        at("2025-03-30T00:30:00Z"),
+        at("2025-10-26T00:30:00Z"),
+        at("2025-11-02T05:00:00Z"),
+        now - chrono::Duration::days(9),
+        now - chrono::Duration::days(20) - chrono::Duration::minutes(37),
+    ]
+}
+
+/// Creates `n` schedules over `tenants` (round robin) on the
+/// [`TIMETABLES`], and sets each one's `next_run_at` to an instant of its
+/// timetable in the past (the first after one of [`starts`]), as after
+/// downtime. Returns each schedule with that instant.
+async fn due_schedules(
+    e: &Engine,
+    tenants: &[&str],
+    n: usize,
+) -> Vec<(tether_core::Schedule, DateTime<Utc>)> {
+    let now = Utc::now();
+    let starts = starts(now);
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let (cron, zone) = TIMETABLES[i % TIMETABLES.len()];
+        let tenant = tenants[i % tenants.len()];
+        let spec = spec(&format!("pass-{i}"), cron)
+            .timezone(zone)
+            .payload(json!({"n": i}));
+        let s = ok(e.create_schedule(tenant, &spec).await);
+        let timetable = CronSchedule::parse(cron, zone).expect("a valid timetable");
+        let due = timetable
+            .next_after(starts[i % starts.len()])
+            .expect("an instant");
+        assert!(due < now, "{due} is in the past");
+        let s = ok(e
+            .store()
+            .update_schedule(tenant, s.id, &s.spec, Some(due))
+            .await);
+        out.push((s, due));
+    }
+    out
+}
+
+/// One pass fires several hundred due schedules of three tenants: one run
+/// and at most one job each (none for a `skip` schedule whose last job is
+/// still queued), the run history and `last_*` as a fire of each alone
+/// would leave them, and each `next_run_at` the one the cron module gives
+/// (its DST rules included).
+pub async fn one_pass_fires_hundreds_of_due_schedules_once_each(db: &TestDb) {
+    const N: usize = 360;
+    let e = &db.engine;
+    let tenants = ["t", "u", "v"];
+    let mut due = due_schedules(e, &tenants, N).await;
+    // Every fifth is overlap `skip`; of those, every other one still has a
+    // queued job from a trigger, so its fire is a skipped run.
+    let mut busy = HashSet::new();
+    for (i, (s, _)) in due.iter_mut().enumerate() {
+        if i % 5 != 0 {
+            continue;
+        }
+        let spec = s.spec.clone().overlap(Overlap::Skip);
+        *s = ok(e
+            .store()
+            .update_schedule(&s.tenant, s.id, &spec, s.next_run_at)
+            .await);
+        if i % 10 == 0 {
+            ok(e.trigger_schedule(&s.tenant, s.id).await);
+            busy.insert(s.id);
+        }
+    }
+    // A long catch-up window: each schedule fires its stored instant and
+    // moves to the next instant of its timetable.
+    let catch_up = Duration::from_secs(3 * 366 * 24 * 3_600);
+    let report = ok(e.fire_due_schedules(1_000, catch_up).await);
+    assert_eq!(report.failed, 0, "{report:?}");
+    assert_eq!(report.raced, 0, "{report:?}");
+    assert_eq!(report.skipped, busy.len() as u64, "{report:?}");
+    assert_eq!(report.enqueued, (N - busy.len()) as u64, "{report:?}");
+
+    let mut jobs = Vec::new();
+    for tenant in tenants {
+        jobs.extend(scheduled_jobs(e, tenant).await);
+    }
+    // The triggered jobs, and one job per fire that was not skipped.
+    assert_eq!(jobs.len(), N, "jobs: {}", jobs.len());
+    for (s, at) in &due {
+        let timetable = CronSchedule::parse(&s.spec.cron, &s.spec.timezone).expect("parses");
+        let after = ok(e.get_schedule(&s.tenant, s.id).await);
+        assert_eq!(
+            after.next_run_at,
+            timetable.next_after(*at),
+            "{} in {}: the next instant after {at}",
+            s.spec.cron,
+            s.spec.timezone
+        );
+        assert_eq!(after.last_run_at, Some(*at));
+        let runs = ok(e.schedule_runs(&s.tenant, s.id).await);
+        let key = fire_key(s.id, *at);
+        let fired: Vec<_> = jobs
+            .iter()
+            .filter(|j| j.idempotency_key.as_deref() == Some(key.as_str()))
+            .collect();
+        if busy.contains(&s.id) {
+            assert!(fired.is_empty(), "a skipped run makes no job");
+            // Newest first: the trigger's run (stamped now), then the
+            // skipped run of the past instant.
+            assert_eq!(runs.len(), 2, "the trigger's run and the skipped one");
+            assert_eq!(
+                (runs[1].fire_at, runs[1].job_id, runs[1].outcome),
+                (*at, None, RunOutcome::Skipped)
+            );
+            assert_eq!(runs[0].outcome, RunOutcome::Enqueued);
+            assert_eq!(
+                after.last_job_id, runs[0].job_id,
+                "the triggered job stays last"
+            );
+            continue;
+        }
+        assert_eq!(fired.len(), 1, "one job for {key}");
+        let job = fired[0];
+        assert_eq!(job.tenant, s.tenant);
+        assert_eq!(job.kind, "tick");
+        assert_eq!(job.payload, s.spec.payload);
+        assert_eq!(after.last_job_id, Some(job.id));
+        assert_eq!(runs.len(), 1, "{key}: one run");
+        assert_eq!(
+            (runs[0].fire_at, runs[0].job_id, runs[0].outcome),
+            (*at, Some(job.id), RunOutcome::Enqueued)
+        );
+    }
+}
+
+/// Four scheduler passes racing over the same few hundred due schedules (as
+/// replicas would during a leadership overlap) fire each exactly once
+/// between them: one run and one job per schedule, each moved past now.
+pub async fn racing_passes_fire_each_due_schedule_once(db: &TestDb) {
+    const N: usize = 240;
+    const PASSES: usize = 4;
+    let e = &db.engine;
+    let tenants = ["t", "u"];
+    let due = due_schedules(e, &tenants, N).await;
+    let (before, _) = ok(e.store().next_schedule_due().await);
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(PASSES));
+    let passes: Vec<_> = (0..PASSES)
+        .map(|_| {
+            let e = e.clone();
+            let barrier = barrier.clone();
+            tokio::spawn(async move {
+                barrier.wait().await;
+                e.fire_due_schedules(1_000, NO_CATCH_UP).await
+            })
+        })
+        .collect();
+    let mut enqueued = 0;
+    for pass in passes {
+        let report = pass.await.expect("pass task").expect("pass");
+        assert_eq!((report.failed, report.skipped), (0, 0), "{report:?}");
+        enqueued += report.enqueued;
+    }
+    assert_eq!(
+        enqueued, N as u64,
+        "each schedule fired once between the passes"
+    );
+
+    let mut jobs = Vec::new();
+    for tenant in tenants {
+        jobs.extend(scheduled_jobs(e, tenant).await);
+    }
+    assert_eq!(jobs.len(), N, "one job per schedule");
+    let keys: HashSet<&str> = jobs
+        .iter()
+        .map(|j| j.idempotency_key.as_deref().expect("a fire key"))
+        .collect();
+    assert_eq!(keys.len(), N, "no fire key made two jobs");
+    for (s, at) in &due {
+        let runs = ok(e.schedule_runs(&s.tenant, s.id).await);
+        assert_eq!(runs.len(), 1, "{}: one run", s.spec.name);
+        let run = &runs[0];
+        assert_eq!(run.outcome, RunOutcome::Enqueued);
+        // Missed instants collapse into one run stamped with the latest.
+        assert!(run.fire_at >= *at, "{} before {at}", run.fire_at);
+        let job = jobs
+            .iter()
+            .find(|j| Some(j.id) == run.job_id)
+            .expect("the run's job");
+        assert_eq!(
+            job.idempotency_key.as_deref(),
+            Some(fire_key(s.id, run.fire_at).as_str())
+        );
+        let after = ok(e.get_schedule(&s.tenant, s.id).await);
+        assert_eq!(after.last_job_id, Some(job.id));
+        assert_eq!(after.last_run_at, Some(run.fire_at));
+        // Moved past the passes' "now" (database clock): nothing is left
+        // due of what they found.
+        assert!(after.next_run_at.expect("enabled") > before);
+    }
 }

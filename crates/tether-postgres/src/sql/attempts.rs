@@ -517,7 +517,8 @@ pub(crate) const COMPLETE: &str = concat!(
 );
 
 /// Completes a batch: `$1` tenant, `$2` ids, `$3` lease tokens, `$4` results;
-/// answers the `(id, token, queue)` of each job it completed. Only the fenced
+/// answers the `(id, token, queue, started_at, finished_at)` of each job it
+/// completed (the times for the metrics' run-time histogram). Only the fenced
 /// update touches the rows, so a job pays one new row version and no
 /// separate lock. The state is tested as `state || ''` so that no partial
 /// index (whose predicate names the state) can be chosen, whatever the
@@ -533,13 +534,14 @@ pub const COMPLETE_MANY: &str = "WITH done AS (
         FROM UNNEST($2::uuid[], $3::uuid[], $4::jsonb[]) AS i(id, token, result)
         WHERE j.id = i.id AND j.tenant = $1 AND j.lease_token = i.token
           AND j.state || '' = 'running'
-        RETURNING j.id, i.token, j.tenant, j.queue, j.attempt, j.worker_id, j.updated_at
+        RETURNING j.id, i.token, j.tenant, j.queue, j.attempt, j.worker_id, j.started_at,
+                  j.updated_at
     ),
     history AS (
         INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, worker_id)
         SELECT id, tenant, updated_at, 'succeeded', attempt, worker_id FROM done
     )
-    SELECT id, token, queue FROM done";
+    SELECT id, token, queue, started_at, updated_at AS finished_at FROM done";
 
 /// The items of a batch completion that [`COMPLETE_MANY`] did not complete
 /// (`$1` tenant, `$2` ids, `$3` tokens), in a statement of their own after

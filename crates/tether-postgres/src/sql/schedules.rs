@@ -82,43 +82,83 @@ pub(crate) const DUE_SCHEDULES: &str = concat!(
 pub(crate) const NEXT_SCHEDULE_DUE: &str = "SELECT now() AS db_now, min(next_run_at) AS next_run_at
     FROM tether.schedules WHERE enabled AND next_run_at IS NOT NULL";
 
-/// The first step of a fire: the compare-and-set that advances the
-/// timetable (`$1` id, `$2` tenant, `$3` expected next run, `$4` new next
-/// run, `$5` fire instant) and, with `$6` (overlap `skip`) while the last
-/// run's job is still queued or running, the `skipped` run. No row: raced.
-pub(crate) const ADVANCE_SCHEDULE: &str = "WITH s AS (
-        UPDATE tether.schedules
-        SET next_run_at = $4::timestamptz, last_run_at = $5::timestamptz, updated_at = now()
-        WHERE id = $1 AND tenant = $2 AND enabled AND next_run_at = $3::timestamptz
-        RETURNING id, tenant, last_job_id
+/// The first step of a pass: the compare-and-sets that advance the
+/// timetables, set-based (`$1` ids, `$2` tenants, `$3` expected next runs,
+/// `$4` new next runs, `$5` fire instants, `$6` overlap `skip`, one element
+/// per fire). A schedule advances only if it is enabled and its
+/// `next_run_at` is still the expected one; with overlap `skip` while its
+/// last run's job is still queued or running it also gets its `skipped`
+/// run. One row per advanced schedule, saying whether it was skipped; a
+/// fire without a row raced.
+///
+/// The rows are locked in id order before they are written, so that two
+/// passes racing on the same schedules cannot deadlock: the later one waits
+/// for the earlier one's commit, then finds those timetables moved (the
+/// lock rechecks `next_run_at` on the row's newest version).
+pub(crate) const ADVANCE_SCHEDULES: &str = "WITH input AS (
+        SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[],
+                             $5::timestamptz[], $6::boolean[])
+            AS t(id, tenant, expected, next_at, fire_at, skip_busy)
+    ),
+    locked AS (
+        SELECT s.id, s.tenant, s.last_job_id, i.next_at, i.fire_at, i.skip_busy
+        FROM tether.schedules s
+        JOIN input i ON i.id = s.id AND i.tenant = s.tenant
+        WHERE s.enabled AND s.next_run_at = i.expected
+        ORDER BY s.id
+        FOR NO KEY UPDATE OF s
+    ),
+    moved AS (
+        UPDATE tether.schedules s
+        SET next_run_at = l.next_at, last_run_at = l.fire_at, updated_at = now()
+        FROM locked l
+        WHERE s.id = l.id
+        RETURNING s.id, s.tenant, l.last_job_id, l.fire_at, l.skip_busy
     ),
     busy AS (
-        SELECT s.id, s.tenant FROM s
-        WHERE $6::boolean AND EXISTS (
+        SELECT m.id, m.tenant, m.fire_at FROM moved m
+        WHERE m.skip_busy AND EXISTS (
             SELECT 1 FROM tether.jobs j
-            WHERE j.id = s.last_job_id AND j.tenant = s.tenant
+            WHERE j.id = m.last_job_id AND j.tenant = m.tenant
               AND j.state IN ('queued', 'running'))
     ),
     skipped AS (
         INSERT INTO tether.schedule_runs (schedule_id, tenant, fire_at, job_id, outcome, recorded_at)
-        SELECT id, tenant, $5::timestamptz, NULL, 'skipped', now() FROM busy
+        SELECT id, tenant, fire_at, NULL, 'skipped', now() FROM busy
     )
-    SELECT EXISTS (SELECT 1 FROM busy) AS skipped FROM s";
+    SELECT m.id, b.id IS NOT NULL AS skipped
+    FROM moved m LEFT JOIN busy b ON b.id = m.id";
 
 /// Locks a schedule for a trigger: `$1` id, `$2` tenant. No row: not found.
 pub(crate) const LOCK_SCHEDULE: &str =
     "SELECT id FROM tether.schedules WHERE id = $1 AND tenant = $2 FOR NO KEY UPDATE";
 
-/// Records an `enqueued` run of job `$3` stamped `$4` (NULL: the
-/// transaction's `now()`) and makes it the schedule's last run.
+/// Records a trigger's `enqueued` run of job `$3`, stamped with the
+/// transaction's `now()`, and makes it the schedule's last run.
 pub(crate) const RECORD_ENQUEUED: &str = "WITH s AS (
         UPDATE tether.schedules
-        SET last_run_at = COALESCE($4::timestamptz, now()), last_job_id = $3, updated_at = now()
+        SET last_run_at = now(), last_job_id = $3, updated_at = now()
         WHERE id = $1 AND tenant = $2
         RETURNING id, tenant
     )
     INSERT INTO tether.schedule_runs (schedule_id, tenant, fire_at, job_id, outcome, recorded_at)
-    SELECT id, tenant, COALESCE($4::timestamptz, now()), $3, 'enqueued', now() FROM s";
+    SELECT id, tenant, now(), $3, 'enqueued', now() FROM s";
+
+/// The last step of a pass: the `enqueued` runs of the schedules it
+/// advanced (`$1` ids, `$2` jobs, `$3` fire instants), each job made its
+/// schedule's last. One row written per run.
+pub(crate) const RECORD_FIRED: &str = "WITH input AS (
+        SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::timestamptz[]) AS t(id, job_id, fire_at)
+    ),
+    s AS (
+        UPDATE tether.schedules x
+        SET last_job_id = i.job_id, updated_at = now()
+        FROM input i
+        WHERE x.id = i.id
+        RETURNING x.id, x.tenant, i.job_id, i.fire_at
+    )
+    INSERT INTO tether.schedule_runs (schedule_id, tenant, fire_at, job_id, outcome, recorded_at)
+    SELECT id, tenant, fire_at, job_id, 'enqueued', now() FROM s";
 
 /// Deletes at most `$2` runs recorded more than `$1` ms ago.
 pub(crate) const PRUNE_SCHEDULE_RUNS: &str = "WITH old AS (

@@ -189,22 +189,9 @@ pub(crate) const COMPLETE: &str = concat!(
     job_columns!()
 );
 
-/// Unpacks a flat JSON array holding `$n` scalars per record (`json_each`
-/// over scalars is cheap; over objects, SQLite re-renders and re-parses the
-/// object text on every field access) into rows numbered `idx`, with the
-/// listed columns in order. Rows come out grouped by `key / $n`.
-macro_rules! unpack {
-    ($param:literal, $n:literal, [$($i:literal => $col:literal),+ $(,)?]) => {
-        concat!(
-            "SELECT key / ", $n, " AS idx",
-            $(", max(CASE key % ", $n, " WHEN ", $i, " THEN value END) AS ", $col,)+
-            " FROM json_each(", $param, ") GROUP BY key / ", $n
-        )
-    };
-}
-
 /// Completes a batch (?2: flat JSON array `[id, token, result, ...]`) in one
-/// statement. The unary `+` keeps SQLite from driving the join from the
+/// statement; answers each completed job's id, queue and attempt times (for
+/// the metrics). The unary `+` keeps SQLite from driving the join from the
 /// (tenant, state) index, which would scan every running job of the tenant
 /// once per item: the plan walks the batch and looks each job up by primary
 /// key.
@@ -217,7 +204,7 @@ pub(crate) const COMPLETE_MANY: &str = concat!(
     unpack!("?2", "3", ["0" => "id", "1" => "t", "2" => "r"]),
     ") AS c WHERE tether_jobs.id = c.id AND +tether_jobs.tenant = ?1 ",
     "AND tether_jobs.lease_token = c.t AND +tether_jobs.state = 'running' ",
-    "RETURNING id, queue"
+    "RETURNING id, queue, started_at, finished_at"
 );
 
 /// `succeeded` events of the jobs just completed (?1: JSON array of ids).

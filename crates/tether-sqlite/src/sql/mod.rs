@@ -72,6 +72,20 @@ macro_rules! events_of_ids {
     };
 }
 
+/// Unpacks a flat JSON array holding `$n` scalars per record (`json_each`
+/// over scalars is cheap; over objects, SQLite re-renders and re-parses the
+/// object text on every field access) into rows numbered `idx`, with the
+/// listed columns in order. Rows come out grouped by `key / $n`.
+macro_rules! unpack {
+    ($param:literal, $n:literal, [$($i:literal => $col:literal),+ $(,)?]) => {
+        concat!(
+            "SELECT key / ", $n, " AS idx",
+            $(", max(CASE key % ", $n, " WHEN ", $i, " THEN value END) AS ", $col,)+
+            " FROM json_each(", $param, ") GROUP BY key / ", $n
+        )
+    };
+}
+
 pub(crate) mod attempts;
 pub(crate) mod enqueue;
 pub(crate) mod jobs;

@@ -80,16 +80,24 @@ pub(crate) const NEXT_SCHEDULE_DUE: &str = concat!(
     "WHERE enabled = 1 AND next_run_at IS NOT NULL) AS next"
 );
 
-/// The compare-and-set of a fire: moves the timetable from the `next_run_at`
-/// the scheduler read (?3) to ?5 and stamps the run (?4), only if it is still
-/// the stored one on an enabled schedule. Returns the previous run's job
-/// (`last_job_id` is not changed here); no row: another node, or a patch,
-/// moved it first.
-pub(crate) const ADVANCE_SCHEDULE: &str = concat!(
-    "UPDATE tether_schedules SET next_run_at = ?5, last_run_at = ?4, updated_at = ",
+/// A pass's compare-and-sets in one statement (?1: flat JSON array
+/// `[id, tenant, expected, fire_at, next, ...]`, five per fire): each
+/// schedule moves from the `next_run_at` the scheduler read (`expected`) to
+/// `next` and is stamped `fire_at`, only if that is still the stored one on
+/// an enabled schedule. Returns each moved schedule's id and previous run's
+/// job (`last_job_id` is not changed here; RETURNING cannot name the FROM
+/// table, so the caller matches by id). A schedule without a row here was
+/// moved first by another node, or a patch. The unary `+`s keep SQLite
+/// from driving the join from the due or tenant index: it walks the pass and
+/// looks each schedule up by primary key.
+pub(crate) const ADVANCE_SCHEDULES: &str = concat!(
+    "UPDATE tether_schedules SET next_run_at = f.next_at, last_run_at = f.fire_at, updated_at = ",
     now_ms!(),
-    " WHERE tenant = ?1 AND id = ?2 AND enabled = 1 AND next_run_at = ?3 ",
-    "RETURNING last_job_id"
+    " FROM (",
+    unpack!("?1", "5", ["0" => "id", "1" => "tenant", "2" => "expected", "3" => "fire_at", "4" => "next_at"]),
+    ") AS f WHERE tether_schedules.id = f.id AND +tether_schedules.tenant = f.tenant ",
+    "AND +tether_schedules.enabled = 1 AND +tether_schedules.next_run_at = f.expected ",
+    "RETURNING id, last_job_id"
 );
 
 /// A triggered run: stamps `last_run_at` with now and returns the stamp, so
@@ -102,12 +110,25 @@ pub(crate) const TRIGGER_SCHEDULE: &str = concat!(
     " WHERE tenant = ?1 AND id = ?2 RETURNING last_run_at"
 );
 
+/// A triggered run's job becomes the schedule's last: ?1 schedule, ?2 job.
 pub(crate) const SET_LAST_JOB: &str = "UPDATE tether_schedules SET last_job_id = ?2 WHERE id = ?1";
 
-/// Whether job ?2 of tenant ?1 is unfinished (overlap `skip`).
-pub(crate) const JOB_ACTIVE: &str =
-    "SELECT EXISTS (SELECT 1 FROM tether_jobs WHERE tenant = ?1 AND id = ?2 \
-     AND state IN ('queued', 'running'))";
+/// A pass's jobs become their schedules' last (?1: flat JSON array
+/// `[schedule, job, ...]`), looked up by primary key.
+pub(crate) const SET_LAST_JOBS: &str = concat!(
+    "UPDATE tether_schedules SET last_job_id = c.job FROM (",
+    unpack!("?1", "2", ["0" => "id", "1" => "job"]),
+    ") AS c WHERE tether_schedules.id = c.id"
+);
+
+/// Which of the jobs ?1 (flat JSON array `[tenant, id, ...]`) are unfinished
+/// (overlap `skip`), each looked up by primary key.
+pub(crate) const ACTIVE_JOBS: &str = concat!(
+    "SELECT j.id AS id FROM (",
+    unpack!("?1", "2", ["0" => "tenant", "1" => "id"]),
+    ") AS c JOIN tether_jobs AS j ON j.id = c.id AND +j.tenant = c.tenant ",
+    "WHERE +j.state IN ('queued', 'running')"
+);
 
 /// ?1 schedule, ?2 tenant, ?3 fire_at, ?4 job (NULL when skipped), ?5 outcome.
 pub(crate) const INSERT_SCHEDULE_RUN: &str = concat!(
@@ -115,6 +136,17 @@ pub(crate) const INSERT_SCHEDULE_RUN: &str = concat!(
     "recorded_at) VALUES (?1, ?2, ?3, ?4, ?5, ",
     now_ms!(),
     ")"
+);
+
+/// A pass's runs, in order (?1: flat JSON array `[schedule, tenant,
+/// fire_at, job, outcome, ...]`, `job` null when skipped).
+pub(crate) const INSERT_SCHEDULE_RUNS: &str = concat!(
+    "INSERT INTO tether_schedule_runs (schedule_id, tenant, fire_at, job_id, outcome, ",
+    "recorded_at) SELECT id, tenant, fire_at, job, outcome, ",
+    now_ms!(),
+    " FROM (",
+    unpack!("?1", "5", ["0" => "id", "1" => "tenant", "2" => "fire_at", "3" => "job", "4" => "outcome"]),
+    ") ORDER BY idx"
 );
 
 /// Up to ?2 runs recorded at least ?1 ms ago, oldest first (`<=` like the

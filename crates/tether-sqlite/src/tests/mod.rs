@@ -16,8 +16,8 @@ use std::sync::Arc;
 use serde_json::json;
 use sqlx::Connection;
 use tether_core::{
-    ClaimRequest, Completion, Error, EventKind, Failure, Heartbeat, JobFilter, JobState, NewJob,
-    NewJobRef, Store,
+    ClaimRequest, Completed, Completion, Error, EventKind, Failure, Heartbeat, JobFilter, JobState,
+    NewJob, NewJobRef, Store,
 };
 use uuid::Uuid;
 

@@ -629,5 +629,28 @@ async fn schedule_queries_use_their_indexes() {
     )
     .await;
     assert!(prune.contains("tether_schedule_runs_recorded"), "{prune}");
+    // A pass's statements walk the pass and look each row up by primary
+    // key, whatever the table holds.
+    for (name, sql, table) in [
+        (
+            "advance",
+            crate::sql::schedules::ADVANCE_SCHEDULES,
+            "tether_schedules",
+        ),
+        (
+            "last jobs",
+            crate::sql::schedules::SET_LAST_JOBS,
+            "tether_schedules",
+        ),
+        // `j` is tether_jobs.
+        ("active jobs", crate::sql::schedules::ACTIVE_JOBS, "j"),
+    ] {
+        let pass = plan(sql.replace("?1", "'[]'")).await;
+        let scans = pass
+            .split(" | ")
+            .any(|step| step.split(' ').take(2).eq(["SCAN", table]));
+        assert!(!scans, "{name}: {pass}");
+        assert!(pass.contains(&format!("SEARCH {table} ")), "{name}: {pass}");
+    }
     store.close().await;
 }
