@@ -1624,14 +1624,21 @@ mod tests {
         c.failover = Some((t(500), 2));
         let f = check(&[], &h.events, &Obs::default(), &c);
         let after = f.stats.after_failover.as_ref().unwrap();
-        assert_eq!((after.claims.clone(), after.successes.clone()), (vec![1, 1], vec![1, 0]));
+        assert_eq!(
+            (after.claims.clone(), after.successes.clone()),
+            (vec![1, 1], vec![1, 0])
+        );
         assert_eq!(after.events, 3);
         // Replica 1 claimed but completed nothing after the promotion.
         assert_eq!(f.violations[FAILOVER_CHECK].count, 1, "{:?}", f.violations);
 
         h.ev(1_300, "succeeded", 3, Some("w1g1.m"), None);
         let f = check(&[], &h.events, &Obs::default(), &c);
-        assert!(!f.violations.contains_key(FAILOVER_CHECK), "{:?}", f.violations);
+        assert!(
+            !f.violations.contains_key(FAILOVER_CHECK),
+            "{:?}",
+            f.violations
+        );
         // Work from before the promotion does not count: after 1.25 s only
         // replica 1's completion is left.
         c.failover = Some((t(1_250), 2));

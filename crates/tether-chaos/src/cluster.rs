@@ -51,7 +51,12 @@ fn replica_of_slot(slot: usize, replicas: usize) -> usize {
 /// The replica (of `replicas`) whose worker has the id `worker_id`
 /// (`w<slot>g<generation>.<loop>`, see [`WorkerSlot::name`]).
 pub fn replica_of(worker_id: &str, replicas: usize) -> Option<usize> {
-    let slot = worker_id.strip_prefix('w')?.split('g').next()?.parse().ok()?;
+    let slot = worker_id
+        .strip_prefix('w')?
+        .split('g')
+        .next()?
+        .parse()
+        .ok()?;
     (replicas > 0).then(|| replica_of_slot(slot, replicas))
 }
 

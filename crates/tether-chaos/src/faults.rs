@@ -444,6 +444,13 @@ impl Injector {
     /// standby takes writes, and until every replica running then takes a
     /// write again through its API (its pool moved to the new primary).
     async fn fail_over(&mut self, pair: &Arc<PgPair>) {
+        // The premise: the standby has every acknowledged commit.
+        match pair.sync_state().await {
+            Ok(Some(s)) if s == "sync" => {}
+            other => self.stats.failures.push(format!(
+                "the standby was not synchronous just before the failover: {other:?}"
+            )),
+        }
         let started = Instant::now();
         self.say(format!(
             "failover: crashing the primary on port {} (pg_ctl stop -m immediate), promoting the \
@@ -513,7 +520,10 @@ impl Injector {
             match probe.await {
                 Ok(Ok(served)) => self.stats.serving_after.push(served),
                 Ok(Err(e)) => self.stats.failures.push(e),
-                Err(e) => self.stats.failures.push(format!("a failover probe failed: {e}")),
+                Err(e) => self
+                    .stats
+                    .failures
+                    .push(format!("a failover probe failed: {e}")),
             }
         }
         let each: Vec<String> = self

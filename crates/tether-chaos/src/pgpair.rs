@@ -217,24 +217,12 @@ impl PgPair {
     /// Waits until `pg_stat_replication` on the primary shows the standby
     /// with `sync_state = 'sync'`.
     async fn wait_sync(&self) -> Result<(), String> {
-        let url = self.primary_admin_url();
         let deadline = Instant::now() + START_WITHIN;
         loop {
-            let attempt = async {
-                let mut c = sqlx::PgConnection::connect(&url).await?;
-                let state: Option<String> = sqlx::query_scalar(
-                    "SELECT sync_state FROM pg_stat_replication WHERE application_name = $1",
-                )
-                .bind(STANDBY_NAME)
-                .fetch_optional(&mut c)
-                .await?;
-                let _ = c.close().await;
-                Ok::<_, sqlx::Error>(state)
-            };
-            let last = match attempt.await {
+            let last = match self.sync_state().await {
                 Ok(Some(s)) if s == "sync" => return Ok(()),
                 Ok(state) => format!("sync_state {state:?}"),
-                Err(e) => e.to_string(),
+                Err(e) => e,
             };
             if Instant::now() > deadline {
                 return Err(format!(
@@ -245,6 +233,27 @@ impl PgPair {
                 ));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The standby's `sync_state` in the primary's `pg_stat_replication`
+    /// (`None` while it is not connected).
+    pub async fn sync_state(&self) -> Result<Option<String>, String> {
+        let url = self.primary_admin_url();
+        let attempt = async {
+            let mut c = sqlx::PgConnection::connect(&url).await?;
+            let state: Option<String> = sqlx::query_scalar(
+                "SELECT sync_state FROM pg_stat_replication WHERE application_name = $1",
+            )
+            .bind(STANDBY_NAME)
+            .fetch_optional(&mut c)
+            .await?;
+            let _ = c.close().await;
+            Ok::<_, sqlx::Error>(state)
+        };
+        match tokio::time::timeout(Duration::from_secs(3), attempt).await {
+            Ok(r) => r.map_err(|e| e.to_string()),
+            Err(_) => Err("timed out".to_owned()),
         }
     }
 
@@ -278,14 +287,24 @@ impl PgPair {
     pub fn crash_primary(&self) -> Result<(), String> {
         self.pg(
             "pg_ctl",
-            &["stop", "-D", &path(&self.primary.data), "-m", "immediate", "-w"],
+            &[
+                "stop",
+                "-D",
+                &path(&self.primary.data),
+                "-m",
+                "immediate",
+                "-w",
+            ],
         )
     }
 
     /// Tells the standby to become the primary, without waiting (the caller
     /// times when it takes writes).
     pub fn promote_standby(&self) -> Result<(), String> {
-        self.pg("pg_ctl", &["promote", "-D", &path(&self.standby.data), "-W"])
+        self.pg(
+            "pg_ctl",
+            &["promote", "-D", &path(&self.standby.data), "-W"],
+        )
     }
 
     /// Leaves both clusters and their directory in place at the end.

@@ -127,15 +127,17 @@ async fn outer(opts: Opts) -> ExitCode {
     // touches the PostgreSQL at TETHER_TEST_DATABASE_URL.
     let mut pair = None;
     let (admin_url, pg_restart, pg_fault) = if opts.failover {
+        let made = Instant::now();
         let p = match start_pair().await {
             Ok(p) => Arc::new(p),
             Err(e) => return fail(e),
         };
         let fault = format!(
             "failover from the primary on 127.0.0.1:{} to its synchronous standby on \
-             127.0.0.1:{} (PostgreSQL in {})",
+             127.0.0.1:{} (made in {:.1} s, in {})",
             p.primary.port,
             p.standby.port,
+            made.elapsed().as_secs_f64(),
             p.root().display()
         );
         let admin_url = p.primary_admin_url();
