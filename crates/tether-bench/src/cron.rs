@@ -75,6 +75,8 @@ async fn lateness(engine: &Engine, pool: &PgPool, scale: &Scale, report: &mut Re
 /// them all (one run each), and a pass when none is due.
 async fn tick_10k(engine: &Engine, pool: &PgPool, report: &mut Report) {
     const N: usize = 10_000;
+    // The maintenance loop's pass size.
+    const BATCH: u32 = tether_worker::MAINTENANCE_BATCH;
     clear(pool).await;
     // Created through the engine, 8 at a time, as daily schedules; then all
     // made due at once (as at midnight), so each fires exactly once.
@@ -95,21 +97,15 @@ async fn tick_10k(engine: &Engine, pool: &PgPool, report: &mut Report) {
         .execute(pool)
         .await
         .expect("make schedules due");
-    let batch: u32 = std::env::var("CRON_BATCH").ok().and_then(|b| b.parse().ok()).unwrap_or(1_000);
     let started = Instant::now();
     let mut fired = 0;
     loop {
-        let t = Instant::now();
-        let (_, due) = engine.store().due_schedules(batch).await.expect("due");
-        eprintln!("due read {} in {:?}", due.len(), t.elapsed());
-        let t = Instant::now();
         let r = engine
-            .fire_due_schedules(batch, Duration::ZERO)
+            .fire_due_schedules(BATCH, Duration::ZERO)
             .await
             .expect("fire");
-        eprintln!("pass {:?} in {:?}", r, t.elapsed());
         fired += r.enqueued;
-        if r.total() < u64::from(batch) {
+        if r.total() < u64::from(BATCH) {
             break;
         }
     }

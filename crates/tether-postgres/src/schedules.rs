@@ -1,14 +1,14 @@
 //! Schedules (invariant 11): the timetables and their runs.
 //!
 //! Definitions are read and written by one statement each. A scheduler
-//! pass is one transaction of three set-based steps whatever its size: the
-//! compare-and-sets on `next_run_at` of all its fires in one statement
-//! (which also takes the schedules' row locks, in id order, so a concurrent
-//! pass over the same instants queues up behind the winner and then finds
-//! the timetables moved), then the enqueue of their jobs with the fires'
-//! idempotency keys (one multi-row insert per tenant), then the runs'
-//! records. A trigger locks the row first, so it and a fire of the same
-//! schedule never interleave.
+//! pass is one transaction of set-based steps whatever its size: one
+//! statement for the compare-and-sets on `next_run_at` of all its fires and
+//! their runs' records (it also takes the schedules' row locks, in id order,
+//! so a concurrent pass over the same instants queues up behind the winner
+//! and then finds the timetables moved), then the enqueue of their jobs
+//! with the fires' idempotency keys (one multi-row insert per tenant). A
+//! trigger locks the row first, so it and a fire of the same schedule never
+//! interleave.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -28,7 +28,7 @@ use crate::rows::{self, Db};
 use crate::sql::schedules::{
     ADVANCE_SCHEDULES, COUNT_SCHEDULES, CREATE_SCHEDULE, DELETE_SCHEDULE, DUE_SCHEDULES,
     LIST_SCHEDULES, LOCK_SCHEDULE, NAME_CONSTRAINT, NEXT_SCHEDULE_DUE, PRUNE_SCHEDULE_RUNS,
-    RECORD_ENQUEUED, RECORD_FIRED, SCHEDULE_RUNS, SELECT_SCHEDULE, UPDATE_SCHEDULE,
+    RECORD_ENQUEUED, RECORD_EXISTING_JOBS, SCHEDULE_RUNS, SELECT_SCHEDULE, UPDATE_SCHEDULE,
 };
 use crate::sql::LOCK_TENANT;
 use crate::PgStore;
@@ -215,6 +215,7 @@ pub(crate) async fn fire_schedules(
     let mut next = Vec::with_capacity(n);
     let mut fire_at = Vec::with_capacity(n);
     let mut skip = Vec::with_capacity(n);
+    let mut job_ids = Vec::with_capacity(n);
     for f in fires {
         let fire = f.fire;
         ids.push(fire.schedule_id);
@@ -223,8 +224,8 @@ pub(crate) async fn fire_schedules(
         next.push(fire.next_run_at);
         fire_at.push(fire.fire_at);
         skip.push(fire.overlap == Overlap::Skip);
+        job_ids.push(f.job_id);
     }
-    let t0 = std::time::Instant::now();
     let mut tx = store.begin().await?;
     let moved: HashMap<Uuid, bool> = sqlx::query(ADVANCE_SCHEDULES)
         .bind(&ids)
@@ -233,6 +234,7 @@ pub(crate) async fn fire_schedules(
         .bind(&next)
         .bind(&fire_at)
         .bind(&skip)
+        .bind(&job_ids)
         .try_map(|row: PgRow| Ok((row.try_get("id")?, row.try_get("skipped")?)))
         .fetch_all(&mut tx.conn())
         .await
@@ -243,7 +245,6 @@ pub(crate) async fn fire_schedules(
         tx.rollback().await.db()?;
         return Ok(outcomes);
     }
-    eprintln!("  advance {:?}", t0.elapsed());
     let mut by_tenant: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (i, f) in fires.iter().enumerate() {
         match moved.get(&f.fire.schedule_id) {
@@ -254,9 +255,9 @@ pub(crate) async fn fire_schedules(
     }
     // One enqueue per tenant. An existing job with a fire's idempotency key
     // (an earlier attempt at this very fire) comes back instead of a second
-    // one.
+    // one, and becomes the run's job in place of the id recorded above.
     let mut created = Vec::with_capacity(by_tenant.len());
-    let (mut run_ids, mut run_jobs, mut run_at) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut existing_of, mut minted, mut existing) = (Vec::new(), Vec::new(), Vec::new());
     for (tenant, idx) in by_tenant {
         let jobs: Vec<NewJobRef<'_>> = idx
             .iter()
@@ -269,36 +270,34 @@ pub(crate) async fn fire_schedules(
         // limit bounds the queues schedules can make.
         let answers = enqueue_on(&mut tx.conn(), tenant, &jobs, None).await?;
         for (&i, answer) in idx.iter().zip(&answers) {
-            let fire = fires[i].fire;
             outcomes[i] = FireOutcome::Ran(RunOutcome::Enqueued, Some(answer.job.id));
-            run_ids.push(fire.schedule_id);
-            run_jobs.push(answer.job.id);
-            run_at.push(fire.fire_at);
+            if answer.job.id != fires[i].job_id {
+                existing_of.push(fires[i].fire.schedule_id);
+                minted.push(fires[i].job_id);
+                existing.push(answer.job.id);
+            }
         }
         created.push((tenant, answers));
     }
-    eprintln!("  enqueued {:?}", t0.elapsed());
-    if !run_ids.is_empty() {
-        let done = sqlx::query(RECORD_FIRED)
-            .bind(&run_ids)
-            .bind(&run_jobs)
-            .bind(&run_at)
+    if !existing.is_empty() {
+        let done = sqlx::query(RECORD_EXISTING_JOBS)
+            .bind(&existing_of)
+            .bind(&minted)
+            .bind(&existing)
             .execute(&mut tx.conn())
             .await
             .db()?;
-        if done.rows_affected() != run_ids.len() as u64 {
+        if done.rows_affected() != existing.len() as u64 {
             // Cannot happen while the rows are locked; refuse rather than
-            // commit a job without its run.
+            // commit a run that names a job that does not exist.
             return Err(rows::corrupt(format!(
-                "{} of {} fired schedules recorded their run",
+                "{} of {} runs took the existing job of their fire",
                 done.rows_affected(),
-                run_ids.len()
+                existing.len()
             )));
         }
     }
-    eprintln!("  recorded {:?}", t0.elapsed());
     tx.commit().await.db()?;
-    eprintln!("  committed {:?}", t0.elapsed());
     for (tenant, answers) in &created {
         store.notify_created(tenant, answers);
     }

@@ -70,7 +70,7 @@ pub use builder::{
 };
 pub use handler::{JobContext, JobError, JobResult};
 pub use maintenance::{
-    Maintenance, MaintenanceHandle, DEFAULT_MAINTENANCE_TICK, DEFAULT_RETENTION,
+    Maintenance, MaintenanceHandle, DEFAULT_MAINTENANCE_TICK, DEFAULT_RETENTION, MAINTENANCE_BATCH,
 };
 pub use runtime::{Worker, WorkerHandle};
 pub use source::Source;

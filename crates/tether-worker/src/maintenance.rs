@@ -25,8 +25,8 @@ use crate::source::Source;
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Default interval of the maintenance loop.
 pub const DEFAULT_MAINTENANCE_TICK: Duration = Duration::from_secs(1);
-/// Most jobs one maintenance pass touches.
-const MAINTENANCE_BATCH: u32 = 1_000;
+/// Most jobs (or schedules) one maintenance pass touches.
+pub const MAINTENANCE_BATCH: u32 = 1_000;
 /// A maintenance pass that came back full runs again, at most this many
 /// times per tick, so a huge backlog cannot starve the lease renewal.
 const MAINTENANCE_ROUNDS: usize = 10;

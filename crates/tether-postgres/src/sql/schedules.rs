@@ -83,13 +83,16 @@ pub(crate) const NEXT_SCHEDULE_DUE: &str = "SELECT now() AS db_now, min(next_run
     FROM tether.schedules WHERE enabled AND next_run_at IS NOT NULL";
 
 /// The first step of a pass: the compare-and-sets that advance the
-/// timetables, set-based (`$1` ids, `$2` tenants, `$3` expected next runs,
-/// `$4` new next runs, `$5` fire instants, `$6` overlap `skip`, one element
-/// per fire). A schedule advances only if it is enabled and its
-/// `next_run_at` is still the expected one; with overlap `skip` while its
-/// last run's job is still queued or running it also gets its `skipped`
-/// run. One row per advanced schedule, saying whether it was skipped; a
-/// fire without a row raced.
+/// timetables and record the runs, set-based (`$1` ids, `$2` tenants, `$3`
+/// expected next runs, `$4` new next runs, `$5` fire instants, `$6` overlap
+/// `skip`, `$7` the ids the fires' jobs get if created; one element per
+/// fire). A schedule advances only if it is enabled and its `next_run_at` is
+/// still the expected one. With overlap `skip` while its last run's job is
+/// still queued or running its run is `skipped`; otherwise it is `enqueued`
+/// with the job id `$7`, which also becomes the schedule's last job (the
+/// caller then enqueues the jobs, and corrects the few whose fire key
+/// already held a job with [`RECORD_EXISTING_JOBS`]). One row per advanced
+/// schedule, saying whether it was skipped; a fire without a row raced.
 ///
 /// The rows are locked in id order before they are written, so that two
 /// passes racing on the same schedules cannot deadlock: the later one waits
@@ -97,37 +100,43 @@ pub(crate) const NEXT_SCHEDULE_DUE: &str = "SELECT now() AS db_now, min(next_run
 /// lock rechecks `next_run_at` on the row's newest version).
 pub(crate) const ADVANCE_SCHEDULES: &str = "WITH input AS (
         SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[],
-                             $5::timestamptz[], $6::boolean[])
-            AS t(id, tenant, expected, next_at, fire_at, skip_busy)
+                             $5::timestamptz[], $6::boolean[], $7::uuid[])
+            AS t(id, tenant, expected, next_at, fire_at, skip_busy, job_id)
     ),
     locked AS (
-        SELECT s.id, s.tenant, s.last_job_id, i.next_at, i.fire_at, i.skip_busy
+        SELECT s.id, s.tenant, s.last_job_id, i.next_at, i.fire_at, i.skip_busy, i.job_id
         FROM tether.schedules s
         JOIN input i ON i.id = s.id AND i.tenant = s.tenant
         WHERE s.enabled AND s.next_run_at = i.expected
         ORDER BY s.id
         FOR NO KEY UPDATE OF s
     ),
+    checked AS (
+        SELECT l.id, l.next_at, l.fire_at, l.job_id,
+               l.skip_busy AND EXISTS (
+                   SELECT 1 FROM tether.jobs j
+                   WHERE j.id = l.last_job_id AND j.tenant = l.tenant
+                     AND j.state IN ('queued', 'running')) AS busy
+        FROM locked l
+    ),
     moved AS (
         UPDATE tether.schedules s
-        SET next_run_at = l.next_at, last_run_at = l.fire_at, updated_at = now()
-        FROM locked l
-        WHERE s.id = l.id
-        RETURNING s.id, s.tenant, l.last_job_id, l.fire_at, l.skip_busy
+        SET next_run_at = c.next_at, last_run_at = c.fire_at,
+            last_job_id = CASE WHEN c.busy THEN s.last_job_id ELSE c.job_id END,
+            updated_at = now()
+        FROM checked c
+        WHERE s.id = c.id
+        RETURNING s.id, s.tenant, c.fire_at, c.job_id, c.busy
     ),
-    busy AS (
-        SELECT m.id, m.tenant, m.fire_at FROM moved m
-        WHERE m.skip_busy AND EXISTS (
-            SELECT 1 FROM tether.jobs j
-            WHERE j.id = m.last_job_id AND j.tenant = m.tenant
-              AND j.state IN ('queued', 'running'))
-    ),
-    skipped AS (
+    runs AS (
         INSERT INTO tether.schedule_runs (schedule_id, tenant, fire_at, job_id, outcome, recorded_at)
-        SELECT id, tenant, fire_at, NULL, 'skipped', now() FROM busy
+        SELECT id, tenant, fire_at,
+               CASE WHEN busy THEN NULL ELSE job_id END,
+               CASE WHEN busy THEN 'skipped' ELSE 'enqueued' END,
+               now()
+        FROM moved
     )
-    SELECT m.id, b.id IS NOT NULL AS skipped
-    FROM moved m LEFT JOIN busy b ON b.id = m.id";
+    SELECT id, busy AS skipped FROM moved";
 
 /// Locks a schedule for a trigger: `$1` id, `$2` tenant. No row: not found.
 pub(crate) const LOCK_SCHEDULE: &str =
@@ -144,21 +153,22 @@ pub(crate) const RECORD_ENQUEUED: &str = "WITH s AS (
     INSERT INTO tether.schedule_runs (schedule_id, tenant, fire_at, job_id, outcome, recorded_at)
     SELECT id, tenant, now(), $3, 'enqueued', now() FROM s";
 
-/// The last step of a pass: the `enqueued` runs of the schedules it
-/// advanced (`$1` ids, `$2` jobs, `$3` fire instants), each job made its
-/// schedule's last. One row written per run.
-pub(crate) const RECORD_FIRED: &str = "WITH input AS (
-        SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::timestamptz[]) AS t(id, job_id, fire_at)
+/// Corrects a pass's runs whose fire key already held a job (an earlier
+/// attempt at the very fire): `$1` schedules, `$2` the job ids
+/// [`ADVANCE_SCHEDULES`] recorded, `$3` the jobs that hold the keys. The
+/// runs and the schedules' last jobs name the existing jobs. Answers the
+/// runs corrected.
+pub(crate) const RECORD_EXISTING_JOBS: &str = "WITH input AS (
+        SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[]) AS t(id, minted, job_id)
     ),
-    s AS (
-        UPDATE tether.schedules x
-        SET last_job_id = i.job_id, updated_at = now()
+    last AS (
+        UPDATE tether.schedules s SET last_job_id = i.job_id
         FROM input i
-        WHERE x.id = i.id
-        RETURNING x.id, x.tenant, i.job_id, i.fire_at
+        WHERE s.id = i.id AND s.last_job_id = i.minted
     )
-    INSERT INTO tether.schedule_runs (schedule_id, tenant, fire_at, job_id, outcome, recorded_at)
-    SELECT id, tenant, fire_at, job_id, 'enqueued', now() FROM s";
+    UPDATE tether.schedule_runs r SET job_id = i.job_id
+    FROM input i
+    WHERE r.schedule_id = i.id AND r.job_id = i.minted";
 
 /// Deletes at most `$2` runs recorded more than `$1` ms ago.
 pub(crate) const PRUNE_SCHEDULE_RUNS: &str = "WITH old AS (
