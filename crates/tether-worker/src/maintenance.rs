@@ -25,11 +25,20 @@ use crate::source::Source;
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Default interval of the maintenance loop.
 pub const DEFAULT_MAINTENANCE_TICK: Duration = Duration::from_secs(1);
-/// Most jobs (or schedules) one maintenance pass touches.
+/// Most jobs (or schedules) one maintenance pass touches; pruning starts
+/// here and adapts to the backlog.
 pub const MAINTENANCE_BATCH: u32 = 1_000;
 /// A maintenance pass that came back full runs again, at most this many
 /// times per tick, so a huge backlog cannot starve the lease renewal.
 const MAINTENANCE_ROUNDS: usize = 10;
+/// Fewest finished jobs one prune pass deletes.
+pub(crate) const PRUNE_BATCH_MIN: u32 = 100;
+/// Most finished jobs one prune pass deletes.
+pub(crate) const PRUNE_BATCH_MAX: u32 = 20_000;
+/// How long one prune pass may take: a slower one halves the batch, so a
+/// delete never holds its row locks (on SQLite, the write lock) for long.
+/// A full pass in under half of it doubles the batch.
+pub(crate) const PRUNE_PASS_TARGET: Duration = Duration::from_millis(100);
 
 /// One node's part in maintenance: configure it, then [`Maintenance::start`].
 #[derive(Clone)]
@@ -116,6 +125,7 @@ impl Maintenance {
     pub(crate) async fn run(self, leader: Arc<AtomicBool>, stop: CancellationToken) {
         let ttl_ms = self.lease_ttl_ms();
         let mut held: Option<LeaseToken> = None;
+        let mut prune_batch = MAINTENANCE_BATCH;
         loop {
             let mut confirmed = false;
             held = match held {
@@ -160,7 +170,7 @@ impl Maintenance {
             leader.store(confirmed, Ordering::SeqCst);
             let tick_end = Instant::now() + self.tick;
             if confirmed {
-                self.maintain().await;
+                self.maintain(&mut prune_batch).await;
                 self.fire_schedules_until(tick_end, &stop).await;
             }
             tokio::select! {
@@ -258,8 +268,9 @@ impl Maintenance {
         }
     }
 
-    /// One round of maintenance: each pass repeats while it came back full.
-    async fn maintain(&self) {
+    /// One round of maintenance: each pass repeats while it came back full;
+    /// pruning within its time budget, with the adapted `prune_batch`.
+    async fn maintain(&self, prune_batch: &mut u32) {
         let source = &self.source;
         let full = u64::from(MAINTENANCE_BATCH);
         for _ in 0..MAINTENANCE_ROUNDS {
@@ -300,22 +311,7 @@ impl Maintenance {
             }
         }
         let retention_ms = self.retention.as_millis().min(i64::MAX as u128) as i64;
-        for _ in 0..MAINTENANCE_ROUNDS {
-            match source.prune_finished(retention_ms, MAINTENANCE_BATCH).await {
-                Ok(n) => {
-                    if n > 0 {
-                        debug!(pruned = n, "pruned finished jobs");
-                    }
-                    if n < full {
-                        break;
-                    }
-                }
-                Err(e) => {
-                    warn!(error = %e, "pruning pass failed");
-                    break;
-                }
-            }
-        }
+        self.prune_finished(retention_ms, prune_batch).await;
         match source
             .prune_schedule_runs(retention_ms, MAINTENANCE_BATCH)
             .await
@@ -332,6 +328,58 @@ impl Maintenance {
             Err(e) => warn!(error = %e, "removing empty queues failed"),
         }
     }
+}
+
+impl Maintenance {
+    /// Prunes finished jobs while passes come back full, for at most half a
+    /// tick: the rest of the tick stays for the schedules, and the next
+    /// election (the lease lasts three ticks) is never late. The batch
+    /// carries over from tick to tick, so it settles where a pass takes
+    /// about [`PRUNE_PASS_TARGET`] and a backlog drains at the rate the
+    /// database can delete.
+    async fn prune_finished(&self, retention_ms: i64, batch: &mut u32) {
+        let budget_end = Instant::now() + self.tick / 2;
+        loop {
+            let started = Instant::now();
+            let pruned = match self.source.prune_finished(retention_ms, *batch).await {
+                Ok(n) => n,
+                Err(e) => {
+                    warn!(error = %e, "pruning pass failed");
+                    return;
+                }
+            };
+            let took = started.elapsed();
+            if pruned > 0 {
+                debug!(
+                    pruned,
+                    batch = *batch,
+                    took_ms = took.as_millis() as u64,
+                    "pruned finished jobs"
+                );
+            }
+            let full = pruned >= u64::from(*batch);
+            *batch = next_prune_batch(*batch, pruned, took);
+            if !full || Instant::now() >= budget_end {
+                return;
+            }
+        }
+    }
+}
+
+/// The prune batch after a pass of `batch` that deleted `pruned` jobs in
+/// `took`: halved when the pass was slower than [`PRUNE_PASS_TARGET`],
+/// doubled when it came back full in under half of it (a backlog, and room
+/// to take it faster), else unchanged; always within [`PRUNE_BATCH_MIN`]
+/// and [`PRUNE_BATCH_MAX`].
+pub(crate) fn next_prune_batch(batch: u32, pruned: u64, took: Duration) -> u32 {
+    let next = if took > PRUNE_PASS_TARGET {
+        batch / 2
+    } else if pruned >= u64::from(batch) && took < PRUNE_PASS_TARGET / 2 {
+        batch.saturating_mul(2)
+    } else {
+        batch
+    };
+    next.clamp(PRUNE_BATCH_MIN, PRUNE_BATCH_MAX)
 }
 
 /// Controls a started [`Maintenance`].
@@ -370,5 +418,46 @@ impl MaintenanceHandle {
                 std::panic::resume_unwind(e.into_panic());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FAST: Duration = Duration::from_millis(10);
+    const SLOW: Duration = Duration::from_millis(250);
+
+    #[test]
+    fn a_full_fast_pass_doubles_the_batch_up_to_the_cap() {
+        assert_eq!(next_prune_batch(1_000, 1_000, FAST), 2_000);
+        assert_eq!(next_prune_batch(16_000, 16_000, FAST), PRUNE_BATCH_MAX);
+        assert_eq!(
+            next_prune_batch(PRUNE_BATCH_MAX, u64::from(PRUNE_BATCH_MAX), FAST),
+            PRUNE_BATCH_MAX
+        );
+    }
+
+    #[test]
+    fn a_slow_pass_halves_the_batch_down_to_the_floor() {
+        assert_eq!(next_prune_batch(8_000, 8_000, SLOW), 4_000);
+        assert_eq!(next_prune_batch(8_000, 10, SLOW), 4_000);
+        assert_eq!(next_prune_batch(150, 150, SLOW), PRUNE_BATCH_MIN);
+    }
+
+    #[test]
+    fn a_partial_or_middling_pass_keeps_the_batch() {
+        // Not full: no backlog to take faster.
+        assert_eq!(next_prune_batch(4_000, 3_999, FAST), 4_000);
+        // Full, within the target but not well under it: settled.
+        assert_eq!(next_prune_batch(4_000, 4_000, PRUNE_PASS_TARGET), 4_000);
+        assert_eq!(next_prune_batch(4_000, 4_000, PRUNE_PASS_TARGET / 2), 4_000);
+    }
+
+    #[test]
+    fn the_batch_always_lands_within_its_bounds() {
+        assert_eq!(next_prune_batch(0, 0, FAST), PRUNE_BATCH_MIN);
+        assert_eq!(next_prune_batch(u32::MAX, u64::MAX, FAST), PRUNE_BATCH_MAX);
+        assert_eq!(next_prune_batch(u32::MAX, 0, SLOW), PRUNE_BATCH_MAX);
     }
 }
