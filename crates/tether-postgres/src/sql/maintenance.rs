@@ -84,8 +84,12 @@ pub(crate) const EXPIRE: &str = "WITH gone AS (
     )
     SELECT count(*) FROM done";
 
+/// Up to $2 jobs that finished at least $1 ms ago, oldest first, with their
+/// history. The oldest are found on the `jobs_finished` index and deleted by
+/// `ctid` (a TID scan: the row is already locked, so no second walk of the
+/// primary key per row); their history by `job_id` on its primary key.
 pub(crate) const PRUNE: &str = "WITH old AS (
-        SELECT id FROM tether.jobs
+        SELECT ctid, id FROM tether.jobs
         WHERE state IN ('succeeded', 'failed', 'cancelled')
           AND finished_at <= now() - $1 * interval '1 millisecond'
         ORDER BY finished_at
@@ -96,7 +100,7 @@ pub(crate) const PRUNE: &str = "WITH old AS (
         DELETE FROM tether.job_events e USING old WHERE e.job_id = old.id
     ),
     done AS (
-        DELETE FROM tether.jobs j USING old WHERE j.id = old.id RETURNING 1
+        DELETE FROM tether.jobs j USING old WHERE j.ctid = old.ctid RETURNING 1
     )
     SELECT count(*) FROM done";
 

@@ -61,9 +61,11 @@ pub(crate) const EXPIRED_EVENTS: &str = events_of_ids!(
     "'not claimed before ' || strftime('%Y-%m-%dT%H:%M:%fZ', expires_at / 1000.0, 'unixepoch')"
 );
 
-/// Up to ?2 jobs that finished at least ?1 ms ago, oldest first.
+/// Up to ?2 jobs that finished at least ?1 ms ago, oldest first: found on
+/// the `tether_jobs_finished` index (which holds the rowid) and deleted by
+/// rowid, with no walk of the primary key per row.
 pub(crate) const PRUNE: &str = concat!(
-    "DELETE FROM tether_jobs WHERE id IN (SELECT id FROM tether_jobs ",
+    "DELETE FROM tether_jobs WHERE rowid IN (SELECT rowid FROM tether_jobs ",
     "WHERE state IN ('succeeded', 'failed', 'cancelled') AND finished_at <= ",
     now_ms!(),
     " - ?1 ORDER BY finished_at LIMIT ?2) RETURNING id"
