@@ -87,12 +87,13 @@ struct MigrateArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match &cli.command {
+    let log_format = match &cli.command {
         Command::Serve(ServeCommand { log, .. }) | Command::Migrate(MigrateArgs { log, .. }) => {
-            init_logging(log.log_format)
+            init_logging(log.log_format);
+            Some(log.log_format)
         }
-        Command::Client(_) => {}
-    }
+        Command::Client(_) => None,
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -115,7 +116,13 @@ fn main() -> ExitCode {
             }
         };
         result.map_err(|message| {
-            eprintln!("error: {message}");
+            // In JSON, the reason the process stops is a log line like the
+            // others, so that every line of stderr parses.
+            if log_format == Some(LogFormat::Json) {
+                tracing::error!(error = %message, "stopped");
+            } else {
+                eprintln!("error: {message}");
+            }
             ExitCode::FAILURE
         })
     });
@@ -134,10 +141,15 @@ fn init_logging(format: LogFormat) {
     let spec = std::env::var("TETHER_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
         .unwrap_or_else(|_| "info".to_owned());
-    let filter: tracing_subscriber::filter::Targets = spec.parse().unwrap_or_else(|e| {
-        eprintln!("warning: ignoring the log filter {spec:?}: {e}");
-        tracing_subscriber::filter::Targets::new().with_default(tracing::Level::INFO)
-    });
+    // A filter that does not parse is reported once logging is set up, in
+    // the chosen format.
+    let (filter, bad_filter) = match spec.parse::<tracing_subscriber::filter::Targets>() {
+        Ok(filter) => (filter, None),
+        Err(e) => (
+            tracing_subscriber::filter::Targets::new().with_default(tracing::Level::INFO),
+            Some(e),
+        ),
+    };
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     let lines = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
@@ -158,6 +170,9 @@ fn init_logging(format: LogFormat) {
             )
             .with(filter)
             .init(),
+    }
+    if let Some(e) = bad_filter {
+        tracing::warn!(filter = %spec, error = %e, "ignoring the log filter; logging at info");
     }
 }
 
@@ -187,7 +202,7 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
     tracing::info!("signal received: stopping gracefully (a second signal exits at once)");
     tokio::spawn(async move {
         signals.next().await;
-        eprintln!("second signal: exiting without waiting");
+        tracing::warn!("second signal: exiting without waiting");
         std::process::exit(1);
     });
     running

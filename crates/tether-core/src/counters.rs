@@ -3,7 +3,7 @@
 //! recorder (`tether serve` installs a Prometheus exporter, which also
 //! describes every metric and sets the histograms' buckets: the list with
 //! help texts is `tether_server`'s `metrics::FAMILIES`, documented in
-//! `docs/http.md`). They count this process's work; sum them over replicas.
+//! `docs/operations.md`). They count this process's work; sum them over replicas.
 //!
 //! - `tether_jobs_enqueued_total{tenant,queue}`: jobs created (a duplicate
 //!   that returned an existing job is not counted);

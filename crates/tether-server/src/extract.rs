@@ -9,6 +9,7 @@ use axum::http::request::Parts;
 use axum::http::HeaderMap;
 use serde::de::DeserializeOwned;
 use tether_core::{ApiKeyInfo, Error};
+use tracing::Instrument;
 
 use crate::error::ApiError;
 use crate::observe::RequestContext;
@@ -198,9 +199,13 @@ impl FromRequestParts<AppState> for Caller {
 /// due to one write between them.
 fn record_use(state: &AppState, key_id: uuid::Uuid) {
     let engine = state.engine.clone();
-    tokio::spawn(async move {
-        if let Err(e) = engine.record_key_use(key_id).await {
-            tracing::debug!(error = %e, %key_id, "could not record the use of an API key");
+    // In the request's span, so that its log line names the request.
+    tokio::spawn(
+        async move {
+            if let Err(e) = engine.record_key_use(key_id).await {
+                tracing::debug!(error = %e, %key_id, "could not record the use of an API key");
+            }
         }
-    });
+        .instrument(tracing::Span::current()),
+    );
 }

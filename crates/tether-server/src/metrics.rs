@@ -90,7 +90,7 @@ const LATENESS_BUCKETS: &[f64] = &[0.1, 0.5, 1.0, 2.0, 5.0, 15.0, 60.0, 300.0, 3
 /// Every metric family tether exports, the one list: the recorder's are
 /// described from it and get their buckets from it ([`install_recorder`]),
 /// the database and process gauges take their help text from it, and
-/// `docs/http.md` documents each (a test checks).
+/// `docs/operations.md` documents each (a test checks).
 pub const FAMILIES: &[Family] = &[
     // The engine (tether_core::counters), per tenant and queue.
     recorded("tether_jobs_enqueued_total", &["tenant", "queue"], Kind::Counter,
@@ -533,7 +533,7 @@ fn escape(value: &str) -> String {
         `tether_jobs_*_total` counters, the histograms `tether_job_wait_seconds{tenant,queue}`, \
         `tether_job_run_seconds{tenant,queue,outcome}` and \
         `tether_http_request_duration_seconds{method,route,status}`, and `process_*` gauges; \
-        every family has `# HELP` and `# TYPE` lines (the full list: docs/http.md).",
+        every family has `# HELP` and `# TYPE` lines (the full list: docs/operations.md).",
     responses(
         (status = 200, description = "The metrics, in the Prometheus text exposition format.", content_type = "text/plain", body = String),
     )
@@ -561,16 +561,24 @@ mod tests {
 
     #[test]
     fn every_family_is_listed_once_and_documented() {
-        let docs = include_str!("../../../docs/http.md");
+        let docs = include_str!("../../../docs/operations.md");
         let mut names = std::collections::HashSet::new();
         for family in FAMILIES {
             assert!(names.insert(family.name), "{} twice", family.name);
             assert!(!family.help.is_empty(), "{} has no help", family.name);
-            assert!(
-                docs.contains(&format!("`{}", family.name)),
-                "{} is not in docs/http.md",
-                family.name
-            );
+            // Its row in a table of the docs names it and each of its labels.
+            let cell = format!("| `{}` |", family.name);
+            let row = docs
+                .lines()
+                .find(|l| l.starts_with(&cell))
+                .unwrap_or_else(|| panic!("{} has no row in docs/operations.md", family.name));
+            for label in family.labels {
+                assert!(
+                    row.contains(&format!("`{label}`")),
+                    "the row of {} does not name its label {label}",
+                    family.name
+                );
+            }
             if let Kind::Histogram(buckets) = family.kind {
                 assert!(
                     buckets.windows(2).all(|w| w[0] < w[1]),
