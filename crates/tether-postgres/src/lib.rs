@@ -49,7 +49,7 @@ mod url;
 
 pub use enqueue::enqueue_in;
 #[cfg(feature = "testing")]
-pub use testing::migrate_up_to;
+pub use testing::{migrate_up_to, migrate_up_to_without_checksums};
 
 use std::sync::Arc;
 

@@ -53,3 +53,14 @@ impl PgStore {
 pub async fn migrate_up_to(pool: &PgPool, version: i64) -> Result<()> {
     crate::migrate::run_up_to(&crate::exec::Pool::new(pool.clone(), false), version).await
 }
+
+/// Testing aid: like [`migrate_up_to`], but as a tether from before
+/// migration checksums did it (no `checksum` column), for the tests of
+/// the upgrade that records them.
+pub async fn migrate_up_to_without_checksums(pool: &PgPool, version: i64) -> Result<()> {
+    crate::migrate::run_up_to_without_checksums(
+        &crate::exec::Pool::new(pool.clone(), false),
+        version,
+    )
+    .await
+}

@@ -75,7 +75,7 @@ mod testing;
 mod tests;
 
 #[cfg(feature = "testing")]
-pub use testing::migrate_up_to;
+pub use testing::{migrate_up_to, migrate_up_to_without_checksums};
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -85,6 +85,7 @@ use sqlx::sqlite::{
     SqliteSynchronous,
 };
 use sqlx::{Row, Sqlite, Transaction};
+use tether_core::migrations::SchemaStatus;
 use tether_core::{Enqueued, Result};
 
 use crate::rows::{id_array, Db};
@@ -124,6 +125,17 @@ impl SqliteStore {
     /// Safe to call from several processes at once on the same file: the
     /// migrations run under SQLite's write lock and are applied once.
     pub async fn open(path: impl AsRef<Path>) -> Result<SqliteStore> {
+        SqliteStore::open_with(path, &SqliteOptions::default()).await
+    }
+
+    /// Opens the store at `path` as `options` say. Without migrations, a
+    /// missing file is not created: it fails like any schema that is not
+    /// exactly this build's ([`SchemaError`](tether_core::migrations::SchemaError)).
+    pub async fn open_with(path: impl AsRef<Path>, open: &SqliteOptions) -> Result<SqliteStore> {
+        if !open.migrate {
+            // Before anything touches the file: a missing one stays missing.
+            migrate::status(path.as_ref()).await?.require_current()?;
+        }
         create_private(path.as_ref());
         // Pragmas go in the connect options, so every connection either pool
         // ever opens has them (a one-off PRAGMA query would reach just one).
@@ -152,7 +164,12 @@ impl SqliteStore {
             &options.clone().pragma("temp_store", "MEMORY"),
         )
         .await?;
-        migrate::run(&writer).await?;
+        if open.migrate {
+            migrate::run(&writer).await?;
+        } else {
+            // Again under the writer: the file may have changed since.
+            migrate::check(&writer).await?;
+        }
         let reader = connect(
             || {
                 SqlitePoolOptions::new()
@@ -183,6 +200,29 @@ impl SqliteStore {
     /// The newest schema version this build applies.
     pub fn schema_version() -> i64 {
         migrate::latest_version()
+    }
+
+    /// The schema of the file at `path` against the migrations this build
+    /// knows — which are applied or pending, their checksums, and any newer
+    /// version — read without changing anything (what `tether migrate
+    /// status` shows). A missing file has every migration pending.
+    pub async fn schema_status(path: impl AsRef<Path>) -> Result<SchemaStatus> {
+        migrate::status(path.as_ref()).await
+    }
+}
+
+/// How tether opens a SQLite file, beyond its path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqliteOptions {
+    /// Apply pending migrations when opening (the default). Without,
+    /// opening fails unless the schema is exactly this build's (someone
+    /// runs `tether migrate` first), and the file is left as it was.
+    pub migrate: bool,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions { migrate: true }
     }
 }
 

@@ -1,10 +1,22 @@
 //! Embedded schema migrations, recorded in tether's own `tether_migrations`
 //! table so that an application sharing the file keeps its own migrations.
+//!
+//! Each row records the SHA-256 of the migration's SQL. Before applying
+//! anything the runner checks the file against this build
+//! ([`tether_core::migrations`]): a version it does not know (a newer tether
+//! migrated the file) or a recorded checksum that is not the build's (a
+//! released migration was edited) stops it with
+//! [`SchemaError`](tether_core::migrations::SchemaError).
 
-use sqlx::{Executor, SqlitePool};
-use tether_core::{Error, Result};
+use std::path::Path;
 
-use crate::rows::Db;
+use chrono::{DateTime, Utc};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
+use sqlx::{Connection, Executor, SqlitePool};
+use tether_core::migrations::{checksum, ChecksumState, Recorded, SchemaStatus};
+use tether_core::Result;
+
+use crate::rows::{self, Db};
 
 /// One schema step: applied once, in version order.
 struct Migration {
@@ -53,6 +65,11 @@ pub(crate) fn latest_version() -> i64 {
     MIGRATIONS.last().map_or(0, |m| m.version)
 }
 
+/// The migrations this build knows, as [`SchemaStatus::new`] takes them.
+fn known() -> impl Iterator<Item = (i64, &'static str, &'static str)> {
+    MIGRATIONS.iter().map(|m| (m.version, m.name, m.sql))
+}
+
 /// Brings the schema up to date.
 ///
 /// Everything happens in one `BEGIN IMMEDIATE` transaction: the write lock is
@@ -64,9 +81,88 @@ pub(crate) async fn run(pool: &SqlitePool) -> Result<()> {
     run_up_to(pool, latest_version()).await
 }
 
-/// [`run`], but only the migrations up to `last` (as an older tether would
-/// have left the file, for upgrade tests).
+/// [`run`], but only the migrations up to `last`.
+///
+/// First, in place, the migrations table itself: a tether from before
+/// checksums made it without the `checksum` column, which is added, and
+/// the checksums of the versions it applied are filled in with this
+/// build's (trusted, as the rows carry nothing to compare with). Then the
+/// schema is verified (nothing newer, no edited migration) and the pending
+/// migrations are applied, each recorded with its checksum. An error rolls
+/// back all of it.
 pub(crate) async fn run_up_to(pool: &SqlitePool, last: i64) -> Result<()> {
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.db()?;
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS tether_migrations (
+             version    INTEGER NOT NULL PRIMARY KEY,
+             name       TEXT    NOT NULL,
+             applied_at INTEGER NOT NULL,
+             checksum   TEXT
+         ) STRICT",
+    )
+    .execute(&mut *tx)
+    .await
+    .db()?;
+    let mut changed = false;
+    if !has_checksum_column(&mut tx).await? {
+        sqlx::query("ALTER TABLE tether_migrations ADD COLUMN checksum TEXT")
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        changed = true;
+    }
+    let schema = SchemaStatus::new("sqlite", known(), recorded(&mut tx, true).await?);
+    // A file migrated by a newer tether may mean things this build does not
+    // know about (new states, new columns with rules): refuse rather than
+    // corrupt it.
+    schema.verify()?;
+    for m in &schema.migrations {
+        if m.checksum == Some(ChecksumState::NotRecorded) {
+            sqlx::query("UPDATE tether_migrations SET checksum = ?2 WHERE version = ?1")
+                .bind(m.version)
+                .bind(&m.expected_checksum)
+                .execute(&mut *tx)
+                .await
+                .db()?;
+            changed = true;
+        }
+    }
+    let pending = schema.pending();
+    for migration in MIGRATIONS
+        .iter()
+        .filter(|m| m.version <= last && pending.contains(&m.version))
+    {
+        // A script of several statements, run once: not worth a prepared
+        // statement. (`Executor::execute` rather than `sqlx::raw_sql`, whose
+        // future rustc cannot prove `Send` for every lifetime, which would
+        // make `SqliteStore::open` impossible to spawn.)
+        tx.execute(migration.sql).await.db()?;
+        sqlx::query(concat!(
+            "INSERT INTO tether_migrations (version, name, applied_at, checksum) VALUES (?1, ?2, ",
+            now_ms!(),
+            ", ?3)"
+        ))
+        .bind(migration.version)
+        .bind(migration.name)
+        .bind(checksum(migration.sql))
+        .execute(&mut *tx)
+        .await
+        .db()?;
+        changed = true;
+    }
+    if changed {
+        tx.commit().await.db()?;
+    } else {
+        tx.rollback().await.db()?;
+    }
+    Ok(())
+}
+
+/// Testing aid: the migrations up to `last` as a tether from before
+/// checksums applied them (its runner, its migrations table), so upgrade
+/// tests start from what such a tether really left.
+#[cfg(feature = "testing")]
+pub(crate) async fn run_up_to_without_checksums(pool: &SqlitePool, last: i64) -> Result<()> {
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.db()?;
     sqlx::query(
         "CREATE TABLE IF NOT EXISTS tether_migrations (
@@ -82,30 +178,10 @@ pub(crate) async fn run_up_to(pool: &SqlitePool, last: i64) -> Result<()> {
         .fetch_all(&mut *tx)
         .await
         .db()?;
-    // A file migrated by a newer tether may mean things this build does not
-    // know about (new states, new columns with rules): refuse rather than
-    // corrupt it.
-    if let Some(newest) = applied.iter().copied().max() {
-        if newest > latest_version() {
-            return Err(Error::Storage(
-                format!(
-                    "database schema version {newest} is newer than this build of tether \
-                     supports ({}); upgrade tether",
-                    latest_version()
-                )
-                .into(),
-            ));
-        }
-    }
-    let mut changed = false;
-    for migration in MIGRATIONS.iter().filter(|m| m.version <= last) {
-        if applied.contains(&migration.version) {
-            continue;
-        }
-        // A script of several statements, run once: not worth a prepared
-        // statement. (`Executor::execute` rather than `sqlx::raw_sql`, whose
-        // future rustc cannot prove `Send` for every lifetime, which would
-        // make `SqliteStore::open` impossible to spawn.)
+    for migration in MIGRATIONS
+        .iter()
+        .filter(|m| m.version <= last && !applied.contains(&m.version))
+    {
         tx.execute(migration.sql).await.db()?;
         sqlx::query(concat!(
             "INSERT INTO tether_migrations (version, name, applied_at) VALUES (?1, ?2, ",
@@ -117,12 +193,83 @@ pub(crate) async fn run_up_to(pool: &SqlitePool, last: i64) -> Result<()> {
         .execute(&mut *tx)
         .await
         .db()?;
-        changed = true;
     }
-    if changed {
-        tx.commit().await.db()?;
-    } else {
-        tx.rollback().await.db()?;
-    }
+    tx.commit().await.db()
+}
+
+/// Refuses to go on unless the schema is exactly this build's: every
+/// migration applied with its checksum, none edited, none unknown. For
+/// stores opened without migrating; changes nothing.
+pub(crate) async fn check(pool: &SqlitePool) -> Result<()> {
+    let mut conn = pool.acquire().await.db()?;
+    status_on(&mut conn).await?.require_current()?;
     Ok(())
+}
+
+/// The schema of the file at `path` against this build's migrations,
+/// read on a read-only connection: changes nothing, and a missing file
+/// (never migrated) has every migration pending.
+pub(crate) async fn status(path: &Path) -> Result<SchemaStatus> {
+    if !path.exists() {
+        return Ok(SchemaStatus::new("sqlite", known(), Vec::new()));
+    }
+    let options = SqliteConnectOptions::new()
+        .filename(path)
+        .read_only(true)
+        .busy_timeout(crate::BUSY_TIMEOUT);
+    let mut conn = SqliteConnection::connect_with(&options)
+        .await
+        .map_err(rows::db_err)?;
+    let status = status_on(&mut conn).await;
+    conn.close().await.db()?;
+    status
+}
+
+/// [`status`] on a connection of the file.
+async fn status_on(conn: &mut SqliteConnection) -> Result<SchemaStatus> {
+    let exists: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'tether_migrations')",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .db()?;
+    let rows = if exists {
+        let with_checksums = has_checksum_column(conn).await?;
+        recorded(conn, with_checksums).await?
+    } else {
+        Vec::new()
+    };
+    Ok(SchemaStatus::new("sqlite", known(), rows))
+}
+
+/// Whether `tether_migrations` has the `checksum` column (a tether from
+/// before checksums made it without).
+async fn has_checksum_column(conn: &mut SqliteConnection) -> Result<bool> {
+    sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('tether_migrations') WHERE name = 'checksum')",
+    )
+    .fetch_one(conn)
+    .await
+    .db()
+}
+
+/// The rows of `tether_migrations`; `with_checksums` says whether the table
+/// has the column.
+async fn recorded(conn: &mut SqliteConnection, with_checksums: bool) -> Result<Vec<Recorded>> {
+    let sql = if with_checksums {
+        "SELECT version, name, applied_at, checksum FROM tether_migrations ORDER BY version"
+    } else {
+        "SELECT version, name, applied_at, NULL FROM tether_migrations ORDER BY version"
+    };
+    let rows: Vec<(i64, String, i64, Option<String>)> =
+        sqlx::query_as(sql).fetch_all(conn).await.db()?;
+    Ok(rows
+        .into_iter()
+        .map(|(version, name, applied_ms, checksum)| Recorded {
+            version,
+            name,
+            applied_at: DateTime::<Utc>::from_timestamp_millis(applied_ms).unwrap_or_default(),
+            checksum,
+        })
+        .collect())
 }

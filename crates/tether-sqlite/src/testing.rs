@@ -105,3 +105,24 @@ pub async fn migrate_up_to(path: impl AsRef<std::path::Path>, version: i64) -> R
     pool.close().await;
     done
 }
+
+/// Testing aid: like [`migrate_up_to`], but as a tether from before
+/// migration checksums did it (no `checksum` column), for the tests of
+/// the upgrade that records them.
+pub async fn migrate_up_to_without_checksums(
+    path: impl AsRef<std::path::Path>,
+    version: i64,
+) -> Result<()> {
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(path.as_ref())
+        .create_if_missing(true)
+        .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal);
+    let pool = sqlx::sqlite::SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(options)
+        .await
+        .map_err(rows::db_err)?;
+    let done = crate::migrate::run_up_to_without_checksums(&pool, version).await;
+    pool.close().await;
+    done
+}

@@ -73,6 +73,10 @@ mod database;
 use std::sync::Arc;
 
 pub use database::{redact, Database};
+/// The state of a database's schema ([`schema_status`]) and why one is
+/// refused ([`migrations::SchemaError`], inside [`Error::Schema`]).
+pub use tether_core::migrations;
+use tether_core::migrations::SchemaStatus;
 pub use tether_core::{
     lifecycle, validate, Backoff, ClaimRequest, ClaimedJob, Completion, Engine, Enqueued, Error,
     EventKind, Failure, Heartbeat, HeartbeatAck, Job, JobArgs, JobEvent, JobFilter, JobPage,
@@ -223,6 +227,44 @@ impl Default for OpenOptions {
     }
 }
 
+/// The schema of `database` against the migrations this build knows (which
+/// are applied or pending, their checksums, any newer version), read
+/// without changing anything: what `tether migrate status` shows. Of
+/// `options`, only `transaction_pooler` matters.
+pub async fn schema_status(database: &Database, options: &OpenOptions) -> Result<SchemaStatus> {
+    match database {
+        #[cfg(feature = "postgres")]
+        Database::Postgres(url) => {
+            let pg = tether_postgres::PgOptions {
+                transaction_pooler: options.transaction_pooler,
+                ..tether_postgres::PgOptions::default()
+            };
+            PgStore::schema_status(url, &pg).await
+        }
+        #[cfg(feature = "sqlite")]
+        Database::Sqlite(path) => {
+            if path.as_os_str().is_empty() {
+                return Err(Error::invalid("database_url", "no SQLite file path given"));
+            }
+            SqliteStore::schema_status(path).await
+        }
+        #[allow(unreachable_patterns)] // reachable when a backend feature is off
+        other => Err(no_backend(other)),
+    }
+}
+
+/// The error for a backend this build left out.
+fn no_backend(database: &Database) -> Error {
+    Error::invalid(
+        "database_url",
+        format!(
+            "this build of tether has no {} backend (cargo feature `{}`)",
+            database.backend(),
+            database.backend()
+        ),
+    )
+}
+
 /// The store `database` names, opened as `options` say; a backend this
 /// build left out is an `invalid_argument` error.
 async fn open_store(database: &Database, options: &OpenOptions) -> Result<Arc<dyn Store>> {
@@ -242,16 +284,12 @@ async fn open_store(database: &Database, options: &OpenOptions) -> Result<Arc<dy
             if path.as_os_str().is_empty() {
                 return Err(Error::invalid("database_url", "no SQLite file path given"));
             }
-            Ok(Arc::new(SqliteStore::open(path).await?))
+            let sqlite = tether_sqlite::SqliteOptions {
+                migrate: options.migrate,
+            };
+            Ok(Arc::new(SqliteStore::open_with(path, &sqlite).await?))
         }
         #[allow(unreachable_patterns)] // reachable when a backend feature is off
-        other => Err(Error::invalid(
-            "database_url",
-            format!(
-                "this build of tether has no {} backend (cargo feature `{}`)",
-                other.backend(),
-                other.backend()
-            ),
-        )),
+        other => Err(no_backend(other)),
     }
 }

@@ -69,19 +69,6 @@ async fn concurrent_opens_apply_migrations_once() {
 }
 
 #[tokio::test]
-async fn a_newer_schema_is_refused() {
-    let db = TempDb::new();
-    let store = SqliteStore::open(&db.0).await.unwrap();
-    sqlx::query("INSERT INTO tether_migrations (version, name, applied_at) VALUES (99, 'x', 0)")
-        .execute(&store.writer)
-        .await
-        .unwrap();
-    store.close().await;
-    let err = SqliteStore::open(&db.0).await.unwrap_err();
-    assert!(matches!(err, Error::Storage(_)), "{err}");
-}
-
-#[tokio::test]
 async fn pragmas_hold_on_every_connection() {
     let db = TempDb::new();
     let store = SqliteStore::open(&db.0).await.unwrap();
