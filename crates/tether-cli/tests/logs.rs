@@ -9,7 +9,6 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 use common::{call, http, temp_dir, tether};
 use serde_json::{json, Value};
