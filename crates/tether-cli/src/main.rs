@@ -43,8 +43,9 @@ enum Command {
     /// Run the HTTP service (SQLite under --data-dir unless --database-url).
     #[command(after_help = SERVE_ENV_HELP)]
     Serve(ServeCommand),
-    /// Apply the database migrations and exit.
-    Migrate(MigrateArgs),
+    /// Apply the database migrations and exit; `tether migrate status`
+    /// shows them.
+    Migrate(MigrateCommand),
     #[command(flatten)]
     Client(ClientCommand),
 }
@@ -73,22 +74,19 @@ enum LogFormat {
     Json,
 }
 
+/// `tether migrate [status]`: how it logs, and which database.
 #[derive(Debug, clap::Args)]
-struct MigrateArgs {
+struct MigrateCommand {
     #[command(flatten)]
     log: LogArgs,
-    /// Directory of the SQLite file.
-    #[arg(long, env = "TETHER_DATA_DIR", default_value = "./tether-data")]
-    data_dir: std::path::PathBuf,
-    /// `postgres://…` to migrate PostgreSQL instead of the SQLite file.
-    #[arg(long, env = "TETHER_DATABASE_URL", hide_env_values = true)]
-    database_url: Option<String>,
+    #[command(flatten)]
+    migrate: tether_cli::migrate::MigrateArgs,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let log_format = match &cli.command {
-        Command::Serve(ServeCommand { log, .. }) | Command::Migrate(MigrateArgs { log, .. }) => {
+        Command::Serve(ServeCommand { log, .. }) | Command::Migrate(MigrateCommand { log, .. }) => {
             init_logging(log.log_format);
             Some(log.log_format)
         }
@@ -107,7 +105,11 @@ fn main() -> ExitCode {
     let outcome = runtime.block_on(async {
         let result = match cli.command {
             Command::Serve(ServeCommand { serve, .. }) => run_serve(serve).await,
-            Command::Migrate(args) => migrate(args).await,
+            Command::Migrate(args) => match tether_cli::migrate::run(args.migrate).await {
+                Ok(0) => Ok(()),
+                Ok(code) => return Err(ExitCode::from(code)),
+                Err(message) => Err(message),
+            },
             Command::Client(command) => {
                 return tether_cli::cli::run(command).await.map_err(|e| {
                     eprintln!("error: {e}");
@@ -209,21 +211,6 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
         .stop()
         .await
         .map_err(|e| format!("serving failed: {e}"))
-}
-
-async fn migrate(args: MigrateArgs) -> Result<(), String> {
-    let database = tether_server::choose_database(args.database_url.as_deref(), &args.data_dir)?;
-    tether_server::data_dir::secure(&args.data_dir, &database).map_err(|e| {
-        format!(
-            "cannot make the data directory {} private: {e}",
-            args.data_dir.display()
-        )
-    })?;
-    tether::Client::open(&database)
-        .await
-        .map_err(|e| format!("cannot migrate {}: {e}", database.describe()))?;
-    println!("migrations applied: {}", database.describe());
-    Ok(())
 }
 
 /// SIGTERM and SIGINT (Ctrl-C).

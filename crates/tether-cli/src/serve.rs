@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use tether_server::{ConnectionLimits, ServeConfig};
+use tether_server::{ConnectionLimits, ServeConfig, ServerConfig};
 
 use crate::duration;
 
@@ -38,9 +38,27 @@ pub struct ServeArgs {
     /// enqueue. Behind a transaction pooler without it, workers poll.
     #[arg(long, env = "TETHER_LISTEN_DATABASE_URL", hide_env_values = true)]
     pub listen_database_url: Option<String>,
+    /// Do not apply migrations at start: refuse to start unless the schema
+    /// is exactly this build's (run `tether migrate` first, e.g. as a
+    /// deployment step), and change nothing.
+    #[arg(long, env = "TETHER_NO_MIGRATE")]
+    pub no_migrate: bool,
     /// Largest request body in bytes; larger ones are refused with 413.
-    #[arg(long, default_value_t = 1024 * 1024)]
+    #[arg(long, env = "TETHER_MAX_BODY_BYTES", default_value_t = ServerConfig::default().max_body_bytes,
+          value_parser = clap::value_parser!(usize))]
     pub max_body_bytes: usize,
+    /// Longest `wait_ms` a claim may ask for (a long-poll); more is refused
+    /// with 400. Must be below --request-timeout.
+    #[arg(long, env = "TETHER_MAX_CLAIM_WAIT", default_value = "30s", value_parser = duration::parse)]
+    pub max_claim_wait: Duration,
+    /// Most claims waiting at once; a claim that finds them all taken
+    /// answers at once, as if it had asked for `wait_ms: 0`.
+    #[arg(long, env = "TETHER_MAX_LONG_POLLS", default_value_t = ServerConfig::default().max_long_polls)]
+    pub max_long_polls: usize,
+    /// Longest any request may take, long-polls included; past it the
+    /// answer is 503 `unavailable`.
+    #[arg(long, env = "TETHER_REQUEST_TIMEOUT", default_value = "60s", value_parser = duration::parse)]
+    pub request_timeout: Duration,
     /// Most HTTP connections open at once; more clients wait in the listen
     /// backlog. Lowered at start to fit the open-file limit (`ulimit -n`),
     /// which the database connections share.
@@ -55,14 +73,14 @@ pub struct ServeArgs {
     #[arg(long, env = "TETHER_IDLE_TIMEOUT", default_value = "60s", value_parser = duration::parse)]
     pub idle_timeout: Duration,
     /// How long finished jobs are kept before they are pruned.
-    #[arg(long, default_value = "7d", value_parser = duration::parse)]
+    #[arg(long, env = "TETHER_RETENTION", default_value = "7d", value_parser = duration::parse)]
     pub retention: Duration,
     /// Interval of the maintenance loop; the leader lease lasts three ticks.
-    #[arg(long, default_value = "1s", value_parser = duration::parse)]
+    #[arg(long, env = "TETHER_MAINTENANCE_TICK", default_value = "1s", value_parser = duration::parse)]
     pub maintenance_tick: Duration,
     /// Take no part in maintenance (reaping, expiry, pruning); some other
     /// node must.
-    #[arg(long)]
+    #[arg(long, env = "TETHER_NO_MAINTENANCE")]
     pub no_maintenance: bool,
     /// Most queues one tenant may have (queues with jobs or settings); an
     /// enqueue, pause or configuration that would make another is refused
@@ -110,11 +128,14 @@ impl From<ServeArgs> for ServeConfig {
             max_queues_per_tenant: args.max_queues_per_tenant,
             max_schedules_per_tenant: args.max_schedules_per_tenant,
             metrics_max_queues: args.metrics_max_queues,
+            max_claim_wait: args.max_claim_wait,
+            max_long_polls: args.max_long_polls,
+            request_timeout: args.request_timeout,
             database_options: tether::OpenOptions {
+                migrate: !args.no_migrate,
                 pool_size: args.database_pool_size,
                 transaction_pooler: args.transaction_pooler,
                 listen_url: args.listen_database_url,
-                ..tether::OpenOptions::default()
             },
         }
     }
@@ -123,6 +144,36 @@ impl From<ServeArgs> for ServeConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every setting can come from the environment as well as a flag (so a
+    /// container or unit file configures it without a command line), named
+    /// after the flag, and `--help` shows each one's variable and default.
+    #[test]
+    fn every_serve_setting_has_an_environment_variable() {
+        let command = <ServeArgs as clap::Args>::augment_args(clap::Command::new("serve"));
+        let mut seen = 0;
+        for arg in command.get_arguments() {
+            let id = arg.get_id().as_str();
+            if id == "help" || id == "version" {
+                continue;
+            }
+            seen += 1;
+            let env = arg
+                .get_env()
+                .unwrap_or_else(|| panic!("--{id} has no environment variable"));
+            let env = env.to_str().unwrap();
+            assert_eq!(env, format!("TETHER_{}", id.to_uppercase()), "--{id}");
+            // A value with no default is only an optional URL; the rest
+            // show their default in --help.
+            if arg.get_action().takes_values() && !id.ends_with("database_url") {
+                assert!(
+                    !arg.get_default_values().is_empty(),
+                    "--{id} has no default"
+                );
+            }
+        }
+        assert!(seen >= 20, "only {seen} settings found");
+    }
 
     #[test]
     fn the_defaults_are_the_servers() {

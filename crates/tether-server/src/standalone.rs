@@ -60,6 +60,15 @@ pub struct ServeConfig {
     /// Most queues the per-queue gauges of `/metrics` cover (default
     /// 1 000).
     pub metrics_max_queues: usize,
+    /// Longest `wait_ms` a claim may ask for (default 30 s); below
+    /// `request_timeout`.
+    pub max_claim_wait: Duration,
+    /// Most claims waiting at once (default 1 024); past it a claim answers
+    /// at once.
+    pub max_long_polls: usize,
+    /// Longest any request may take, long-polls included (default 60 s);
+    /// past it the answer is 503.
+    pub request_timeout: Duration,
     /// How the database is opened: migrations, and for PostgreSQL the pool
     /// size, a transaction pooler in between, and a direct URL for LISTEN.
     pub database_options: tether::OpenOptions,
@@ -83,6 +92,9 @@ impl Default for ServeConfig {
             max_queues_per_tenant: 1_000,
             max_schedules_per_tenant: 10_000,
             metrics_max_queues: server.metrics_max_queues,
+            max_claim_wait: Duration::from_millis(server.max_wait_ms as u64),
+            max_long_polls: server.max_long_polls,
+            request_timeout: server.request_timeout,
             database_options: tether::OpenOptions::default(),
         }
     }
@@ -223,6 +235,13 @@ pub async fn start(
             "the most queues and schedules per tenant must be at least 1".to_owned(),
         ));
     }
+    if args.max_claim_wait >= args.request_timeout {
+        return Err(ServeError::Config(format!(
+            "the longest claim wait ({:?}) must be below the request timeout ({:?}), or every \
+             long-poll that waits it out is cut off with 503",
+            args.max_claim_wait, args.request_timeout
+        )));
+    }
     let database = args.database()?;
     let tightened =
         data_dir::secure(&args.data_dir, &database).map_err(|source| ServeError::DataDir {
@@ -269,7 +288,9 @@ pub async fn start(
     let config = ServerConfig {
         max_body_bytes: args.max_body_bytes,
         metrics_max_queues: args.metrics_max_queues,
-        ..ServerConfig::default()
+        max_wait_ms: i64::try_from(args.max_claim_wait.as_millis()).unwrap_or(i64::MAX),
+        max_long_polls: args.max_long_polls,
+        request_timeout: args.request_timeout,
     };
     let state = AppState::new(engine.clone(), config).with_metrics(metrics);
     let listener = tokio::net::TcpListener::bind(args.listen)

@@ -37,14 +37,28 @@ impl Server {
         Server::spawn(cmd, data_dir, extra, &[])
     }
 
+    /// Starts `tether serve` with no option on its command line: every
+    /// setting comes from `env` (which must give `TETHER_LISTEN` a free
+    /// port and `TETHER_DATA_DIR`).
+    pub fn start_from_env(env: &[(&str, &str)]) -> Server {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tether"));
+        cmd.arg("serve");
+        Server::until_banner(cmd, env)
+    }
+
     fn spawn(mut cmd: Command, data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
         cmd.arg("serve")
             .arg("--listen")
             .arg("127.0.0.1:0")
             .arg("--data-dir")
             .arg(data_dir)
-            .args(extra)
-            .env_remove("TETHER_ADMIN_KEY")
+            .args(extra);
+        Server::until_banner(cmd, env)
+    }
+
+    /// Runs `cmd` (a `tether serve`) and waits for its banner.
+    fn until_banner(mut cmd: Command, env: &[(&str, &str)]) -> Server {
+        cmd.env_remove("TETHER_ADMIN_KEY")
             .env_remove("TETHER_SERVER_SECRET")
             .env_remove("TETHER_DATABASE_URL")
             .env("TETHER_LOG", "warn")
