@@ -120,10 +120,11 @@ pub(crate) async fn run_up_to(pool: &Pool, last: i64) -> Result<()> {
                 .db()?;
         }
     }
-    for (version, name, sql) in MIGRATIONS.iter().filter(|(v, _, _)| *v <= last) {
-        if !schema.pending().contains(version) {
-            continue;
-        }
+    let pending = schema.pending();
+    for (version, name, sql) in MIGRATIONS
+        .iter()
+        .filter(|(v, _, _)| *v <= last && pending.contains(v))
+    {
         sqlx::raw_sql(sql).execute(&mut tx.conn()).await.db()?;
         sqlx::query("INSERT INTO tether.migrations (version, name, checksum) VALUES ($1, $2, $3)")
             .bind(version)
