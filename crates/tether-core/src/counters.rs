@@ -11,8 +11,7 @@
 //! - `tether_claims_throttled_total{tenant,queue}`: claims that flow
 //!   control held back (fewer jobs than asked while ready ones were left;
 //!   counted by the store, which alone sees why);
-//! - `tether_jobs_completed_total{tenant,queue}`: attempts that succeeded
-//!   (a repeated report of the same success is not counted again);
+//! - `tether_jobs_completed_total{tenant,queue}`: attempts that succeeded;
 //! - `tether_jobs_failed_total{tenant,queue,outcome}`: attempts that
 //!   failed, by where the job went: `retried`, `dead` (state `failed`) or
 //!   `cancelled`;
@@ -29,6 +28,10 @@
 //! - `tether_schedule_fires_total{tenant}` and the histogram
 //!   `tether_schedule_fire_lateness_seconds{tenant}`: from a fire instant to
 //!   its job being enqueued.
+//!
+//! A report that repeats the one that ended an attempt (its answer was
+//! lost, say) changes nothing and is counted nowhere: not as a completion,
+//! failure or snooze, nor in the run-time histogram.
 //!
 //! The `queue` label is bounded: at most [`limit_queue_series`] distinct
 //! (tenant, queue) pairs get their own series in this process (the first

@@ -165,12 +165,14 @@ impl Engine {
         if let Some(r) = &result {
             validate::json_size("result", r, &self.limits)?;
         }
-        let job = self
+        let reported = self
             .store
             .complete(tenant, id, token, result.as_ref())
             .await?;
-        counters::completed(tenant, &job);
-        Ok(job)
+        if reported.now {
+            counters::completed(tenant, &reported.job);
+        }
+        Ok(reported.job)
     }
 
     /// Completes 1–1000 jobs in one round trip; one answer per item.
@@ -200,12 +202,14 @@ impl Engine {
             error: lifecycle::error_tail(&failure.error),
             ..failure
         };
-        let job = self
+        let reported = self
             .store
             .fail(tenant, id, token, &failure, lifecycle::jitter())
             .await?;
-        counters::failed(tenant, &job);
-        Ok(job)
+        if reported.now {
+            counters::failed(tenant, &reported.job);
+        }
+        Ok(reported.job)
     }
 
     /// "Not now": back to the queue after `delay_ms`, the attempt given back.
@@ -218,9 +222,11 @@ impl Engine {
     ) -> Result<Job> {
         validate::name("tenant", tenant)?;
         validate::millis("delay_ms", delay_ms, 0..=validate::MAX_DURATION_MS)?;
-        let job = self.store.snooze(tenant, id, token, delay_ms).await?;
-        counters::snoozed(tenant, &job);
-        Ok(job)
+        let reported = self.store.snooze(tenant, id, token, delay_ms).await?;
+        if reported.now {
+            counters::snoozed(tenant, &reported.job);
+        }
+        Ok(reported.job)
     }
 
     /// Cancels a queued job, or asks a running one to stop.

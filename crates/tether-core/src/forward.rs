@@ -69,7 +69,7 @@ macro_rules! forward_store {
                 id: $crate::__forward::Uuid,
                 token: $crate::LeaseToken,
                 result: Option<&$crate::__forward::Value>,
-            ) -> $crate::Result<$crate::Job> {
+            ) -> $crate::Result<$crate::Reported> {
                 attempts::complete(self, tenant, id, token, result).await
             }
 
@@ -88,7 +88,7 @@ macro_rules! forward_store {
                 token: $crate::LeaseToken,
                 failure: &$crate::Failure,
                 jitter: f64,
-            ) -> $crate::Result<$crate::Job> {
+            ) -> $crate::Result<$crate::Reported> {
                 attempts::fail(self, tenant, id, token, failure, jitter).await
             }
 
@@ -98,7 +98,7 @@ macro_rules! forward_store {
                 id: $crate::__forward::Uuid,
                 token: $crate::LeaseToken,
                 delay_ms: i64,
-            ) -> $crate::Result<$crate::Job> {
+            ) -> $crate::Result<$crate::Reported> {
                 attempts::snooze(self, tenant, id, token, delay_ms).await
             }
 

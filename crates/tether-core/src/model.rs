@@ -502,6 +502,18 @@ pub enum Completed {
     Repeated,
 }
 
+/// What the store says of a single report (complete, fail, snooze) that
+/// it accepted: the job as it stands, and whether this report ended the
+/// attempt or repeats the one that did (then nothing changed, and the
+/// engine does not count it again).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reported {
+    /// The job after the report.
+    pub job: Job,
+    /// True when this report ended the attempt; false for a repeat.
+    pub now: bool,
+}
+
 /// How an attempt failed.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Failure {

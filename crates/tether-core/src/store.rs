@@ -12,7 +12,7 @@ use crate::keys::{ApiKeyInfo, OperatorKeySetup, Tenant};
 use crate::model::{
     BulkReplayed, ClaimRequest, ClaimedJob, Completed, Completion, Enqueued, EventCursor,
     EventPage, Failure, Heartbeat, HeartbeatAck, Job, JobFilter, JobPage, Lease, LeaseToken,
-    QueueConfigPatch, QueueStats, ReapReport, ReplayFilter,
+    QueueConfigPatch, QueueStats, ReapReport, ReplayFilter, Reported,
 };
 use crate::schedule::{Fire, FireOutcome, FireRef, Schedule, ScheduleRun, ScheduleSpec};
 use crate::wakeup::Wakeup;
@@ -63,14 +63,15 @@ pub trait Store: Send + Sync + 'static {
     /// enqueues and replays; on PostgreSQL across processes by NOTIFY).
     fn subscribe(&self, tenant: &str, queue: &str) -> Wakeup;
 
-    /// Marks a running job succeeded if the token still owns it.
+    /// Marks a running job succeeded if the token still owns it (a repeat
+    /// of the report that did is answered with [`Reported::now`] false).
     async fn complete(
         &self,
         tenant: &str,
         id: Uuid,
         token: LeaseToken,
         result: Option<&Value>,
-    ) -> Result<Job>;
+    ) -> Result<Reported>;
 
     /// Completes many jobs in one round trip; one answer per item, in order:
     /// [`Completed::Now`] with the job's queue and attempt times for an item
@@ -91,12 +92,17 @@ pub trait Store: Send + Sync + 'static {
         token: LeaseToken,
         failure: &Failure,
         jitter: f64,
-    ) -> Result<Job>;
+    ) -> Result<Reported>;
 
     /// Puts a running job back to `queued` after `delay_ms`, giving the
     /// attempt back.
-    async fn snooze(&self, tenant: &str, id: Uuid, token: LeaseToken, delay_ms: i64)
-        -> Result<Job>;
+    async fn snooze(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        token: LeaseToken,
+        delay_ms: i64,
+    ) -> Result<Reported>;
 
     /// Cancels a queued job at once, or requests cancellation of a running one.
     async fn cancel(&self, tenant: &str, id: Uuid) -> Result<Job>;

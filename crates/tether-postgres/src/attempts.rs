@@ -10,8 +10,8 @@ use sqlx::postgres::PgRow;
 use sqlx::Row;
 use tether_core::lifecycle::Report;
 use tether_core::{
-    ClaimRequest, ClaimedJob, Completed, Completion, Error, Failure, Heartbeat, HeartbeatAck, Job,
-    JobState, LeaseToken, Result,
+    ClaimRequest, ClaimedJob, Completed, Completion, Error, Failure, Heartbeat, HeartbeatAck,
+    JobState, LeaseToken, Reported, Result,
 };
 use uuid::Uuid;
 
@@ -295,7 +295,7 @@ pub(crate) async fn complete(
     id: Uuid,
     token: LeaseToken,
     result: Option<&Value>,
-) -> Result<Job> {
+) -> Result<Reported> {
     let row = sqlx::query(COMPLETE)
         .bind(id)
         .bind(tenant)
@@ -305,9 +305,10 @@ pub(crate) async fn complete(
         .fetch_one(&store.db)
         .await
         .db()?;
-    let job = fenced_job(row, id)?;
+    let reported = fenced_job(row, id)?;
+    let job = &reported.job;
     store.notify_freed(tenant, &job.queue, 1);
-    Ok(job)
+    Ok(reported)
 }
 
 pub(crate) async fn complete_many(
@@ -410,7 +411,7 @@ pub(crate) async fn fail(
     token: LeaseToken,
     failure: &Failure,
     jitter: f64,
-) -> Result<Job> {
+) -> Result<Reported> {
     let row = sqlx::query(FAIL)
         .bind(id)
         .bind(tenant)
@@ -424,9 +425,10 @@ pub(crate) async fn fail(
         .fetch_one(&store.db)
         .await
         .db()?;
-    let job = fenced_job(row, id)?;
+    let reported = fenced_job(row, id)?;
+    let job = &reported.job;
     store.notify_freed(tenant, &job.queue, 1);
-    Ok(job)
+    Ok(reported)
 }
 
 pub(crate) async fn snooze(
@@ -435,7 +437,7 @@ pub(crate) async fn snooze(
     id: Uuid,
     token: LeaseToken,
     delay_ms: i64,
-) -> Result<Job> {
+) -> Result<Reported> {
     let row = sqlx::query(SNOOZE)
         .bind(id)
         .bind(tenant)
@@ -445,22 +447,28 @@ pub(crate) async fn snooze(
         .fetch_one(&store.db)
         .await
         .db()?;
-    let job = fenced_job(row, id)?;
+    let reported = fenced_job(row, id)?;
+    let job = &reported.job;
     if delay_ms == 0 && job.state == JobState::Queued {
         // Handed back (e.g. by a worker shutting down): others may take it now.
         store.notify(tenant, &job.queue, 1);
     } else {
         store.notify_freed(tenant, &job.queue, 1);
     }
-    Ok(job)
+    Ok(reported)
 }
 
 /// Interprets the answer of a fenced statement that returns the job's
-/// columns (NULL when the fence failed) and a `lost` count.
-fn fenced_job(row: PgRow, id: Uuid) -> Result<Job> {
+/// columns (NULL when the fence failed), whether they are those of a
+/// `repeated` report, and a `lost` count.
+fn fenced_job(row: PgRow, id: Uuid) -> Result<Reported> {
     let found: Option<Uuid> = row.try_get("id").db()?;
     if found.is_some() {
-        return rows::job(&row).db();
+        let repeated: bool = row.try_get("repeated").db()?;
+        return Ok(Reported {
+            job: rows::job(&row).db()?,
+            now: !repeated,
+        });
     }
     let lost: i64 = row.try_get("lost").db()?;
     Err(if lost > 0 {

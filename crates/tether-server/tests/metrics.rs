@@ -3,7 +3,8 @@
 //! family has `# HELP` and `# TYPE`, histogram buckets are cumulative and
 //! end with `+Inf` equal to `_count`), the outcome counters carry a `queue`
 //! label, the wait and run histograms move by exactly the jobs claimed and
-//! finished, the HTTP histogram by the requests made, and the process
+//! finished (a repeated report adds nothing), the HTTP histogram by the
+//! requests made, and the process
 //! gauges are there.
 
 #[path = "common/mod.rs"]
@@ -322,6 +323,22 @@ async fn histograms_count_every_claim_and_report(db: &TestDb) {
     )
     .await
     .expect(200);
+    // Repeated reports (as after a lost answer) are no new observations.
+    let (id, token) = &jobs[0];
+    c.post(
+        &format!("/v1/jobs/{id}/complete"),
+        json!({"lease_token": token}),
+    )
+    .await
+    .expect(200);
+    let (id, token) = &jobs[4];
+    c.post(
+        &format!("/v1/jobs/{id}/fail"),
+        json!({"lease_token": token, "error": "no", "fatal": true}),
+    )
+    .await
+    .expect(200);
+
     let after = scrape(&c).await;
     let moved =
         |name: &str, labels: &[(&str, &str)]| after.at(name, labels) - before.at(name, labels);
@@ -356,8 +373,8 @@ async fn histograms_count_every_claim_and_report(db: &TestDb) {
         [("method", method), ("route", route), ("status", "2xx")]
     };
     assert_eq!(moved(http, &route("POST", "/v1/queues/{queue}/claim")), 1.0);
-    assert_eq!(moved(http, &route("POST", "/v1/jobs/{id}/complete")), 2.0);
-    assert_eq!(moved(http, &route("POST", "/v1/jobs/{id}/fail")), 2.0);
+    assert_eq!(moved(http, &route("POST", "/v1/jobs/{id}/complete")), 3.0);
+    assert_eq!(moved(http, &route("POST", "/v1/jobs/{id}/fail")), 3.0);
     assert_eq!(moved(http, &route("POST", "/v1/jobs/complete")), 1.0);
     // The first scrape is in the second's histogram (it ended before).
     assert_eq!(moved(http, &route("GET", "/metrics")), 1.0);

@@ -11,7 +11,7 @@ use tether_core::flow;
 use tether_core::lifecycle::{self, FailOutcome, Report};
 use tether_core::{
     ClaimRequest, ClaimedJob, Completed, Completion, Error, EventKind, Failure, Heartbeat,
-    HeartbeatAck, Job, JobState, LeaseToken, RateLimit, Result,
+    HeartbeatAck, JobState, LeaseToken, RateLimit, Reported, Result,
 };
 use uuid::Uuid;
 
@@ -442,7 +442,7 @@ pub(crate) async fn complete(
     id: Uuid,
     token: LeaseToken,
     result: Option<&Value>,
-) -> Result<Job> {
+) -> Result<Reported> {
     let result = result.map(to_json_text).transpose()?;
     let mut tx = store.begin().await?;
     let row = sqlx::query(COMPLETE)
@@ -467,7 +467,7 @@ pub(crate) async fn complete(
     .await?;
     tx.commit().await.db()?;
     store.notify_freed(tenant, &job.queue, 1);
-    Ok(job)
+    Ok(Reported { job, now: true })
 }
 
 pub(crate) async fn complete_many(
@@ -610,7 +610,7 @@ pub(crate) async fn fail(
     token: LeaseToken,
     failure: &Failure,
     jitter: f64,
-) -> Result<Job> {
+) -> Result<Reported> {
     let error = lifecycle::error_tail(&failure.error);
     let mut tx = store.begin().await?;
     // Reading then writing is atomic here: BEGIN IMMEDIATE holds the
@@ -657,7 +657,7 @@ pub(crate) async fn fail(
     record(&mut tx, &job, event, job.worker_id.as_deref(), Some(&error)).await?;
     tx.commit().await.db()?;
     store.notify_freed(tenant, &job.queue, 1);
-    Ok(job)
+    Ok(Reported { job, now: true })
 }
 
 pub(crate) async fn snooze(
@@ -666,7 +666,7 @@ pub(crate) async fn snooze(
     id: Uuid,
     token: LeaseToken,
     delay_ms: i64,
-) -> Result<Job> {
+) -> Result<Reported> {
     let mut tx = store.begin().await?;
     let row = sqlx::query(SNOOZE)
         .bind(tenant)
@@ -701,7 +701,7 @@ pub(crate) async fn snooze(
     } else {
         store.notify_freed(tenant, &job.queue, 1);
     }
-    Ok(job)
+    Ok(Reported { job, now: true })
 }
 
 /// The fence did not match: records `lease_lost` (detail = the operation) if
@@ -737,7 +737,7 @@ async fn settle_unfenced(
     id: Uuid,
     token: LeaseToken,
     report: Report,
-) -> Result<Job> {
+) -> Result<Reported> {
     let repeated = sqlx::query(REPEATED_REPORT)
         .bind(tenant)
         .bind(id.to_string())
@@ -748,7 +748,10 @@ async fn settle_unfenced(
         .db()?;
     if let Some(row) = repeated {
         SqliteStore::finish_unchanged(tx).await?;
-        return rows::job(&row);
+        return Ok(Reported {
+            job: rows::job(&row)?,
+            now: false,
+        });
     }
     let err = lease_lost(&mut tx, tenant, id, report.as_str()).await?;
     tx.commit().await.db()?;

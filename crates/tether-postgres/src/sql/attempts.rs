@@ -407,7 +407,8 @@ pub(crate) const CLAIM_BY_KEY: &str = concat!(
 /// its answer was lost is answered like the first; otherwise `lost` records
 /// `lease_lost` in the same statement, if the job exists in the tenant at
 /// all. `$1` id, `$2` tenant; `done` is the CTE of the fenced update; `$op`
-/// names the operation.
+/// names the operation. The answer's `repeated` tells a repeat (which the
+/// engine does not count again) from the report that ended the attempt.
 macro_rules! settle_ctes {
     ($op:literal, $states:literal) => {
         concat!(
@@ -429,7 +430,8 @@ macro_rules! settle_ctes {
                   AND NOT EXISTS (SELECT 1 FROM repeated)
                 RETURNING job_id
             )
-            SELECT j.*, (SELECT count(*) FROM lost) AS lost FROM (SELECT 1) one
+            SELECT j.*, (SELECT count(*) FROM lost) AS lost,
+                   EXISTS (SELECT 1 FROM repeated) AS repeated FROM (SELECT 1) one
             LEFT JOIN (SELECT * FROM done UNION ALL SELECT * FROM repeated) j ON true"
         )
     };

@@ -151,6 +151,17 @@ async fn lifecycle_smoke() {
         )
         .await
         .unwrap();
+    assert!(done.now, "this report ended the attempt");
+    let again = store
+        .complete("t", claimed[0].job.id, claimed[0].lease_token, None)
+        .await
+        .unwrap();
+    assert!(
+        !again.now,
+        "a repeat is told apart, so it is not counted again"
+    );
+    assert_eq!(again.job, done.job);
+    let done = done.job;
     assert_eq!(done.state, JobState::Succeeded);
     assert_eq!(done.result, Some(json!(7)));
     assert!(done.finished_at.is_some());
@@ -211,6 +222,8 @@ async fn lifecycle_smoke() {
         )
         .await
         .unwrap();
+    assert!(failed.now);
+    let failed = failed.job;
     assert_eq!(failed.state, JobState::Queued);
     assert_eq!(failed.last_error.as_deref(), Some("boom"));
     let delay = failed.run_at - failed.updated_at;
