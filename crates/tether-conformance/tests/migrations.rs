@@ -361,3 +361,47 @@ on_both_backends!(
     a_newer_schema_refuses_to_start,
     without_migrating_a_new_database_is_refused_untouched,
 );
+
+/// Through PgBouncer in transaction mode, where every statement may land on
+/// another server connection: refusing, migrating and reading the status
+/// work the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_behind_pgbouncer_migrates_and_reports() {
+    let db = Db::new(Backend::Postgres).await;
+    let Db::Postgres { name, .. } = &db else {
+        unreachable!()
+    };
+    let bouncer = std::env::var("TETHER_TEST_PGBOUNCER_URL")
+        .unwrap_or_else(|_| tether_conformance::DEFAULT_PGBOUNCER_URL.into());
+    let url = tether_postgres::url_with_database(&bouncer, name);
+    let options = |migrate| PgOptions {
+        migrate,
+        transaction_pooler: true,
+        max_connections: 2,
+        ..PgOptions::default()
+    };
+    match PgStore::connect_with(&url, &options(false)).await {
+        Err(Error::Schema(SchemaError::Pending { .. })) => {}
+        other => panic!("expected pending migrations, got {:?}", other.map(|_| ())),
+    }
+    let status = PgStore::schema_status(&url, &options(true))
+        .await
+        .expect("status (is PgBouncer running? scripts/pgbouncer starts one)");
+    assert_eq!(status.current_version(), 0);
+    drop(
+        PgStore::connect_with(&url, &options(true))
+            .await
+            .expect("migrate"),
+    );
+    let status = PgStore::schema_status(&url, &options(true))
+        .await
+        .expect("status");
+    assert_eq!(status.require_current(), Ok(()));
+    assert_eq!(status, db.status().await, "the same as read directly");
+    drop(
+        PgStore::connect_with(&url, &options(false))
+            .await
+            .expect("current: opens without migrating"),
+    );
+    db.cleanup().await;
+}
