@@ -29,12 +29,14 @@ mod sqlite;
 mod wal;
 mod workload;
 
+use std::time::Duration;
+
 use report::Report;
 
 /// The groups of figures `--only` can pick, in the order a run measures them.
-pub const GROUPS: [&str; 11] = [
+pub const GROUPS: [&str; 12] = [
     "enqueue", "wal", "physical", "e2e", "runtime", "latency", "flow", "http", "sdk", "cron",
-    "sqlite",
+    "sqlite", "soak",
 ];
 
 /// Which groups a run measures (all unless `--only` named some).
@@ -72,6 +74,10 @@ pub struct Scale {
     pub cron_seconds: u64,
     /// Seconds the rate limit's accuracy is measured over.
     pub rate_seconds: u64,
+    /// Jobs of the shorter soak (`--soak` runs 1 000 000 on its own).
+    pub soak_jobs: u64,
+    /// Retention of finished jobs in the shorter soak.
+    pub soak_retention: Duration,
 }
 
 impl Scale {
@@ -86,6 +92,8 @@ impl Scale {
             pickup_jobs: 500,
             cron_seconds: 60,
             rate_seconds: 30,
+            soak_jobs: 300_000,
+            soak_retention: soak::RETENTION,
         }
     }
 
@@ -100,6 +108,8 @@ impl Scale {
             pickup_jobs: 100,
             cron_seconds: 15,
             rate_seconds: 10,
+            soak_jobs: 150_000,
+            soak_retention: Duration::from_secs(10),
         }
     }
 }
@@ -164,7 +174,7 @@ fn main() {
             .or_else(|_| std::env::var("TETHER_TEST_DATABASE_URL"))
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
         if let Some(jobs) = soak_jobs {
-            soak::run(&url, jobs, &mut report).await;
+            soak::run(&url, jobs, soak::RETENTION, &mut report).await;
             return;
         }
         if wal_only {
@@ -177,6 +187,9 @@ fn main() {
         pg::run(&url, &scale, &only, &mut report).await;
         if only.runs("sqlite") {
             sqlite::run(&scale, &mut report).await;
+        }
+        if only.runs("soak") {
+            soak::run(&url, scale.soak_jobs, scale.soak_retention, &mut report).await;
         }
     });
     let mode = match (soak_jobs, quick, wal_only) {

@@ -1,9 +1,12 @@
 //! `tether-bench --soak [--soak-jobs N]`: N jobs (default 1,000,000) through
-//! the HTTP path with pruning on, to show that nothing grows without bound.
-//! A `tether serve` child process keeps finished jobs for 30 s; two
-//! producers enqueue batches of 1,000 while four client workers claim 100
-//! and batch-complete. Reported: server RSS over time, claim latency at the
-//! start and end, and the job table after pruning has caught up.
+//! the HTTP path with pruning on, to show that nothing grows without bound;
+//! the default and `--quick` runs make a shorter soak (group `soak`).
+//! A `tether serve` child process keeps finished jobs for the retention (30 s
+//! in `--soak`); two producers enqueue batches of 1,000 while four client
+//! workers claim 100 and batch-complete. Reported: server RSS and finished
+//! rows over time, the most finished rows held at once against its bar
+//! (twice completion rate × retention), claim latency at the start and end
+//! and its growth, and the job table after pruning has caught up.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -19,13 +22,29 @@ use crate::report::Report;
 use crate::workload::{median_ms, TENANT};
 
 const QUEUE: &str = "soak";
-const RETENTION: Duration = Duration::from_secs(30);
+/// Retention of `--soak`.
+pub const RETENTION: Duration = Duration::from_secs(30);
 const WORKERS: usize = 4;
+/// Counts the finished rows, the ones pruning is there to remove.
+const FINISHED_ROWS: &str =
+    "SELECT count(*) FROM tether.jobs WHERE state IN ('succeeded', 'failed', 'cancelled')";
 
-/// Runs the soak on a database of its own.
-pub async fn run(admin_url: &str, jobs: u64, report: &mut Report) {
+/// One look at the server and the table during the run.
+struct Sample {
+    /// Seconds since the load started.
+    secs: f64,
+    rss_mib: f64,
+    /// Jobs completed so far.
+    done: u64,
+    /// Finished rows in `tether.jobs`.
+    finished: i64,
+}
+
+/// Runs the soak of `jobs` jobs, keeping finished ones for `retention`, on a
+/// database of its own.
+pub async fn run(admin_url: &str, jobs: u64, retention: Duration, report: &mut Report) {
     let db = BenchDb::create(admin_url, "_soak").await;
-    let server = ServerProcess::start(&db.url, Some(RETENTION));
+    let server = ServerProcess::start(&db.url, Some(retention));
     let tenant = db.engine.ensure_tenant(TENANT).await.expect("tenant");
     let (_, key) = db
         .engine
@@ -90,19 +109,24 @@ pub async fn run(admin_url: &str, jobs: u64, report: &mut Report) {
         })
         .collect();
 
-    // RSS every 2 s while it runs.
+    // RSS and finished rows every 2 s while it runs.
     let running = Arc::new(AtomicBool::new(true));
-    let rss: Arc<Mutex<Vec<(f64, f64, u64)>>> = Arc::default();
+    let samples: Arc<Mutex<Vec<Sample>>> = Arc::default();
     let sampler = {
-        let (running, rss, done) = (running.clone(), rss.clone(), done.clone());
-        let pid = server.pid();
+        let (running, samples, done) = (running.clone(), samples.clone(), done.clone());
+        let (pid, pool) = (server.pid(), db.pool.clone());
         tokio::spawn(async move {
             while running.load(Ordering::SeqCst) {
-                rss.lock().unwrap().push((
-                    started.elapsed().as_secs_f64(),
-                    rss_of(pid),
-                    done.load(Ordering::SeqCst),
-                ));
+                let finished: i64 = sqlx::query_scalar(FINISHED_ROWS)
+                    .fetch_one(&pool)
+                    .await
+                    .expect("count finished");
+                samples.lock().unwrap().push(Sample {
+                    secs: started.elapsed().as_secs_f64(),
+                    rss_mib: rss_of(pid),
+                    done: done.load(Ordering::SeqCst),
+                    finished,
+                });
                 tokio::time::sleep(Duration::from_secs(2)).await;
             }
         })
@@ -119,9 +143,9 @@ pub async fn run(admin_url: &str, jobs: u64, report: &mut Report) {
 
     // Let pruning catch up: every finished job is older than the retention
     // window after it, and the leader prunes each tick.
-    let deadline = Instant::now() + Duration::from_secs(180);
+    let deadline = Instant::now() + retention + Duration::from_secs(150);
     let rows = loop {
-        tokio::time::sleep(Duration::from_secs(5)).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
         let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM tether.jobs")
             .fetch_one(&db.pool)
             .await
@@ -140,14 +164,22 @@ pub async fn run(admin_url: &str, jobs: u64, report: &mut Report) {
         .expect("size");
     let rss_end = server.rss_mib();
 
-    let samples = rss.lock().unwrap().clone();
-    eprintln!("\n  soak: server RSS over time");
-    eprintln!("  {:>8} {:>10} {:>12}", "t (s)", "RSS (MiB)", "jobs done");
+    let samples = std::mem::take(&mut *samples.lock().unwrap());
+    eprintln!("\n  soak: server RSS and finished rows over time");
+    eprintln!(
+        "  {:>8} {:>10} {:>12} {:>14}",
+        "t (s)", "RSS (MiB)", "jobs done", "finished rows"
+    );
     let step = (samples.len() / 12).max(1);
-    for (t, mib, n) in samples.iter().step_by(step) {
-        eprintln!("  {t:>8.0} {mib:>10.1} {n:>12}");
+    for s in samples.iter().step_by(step) {
+        eprintln!(
+            "  {:>8.0} {:>10.1} {:>12} {:>14}",
+            s.secs, s.rss_mib, s.done, s.finished
+        );
     }
-    let peak = samples.iter().map(|s| s.1).fold(0.0, f64::max);
+    let peak = samples.iter().map(|s| s.rss_mib).fold(0.0, f64::max);
+    let rows_peak = samples.iter().map(|s| s.finished).max().unwrap_or(0);
+    let rate = jobs as f64 / elapsed.as_secs_f64();
     let claims = claims.lock().unwrap().clone();
     let tenth = (claims.len() / 10).max(1);
     let first: Vec<Duration> = claims.iter().take(tenth).map(|c| c.1).collect();
@@ -155,11 +187,11 @@ pub async fn run(admin_url: &str, jobs: u64, report: &mut Report) {
 
     report.add(
         "soak_jobs_per_s",
-        jobs as f64 / elapsed.as_secs_f64(),
+        rate,
         "jobs/s",
         format!(
             "{jobs} jobs enqueued and completed over HTTP, pruning on ({}s)",
-            RETENTION.as_secs()
+            retention.as_secs()
         ),
     );
     report.add(
@@ -175,17 +207,36 @@ pub async fn run(admin_url: &str, jobs: u64, report: &mut Report) {
         "MiB",
         "RSS after the soak and pruning",
     );
+    let (claim_start, claim_end) = (median_ms(first), median_ms(last));
     report.add(
         "soak_claim_ms_start",
-        median_ms(first),
+        claim_start,
         "ms",
         "median HTTP claim of 100, first tenth of the run",
     );
     report.add(
         "soak_claim_ms_end",
-        median_ms(last),
+        claim_end,
         "ms",
         "median HTTP claim of 100, last tenth of the run",
+    );
+    report.add(
+        "soak_claim_growth",
+        claim_end / claim_start,
+        "x",
+        "soak_claim_ms_end / soak_claim_ms_start (bar <= 1.5)",
+    );
+    report.add(
+        "soak_rows_peak",
+        rows_peak as f64,
+        "rows",
+        "most finished rows in tether.jobs at once, sampled every 2 s (bar <= soak_rows_bar)",
+    );
+    report.add(
+        "soak_rows_bar",
+        2.0 * rate * retention.as_secs_f64(),
+        "rows",
+        "2 x soak_jobs_per_s x retention: the bar of soak_rows_peak",
     );
     report.add(
         "soak_rows_after_prune",

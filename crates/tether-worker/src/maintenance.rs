@@ -32,13 +32,17 @@ pub const MAINTENANCE_BATCH: u32 = 1_000;
 /// times per tick, so a huge backlog cannot starve the lease renewal.
 const MAINTENANCE_ROUNDS: usize = 10;
 /// Fewest finished jobs one prune pass deletes.
-pub(crate) const PRUNE_BATCH_MIN: u32 = 100;
-/// Most finished jobs one prune pass deletes.
-pub(crate) const PRUNE_BATCH_MAX: u32 = 20_000;
+pub(crate) const PRUNE_BATCH_MIN: u32 = 500;
+/// Most finished jobs one prune pass deletes: the most a maintenance call
+/// takes (the engine refuses a larger batch).
+pub(crate) const PRUNE_BATCH_MAX: u32 = validate::MAX_REPLAY;
 /// How long one prune pass may take: a slower one halves the batch, so a
 /// delete never holds its row locks (on SQLite, the write lock) for long.
-/// A full pass in under half of it doubles the batch.
-pub(crate) const PRUNE_PASS_TARGET: Duration = Duration::from_millis(100);
+/// A full pass in under half of it doubles the batch. Generous, because a
+/// pass has a fixed cost (finding the oldest rows, the commit) that a
+/// loaded server makes large: too small a batch would prune fewer rows per
+/// second than it finishes.
+pub(crate) const PRUNE_PASS_TARGET: Duration = Duration::from_millis(250);
 
 /// One node's part in maintenance: configure it, then [`Maintenance::start`].
 #[derive(Clone)]
@@ -331,20 +335,24 @@ impl Maintenance {
 }
 
 impl Maintenance {
-    /// Prunes finished jobs while passes come back full, for at most half a
-    /// tick: the rest of the tick stays for the schedules, and the next
-    /// election (the lease lasts three ticks) is never late. The batch
+    /// Prunes finished jobs while passes come back full, for at most three
+    /// quarters of a tick (the reaper and expiry ran before it): the rest
+    /// stays for the schedules, and the next election (the lease lasts
+    /// three ticks) is never late. The batch
     /// carries over from tick to tick, so it settles where a pass takes
     /// about [`PRUNE_PASS_TARGET`] and a backlog drains at the rate the
     /// database can delete.
     async fn prune_finished(&self, retention_ms: i64, batch: &mut u32) {
-        let budget_end = Instant::now() + self.tick / 2;
+        let budget_end = Instant::now() + self.tick * 3 / 4;
         loop {
             let started = Instant::now();
             let pruned = match self.source.prune_finished(retention_ms, *batch).await {
                 Ok(n) => n,
                 Err(e) => {
-                    warn!(error = %e, "pruning pass failed");
+                    // Smaller next time: a pass that failed may have been
+                    // too big to finish.
+                    warn!(error = %e, batch = *batch, "pruning pass failed");
+                    *batch = (*batch / 2).max(PRUNE_BATCH_MIN);
                     return;
                 }
             };
@@ -426,12 +434,12 @@ mod tests {
     use super::*;
 
     const FAST: Duration = Duration::from_millis(10);
-    const SLOW: Duration = Duration::from_millis(250);
+    const SLOW: Duration = Duration::from_millis(400);
 
     #[test]
     fn a_full_fast_pass_doubles_the_batch_up_to_the_cap() {
         assert_eq!(next_prune_batch(1_000, 1_000, FAST), 2_000);
-        assert_eq!(next_prune_batch(16_000, 16_000, FAST), PRUNE_BATCH_MAX);
+        assert_eq!(next_prune_batch(8_000, 8_000, FAST), PRUNE_BATCH_MAX);
         assert_eq!(
             next_prune_batch(PRUNE_BATCH_MAX, u64::from(PRUNE_BATCH_MAX), FAST),
             PRUNE_BATCH_MAX
@@ -442,7 +450,7 @@ mod tests {
     fn a_slow_pass_halves_the_batch_down_to_the_floor() {
         assert_eq!(next_prune_batch(8_000, 8_000, SLOW), 4_000);
         assert_eq!(next_prune_batch(8_000, 10, SLOW), 4_000);
-        assert_eq!(next_prune_batch(150, 150, SLOW), PRUNE_BATCH_MIN);
+        assert_eq!(next_prune_batch(700, 700, SLOW), PRUNE_BATCH_MIN);
     }
 
     #[test]
