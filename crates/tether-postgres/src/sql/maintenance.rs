@@ -87,7 +87,10 @@ pub(crate) const EXPIRE: &str = "WITH gone AS (
 /// Up to $2 jobs that finished at least $1 ms ago, oldest first, with their
 /// history. The oldest are found on the `jobs_finished` index and deleted by
 /// `ctid` (a TID scan: the row is already locked, so no second walk of the
-/// primary key per row); their history by `job_id` on its primary key.
+/// primary key per row); their history by `job_id` on its primary key. Both
+/// deletes take an array, not a join with `old`: joined, the planner chose a
+/// hash join over a sequential scan of all of `job_events` once it held
+/// millions of rows (600 ms for 500 jobs, against 40 ms for 5 000).
 pub(crate) const PRUNE: &str = "WITH old AS (
         SELECT ctid, id FROM tether.jobs
         WHERE state IN ('succeeded', 'failed', 'cancelled')
@@ -97,10 +100,10 @@ pub(crate) const PRUNE: &str = "WITH old AS (
         FOR UPDATE SKIP LOCKED
     ),
     history AS (
-        DELETE FROM tether.job_events e USING old WHERE e.job_id = old.id
+        DELETE FROM tether.job_events WHERE job_id = ANY (ARRAY(SELECT id FROM old))
     ),
     done AS (
-        DELETE FROM tether.jobs j USING old WHERE j.ctid = old.ctid RETURNING 1
+        DELETE FROM tether.jobs WHERE ctid = ANY (ARRAY(SELECT ctid FROM old)) RETURNING 1
     )
     SELECT count(*) FROM done";
 
