@@ -108,8 +108,9 @@ impl Scale {
             pickup_jobs: 100,
             cron_seconds: 15,
             rate_seconds: 10,
-            soak_jobs: 150_000,
-            soak_retention: Duration::from_secs(10),
+            // Several retentions long, so pruning reaches its steady state.
+            soak_jobs: 250_000,
+            soak_retention: Duration::from_secs(5),
         }
     }
 }
