@@ -232,6 +232,8 @@ impl Default for OpenOptions {
 /// without changing anything: what `tether migrate status` shows. Of
 /// `options`, only `transaction_pooler` matters.
 pub async fn schema_status(database: &Database, options: &OpenOptions) -> Result<SchemaStatus> {
+    // Read only by the PostgreSQL arm.
+    let _ = options;
     match database {
         #[cfg(feature = "postgres")]
         Database::Postgres(url) => {
