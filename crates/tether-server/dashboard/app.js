@@ -636,6 +636,7 @@ async function render() {
   for (const id of ['#nav', '#sign-out', '#auto', '#view']) $(id).hidden = false;
   $('#sign-in').hidden = true;
   const mine = ++seq;
+  const startedAt = Date.now();
   const hash = location.hash || '#/';
   const r = route();
   const fresh = hash !== shown;
@@ -654,6 +655,9 @@ async function render() {
       built = { content: el('p', { class: 'error', id: 'view-error' }, errorText(e)) };
     }
     if (mine !== seq || !key) return;
+    // A refresh built before the user typed would put back the values of
+    // then: drop it (the next tick refreshes once they stop).
+    if (!fresh && lastTyped > startedAt) return;
     const x = window.scrollX;
     const y = window.scrollY;
     // A refresh swaps the data only: filters being edited, the scroll
