@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 use common::{Answer, Ctx};
 use serde_json::json;
 use tether_conformance::TestDb;
-use tether_server::{router, AppState, Kind, Metrics, ServerConfig, FAMILIES};
+use tether_server::{AppState, Kind, Metrics, ServerConfig, FAMILIES};
 
 tether_conformance::both_backends!(
     histograms_count_every_claim_and_report,
@@ -38,24 +38,10 @@ fn metrics() -> Metrics {
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn setup(db: &TestDb) -> Ctx {
-    let engine = db.engine.clone();
-    let default = engine.ensure_tenant("default").await.unwrap();
-    let (_, admin) = engine
-        .issue_api_key(default.id, Some("admin"), true)
-        .await
-        .unwrap();
-    let other = engine.ensure_tenant("other").await.unwrap();
-    let (_, other_key) = engine
-        .issue_api_key(other.id, Some("other"), false)
-        .await
-        .unwrap();
-    let state = AppState::new(engine, ServerConfig::default()).with_metrics(metrics());
-    Ctx {
-        app: router(state),
-        admin,
-        other: other_key,
-        other_id: other.id.to_string(),
-    }
+    common::setup_state(db.engine.clone(), |engine| {
+        AppState::new(engine, ServerConfig::default()).with_metrics(metrics())
+    })
+    .await
 }
 
 /// One sample line: the series name, its labels and its value.

@@ -32,6 +32,15 @@ pub async fn setup_with(db: &TestDb, config: ServerConfig) -> Ctx {
 
 /// A router over `engine` (e.g. with its own limits) and `config`.
 pub async fn setup_engine(engine: tether_core::Engine, config: ServerConfig) -> Ctx {
+    setup_state(engine, |engine| AppState::new(engine, config)).await
+}
+
+/// A router over the state `state` makes of `engine` (e.g. with a metrics
+/// recorder), after the bootstrap tenants and keys are made.
+pub async fn setup_state(
+    engine: tether_core::Engine,
+    state: impl FnOnce(tether_core::Engine) -> AppState,
+) -> Ctx {
     let default = engine.ensure_tenant("default").await.unwrap();
     let (_, admin) = engine
         .issue_api_key(default.id, Some("admin"), true)
@@ -43,7 +52,7 @@ pub async fn setup_engine(engine: tether_core::Engine, config: ServerConfig) -> 
         .await
         .unwrap();
     Ctx {
-        app: router(AppState::new(engine, config)),
+        app: router(state(engine)),
         admin,
         other: other_key,
         other_id: other.id.to_string(),
