@@ -17,6 +17,8 @@ async fn first_start_generates_an_admin_key_once() {
     let dir = temp_dir("first");
     let mut s = Server::start(&dir, &[], &[]);
     assert!(s.banner.contains("backend: sqlite"), "{}", s.banner);
+    let dashboard = format!("dashboard: http://{}/", s.addr);
+    assert!(s.banner.contains(&dashboard), "{}", s.banner);
     let printed = s
         .banner
         .lines()

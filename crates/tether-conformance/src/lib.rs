@@ -567,9 +567,17 @@ macro_rules! behaviour_suite {
                 the_first_server_secret_is_kept,
                 key_use_is_recorded_at_most_once_per_interval,
             }
+            operators {
+                workers_are_read_from_running_jobs,
+                throughput_counts_outcomes_per_minute,
+                only_an_empty_queue_is_removed,
+                recent_runs_of_every_schedule,
+                jobs_are_found_by_id_prefix_and_creation_time,
+            }
             replay {
                 replay_resets_attempts_and_keeps_the_id,
-                replay_of_active_or_succeeded_job_is_invalid_state,
+                replay_of_active_job_is_invalid_state,
+                replay_of_succeeded_job_runs_it_again,
                 replay_is_refused_while_unique_key_is_held,
                 bulk_replay_by_queue_kind_and_state,
                 replay_clears_or_sets_expires_at,

@@ -272,6 +272,19 @@ fn parse_zone(timezone: &str) -> Result<Tz> {
     })
 }
 
+/// The five fields a nickname stands for (`@hourly`, `@daily`...), as in
+/// Vixie cron; `None` for anything else. `@reboot` has no instant.
+fn shorthand(expr: &str) -> Option<&'static str> {
+    Some(match expr.to_ascii_lowercase().as_str() {
+        "@hourly" => "0 * * * *",
+        "@daily" | "@midnight" => "0 0 * * *",
+        "@weekly" => "0 0 * * 0",
+        "@monthly" => "0 0 1 * *",
+        "@yearly" | "@annually" => "0 0 1 1 *",
+        _ => return None,
+    })
+}
+
 /// Parses and checks an expression: returns it normalised, compiled, and
 /// whether it has a seconds field.
 fn parse_expression(expr: &str) -> Result<(String, Cron, bool)> {
@@ -282,6 +295,7 @@ fn parse_expression(expr: &str) -> Result<(String, Cron, bool)> {
             expr.len()
         )));
     }
+    let expr = shorthand(expr.trim()).unwrap_or(expr);
     let fields: Vec<&str> = expr.split_whitespace().collect();
     if fields.is_empty() {
         return Err(invalid(
@@ -291,7 +305,7 @@ fn parse_expression(expr: &str) -> Result<(String, Cron, bool)> {
     }
     if fields.len() != 5 && fields.len() != 6 {
         let hint = if fields.len() == 1 && fields[0].starts_with('@') {
-            " (nicknames such as @daily are not supported)"
+            " (the nicknames are @hourly, @daily, @midnight, @weekly, @monthly, @yearly and @annually)"
         } else {
             " (minute hour day-of-month month day-of-week, optionally with seconds first)"
         };
@@ -1335,7 +1349,8 @@ mod tests {
         assert_invalid("0 0 * * 1;2", "UTC", "cron", "unexpected character ';'");
         assert_invalid("", "UTC", "cron", "must not be empty");
         assert_invalid("   ", "UTC", "cron", "must not be empty");
-        assert_invalid("@daily", "UTC", "cron", "nicknames");
+        assert_invalid("@reboot", "UTC", "cron", "nicknames");
+        assert_invalid("@every 5m", "UTC", "cron", "expected 5 or 6 fields");
         let long = format!("0 0 * * {}", vec!["1"; 200].join(","));
         assert!(long.len() > MAX_INPUT_LEN);
         assert_invalid(&long, "UTC", "cron", "above the limit of 256");
@@ -1390,5 +1405,31 @@ mod tests {
         );
         // A bad zone is reported even with a bad expression.
         assert_invalid("* *", "Mars/Base", "timezone", "unknown time zone");
+    }
+
+    #[test]
+    fn nicknames_fire_as_their_five_fields() {
+        let from = Utc.with_ymd_and_hms(2026, 12, 3, 10, 30, 0).unwrap();
+        for (nick, fields) in [
+            ("@hourly", "0 * * * *"),
+            ("@daily", "0 0 * * *"),
+            ("@midnight", "0 0 * * *"),
+            ("@WEEKLY", "0 0 * * 0"),
+            ("@monthly", "0 0 1 * *"),
+            ("@yearly", "0 0 1 1 *"),
+            ("@annually", "0 0 1 1 *"),
+        ] {
+            let a = CronSchedule::parse(nick, "Europe/Berlin").unwrap();
+            let b = CronSchedule::parse(fields, "Europe/Berlin").unwrap();
+            assert_eq!(a.upcoming(from, 3), b.upcoming(from, 3), "{nick}");
+        }
+        let hourly = CronSchedule::parse("@hourly", "UTC").unwrap();
+        assert_eq!(
+            hourly.upcoming(from, 2),
+            [
+                Utc.with_ymd_and_hms(2026, 12, 3, 11, 0, 0).unwrap(),
+                Utc.with_ymd_and_hms(2026, 12, 3, 12, 0, 0).unwrap()
+            ]
+        );
     }
 }

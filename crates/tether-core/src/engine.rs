@@ -16,7 +16,8 @@ use crate::lifecycle;
 use crate::model::{
     BulkReplayed, ClaimRequest, ClaimedJob, Completion, Enqueued, EventPage, EventQuery, Failure,
     Heartbeat, HeartbeatAck, Job, JobEvent, JobFilter, JobPage, Lease, LeaseToken, NewJob,
-    QueueConfigPatch, QueueStats, ReapReport, ReplayFilter,
+    QueueConfigPatch, QueueStats, QueueThroughput, ReapReport, ReplayFilter, WorkerSummary,
+    THROUGHPUT_MINUTES,
 };
 use crate::schedule::{
     self, Fire, FireOutcome, FireRef, FireReport, RunOutcome, Schedule, SchedulePatch, ScheduleRun,
@@ -326,6 +327,42 @@ impl Engine {
         self.store.list_queues(tenant).await
     }
 
+    /// Removes an empty queue: its row, pause flag and settings go; a queue
+    /// holding any job is `Conflict`, one without a row `NotFound`.
+    pub async fn delete_queue(&self, tenant: &str, queue: &str) -> Result<()> {
+        validate::name("tenant", tenant)?;
+        validate::name("queue", queue)?;
+        self.store.delete_queue(tenant, queue).await
+    }
+
+    /// A queue's last `minutes` minutes (see [`QueueThroughput`]).
+    pub async fn throughput(
+        &self,
+        tenant: &str,
+        queue: &str,
+        minutes: u32,
+    ) -> Result<QueueThroughput> {
+        validate::name("tenant", tenant)?;
+        validate::name("queue", queue)?;
+        if !THROUGHPUT_MINUTES.contains(&minutes) {
+            return Err(Error::invalid(
+                "minutes",
+                format!(
+                    "must be between {} and {}, got {minutes}",
+                    THROUGHPUT_MINUTES.start(),
+                    THROUGHPUT_MINUTES.end()
+                ),
+            ));
+        }
+        self.store.throughput(tenant, queue, minutes).await
+    }
+
+    /// Who holds the tenant's running jobs now.
+    pub async fn list_workers(&self, tenant: &str) -> Result<Vec<WorkerSummary>> {
+        validate::name("tenant", tenant)?;
+        self.store.list_workers(tenant).await
+    }
+
     /// Pauses a queue: it accepts enqueues and hands out no claims.
     pub async fn pause(&self, tenant: &str, queue: &str) -> Result<QueueStats> {
         validate::name("tenant", tenant)?;
@@ -431,6 +468,20 @@ impl Engine {
     /// One tenant by id.
     pub async fn get_tenant(&self, id: Uuid) -> Result<Tenant> {
         self.store.get_tenant(id).await
+    }
+
+    /// The tenant named `name_or_id`, or whose id it is (an admin acting
+    /// for a tenant names it either way); `NotFound` if there is none.
+    pub async fn find_tenant(&self, name_or_id: &str) -> Result<Tenant> {
+        if let Ok(id) = Uuid::try_parse(name_or_id) {
+            return self.store.get_tenant(id).await;
+        }
+        self.store
+            .list_tenants()
+            .await?
+            .into_iter()
+            .find(|t| t.name == name_or_id)
+            .ok_or_else(|| Error::NotFound(format!("tenant {name_or_id}")))
     }
 
     /// The tenant named `name`, created if missing (e.g. `default` at start).
@@ -581,6 +632,28 @@ impl Engine {
     pub async fn get_schedule(&self, tenant: &str, id: Uuid) -> Result<Schedule> {
         validate::name("tenant", tenant)?;
         self.store.get_schedule(tenant, id).await
+    }
+
+    /// The newest `limit` runs of each of the tenant's schedules, keyed by
+    /// schedule id (newest first); 1 to [`MAX_LISTED_RUNS`].
+    pub async fn recent_schedule_runs(
+        &self,
+        tenant: &str,
+        limit: u32,
+    ) -> Result<std::collections::HashMap<Uuid, Vec<ScheduleRun>>> {
+        validate::name("tenant", tenant)?;
+        if !(1..=MAX_LISTED_RUNS).contains(&limit) {
+            return Err(Error::invalid(
+                "runs",
+                format!("must be between 1 and {MAX_LISTED_RUNS}, got {limit}"),
+            ));
+        }
+        let mut by_schedule: std::collections::HashMap<Uuid, Vec<ScheduleRun>> =
+            std::collections::HashMap::new();
+        for (id, run) in self.store.recent_schedule_runs(tenant, limit).await? {
+            by_schedule.entry(id).or_default().push(run);
+        }
+        Ok(by_schedule)
     }
 
     /// A tenant's schedules, by name.
@@ -769,3 +842,7 @@ impl Engine {
 pub const SCHEDULE_RUNS_SHOWN: u32 = 100;
 /// Most instants one cron preview computes.
 pub const MAX_PREVIEW: u32 = 100;
+
+/// At most this many recent runs and next fire times per schedule in a
+/// listing of schedules (`GET /v1/schedules?runs=&next=`).
+pub const MAX_LISTED_RUNS: u32 = 20;

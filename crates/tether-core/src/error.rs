@@ -274,7 +274,21 @@ impl Error {
         Error::InvalidState {
             id,
             state,
-            message: "only failed or cancelled jobs can be replayed".into(),
+            message: "only finished jobs (succeeded, failed or cancelled) can be replayed".into(),
+        }
+    }
+
+    /// Why the row of queue `queue` could not be removed: it holds `jobs`
+    /// jobs, or it has no row (`has_row` false).
+    pub fn queue_not_deletable(queue: &str, jobs: i64, has_row: bool) -> Self {
+        if jobs > 0 {
+            Error::Conflict(format!(
+                "queue {queue} holds {jobs} job(s); only an empty queue can be removed"
+            ))
+        } else if !has_row {
+            Error::NotFound(format!("queue {queue}"))
+        } else {
+            Error::Conflict(format!("queue {queue} changed meanwhile; try again"))
         }
     }
 

@@ -165,6 +165,26 @@ macro_rules! forward_store {
                 queues::list_queues(self, tenant).await
             }
 
+            async fn delete_queue(&self, tenant: &str, queue: &str) -> $crate::Result<()> {
+                queues::delete_queue(self, tenant, queue).await
+            }
+
+            async fn throughput(
+                &self,
+                tenant: &str,
+                queue: &str,
+                minutes: u32,
+            ) -> $crate::Result<$crate::QueueThroughput> {
+                queues::throughput(self, tenant, queue, minutes).await
+            }
+
+            async fn list_workers(
+                &self,
+                tenant: &str,
+            ) -> $crate::Result<Vec<$crate::WorkerSummary>> {
+                jobs::list_workers(self, tenant).await
+            }
+
             async fn set_paused(
                 &self,
                 tenant: &str,
@@ -330,6 +350,14 @@ macro_rules! forward_store {
                 next_run_at: Option<$crate::__forward::DateTime<$crate::__forward::Utc>>,
             ) -> $crate::Result<$crate::Schedule> {
                 schedules::update_schedule(self, tenant, id, spec, next_run_at).await
+            }
+
+            async fn recent_schedule_runs(
+                &self,
+                tenant: &str,
+                limit: u32,
+            ) -> $crate::Result<Vec<($crate::__forward::Uuid, $crate::ScheduleRun)>> {
+                schedules::recent_schedule_runs(self, tenant, limit).await
             }
 
             async fn delete_schedule(

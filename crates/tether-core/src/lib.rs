@@ -23,7 +23,7 @@ mod store;
 pub mod validate;
 mod wakeup;
 
-pub use engine::{Engine, MAX_PREVIEW, SCHEDULE_RUNS_SHOWN};
+pub use engine::{Engine, MAX_LISTED_RUNS, MAX_PREVIEW, SCHEDULE_RUNS_SHOWN};
 pub use error::{Error, ErrorCode, Result};
 #[doc(hidden)]
 pub use forward::__forward;

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, DurationRound, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
@@ -599,6 +599,47 @@ pub struct JobFilter {
     pub limit: Option<u32>,
     /// Continue after this job id (from a previous page's `next_cursor`).
     pub cursor: Option<Uuid>,
+    /// Only jobs whose id starts with this prefix.
+    pub id_prefix: Option<IdPrefix>,
+    /// Only jobs created at or after this instant.
+    pub created_after: Option<DateTime<Utc>>,
+    /// Only jobs created before this instant.
+    pub created_before: Option<DateTime<Utc>>,
+}
+
+/// The first hex digits of a job id (1 to 32; dashes are ignored), as an
+/// operator copies them from a log line or a narrow table. It selects the
+/// ids in [`IdPrefix::bounds`], a range the id index answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdPrefix(String);
+
+impl IdPrefix {
+    /// The prefix's hex digits, lowercase, without dashes.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The smallest and the largest id that start with the prefix.
+    pub fn bounds(&self) -> (Uuid, Uuid) {
+        let fill = |digit: char| {
+            let mut hex = self.0.clone();
+            hex.extend(std::iter::repeat_n(digit, 32 - hex.len()));
+            Uuid::try_parse(&hex).expect("32 hex digits are a UUID")
+        };
+        (fill('0'), fill('f'))
+    }
+}
+
+impl std::str::FromStr for IdPrefix {
+    type Err = &'static str;
+
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        let hex: String = s.chars().filter(|c| *c != '-').collect();
+        if hex.is_empty() || hex.len() > 32 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Err("must be 1 to 32 hex digits of a job id (dashes allowed)");
+        }
+        Ok(IdPrefix(hex.to_ascii_lowercase()))
+    }
 }
 
 /// One page of a job listing.
@@ -933,5 +974,173 @@ pub trait JobArgs: Serialize + serde::de::DeserializeOwned + Send + Sync + 'stat
             Self::KIND,
             serde_json::to_value(self)?,
         ))
+    }
+}
+
+/// A worker as its jobs show it: the `running` jobs that name it as their
+/// `worker_id`. There is no registry of workers that could go stale.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerSummary {
+    /// The id the worker claims with.
+    pub worker_id: String,
+    /// The queues of its running jobs, by name.
+    pub queues: Vec<String>,
+    /// How many jobs it holds.
+    pub running: u64,
+    /// Its latest heartbeat on any of them (or claim, before the first
+    /// heartbeat).
+    pub last_heartbeat_at: Option<DateTime<Utc>>,
+}
+
+/// What happened to a queue's jobs in one minute, counted from history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MinuteCounts {
+    /// The minute's start.
+    pub at: DateTime<Utc>,
+    /// `succeeded` events.
+    pub succeeded: u64,
+    /// `failed` events.
+    pub failed: u64,
+    /// `retry_scheduled` events.
+    pub retried: u64,
+    /// `cancelled` events.
+    pub cancelled: u64,
+}
+
+impl MinuteCounts {
+    /// `minutes` minutes ending with the one `now` is in, oldest first, each
+    /// with the counts of `events` (minute start, event, count) in it.
+    pub fn series(
+        now: DateTime<Utc>,
+        minutes: u32,
+        events: &[(DateTime<Utc>, EventKind, u64)],
+    ) -> Vec<MinuteCounts> {
+        let minute = chrono::Duration::minutes(1);
+        let last = now
+            .duration_trunc(minute)
+            .expect("a minute divides any time");
+        let mut series: Vec<MinuteCounts> = (0..i64::from(minutes))
+            .rev()
+            .map(|back| MinuteCounts {
+                at: last - minute * back as i32,
+                succeeded: 0,
+                failed: 0,
+                retried: 0,
+                cancelled: 0,
+            })
+            .collect();
+        for (at, event, n) in events {
+            let Some(slot) = series.iter_mut().find(|m| m.at == *at) else {
+                continue;
+            };
+            match event {
+                EventKind::Succeeded => slot.succeeded += n,
+                EventKind::Failed => slot.failed += n,
+                EventKind::RetryScheduled => slot.retried += n,
+                EventKind::Cancelled => slot.cancelled += n,
+                _ => {}
+            }
+        }
+        series
+    }
+}
+
+/// The 50th, 95th and 99th percentiles of some durations, in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Percentiles {
+    /// Median.
+    pub p50: i64,
+    /// 95th percentile.
+    pub p95: i64,
+    /// 99th percentile.
+    pub p99: i64,
+}
+
+impl Percentiles {
+    /// The percentiles of `sorted` (ascending), each the smallest value at
+    /// or above that fraction of them (PostgreSQL's `percentile_disc`);
+    /// `None` for no values.
+    pub fn of_sorted(sorted: &[i64]) -> Option<Percentiles> {
+        if sorted.is_empty() {
+            return None;
+        }
+        let at = |p: f64| {
+            let rank = (p * sorted.len() as f64).ceil() as usize;
+            sorted[rank.clamp(1, sorted.len()) - 1]
+        };
+        Some(Percentiles {
+            p50: at(0.5),
+            p95: at(0.95),
+            p99: at(0.99),
+        })
+    }
+}
+
+/// A queue's recent activity, what a dashboard draws: per-minute outcomes
+/// and how long its finished jobs waited and ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueThroughput {
+    /// One entry per minute, oldest first; the last is the current minute.
+    pub minutes: Vec<MinuteCounts>,
+    /// Ready (`run_at`) to claimed (`started_at`) of the last attempt of
+    /// the jobs that finished (`succeeded` or `failed`) in the window.
+    pub wait_ms: Option<Percentiles>,
+    /// Claimed to finished of the last attempt of those jobs.
+    pub run_ms: Option<Percentiles>,
+}
+
+/// The bounds of a throughput window, in minutes.
+pub const THROUGHPUT_MINUTES: std::ops::RangeInclusive<u32> = 1..=1_440;
+
+#[cfg(test)]
+mod operator_tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_pick_like_percentile_disc() {
+        assert_eq!(Percentiles::of_sorted(&[]), None);
+        let one = Percentiles::of_sorted(&[7]).unwrap();
+        assert_eq!((one.p50, one.p95, one.p99), (7, 7, 7));
+        let hundred: Vec<i64> = (1..=100).collect();
+        let p = Percentiles::of_sorted(&hundred).unwrap();
+        assert_eq!((p.p50, p.p95, p.p99), (50, 95, 99));
+        let p = Percentiles::of_sorted(&[1, 2, 3]).unwrap();
+        assert_eq!((p.p50, p.p95, p.p99), (2, 3, 3));
+    }
+
+    #[test]
+    fn id_prefixes_are_id_ranges() {
+        let p: IdPrefix = "0193AB-12".parse().unwrap();
+        assert_eq!(p.as_str(), "0193ab12");
+        let (low, high) = p.bounds();
+        assert_eq!(low.to_string(), "0193ab12-0000-0000-0000-000000000000");
+        assert_eq!(high.to_string(), "0193ab12-ffff-ffff-ffff-ffffffffffff");
+        for bad in ["", "-", "g", &"a".repeat(33)] {
+            assert!(bad.parse::<IdPrefix>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn minute_series_ends_with_the_current_minute() {
+        let now = "2026-12-03T10:30:42Z".parse::<DateTime<Utc>>().unwrap();
+        let at = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
+        let events = [
+            (at("2026-12-03T10:30:00Z"), EventKind::Succeeded, 3),
+            (at("2026-12-03T10:28:00Z"), EventKind::RetryScheduled, 2),
+            (at("2026-12-03T10:00:00Z"), EventKind::Failed, 9),
+        ];
+        let s = MinuteCounts::series(now, 3, &events);
+        let shown: Vec<_> = s
+            .iter()
+            .map(|m| (m.at, m.succeeded, m.retried, m.failed))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                (at("2026-12-03T10:28:00Z"), 0, 2, 0),
+                (at("2026-12-03T10:29:00Z"), 0, 0, 0),
+                (at("2026-12-03T10:30:00Z"), 3, 0, 0)
+            ]
+        );
     }
 }

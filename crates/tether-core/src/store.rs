@@ -12,7 +12,8 @@ use crate::keys::{ApiKeyInfo, OperatorKeySetup, Tenant};
 use crate::model::{
     BulkReplayed, ClaimRequest, ClaimedJob, Completed, Completion, Enqueued, EventCursor,
     EventPage, Failure, Heartbeat, HeartbeatAck, Job, JobFilter, JobPage, Lease, LeaseToken,
-    QueueConfigPatch, QueueStats, ReapReport, ReplayFilter, Reported,
+    QueueConfigPatch, QueueStats, QueueThroughput, ReapReport, ReplayFilter, Reported,
+    WorkerSummary,
 };
 use crate::schedule::{Fire, FireOutcome, FireRef, Schedule, ScheduleRun, ScheduleSpec};
 use crate::wakeup::Wakeup;
@@ -143,6 +144,20 @@ pub trait Store: Send + Sync + 'static {
 
     /// Stats of every queue the tenant has used or configured, by name.
     async fn list_queues(&self, tenant: &str) -> Result<Vec<QueueStats>>;
+
+    /// Removes the row (pause flag and settings) of a queue that holds no
+    /// job in any state; `Conflict` naming how many it holds otherwise,
+    /// `NotFound` when it has no row. Safe against a concurrent enqueue:
+    /// a queue that gets a job is never left without its row.
+    async fn delete_queue(&self, tenant: &str, queue: &str) -> Result<()>;
+
+    /// The queue's last `minutes` minutes (database clock): outcome events
+    /// per minute and the wait and run percentiles of the jobs that
+    /// finished in them (see [`crate::QueueThroughput`]).
+    async fn throughput(&self, tenant: &str, queue: &str, minutes: u32) -> Result<QueueThroughput>;
+
+    /// The workers holding `running` jobs of the tenant, by `worker_id`.
+    async fn list_workers(&self, tenant: &str) -> Result<Vec<WorkerSummary>>;
 
     /// Pauses or resumes a queue. Pausing a queue without a row creates it
     /// (within `max_queues`, as for [`Store::enqueue`]); resuming one needs
@@ -291,6 +306,15 @@ pub trait Store: Send + Sync + 'static {
     /// A schedule's newest `limit` runs, newest first; `NotFound` if the
     /// tenant has no such schedule.
     async fn schedule_runs(&self, tenant: &str, id: Uuid, limit: u32) -> Result<Vec<ScheduleRun>>;
+
+    /// The newest `limit` runs of each of the tenant's schedules (newest
+    /// first within a schedule), with the schedule's id: what a list of
+    /// schedules shows, in one statement.
+    async fn recent_schedule_runs(
+        &self,
+        tenant: &str,
+        limit: u32,
+    ) -> Result<Vec<(Uuid, ScheduleRun)>>;
 
     /// Enabled schedules of every tenant whose `next_run_at` has come
     /// (database clock), earliest first, at most `limit`; with the

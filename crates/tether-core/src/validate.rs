@@ -377,6 +377,12 @@ pub fn job_filter(filter: &JobFilter) -> Result<()> {
     if let Some(limit) = filter.limit {
         batch_len("limit", limit as usize, MAX_PAGE as usize)?;
     }
+    if let Some(t) = &filter.created_after {
+        instant("created_after", t)?;
+    }
+    if let Some(t) = &filter.created_before {
+        instant("created_before", t)?;
+    }
     Ok(())
 }
 

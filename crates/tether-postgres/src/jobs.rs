@@ -6,12 +6,12 @@ use sqlx::postgres::PgRow;
 use sqlx::{QueryBuilder, Row};
 use tether_core::{
     BulkReplayed, Error, EventCursor, EventPage, Job, JobEvent, JobFilter, JobPage, JobState,
-    ReplayFilter, Result,
+    ReplayFilter, Result, WorkerSummary,
 };
 use uuid::Uuid;
 
 use crate::rows::{self, is_unique_violation, Db};
-use crate::sql::jobs::{CANCEL, EVENTS, REPLAY, REPLAY_MANY, SELECT_JOB};
+use crate::sql::jobs::{CANCEL, EVENTS, REPLAY, REPLAY_MANY, SELECT_JOB, WORKERS};
 use crate::PgStore;
 
 /// Page size of a listing that does not set one.
@@ -76,6 +76,19 @@ pub(crate) async fn list(store: &PgStore, tenant: &str, filter: &JobFilter) -> R
         }
         if let Some(cursor) = filter.cursor {
             q.push(" AND j.id < ").push_bind(cursor);
+        }
+        if let Some(prefix) = &filter.id_prefix {
+            let (low, high) = prefix.bounds();
+            q.push(" AND j.id BETWEEN ")
+                .push_bind(low)
+                .push(" AND ")
+                .push_bind(high);
+        }
+        if let Some(after) = filter.created_after {
+            q.push(" AND j.created_at >= ").push_bind(after);
+        }
+        if let Some(before) = filter.created_before {
+            q.push(" AND j.created_at < ").push_bind(before);
         }
         q.push(" ORDER BY j.id DESC LIMIT ").push_bind(limit as i64);
         q.push(") j");
@@ -225,4 +238,21 @@ fn prior_state_and_job(row: Option<PgRow>, id: Uuid) -> Result<(Option<Job>, Job
         None => None,
     };
     Ok((job, prior))
+}
+
+pub(crate) async fn list_workers(store: &PgStore, tenant: &str) -> Result<Vec<WorkerSummary>> {
+    sqlx::query(WORKERS)
+        .bind(tenant)
+        .try_map(|row: PgRow| {
+            let running: i64 = row.try_get("running")?;
+            Ok(WorkerSummary {
+                worker_id: row.try_get("worker_id")?,
+                queues: row.try_get("queues")?,
+                running: running as u64,
+                last_heartbeat_at: row.try_get("last_heartbeat_at")?,
+            })
+        })
+        .fetch_all(&store.db)
+        .await
+        .db()
 }

@@ -55,6 +55,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "claim_reservations",
         include_str!("../migrations/0008_claim_reservations.sql"),
     ),
+    (
+        9,
+        "history_time",
+        include_str!("../migrations/0009_history_time.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.

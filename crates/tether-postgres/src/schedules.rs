@@ -28,7 +28,8 @@ use crate::rows::{self, Db};
 use crate::sql::schedules::{
     ADVANCE_SCHEDULES, COUNT_SCHEDULES, CREATE_SCHEDULE, DELETE_SCHEDULE, DUE_SCHEDULES,
     LIST_SCHEDULES, LOCK_SCHEDULE, NAME_CONSTRAINT, NEXT_SCHEDULE_DUE, PRUNE_SCHEDULE_RUNS,
-    RECORD_ENQUEUED, RECORD_EXISTING_JOBS, SCHEDULE_RUNS, SELECT_SCHEDULE, UPDATE_SCHEDULE,
+    RECENT_SCHEDULE_RUNS, RECORD_ENQUEUED, RECORD_EXISTING_JOBS, SCHEDULE_RUNS, SELECT_SCHEDULE,
+    UPDATE_SCHEDULE,
 };
 use crate::sql::LOCK_TENANT;
 use crate::PgStore;
@@ -374,4 +375,22 @@ async fn record_enqueued(conn: &mut Conn<'_>, id: Uuid, tenant: &str, job_id: Uu
 fn is_name_taken(err: &sqlx::Error) -> bool {
     rows::is_unique_violation(err)
         && matches!(err, sqlx::Error::Database(db) if db.constraint() == Some(NAME_CONSTRAINT))
+}
+
+pub(crate) async fn recent_schedule_runs(
+    store: &PgStore,
+    tenant: &str,
+    limit: u32,
+) -> Result<Vec<(Uuid, ScheduleRun)>> {
+    let found = sqlx::query(RECENT_SCHEDULE_RUNS)
+        .bind(tenant)
+        .bind(i64::from(limit))
+        .try_map(|row: sqlx::postgres::PgRow| {
+            let id: Uuid = row.try_get("schedule_id")?;
+            Ok(rows::schedule_run(&row)?.map(|run| (id, run)))
+        })
+        .fetch_all(&store.db)
+        .await
+        .db()?;
+    Ok(found.into_iter().flatten().collect())
 }

@@ -177,9 +177,12 @@ impl FromRequestParts<AppState> for Caller {
                 scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
             })
             .ok_or_else(|| ApiError::from(Error::Unauthenticated))?;
-        let info = state.engine.authenticate(key).await?;
+        let mut info = state.engine.authenticate(key).await?;
         if info.use_is_due(chrono::Utc::now()) {
             record_use(state, info.id);
+        }
+        if let Some(target) = parts.headers.get(TENANT_HEADER) {
+            act_for(state, &mut info, target).await?;
         }
         if let Some(request) = parts.extensions.get::<RequestContext>() {
             request.set_tenant(&info.tenant);
@@ -188,6 +191,41 @@ impl FromRequestParts<AppState> for Caller {
         parts.extensions.insert(caller.clone());
         Ok(caller)
     }
+}
+
+/// The header with which an admin key acts for another tenant (its name or
+/// id). A header rather than a query parameter: it applies to every route
+/// the same way, including those whose query strings refuse unknown fields.
+pub const TENANT_HEADER: &str = "x-tether-tenant";
+
+/// Makes an admin caller act for the tenant `target` names: every
+/// tenant-scoped route then reads and writes that tenant's jobs, queues
+/// and schedules. Only admin keys may (403 for any other, even naming its
+/// own tenant); an unknown tenant is 404.
+async fn act_for(
+    state: &AppState,
+    info: &mut ApiKeyInfo,
+    target: &axum::http::HeaderValue,
+) -> Result<(), ApiError> {
+    if !info.admin {
+        return Err(ApiError::permission_denied(format!(
+            "only an admin key may act for another tenant ({TENANT_HEADER})"
+        )));
+    }
+    let target = target
+        .to_str()
+        .map(str::trim)
+        .ok()
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| {
+            ApiError::invalid(format!(
+                "{TENANT_HEADER} must name a tenant (its name or id)"
+            ))
+        })?;
+    let tenant = state.engine.find_tenant(target).await?;
+    info.tenant_id = tenant.id;
+    info.tenant = tenant.name;
+    Ok(())
 }
 
 /// Records that a key authenticated a request, off the request's path: the

@@ -390,8 +390,14 @@ impl Running {
     /// newly generated admin key (shown this once) or what became of
     /// `TETHER_ADMIN_KEY` (the earlier operator keys it revoked).
     pub fn banner(&self) -> String {
+        // A wildcard address is not one a browser can open: the dashboard
+        // line names this machine's loopback on the same port instead.
+        let mut browsable = self.addr;
+        if browsable.ip().is_unspecified() {
+            browsable.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
         let mut out = format!(
-            "tether serve: listening on http://{}\n  backend: {}\n",
+            "tether serve: listening on http://{}\n  backend: {}\n  dashboard: http://{browsable}/\n",
             self.addr,
             self.database.describe()
         );

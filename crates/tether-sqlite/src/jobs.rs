@@ -5,14 +5,14 @@ use chrono::{DateTime, Utc};
 use sqlx::{Row, SqliteConnection};
 use tether_core::{
     BulkReplayed, Error, EventCursor, EventKind, EventPage, Job, JobFilter, JobPage, JobState,
-    ReplayFilter, Result,
+    ReplayFilter, Result, WorkerSummary,
 };
 use uuid::Uuid;
 
 use crate::rows::{self, is_unique_violation, Db};
 use crate::sql::jobs::{
     ACTIVE_HOLDER, CANCEL_QUEUED, EVENTS, INSERT_EVENT, REPLAY, REPLAYED_EVENTS, REPLAY_MANY,
-    REPLAY_SCAN, REQUEST_CANCEL, SELECT_JOB,
+    REPLAY_SCAN, REQUEST_CANCEL, SELECT_JOB, WORKERS,
 };
 use crate::SqliteStore;
 
@@ -58,9 +58,29 @@ pub(crate) async fn list(store: &SqliteStore, tenant: &str, filter: &JobFilter) 
         sql.push_str(" AND id < ?");
         binds.push(cursor.to_string());
     }
+    if let Some(prefix) = &filter.id_prefix {
+        // Ids are stored hyphenated and lowercase: the prefix's range of
+        // ids is a range of strings, which the primary key answers.
+        let (low, high) = prefix.bounds();
+        sql.push_str(" AND id BETWEEN ? AND ?");
+        binds.push(low.to_string());
+        binds.push(high.to_string());
+    }
+    let mut times = Vec::new();
+    if let Some(after) = filter.created_after {
+        sql.push_str(" AND created_at >= ?");
+        times.push(after.timestamp_millis());
+    }
+    if let Some(before) = filter.created_before {
+        sql.push_str(" AND created_at < ?");
+        times.push(before.timestamp_millis());
+    }
     sql.push_str(" ORDER BY id DESC LIMIT ?");
     let mut query = sqlx::query(&sql);
     for value in binds {
+        query = query.bind(value);
+    }
+    for value in times {
         query = query.bind(value);
     }
     let mut conn = store.reader.acquire().await.db()?;
@@ -151,7 +171,7 @@ pub(crate) async fn replay(
 ) -> Result<Job> {
     let mut tx = store.begin().await?;
     let job = fetch_job(&mut tx, tenant, id).await?;
-    if !matches!(job.state, JobState::Failed | JobState::Cancelled) {
+    if !job.state.is_terminal() {
         return Err(Error::not_replayable(id, job.state));
     }
     if let Some(key) = &job.unique_key {
@@ -266,4 +286,29 @@ pub(crate) async fn record(
         .await
         .db()?;
     Ok(())
+}
+
+pub(crate) async fn list_workers(store: &SqliteStore, tenant: &str) -> Result<Vec<WorkerSummary>> {
+    let mut conn = store.reader.acquire().await.db()?;
+    let found = sqlx::query(WORKERS)
+        .bind(tenant)
+        .fetch_all(&mut *conn)
+        .await
+        .db()?;
+    let mut workers = Vec::with_capacity(found.len());
+    for row in &found {
+        let queues: &str = row.try_get("queues").db()?;
+        let mut queues: Vec<String> = serde_json::from_str(queues)
+            .map_err(|e| Error::Storage(format!("a worker's queues: {e}").into()))?;
+        queues.sort();
+        let running: i64 = row.try_get("running").db()?;
+        let last: Option<i64> = row.try_get("last_heartbeat_at").db()?;
+        workers.push(WorkerSummary {
+            worker_id: row.try_get("worker_id").db()?,
+            queues,
+            running: running as u64,
+            last_heartbeat_at: last.map(rows::ts).transpose()?,
+        });
+    }
+    Ok(workers)
 }

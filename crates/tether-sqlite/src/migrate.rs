@@ -58,6 +58,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "rate_and_keys",
         sql: include_str!("../migrations/0006_rate_and_keys.sql"),
     },
+    Migration {
+        version: 7,
+        name: "history_time",
+        sql: include_str!("../migrations/0007_history_time.sql"),
+    },
 ];
 
 /// The newest schema version this build knows.

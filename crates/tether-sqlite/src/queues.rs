@@ -2,14 +2,19 @@
 //! reads as one with the default settings; pausing or configuring it
 //! creates its row, within the tenant's queue limit.
 
-use sqlx::SqliteConnection;
-use tether_core::{Error, QueueConfig, QueueConfigPatch, QueueStats, Result};
+use sqlx::{Row, SqliteConnection};
+use tether_core::{
+    Error, EventKind, MinuteCounts, Percentiles, QueueConfig, QueueConfigPatch, QueueStats,
+    QueueThroughput, Result,
+};
 
 use crate::rows::{self, Db};
 use crate::sql::enqueue::COUNT_QUEUES;
 use crate::sql::queues::{
-    CONFIGURE_QUEUE, LIST_QUEUES, QUEUE_EXISTS, QUEUE_STATS, RESUME, SET_PAUSED,
+    CONFIGURE_QUEUE, DELETE_EMPTY_QUEUE, LIST_QUEUES, QUEUE_EXISTS, QUEUE_HOLDS, QUEUE_STATS,
+    RESUME, SET_PAUSED, THROUGHPUT_EVENTS, THROUGHPUT_TIMES,
 };
+use crate::sql::schedules::DB_NOW;
 use crate::SqliteStore;
 
 pub(crate) async fn queue_stats(
@@ -150,4 +155,81 @@ async fn check_new_queue(
         return Err(Error::too_many_queues(max));
     }
     Ok(())
+}
+
+pub(crate) async fn delete_queue(store: &SqliteStore, tenant: &str, queue: &str) -> Result<()> {
+    let mut tx = store.begin().await?;
+    let deleted = sqlx::query(DELETE_EMPTY_QUEUE)
+        .bind(tenant)
+        .bind(queue)
+        .fetch_optional(&mut *tx)
+        .await
+        .db()?;
+    if deleted.is_some() {
+        return tx.commit().await.db();
+    }
+    let row = sqlx::query(QUEUE_HOLDS)
+        .bind(tenant)
+        .bind(queue)
+        .fetch_one(&mut *tx)
+        .await
+        .db()?;
+    let jobs: i64 = row.try_get("jobs").db()?;
+    let has_row: bool = row.try_get("has_row").db()?;
+    SqliteStore::finish_unchanged(tx).await?;
+    Err(Error::queue_not_deletable(queue, jobs, has_row))
+}
+
+pub(crate) async fn throughput(
+    store: &SqliteStore,
+    tenant: &str,
+    queue: &str,
+    minutes: u32,
+) -> Result<QueueThroughput> {
+    let mut conn = store.reader.acquire().await.db()?;
+    let now: i64 = sqlx::query_scalar(DB_NOW)
+        .fetch_one(&mut *conn)
+        .await
+        .db()?;
+    let now = rows::ts(now)?;
+    let series = MinuteCounts::series(now, minutes, &[]);
+    let start = series.first().map_or(now, |m| m.at).timestamp_millis();
+    let found = sqlx::query(THROUGHPUT_EVENTS)
+        .bind(tenant)
+        .bind(queue)
+        .bind(start)
+        .fetch_all(&mut *conn)
+        .await
+        .db()?;
+    let mut events = Vec::with_capacity(found.len());
+    for row in &found {
+        let event: &str = row.try_get("event").db()?;
+        let event = event
+            .parse::<EventKind>()
+            .map_err(|e| Error::Storage(format!("unknown history event: {e}").into()))?;
+        let n: i64 = row.try_get("n").db()?;
+        events.push((rows::ts(row.try_get("minute").db()?)?, event, n as u64));
+    }
+    let times = sqlx::query(THROUGHPUT_TIMES)
+        .bind(tenant)
+        .bind(queue)
+        .bind(start)
+        .fetch_all(&mut *conn)
+        .await
+        .db()?;
+    let mut waits = Vec::with_capacity(times.len());
+    let mut runs = Vec::with_capacity(times.len());
+    for row in &times {
+        waits.push(row.try_get::<i64, _>("wait").db()?);
+        runs.push(row.try_get::<i64, _>("run").db()?);
+    }
+    // SQLite has no percentile aggregate: sorted here, picked the way
+    // PostgreSQL's percentile_disc picks.
+    waits.sort_unstable();
+    runs.sort_unstable();
+    Ok(QueueThroughput {
+        minutes: MinuteCounts::series(now, minutes, &events),
+        wait_ms: Percentiles::of_sorted(&waits),
+        run_ms: Percentiles::of_sorted(&runs),
+    })
 }

@@ -24,8 +24,8 @@ use crate::rows::{self, is_unique_violation, to_json_text, Db};
 use crate::sql::schedules::{
     ACTIVE_JOBS, ADVANCE_SCHEDULES, COUNT_SCHEDULES, CREATE_SCHEDULE, DB_NOW, DELETE_SCHEDULE,
     DELETE_SCHEDULE_RUNS, DUE_SCHEDULES, INSERT_SCHEDULE_RUN, INSERT_SCHEDULE_RUNS, LIST_SCHEDULES,
-    NEXT_SCHEDULE_DUE, PRUNE_SCHEDULE_RUNS, SCHEDULE_RUNS, SELECT_SCHEDULE, SET_LAST_JOB,
-    SET_LAST_JOBS, TRIGGER_SCHEDULE, UPDATE_SCHEDULE,
+    NEXT_SCHEDULE_DUE, PRUNE_SCHEDULE_RUNS, RECENT_SCHEDULE_RUNS, SCHEDULE_RUNS, SELECT_SCHEDULE,
+    SET_LAST_JOB, SET_LAST_JOBS, TRIGGER_SCHEDULE, UPDATE_SCHEDULE,
 };
 use crate::{SqliteStore, Tx};
 
@@ -434,4 +434,25 @@ async fn record_enqueued(
         .await
         .db()?;
     Ok(())
+}
+
+pub(crate) async fn recent_schedule_runs(
+    store: &SqliteStore,
+    tenant: &str,
+    limit: u32,
+) -> Result<Vec<(Uuid, ScheduleRun)>> {
+    let mut conn = store.reader.acquire().await.db()?;
+    let found = sqlx::query(RECENT_SCHEDULE_RUNS)
+        .bind(tenant)
+        .bind(i64::from(limit))
+        .fetch_all(&mut *conn)
+        .await
+        .db()?;
+    found
+        .iter()
+        .map(|row| {
+            let id: &str = row.try_get("schedule_id").db()?;
+            Ok((rows::uuid(id)?, rows::schedule_run(row)?))
+        })
+        .collect()
 }

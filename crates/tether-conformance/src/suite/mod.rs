@@ -16,6 +16,7 @@ pub mod keys;
 pub mod leader;
 pub mod listing;
 pub mod model;
+pub mod operators;
 pub mod pause;
 pub mod queues;
 pub mod reaper;

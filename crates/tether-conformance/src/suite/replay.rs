@@ -73,20 +73,73 @@ pub async fn replay_resets_attempts_and_keeps_the_id(db: &TestDb) {
     claim_id(db, T, "q2", k.id).await;
 }
 
-/// Replaying a queued, running or succeeded job is `InvalidState`.
-pub async fn replay_of_active_or_succeeded_job_is_invalid_state(db: &TestDb) {
+/// Replaying a queued or running job is `InvalidState` and changes nothing.
+pub async fn replay_of_active_job_is_invalid_state(db: &TestDb) {
     let q = enqueue(db, T, job(Q).priority(-1)).await;
     let r = enqueue(db, T, job(Q).priority(1)).await;
     let c = claim_id(db, T, Q, r.id).await;
-    let s = enqueue(db, T, job("q2")).await;
-    let cs = claim_id(db, T, "q2", s.id).await;
-    ok(db.engine.complete(T, s.id, cs.lease_token, None).await);
-    for id in [q.id, r.id, s.id] {
+    for id in [q.id, r.id] {
         let before = get(db, T, id).await;
         expect_invalid_state(db.engine.replay(T, id).await);
         assert_eq!(get(db, T, id).await, before);
     }
     ok(db.engine.complete(T, r.id, c.lease_token, None).await);
+}
+
+/// A succeeded job replays as a new run of the same job: `queued`, attempt
+/// 0 with its whole budget, the result cleared, `replayed` in its history;
+/// it is claimed again (with a new lease token) and can succeed again.
+pub async fn replay_of_succeeded_job_runs_it_again(db: &TestDb) {
+    let s = enqueue(db, T, job("q2").max_attempts(2)).await;
+    let first = claim_id(db, T, "q2", s.id).await;
+    ok(db
+        .engine
+        .complete(T, s.id, first.lease_token, Some(json!({"n": 1})))
+        .await);
+    let r = ok(db.engine.replay(T, s.id).await);
+    assert_eq!(
+        (
+            r.id,
+            r.state,
+            r.attempt,
+            r.max_attempts,
+            r.result.clone(),
+            r.finished_at
+        ),
+        (s.id, JobState::Queued, 0, 2, None, None)
+    );
+    assert_eq!(
+        history(db, T, s.id).await.last(),
+        Some(&(EventKind::Replayed, 0))
+    );
+    let second = claim_id(db, T, "q2", s.id).await;
+    assert_ne!(second.lease_token, first.lease_token);
+    assert_eq!(second.job.attempt, 1);
+    ok(db
+        .engine
+        .complete(T, s.id, second.lease_token, Some(json!({"n": 2})))
+        .await);
+    let done = get(db, T, s.id).await;
+    assert_eq!(
+        (done.state, done.result),
+        (JobState::Succeeded, Some(json!({"n": 2})))
+    );
+    let events: Vec<EventKind> = history(db, T, s.id)
+        .await
+        .into_iter()
+        .map(|(e, _)| e)
+        .collect();
+    assert_eq!(
+        events,
+        [
+            EventKind::Enqueued,
+            EventKind::Claimed,
+            EventKind::Succeeded,
+            EventKind::Replayed,
+            EventKind::Claimed,
+            EventKind::Succeeded
+        ]
+    );
 }
 
 /// A dead job whose unique key is now held by another active job cannot be

@@ -43,7 +43,8 @@ pub(crate) const CANCEL: &str = concat!(
     SELECT cur.state AS prior_state, j.* FROM cur LEFT JOIN done j ON true"
 );
 
-/// Replays one job: `$3` its new `expires_at` (NULL clears it, or an
+/// Replays one finished job (any final state: a succeeded one runs
+/// again): `$3` its new `expires_at` (NULL clears it, or an
 /// expired job would expire again at once).
 pub(crate) const REPLAY: &str = concat!(
     "WITH cur AS (
@@ -55,7 +56,7 @@ pub(crate) const REPLAY: &str = concat!(
             finished_at = NULL, result = NULL, lease_token = NULL, lease_expires_at = NULL,
             progress = NULL, expires_at = $3, updated_at = now()
         FROM cur
-        WHERE j.id = cur.id AND cur.state IN ('failed', 'cancelled')
+        WHERE j.id = cur.id AND cur.state IN ('succeeded', 'failed', 'cancelled')
         RETURNING ",
     job_columns!(),
     "
@@ -107,3 +108,13 @@ pub(crate) const REPLAY_MANY: &str = "WITH candidates AS (
     SELECT (SELECT count(*) FROM done) AS replayed,
            (SELECT count(*) FROM candidates) AS scanned,
            (SELECT id FROM candidates ORDER BY id DESC LIMIT 1) AS last";
+
+/// The workers holding running jobs of tenant `$1`.
+pub(crate) const WORKERS: &str = "SELECT worker_id,
+        array_agg(DISTINCT queue ORDER BY queue) AS queues,
+        count(*) AS running,
+        max(coalesce(heartbeat_at, started_at)) AS last_heartbeat_at
+    FROM tether.jobs
+    WHERE tenant = $1 AND state = 'running' AND worker_id IS NOT NULL
+    GROUP BY worker_id
+    ORDER BY worker_id";

@@ -99,3 +99,39 @@ pub(crate) const CONFIGURE_QUEUE: &str = "INSERT INTO tether.queues AS q
         key_max_running = CASE WHEN $12 THEN $13::integer ELSE q.key_max_running END,
         fair = COALESCE($14::boolean, q.fair),
         updated_at = now()";
+
+/// Removes an empty queue's row (`$1` tenant, `$2` queue), run under the
+/// tenant's queue-rows lock held exclusively; answers one row when it did.
+pub(crate) const DELETE_EMPTY_QUEUE: &str = "DELETE FROM tether.queues q
+    WHERE q.tenant = $1 AND q.name = $2
+      AND NOT EXISTS (SELECT 1 FROM tether.jobs j WHERE j.tenant = $1 AND j.queue = $2)
+    RETURNING 1";
+
+/// How many jobs a queue holds, and whether it has a row.
+pub(crate) const QUEUE_HOLDS: &str = "SELECT
+    (SELECT count(*) FROM tether.jobs j WHERE j.tenant = $1 AND j.queue = $2) AS jobs,
+    EXISTS (SELECT 1 FROM tether.queues q WHERE q.tenant = $1 AND q.name = $2) AS has_row";
+
+/// The database's clock.
+pub(crate) const DB_NOW: &str = "SELECT statement_timestamp()";
+
+/// Outcome events of a queue's jobs per minute since `$3` (history is
+/// filed by tenant and job; the job names the queue).
+pub(crate) const THROUGHPUT_EVENTS: &str = "SELECT date_trunc('minute', e.at) AS minute,
+        e.event, count(*) AS n
+    FROM tether.job_events e
+    JOIN tether.jobs j ON j.id = e.job_id
+    WHERE e.at >= $3 AND e.tenant = $1 AND j.tenant = $1 AND j.queue = $2
+      AND e.event IN ('succeeded', 'failed', 'retry_scheduled', 'cancelled')
+    GROUP BY 1, 2";
+
+/// Wait and run percentiles (ms) of the last attempt of the queue's jobs
+/// that finished since `$3`.
+pub(crate) const THROUGHPUT_TIMES: &str = "SELECT count(*) AS n,
+        percentile_disc(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY
+            greatest(0, round(extract(epoch FROM started_at - run_at) * 1000)))::bigint[] AS wait,
+        percentile_disc(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY
+            greatest(0, round(extract(epoch FROM finished_at - started_at) * 1000)))::bigint[] AS run
+    FROM tether.jobs
+    WHERE tenant = $1 AND queue = $2 AND state IN ('succeeded', 'failed')
+      AND finished_at >= $3 AND started_at IS NOT NULL";

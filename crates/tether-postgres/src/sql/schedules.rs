@@ -182,3 +182,11 @@ pub(crate) const PRUNE_SCHEDULE_RUNS: &str = "WITH old AS (
         DELETE FROM tether.schedule_runs r USING old WHERE r.id = old.id RETURNING 1
     )
     SELECT count(*) FROM done";
+
+/// The newest `$2` runs of each schedule of tenant `$1`.
+pub(crate) const RECENT_SCHEDULE_RUNS: &str = "SELECT schedule_id, fire_at, job_id, outcome
+    FROM (SELECT r.schedule_id, r.fire_at, r.job_id, r.outcome,
+                 row_number() OVER (PARTITION BY r.schedule_id ORDER BY r.fire_at DESC, r.id DESC) AS nth
+          FROM tether.schedule_runs r WHERE r.tenant = $1) x
+    WHERE nth <= $2
+    ORDER BY schedule_id, fire_at DESC";

@@ -267,6 +267,67 @@ pub struct ReplayBody {
     pub expires_at: Option<DateTime<Utc>>,
 }
 
+/// `POST /v1/jobs/cancel`: the jobs to cancel, each on its own.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobIdsBody {
+    /// The jobs' ids (1–500); each is cancelled as `POST /v1/jobs/{id}/cancel` would.
+    pub ids: Vec<Uuid>,
+}
+
+/// `POST /v1/jobs/replay`: the jobs to replay, each on its own.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayIdsBody {
+    /// The jobs' ids (1–500); each is replayed as `POST /v1/jobs/{id}/replay` would.
+    pub ids: Vec<Uuid>,
+    /// Every replayed job's new `expires_at`; absent or `null` clears it.
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// One job of a bulk operation that went through.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct JobDone {
+    /// The job's id.
+    pub id: Uuid,
+    /// Always `true`.
+    #[schema(schema_with = super::workers::ok_true)]
+    pub ok: bool,
+    /// The job after the operation.
+    pub job: JobDto,
+}
+
+/// The outcome for one job of a bulk operation.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum JobResult {
+    /// The operation went through.
+    Done(Box<JobDone>),
+    /// It did not, with the error the single route would have answered.
+    Failed(super::ItemFailure),
+}
+
+impl JobResult {
+    /// The outcome of the operation on job `id`.
+    pub fn new(id: Uuid, outcome: tether_core::Result<Job>) -> Self {
+        match outcome {
+            Ok(job) => JobResult::Done(Box::new(JobDone {
+                id,
+                ok: true,
+                job: job.into(),
+            })),
+            Err(e) => JobResult::Failed(super::ItemFailure::new(id, e)),
+        }
+    }
+}
+
+/// The answer of `POST /v1/jobs/cancel` and `POST /v1/jobs/replay`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct JobResultsResponse {
+    /// One per id, in request order.
+    pub results: Vec<JobResult>,
+}
+
 /// `GET /v1/jobs` query. Empty parameters are unset; unknown ones are 400.
 #[derive(Debug, Clone, Default, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -289,6 +350,15 @@ pub struct ListQuery {
     pub limit: Option<String>,
     /// The `next_cursor` of the previous page (opaque).
     pub cursor: Option<String>,
+    /// Only jobs whose id starts with these hex digits (1–32; dashes are
+    /// ignored), e.g. the first characters of an id a log line showed.
+    pub id_prefix: Option<String>,
+    /// Only jobs created at or after this instant (RFC 3339).
+    #[param(value_type = Option<String>, format = DateTime)]
+    pub created_after: Option<String>,
+    /// Only jobs created before this instant (RFC 3339).
+    #[param(value_type = Option<String>, format = DateTime)]
+    pub created_before: Option<String>,
 }
 
 /// `GET /v1/jobs/{id}/events` query. Empty parameters are unset; unknown
@@ -406,5 +476,7 @@ pub(super) fn field_bounds() -> Vec<FieldBound> {
         (field!(EnqueueRequest.unique_key), length(1..=MAX_KEY_LEN)),
         (field!(EnqueueRequest.tags), at_most_items(MAX_TAGS)),
         (field!(BatchEnqueueRequest.jobs), items(1..=MAX_BATCH)),
+        (field!(JobIdsBody.ids), items(1..=MAX_PAGE as usize)),
+        (field!(ReplayIdsBody.ids), items(1..=MAX_PAGE as usize)),
     ]
 }

@@ -11,7 +11,7 @@ use tether_core::validate::{
 };
 
 use super::bounds::{field, range, FieldBound};
-use super::{BackoffDto, JobStateSchema, NameSchema};
+use super::{schema_of, BackoffDto, JobStateSchema, NameSchema};
 
 /// Number of jobs per state.
 #[derive(Debug, Clone, Copy, Serialize, ToSchema)]
@@ -258,4 +258,121 @@ pub(super) fn field_bounds() -> Vec<FieldBound> {
         (field!(RateLimitDto.period_ms), range(RATE_PERIOD_RANGE)),
         (field!(BulkReplayBody.limit), range(1..=MAX_REPLAY)),
     ]
+}
+
+/// `GET /v1/queues/{queue}/throughput` query. Empty parameters are unset;
+/// unknown ones are 400.
+#[derive(Debug, Clone, Default, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ThroughputQuery {
+    /// How many minutes, ending with the current one.
+    #[param(inline, value_type = Option<ThroughputMinutes>)]
+    pub minutes: Option<String>,
+}
+
+schema_of!(
+    /// Schema of `minutes` of `GET /v1/queues/{queue}/throughput`.
+    ThroughputMinutes as "ThroughputMinutes" => super::bounds::count(*tether_core::THROUGHPUT_MINUTES.end(), 60)
+);
+
+/// One minute of a queue's history.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct MinuteDto {
+    /// The minute's start.
+    #[serde(serialize_with = "super::ser_time")]
+    pub at: DateTime<Utc>,
+    /// Jobs that succeeded in it.
+    pub succeeded: u64,
+    /// Jobs that failed for good in it.
+    pub failed: u64,
+    /// Attempts that failed and were scheduled again (`retry_scheduled`).
+    pub retried: u64,
+    /// Jobs cancelled in it.
+    pub cancelled: u64,
+}
+
+/// The 50th, 95th and 99th percentiles of some durations, in milliseconds.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub struct PercentilesDto {
+    /// Median.
+    pub p50: i64,
+    /// 95th percentile.
+    pub p95: i64,
+    /// 99th percentile.
+    pub p99: i64,
+}
+
+/// The answer of `GET /v1/queues/{queue}/throughput`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ThroughputResponse {
+    /// One entry per minute, oldest first; the last is the current
+    /// (partial) minute. Counted from the history (database clock).
+    pub minutes: Vec<MinuteDto>,
+    /// Ready (`run_at`) to claimed, of the last attempt of the jobs that
+    /// finished (`succeeded` or `failed`) in the window; `null` when none did.
+    #[schema(required)]
+    pub wait_ms: Option<PercentilesDto>,
+    /// Claimed to finished, of the last attempt of those jobs; `null` when
+    /// none did.
+    #[schema(required)]
+    pub run_ms: Option<PercentilesDto>,
+}
+
+impl From<tether_core::QueueThroughput> for ThroughputResponse {
+    fn from(t: tether_core::QueueThroughput) -> Self {
+        let p = |p: tether_core::Percentiles| PercentilesDto {
+            p50: p.p50,
+            p95: p.p95,
+            p99: p.p99,
+        };
+        ThroughputResponse {
+            minutes: t
+                .minutes
+                .into_iter()
+                .map(|m| MinuteDto {
+                    at: m.at,
+                    succeeded: m.succeeded,
+                    failed: m.failed,
+                    retried: m.retried,
+                    cancelled: m.cancelled,
+                })
+                .collect(),
+            wait_ms: t.wait_ms.map(p),
+            run_ms: t.run_ms.map(p),
+        }
+    }
+}
+
+/// A worker holding running jobs.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct WorkerDto {
+    /// The id it claims with.
+    pub worker_id: String,
+    /// The queues of its running jobs, by name.
+    pub queues: Vec<String>,
+    /// How many jobs it holds.
+    pub running: u64,
+    /// Its latest heartbeat on any of them (its claim before the first).
+    #[serde(serialize_with = "super::ser_opt_time")]
+    #[schema(required)]
+    pub last_heartbeat_at: Option<DateTime<Utc>>,
+}
+
+/// The answer of `GET /v1/workers`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct WorkerListResponse {
+    /// By `worker_id`.
+    pub workers: Vec<WorkerDto>,
+}
+
+impl From<tether_core::WorkerSummary> for WorkerDto {
+    fn from(w: tether_core::WorkerSummary) -> Self {
+        WorkerDto {
+            worker_id: w.worker_id,
+            queues: w.queues,
+            running: w.running,
+            last_heartbeat_at: w.last_heartbeat_at,
+        }
+    }
 }

@@ -8,7 +8,7 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use tether_core::cron::MAX_INPUT_LEN;
-use tether_core::MAX_PREVIEW;
+use tether_core::{MAX_LISTED_RUNS, MAX_PREVIEW};
 
 use super::bounds::{count, field, length, FieldBound};
 use super::{schema_of, ser_opt_time, ser_time, string_enum, time, NameSchema};
@@ -72,6 +72,16 @@ pub struct ScheduleDto {
     /// When its definition last changed.
     #[serde(serialize_with = "ser_time")]
     pub updated_at: DateTime<Utc>,
+    /// Its newest runs, newest first: only in `GET /v1/schedules?runs=N`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recent_runs: Option<Vec<ScheduleRunDto>>,
+    /// Its next fire instants (none while disabled): only in
+    /// `GET /v1/schedules?next=N`.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "ser_opt_times"
+    )]
+    pub next_runs: Option<Vec<DateTime<Utc>>>,
 }
 
 impl From<Schedule> for ScheduleDto {
@@ -90,6 +100,8 @@ impl From<Schedule> for ScheduleDto {
             last_run_at: s.last_run_at,
             created_at: s.created_at,
             updated_at: s.updated_at,
+            recent_runs: None,
+            next_runs: None,
         }
     }
 }
@@ -276,9 +288,35 @@ fn ser_times<S: Serializer>(ts: &[DateTime<Utc>], s: S) -> Result<S::Ok, S::Erro
     s.collect_seq(ts.iter().map(time))
 }
 
+fn ser_opt_times<S: Serializer>(ts: &Option<Vec<DateTime<Utc>>>, s: S) -> Result<S::Ok, S::Error> {
+    match ts {
+        Some(ts) => ser_times(ts, s),
+        None => s.serialize_none(),
+    }
+}
+
+/// `GET /v1/schedules` query. Empty parameters are unset; unknown ones are
+/// 400.
+#[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ScheduleListQuery {
+    /// Include each schedule's newest runs (`recent_runs`), this many.
+    #[param(inline, value_type = Option<ListedRuns>)]
+    pub runs: Option<String>,
+    /// Include each schedule's next fire instants (`next_runs`), this many.
+    #[param(inline, value_type = Option<ListedRuns>)]
+    pub next: Option<String>,
+}
+
 schema_of!(
     /// Schema of the `count` of `GET /v1/cron/preview`.
     PreviewCount as "PreviewCount" => count(MAX_PREVIEW, 5)
+);
+
+schema_of!(
+    /// Schema of `runs` and `next` of `GET /v1/schedules`.
+    ListedRuns as "ListedRuns" => count(MAX_LISTED_RUNS, 1)
 );
 
 /// The bounds of this module's fields (see `bounds.rs`).

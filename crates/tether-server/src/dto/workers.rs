@@ -16,7 +16,7 @@ use crate::error::{ApiError, ErrorDetail};
 use crate::DEFAULT_MAX_WAIT_MS;
 
 /// The `ok` of a successful batch item: always `true`.
-fn ok_true() -> Object {
+pub(super) fn ok_true() -> Object {
     ObjectBuilder::new()
         .schema_type(Type::Boolean)
         .enum_values(Some([true]))

@@ -3,10 +3,10 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use tether_core::{EventCursor, EventQuery, JobFilter, JobState};
+use tether_core::{EventCursor, EventQuery, IdPrefix, JobFilter, JobState};
 use uuid::Uuid;
 
-use super::{job, job_id, non_empty};
+use super::{job, job_id, non_empty, query_time};
 use crate::dto::*;
 use crate::error::{ApiError, ApiResult, BadRequest, ErrorBody};
 use crate::extract::{ApiJson, ApiQuery, Caller, OptionalJson};
@@ -106,6 +106,10 @@ pub(crate) async fn list_jobs(
         .map(|s| Uuid::try_parse(&s))
         .transpose()
         .map_err(|_| ApiError::invalid_field("cursor", "not a cursor from a previous page"))?;
+    let id_prefix = non_empty(q.id_prefix)
+        .map(|s| s.parse::<IdPrefix>())
+        .transpose()
+        .map_err(|e| ApiError::invalid_field("id_prefix", e))?;
     let filter = JobFilter {
         queue: non_empty(q.queue),
         state,
@@ -113,6 +117,9 @@ pub(crate) async fn list_jobs(
         tag: non_empty(q.tag),
         limit: Some(limit.unwrap_or(50)),
         cursor,
+        id_prefix,
+        created_after: query_time("created_after", q.created_after)?,
+        created_before: query_time("created_before", q.created_before)?,
     };
     let page = st.engine.list(caller.tenant(), &filter).await?;
     Ok(Json(JobListResponse {
@@ -235,4 +242,81 @@ pub(crate) async fn replay(
         .engine
         .replay_with(caller.tenant(), id, body.expires_at)
         .await?))
+}
+
+/// Cancel many jobs.
+///
+/// Each id is cancelled on its own, as `POST /v1/jobs/{id}/cancel` would:
+/// one that cannot be (already finished, unknown) does not stop the
+/// others, and its entry carries the error the single route would answer.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/cancel",
+    tag = "jobs",
+    request_body = JobIdsBody,
+    responses(
+        (status = 200, description = "One result per id, in request order.", body = JobResultsResponse),
+        (status = 400, response = BadRequest),
+    )
+)]
+pub(crate) async fn cancel_many(
+    State(st): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<JobIdsBody>,
+) -> ApiResult<Json<JobResultsResponse>> {
+    bulk_ids(&body.ids)?;
+    let mut results = Vec::with_capacity(body.ids.len());
+    for id in body.ids {
+        results.push(JobResult::new(
+            id,
+            st.engine.cancel(caller.tenant(), id).await,
+        ));
+    }
+    Ok(Json(JobResultsResponse { results }))
+}
+
+/// Replay many jobs.
+///
+/// Each id is replayed on its own, as `POST /v1/jobs/{id}/replay` would
+/// (a succeeded job runs again; a queued or running one is refused): one
+/// that cannot be does not stop the others, and its entry carries the
+/// error the single route would answer.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/replay",
+    tag = "jobs",
+    request_body = ReplayIdsBody,
+    responses(
+        (status = 200, description = "One result per id, in request order.", body = JobResultsResponse),
+        (status = 400, response = BadRequest),
+    )
+)]
+pub(crate) async fn replay_many(
+    State(st): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<ReplayIdsBody>,
+) -> ApiResult<Json<JobResultsResponse>> {
+    bulk_ids(&body.ids)?;
+    let mut results = Vec::with_capacity(body.ids.len());
+    for id in body.ids {
+        let outcome = st
+            .engine
+            .replay_with(caller.tenant(), id, body.expires_at)
+            .await;
+        results.push(JobResult::new(id, outcome));
+    }
+    Ok(Json(JobResultsResponse { results }))
+}
+
+/// A bulk operation names 1 to a page of jobs (`MAX_PAGE`): what an
+/// operator selects in one listing.
+fn bulk_ids(ids: &[Uuid]) -> ApiResult<()> {
+    let max = tether_core::validate::MAX_PAGE as usize;
+    if ids.is_empty() || ids.len() > max {
+        return Err(ApiError::invalid_field(
+            "ids",
+            format!("must name 1 to {max} jobs, got {}", ids.len()),
+        ));
+    }
+    Ok(())
 }

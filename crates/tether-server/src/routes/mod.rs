@@ -45,6 +45,8 @@ pub(crate) fn api(
         .routes(routes!(jobs::job_events))
         .routes(routes!(jobs::cancel))
         .routes(routes!(jobs::replay))
+        .routes(routes!(jobs::cancel_many))
+        .routes(routes!(jobs::replay_many))
         .routes(routes!(workers::claim))
         .routes(routes!(workers::heartbeat))
         .routes(routes!(workers::heartbeat_many))
@@ -52,8 +54,14 @@ pub(crate) fn api(
         .routes(routes!(workers::complete_many))
         .routes(routes!(workers::fail))
         .routes(routes!(workers::snooze))
+        .routes(routes!(workers::list_workers))
         .routes(routes!(queues::list_queues))
-        .routes(routes!(queues::get_queue, queues::configure_queue))
+        .routes(routes!(
+            queues::get_queue,
+            queues::configure_queue,
+            queues::delete_queue
+        ))
+        .routes(routes!(queues::queue_throughput))
         .routes(routes!(queues::pause_queue))
         .routes(routes!(queues::resume_queue))
         .routes(routes!(queues::replay_queue))
@@ -95,4 +103,16 @@ pub(crate) fn job(j: tether_core::Job) -> Json<JobResponse> {
 
 pub(crate) fn non_empty(v: Option<String>) -> Option<String> {
     v.filter(|s| !s.is_empty())
+}
+
+/// A query parameter holding an RFC 3339 instant (unset when empty).
+pub(crate) fn query_time(
+    field: &str,
+    v: Option<String>,
+) -> ApiResult<Option<chrono::DateTime<chrono::Utc>>> {
+    non_empty(v)
+        .map(|s| chrono::DateTime::parse_from_rfc3339(&s))
+        .transpose()
+        .map_err(|e| ApiError::invalid_field(field, format!("not an RFC 3339 time: {e}")))
+        .map(|t| t.map(|t| t.with_timezone(&chrono::Utc)))
 }

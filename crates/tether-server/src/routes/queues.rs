@@ -1,12 +1,13 @@
 //! `queues`: queue stats, settings, pausing and bulk replay.
 
 use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use axum::Json;
 use tether_core::{JobState, ReplayFilter};
 
 use crate::dto::*;
-use crate::error::{ApiResult, BadRequest, ErrorBody};
-use crate::extract::{ApiJson, Caller, OptionalJson};
+use crate::error::{ApiError, ApiResult, BadRequest, ErrorBody};
+use crate::extract::{ApiJson, ApiQuery, Caller, OptionalJson};
 use crate::AppState;
 
 fn queue(q: tether_core::QueueStats) -> Json<QueueResponse> {
@@ -163,4 +164,63 @@ pub(crate) async fn replay_queue(
         replayed: out.replayed,
         next_cursor: out.next_cursor,
     }))
+}
+
+/// Remove an empty queue.
+///
+/// Its row goes: its pause flag and settings, and its place in
+/// `GET /v1/queues` (a typo'd name that was paused or configured, say).
+/// Only a queue that holds no job in any state can be removed.
+#[utoipa::path(
+    delete,
+    path = "/v1/queues/{queue}",
+    tag = "queues",
+    params(("queue" = NameSchema, Path, description = "The queue.")),
+    responses(
+        (status = 204, description = "The queue's row is gone."),
+        (status = 400, response = BadRequest),
+        (status = 404, description = "`not_found`: the queue has no row (nothing to remove).", body = ErrorBody),
+        (status = 409, description = "`invalid_state`: the queue holds jobs.", body = ErrorBody),
+    )
+)]
+pub(crate) async fn delete_queue(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> ApiResult<StatusCode> {
+    st.engine.delete_queue(caller.tenant(), &name).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// A queue's throughput.
+///
+/// Per minute, oldest first, how many of its jobs succeeded, failed,
+/// were retried and were cancelled (counted from the history), and the
+/// wait and run percentiles of the jobs that finished in the window.
+#[utoipa::path(
+    get,
+    path = "/v1/queues/{queue}/throughput",
+    tag = "queues",
+    params(("queue" = NameSchema, Path, description = "The queue."), ThroughputQuery),
+    responses(
+        (status = 200, description = "The queue's last minutes.", body = ThroughputResponse),
+        (status = 400, response = BadRequest),
+    )
+)]
+pub(crate) async fn queue_throughput(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+    ApiQuery(q): ApiQuery<ThroughputQuery>,
+) -> ApiResult<Json<ThroughputResponse>> {
+    let minutes = super::non_empty(q.minutes)
+        .map(|s| s.parse::<u32>())
+        .transpose()
+        .map_err(|_| ApiError::invalid_field("minutes", "must be an integer from 1 to 1440"))?
+        .unwrap_or(60);
+    let t = st
+        .engine
+        .throughput(caller.tenant(), &name, minutes)
+        .await?;
+    Ok(Json(t.into()))
 }

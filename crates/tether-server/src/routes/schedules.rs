@@ -4,10 +4,10 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use tether_core::{Engine, Error};
+use tether_core::{Engine, Error, MAX_LISTED_RUNS};
 use uuid::Uuid;
 
-use super::{job, non_empty};
+use super::{job, non_empty, query_time};
 use crate::dto::*;
 use crate::error::{ApiError, ApiResult, BadRequest, ErrorBody};
 use crate::extract::{ApiJson, ApiQuery, Caller};
@@ -54,18 +54,68 @@ pub(crate) async fn create_schedule(
     get,
     path = "/v1/schedules",
     tag = "schedules",
+    params(ScheduleListQuery),
     responses(
         (status = 200, description = "Every schedule of the tenant, by name.", body = ScheduleListResponse),
+        (status = 400, response = BadRequest),
     )
 )]
 pub(crate) async fn list_schedules(
     State(st): State<AppState>,
     caller: Caller,
+    ApiQuery(q): ApiQuery<ScheduleListQuery>,
 ) -> ApiResult<Json<ScheduleListResponse>> {
+    let listed = |field: &str, v: Option<String>| -> ApiResult<Option<u32>> {
+        non_empty(v)
+            .map(|s| s.parse::<u32>())
+            .transpose()
+            .map_err(|_| {
+                ApiError::invalid_field(
+                    field,
+                    format!("must be an integer from 1 to {MAX_LISTED_RUNS}"),
+                )
+            })
+    };
+    let runs = listed("runs", q.runs)?;
+    let next = listed("next", q.next)?;
+    if let Some(n) = next.filter(|n| !(1..=MAX_LISTED_RUNS).contains(n)) {
+        return Err(ApiError::invalid_field(
+            "next",
+            format!("must be an integer from 1 to {MAX_LISTED_RUNS}, got {n}"),
+        ));
+    }
     let schedules = st.engine.list_schedules(caller.tenant()).await?;
-    Ok(Json(ScheduleListResponse {
-        schedules: schedules.into_iter().map(Into::into).collect(),
-    }))
+    let mut recent = match runs {
+        Some(n) => Some(st.engine.recent_schedule_runs(caller.tenant(), n).await?),
+        None => None,
+    };
+    let now = chrono::Utc::now();
+    let mut out = Vec::with_capacity(schedules.len());
+    for s in schedules {
+        let next_runs = match (next, s.spec.enabled) {
+            (Some(n), true) => Some(Engine::cron_preview(
+                &s.spec.cron,
+                &s.spec.timezone,
+                Some(now),
+                n,
+            )?),
+            (Some(_), false) => Some(Vec::new()),
+            (None, _) => None,
+        };
+        let recent_runs = recent.as_mut().map(|by_id| {
+            by_id
+                .remove(&s.id)
+                .unwrap_or_default()
+                .into_iter()
+                .map(Into::into)
+                .collect()
+        });
+        let mut dto = ScheduleDto::from(s);
+        dto.recent_runs = recent_runs;
+        dto.next_runs = next_runs;
+        out.push(dto);
+    }
+    Ok(Json(ScheduleListResponse { schedules: out }))
 }
 
 /// Read a schedule.
@@ -216,11 +266,7 @@ pub(crate) async fn cron_preview(
     ApiQuery(q): ApiQuery<CronPreviewQuery>,
 ) -> ApiResult<Json<CronPreviewResponse>> {
     let timezone = non_empty(q.timezone).unwrap_or_else(|| "UTC".to_owned());
-    let from = non_empty(q.from)
-        .map(|s| chrono::DateTime::parse_from_rfc3339(&s))
-        .transpose()
-        .map_err(|e| ApiError::invalid_field("from", format!("not an RFC 3339 time: {e}")))?
-        .map(|t| t.with_timezone(&chrono::Utc));
+    let from = query_time("from", q.from)?;
     let count = non_empty(q.count)
         .map(|s| s.parse::<u32>())
         .transpose()

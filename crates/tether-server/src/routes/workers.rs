@@ -300,3 +300,26 @@ pub(crate) async fn snooze(
         .await?;
     Ok(job(j))
 }
+
+/// Who is working.
+///
+/// The workers holding running jobs of the tenant now, with their queues,
+/// how many jobs each holds and its latest heartbeat: read from the jobs
+/// themselves, so there is no registry of workers to go stale.
+#[utoipa::path(
+    get,
+    path = "/v1/workers",
+    tag = "workers",
+    responses(
+        (status = 200, description = "The workers, by id.", body = WorkerListResponse),
+    )
+)]
+pub(crate) async fn list_workers(
+    State(st): State<AppState>,
+    caller: Caller,
+) -> ApiResult<Json<WorkerListResponse>> {
+    let workers = st.engine.list_workers(caller.tenant()).await?;
+    Ok(Json(WorkerListResponse {
+        workers: workers.into_iter().map(Into::into).collect(),
+    }))
+}

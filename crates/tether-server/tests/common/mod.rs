@@ -114,6 +114,31 @@ impl Ctx {
         self.send(req).await
     }
 
+    /// Like [`Ctx::call`], acting for the tenant `tenant` names
+    /// (`X-Tether-Tenant`).
+    pub async fn call_for(
+        &self,
+        tenant: &str,
+        method: &str,
+        uri: &str,
+        key: &str,
+        body: Option<Value>,
+    ) -> Answer {
+        let req = Request::builder()
+            .method(Method::from_bytes(method.as_bytes()).unwrap())
+            .uri(uri)
+            .header("authorization", format!("Bearer {key}"))
+            .header("x-tether-tenant", tenant);
+        let req = match body {
+            Some(b) => req
+                .header("content-type", "application/json")
+                .body(Body::from(serde_json::to_vec(&b).unwrap())),
+            None => req.body(Body::empty()),
+        }
+        .unwrap();
+        self.send(req).await
+    }
+
     /// Sends a prepared request.
     pub async fn send(&self, req: Request<Body>) -> Answer {
         let resp = self.app.clone().oneshot(req).await.unwrap();

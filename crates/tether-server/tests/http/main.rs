@@ -5,6 +5,7 @@
 mod common;
 mod errors;
 mod jobs;
+mod operators;
 mod polling;
 mod schedules;
 mod tenants;

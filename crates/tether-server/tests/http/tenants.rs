@@ -10,6 +10,7 @@ tether_conformance::both_backends!(
     admin_routes_need_admin,
     tenant_walls_on_every_id_route,
     tenant_limits_are_409_and_metrics_are_bounded,
+    admin_acts_for_a_tenant_by_name_or_id,
 );
 
 async fn tenant_and_key_routes(db: &TestDb) {
@@ -554,4 +555,107 @@ async fn tenant_limits_are_409_and_metrics_are_bounded(db: &TestDb) {
         "{text}"
     );
     assert!(text.contains("\ntether_queue_series_omitted 2\n"), "{text}");
+}
+
+/// `X-Tether-Tenant`: an admin key acts for any tenant (named or by id) on
+/// the tenant-scoped routes; any other key gets 403 and changes nothing.
+async fn admin_acts_for_a_tenant_by_name_or_id(db: &TestDb) {
+    let c = setup(db).await;
+    let theirs = c
+        .call(
+            "POST",
+            "/v1/jobs",
+            Some(&c.other),
+            Some(json!({"queue": "mail", "kind": "send"})),
+        )
+        .await
+        .expect(201)["job"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    c.enqueue("own", "k").await;
+    for target in ["other", c.other_id.as_str()] {
+        // Reads: their jobs, their queues, their identity.
+        let jobs = c.call_for(target, "GET", "/v1/jobs", &c.admin, None).await;
+        let ids: Vec<&str> = jobs.expect(200)["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, [theirs.as_str()], "acting for {target}");
+        let queues = c
+            .call_for(target, "GET", "/v1/queues", &c.admin, None)
+            .await;
+        assert_eq!(queues.expect(200)["queues"][0]["name"], "mail");
+        let me = c
+            .call_for(target, "GET", "/v1/whoami", &c.admin, None)
+            .await;
+        assert_eq!(me.expect(200)["tenant"]["name"], "other");
+        assert_eq!(me.body["tenant"]["id"], c.other_id.as_str());
+        assert_eq!(me.body["admin"], true);
+    }
+    // Writes land in that tenant: the admin cancels their job and enqueues one.
+    c.call_for(
+        "other",
+        "POST",
+        &format!("/v1/jobs/{theirs}/cancel"),
+        &c.admin,
+        None,
+    )
+    .await
+    .expect(200);
+    c.call_for(
+        "other",
+        "POST",
+        "/v1/jobs",
+        &c.admin,
+        Some(json!({"queue": "mail", "kind": "by-admin"})),
+    )
+    .await
+    .expect(201);
+    let seen = c
+        .call("GET", "/v1/jobs?queue=mail", Some(&c.other), None)
+        .await;
+    let jobs = seen.expect(200)["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 2);
+    assert!(jobs.iter().any(|j| j["kind"] == "by-admin"));
+    assert!(jobs.iter().any(|j| j["state"] == "cancelled"));
+    // Without the header the admin key sees its own tenant, as before.
+    let own = c.get("/v1/jobs").await;
+    assert_eq!(own.expect(200)["jobs"].as_array().unwrap().len(), 1);
+    assert_eq!(own.body["jobs"][0]["queue"], "own");
+    // A tenant key may not, not even naming its own tenant or default.
+    for target in ["other", "default"] {
+        c.call_for(target, "GET", "/v1/jobs", &c.other, None)
+            .await
+            .expect_error(403, "permission_denied");
+    }
+    c.call_for(
+        "default",
+        "POST",
+        "/v1/jobs",
+        &c.other,
+        Some(json!({"queue": "sneaky", "kind": "k"})),
+    )
+    .await
+    .expect_error(403, "permission_denied");
+    let own = c.get("/v1/jobs?queue=sneaky").await;
+    assert_eq!(own.expect(200)["jobs"], json!([]));
+    // An unknown tenant is 404; an empty name is 400.
+    c.call_for("nobody", "GET", "/v1/jobs", &c.admin, None)
+        .await
+        .expect_error(404, "not_found");
+    c.call_for(
+        &uuid::Uuid::nil().to_string(),
+        "GET",
+        "/v1/jobs",
+        &c.admin,
+        None,
+    )
+    .await
+    .expect_error(404, "not_found");
+    c.call_for(" ", "GET", "/v1/jobs", &c.admin, None)
+        .await
+        .expect_error(400, "invalid_argument");
 }

@@ -107,3 +107,11 @@ pub(crate) const REPLAY_MANY: &str = concat!(
 
 /// `replayed` events (?1: JSON array of ids).
 pub(crate) const REPLAYED_EVENTS: &str = events_of_ids!("updated_at", "replayed", "NULL", "NULL");
+
+/// The workers holding running jobs of tenant ?1 (queues as a JSON array).
+pub(crate) const WORKERS: &str = "SELECT worker_id, \
+     json_group_array(DISTINCT queue) AS queues, count(*) AS running, \
+     max(coalesce(heartbeat_at, started_at)) AS last_heartbeat_at \
+     FROM tether_jobs \
+     WHERE tenant = ?1 AND state = 'running' AND worker_id IS NOT NULL \
+     GROUP BY worker_id ORDER BY worker_id";

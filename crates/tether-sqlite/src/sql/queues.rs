@@ -125,3 +125,32 @@ pub(crate) const CONFIGURE_QUEUE: &str = concat!(
     "fair = COALESCE(?18, fair), ",
     "updated_at = excluded.updated_at"
 );
+
+/// Removes an empty queue's row (?1 tenant, ?2 queue); one row when it did.
+/// In the writer's transaction, so no enqueue runs between check and delete.
+pub(crate) const DELETE_EMPTY_QUEUE: &str = "DELETE FROM tether_queues \
+     WHERE tenant = ?1 AND name = ?2 \
+     AND NOT EXISTS (SELECT 1 FROM tether_jobs WHERE tenant = ?1 AND queue = ?2) \
+     RETURNING 1";
+
+/// How many jobs a queue holds, and whether it has a row.
+pub(crate) const QUEUE_HOLDS: &str = "SELECT \
+     (SELECT count(*) FROM tether_jobs WHERE tenant = ?1 AND queue = ?2) AS jobs, \
+     EXISTS (SELECT 1 FROM tether_queues WHERE tenant = ?1 AND name = ?2) AS has_row";
+
+/// Outcome events of a queue's jobs per minute (ms of the minute's start)
+/// since ?3.
+pub(crate) const THROUGHPUT_EVENTS: &str = "SELECT (e.at / 60000) * 60000 AS minute, \
+     e.event AS event, count(*) AS n \
+     FROM tether_job_events e JOIN tether_jobs j ON j.id = e.job_id \
+     WHERE e.at >= ?3 AND e.tenant = ?1 AND j.tenant = ?1 AND j.queue = ?2 \
+     AND e.event IN ('succeeded', 'failed', 'retry_scheduled', 'cancelled') \
+     GROUP BY 1, 2";
+
+/// Wait and run times (ms) of the last attempt of the queue's jobs that
+/// finished since ?3; the percentiles are taken from them.
+pub(crate) const THROUGHPUT_TIMES: &str = "SELECT max(0, started_at - run_at) AS wait, \
+     max(0, finished_at - started_at) AS run \
+     FROM tether_jobs \
+     WHERE tenant = ?1 AND queue = ?2 AND state IN ('succeeded', 'failed') \
+     AND finished_at >= ?3 AND started_at IS NOT NULL";

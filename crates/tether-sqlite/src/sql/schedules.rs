@@ -157,3 +157,10 @@ pub(crate) const PRUNE_SCHEDULE_RUNS: &str = concat!(
     now_ms!(),
     " - ?1 ORDER BY recorded_at LIMIT ?2)"
 );
+
+/// The newest ?2 runs of each schedule of tenant ?1.
+pub(crate) const RECENT_SCHEDULE_RUNS: &str = "SELECT schedule_id, fire_at, job_id, outcome \
+     FROM (SELECT r.schedule_id, r.fire_at, r.job_id, r.outcome, \
+           row_number() OVER (PARTITION BY r.schedule_id ORDER BY r.fire_at DESC, r.id DESC) AS nth \
+           FROM tether_schedule_runs r WHERE r.tenant = ?1) \
+     WHERE nth <= ?2 ORDER BY schedule_id, fire_at DESC";
