@@ -293,7 +293,7 @@ export class Client {
     return (await this.#request<{ job: Job }>({ method: "POST", path: `/v1/jobs/${enc(id)}/cancel`, retry: false, opts })).job;
   }
 
-  /** `POST /v1/jobs/{id}/replay`: a failed or cancelled job back to queued, attempt 0. */
+  /** `POST /v1/jobs/{id}/replay`: a finished job (failed, cancelled or succeeded) back to queued, attempt 0. */
   async replay(id: string, body: ReplayBody = {}, opts?: CallOptions): Promise<Job> {
     return (await this.#request<{ job: Job }>({ method: "POST", path: `/v1/jobs/${enc(id)}/replay`, body, retry: false, opts })).job;
   }

@@ -164,7 +164,7 @@ class SyncRoutes:
         )
 
     def replay(self, job_id: str, *, expires_at: Optional[Time] = None) -> Job:
-        """Queues a failed or cancelled job again with attempt 0."""
+        """Queues a finished job (failed, cancelled or succeeded) again with attempt 0."""
         body = pick(expires_at=time_str(expires_at))
         return self._call(
             "POST", f"/v1/jobs/{seg(job_id)}/replay", lambda d: Job.from_dict(d["job"]),
