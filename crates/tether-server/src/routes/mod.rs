@@ -105,6 +105,31 @@ pub(crate) fn non_empty(v: Option<String>) -> Option<String> {
     v.filter(|s| !s.is_empty())
 }
 
+/// A query parameter holding a whole number in `range` (unset when empty).
+pub(crate) fn query_number(
+    field: &str,
+    v: Option<String>,
+    range: std::ops::RangeInclusive<u32>,
+) -> ApiResult<Option<u32>> {
+    let refuse = || {
+        ApiError::invalid_field(
+            field,
+            format!(
+                "must be an integer from {} to {}",
+                range.start(),
+                range.end()
+            ),
+        )
+    };
+    match non_empty(v) {
+        None => Ok(None),
+        Some(s) => match s.parse::<u32>() {
+            Ok(n) if range.contains(&n) => Ok(Some(n)),
+            _ => Err(refuse()),
+        },
+    }
+}
+
 /// A query parameter holding an RFC 3339 instant (unset when empty).
 pub(crate) fn query_time(
     field: &str,

@@ -6,7 +6,7 @@ use axum::Json;
 use tether_core::{JobState, ReplayFilter};
 
 use crate::dto::*;
-use crate::error::{ApiError, ApiResult, BadRequest, ErrorBody};
+use crate::error::{ApiResult, BadRequest, ErrorBody};
 use crate::extract::{ApiJson, ApiQuery, Caller, OptionalJson};
 use crate::AppState;
 
@@ -213,11 +213,8 @@ pub(crate) async fn queue_throughput(
     Path(name): Path<String>,
     ApiQuery(q): ApiQuery<ThroughputQuery>,
 ) -> ApiResult<Json<ThroughputResponse>> {
-    let minutes = super::non_empty(q.minutes)
-        .map(|s| s.parse::<u32>())
-        .transpose()
-        .map_err(|_| ApiError::invalid_field("minutes", "must be an integer from 1 to 1440"))?
-        .unwrap_or(60);
+    let minutes = super::query_number("minutes", q.minutes, tether_core::THROUGHPUT_MINUTES)?;
+    let minutes = minutes.unwrap_or(60);
     let t = st
         .engine
         .throughput(caller.tenant(), &name, minutes)

@@ -7,7 +7,7 @@ use axum::Json;
 use tether_core::{Engine, Error, MAX_LISTED_RUNS};
 use uuid::Uuid;
 
-use super::{job, non_empty, query_time};
+use super::{job, non_empty, query_number, query_time};
 use crate::dto::*;
 use crate::error::{ApiError, ApiResult, BadRequest, ErrorBody};
 use crate::extract::{ApiJson, ApiQuery, Caller};
@@ -65,25 +65,8 @@ pub(crate) async fn list_schedules(
     caller: Caller,
     ApiQuery(q): ApiQuery<ScheduleListQuery>,
 ) -> ApiResult<Json<ScheduleListResponse>> {
-    let listed = |field: &str, v: Option<String>| -> ApiResult<Option<u32>> {
-        non_empty(v)
-            .map(|s| s.parse::<u32>())
-            .transpose()
-            .map_err(|_| {
-                ApiError::invalid_field(
-                    field,
-                    format!("must be an integer from 1 to {MAX_LISTED_RUNS}"),
-                )
-            })
-    };
-    let runs = listed("runs", q.runs)?;
-    let next = listed("next", q.next)?;
-    if let Some(n) = next.filter(|n| !(1..=MAX_LISTED_RUNS).contains(n)) {
-        return Err(ApiError::invalid_field(
-            "next",
-            format!("must be an integer from 1 to {MAX_LISTED_RUNS}, got {n}"),
-        ));
-    }
+    let runs = query_number("runs", q.runs, 1..=MAX_LISTED_RUNS)?;
+    let next = query_number("next", q.next, 1..=MAX_LISTED_RUNS)?;
     let schedules = st.engine.list_schedules(caller.tenant()).await?;
     let mut recent = match runs {
         Some(n) => Some(st.engine.recent_schedule_runs(caller.tenant(), n).await?),

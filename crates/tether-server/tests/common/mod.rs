@@ -89,6 +89,33 @@ impl Answer {
     }
 }
 
+/// A request with `key` (if any), acting for `tenant` (if any), with a
+/// JSON body (if any).
+fn request(
+    method: &str,
+    uri: &str,
+    key: Option<&str>,
+    tenant: Option<&str>,
+    body: Option<Value>,
+) -> Request<Body> {
+    let mut req = Request::builder()
+        .method(Method::from_bytes(method.as_bytes()).unwrap())
+        .uri(uri);
+    if let Some(key) = key {
+        req = req.header("authorization", format!("Bearer {key}"));
+    }
+    if let Some(tenant) = tenant {
+        req = req.header("x-tether-tenant", tenant);
+    }
+    match body {
+        Some(b) => req
+            .header("content-type", "application/json")
+            .body(Body::from(serde_json::to_vec(&b).unwrap())),
+        None => req.body(Body::empty()),
+    }
+    .unwrap()
+}
+
 impl Ctx {
     /// Sends one request with `key` (if any) and a JSON body (if any).
     pub async fn call(
@@ -98,20 +125,7 @@ impl Ctx {
         key: Option<&str>,
         body: Option<Value>,
     ) -> Answer {
-        let mut req = Request::builder()
-            .method(Method::from_bytes(method.as_bytes()).unwrap())
-            .uri(uri);
-        if let Some(key) = key {
-            req = req.header("authorization", format!("Bearer {key}"));
-        }
-        let req = match body {
-            Some(b) => req
-                .header("content-type", "application/json")
-                .body(Body::from(serde_json::to_vec(&b).unwrap())),
-            None => req.body(Body::empty()),
-        }
-        .unwrap();
-        self.send(req).await
+        self.send(request(method, uri, key, None, body)).await
     }
 
     /// Like [`Ctx::call`], acting for the tenant `tenant` names
@@ -124,19 +138,8 @@ impl Ctx {
         key: &str,
         body: Option<Value>,
     ) -> Answer {
-        let req = Request::builder()
-            .method(Method::from_bytes(method.as_bytes()).unwrap())
-            .uri(uri)
-            .header("authorization", format!("Bearer {key}"))
-            .header("x-tether-tenant", tenant);
-        let req = match body {
-            Some(b) => req
-                .header("content-type", "application/json")
-                .body(Body::from(serde_json::to_vec(&b).unwrap())),
-            None => req.body(Body::empty()),
-        }
-        .unwrap();
-        self.send(req).await
+        self.send(request(method, uri, Some(key), Some(tenant), body))
+            .await
     }
 
     /// Sends a prepared request.
