@@ -629,7 +629,8 @@ impl Case<'_> {
                 let r = e.replay(t, self.m.jobs[idx].id).await;
                 let j = &self.m.jobs[idx];
                 match j.state {
-                    JobState::Failed | JobState::Cancelled => {
+                    // Any finished job replays; a succeeded one runs again.
+                    JobState::Failed | JobState::Cancelled | JobState::Succeeded => {
                         let held = j.unique.is_some()
                             && self
                                 .m
