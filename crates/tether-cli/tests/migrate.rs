@@ -9,7 +9,7 @@ use std::path::Path;
 use common::{temp_dir, tether, Run, Server};
 use sqlx::Connection;
 
-const LATEST_SQLITE: i64 = 6;
+const LATEST_SQLITE: i64 = 7;
 
 fn status(target: &[&str]) -> Run {
     let mut args = vec!["migrate", "status", "--json"];
@@ -79,7 +79,7 @@ async fn sqlite_status_then_migrate_then_serve_without_migrating() {
     assert!(
         applied
             .stdout
-            .contains("migrations applied: 1, 2, 3, 4, 5, 6"),
+            .contains("migrations applied: 1, 2, 3, 4, 5, 6, 7"),
         "{}",
         applied.stdout
     );
@@ -128,7 +128,7 @@ async fn a_newer_sqlite_schema_is_reported_and_refused() {
     let problem = report["problem"].as_str().unwrap();
     assert!(
         problem.contains("version 99")
-            && problem.contains("up to 6")
+            && problem.contains(&format!("up to {LATEST_SQLITE}"))
             && problem.contains("upgrade tether"),
         "{problem}"
     );
