@@ -474,7 +474,11 @@ impl Engine {
     /// for a tenant names it either way); `NotFound` if there is none.
     pub async fn find_tenant(&self, name_or_id: &str) -> Result<Tenant> {
         if let Ok(id) = Uuid::try_parse(name_or_id) {
-            return self.store.get_tenant(id).await;
+            match self.store.get_tenant(id).await {
+                // A name may look like an id: then it is looked up as one.
+                Err(Error::NotFound(_)) => {}
+                found => return found,
+            }
         }
         self.store
             .list_tenants()
