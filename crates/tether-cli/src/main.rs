@@ -84,7 +84,7 @@ struct MigrateCommand {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(tether_cli::cli::hoist_client_flags(std::env::args_os()));
     let log_format = match &cli.command {
         Command::Serve(ServeCommand { log, .. }) | Command::Migrate(MigrateCommand { log, .. }) => {
             init_logging(log.log_format);

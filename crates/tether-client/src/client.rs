@@ -28,6 +28,7 @@ pub struct HttpClient {
     http: reqwest::Client,
     base: Url,
     auth: HeaderValue,
+    tenant: Option<HeaderValue>,
     timeout: Duration,
 }
 
@@ -48,6 +49,7 @@ pub struct HttpClientBuilder {
     timeout: Duration,
     connect_timeout: Duration,
     user_agent: String,
+    tenant: Option<String>,
     http: Option<reqwest::Client>,
 }
 
@@ -82,6 +84,14 @@ impl HttpClientBuilder {
         self
     }
 
+    /// With an admin key: act for the tenant named (by name or id), as
+    /// its own key would (`X-Tether-Tenant` on every request). The server
+    /// refuses it (403 `permission_denied`) for any other key.
+    pub fn tenant(mut self, tenant: impl Into<String>) -> Self {
+        self.tenant = Some(tenant.into());
+        self
+    }
+
     /// Sends requests through this `reqwest` client (its own timeouts,
     /// proxies, TLS roots, ...) instead of building one; the connect timeout
     /// and user agent set here are then not applied.
@@ -105,6 +115,13 @@ impl HttpClientBuilder {
         let mut auth = HeaderValue::from_str(&format!("Bearer {}", self.api_key.trim()))
             .map_err(|_| Error::invalid("api_key", "not a valid HTTP header value"))?;
         auth.set_sensitive(true);
+        let tenant = self
+            .tenant
+            .map(|t| {
+                HeaderValue::from_str(t.trim())
+                    .map_err(|_| Error::invalid("tenant", "not a valid HTTP header value"))
+            })
+            .transpose()?;
         let http = match self.http {
             Some(http) => http,
             None => reqwest::Client::builder()
@@ -121,6 +138,7 @@ impl HttpClientBuilder {
             http,
             base,
             auth,
+            tenant,
             timeout: self.timeout,
         })
     }
@@ -150,6 +168,7 @@ impl HttpClient {
             timeout: DEFAULT_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             user_agent: concat!("tether-client/", env!("CARGO_PKG_VERSION")).to_owned(),
+            tenant: None,
             http: None,
         }
     }
@@ -191,6 +210,9 @@ impl HttpClient {
             .timeout(self.timeout);
         if auth {
             req = req.header(AUTHORIZATION, self.auth.clone());
+            if let Some(tenant) = &self.tenant {
+                req = req.header("x-tether-tenant", tenant.clone());
+            }
         }
         req
     }
@@ -467,8 +489,8 @@ impl HttpClient {
         Ok(env.job)
     }
 
-    /// `POST /v1/jobs/{id}/replay`: a failed or cancelled job is queued
-    /// again with a fresh attempt budget (same id) and no `expires_at`.
+    /// `POST /v1/jobs/{id}/replay`: a finished job (failed, cancelled or
+    /// succeeded: it runs again) is queued again with a fresh attempt budget (same id) and no `expires_at`.
     pub async fn replay(&self, id: Uuid) -> Result<Job> {
         self.replay_with(id, None).await
     }

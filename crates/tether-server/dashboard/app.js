@@ -7,6 +7,7 @@
 'use strict';
 
 const KEY = 'tether.key';
+const TENANT = 'tether.tenant'; // the tenant an admin key is looking at
 const REFRESH_MS = Number(new URLSearchParams(location.search).get('refresh_ms')) || 5000;
 const STATES = ['queued', 'running', 'succeeded', 'failed', 'cancelled'];
 const PAGE_SIZES = ['10', '25', '50', '100'];
@@ -14,6 +15,9 @@ const $ = (selector) => document.querySelector(selector);
 const enc = encodeURIComponent;
 
 let key = sessionStorage.getItem(KEY);
+let tenant = sessionStorage.getItem(TENANT); // null: the key's own
+let me = null; // GET /v1/whoami of the key (its own tenant), once per sign-in
+const selected = new Set(); // job ids ticked in a list, kept across refreshes
 let shown = null; // the hash whose view is on screen
 let seq = 0; // the latest render; older ones drop their result
 let inflight = 0;
@@ -46,11 +50,56 @@ const badge = (text) => el('span', { class: `badge ${STATES.includes(text) ? tex
 const truncate = (s, n) => (s && s.length > n ? `${s.slice(0, n - 1)}…` : s || '');
 const json = (v) => el('pre', { class: 'json' }, v === undefined ? 'null' : JSON.stringify(v, null, 2));
 
+/** A table in a box of its own that scrolls sideways when the window is
+ * narrower than the table (the page itself never does). */
 function table(headers, rows, attrs) {
-  return el('table', attrs,
+  return el('div', { class: 'scroll' }, el('table', attrs,
     // A header given as [text] heads a column of numbers.
     el('thead', {}, el('tr', {}, headers.map((h) => (Array.isArray(h) ? el('th', { class: 'num' }, h[0]) : el('th', {}, h))))),
-    el('tbody', {}, rows));
+    el('tbody', {}, rows)));
+}
+
+const plural = (n, one, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+
+/** A job's row: a click anywhere on it opens the job, except on what the
+ * row holds to click (its checkbox, links, buttons). */
+function jobRow(j, cells) {
+  const open = (e) => {
+    if (e.target.closest('a, button, input, label')) return;
+    location.hash = `#/jobs/${enc(j.id)}`;
+  };
+  const tick = el('input', { type: 'checkbox', class: 'pick', 'aria-label': `select job ${j.id}`, checked: selected.has(j.id) });
+  tick.addEventListener('change', () => { if (tick.checked) selected.add(j.id); else selected.delete(j.id); });
+  return el('tr', { 'data-id': j.id, class: 'clickable', onclick: open }, el('td', {}, tick), cells);
+}
+
+/** Cancel or replay the ticked jobs with one bulk request, asking first
+ * when it touches more than one. */
+function bulkBar() {
+  const act = (verb, path) => button(`${verb} selected`, async () => {
+    const ids = [...selected];
+    if (!ids.length) return 'Select jobs first.';
+    if (ids.length > 1 && !window.confirm(`${verb} ${plural(ids.length, 'job')}?`)) return '';
+    const { results } = await api('POST', path, { ids });
+    const failed = results.filter((r) => !r.ok);
+    for (const r of results) if (r.ok) selected.delete(r.id);
+    const done = `${verb === 'Cancel' ? 'Cancelled' : 'Replayed'} ${plural(results.length - failed.length, 'job')}`;
+    return failed.length
+      ? `${done}; ${failed.length} could not be: ${failed.map((r) => `${r.id}: ${r.error.message}`).join('; ')}`
+      : `${done}.`;
+  });
+  const all = el('input', { type: 'checkbox', id: 'select-all', 'aria-label': 'select every job shown' });
+  all.addEventListener('change', () => {
+    for (const box of document.querySelectorAll('#content input.pick')) {
+      box.checked = all.checked;
+      box.dispatchEvent(new Event('change'));
+    }
+  });
+  const cancel = act('Cancel', '/v1/jobs/cancel');
+  cancel.id = 'cancel-selected';
+  const replay = act('Replay', '/v1/jobs/replay');
+  replay.id = 'replay-selected';
+  return el('div', { class: 'bulk' }, el('label', {}, all, ' all shown'), cancel, replay);
 }
 
 function dur(ms) {
@@ -127,6 +176,9 @@ class ApiError extends Error {
 
 async function api(method, path, body) {
   const headers = { Authorization: `Bearer ${key}` };
+  // An admin key looks at another tenant with this header; the server
+  // refuses it (403) for any other key.
+  if (tenant) headers['X-Tether-Tenant'] = tenant;
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   const res = await fetch(path, {
     method, headers, cache: 'no-store', body: body === undefined ? undefined : JSON.stringify(body),
@@ -149,7 +201,7 @@ function route() {
   const params = new URLSearchParams(query);
   if (parts[0] === 'jobs' && parts[1]) return { view: 'job', id: parts[1], params };
   if (parts[0] === 'queues' && parts[1]) return { view: 'queue', name: parts[1], params };
-  const view = { jobs: 'jobs', dlq: 'dlq', schedules: 'schedules' }[parts[0]] || 'overview';
+  const view = { jobs: 'jobs', dlq: 'dlq', schedules: 'schedules', workers: 'workers' }[parts[0]] || 'overview';
   return { view, params };
 }
 
@@ -384,9 +436,75 @@ function retryForm(q) {
   });
 }
 
+const OUTCOMES = ['succeeded', 'failed', 'retried', 'cancelled'];
+// The SVG namespace, spelled in pieces: the files never hold a URL.
+const SVG = ['http:', '', 'www.w3.org', '2000', 'svg'].join('/');
+
+/** An SVG element; attributes only, text as Text nodes (as el()). */
+function svg(tag, attrs, ...children) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [name, value] of Object.entries(attrs || {})) node.setAttribute(name, String(value));
+  for (const child of children.flat()) if (child !== null && child !== undefined) node.append(child);
+  return node;
+}
+
+/** The last hour of a queue, per minute: bars stacked by outcome. */
+function throughputChart(t) {
+  const width = 720;
+  const height = 160;
+  const left = 36;
+  const bottom = 20;
+  const n = t.minutes.length;
+  const total = (m) => OUTCOMES.reduce((sum, o) => sum + m[o], 0);
+  const max = Math.max(1, ...t.minutes.map(total));
+  const step = (width - left) / n;
+  const scale = (height - bottom - 8) / max;
+  const bars = t.minutes.map((m, i) => {
+    let y = height - bottom;
+    const minute = m.at.slice(11, 16);
+    const parts = OUTCOMES.filter((o) => m[o] > 0).map((o) => {
+      const h = m[o] * scale;
+      y -= h;
+      return svg('rect', { class: o, x: (left + i * step + 1).toFixed(1), y: y.toFixed(1),
+        width: Math.max(step - 2, 1).toFixed(1), height: h.toFixed(1) });
+    });
+    const attrs = { class: 'minute', 'data-minute': m.at };
+    for (const o of OUTCOMES) attrs[`data-${o}`] = m[o];
+    return svg('g', attrs, svg('title', {}, `${minute}Z: ${OUTCOMES.map((o) => `${m[o]} ${o}`).join(', ')}`), parts);
+  });
+  const first = t.minutes[0]?.at.slice(11, 16) || '';
+  const last = t.minutes[n - 1]?.at.slice(11, 16) || '';
+  return svg('svg', { class: 'chart', id: 'throughput-chart', viewBox: `0 0 ${width} ${height}`, role: 'img',
+    'aria-label': `jobs finished per minute, last ${n} minutes` },
+  svg('line', { class: 'axis', x1: left, y1: height - bottom, x2: width, y2: height - bottom }),
+  svg('line', { class: 'axis', x1: left, y1: 8, x2: left, y2: height - bottom }),
+  svg('text', { x: 2, y: 16, id: 'chart-max' }, String(max)),
+  svg('text', { x: 2, y: height - bottom }, '0'),
+  svg('text', { x: left, y: height - 4 }, `${first}Z`),
+  svg('text', { x: width - 40, y: height - 4 }, `${last}Z`),
+  bars);
+}
+
+/** The throughput card: the chart, its legend and the percentiles. */
+function throughputCard(t) {
+  const pct = (p) => (p ? `p50 ${dur0(p.p50)} · p95 ${dur0(p.p95)} · p99 ${dur0(p.p99)}` : 'no job finished');
+  const sums = Object.fromEntries(OUTCOMES.map((o) => [o, t.minutes.reduce((s, m) => s + m[o], 0)]));
+  return el('section', { class: 'card', id: 'throughput' },
+    el('h2', {}, `Last ${t.minutes.length} minutes`),
+    el('div', { class: 'legend' }, OUTCOMES.map((o) => el('span', { 'data-total': o },
+      el('span', { class: `swatch ${o}` }), `${o} ${sums[o]}`))),
+    throughputChart(t),
+    el('dl', { class: 'fields', id: 'percentiles' },
+      el('dt', {}, 'wait (ready → claimed)'), el('dd', { 'data-percentiles': 'wait' }, pct(t.wait_ms)),
+      el('dt', {}, 'run (claimed → finished)'), el('dd', { 'data-percentiles': 'run' }, pct(t.run_ms))));
+}
+
+/** Milliseconds as a short duration that keeps sub-second values. */
+const dur0 = (ms) => (ms < 1000 ? `${ms} ms` : dur(ms));
+
 async function queue(r) {
   const path = `/v1/queues/${enc(r.name)}`;
-  const { queue: q } = await api('GET', path);
+  const [{ queue: q }, t] = await Promise.all([api('GET', path), api('GET', `${path}/throughput?minutes=60`)]);
   const jobsOf = (params) => `#/jobs?${new URLSearchParams({ queue: q.name, ...params })}`;
   const toggle = q.paused
     ? button('Resume', () => api('POST', `${path}/resume`).then(() => `Queue ${q.name} resumed.`))
@@ -411,6 +529,7 @@ async function queue(r) {
       q.paused ? el('span', { class: 'badge paused', id: 'queue-status' }, 'paused') : el('span', { class: 'badge active', id: 'queue-status' }, 'active'),
       toggle, link(jobsOf({}), 'Jobs'), link(`#/dlq?queue=${enc(q.name)}`, 'Dead letters')),
     stats,
+    throughputCard(t),
     el('section', { class: 'card', id: 'flow-control' },
       el('h2', {}, 'Flow control'),
       limitsList(q),
@@ -422,6 +541,8 @@ async function queue(r) {
   return { toolbar, content };
 }
 
+const LABELS = { id_prefix: 'id or prefix' };
+
 function filterBar(view, params, fields, ...extra) {
   const form = el('form', { class: 'filters', role: 'search', id: 'filters' });
   for (const f of fields) {
@@ -429,8 +550,8 @@ function filterBar(view, params, fields, ...extra) {
     const input = f === 'state'
       ? el('select', { name: f, onchange: () => form.requestSubmit() },
         el('option', { value: '' }, 'any'), STATES.map((s) => el('option', { value: s, selected: s === value }, s)))
-      : el('input', { name: f, value, placeholder: `any ${f}`, spellcheck: 'false', autocomplete: 'off' });
-    form.append(el('label', {}, el('span', {}, f), input));
+      : el('input', { name: f, value, placeholder: `any ${LABELS[f] || f}`, spellcheck: 'false', autocomplete: 'off' });
+    form.append(el('label', {}, el('span', {}, LABELS[f] || f), input));
   }
   const limit = params.get('limit') || '50';
   const sizes = PAGE_SIZES.includes(limit) ? PAGE_SIZES : [limit, ...PAGE_SIZES];
@@ -474,16 +595,23 @@ const errorCell = (j) => el('td', { class: 'error-text', title: j.last_error || 
 
 async function jobs(r) {
   lastList = location.hash;
-  const filters = ['queue', 'state', 'kind', 'tag'];
+  const filters = ['queue', 'state', 'kind', 'tag', 'id_prefix'];
+  // A whole id typed into the search opens that job.
+  const wanted = (r.params.get('id_prefix') || '').trim();
+  if (/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(wanted)) {
+    location.hash = `#/jobs/${enc(wanted.toLowerCase())}`;
+    return { content: [] };
+  }
   const page = await listJobs(r.params, filters, false);
-  const rows = page.jobs.map((j) => el('tr', { 'data-id': j.id },
+  const rows = page.jobs.map((j) => jobRow(j, [
     el('td', {}, j.queue), el('td', { class: 'mono' }, jobLink(j)), el('td', {}, j.kind),
     el('td', {}, badge(j.state), j.cancel_requested ? ' cancel requested' : ''),
     el('td', { class: 'num' }, `${j.attempt}/${j.max_attempts}`),
-    el('td', {}, when(j.created_at, true)), errorCell(j)));
+    el('td', {}, when(j.created_at, true)), errorCell(j)]));
   const content = [
+    page.jobs.length ? bulkBar() : null,
     page.jobs.length
-      ? table(['Queue', 'Job', 'Kind', 'State', ['Attempt'], 'Age', 'Last error'], rows, { id: 'jobs' })
+      ? table(['', 'Queue', 'Job', 'Kind', 'State', ['Attempt'], 'Age', 'Last error'], rows, { id: 'jobs' })
       : el('p', { class: 'muted' }, 'No jobs match.'),
     pager('jobs', r.params, page.next_cursor)];
   return { toolbar: [el('h1', {}, 'Jobs'), filterBar('jobs', r.params, filters)], content };
@@ -515,17 +643,18 @@ async function dlq(r) {
   lastList = location.hash;
   const filters = ['queue', 'kind'];
   const page = await listJobs(r.params, filters, true);
-  const rows = page.jobs.map((j) => el('tr', { 'data-id': j.id },
+  const rows = page.jobs.map((j) => jobRow(j, [
     el('td', {}, j.queue), el('td', { class: 'mono' }, jobLink(j)), el('td', {}, j.kind),
     el('td', { class: 'num' }, `${j.attempt}/${j.max_attempts}`),
     el('td', {}, when(j.finished_at, true)), errorCell(j),
-    el('td', {}, button('Replay', () => api('POST', `/v1/jobs/${enc(j.id)}/replay`).then(() => `Job ${j.id} replayed.`)))));
+    el('td', {}, button('Replay', () => api('POST', `/v1/jobs/${enc(j.id)}/replay`).then(() => `Job ${j.id} replayed.`)))]));
   const what = `every failed job${r.params.get('kind') ? ` of kind ${r.params.get('kind')}` : ''} in ${r.params.get('queue') ? `queue ${r.params.get('queue')}` : 'every queue'}`;
   const all = button('Replay all matching', () => replayAll(r.params), `Replay ${what}?`);
   all.id = 'replay-all';
   const content = [
+    page.jobs.length ? bulkBar() : null,
     page.jobs.length
-      ? table(['Queue', 'Job', 'Kind', ['Attempts'], 'Failed', 'Last error', ''], rows, { id: 'dlq' })
+      ? table(['', 'Queue', 'Job', 'Kind', ['Attempts'], 'Failed', 'Last error', ''], rows, { id: 'dlq' })
       : el('p', { class: 'muted', id: 'dlq-empty' }, 'No failed jobs match: the dead-letter queue is empty.'),
     pager('dlq', r.params, page.next_cursor)];
   return { toolbar: [el('h1', {}, 'Dead letters'), filterBar('dlq', r.params, filters, all)], content };
@@ -555,6 +684,11 @@ async function job(r) {
   if (j.state === 'failed' || j.state === 'cancelled') {
     actions.push(button('Replay', () => api('POST', `${path}/replay`).then(() => 'Job replayed.')));
   }
+  if (j.state === 'succeeded') {
+    // A new run of the same job, with a new attempt budget.
+    actions.push(button('Run again', () => api('POST', `${path}/replay`).then(() => 'Job queued to run again.'),
+      'Run this succeeded job again?'));
+  }
   const fields = [
     ['id', j.id], ['queue', j.queue], ['kind', j.kind], ['state', badge(j.state)],
     ['attempt', `${j.attempt} of ${j.max_attempts}`], ['priority', j.priority],
@@ -582,16 +716,11 @@ async function job(r) {
 }
 
 async function schedules() {
-  const list = (await api('GET', '/v1/schedules')).schedules;
-  const extra = await Promise.all(list.map(async (s) => {
-    const q = new URLSearchParams({ cron: s.cron, timezone: s.timezone, count: '3' });
-    const [preview, runs] = await Promise.all([
-      api('GET', `/v1/cron/preview?${q}`).catch(() => ({ times: [] })),
-      api('GET', `/v1/schedules/${enc(s.id)}/runs`)]);
-    return { times: preview.times, runs: runs.runs };
-  }));
-  const rows = list.map((s, i) => {
-    const { times, runs } = extra[i];
+  // One request for every schedule with its recent runs and next times.
+  const list = (await api('GET', '/v1/schedules?runs=10&next=3')).schedules;
+  const rows = list.map((s) => {
+    const times = s.next_runs;
+    const runs = s.recent_runs;
     const recent = runs.slice(0, 10).map((run) => el('li', {}, when(run.fire_at), ' ', el('span', { class: `badge ${run.outcome}` }, run.outcome),
       run.job_id ? [' ', link(`#/jobs/${enc(run.job_id)}`, run.job_id)] : ''));
     return el('tr', { 'data-schedule': s.id },
@@ -609,7 +738,24 @@ async function schedules() {
   return { toolbar: el('h1', {}, 'Schedules'), content };
 }
 
-const VIEWS = { overview, queue, jobs, dlq, job, schedules };
+async function workers() {
+  const list = (await api('GET', '/v1/workers')).workers;
+  const rows = list.map((w) => el('tr', { 'data-worker': w.worker_id },
+    el('td', { class: 'mono' }, w.worker_id),
+    el('td', {}, w.queues.map((q, i) => [i ? ', ' : '', link(`#/queues/${enc(q)}`, q)])),
+    el('td', { class: 'num', 'data-count': 'running' }, link(`#/jobs?${new URLSearchParams({ state: 'running' })}`, w.running)),
+    el('td', {}, when(w.last_heartbeat_at, true))));
+  const content = list.length
+    ? table(['Worker', 'Queues', ['Running'], 'Last heartbeat'], rows, { id: 'workers' })
+    : el('p', { class: 'muted', id: 'no-workers' }, 'No worker holds a running job.');
+  return {
+    toolbar: [el('h1', {}, 'Workers'),
+      el('p', { class: 'muted' }, `${plural(list.length, 'worker')} holding running jobs, read from the jobs themselves.`)],
+    content,
+  };
+}
+
+const VIEWS = { overview, queue, jobs, dlq, job, schedules, workers };
 
 // ---------------------------------------------------------------- shell
 
@@ -624,15 +770,36 @@ function showSignIn() {
 
 function signOut(message) {
   key = null;
+  me = null;
+  tenant = null;
+  selected.clear();
+  $('#tenant-switch').hidden = true;
   sessionStorage.removeItem(KEY);
+  sessionStorage.removeItem(TENANT);
   shown = null;
   $('#view').replaceChildren();
   $('#sign-in-error').textContent = message || '';
   showSignIn();
 }
 
+/** Who the key is; for an admin key, the tenant switcher in the header
+ * (every tenant, the key's own first). Once per sign-in. */
+async function setUpTenants() {
+  if (me) return;
+  const sent = tenant;
+  tenant = null; // whoami of the key itself
+  try { me = await api('GET', '/v1/whoami'); } finally { tenant = sent; }
+  if (!me.admin) { tenant = null; sessionStorage.removeItem(TENANT); return; }
+  const { tenants } = await api('GET', '/v1/tenants');
+  const names = [me.tenant.name, ...tenants.map((t) => t.name).filter((n) => n !== me.tenant.name)];
+  const pick = $('#tenant');
+  pick.replaceChildren(...names.map((n) => el('option', { value: n, selected: n === (tenant || me.tenant.name) }, n)));
+  $('#tenant-switch').hidden = false;
+}
+
 async function render() {
   if (!key) return showSignIn();
+  try { await setUpTenants(); } catch (e) { status(`Refresh failed: ${errorText(e)}`); return; }
   for (const id of ['#nav', '#sign-out', '#auto', '#view']) $(id).hidden = false;
   $('#sign-in').hidden = true;
   const mine = ++seq;
@@ -712,6 +879,14 @@ $('#sign-in').addEventListener('submit', async (e) => {
   render();
 });
 $('#sign-out').addEventListener('click', () => signOut('Signed out.'));
+$('#tenant').addEventListener('change', (e) => {
+  const name = e.target.value;
+  tenant = me && name !== me.tenant.name ? name : null;
+  if (tenant) sessionStorage.setItem(TENANT, tenant); else sessionStorage.removeItem(TENANT);
+  selected.clear(); // ids of another tenant mean nothing here
+  shown = null;
+  render();
+});
 document.addEventListener('input', (e) => {
   if (e.target.matches('#view input:not([type=checkbox]), #view textarea')) lastTyped = Date.now();
 }, true);

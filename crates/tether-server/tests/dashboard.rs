@@ -246,6 +246,13 @@ async fn browser(db: &TestDb) {
         .await
         .expect(201);
 
+    // Tenant `other` (setup's second tenant) has a queue of its own, which
+    // the admin sees only after switching to it.
+    let theirs = json!({"queue": "other-queue", "kind": "theirs"});
+    c.call("POST", "/v1/jobs", Some(&c.other.clone()), Some(theirs))
+        .await
+        .expect(201);
+
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let app = c.app.clone();
@@ -260,6 +267,8 @@ async fn browser(db: &TestDb) {
         ("RUNNING_JOB", running_job),
         ("XSS_JOB", xss_job),
         ("SCHEDULE_ID", schedule_id),
+        ("OTHER_TENANT", "other".to_owned()),
+        ("OTHER_QUEUE", "other-queue".to_owned()),
         ("SCREENSHOT_DIR", out.display().to_string()),
     ];
     let (ok, log) = tokio::task::spawn_blocking(move || run_script(envs, &out))

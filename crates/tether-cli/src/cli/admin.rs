@@ -44,11 +44,9 @@ enum KeysCommand {
     /// List keys: ids, names, scope, when created, last used (to within a
     /// minute) and revoked; never secrets. With --json, the API's key
     /// objects, each with its tenant's name.
-    Ls {
-        /// Only this tenant (id or name) [default: every tenant].
-        #[arg(long)]
-        tenant: Option<String>,
-    },
+    /// Only the tenant of the global --tenant (id or name), if given;
+    /// else every tenant's.
+    Ls,
     /// Issue an API key for a tenant (shown once).
     Create {
         /// The tenant's id or name.
@@ -112,7 +110,8 @@ struct TenantKey {
 pub(crate) async fn run_keys(args: KeysArgs) -> Result<(), CliError> {
     let ctx = Ctx::new(&args.conn)?;
     match args.command {
-        KeysCommand::Ls { tenant } => {
+        KeysCommand::Ls => {
+            let tenant = ctx.tenant.clone();
             let mut tenants: Vec<(Uuid, String)> = ctx
                 .call(ctx.client.list_tenants())
                 .await?

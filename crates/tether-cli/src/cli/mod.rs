@@ -19,6 +19,7 @@ mod queues;
 mod schedules;
 mod stats;
 
+use std::ffi::OsString;
 use std::fmt;
 use std::future::Future;
 use std::io::{IsTerminal, Write};
@@ -63,6 +64,9 @@ pub struct Conn {
     /// API key [default: the admin.key file under --data-dir].
     #[arg(long, env = "TETHER_KEY", hide_env_values = true, global = true)]
     key: Option<String>,
+    /// With an admin key: act for this tenant (name or id) [default: the key's own].
+    #[arg(long, env = "TETHER_TENANT", global = true)]
+    tenant: Option<String>,
     /// Data directory of a local server: its admin.key is used when no key is given.
     #[arg(
         long,
@@ -74,6 +78,53 @@ pub struct Conn {
     /// Print the API's JSON (one document) instead of human tables.
     #[arg(long, global = true)]
     json: bool,
+}
+
+/// The client commands' flags that are the same for all of them, with
+/// whether each takes a value.
+const CLIENT_FLAGS: [(&str, bool); 5] = [
+    ("--url", true),
+    ("--key", true),
+    ("--tenant", true),
+    ("--data-dir", true),
+    ("--json", false),
+];
+
+/// Moves the client flags written before a client command's name to just
+/// after it (`tether --json --tenant acme jobs ls` reads as `tether jobs
+/// --json --tenant acme ls`), so that they work before or after the
+/// subcommand. They belong to the client commands, not to the binary:
+/// `serve` and `migrate` have flags of their own (`--data-dir` among them).
+/// Anything else is left where it is, for the parser to judge.
+pub fn hoist_client_flags(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    let args: Vec<OsString> = args.into_iter().collect();
+    let mut hoisted = Vec::new();
+    let mut i = 1;
+    while i < args.len() {
+        let arg = args[i].to_string_lossy();
+        let Some((_, takes_value)) = CLIENT_FLAGS
+            .iter()
+            .find(|(flag, _)| arg == *flag || arg.starts_with(&format!("{flag}=")))
+        else {
+            break;
+        };
+        let with_value = *takes_value && !arg.contains('=');
+        let end = (i + 1 + usize::from(with_value)).min(args.len());
+        hoisted.extend_from_slice(&args[i..end]);
+        i = end;
+    }
+    let is_client_command = args
+        .get(i)
+        .is_some_and(|name| ClientCommand::has_subcommand(&name.to_string_lossy()));
+    if hoisted.is_empty() || !is_client_command {
+        return args;
+    }
+    let mut out = Vec::with_capacity(args.len());
+    out.push(args[0].clone());
+    out.push(args[i].clone());
+    out.extend(hoisted);
+    out.extend_from_slice(&args[i + 1..]);
+    out
 }
 
 /// Runs one client command.
@@ -166,6 +217,8 @@ pub(crate) struct Ctx {
     pub(crate) client: HttpClient,
     pub(crate) url: String,
     pub(crate) json: bool,
+    /// The tenant `--tenant` names, if any.
+    pub(crate) tenant: Option<String>,
 }
 
 impl Ctx {
@@ -187,17 +240,25 @@ impl Ctx {
             },
         };
         let url = conn.url.trim().to_owned();
-        let client = HttpClient::builder(&url, &key)
-            .user_agent(concat!("tether-cli/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|error| CliError::Api {
-                url: url.clone(),
-                error,
-            })?;
+        let mut client = HttpClient::builder(&url, &key)
+            .user_agent(concat!("tether-cli/", env!("CARGO_PKG_VERSION")));
+        let tenant = conn
+            .tenant
+            .as_deref()
+            .map(str::trim)
+            .filter(|t| !t.is_empty());
+        if let Some(tenant) = tenant {
+            client = client.tenant(tenant);
+        }
+        let client = client.build().map_err(|error| CliError::Api {
+            url: url.clone(),
+            error,
+        })?;
         Ok(Ctx {
             client,
             url,
             json: conn.json,
+            tenant: tenant.map(str::to_owned),
         })
     }
 

@@ -21,6 +21,8 @@ const FAILED_JOB2 = need('FAILED_JOB2');
 const RUNNING_JOB = need('RUNNING_JOB');
 const XSS_JOB = need('XSS_JOB');
 const SCHEDULE_ID = need('SCHEDULE_ID');
+const OTHER_TENANT = need('OTHER_TENANT'); // a second tenant, with one queue of its own
+const OTHER_QUEUE = need('OTHER_QUEUE');
 const OUT = need('SCREENSHOT_DIR');
 const REFRESH_MS = 1000;
 const XSS_TEXT = '<script>window.__pwned=1</script><img src=x onerror=window.__pwned=2>';
@@ -71,7 +73,13 @@ try {
   page.on('console', (m) => {
     if (m.type() === 'error' && /Content Security Policy|Refused/.test(m.text())) problems.push(`CSP: ${m.text()}`);
   });
-  page.on('dialog', (d) => d.accept());
+  // Confirmation dialogs: what they asked, answered as `answer` says.
+  const dialogs = [];
+  let answer = true;
+  page.on('dialog', (d) => { dialogs.push(d.message()); return answer ? d.accept() : d.dismiss(); });
+  // Every API request the page makes, to count them.
+  const requests = [];
+  page.on('request', (r) => { if (r.url().includes('/v1/')) requests.push(r.url().slice(BASE.length)); });
 
   // The whole page, no taller than its content (a short window first).
   const shot = async (name) => {
@@ -267,6 +275,27 @@ try {
   await shot('queue-800');
   await page.setViewportSize({ width: 1360, height: 860 });
 
+  step('queue view: the last hour per minute drawn from the real history, with wait and run percentiles');
+  await visit('#/queues/reports');
+  await page.locator('#throughput-chart g.minute').first().waitFor({ state: 'attached' });
+  const drawn = await page.locator('#throughput-chart g.minute').evaluateAll((gs) => gs.map((g) => ({
+    at: g.dataset.minute, succeeded: Number(g.dataset.succeeded), failed: Number(g.dataset.failed),
+    retried: Number(g.dataset.retried), cancelled: Number(g.dataset.cancelled) })));
+  const served = (await api('GET', '/v1/queues/reports/throughput?minutes=60')).minutes;
+  assert.equal(drawn.length, 60);
+  // The page read it a moment earlier: the same minutes, unless one turned.
+  const shift = served.findIndex((m) => m.at === drawn[0].at);
+  assert.ok(shift === 0 || shift === 1, `chart starts at ${drawn[0].at}, the API at ${served[0].at}`);
+  for (let i = 0; i + shift < 60; i += 1) {
+    assert.deepEqual(drawn[i], served[i + shift], `minute ${drawn[i].at}`);
+  }
+  const failedDrawn = drawn.reduce((s, m) => s + m.failed, 0);
+  assert.equal(failedDrawn, 1, 'the seeded failure is drawn');
+  assert.equal(await page.locator('#throughput-chart rect.failed').count(), 1);
+  assert.match(await text('[data-total="failed"]'), /failed 1$/);
+  assert.match(await text('[data-percentiles="run"]'), /^p50 .* p95 .* p99 /);
+  await shot('queue-chart');
+
   step('jobs: all jobs, then the state filter');
   await nav('Jobs', 'jobs');
   await until('9 jobs listed', async () => (await rows('jobs').count()) === 9 || (await rows('jobs').count()));
@@ -408,6 +437,72 @@ try {
   assert.equal(await page.locator(`${row} details`).evaluate((d) => d.open), true);
   await page.locator(`${row} ul.runs li`, { hasText: 'enqueued' }).waitFor();
   await shot('schedules');
+  const requestsBefore = requests.length;
+  await waitRenders(2);
+  const perRefresh = requests.slice(requestsBefore);
+  assert.ok(perRefresh.length >= 2, `${perRefresh.length} requests in two refreshes`);
+  for (const url of perRefresh) {
+    assert.equal(url, '/v1/schedules?runs=10&next=3', 'the schedules view reads everything in one request');
+  }
+
+  step('workers: who holds running jobs, from the jobs themselves');
+  await nav('Workers', 'workers');
+  await expectText('#workers tr[data-worker="w1"] td[data-count="running"]', '1');
+  assert.match(await text('#workers tr[data-worker="w1"]'), /reports/);
+  await shot('workers');
+
+  step('jobs: a click anywhere on a row opens the job');
+  await visit('#/jobs?queue=emails&state=queued');
+  const firstQueued = (await ids('jobs'))[0];
+  await page.locator(`#jobs tr[data-id="${firstQueued}"] td`).nth(3).click();
+  await page.locator('.job').waitFor();
+  assert.equal(await page.evaluate(() => location.hash), `#/jobs/${firstQueued}`);
+
+  step('jobs: cancel selected asks first; dismissed, nothing changes; accepted, both are cancelled');
+  await visit('#/jobs?queue=emails&state=queued&kind=send_email');
+  const picked = (await ids('jobs')).slice(0, 2);
+  assert.equal(picked.length, 2);
+  for (const id of picked) await page.locator(`#jobs tr[data-id="${id}"] input.pick`).check();
+  await shot('jobs-selected');
+  answer = false;
+  await page.click('#cancel-selected');
+  await until('the question', () => dialogs.length > 0 || 'no dialog yet');
+  assert.equal(dialogs.at(-1), 'Cancel 2 jobs?');
+  await sleep(300);
+  for (const id of picked) assert.equal((await api('GET', `/v1/jobs/${id}`)).job.state, 'queued');
+  answer = true;
+  await waitRenders(1);
+  await page.click('#cancel-selected');
+  await page.locator('#flash', { hasText: 'Cancelled 2 jobs.' }).waitFor();
+  for (const id of picked) assert.equal((await api('GET', `/v1/jobs/${id}`)).job.state, 'cancelled');
+
+  step('jobs: replay selected brings them back');
+  await visit('#/jobs?queue=emails&state=cancelled&kind=send_email');
+  await page.locator('#select-all').check();
+  await page.click('#replay-selected');
+  await page.locator('#flash', { hasText: 'Replayed 2 jobs.' }).waitFor();
+  for (const id of picked) assert.equal((await api('GET', `/v1/jobs/${id}`)).job.state, 'queued');
+
+  step('jobs: fits an 800 px window (the table scrolls in its own box)');
+  await page.setViewportSize({ width: 800, height: 860 });
+  await visit('#/jobs');
+  await sleep(200);
+  assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= 800),
+    `the page is wider than 800 px: ${await page.evaluate(() => document.documentElement.scrollWidth)}`);
+  await shot('jobs-800');
+  await page.setViewportSize({ width: 1360, height: 860 });
+
+  step('tenant switcher: the admin key looks at another tenant, then back at its own');
+  await nav('Overview', 'queues');
+  assert.equal(await page.locator('#tenant-switch').isVisible(), true);
+  await page.selectOption('#tenant', OTHER_TENANT);
+  await page.locator(`#queues tr[data-queue="${OTHER_QUEUE}"]`).waitFor();
+  assert.equal(await page.locator('#queues tr[data-queue="emails"]').count(), 0);
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('tether.tenant')), OTHER_TENANT);
+  await shot('tenant-other');
+  await page.selectOption('#tenant', 'default');
+  await page.locator('#queues tr[data-queue="emails"]').waitFor();
+  assert.equal(await page.locator(`#queues tr[data-queue="${OTHER_QUEUE}"]`).count(), 0);
 
   step('overview after the replays: nothing failed');
   await nav('Overview', 'queues');
