@@ -565,6 +565,21 @@ impl HttpClient {
         Ok(env.queue)
     }
 
+    /// `DELETE /v1/queues/{queue}`: removes an empty queue's row (its
+    /// pause flag and settings); `invalid_state` while it holds jobs.
+    pub async fn delete_queue(&self, queue: &str) -> Result<()> {
+        let call = self.call(Method::DELETE, &["v1", "queues", queue])?;
+        let req = self.request(&call, true);
+        self.send(req).await?;
+        Ok(())
+    }
+
+    /// `GET /v1/workers`: who holds the tenant's running jobs now.
+    pub async fn list_workers(&self) -> Result<Vec<WorkerInfo>> {
+        let env: WorkersEnvelope = self.get(&["v1", "workers"]).await?;
+        Ok(env.workers)
+    }
+
     /// `POST /v1/queues/{queue}/resume`.
     pub async fn resume(&self, queue: &str) -> Result<Queue> {
         let env: QueueEnvelope = self.post(&["v1", "queues", queue, "resume"], None).await?;

@@ -68,6 +68,7 @@ pub use wire::{
     ApiKey, BulkReplay, BulkReplayed, ClaimOptions, ClaimedJob, CreatedKey, CreatedTenant,
     CronPreview, Enqueued, EventPage, EventQuery, HeartbeatAck, ItemResult, Job, JobEvent, JobPage,
     JobQuery, NewKey, Queue, Schedule, ScheduleRun, StateCounts, Tenant, TenantRef, Whoami,
+    WorkerInfo,
 };
 
 /// Request types shared with the embedded library: what to enqueue, and the

@@ -497,6 +497,24 @@ fn lenient_backoff<'de, D: Deserializer<'de>>(d: D) -> Result<Backoff, D::Error>
     })
 }
 
+/// A worker holding running jobs (`GET /v1/workers`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerInfo {
+    /// The id it claims with.
+    pub worker_id: String,
+    /// The queues of its running jobs, by name.
+    pub queues: Vec<String>,
+    /// How many jobs it holds.
+    pub running: u64,
+    /// Its latest heartbeat on any of them (its claim before the first).
+    pub last_heartbeat_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct WorkersEnvelope {
+    pub(crate) workers: Vec<WorkerInfo>,
+}
+
 /// A tenant (`GET /v1/tenants`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tenant {

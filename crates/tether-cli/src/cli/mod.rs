@@ -18,6 +18,7 @@ mod jobs;
 mod queues;
 mod schedules;
 mod stats;
+mod workers;
 
 use std::ffi::OsString;
 use std::fmt;
@@ -51,6 +52,8 @@ pub enum ClientCommand {
     Keys(admin::KeysArgs),
     /// Per-queue health at a glance, optionally refreshing.
     Stats(stats::StatsArgs),
+    /// Who holds running jobs now: worker, queues, running, last heartbeat.
+    Workers(workers::WorkersArgs),
 }
 
 /// Where the server is, which key to use, and how to print: accepted by
@@ -138,6 +141,7 @@ pub async fn run(command: ClientCommand) -> Result<(), CliError> {
         ClientCommand::Tenants(args) => admin::run_tenants(args).await,
         ClientCommand::Keys(args) => admin::run_keys(args).await,
         ClientCommand::Stats(args) => stats::run(args).await,
+        ClientCommand::Workers(args) => workers::run(args).await,
     }
 }
 

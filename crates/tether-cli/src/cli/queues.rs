@@ -30,6 +30,12 @@ enum QueuesCommand {
         /// The queue.
         queue: String,
     },
+    /// Remove an empty queue (its pause flag and settings): for a name
+    /// made by a typo. A queue holding any job is refused.
+    Rm {
+        /// The queue.
+        queue: String,
+    },
     /// Hand out jobs again.
     Resume {
         /// The queue.
@@ -142,6 +148,13 @@ pub(crate) async fn run(args: QueuesArgs) -> Result<(), CliError> {
                 "paused queue {} ({} ready jobs wait)\n",
                 q.name, q.ready
             ));
+            Ok(())
+        }
+        QueuesCommand::Rm { queue } => {
+            ctx.call(ctx.client.delete_queue(&queue)).await?;
+            if !ctx.json {
+                out(&format!("removed queue {queue}\n"));
+            }
             Ok(())
         }
         QueuesCommand::Resume { queue } => {

@@ -355,3 +355,53 @@ async fn stats_watch_refreshes_until_interrupted() {
     assert!(saw_two, "the refresh never showed the second job");
     assert_eq!(status.code(), Some(0), "{status}");
 }
+
+/// `tether workers` lists who holds running jobs; `tether queues rm`
+/// removes a queue only while it holds no job.
+#[tokio::test]
+async fn workers_and_removing_an_empty_queue() {
+    let s = Setup::sqlite("cli-workers");
+    let none = s.cli(&["workers", "--json"]).ok().json();
+    assert_eq!(none["workers"], json!([]));
+    s.cli(&["enqueue", "imports", "k"]).ok();
+    let (status, claimed) = call(
+        Method::POST,
+        &s.server().url("/v1/queues/imports/claim"),
+        &s.key,
+        Some(json!({"worker_id": "importer-1"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{claimed}");
+    let listed = s.cli(&["--json", "workers"]).ok().json();
+    assert_eq!(listed["workers"][0]["worker_id"], "importer-1");
+    assert_eq!(listed["workers"][0]["queues"], json!(["imports"]));
+    assert_eq!(listed["workers"][0]["running"], 1);
+    let table = s.cli(&["workers"]).ok().stdout;
+    assert!(
+        table.contains("WORKER") && table.contains("importer-1") && table.contains("imports"),
+        "{table}"
+    );
+
+    s.cli(&["queues", "pause", "imprts"]).ok();
+    s.cli(&["queues", "rm", "imprts"]).ok();
+    let queues = s.cli(&["queues", "ls", "--json"]).ok().json();
+    let names: Vec<&str> = queues["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["imports"]);
+    let busy = s.cli(&["queues", "rm", "imports"]).expect(1);
+    assert!(
+        busy.stderr.starts_with("error: invalid_state: ") && busy.stderr.contains("1 job"),
+        "{}",
+        busy.stderr
+    );
+    let gone = s.cli(&["queues", "rm", "imprts"]).expect(1);
+    assert!(
+        gone.stderr.starts_with("error: not_found: "),
+        "{}",
+        gone.stderr
+    );
+}

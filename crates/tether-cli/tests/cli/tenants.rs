@@ -277,7 +277,9 @@ async fn the_admin_acts_for_a_tenant_with_tenant() {
     assert_eq!(own["jobs"].as_array().unwrap().len(), 1);
     // The tenant's own key with --tenant: the server's 403, nothing done.
     let refused = s
-        .cli(&["--key", &acme_key, "--tenant", "default", "enqueue", "x", "k"])
+        .cli(&[
+            "--key", &acme_key, "--tenant", "default", "enqueue", "x", "k",
+        ])
         .expect(1);
     assert!(
         refused.stderr.starts_with("error: permission_denied: "),
