@@ -244,6 +244,13 @@ impl Ctx {
             },
         };
         let url = conn.url.trim().to_owned();
+        // The routes add /v1 themselves: a --url copied from an API path
+        // would ask for /v1/v1/... and read as "not found".
+        if let Some(base) = url.strip_suffix("/v1/").or_else(|| url.strip_suffix("/v1")) {
+            return Err(CliError::Usage(format!(
+                "--url is the server's base URL, without /v1 (try --url {base})"
+            )));
+        }
         let mut client = HttpClient::builder(&url, &key)
             .user_agent(concat!("tether-cli/", env!("CARGO_PKG_VERSION")));
         let tenant = conn
@@ -322,6 +329,12 @@ pub(crate) fn out(text: &str) {
     let mut stdout = std::io::stdout().lock();
     let _ = stdout.write_all(text.as_bytes());
     let _ = stdout.flush();
+}
+
+/// Writes a warning line to stderr (never to stdout, which may be piped).
+pub(crate) fn warn(text: &str) {
+    let mut stderr = std::io::stderr().lock();
+    let _ = writeln!(stderr, "warning: {text}");
 }
 
 /// Whether stdout is a terminal (tables fit its width; bars and in-place

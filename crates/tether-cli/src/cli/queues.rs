@@ -5,7 +5,7 @@ use clap::Subcommand;
 use tether_client::{Queue, QueueConfigPatch, RateLimit};
 
 use super::format::{self, Table};
-use super::{out, CliError, Conn, Ctx};
+use super::{out, warn, CliError, Conn, Ctx};
 
 /// `tether queues …`.
 #[derive(Debug, clap::Args)]
@@ -140,6 +140,7 @@ pub(crate) async fn run(args: QueuesArgs) -> Result<(), CliError> {
             show(&ctx, &q)
         }
         QueuesCommand::Pause { queue } => {
+            warn_if_unknown(&ctx, &queue).await?;
             let q = ctx.call(ctx.client.pause(&queue)).await?;
             if ctx.json {
                 return ctx.print_doc("queue", &q);
@@ -158,6 +159,7 @@ pub(crate) async fn run(args: QueuesArgs) -> Result<(), CliError> {
             Ok(())
         }
         QueuesCommand::Resume { queue } => {
+            warn_if_unknown(&ctx, &queue).await?;
             let q = ctx.call(ctx.client.resume(&queue)).await?;
             if ctx.json {
                 return ctx.print_doc("queue", &q);
@@ -176,6 +178,7 @@ pub(crate) async fn run(args: QueuesArgs) -> Result<(), CliError> {
             key_max_running,
             fair,
         } => {
+            warn_if_unknown(&ctx, &queue).await?;
             let patch = QueueConfigPatch {
                 max_attempts,
                 backoff: super::enqueue::backoff(&ctx, &queue, backoff_base, backoff_cap).await?,
@@ -193,6 +196,24 @@ pub(crate) async fn run(args: QueuesArgs) -> Result<(), CliError> {
             show(&ctx, &q)
         }
     }
+}
+
+/// Warns (on stderr) when `queue` is not among the tenant's queues: any
+/// name is valid, so a typo'd one would be paused or configured silently.
+async fn warn_if_unknown(ctx: &Ctx, queue: &str) -> Result<(), CliError> {
+    let queues = ctx.call(ctx.client.list_queues()).await?;
+    if !queues.iter().any(|q| q.name == queue) {
+        let known: Vec<&str> = queues.iter().map(|q| q.name.as_str()).collect();
+        let known = if known.is_empty() {
+            "none yet".to_owned()
+        } else {
+            known.join(", ")
+        };
+        warn(&format!(
+            "queue '{queue}' has never held a job (a typo?); known queues: {known}"
+        ));
+    }
+    Ok(())
 }
 
 fn show(ctx: &Ctx, q: &Queue) -> Result<(), CliError> {

@@ -382,8 +382,31 @@ async fn workers_and_removing_an_empty_queue() {
         "{table}"
     );
 
-    s.cli(&["queues", "pause", "imprts"]).ok();
+    // A name that never held a job: done, with a warning naming the known ones.
+    let typo = s.cli(&["queues", "pause", "imprts"]).ok();
+    assert!(
+        typo.stderr.contains(
+            "warning: queue 'imprts' has never held a job (a typo?); known queues: imports"
+        ),
+        "{}",
+        typo.stderr
+    );
+    let known = s.cli(&["queues", "pause", "imports"]).ok();
+    assert!(!known.stderr.contains("warning"), "{}", known.stderr);
+    s.cli(&["queues", "resume", "imports"]).ok();
     s.cli(&["queues", "rm", "imprts"]).ok();
+    // --url with /v1: refused with the base URL to use instead.
+    let base = s.server().url("");
+    let v1 = format!("{}/v1", base.trim_end_matches('/'));
+    let hinted = s.cli(&["queues", "ls", "--url", &v1]).expect(2);
+    assert!(
+        hinted.stderr.contains(&format!(
+            "--url is the server's base URL, without /v1 (try --url {})",
+            base.trim_end_matches('/')
+        )),
+        "{}",
+        hinted.stderr
+    );
     let queues = s.cli(&["queues", "ls", "--json"]).ok().json();
     let names: Vec<&str> = queues["queues"]
         .as_array()
