@@ -273,6 +273,12 @@ pub struct JobQuery {
     pub limit: Option<u32>,
     /// Continue after a previous page (its [`JobPage::next_cursor`]).
     pub cursor: Option<String>,
+    /// Only jobs whose id starts with these hex digits (dashes ignored).
+    pub id_prefix: Option<String>,
+    /// Only jobs created at or after this instant.
+    pub created_after: Option<DateTime<Utc>>,
+    /// Only jobs created before this instant.
+    pub created_before: Option<DateTime<Utc>>,
 }
 
 impl JobQuery {
@@ -317,6 +323,12 @@ impl JobQuery {
         self
     }
 
+    /// Only jobs whose id starts with `prefix` (hex digits, dashes ignored).
+    pub fn id_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.id_prefix = Some(prefix.into());
+        self
+    }
+
     pub(crate) fn pairs(&self) -> Vec<(&'static str, String)> {
         let mut q = Vec::new();
         let mut put = |k, v: Option<String>| {
@@ -330,6 +342,10 @@ impl JobQuery {
         put("tag", self.tag.clone());
         put("limit", self.limit.map(|l| l.to_string()));
         put("cursor", self.cursor.clone());
+        put("id_prefix", self.id_prefix.clone());
+        let time = |t: &DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        put("created_after", self.created_after.as_ref().map(time));
+        put("created_before", self.created_before.as_ref().map(time));
         q
     }
 }
@@ -343,6 +359,9 @@ impl From<tether_core::JobFilter> for JobQuery {
             tag: f.tag,
             limit: f.limit,
             cursor: f.cursor.map(|c| c.to_string()),
+            id_prefix: f.id_prefix.map(|p| p.as_str().to_owned()),
+            created_after: f.created_after,
+            created_before: f.created_before,
         }
     }
 }

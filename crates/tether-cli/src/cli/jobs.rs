@@ -23,23 +23,23 @@ enum JobsCommand {
     Ls(ListArgs),
     /// One job: its fields, payload, result, progress and history.
     Show {
-        /// The job's id.
-        id: Uuid,
+        /// The job's id, or its first hex digits (at least 4) if they name one job.
+        id: String,
     },
     /// A job's history, oldest first.
     Events {
-        /// The job's id.
-        id: Uuid,
+        /// The job's id, or its first hex digits (at least 4) if they name one job.
+        id: String,
     },
     /// Cancel a job: a queued one at once, a running one is asked to stop.
     Cancel {
-        /// The job's id.
-        id: Uuid,
+        /// The job's id, or its first hex digits (at least 4) if they name one job.
+        id: String,
     },
-    /// Queue a failed or cancelled job again, with a fresh attempt budget.
+    /// Queue a finished job again (a succeeded one runs again), with a fresh attempt budget.
     Replay {
-        /// The job's id.
-        id: Uuid,
+        /// The job's id, or its first hex digits (at least 4) if they name one job.
+        id: String,
     },
 }
 
@@ -57,6 +57,9 @@ struct ListArgs {
     /// Only jobs carrying this tag.
     #[arg(long)]
     tag: Option<String>,
+    /// Only jobs whose id starts with these hex digits (dashes ignored).
+    #[arg(long)]
+    id_prefix: Option<String>,
     #[command(flatten)]
     page: PageArgs,
 }
@@ -84,8 +87,8 @@ pub(crate) async fn run(args: JobsArgs) -> Result<(), CliError> {
                 state: ls.state,
                 kind: ls.kind,
                 tag: ls.tag,
-                limit: None,
-                cursor: None,
+                id_prefix: ls.id_prefix,
+                ..JobQuery::default()
             };
             let page = list(&ctx, query, &ls.page).await?;
             if ctx.json {
@@ -95,6 +98,7 @@ pub(crate) async fn run(args: JobsArgs) -> Result<(), CliError> {
             Ok(())
         }
         JobsCommand::Show { id } => {
+            let id = resolve_id(&ctx, &id).await?;
             let job = ctx.call(ctx.client.get_job(id)).await?;
             let events = ctx.call(ctx.client.events(id)).await?;
             if ctx.json {
@@ -116,6 +120,7 @@ pub(crate) async fn run(args: JobsArgs) -> Result<(), CliError> {
             Ok(())
         }
         JobsCommand::Events { id } => {
+            let id = resolve_id(&ctx, &id).await?;
             let events = ctx.call(ctx.client.events(id)).await?;
             if ctx.json {
                 return ctx.print_doc("events", &events);
@@ -124,6 +129,7 @@ pub(crate) async fn run(args: JobsArgs) -> Result<(), CliError> {
             Ok(())
         }
         JobsCommand::Cancel { id } => {
+            let id = resolve_id(&ctx, &id).await?;
             let job = ctx.call(ctx.client.cancel(id)).await?;
             if ctx.json {
                 return ctx.print_doc("job", &job);
@@ -139,6 +145,7 @@ pub(crate) async fn run(args: JobsArgs) -> Result<(), CliError> {
             Ok(())
         }
         JobsCommand::Replay { id } => {
+            let id = resolve_id(&ctx, &id).await?;
             let job = ctx.call(ctx.client.replay(id)).await?;
             if ctx.json {
                 return ctx.print_doc("job", &job);
@@ -300,4 +307,39 @@ fn indent(text: &str) -> String {
 
 fn width_less(n: usize) -> Option<usize> {
     format::terminal_width().map(|w| w.saturating_sub(n))
+}
+
+/// Shortest id prefix taken (shorter ones match too many jobs to be useful).
+const MIN_PREFIX: usize = 4;
+
+/// The job `text` names: a whole id, or the first hex digits of exactly
+/// one job's id (as copied from a narrow table or a log line).
+async fn resolve_id(ctx: &Ctx, text: &str) -> Result<Uuid, CliError> {
+    if let Ok(id) = Uuid::try_parse(text) {
+        return Ok(id);
+    }
+    let digits = text.chars().filter(|c| *c != '-').count();
+    if digits < MIN_PREFIX || !text.chars().all(|c| c == '-' || c.is_ascii_hexdigit()) {
+        return Err(CliError::Usage(format!(
+            "{text:?} is neither a job id nor the first {MIN_PREFIX} or more hex digits of one"
+        )));
+    }
+    let query = JobQuery::new().id_prefix(text).limit(3);
+    let page = ctx.call(ctx.client.list_jobs(&query)).await?;
+    match page.jobs.as_slice() {
+        [job] => Ok(job.id),
+        [] => Err(CliError::Failed(format!("no job id starts with {text}"))),
+        many => {
+            let ids: Vec<String> = many.iter().map(|j| j.id.to_string()).collect();
+            let more = if page.next_cursor.is_some() {
+                ", ..."
+            } else {
+                ""
+            };
+            Err(CliError::Usage(format!(
+                "ambiguous id prefix {text}: it matches {}{more}",
+                ids.join(", ")
+            )))
+        }
+    }
 }

@@ -309,3 +309,53 @@ async fn jobs_ls_show_events_cancel_and_replay() {
     s.cli(&["jobs", "cancel"]).expect(2);
     tether(&["no-such-command"], &[], None).expect(2);
 }
+
+/// A job is named by the first hex digits of its id when they name one
+/// job; too few digits, none matching, or several matching are refused
+/// with the reason.
+#[tokio::test]
+async fn jobs_are_named_by_an_id_prefix() {
+    let s = Setup::sqlite("cli-prefix");
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let made = s.cli(&["enqueue", "q", "k", "--json"]).ok().json();
+        ids.push(made["job"]["id"].as_str().unwrap().to_owned());
+    }
+    // Time-ordered ids made in a row share their first digits; the full id
+    // without its last digits names one job.
+    let target = &ids[1];
+    let unique = &target[..target.len() - 4];
+    let shown = s.cli(&["jobs", "show", unique, "--json"]).ok().json();
+    assert_eq!(shown["job"]["id"], target.as_str());
+    let cancelled = s.cli(&["jobs", "cancel", unique, "--json"]).ok().json();
+    assert_eq!(cancelled["job"]["state"], "cancelled");
+    let replayed = s.cli(&["jobs", "replay", unique, "--json"]).ok().json();
+    assert_eq!(replayed["job"]["state"], "queued");
+    let shared = &target[..6];
+    assert!(ids.iter().all(|id| id.starts_with(shared)), "{ids:?}");
+    let ambiguous = s.cli(&["jobs", "show", shared]).expect(2);
+    assert!(
+        ambiguous
+            .stderr
+            .contains(&format!("ambiguous id prefix {shared}: it matches ")),
+        "{}",
+        ambiguous.stderr
+    );
+    let none = s.cli(&["jobs", "show", "ffffffff"]).expect(1);
+    assert!(
+        none.stderr.contains("no job id starts with ffffffff"),
+        "{}",
+        none.stderr
+    );
+    let short = s.cli(&["jobs", "show", "01a"]).expect(2);
+    assert!(
+        short.stderr.contains("4 or more hex digits"),
+        "{}",
+        short.stderr
+    );
+    let listed = s
+        .cli(&["jobs", "ls", "--id-prefix", unique, "--json"])
+        .ok()
+        .json();
+    assert_eq!(listed["jobs"].as_array().unwrap().len(), 1);
+}
