@@ -48,6 +48,12 @@ enum Command {
     Migrate(MigrateCommand),
     #[command(flatten)]
     Client(ClientCommand),
+    /// Print a shell completion script: `tether completions bash >
+    /// /etc/bash_completion.d/tether` (or zsh, fish).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
 }
 
 /// `tether serve`: how it logs, and the service's own options.
@@ -91,6 +97,15 @@ fn main() -> ExitCode {
             Some(log.log_format)
         }
         Command::Client(_) => None,
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            use std::io::Write;
+            // Made whole first: a closed pipe (`| head`) is then no panic.
+            let mut script = Vec::new();
+            clap_complete::generate(*shell, &mut Cli::command(), "tether", &mut script);
+            let _ = std::io::stdout().write_all(&script);
+            return ExitCode::SUCCESS;
+        }
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -116,6 +131,7 @@ fn main() -> ExitCode {
                     ExitCode::from(e.exit_code())
                 })
             }
+            Command::Completions { .. } => unreachable!("answered before the runtime starts"),
         };
         result.map_err(|message| {
             // In JSON, the reason the process stops is a log line like the

@@ -4,6 +4,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+mod completions;
 mod jobs;
 mod queues;
 mod schedules;
