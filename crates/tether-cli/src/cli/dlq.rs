@@ -133,7 +133,10 @@ async fn replay(
             Err(e) => {
                 bar.finish();
                 if replayed > 0 {
-                    eprintln!("replayed {replayed} jobs before the error");
+                    eprintln!(
+                        "replayed {} before the error",
+                        format::plural(replayed, "job")
+                    );
                 }
                 return Err(e);
             }
@@ -169,15 +172,15 @@ async fn replay(
         });
     }
     let what = match &kind {
-        Some(k) => format!("failed {k} jobs"),
-        None => "failed jobs".to_owned(),
+        Some(k) => format::plural(replayed, &format!("failed {k} job")),
+        None => format::plural(replayed, "failed job"),
     };
     if all && rounds > 1 {
         out(&format!(
-            "replayed {replayed} {what} of queue {queue} in {rounds} rounds\n"
+            "replayed {what} of queue {queue} in {rounds} rounds\n"
         ));
     } else {
-        out(&format!("replayed {replayed} {what} of queue {queue}\n"));
+        out(&format!("replayed {what} of queue {queue}\n"));
     }
     if let Some((n, at_least)) = failed_after.filter(|(n, _)| *n > 0) {
         let count = if at_least {

@@ -366,3 +366,13 @@ mod tests {
         );
     }
 }
+
+/// `n` and the noun, singular for one: "1 queue", "2 queues", "0 jobs".
+pub(crate) fn plural(n: impl Into<i128>, noun: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}

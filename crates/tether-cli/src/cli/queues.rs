@@ -145,10 +145,8 @@ pub(crate) async fn run(args: QueuesArgs) -> Result<(), CliError> {
             if ctx.json {
                 return ctx.print_doc("queue", &q);
             }
-            out(&format!(
-                "paused queue {} ({} ready jobs wait)\n",
-                q.name, q.ready
-            ));
+            let waiting = format::plural(q.ready, "ready job");
+            out(&format!("paused queue {} ({waiting} wait)\n", q.name));
             Ok(())
         }
         QueuesCommand::Rm { queue } => {

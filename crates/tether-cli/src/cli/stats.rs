@@ -24,13 +24,17 @@ pub struct StatsArgs {
         value_parser = super::millis
     )]
     watch: Option<i64>,
+    /// A queue whose oldest ready job has waited this long while none of
+    /// its jobs runs reads "stuck" (nobody is claiming it).
+    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = super::millis)]
+    stuck_after: i64,
 }
 
 pub(crate) async fn run(args: StatsArgs) -> Result<(), CliError> {
     let ctx = Ctx::new(&args.conn)?;
     let Some(every) = args.watch else {
         let queues = fetch(&ctx, &args.queues).await?;
-        return print(&ctx, &queues);
+        return print(&ctx, &queues, args.stuck_after);
     };
     let every = Duration::from_millis(every.max(100) as u64);
     // Registered once, before the first frame: a Ctrl-C that lands while a
@@ -50,7 +54,7 @@ pub(crate) async fn run(args: StatsArgs) -> Result<(), CliError> {
                 out(&format!("{}\n", super::Doc::compact("queues", &queues)));
                 None
             }
-            Ok(queues) => Some(render(&queues)),
+            Ok(queues) => Some(render(&queues, args.stuck_after)),
             Err(e) => Some(format!("error: {e}\n")),
         };
         if let Some(frame) = frame {
@@ -93,15 +97,15 @@ async fn fetch(ctx: &Ctx, only: &[String]) -> Result<Vec<Queue>, CliError> {
     Ok(queues)
 }
 
-fn print(ctx: &Ctx, queues: &[Queue]) -> Result<(), CliError> {
+fn print(ctx: &Ctx, queues: &[Queue], stuck_after: i64) -> Result<(), CliError> {
     if ctx.json {
         return ctx.print_doc("queues", &queues);
     }
-    out(&render(queues));
+    out(&render(queues, stuck_after));
     Ok(())
 }
 
-fn render(queues: &[Queue]) -> String {
+fn render(queues: &[Queue], stuck_after: i64) -> String {
     if queues.is_empty() {
         return "no queues yet\n".to_owned();
     }
@@ -139,7 +143,7 @@ fn render(queues: &[Queue]) -> String {
         total.cancelled += c.cancelled;
         t.row(vec![
             q.name.clone(),
-            health(q),
+            health(q, stuck_after),
             c.queued.to_string(),
             q.ready.to_string(),
             q.scheduled.to_string(),
@@ -157,8 +161,8 @@ fn render(queues: &[Queue]) -> String {
     }
     let mut text = t.render(format::terminal_width());
     text.push_str(&format!(
-        "\n{} queues: {} queued, {} running, {} succeeded, {} failed, {} cancelled\n",
-        queues.len(),
+        "\n{}: {} queued, {} running, {} succeeded, {} failed, {} cancelled\n",
+        format::plural(queues.len() as u64, "queue"),
         total.queued,
         total.running,
         total.succeeded,
@@ -169,7 +173,7 @@ fn render(queues: &[Queue]) -> String {
 }
 
 /// One word on what needs attention first.
-fn health(q: &Queue) -> String {
+fn health(q: &Queue, stuck_after: i64) -> String {
     let mut notes = Vec::new();
     if q.paused {
         notes.push("paused");
@@ -177,9 +181,10 @@ fn health(q: &Queue) -> String {
     if q.expired_leases > 0 {
         notes.push("expired leases");
     }
-    // Ready work waiting for over a minute with nothing running: stuck?
-    if !q.paused && q.ready > 0 && q.counts.running == 0 && q.oldest_ready_age_ms > 60_000 {
-        notes.push("stalled");
+    // Ready work waiting past the threshold while none of the queue's
+    // jobs runs: no worker is claiming it.
+    if !q.paused && q.ready > 0 && q.counts.running == 0 && q.oldest_ready_age_ms >= stuck_after {
+        notes.push("stuck");
     }
     if q.counts.failed > 0 {
         notes.push("dead letters");

@@ -428,3 +428,33 @@ async fn workers_and_removing_an_empty_queue() {
         gone.stderr
     );
 }
+
+/// `tether stats` calls a queue stuck when its oldest ready job has
+/// waited past `--stuck-after` with none of its jobs running, and counts
+/// in words ("1 queue").
+#[tokio::test]
+async fn stats_says_stuck_and_counts_in_words() {
+    let s = Setup::sqlite("cli-stuck");
+    s.cli(&["enqueue", "idle", "k"]).ok();
+    let fresh = s.cli(&["stats"]).ok().stdout;
+    assert!(!fresh.contains("stuck"), "{fresh}");
+    assert!(fresh.contains("1 queue: 1 queued"), "{fresh}");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let stuck = s.cli(&["stats", "--stuck-after", "10ms"]).ok().stdout;
+    assert!(stuck.contains("stuck"), "{stuck}");
+    // A running job means someone is claiming: not stuck.
+    s.cli(&["enqueue", "idle", "k"]).ok();
+    let (status, _) = call(
+        Method::POST,
+        &s.server().url("/v1/queues/idle/claim"),
+        &s.key,
+        Some(json!({"worker_id": "w"})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let busy = s.cli(&["stats", "--stuck-after", "10ms"]).ok().stdout;
+    assert!(!busy.contains("stuck"), "{busy}");
+    s.cli(&["enqueue", "other", "k"]).ok();
+    let two = s.cli(&["stats"]).ok().stdout;
+    assert!(two.contains("2 queues: "), "{two}");
+}
