@@ -288,6 +288,16 @@ pub(crate) fn pretty_json(value: &serde_json::Value) -> String {
     serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
 }
 
+/// `n` and the noun, singular for one: "1 queue", "2 queues", "0 jobs".
+pub(crate) fn plural(n: impl Into<i128>, noun: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -364,15 +374,5 @@ mod tests {
             text,
             "id:       x\npayload:  {\n            \"a\": 1\n          }\n"
         );
-    }
-}
-
-/// `n` and the noun, singular for one: "1 queue", "2 queues", "0 jobs".
-pub(crate) fn plural(n: impl Into<i128>, noun: &str) -> String {
-    let n = n.into();
-    if n == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{n} {noun}s")
     }
 }
