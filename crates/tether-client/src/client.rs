@@ -403,6 +403,35 @@ impl HttpClient {
             .collect())
     }
 
+    /// `POST /v1/jobs/cancel`: cancels 1–500 jobs, each as
+    /// [`HttpClient::cancel`] would; one answer per id, in order.
+    pub async fn cancel_jobs(&self, ids: &[Uuid]) -> Result<Vec<ItemResult<Job>>> {
+        self.bulk(&["v1", "jobs", "cancel"], json!({ "ids": ids }))
+            .await
+    }
+
+    /// `POST /v1/jobs/replay`: replays 1–500 finished jobs, each as
+    /// [`HttpClient::replay`] would; one answer per id, in order.
+    pub async fn replay_jobs(&self, ids: &[Uuid]) -> Result<Vec<ItemResult<Job>>> {
+        self.bulk(&["v1", "jobs", "replay"], json!({ "ids": ids }))
+            .await
+    }
+
+    async fn bulk(&self, route: &[&str], body: Value) -> Result<Vec<ItemResult<Job>>> {
+        let env: ResultsEnvelope<BatchItem> = self.post(route, Some(&body)).await?;
+        Ok(env
+            .results
+            .into_iter()
+            .map(|item| ItemResult {
+                id: item.id,
+                result: match (item.ok, item.job) {
+                    (true, Some(job)) => Ok(*job),
+                    _ => Err(item_error(item.error)),
+                },
+            })
+            .collect())
+    }
+
     /// `POST /v1/jobs/{id}/fail`: the attempt failed. The job is queued
     /// again (after its jittered backoff, or exactly `retry_after_ms`), or
     /// `failed` when fatal or out of attempts, or `cancelled` when

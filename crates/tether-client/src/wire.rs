@@ -914,6 +914,9 @@ pub(crate) struct BatchItem {
     pub(crate) lease_expires_at: Option<DateTime<Utc>>,
     #[serde(default)]
     pub(crate) cancel_requested: Option<bool>,
+    /// The job, in the answers of the bulk cancel and replay.
+    #[serde(default)]
+    pub(crate) job: Option<Box<Job>>,
 }
 
 #[cfg(test)]

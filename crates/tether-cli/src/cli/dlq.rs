@@ -1,6 +1,6 @@
 //! `tether dlq ls | replay`: the dead-letter queue is the `failed` jobs.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 
 use chrono::Utc;
 use clap::Subcommand;
@@ -219,53 +219,27 @@ async fn failed_now(ctx: &Ctx, queue: &str, kind: Option<&str>) -> Result<(u64, 
     }
 }
 
-/// A progress bar on stderr, redrawn in place with `\r` (only on a
-/// terminal).
-struct Progress {
-    on: bool,
-    total: Option<u64>,
-}
+/// A progress bar on stderr (only on a terminal): a bar with the count
+/// when the total is known, else a spinner with the count.
+struct Progress(indicatif::ProgressBar);
 
 impl Progress {
     fn new(on: bool, total: Option<u64>) -> Progress {
-        let bar = Progress { on, total };
-        bar.draw(0);
-        bar
+        let bar = match (on, total) {
+            (false, _) => indicatif::ProgressBar::hidden(),
+            (true, Some(total)) => indicatif::ProgressBar::new(total),
+            (true, None) => indicatif::ProgressBar::new_spinner(),
+        };
+        bar.set_message("replaying");
+        Progress(bar)
     }
 
     fn update(&self, done: u64) {
-        self.draw(done);
-    }
-
-    fn draw(&self, done: u64) {
-        if !self.on {
-            return;
-        }
-        const WIDTH: u64 = 30;
-        let line = match self.total {
-            Some(total) if total > 0 => {
-                let shown = done.min(total);
-                let filled = (shown * WIDTH / total) as usize;
-                format!(
-                    "\rreplaying [{}{}] {shown}/{total}",
-                    "#".repeat(filled),
-                    "-".repeat(WIDTH as usize - filled)
-                )
-            }
-            _ => format!("\rreplaying… {done} jobs"),
-        };
-        let mut err = std::io::stderr().lock();
-        let _ = err.write_all(line.as_bytes());
-        let _ = err.flush();
+        self.0.set_position(done);
     }
 
     fn finish(&mut self) {
-        if self.on {
-            // Clear the bar's line so the summary starts clean.
-            let mut err = std::io::stderr().lock();
-            let _ = err.write_all(b"\r\x1b[2K");
-            let _ = err.flush();
-            self.on = false;
-        }
+        // Cleared, so that the summary starts on a clean line.
+        self.0.finish_and_clear();
     }
 }

@@ -32,15 +32,45 @@ enum JobsCommand {
         id: String,
     },
     /// Cancel a job: a queued one at once, a running one is asked to stop.
+    /// Without an id: every job the selection names (--queue, with
+    /// --state, --kind), in batches, asking first when it is more than one.
     Cancel {
         /// The job's id, or its first hex digits (at least 4) if they name one job.
-        id: String,
+        #[arg(required_unless_present = "queue")]
+        id: Option<String>,
+        #[command(flatten)]
+        select: Selection,
     },
     /// Queue a finished job again (a succeeded one runs again), with a fresh attempt budget.
+    /// Without an id: every job the selection names (--queue, --state,
+    /// --kind), in batches, asking first when it is more than one.
     Replay {
         /// The job's id, or its first hex digits (at least 4) if they name one job.
-        id: String,
+        #[arg(required_unless_present = "queue")]
+        id: Option<String>,
+        #[command(flatten)]
+        select: Selection,
     },
+}
+
+/// The jobs a bulk cancel or replay acts on.
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Many jobs at once (instead of an id)")]
+struct Selection {
+    /// Every job of this queue...
+    #[arg(long, conflicts_with = "id")]
+    queue: Option<String>,
+    /// ...in this state (cancel: queued or running; replay: succeeded,
+    /// failed or cancelled) [default: cancel queued, replay failed].
+    #[arg(long, value_parser = super::job_state, requires = "queue")]
+    state: Option<JobState>,
+    /// ...of this kind.
+    #[arg(long, requires = "queue")]
+    kind: Option<String>,
+    /// Do not ask before acting on more than one job (needed when stdin is
+    /// not a terminal).
+    #[arg(long, short = 'y')]
+    yes: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -65,7 +95,7 @@ struct ListArgs {
 }
 
 /// Paging options shared by `jobs ls` and `dlq ls`.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Default, clap::Args)]
 pub(crate) struct PageArgs {
     /// Jobs per page, 1–500 [default: 50, or 500 with --all].
     #[arg(long)]
@@ -76,6 +106,16 @@ pub(crate) struct PageArgs {
     /// Follow every page to the end.
     #[arg(long)]
     all: bool,
+}
+
+impl PageArgs {
+    /// Every page, as `--all`.
+    fn every() -> PageArgs {
+        PageArgs {
+            all: true,
+            ..PageArgs::default()
+        }
+    }
 }
 
 pub(crate) async fn run(args: JobsArgs) -> Result<(), CliError> {
@@ -128,7 +168,9 @@ pub(crate) async fn run(args: JobsArgs) -> Result<(), CliError> {
             events_table(&events, Utc::now()).print();
             Ok(())
         }
-        JobsCommand::Cancel { id } => {
+        JobsCommand::Cancel { id: None, select } => bulk(&ctx, Bulk::Cancel, select).await,
+        JobsCommand::Replay { id: None, select } => bulk(&ctx, Bulk::Replay, select).await,
+        JobsCommand::Cancel { id: Some(id), .. } => {
             let id = resolve_id(&ctx, &id).await?;
             let job = ctx.call(ctx.client.cancel(id)).await?;
             if ctx.json {
@@ -144,7 +186,7 @@ pub(crate) async fn run(args: JobsArgs) -> Result<(), CliError> {
             }
             Ok(())
         }
-        JobsCommand::Replay { id } => {
+        JobsCommand::Replay { id: Some(id), .. } => {
             let id = resolve_id(&ctx, &id).await?;
             let job = ctx.call(ctx.client.replay(id)).await?;
             if ctx.json {
@@ -342,4 +384,116 @@ async fn resolve_id(ctx: &Ctx, text: &str) -> Result<Uuid, CliError> {
             )))
         }
     }
+}
+
+/// What a bulk command does to each job.
+#[derive(Clone, Copy)]
+enum Bulk {
+    Cancel,
+    Replay,
+}
+
+impl Bulk {
+    fn verb(self) -> &'static str {
+        match self {
+            Bulk::Cancel => "cancel",
+            Bulk::Replay => "replay",
+        }
+    }
+
+    fn done(self) -> &'static str {
+        match self {
+            Bulk::Cancel => "cancelled",
+            Bulk::Replay => "replayed",
+        }
+    }
+}
+
+/// Jobs per bulk request (the API's limit).
+const BULK_BATCH: usize = 500;
+
+/// Cancels or replays every job `select` names: lists them first (so each
+/// is acted on once, whatever they become meanwhile), asks, then sends
+/// them in batches with a progress bar on a terminal.
+async fn bulk(ctx: &Ctx, what: Bulk, select: Selection) -> Result<(), CliError> {
+    let default_state = match what {
+        Bulk::Cancel => JobState::Queued,
+        Bulk::Replay => JobState::Failed,
+    };
+    let mut query = JobQuery::new().state(select.state.unwrap_or(default_state));
+    query.queue = select.queue;
+    query.kind = select.kind;
+    let found = list(ctx, query, &PageArgs::every()).await?;
+    let ids: Vec<Uuid> = found.jobs.iter().map(|j| j.id).collect();
+    let many = super::format::plural(ids.len() as u64, "job");
+    if ids.len() > 1 && !select.yes {
+        use std::io::IsTerminal;
+        if !std::io::stdin().is_terminal() {
+            return Err(CliError::Usage(format!(
+                "this would {} {many}: pass --yes to go ahead",
+                what.verb()
+            )));
+        }
+        eprint!("{} {many}? [y/N] ", capitalized(what.verb()));
+        let mut answer = String::new();
+        let _ = std::io::stdin().read_line(&mut answer);
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            return Err(CliError::Failed("nothing done".to_owned()));
+        }
+    }
+    let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        indicatif::ProgressBar::new(ids.len() as u64)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let mut done = 0u64;
+    let mut refused = Vec::new();
+    for batch in ids.chunks(BULK_BATCH) {
+        let answers = match what {
+            Bulk::Cancel => ctx.call(ctx.client.cancel_jobs(batch)).await?,
+            Bulk::Replay => ctx.call(ctx.client.replay_jobs(batch)).await?,
+        };
+        for answer in answers {
+            match answer.result {
+                Ok(_) => done += 1,
+                Err(e) => refused.push((answer.id, e.to_string())),
+            }
+        }
+        bar.inc(batch.len() as u64);
+    }
+    bar.finish_and_clear();
+    if ctx.json {
+        #[derive(serde::Serialize)]
+        struct Refused {
+            id: Uuid,
+            error: String,
+        }
+        #[derive(serde::Serialize)]
+        struct Summary {
+            done: u64,
+            refused: Vec<Refused>,
+        }
+        let refused = refused
+            .into_iter()
+            .map(|(id, error)| Refused { id, error })
+            .collect();
+        return ctx.print_json(&Summary { done, refused });
+    }
+    let mut text = format!("{} {}", what.done(), super::format::plural(done, "job"));
+    if !refused.is_empty() {
+        text.push_str(&format!("; {} could not be:", refused.len()));
+        for (id, error) in &refused {
+            text.push_str(&format!("\n  {id}: {error}"));
+        }
+    }
+    out(&format!("{text}\n"));
+    Ok(())
+}
+
+fn capitalized(word: &str) -> String {
+    let mut chars = word.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
 }

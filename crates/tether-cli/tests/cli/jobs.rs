@@ -359,3 +359,60 @@ async fn jobs_are_named_by_an_id_prefix() {
         .json();
     assert_eq!(listed["jobs"].as_array().unwrap().len(), 1);
 }
+
+/// `jobs cancel --queue` and `jobs replay --queue --state` act on every
+/// job they select, in batches; more than one needs --yes when nobody can
+/// be asked; the summary counts what was done.
+#[tokio::test]
+async fn jobs_are_cancelled_and_replayed_in_bulk() {
+    let s = Setup::sqlite("cli-bulk");
+    for _ in 0..3 {
+        s.cli(&["enqueue", "bulk", "k"]).ok();
+    }
+    s.cli(&["enqueue", "bulk", "other-kind"]).ok();
+    s.cli(&["enqueue", "elsewhere", "k"]).ok();
+    let asked = s.cli(&["jobs", "cancel", "--queue", "bulk"]).expect(2);
+    assert!(
+        asked
+            .stderr
+            .contains("this would cancel 4 jobs: pass --yes"),
+        "{}",
+        asked.stderr
+    );
+    let state = |queue: &str, state: &str| {
+        let listed = s
+            .cli(&["jobs", "ls", "--queue", queue, "--state", state, "--json"])
+            .ok()
+            .json();
+        listed["jobs"].as_array().unwrap().len()
+    };
+    assert_eq!(state("bulk", "queued"), 4, "asking changed nothing");
+    let one = s
+        .cli(&["jobs", "cancel", "--queue", "bulk", "--kind", "other-kind"])
+        .ok();
+    assert_eq!(one.stdout, "cancelled 1 job\n");
+    let done = s.cli(&["jobs", "cancel", "--queue", "bulk", "--yes"]).ok();
+    assert_eq!(done.stdout, "cancelled 3 jobs\n");
+    assert_eq!(state("bulk", "cancelled"), 4);
+    assert_eq!(state("elsewhere", "queued"), 1);
+    let replayed = s
+        .cli(&[
+            "jobs",
+            "replay",
+            "--queue",
+            "bulk",
+            "--state",
+            "cancelled",
+            "-y",
+            "--json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(replayed["done"], 4);
+    assert_eq!(replayed["refused"], json!([]));
+    assert_eq!(state("bulk", "queued"), 4);
+    // An id and a selection together are refused by the parser.
+    s.cli(&["jobs", "cancel", "0000", "--queue", "bulk"])
+        .expect(2);
+    s.cli(&["jobs", "cancel"]).expect(2);
+}
