@@ -59,27 +59,27 @@ pub enum ClientCommand {
 /// Where the server is, which key to use, and how to print: accepted by
 /// every client command, before or after its subcommand.
 #[derive(Debug, Clone, clap::Args)]
-#[command(next_help_heading = "Server and output")]
 pub struct Conn {
     /// The server's base URL.
-    #[arg(long, env = "TETHER_URL", default_value = DEFAULT_URL, global = true)]
+    #[arg(long, env = "TETHER_URL", default_value = DEFAULT_URL, global = true, help_heading = HEADING)]
     url: String,
     /// API key [default: the admin.key file under --data-dir].
-    #[arg(long, env = "TETHER_KEY", hide_env_values = true, global = true)]
+    #[arg(long, env = "TETHER_KEY", hide_env_values = true, global = true, help_heading = HEADING)]
     key: Option<String>,
     /// With an admin key: act for this tenant (name or id) [default: the key's own].
-    #[arg(long, env = "TETHER_TENANT", global = true)]
+    #[arg(long, env = "TETHER_TENANT", global = true, help_heading = HEADING)]
     tenant: Option<String>,
     /// Data directory of a local server: its admin.key is used when no key is given.
     #[arg(
         long,
         env = "TETHER_DATA_DIR",
         default_value = "./tether-data",
-        global = true
+        global = true,
+        help_heading = HEADING
     )]
     data_dir: PathBuf,
     /// Print the API's JSON (one document) instead of human tables.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = HEADING)]
     json: bool,
 }
 
@@ -129,6 +129,11 @@ pub fn hoist_client_flags(args: impl IntoIterator<Item = OsString>) -> Vec<OsStr
     out.extend_from_slice(&args[i + 1..]);
     out
 }
+
+/// The help heading of the [`Conn`] flags. Set on each flag, not as the
+/// struct's `next_help_heading`, which would also file the command's own
+/// arguments (positionals included) under it.
+const HEADING: &str = "Server and output";
 
 /// Runs one client command.
 pub async fn run(command: ClientCommand) -> Result<(), CliError> {
