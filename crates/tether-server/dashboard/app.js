@@ -715,6 +715,91 @@ async function job(r) {
   return { toolbar, content };
 }
 
+/** The form that creates a schedule, or edits the one its Edit button
+ * loaded (`data-editing` holds its id). In the toolbar, so a refresh of
+ * the list never wipes what is being typed. */
+function scheduleForm() {
+  const field = (name, label, input) => el('div', { class: 'field' }, el('label', { for: `schedule-${name}` }, label), input);
+  const text = (name, placeholder) => el('input', { id: `schedule-${name}`, name, placeholder, spellcheck: 'false', autocomplete: 'off' });
+  const note = el('p', { class: 'form-error error', role: 'alert' });
+  const title = el('summary', {}, 'New schedule');
+  const submit = el('button', { type: 'submit' }, 'Create');
+  const form = el('form', { id: 'schedule-form', class: 'settings', novalidate: true, autocomplete: 'off' },
+    field('name', 'name', text('name', 'nightly-report')),
+    field('cron', 'cron', text('cron', '0 3 * * * or @hourly')),
+    field('timezone', 'time zone', text('timezone', 'UTC')),
+    field('queue', 'queue', text('queue', 'reports')),
+    field('kind', 'kind', text('kind', 'build_report')),
+    field('payload', 'payload (JSON)', el('textarea', { id: 'schedule-payload', name: 'payload', rows: 2, spellcheck: 'false' })),
+    field('overlap', 'overlap', el('select', { id: 'schedule-overlap', name: 'overlap' },
+      ['allow', 'skip'].map((o) => el('option', { value: o }, o)))),
+    field('enabled', 'enabled', el('input', { type: 'checkbox', id: 'schedule-enabled', name: 'enabled', checked: true })),
+    el('div', { class: 'buttons' }, submit, el('button', { type: 'reset' }, 'Clear'), note));
+  const box = el('details', { id: 'schedule-editor' }, title, form);
+  form.addEventListener('reset', () => {
+    delete form.dataset.editing;
+    title.textContent = 'New schedule';
+    submit.textContent = 'Create';
+    note.textContent = '';
+  });
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    note.textContent = '';
+    const f = form.elements;
+    const body = {};
+    for (const name of ['name', 'cron', 'timezone', 'queue', 'kind']) {
+      if (f[name].value.trim()) body[name] = f[name].value.trim();
+    }
+    if (f.payload.value.trim()) {
+      try { body.payload = JSON.parse(f.payload.value); } catch (err) { note.textContent = `payload: not JSON (${err.message})`; return; }
+    }
+    body.overlap = f.overlap.value;
+    body.enabled = f.enabled.checked;
+    const editing = form.dataset.editing;
+    try {
+      const { schedule } = editing
+        ? await api('PATCH', `/v1/schedules/${enc(editing)}`, body)
+        : await api('POST', '/v1/schedules', body);
+      form.reset();
+      box.open = false;
+      flash(`Schedule ${schedule.name} ${editing ? 'saved' : 'created'}.`);
+      await render();
+    } catch (err) {
+      note.textContent = errorText(err); // nothing changed: keep what was typed
+    }
+  });
+  /** Loads schedule `s` into the form, to edit it. */
+  box.edit = (s) => {
+    const f = form.elements;
+    for (const name of ['name', 'cron', 'timezone', 'queue', 'kind']) f[name].value = s[name];
+    f.payload.value = s.payload === null ? '' : JSON.stringify(s.payload);
+    f.overlap.value = s.overlap;
+    f.enabled.checked = s.enabled;
+    form.dataset.editing = s.id;
+    title.textContent = `Edit schedule ${s.name}`;
+    submit.textContent = 'Save';
+    box.open = true;
+    f.cron.focus();
+  };
+  return box;
+}
+
+/** The actions of one schedule's row. */
+function scheduleActions(s) {
+  const path = `/v1/schedules/${enc(s.id)}`;
+  const edit = el('button', { type: 'button', 'data-action': 'edit', onclick: () => $('#schedule-editor').edit(s) }, 'Edit');
+  const toggle = s.enabled
+    ? button('Disable', () => api('PATCH', path, { enabled: false }).then(() => `Schedule ${s.name} disabled.`))
+    : button('Enable', () => api('PATCH', path, { enabled: true }).then(() => `Schedule ${s.name} enabled.`));
+  toggle.dataset.action = 'toggle';
+  const trigger = button('Run now', () => api('POST', `${path}/trigger`).then(({ job }) => `Schedule ${s.name} enqueued job ${job.id}.`));
+  trigger.dataset.action = 'trigger';
+  const remove = button('Delete', () => api('DELETE', path).then(() => `Schedule ${s.name} deleted (its jobs stay).`),
+    `Delete schedule ${s.name}? Its jobs stay.`);
+  remove.dataset.action = 'delete';
+  return el('div', { class: 'row-actions' }, edit, toggle, trigger, remove);
+}
+
 async function schedules() {
   // One request for every schedule with its recent runs and next times.
   const list = (await api('GET', '/v1/schedules?runs=10&next=3')).schedules;
@@ -730,12 +815,13 @@ async function schedules() {
       el('td', {}, s.overlap),
       el('td', {}, el('ol', { class: 'times' }, times.map((t) => el('li', {}, when(t))))),
       el('td', {}, when(s.last_run_at, true)),
-      el('td', {}, runs.length ? section(`runs:${s.id}`, `${runs.length} run(s)`, el('ul', { class: 'runs' }, recent), false) : '—'));
+      el('td', {}, runs.length ? section(`runs:${s.id}`, `${runs.length} run(s)`, el('ul', { class: 'runs' }, recent), false) : '—'),
+      el('td', {}, scheduleActions(s)));
   });
   const content = list.length
-    ? table(['Name', 'Cron', 'Zone', 'Queue / kind', 'Enabled', 'Overlap', 'Next runs', 'Last run', 'Recent runs'], rows, { id: 'schedules' })
+    ? table(['Name', 'Cron', 'Zone', 'Queue / kind', 'Enabled', 'Overlap', 'Next runs', 'Last run', 'Recent runs', ''], rows, { id: 'schedules' })
     : el('p', { class: 'muted' }, 'No schedules.');
-  return { toolbar: el('h1', {}, 'Schedules'), content };
+  return { toolbar: [el('h1', {}, 'Schedules'), scheduleForm()], content };
 }
 
 async function workers() {

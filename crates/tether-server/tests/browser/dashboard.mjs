@@ -445,6 +445,41 @@ try {
     assert.equal(url, '/v1/schedules?runs=10&next=3', 'the schedules view reads everything in one request');
   }
 
+  step('schedules: create, edit, disable and enable, run now, delete — from the page');
+  await page.locator('#schedule-editor summary').click();
+  await page.fill('#schedule-name', 'hourly-cleanup');
+  await page.fill('#schedule-cron', '@hourly');
+  await page.fill('#schedule-queue', 'maintenance');
+  await page.fill('#schedule-kind', 'purge');
+  await page.fill('#schedule-payload', '{"older_than": "30d"}');
+  await page.click('#schedule-form button[type=submit]');
+  await page.locator('#flash', { hasText: 'Schedule hourly-cleanup created.' }).waitFor();
+  const made = (await api('GET', '/v1/schedules')).schedules.find((s) => s.name === 'hourly-cleanup');
+  assert.ok(made, 'the schedule exists');
+  assert.deepEqual([made.cron, made.queue, made.kind, made.payload], ['@hourly', 'maintenance', 'purge', { older_than: '30d' }]);
+  const mine = `#schedules tr[data-schedule="${made.id}"]`;
+  await page.locator(mine).waitFor();
+  assert.equal(await page.locator(`${mine} ol.times li`).count(), 3, 'its next three runs are shown');
+  await page.locator(`${mine} button[data-action=edit]`).click();
+  assert.equal(await page.inputValue('#schedule-cron'), '@hourly');
+  await page.fill('#schedule-cron', '30 * * * *');
+  await page.click('#schedule-form button[type=submit]');
+  await page.locator('#flash', { hasText: 'Schedule hourly-cleanup saved.' }).waitFor();
+  await expectText(`${mine} td.mono`, '30 * * * *');
+  await page.locator(`${mine} button[data-action=toggle]`, { hasText: 'Disable' }).click();
+  await page.locator(`${mine} .badge.paused`, { hasText: 'disabled' }).waitFor();
+  assert.equal((await api('GET', `/v1/schedules/${made.id}`)).schedule.enabled, false);
+  await page.locator(`${mine} button[data-action=toggle]`, { hasText: 'Enable' }).click();
+  await page.locator(`${mine} button[data-action=toggle]`, { hasText: 'Disable' }).waitFor();
+  await page.locator(`${mine} button[data-action=trigger]`).click();
+  await page.locator('#flash', { hasText: 'Schedule hourly-cleanup enqueued job' }).waitFor();
+  assert.equal((await api('GET', `/v1/schedules/${made.id}/runs`)).runs.length, 1);
+  const asked = dialogs.length;
+  await page.locator(`${mine} button[data-action=delete]`).click();
+  await page.locator(mine).waitFor({ state: 'detached' });
+  assert.match(dialogs[asked], /^Delete schedule hourly-cleanup\?/);
+  assert.equal((await api('GET', '/v1/schedules')).schedules.some((s) => s.name === 'hourly-cleanup'), false);
+
   step('workers: who holds running jobs, from the jobs themselves');
   await nav('Workers', 'workers');
   await expectText('#workers tr[data-worker="w1"] td[data-count="running"]', '1');
