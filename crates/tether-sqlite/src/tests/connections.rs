@@ -22,10 +22,11 @@ async fn migrations_are_idempotent() {
             (3, "schedules".to_owned()),
             (4, "key_hardening".to_owned()),
             (5, "flow_control".to_owned()),
-            (6, "rate_and_keys".to_owned())
+            (6, "rate_and_keys".to_owned()),
+            (7, "history_time".to_owned())
         ]
     );
-    assert_eq!(SqliteStore::schema_version(), 6);
+    assert_eq!(SqliteStore::schema_version(), 7);
     store.close().await;
 }
 
@@ -62,7 +63,7 @@ async fn concurrent_opens_apply_migrations_once() {
         .fetch_one(&stores[0].reader)
         .await
         .unwrap();
-    assert_eq!(n, 6);
+    assert_eq!(n, SqliteStore::schema_version());
     for store in &stores {
         store.close().await;
     }
