@@ -1,5 +1,5 @@
-//! `tether schedules ls | add | rm | runs | preview | enable | disable |
-//! trigger`. A schedule is named by its id or its name.
+//! `tether schedules ls | add | edit | rm | runs | preview | enable |
+//! disable | trigger`. A schedule is named by its id or its name.
 
 use chrono::{DateTime, Utc};
 use clap::Subcommand;
@@ -45,6 +45,33 @@ enum SchedulesCommand {
         /// Create it disabled.
         #[arg(long)]
         disabled: bool,
+    },
+    /// Change a schedule: only the fields given; its runs stay, and its
+    /// next run is worked out again from now.
+    Edit {
+        /// Its id or name.
+        schedule: String,
+        /// A new name.
+        #[arg(long)]
+        name: Option<String>,
+        /// A new expression (5 or 6 fields, or @hourly, @daily...; quote it).
+        #[arg(long)]
+        cron: Option<String>,
+        /// A new IANA time zone.
+        #[arg(long)]
+        timezone: Option<String>,
+        /// A new queue for its jobs.
+        #[arg(long)]
+        queue: Option<String>,
+        /// A new kind for its jobs.
+        #[arg(long)]
+        kind: Option<String>,
+        /// A new payload for its jobs (JSON).
+        #[arg(long, value_parser = super::json_value)]
+        payload: Option<Value>,
+        /// A new overlap policy (allow or skip).
+        #[arg(long, value_parser = overlap)]
+        overlap: Option<Overlap>,
     },
     /// Delete a schedule and its runs (the jobs it enqueued stay).
     Rm {
@@ -147,6 +174,42 @@ pub(crate) async fn run(args: SchedulesArgs) -> Result<(), CliError> {
                 return ctx.print_doc("schedule", &s);
             }
             out(&format!("created schedule {} ({})\n", s.name, s.id));
+            out(&describe(&s, now));
+            Ok(())
+        }
+        SchedulesCommand::Edit {
+            schedule,
+            name,
+            cron,
+            timezone,
+            queue,
+            kind,
+            payload,
+            overlap,
+        } => {
+            let patch = SchedulePatch {
+                name,
+                cron,
+                timezone,
+                queue,
+                kind,
+                payload,
+                overlap,
+                enabled: None,
+            };
+            if patch == SchedulePatch::default() {
+                return Err(CliError::Usage(
+                    "nothing to change: give at least one of --name, --cron, --timezone, \
+                     --queue, --kind, --payload, --overlap"
+                        .to_owned(),
+                ));
+            }
+            let s = resolve(&ctx, &schedule).await?;
+            let s = ctx.call(ctx.client.patch_schedule(s.id, &patch)).await?;
+            if ctx.json {
+                return ctx.print_doc("schedule", &s);
+            }
+            out(&format!("changed schedule {} ({})\n", s.name, s.id));
             out(&describe(&s, now));
             Ok(())
         }

@@ -191,3 +191,63 @@ async fn schedules_add_ls_preview_trigger_runs_enable_disable_rm() {
         by_name.stderr
     );
 }
+
+/// `schedules edit` changes only the fields given (a nickname too); with
+/// none it is a usage error and changes nothing.
+#[tokio::test]
+async fn schedules_are_edited_field_by_field() {
+    let s = Setup::sqlite("cli-sched-edit");
+    s.cli(&[
+        "schedules",
+        "add",
+        "cleanup",
+        "@daily",
+        "maintenance",
+        "purge",
+    ])
+    .ok();
+    let edited = s
+        .cli(&[
+            "schedules",
+            "edit",
+            "cleanup",
+            "--cron",
+            "@hourly",
+            "--kind",
+            "sweep",
+            "--json",
+        ])
+        .ok()
+        .json();
+    let sched = &edited["schedule"];
+    assert_eq!(
+        (
+            &sched["cron"],
+            &sched["kind"],
+            &sched["queue"],
+            &sched["timezone"]
+        ),
+        (
+            &json!("@hourly"),
+            &json!("sweep"),
+            &json!("maintenance"),
+            &json!("UTC")
+        )
+    );
+    let next = sched["next_run_at"].as_str().unwrap();
+    assert!(next.ends_with(":00:00Z") || next.ends_with(":00:00.000Z"), "{next}");
+    let nothing = s.cli(&["schedules", "edit", "cleanup"]).expect(2);
+    assert!(
+        nothing.stderr.contains("nothing to change"),
+        "{}",
+        nothing.stderr
+    );
+    let missing = s
+        .cli(&["schedules", "edit", "nope", "--cron", "@weekly"])
+        .expect(1);
+    assert!(
+        missing.stderr.starts_with("error: not_found: "),
+        "{}",
+        missing.stderr
+    );
+}
