@@ -51,27 +51,8 @@ enum SchedulesCommand {
     Edit {
         /// Its id or name.
         schedule: String,
-        /// A new name.
-        #[arg(long)]
-        name: Option<String>,
-        /// A new expression (5 or 6 fields, or @hourly, @daily...; quote it).
-        #[arg(long)]
-        cron: Option<String>,
-        /// A new IANA time zone.
-        #[arg(long)]
-        timezone: Option<String>,
-        /// A new queue for its jobs.
-        #[arg(long)]
-        queue: Option<String>,
-        /// A new kind for its jobs.
-        #[arg(long)]
-        kind: Option<String>,
-        /// A new payload for its jobs (JSON).
-        #[arg(long, value_parser = super::json_value)]
-        payload: Option<Value>,
-        /// A new overlap policy (allow or skip).
-        #[arg(long, value_parser = overlap)]
-        overlap: Option<Overlap>,
+        #[command(flatten)]
+        changes: Changes,
     },
     /// Delete a schedule and its runs (the jobs it enqueued stay).
     Rm {
@@ -177,26 +158,8 @@ pub(crate) async fn run(args: SchedulesArgs) -> Result<(), CliError> {
             out(&describe(&s, now));
             Ok(())
         }
-        SchedulesCommand::Edit {
-            schedule,
-            name,
-            cron,
-            timezone,
-            queue,
-            kind,
-            payload,
-            overlap,
-        } => {
-            let patch = SchedulePatch {
-                name,
-                cron,
-                timezone,
-                queue,
-                kind,
-                payload,
-                overlap,
-                enabled: None,
-            };
+        SchedulesCommand::Edit { schedule, changes } => {
+            let patch = SchedulePatch::from(changes);
             if patch == SchedulePatch::default() {
                 return Err(CliError::Usage(
                     "nothing to change: give at least one of --name, --cron, --timezone, \
@@ -337,4 +300,45 @@ fn describe(s: &Schedule, now: DateTime<Utc>) -> String {
                 .unwrap_or_else(|| "- (disabled)".to_owned()),
         ),
     ])
+}
+
+/// What `schedules edit` changes: the fields given.
+#[derive(Debug, clap::Args)]
+struct Changes {
+    /// A new name.
+    #[arg(long)]
+    name: Option<String>,
+    /// A new expression (5 or 6 fields, or @hourly, @daily...; quote it).
+    #[arg(long)]
+    cron: Option<String>,
+    /// A new IANA time zone.
+    #[arg(long)]
+    timezone: Option<String>,
+    /// A new queue for its jobs.
+    #[arg(long)]
+    queue: Option<String>,
+    /// A new kind for its jobs.
+    #[arg(long)]
+    kind: Option<String>,
+    /// A new payload for its jobs (JSON).
+    #[arg(long, value_parser = super::json_value)]
+    payload: Option<Value>,
+    /// A new overlap policy (allow or skip).
+    #[arg(long, value_parser = overlap)]
+    overlap: Option<Overlap>,
+}
+
+impl From<Changes> for SchedulePatch {
+    fn from(c: Changes) -> Self {
+        SchedulePatch {
+            name: c.name,
+            cron: c.cron,
+            timezone: c.timezone,
+            queue: c.queue,
+            kind: c.kind,
+            payload: c.payload,
+            overlap: c.overlap,
+            enabled: None,
+        }
+    }
 }

@@ -235,7 +235,10 @@ async fn schedules_are_edited_field_by_field() {
         )
     );
     let next = sched["next_run_at"].as_str().unwrap();
-    assert!(next.ends_with(":00:00Z") || next.ends_with(":00:00.000Z"), "{next}");
+    assert!(
+        next.ends_with(":00:00Z") || next.ends_with(":00:00.000Z"),
+        "{next}"
+    );
     let nothing = s.cli(&["schedules", "edit", "cleanup"]).expect(2);
     assert!(
         nothing.stderr.contains("nothing to change"),
