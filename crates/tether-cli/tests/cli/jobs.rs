@@ -149,7 +149,7 @@ async fn enqueue_takes_every_option_and_payloads_from_argument_file_and_stdin() 
         "2030-01-01T00:00:00Z",
     ])
     .expect(2);
-    s.cli(&["enqueue", "q", "k", "--delay", "5 minutes"])
+    s.cli(&["enqueue", "q", "k", "--delay", "five minutes"])
         .expect(2);
     s.cli(&["enqueue", "q"]).expect(2);
     let (_, all) = s.get("/v1/jobs?limit=500").await;
