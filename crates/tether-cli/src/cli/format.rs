@@ -54,10 +54,10 @@ impl Table {
     /// The table as text, fitted to `width` columns when given.
     pub(crate) fn render(&self, width: Option<usize>) -> String {
         let n = self.headers.len();
-        let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
+        let mut widths: Vec<usize> = self.headers.iter().map(|h| text_width(h)).collect();
         for row in &self.rows {
             for (i, cell) in row.iter().enumerate() {
-                widths[i] = widths[i].max(cell.chars().count());
+                widths[i] = widths[i].max(text_width(cell));
             }
         }
         if let Some(f) = self.flex {
@@ -71,7 +71,7 @@ impl Table {
                 Some(total) => total.saturating_sub(others).max(MIN_FLEX_WIDTH),
                 None => DEFAULT_FLEX_WIDTH,
             };
-            widths[f] = widths[f].min(room.max(self.headers[f].chars().count()));
+            widths[f] = widths[f].min(room.max(text_width(self.headers[f])));
         }
         let mut text = String::new();
         let header: Vec<String> = self.headers.iter().map(|h| h.to_string()).collect();
@@ -79,7 +79,7 @@ impl Table {
             let mut line = String::new();
             for (i, cell) in row.iter().enumerate() {
                 let cell = truncate(cell, widths[i]);
-                let pad = widths[i] - cell.chars().count();
+                let pad = widths[i].saturating_sub(text_width(&cell));
                 if i > 0 {
                     line.push_str("  ");
                 }
@@ -140,40 +140,26 @@ pub(crate) fn terminal_width() -> Option<usize> {
     {
         return Some(n);
     }
-    stty_columns().or(Some(120))
+    let size = console::Term::stdout().size_checked();
+    Some(size.map_or(120, |(_, columns)| usize::from(columns)))
 }
 
-#[cfg(unix)]
-fn stty_columns() -> Option<usize> {
-    let tty = std::fs::File::open("/dev/tty").ok()?;
-    let out = std::process::Command::new("stty")
-        .arg("size")
-        .stdin(tty)
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    let text = String::from_utf8(out.stdout).ok()?;
-    text.split_whitespace().nth(1)?.parse().ok()
-}
-
-#[cfg(not(unix))]
-fn stty_columns() -> Option<usize> {
-    None
+/// How many terminal columns `text` takes (a wide character takes two).
+pub(crate) fn text_width(text: &str) -> usize {
+    console::measure_text_width(text)
 }
 
 /// `text` on one line (newlines and tabs become spaces), cut to `max`
 /// characters with a trailing `…`.
 pub(crate) fn truncate(text: &str, max: usize) -> String {
     let text = one_line(text);
-    if text.chars().count() <= max {
+    if text_width(&text) <= max {
         return text;
     }
     if max == 0 {
         return String::new();
     }
-    let mut cut: String = text.chars().take(max - 1).collect();
-    cut.push('…');
-    cut
+    console::truncate_str(&text, max, "…").into_owned()
 }
 
 fn one_line(text: &str) -> String {
@@ -341,6 +327,19 @@ mod tests {
         assert_eq!(truncate("a long error message", 10), "a long er…");
         assert_eq!(truncate("line one\nline two", 40), "line one line two");
         assert_eq!(truncate("ééééé", 3), "éé…");
+        // Wide characters take two columns each.
+        assert_eq!(truncate("日本語のエラー", 5), "日本…");
+    }
+
+    #[test]
+    fn wide_text_is_aligned_by_its_columns() {
+        let mut t = Table::new(&["QUEUE", "N"]).numeric(&["N"]);
+        t.row(vec!["メール".into(), "1".into()]);
+        t.row(vec!["mail".into(), "22".into()]);
+        let text = t.render(None);
+        let lines: Vec<&str> = text.lines().collect();
+        let ends: Vec<usize> = lines.iter().map(|l| text_width(l)).collect();
+        assert!(ends.iter().all(|e| *e == ends[0]), "{text}");
     }
 
     #[test]
