@@ -90,6 +90,13 @@ struct ListArgs {
     /// Only jobs whose id starts with these hex digits (dashes ignored).
     #[arg(long)]
     id_prefix: Option<String>,
+    /// Only jobs created at or after this: an RFC 3339 time, or a duration
+    /// meaning that long ago (e.g. 1h30m).
+    #[arg(long, value_name = "TIME|AGO", value_parser = instant_or_ago)]
+    created_after: Option<DateTime<Utc>>,
+    /// Only jobs created before this (an RFC 3339 time, or a duration ago).
+    #[arg(long, value_name = "TIME|AGO", value_parser = instant_or_ago)]
+    created_before: Option<DateTime<Utc>>,
     #[command(flatten)]
     page: PageArgs,
 }
@@ -128,6 +135,8 @@ pub(crate) async fn run(args: JobsArgs) -> Result<(), CliError> {
                 kind: ls.kind,
                 tag: ls.tag,
                 id_prefix: ls.id_prefix,
+                created_after: ls.created_after,
+                created_before: ls.created_before,
                 ..JobQuery::default()
             };
             let page = list(&ctx, query, &ls.page).await?;
@@ -496,4 +505,18 @@ fn capitalized(word: &str) -> String {
         .next()
         .map(|c| c.to_uppercase().chain(chars).collect())
         .unwrap_or_default()
+}
+
+/// An RFC 3339 instant, or a duration meaning that long before now.
+fn instant_or_ago(text: &str) -> Result<DateTime<Utc>, String> {
+    if let Ok(at) = DateTime::parse_from_rfc3339(text.trim()) {
+        return Ok(at.with_timezone(&Utc));
+    }
+    let ago = crate::duration::parse(text).map_err(|_| {
+        format!("{text:?} is neither an RFC 3339 time nor a duration such as 1h30m")
+    })?;
+    chrono::Duration::from_std(ago)
+        .ok()
+        .and_then(|ago| Utc::now().checked_sub_signed(ago))
+        .ok_or_else(|| format!("{text:?} is too long ago"))
 }

@@ -358,6 +358,17 @@ async fn jobs_are_named_by_an_id_prefix() {
         .ok()
         .json();
     assert_eq!(listed["jobs"].as_array().unwrap().len(), 1);
+    // By creation time: a duration ago, or an instant.
+    let count = |args: &[&str]| {
+        let mut all = vec!["jobs", "ls", "--json"];
+        all.extend_from_slice(args);
+        s.cli(&all).ok().json()["jobs"].as_array().unwrap().len()
+    };
+    assert_eq!(count(&["--created-after", "1h"]), 3);
+    assert_eq!(count(&["--created-before", "1h"]), 0);
+    assert_eq!(count(&["--created-after", "2999-01-01T00:00:00Z"]), 0);
+    s.cli(&["jobs", "ls", "--created-after", "yesterday-ish"])
+        .expect(2);
 }
 
 /// `jobs cancel --queue` and `jobs replay --queue --state` act on every
