@@ -509,6 +509,15 @@ async function queue(r) {
   const toggle = q.paused
     ? button('Resume', () => api('POST', `${path}/resume`).then(() => `Queue ${q.name} resumed.`))
     : button('Pause', () => api('POST', `${path}/pause`).then(() => `Queue ${q.name} paused.`));
+  // A queue that holds no job can be removed (a typo'd name, say).
+  const c = q.counts;
+  const empty = c.queued + c.running + c.succeeded + c.failed + c.cancelled === 0;
+  const remove = button('Remove queue', async () => {
+    await api('DELETE', path);
+    location.hash = '#/';
+    return `Queue ${q.name} removed.`;
+  }, `Remove the empty queue ${q.name} (its pause flag and settings)?`);
+  remove.id = 'remove-queue';
   const stat = (name, value, content) => el('div', { class: 'stat', 'data-count': name },
     el('span', { class: 'muted' }, name.replace('_', ' ')), el('strong', {}, content ?? String(value)));
   const stats = el('div', { class: 'stats', id: 'queue-counts' },
@@ -527,7 +536,8 @@ async function queue(r) {
   const content = el('div', { class: 'queue', 'data-queue': q.name },
     el('div', { class: 'actions' },
       q.paused ? el('span', { class: 'badge paused', id: 'queue-status' }, 'paused') : el('span', { class: 'badge active', id: 'queue-status' }, 'active'),
-      toggle, link(jobsOf({}), 'Jobs'), link(`#/dlq?queue=${enc(q.name)}`, 'Dead letters')),
+      toggle, link(jobsOf({}), 'Jobs'), link(`#/dlq?queue=${enc(q.name)}`, 'Dead letters'),
+      empty ? remove : null),
     stats,
     throughputCard(t),
     el('section', { class: 'card', id: 'flow-control' },

@@ -527,6 +527,20 @@ try {
   await shot('jobs-800');
   await page.setViewportSize({ width: 1360, height: 860 });
 
+  step('queue view: an empty queue (a typo) is removed after a question; one with jobs offers no removal');
+  const paused = await fetch(`${BASE}/v1/queues/emials/pause`, { method: 'POST', headers: { Authorization: `Bearer ${KEY}` } });
+  assert.equal(paused.status, 200);
+  await visit('#/queues/emials');
+  const askedBefore = dialogs.length;
+  await page.click('#remove-queue');
+  await page.locator('#queues').waitFor();
+  assert.match(dialogs[askedBefore], /^Remove the empty queue emials/);
+  assert.equal(await page.locator('#queues tr[data-queue="emials"]').count(), 0);
+  assert.equal((await api('GET', '/v1/queues')).queues.some((q) => q.name === 'emials'), false);
+  await visit('#/queues/emails');
+  await page.locator('#queue-counts').waitFor();
+  assert.equal(await page.locator('#remove-queue').count(), 0);
+
   step('tenant switcher: the admin key looks at another tenant, then back at its own');
   await nav('Overview', 'queues');
   assert.equal(await page.locator('#tenant-switch').isVisible(), true);
