@@ -551,7 +551,9 @@ async function queue(r) {
   return { toolbar, content };
 }
 
-const LABELS = { id_prefix: 'id or prefix' };
+const LABELS = { id_prefix: 'id or prefix', created_after: 'created from', created_before: 'created before' };
+// Filters typed as a local date and time; sent to the API as UTC instants.
+const TIMES = ['created_after', 'created_before'];
 
 function filterBar(view, params, fields, ...extra) {
   const form = el('form', { class: 'filters', role: 'search', id: 'filters' });
@@ -560,7 +562,9 @@ function filterBar(view, params, fields, ...extra) {
     const input = f === 'state'
       ? el('select', { name: f, onchange: () => form.requestSubmit() },
         el('option', { value: '' }, 'any'), STATES.map((s) => el('option', { value: s, selected: s === value }, s)))
-      : el('input', { name: f, value, placeholder: `any ${LABELS[f] || f}`, spellcheck: 'false', autocomplete: 'off' });
+      : TIMES.includes(f)
+        ? el('input', { name: f, value, type: 'datetime-local', step: 1 })
+        : el('input', { name: f, value, placeholder: `any ${LABELS[f] || f}`, spellcheck: 'false', autocomplete: 'off' });
     form.append(el('label', {}, el('span', {}, LABELS[f] || f), input));
   }
   const limit = params.get('limit') || '50';
@@ -593,7 +597,12 @@ function pager(view, params, next) {
 
 async function listJobs(params, filters, dlq) {
   const q = new URLSearchParams();
-  for (const f of filters) if (params.get(f)) q.set(f, params.get(f));
+  for (const f of filters) {
+    const v = params.get(f);
+    if (!v) continue;
+    // datetime-local is the browser's local time without a zone.
+    q.set(f, TIMES.includes(f) ? new Date(v).toISOString() : v);
+  }
   if (dlq) q.set('state', 'failed');
   q.set('limit', params.get('limit') || '50');
   if (params.get('cursor')) q.set('cursor', params.get('cursor'));
@@ -605,7 +614,7 @@ const errorCell = (j) => el('td', { class: 'error-text', title: j.last_error || 
 
 async function jobs(r) {
   lastList = location.hash;
-  const filters = ['queue', 'state', 'kind', 'tag', 'id_prefix'];
+  const filters = ['queue', 'state', 'kind', 'tag', 'id_prefix', 'created_after', 'created_before'];
   // A whole id typed into the search opens that job.
   const wanted = (r.params.get('id_prefix') || '').trim();
   if (/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(wanted)) {

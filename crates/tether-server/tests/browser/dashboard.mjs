@@ -518,6 +518,15 @@ try {
   await page.locator('#flash', { hasText: 'Replayed 2 jobs.' }).waitFor();
   for (const id of picked) assert.equal((await api('GET', `/v1/jobs/${id}`)).job.state, 'queued');
 
+  step('jobs: a creation time range (local time in the page, UTC to the API)');
+  const inHour = new Date(Date.now() + 3600000);
+  const local = (d) => new Date(d.getTime() - d.getTimezoneOffset() * 60000).toISOString().slice(0, 19);
+  await visit(`#/jobs?queue=emails&created_after=${encodeURIComponent(local(inHour))}`);
+  await page.locator('#content p.muted', { hasText: 'No jobs match.' }).waitFor();
+  await visit(`#/jobs?queue=emails&created_before=${encodeURIComponent(local(inHour))}`);
+  await until('the emails jobs created before then', async () => (await rows('jobs').count()) === 5 || (await rows('jobs').count()));
+  assert.equal(await page.inputValue('#filters input[name=created_before]'), local(inHour));
+
   step('jobs: fits an 800 px window (the table scrolls in its own box)');
   await page.setViewportSize({ width: 800, height: 860 });
   await visit('#/jobs');
