@@ -25,6 +25,12 @@ import type {
   HeartbeatResponse,
   HeartbeatResult,
   Job,
+  JobResult,
+  JobResultsResponse,
+  ReplayIdsBody,
+  ThroughputResponse,
+  WorkerInfo,
+  WorkerListResponse,
   JobEvent,
   JobListResponse,
   JobState,
@@ -296,6 +302,33 @@ export class Client {
   /** `POST /v1/jobs/{id}/replay`: a finished job (failed, cancelled or succeeded) back to queued, attempt 0. */
   async replay(id: string, body: ReplayBody = {}, opts?: CallOptions): Promise<Job> {
     return (await this.#request<{ job: Job }>({ method: "POST", path: `/v1/jobs/${enc(id)}/replay`, body, retry: false, opts })).job;
+  }
+
+  /** `POST /v1/jobs/cancel`: cancels 1–500 jobs, each on its own; one result per id, in order. */
+  async cancelJobs(ids: string[], opts?: CallOptions): Promise<JobResult[]> {
+    return (await this.#request<JobResultsResponse>({ method: "POST", path: "/v1/jobs/cancel", body: { ids }, retry: false, opts })).results;
+  }
+
+  /** `POST /v1/jobs/replay`: replays 1–500 finished jobs, each on its own; one result per id, in order. */
+  async replayJobs(ids: string[], expiresAt?: string | null, opts?: CallOptions): Promise<JobResult[]> {
+    const body: ReplayIdsBody = expiresAt === undefined ? { ids } : { ids, expires_at: expiresAt };
+    return (await this.#request<JobResultsResponse>({ method: "POST", path: "/v1/jobs/replay", body, retry: false, opts })).results;
+  }
+
+  /** `GET /v1/workers`: who holds the tenant's running jobs now. */
+  async workers(opts?: CallOptions): Promise<WorkerInfo[]> {
+    return (await this.#request<WorkerListResponse>({ method: "GET", path: "/v1/workers", retry: true, opts })).workers;
+  }
+
+  /** `GET /v1/queues/{queue}/throughput`: per-minute outcomes and wait/run percentiles. */
+  throughput(queue: string, minutes?: number, opts?: CallOptions): Promise<ThroughputResponse> {
+    const q = minutes === undefined ? "" : `?minutes=${minutes}`;
+    return this.#request({ method: "GET", path: `/v1/queues/${enc(queue)}/throughput${q}`, retry: true, opts });
+  }
+
+  /** `DELETE /v1/queues/{queue}`: removes an empty queue (409 while it holds jobs). */
+  async deleteQueue(queue: string, opts?: CallOptions): Promise<void> {
+    await this.#request<void>({ method: "DELETE", path: `/v1/queues/${enc(queue)}`, retry: false, opts });
   }
 
   /** `POST /v1/queues/{queue}/replay`: bulk replay of dead (or cancelled) jobs, one round. */

@@ -350,6 +350,10 @@ export interface Schedule {
   last_run_at: string | null;
   created_at: string;
   updated_at: string;
+  /** Its newest runs: only from `GET /v1/schedules?runs=N`. */
+  recent_runs?: ScheduleRun[] | null;
+  /** Its next fire instants: only from `GET /v1/schedules?next=N`. */
+  next_runs?: string[] | null;
 }
 
 /** `POST /v1/schedules`. */
@@ -457,4 +461,65 @@ export interface WhoamiResponse {
 
 export interface Health {
   status: string;
+}
+
+/** `POST /v1/jobs/cancel`: the jobs to cancel, each on its own (1–500). */
+export interface JobIdsBody {
+  ids: string[];
+}
+
+/** `POST /v1/jobs/replay`: the jobs to replay, each on its own (1–500). */
+export interface ReplayIdsBody {
+  ids: string[];
+  expires_at?: string | null;
+}
+
+/** One job of a bulk cancel or replay that went through. */
+export interface JobDone {
+  id: string;
+  ok: true;
+  job: Job;
+}
+
+export type JobResult = JobDone | ItemFailure;
+
+/** The answer of `POST /v1/jobs/cancel` and `POST /v1/jobs/replay`. */
+export interface JobResultsResponse {
+  results: JobResult[];
+}
+
+/** One minute of a queue's history. */
+export interface ThroughputMinute {
+  at: string;
+  succeeded: number;
+  failed: number;
+  retried: number;
+  cancelled: number;
+}
+
+/** p50, p95 and p99 of some durations, in milliseconds. */
+export interface Percentiles {
+  p50: number;
+  p95: number;
+  p99: number;
+}
+
+/** `GET /v1/queues/{queue}/throughput`. */
+export interface ThroughputResponse {
+  minutes: ThroughputMinute[];
+  wait_ms: Percentiles | null;
+  run_ms: Percentiles | null;
+}
+
+/** A worker holding running jobs (`GET /v1/workers`). */
+export interface WorkerInfo {
+  worker_id: string;
+  queues: string[];
+  running: number;
+  last_heartbeat_at: string | null;
+}
+
+/** `GET /v1/workers`. */
+export interface WorkerListResponse {
+  workers: WorkerInfo[];
 }

@@ -278,6 +278,7 @@ schema_of!(
 
 /// One minute of a queue's history.
 #[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = ThroughputMinute)]
 pub struct MinuteDto {
     /// The minute's start.
     #[serde(serialize_with = "super::ser_time")]
@@ -294,6 +295,7 @@ pub struct MinuteDto {
 
 /// The 50th, 95th and 99th percentiles of some durations, in milliseconds.
 #[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[schema(as = Percentiles)]
 pub struct PercentilesDto {
     /// Median.
     pub p50: i64,
@@ -346,6 +348,7 @@ impl From<tether_core::QueueThroughput> for ThroughputResponse {
 
 /// A worker holding running jobs.
 #[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = WorkerInfo)]
 pub struct WorkerDto {
     /// The id it claims with.
     pub worker_id: String,
