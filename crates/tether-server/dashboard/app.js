@@ -80,7 +80,12 @@ function bulkBar() {
     const ids = [...selected];
     if (!ids.length) return 'Select jobs first.';
     if (ids.length > 1 && !window.confirm(`${verb} ${plural(ids.length, 'job')}?`)) return '';
-    const { results } = await api('POST', path, { ids });
+    // The API takes at most 500 ids a request; a selection kept across
+    // pages may hold more.
+    const results = [];
+    for (let i = 0; i < ids.length; i += 500) {
+      results.push(...(await api('POST', path, { ids: ids.slice(i, i + 500) })).results);
+    }
     const failed = results.filter((r) => !r.ok);
     for (const r of results) if (r.ok) selected.delete(r.id);
     const done = `${verb === 'Cancel' ? 'Cancelled' : 'Replayed'} ${plural(results.length - failed.length, 'job')}`;
@@ -769,12 +774,14 @@ function scheduleForm() {
     for (const name of ['name', 'cron', 'timezone', 'queue', 'kind']) {
       if (f[name].value.trim()) body[name] = f[name].value.trim();
     }
+    const editing = form.dataset.editing;
     if (f.payload.value.trim()) {
       try { body.payload = JSON.parse(f.payload.value); } catch (err) { note.textContent = `payload: not JSON (${err.message})`; return; }
+    } else if (editing) {
+      body.payload = null; // emptied while editing: the schedule's jobs get no payload
     }
     body.overlap = f.overlap.value;
     body.enabled = f.enabled.checked;
-    const editing = form.dataset.editing;
     try {
       const { schedule } = editing
         ? await api('PATCH', `/v1/schedules/${enc(editing)}`, body)

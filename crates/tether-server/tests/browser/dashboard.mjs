@@ -463,8 +463,10 @@ try {
   await page.locator(`${mine} button[data-action=edit]`).click();
   assert.equal(await page.inputValue('#schedule-cron'), '@hourly');
   await page.fill('#schedule-cron', '30 * * * *');
+  await page.fill('#schedule-payload', '');
   await page.click('#schedule-form button[type=submit]');
   await page.locator('#flash', { hasText: 'Schedule hourly-cleanup saved.' }).waitFor();
+  assert.equal((await api('GET', `/v1/schedules/${made.id}`)).schedule.payload, null, 'an emptied payload is cleared');
   await expectText(`${mine} td.mono`, '30 * * * *');
   await page.locator(`${mine} button[data-action=toggle]`, { hasText: 'Disable' }).click();
   await page.locator(`${mine} .badge.paused`, { hasText: 'disabled' }).waitFor();
