@@ -25,6 +25,10 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 /// Longest the browser script may run before the test fails as hung.
 const BROWSER_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// The SVG namespace URI, which `document.createElementNS` needs to draw the
+/// throughput chart: the one URL the dashboard's script may spell.
+const SVG_NAMESPACE: &str = "'http://www.w3.org/2000/svg'";
+
 /// A payload that would run script if the page ever parsed job data as HTML.
 const HOSTILE_HTML: &str = "<script>window.__pwned=1</script><img src=x onerror=window.__pwned=2>";
 
@@ -103,7 +107,18 @@ async fn static_files(db: &TestDb) {
 #[test]
 fn the_dashboard_never_parses_data_as_html_and_loads_nothing_from_elsewhere() {
     for name in ["index.html", "app.js", "style.css"] {
-        let text = std::fs::read_to_string(Path::new(DASHBOARD_DIR).join(name)).unwrap();
+        let mut text = std::fs::read_to_string(Path::new(DASHBOARD_DIR).join(name)).unwrap();
+        if name == "app.js" {
+            // The SVG namespace is a name that is never fetched
+            // (createElementNS needs it): this one string, once, in the
+            // script; any other URL still fails below.
+            assert_eq!(
+                text.matches(SVG_NAMESPACE).count(),
+                1,
+                "app.js: {SVG_NAMESPACE}"
+            );
+            text = text.replacen(SVG_NAMESPACE, "", 1);
+        }
         for banned in [
             "innerHTML",
             "outerHTML",
