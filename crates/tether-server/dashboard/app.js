@@ -174,11 +174,12 @@ class ApiError extends Error {
   }
 }
 
-async function api(method, path, body) {
+/** One API request. An admin key looking at another tenant sends it in
+ * X-Tether-Tenant (the server refuses that header, 403, for any other key);
+ * `own` leaves it out: the request is the key's own tenant's. */
+async function api(method, path, body, { own = false } = {}) {
   const headers = { Authorization: `Bearer ${key}` };
-  // An admin key looks at another tenant with this header; the server
-  // refuses it (403) for any other key.
-  if (tenant) headers['X-Tether-Tenant'] = tenant;
+  if (tenant && !own) headers['X-Tether-Tenant'] = tenant;
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   const res = await fetch(path, {
     method, headers, cache: 'no-store', body: body === undefined ? undefined : JSON.stringify(body),
@@ -879,6 +880,7 @@ function signOut(message) {
   me = null;
   tenant = null;
   selected.clear();
+  showTenant();
   $('#tenant-switch').hidden = true;
   sessionStorage.removeItem(KEY);
   sessionStorage.removeItem(TENANT);
@@ -889,23 +891,53 @@ function signOut(message) {
 }
 
 /** Who the key is; for an admin key, the tenant switcher in the header
- * (every tenant, the key's own first). Once per sign-in. */
-async function setUpTenants() {
-  if (me) return;
-  const sent = tenant;
-  tenant = null; // whoami of the key itself
-  try { me = await api('GET', '/v1/whoami'); } finally { tenant = sent; }
-  if (!me.admin) { tenant = null; sessionStorage.removeItem(TENANT); return; }
-  const { tenants } = await api('GET', '/v1/tenants');
-  const names = [me.tenant.name, ...tenants.map((t) => t.name).filter((n) => n !== me.tenant.name)];
+ * (every tenant, the key's own first). Once per sign-in; renders that start
+ * meanwhile wait for the same answer. */
+let settingUp = null;
+function setUpTenants() {
+  if (me) return Promise.resolve();
+  if (!settingUp) settingUp = loadTenants().finally(() => { settingUp = null; });
+  return settingUp;
+}
+
+async function loadTenants() {
+  const who = await api('GET', '/v1/whoami', undefined, { own: true });
+  const list = who.admin ? (await api('GET', '/v1/tenants', undefined, { own: true })).tenants : [];
+  if (!key) return; // signed out meanwhile
+  me = who;
+  if (!me.admin) { chooseTenant(null); return; }
+  const names = [me.tenant.name, ...list.map((t) => t.name).filter((n) => n !== me.tenant.name)];
+  // A tenant kept from before that is gone now: back to the key's own.
+  if (tenant && (!names.includes(tenant) || tenant === me.tenant.name)) chooseTenant(null);
   const pick = $('#tenant');
   pick.replaceChildren(...names.map((n) => el('option', { value: n, selected: n === (tenant || me.tenant.name) }, n)));
   $('#tenant-switch').hidden = false;
+  showTenant();
+}
+
+/** Looks at tenant `name` (null: the key's own) from now on, in this tab. */
+function chooseTenant(name) {
+  tenant = name;
+  if (tenant) sessionStorage.setItem(TENANT, tenant); else sessionStorage.removeItem(TENANT);
+  selected.clear(); // ids of another tenant mean nothing here
+  showTenant();
+}
+
+/** The header says whose data is on screen; another tenant's stands out. */
+function showTenant() {
+  const other = Boolean(me && me.admin && tenant);
+  $('#tenant-switch').classList.toggle('acting', other);
+  $('#tenant-label').textContent = other ? 'viewing tenant' : 'tenant';
+  $('#tenant-switch').title = other
+    ? `Every request acts for tenant ${tenant} (X-Tether-Tenant); the key is ${me.tenant.name}'s admin key.`
+    : 'The tenant shown; an admin key may look at any other.';
+  document.body.dataset.tenant = tenant || (me ? me.tenant.name : '');
 }
 
 async function render() {
   if (!key) return showSignIn();
   try { await setUpTenants(); } catch (e) { status(`Refresh failed: ${errorText(e)}`); return; }
+  if (!key) return showSignIn();
   for (const id of ['#nav', '#sign-out', '#auto', '#view']) $(id).hidden = false;
   $('#sign-in').hidden = true;
   const mine = ++seq;
@@ -987,9 +1019,7 @@ $('#sign-in').addEventListener('submit', async (e) => {
 $('#sign-out').addEventListener('click', () => signOut('Signed out.'));
 $('#tenant').addEventListener('change', (e) => {
   const name = e.target.value;
-  tenant = me && name !== me.tenant.name ? name : null;
-  if (tenant) sessionStorage.setItem(TENANT, tenant); else sessionStorage.removeItem(TENANT);
-  selected.clear(); // ids of another tenant mean nothing here
+  chooseTenant(me && name !== me.tenant.name ? name : null);
   shown = null;
   render();
 });
