@@ -69,8 +69,27 @@ function jobRow(j, cells) {
     location.hash = `#/jobs/${enc(j.id)}`;
   };
   const tick = el('input', { type: 'checkbox', class: 'pick', 'aria-label': `select job ${j.id}`, checked: selected.has(j.id) });
-  tick.addEventListener('change', () => { if (tick.checked) selected.add(j.id); else selected.delete(j.id); });
+  tick.addEventListener('change', () => {
+    if (tick.checked) selected.add(j.id); else selected.delete(j.id);
+    syncBulk();
+  });
   return el('tr', { 'data-id': j.id, class: 'clickable', onclick: open }, el('td', {}, tick), cells);
+}
+
+/** The bulk bar as the ticks are: "all shown" ticked when every row is,
+ * and how many jobs a bulk action would touch (ticks on other pages count). */
+function syncBulk() {
+  const boxes = [...document.querySelectorAll('#content input.pick')];
+  const all = $('#select-all');
+  const count = $('#selected-count');
+  if (!all || !count) return;
+  all.checked = boxes.length > 0 && boxes.every((b) => b.checked);
+  all.indeterminate = !all.checked && boxes.some((b) => b.checked);
+  const elsewhere = selected.size - boxes.filter((b) => b.checked).length;
+  count.textContent = selected.size
+    ? `${selected.size} selected${elsewhere > 0 ? ` (${elsewhere} not shown here)` : ''}`
+    : 'none selected';
+  for (const b of document.querySelectorAll('#cancel-selected, #replay-selected, #clear-selection')) b.disabled = selected.size === 0;
 }
 
 /** Cancel or replay the ticked jobs with one bulk request, asking first
@@ -90,8 +109,9 @@ function bulkBar() {
   });
   const all = el('input', { type: 'checkbox', id: 'select-all', 'aria-label': 'select every job shown' });
   all.addEventListener('change', () => {
+    const on = all.checked;
     for (const box of document.querySelectorAll('#content input.pick')) {
-      box.checked = all.checked;
+      box.checked = on;
       box.dispatchEvent(new Event('change'));
     }
   });
@@ -99,7 +119,13 @@ function bulkBar() {
   cancel.id = 'cancel-selected';
   const replay = act('Replay', '/v1/jobs/replay');
   replay.id = 'replay-selected';
-  return el('div', { class: 'bulk' }, el('label', {}, all, ' all shown'), cancel, replay);
+  const clear = el('button', { type: 'button', id: 'clear-selection', onclick: () => {
+    selected.clear();
+    for (const box of document.querySelectorAll('#content input.pick')) box.checked = false;
+    syncBulk();
+  } }, 'Clear selection');
+  return el('div', { class: 'bulk' }, el('label', {}, all, ' all shown'),
+    el('span', { class: 'muted', id: 'selected-count', 'aria-live': 'polite' }), cancel, replay, clear);
 }
 
 function dur(ms) {
@@ -973,6 +999,7 @@ async function render() {
       $('#content').replaceChildren(...[built.content].flat().filter(Boolean));
     }
     restoreSections();
+    syncBulk();
     if (fresh) window.scrollTo(0, 0); else window.scrollTo(x, y);
     shown = hash;
     renders += 1;
