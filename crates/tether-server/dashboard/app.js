@@ -498,9 +498,12 @@ function throughputChart(t) {
     });
     const attrs = { class: 'minute', 'data-minute': m.at };
     for (const o of OUTCOMES) attrs[`data-${o}`] = m[o];
-    return svg('g', attrs, svg('title', {}, `${minute}Z: ${OUTCOMES.map((o) => `${m[o]} ${o}`).join(', ')}`), parts);
+    // The whole column answers to the pointer, an empty minute too.
+    const hit = svg('rect', { class: 'hit', x: (left + i * step).toFixed(1), y: 8, width: step.toFixed(1), height: height - bottom - 8 });
+    return svg('g', attrs, svg('title', {}, `${minute}Z: ${OUTCOMES.map((o) => `${m[o]} ${o}`).join(', ')}`), hit, parts);
   });
   const first = t.minutes[0]?.at.slice(11, 16) || '';
+  const middle = t.minutes[Math.floor(n / 2)]?.at.slice(11, 16) || '';
   const last = t.minutes[n - 1]?.at.slice(11, 16) || '';
   return svg('svg', { class: 'chart', id: 'throughput-chart', viewBox: `0 0 ${width} ${height}`, role: 'img',
     'aria-label': `jobs finished per minute, last ${n} minutes` },
@@ -509,6 +512,7 @@ function throughputChart(t) {
   svg('text', { x: 2, y: 16, id: 'chart-max' }, String(max)),
   svg('text', { x: 2, y: height - bottom }, '0'),
   svg('text', { x: left, y: height - 4 }, `${first}Z`),
+  svg('text', { x: (left + Math.floor(n / 2) * step).toFixed(1), y: height - 4, 'text-anchor': 'middle' }, `${middle}Z`),
   svg('text', { x: width - 40, y: height - 4 }, `${last}Z`),
   bars);
 }
