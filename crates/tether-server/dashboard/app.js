@@ -51,8 +51,14 @@ const truncate = (s, n) => (s && s.length > n ? `${s.slice(0, n - 1)}…` : s ||
 const json = (v) => el('pre', { class: 'json' }, v === undefined ? 'null' : JSON.stringify(v, null, 2));
 
 /** A table in a box of its own that scrolls sideways when the window is
- * narrower than the table (the page itself never does). */
+ * narrower than the table (the page itself never does). Each cell carries
+ * its column's name (data-label), which a table of class "stack" shows
+ * beside it when a narrow window lays its rows out as cards. */
 function table(headers, rows, attrs) {
+  const names = headers.map((h) => (Array.isArray(h) ? h[0] : h));
+  for (const row of rows) {
+    [...row.children].forEach((td, i) => { if (names[i]) td.dataset.label = names[i]; });
+  }
   return el('div', { class: 'scroll' }, el('table', attrs,
     // A header given as [text] heads a column of numbers.
     el('thead', {}, el('tr', {}, headers.map((h) => (Array.isArray(h) ? el('th', { class: 'num' }, h[0]) : el('th', {}, h))))),
@@ -604,8 +610,9 @@ function filterBar(view, params, fields, ...extra) {
   form.append(
     el('label', {}, el('span', {}, 'per page'), el('select', { name: 'limit', onchange: () => form.requestSubmit() },
       sizes.map((n) => el('option', { value: n, selected: n === limit }, n)))),
-    el('button', { type: 'submit' }, 'Apply'),
-    el('button', { type: 'button', onclick: () => go(view, {}) }, 'Clear'),
+    el('span', { class: 'filter-buttons' },
+      el('button', { type: 'submit' }, 'Apply'),
+      el('button', { type: 'button', onclick: () => go(view, {}) }, 'Clear')),
     ...extra);
   form.addEventListener('submit', (e) => {
     e.preventDefault();
@@ -658,7 +665,7 @@ async function jobs(r) {
     el('td', {}, j.queue), el('td', { class: 'mono' }, jobLink(j)), el('td', {}, j.kind),
     el('td', {}, badge(j.state), j.cancel_requested ? ' cancel requested' : ''),
     el('td', { class: 'num' }, `${j.attempt}/${j.max_attempts}`),
-    el('td', {}, when(j.created_at, true)), errorCell(j)]));
+    el('td', { class: 'age' }, when(j.created_at, true)), errorCell(j)]));
   const content = [
     page.jobs.length ? bulkBar() : null,
     page.jobs.length
@@ -697,7 +704,7 @@ async function dlq(r) {
   const rows = page.jobs.map((j) => jobRow(j, [
     el('td', {}, j.queue), el('td', { class: 'mono' }, jobLink(j)), el('td', {}, j.kind),
     el('td', { class: 'num' }, `${j.attempt}/${j.max_attempts}`),
-    el('td', {}, when(j.finished_at, true)), errorCell(j),
+    el('td', { class: 'age' }, when(j.finished_at, true)), errorCell(j),
     el('td', {}, button('Replay', () => api('POST', `/v1/jobs/${enc(j.id)}/replay`).then(() => `Job ${j.id} replayed.`)))]));
   const what = `every failed job${r.params.get('kind') ? ` of kind ${r.params.get('kind')}` : ''} in ${r.params.get('queue') ? `queue ${r.params.get('queue')}` : 'every queue'}`;
   const all = button('Replay all matching', () => replayAll(r.params), `Replay ${what}?`);
@@ -870,7 +877,8 @@ async function schedules() {
       el('td', {}, scheduleActions(s)));
   });
   const content = list.length
-    ? table(['Name', 'Cron', 'Zone', 'Queue / kind', 'Enabled', 'Overlap', 'Next runs', 'Last run', 'Recent runs', ''], rows, { id: 'schedules' })
+    ? table(['Name', 'Cron', 'Zone', 'Queue / kind', 'Enabled', 'Overlap', 'Next runs', 'Last run', 'Recent runs', ''], rows,
+      { id: 'schedules', class: 'stack' })
     : el('p', { class: 'muted' }, 'No schedules.');
   return { toolbar: [el('h1', {}, 'Schedules'), scheduleForm()], content };
 }
