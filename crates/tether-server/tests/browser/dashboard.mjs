@@ -101,11 +101,20 @@ try {
   });
 
   // The whole page, no taller than its content (a short window first).
+  // Auto-refreshes are held meanwhile (a refresh landing during the capture
+  // left rows half painted): the page's timer skips its turn while a render
+  // is counted in flight (app.js: inflight), so one is counted.
   const shot = async (name) => {
-    const size = page.viewportSize();
-    await page.setViewportSize({ width: size.width, height: 240 });
-    await page.screenshot({ path: path.join(OUT, `${name}.png`), fullPage: true });
-    await page.setViewportSize(size);
+    await page.evaluate(() => { inflight += 1; }); // eslint-disable-line no-undef
+    await sleep(300); // a refresh already under way lands
+    try {
+      const size = page.viewportSize();
+      await page.setViewportSize({ width: size.width, height: 240 });
+      await page.screenshot({ path: path.join(OUT, `${name}.png`), fullPage: true });
+      await page.setViewportSize(size);
+    } finally {
+      await page.evaluate(() => { inflight -= 1; }); // eslint-disable-line no-undef
+    }
   };
   const text = async (selector) => (await page.locator(selector).first().textContent({ timeout: 1000 }))?.trim();
   const expectText = (selector, expected) =>
@@ -541,6 +550,7 @@ try {
   assert.equal(await page.inputValue('#schedule-cron'), '@hourly');
   assert.equal(await page.inputValue('#schedule-timezone'), 'America/New_York');
   assert.equal(await page.inputValue('#schedule-payload'), '{"older_than":"30d"}');
+  await shot('schedule-edit');
   await page.fill('#schedule-cron', '30 * * * *');
   await page.click('#schedule-form button[type=submit]');
   await page.locator('#flash', { hasText: 'Schedule hourly-cleanup saved.' }).waitFor();
@@ -678,6 +688,7 @@ try {
   step('every view fits an 800 px window: only a table\'s own box scrolls sideways');
   await page.setViewportSize({ width: 800, height: 860 });
   await page.locator('#view h1').click(); // out of the search field: refreshes go on
+  await until('a refresh after the typing', async () => /^Updated /.test(await text('#status')) || text('#status'));
   // What sticks out of the window, outside a box that scrolls sideways.
   const overflowing = () => page.evaluate(() => {
     const out = [];
@@ -705,7 +716,6 @@ try {
   for (const id of (await ids('jobs')).slice(0, 2)) await page.locator(`#jobs tr[data-id="${id}"] input.pick`).check();
   await expectText('#selected-count', '2 selected');
   assert.ok((await overflowing()).out.length === 0);
-  await until('a refresh after the typing', async () => /^Updated /.test(await text('#status')) || text('#status'));
   await shot('jobs-800');
   await page.locator('#clear-selection').click();
   await page.setViewportSize({ width: 1360, height: 860 });
