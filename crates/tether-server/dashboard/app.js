@@ -808,12 +808,14 @@ function scheduleForm() {
     for (const name of ['name', 'cron', 'timezone', 'queue', 'kind']) {
       if (f[name].value.trim()) body[name] = f[name].value.trim();
     }
+    const editing = form.dataset.editing;
     if (f.payload.value.trim()) {
       try { body.payload = JSON.parse(f.payload.value); } catch (err) { note.textContent = `payload: not JSON (${err.message})`; return; }
+    } else if (editing) {
+      body.payload = null; // emptied: a PATCH without it would keep the old one
     }
     body.overlap = f.overlap.value;
     body.enabled = f.enabled.checked;
-    const editing = form.dataset.editing;
     try {
       const { schedule } = editing
         ? await api('PATCH', `/v1/schedules/${enc(editing)}`, body)

@@ -552,11 +552,13 @@ try {
   assert.equal(await page.inputValue('#schedule-payload'), '{"older_than":"30d"}');
   await shot('schedule-edit');
   await page.fill('#schedule-cron', '30 * * * *');
+  await page.fill('#schedule-payload', ''); // emptied: the payload becomes null
   await page.click('#schedule-form button[type=submit]');
   await page.locator('#flash', { hasText: 'Schedule hourly-cleanup saved.' }).waitFor();
   await expectText(`${mine} td.mono`, '30 * * * *');
   const edited = (await api('GET', `/v1/schedules/${made.id}`)).schedule;
-  assert.deepEqual([edited.cron, edited.timezone, edited.overlap], ['30 * * * *', 'America/New_York', 'skip'], 'the rest stays');
+  assert.deepEqual([edited.cron, edited.timezone, edited.overlap, edited.payload], ['30 * * * *', 'America/New_York', 'skip', null],
+    'the cron changed, the payload was emptied, the rest stays');
   await page.locator(`${mine} button[data-action=toggle]`, { hasText: 'Disable' }).click();
   await page.locator(`${mine} .badge.paused`, { hasText: 'disabled' }).waitFor();
   assert.equal((await api('GET', `/v1/schedules/${made.id}`)).schedule.enabled, false);
