@@ -11,6 +11,7 @@ const TENANT = 'tether.tenant'; // the tenant an admin key is looking at
 const REFRESH_MS = Number(new URLSearchParams(location.search).get('refresh_ms')) || 5000;
 const STATES = ['queued', 'running', 'succeeded', 'failed', 'cancelled'];
 const PAGE_SIZES = ['10', '25', '50', '100'];
+const BULK_MAX = 500; // ids per POST /v1/jobs/cancel or /replay
 const $ = (selector) => document.querySelector(selector);
 const enc = encodeURIComponent;
 
@@ -105,13 +106,18 @@ function bulkBar() {
     const ids = [...selected];
     if (!ids.length) return 'Select jobs first.';
     if (ids.length > 1 && !window.confirm(`${verb} ${plural(ids.length, 'job')}?`)) return '';
-    const { results } = await api('POST', path, { ids });
+    // The API takes at most BULK_MAX ids a request (ticks can span pages).
+    const results = [];
+    for (let i = 0; i < ids.length; i += BULK_MAX) {
+      results.push(...(await api('POST', path, { ids: ids.slice(i, i + BULK_MAX) })).results);
+    }
     const failed = results.filter((r) => !r.ok);
     for (const r of results) if (r.ok) selected.delete(r.id);
     const done = `${verb === 'Cancel' ? 'Cancelled' : 'Replayed'} ${plural(results.length - failed.length, 'job')}`;
-    return failed.length
-      ? `${done}; ${failed.length} could not be: ${failed.map((r) => `${r.id}: ${r.error.message}`).join('; ')}`
-      : `${done}.`;
+    if (!failed.length) return `${done}.`;
+    const why = failed.slice(0, 5).map((r) => `${r.id}: ${r.error.message}`);
+    if (failed.length > 5) why.push(`and ${failed.length - 5} more (still ticked)`);
+    return `${done}; ${failed.length} could not be: ${why.join('; ')}`;
   });
   const all = el('input', { type: 'checkbox', id: 'select-all', 'aria-label': 'select every job shown' });
   all.addEventListener('change', () => {
