@@ -11,6 +11,7 @@ const TENANT = 'tether.tenant'; // the tenant an admin key is looking at
 const REFRESH_MS = Number(new URLSearchParams(location.search).get('refresh_ms')) || 5000;
 const STATES = ['queued', 'running', 'succeeded', 'failed', 'cancelled'];
 const PAGE_SIZES = ['10', '25', '50', '100'];
+const BULK_MAX = 500; // ids per POST /v1/jobs/cancel or /replay
 const $ = (selector) => document.querySelector(selector);
 const enc = encodeURIComponent;
 
@@ -51,8 +52,14 @@ const truncate = (s, n) => (s && s.length > n ? `${s.slice(0, n - 1)}…` : s ||
 const json = (v) => el('pre', { class: 'json' }, v === undefined ? 'null' : JSON.stringify(v, null, 2));
 
 /** A table in a box of its own that scrolls sideways when the window is
- * narrower than the table (the page itself never does). */
+ * narrower than the table (the page itself never does). Each cell carries
+ * its column's name (data-label), which a table of class "stack" shows
+ * beside it when a narrow window lays its rows out as cards. */
 function table(headers, rows, attrs) {
+  const names = headers.map((h) => (Array.isArray(h) ? h[0] : h));
+  for (const row of rows) {
+    [...row.children].forEach((td, i) => { if (names[i]) td.dataset.label = names[i]; });
+  }
   return el('div', { class: 'scroll' }, el('table', attrs,
     // A header given as [text] heads a column of numbers.
     el('thead', {}, el('tr', {}, headers.map((h) => (Array.isArray(h) ? el('th', { class: 'num' }, h[0]) : el('th', {}, h))))),
@@ -69,8 +76,27 @@ function jobRow(j, cells) {
     location.hash = `#/jobs/${enc(j.id)}`;
   };
   const tick = el('input', { type: 'checkbox', class: 'pick', 'aria-label': `select job ${j.id}`, checked: selected.has(j.id) });
-  tick.addEventListener('change', () => { if (tick.checked) selected.add(j.id); else selected.delete(j.id); });
+  tick.addEventListener('change', () => {
+    if (tick.checked) selected.add(j.id); else selected.delete(j.id);
+    syncBulk();
+  });
   return el('tr', { 'data-id': j.id, class: 'clickable', onclick: open }, el('td', {}, tick), cells);
+}
+
+/** The bulk bar as the ticks are: "all shown" ticked when every row is,
+ * and how many jobs a bulk action would touch (ticks on other pages count). */
+function syncBulk() {
+  const boxes = [...document.querySelectorAll('#content input.pick')];
+  const all = $('#select-all');
+  const count = $('#selected-count');
+  if (!all || !count) return;
+  all.checked = boxes.length > 0 && boxes.every((b) => b.checked);
+  all.indeterminate = !all.checked && boxes.some((b) => b.checked);
+  const elsewhere = selected.size - boxes.filter((b) => b.checked).length;
+  count.textContent = selected.size
+    ? `${selected.size} selected${elsewhere > 0 ? ` (${elsewhere} not shown here)` : ''}`
+    : 'none selected';
+  for (const b of document.querySelectorAll('#cancel-selected, #replay-selected, #clear-selection')) b.disabled = selected.size === 0;
 }
 
 /** Cancel or replay the ticked jobs with one bulk request, asking first
@@ -80,23 +106,24 @@ function bulkBar() {
     const ids = [...selected];
     if (!ids.length) return 'Select jobs first.';
     if (ids.length > 1 && !window.confirm(`${verb} ${plural(ids.length, 'job')}?`)) return '';
-    // The API takes at most 500 ids a request; a selection kept across
-    // pages may hold more.
+    // The API takes at most BULK_MAX ids a request (ticks can span pages).
     const results = [];
-    for (let i = 0; i < ids.length; i += 500) {
-      results.push(...(await api('POST', path, { ids: ids.slice(i, i + 500) })).results);
+    for (let i = 0; i < ids.length; i += BULK_MAX) {
+      results.push(...(await api('POST', path, { ids: ids.slice(i, i + BULK_MAX) })).results);
     }
     const failed = results.filter((r) => !r.ok);
     for (const r of results) if (r.ok) selected.delete(r.id);
     const done = `${verb === 'Cancel' ? 'Cancelled' : 'Replayed'} ${plural(results.length - failed.length, 'job')}`;
-    return failed.length
-      ? `${done}; ${failed.length} could not be: ${failed.map((r) => `${r.id}: ${r.error.message}`).join('; ')}`
-      : `${done}.`;
+    if (!failed.length) return `${done}.`;
+    const why = failed.slice(0, 5).map((r) => `${r.id}: ${r.error.message}`);
+    if (failed.length > 5) why.push(`and ${failed.length - 5} more (still ticked)`);
+    return `${done}; ${failed.length} could not be: ${why.join('; ')}`;
   });
   const all = el('input', { type: 'checkbox', id: 'select-all', 'aria-label': 'select every job shown' });
   all.addEventListener('change', () => {
+    const on = all.checked;
     for (const box of document.querySelectorAll('#content input.pick')) {
-      box.checked = all.checked;
+      box.checked = on;
       box.dispatchEvent(new Event('change'));
     }
   });
@@ -104,7 +131,13 @@ function bulkBar() {
   cancel.id = 'cancel-selected';
   const replay = act('Replay', '/v1/jobs/replay');
   replay.id = 'replay-selected';
-  return el('div', { class: 'bulk' }, el('label', {}, all, ' all shown'), cancel, replay);
+  const clear = el('button', { type: 'button', id: 'clear-selection', onclick: () => {
+    selected.clear();
+    for (const box of document.querySelectorAll('#content input.pick')) box.checked = false;
+    syncBulk();
+  } }, 'Clear selection');
+  return el('div', { class: 'bulk' }, el('label', {}, all, ' all shown'),
+    el('span', { class: 'muted', id: 'selected-count', 'aria-live': 'polite' }), cancel, replay, clear);
 }
 
 function dur(ms) {
@@ -179,11 +212,12 @@ class ApiError extends Error {
   }
 }
 
-async function api(method, path, body) {
+/** One API request. An admin key looking at another tenant sends it in
+ * X-Tether-Tenant (the server refuses that header, 403, for any other key);
+ * `own` leaves it out: the request is the key's own tenant's. */
+async function api(method, path, body, { own = false } = {}) {
   const headers = { Authorization: `Bearer ${key}` };
-  // An admin key looks at another tenant with this header; the server
-  // refuses it (403) for any other key.
-  if (tenant) headers['X-Tether-Tenant'] = tenant;
+  if (tenant && !own) headers['X-Tether-Tenant'] = tenant;
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   const res = await fetch(path, {
     method, headers, cache: 'no-store', body: body === undefined ? undefined : JSON.stringify(body),
@@ -442,8 +476,9 @@ function retryForm(q) {
 }
 
 const OUTCOMES = ['succeeded', 'failed', 'retried', 'cancelled'];
-// The SVG namespace, spelled in pieces: the files never hold a URL.
-const SVG = ['http:', '', 'www.w3.org', '2000', 'svg'].join('/');
+// The SVG namespace: a name, never fetched. It is the one URL these files
+// may hold (the static test in tests/dashboard.rs allows exactly this one).
+const SVG = 'http://www.w3.org/2000/svg';
 
 /** An SVG element; attributes only, text as Text nodes (as el()). */
 function svg(tag, attrs, ...children) {
@@ -475,9 +510,12 @@ function throughputChart(t) {
     });
     const attrs = { class: 'minute', 'data-minute': m.at };
     for (const o of OUTCOMES) attrs[`data-${o}`] = m[o];
-    return svg('g', attrs, svg('title', {}, `${minute}Z: ${OUTCOMES.map((o) => `${m[o]} ${o}`).join(', ')}`), parts);
+    // The whole column answers to the pointer, an empty minute too.
+    const hit = svg('rect', { class: 'hit', x: (left + i * step).toFixed(1), y: 8, width: step.toFixed(1), height: height - bottom - 8 });
+    return svg('g', attrs, svg('title', {}, `${minute}Z: ${OUTCOMES.map((o) => `${m[o]} ${o}`).join(', ')}`), hit, parts);
   });
   const first = t.minutes[0]?.at.slice(11, 16) || '';
+  const middle = t.minutes[Math.floor(n / 2)]?.at.slice(11, 16) || '';
   const last = t.minutes[n - 1]?.at.slice(11, 16) || '';
   return svg('svg', { class: 'chart', id: 'throughput-chart', viewBox: `0 0 ${width} ${height}`, role: 'img',
     'aria-label': `jobs finished per minute, last ${n} minutes` },
@@ -486,6 +524,7 @@ function throughputChart(t) {
   svg('text', { x: 2, y: 16, id: 'chart-max' }, String(max)),
   svg('text', { x: 2, y: height - bottom }, '0'),
   svg('text', { x: left, y: height - 4 }, `${first}Z`),
+  svg('text', { x: (left + Math.floor(n / 2) * step).toFixed(1), y: height - 4, 'text-anchor': 'middle' }, `${middle}Z`),
   svg('text', { x: width - 40, y: height - 4 }, `${last}Z`),
   bars);
 }
@@ -577,8 +616,9 @@ function filterBar(view, params, fields, ...extra) {
   form.append(
     el('label', {}, el('span', {}, 'per page'), el('select', { name: 'limit', onchange: () => form.requestSubmit() },
       sizes.map((n) => el('option', { value: n, selected: n === limit }, n)))),
-    el('button', { type: 'submit' }, 'Apply'),
-    el('button', { type: 'button', onclick: () => go(view, {}) }, 'Clear'),
+    el('span', { class: 'filter-buttons' },
+      el('button', { type: 'submit' }, 'Apply'),
+      el('button', { type: 'button', onclick: () => go(view, {}) }, 'Clear')),
     ...extra);
   form.addEventListener('submit', (e) => {
     e.preventDefault();
@@ -631,7 +671,7 @@ async function jobs(r) {
     el('td', {}, j.queue), el('td', { class: 'mono' }, jobLink(j)), el('td', {}, j.kind),
     el('td', {}, badge(j.state), j.cancel_requested ? ' cancel requested' : ''),
     el('td', { class: 'num' }, `${j.attempt}/${j.max_attempts}`),
-    el('td', {}, when(j.created_at, true)), errorCell(j)]));
+    el('td', { class: 'age' }, when(j.created_at, true)), errorCell(j)]));
   const content = [
     page.jobs.length ? bulkBar() : null,
     page.jobs.length
@@ -670,7 +710,7 @@ async function dlq(r) {
   const rows = page.jobs.map((j) => jobRow(j, [
     el('td', {}, j.queue), el('td', { class: 'mono' }, jobLink(j)), el('td', {}, j.kind),
     el('td', { class: 'num' }, `${j.attempt}/${j.max_attempts}`),
-    el('td', {}, when(j.finished_at, true)), errorCell(j),
+    el('td', { class: 'age' }, when(j.finished_at, true)), errorCell(j),
     el('td', {}, button('Replay', () => api('POST', `/v1/jobs/${enc(j.id)}/replay`).then(() => `Job ${j.id} replayed.`)))]));
   const what = `every failed job${r.params.get('kind') ? ` of kind ${r.params.get('kind')}` : ''} in ${r.params.get('queue') ? `queue ${r.params.get('queue')}` : 'every queue'}`;
   const all = button('Replay all matching', () => replayAll(r.params), `Replay ${what}?`);
@@ -778,7 +818,7 @@ function scheduleForm() {
     if (f.payload.value.trim()) {
       try { body.payload = JSON.parse(f.payload.value); } catch (err) { note.textContent = `payload: not JSON (${err.message})`; return; }
     } else if (editing) {
-      body.payload = null; // emptied while editing: the schedule's jobs get no payload
+      body.payload = null; // emptied: a PATCH without it would keep the old one
     }
     body.overlap = f.overlap.value;
     body.enabled = f.enabled.checked;
@@ -845,7 +885,8 @@ async function schedules() {
       el('td', {}, scheduleActions(s)));
   });
   const content = list.length
-    ? table(['Name', 'Cron', 'Zone', 'Queue / kind', 'Enabled', 'Overlap', 'Next runs', 'Last run', 'Recent runs', ''], rows, { id: 'schedules' })
+    ? table(['Name', 'Cron', 'Zone', 'Queue / kind', 'Enabled', 'Overlap', 'Next runs', 'Last run', 'Recent runs', ''], rows,
+      { id: 'schedules', class: 'stack' })
     : el('p', { class: 'muted' }, 'No schedules.');
   return { toolbar: [el('h1', {}, 'Schedules'), scheduleForm()], content };
 }
@@ -885,6 +926,7 @@ function signOut(message) {
   me = null;
   tenant = null;
   selected.clear();
+  showTenant();
   $('#tenant-switch').hidden = true;
   sessionStorage.removeItem(KEY);
   sessionStorage.removeItem(TENANT);
@@ -895,23 +937,53 @@ function signOut(message) {
 }
 
 /** Who the key is; for an admin key, the tenant switcher in the header
- * (every tenant, the key's own first). Once per sign-in. */
-async function setUpTenants() {
-  if (me) return;
-  const sent = tenant;
-  tenant = null; // whoami of the key itself
-  try { me = await api('GET', '/v1/whoami'); } finally { tenant = sent; }
-  if (!me.admin) { tenant = null; sessionStorage.removeItem(TENANT); return; }
-  const { tenants } = await api('GET', '/v1/tenants');
-  const names = [me.tenant.name, ...tenants.map((t) => t.name).filter((n) => n !== me.tenant.name)];
+ * (every tenant, the key's own first). Once per sign-in; renders that start
+ * meanwhile wait for the same answer. */
+let settingUp = null;
+function setUpTenants() {
+  if (me) return Promise.resolve();
+  if (!settingUp) settingUp = loadTenants().finally(() => { settingUp = null; });
+  return settingUp;
+}
+
+async function loadTenants() {
+  const who = await api('GET', '/v1/whoami', undefined, { own: true });
+  const list = who.admin ? (await api('GET', '/v1/tenants', undefined, { own: true })).tenants : [];
+  if (!key) return; // signed out meanwhile
+  me = who;
+  if (!me.admin) { chooseTenant(null); return; }
+  const names = [me.tenant.name, ...list.map((t) => t.name).filter((n) => n !== me.tenant.name)];
+  // A tenant kept from before that is gone now: back to the key's own.
+  if (tenant && (!names.includes(tenant) || tenant === me.tenant.name)) chooseTenant(null);
   const pick = $('#tenant');
   pick.replaceChildren(...names.map((n) => el('option', { value: n, selected: n === (tenant || me.tenant.name) }, n)));
   $('#tenant-switch').hidden = false;
+  showTenant();
+}
+
+/** Looks at tenant `name` (null: the key's own) from now on, in this tab. */
+function chooseTenant(name) {
+  tenant = name;
+  if (tenant) sessionStorage.setItem(TENANT, tenant); else sessionStorage.removeItem(TENANT);
+  selected.clear(); // ids of another tenant mean nothing here
+  showTenant();
+}
+
+/** The header says whose data is on screen; another tenant's stands out. */
+function showTenant() {
+  const other = Boolean(me && me.admin && tenant);
+  $('#tenant-switch').classList.toggle('acting', other);
+  $('#tenant-label').textContent = other ? 'viewing tenant' : 'tenant';
+  $('#tenant-switch').title = other
+    ? `Every request acts for tenant ${tenant} (X-Tether-Tenant); the key is ${me.tenant.name}'s admin key.`
+    : 'The tenant shown; an admin key may look at any other.';
+  document.body.dataset.tenant = tenant || (me ? me.tenant.name : '');
 }
 
 async function render() {
   if (!key) return showSignIn();
   try { await setUpTenants(); } catch (e) { status(`Refresh failed: ${errorText(e)}`); return; }
+  if (!key) return showSignIn();
   for (const id of ['#nav', '#sign-out', '#auto', '#view']) $(id).hidden = false;
   $('#sign-in').hidden = true;
   const mine = ++seq;
@@ -947,6 +1019,7 @@ async function render() {
       $('#content').replaceChildren(...[built.content].flat().filter(Boolean));
     }
     restoreSections();
+    syncBulk();
     if (fresh) window.scrollTo(0, 0); else window.scrollTo(x, y);
     shown = hash;
     renders += 1;
@@ -993,9 +1066,7 @@ $('#sign-in').addEventListener('submit', async (e) => {
 $('#sign-out').addEventListener('click', () => signOut('Signed out.'));
 $('#tenant').addEventListener('change', (e) => {
   const name = e.target.value;
-  tenant = me && name !== me.tenant.name ? name : null;
-  if (tenant) sessionStorage.setItem(TENANT, tenant); else sessionStorage.removeItem(TENANT);
-  selected.clear(); // ids of another tenant mean nothing here
+  chooseTenant(me && name !== me.tenant.name ? name : null);
   shown = null;
   render();
 });

@@ -2,8 +2,10 @@
 // downloaded browser). Run by crates/tether-server/tests/dashboard.rs, which
 // starts a real server over a seeded database and passes in the environment:
 // TETHER_URL, TETHER_KEY (admin), the seeded ids (FAILED_JOB, FAILED_JOB2,
-// RUNNING_JOB, XSS_JOB, SCHEDULE_ID) and SCREENSHOT_DIR. The expected counts
-// below mirror that seed. Exit code 0 means every check passed.
+// RUNNING_JOB, XSS_JOB, SCHEDULE_ID, SUCCEEDED_JOB, RETRIED_JOB,
+// CANCELLED_JOB), a second tenant (OTHER_TENANT, its OTHER_QUEUE and
+// OTHER_JOB, and its non-admin OTHER_KEY) and SCREENSHOT_DIR. The expected
+// counts below mirror that seed. Exit code 0 means every check passed.
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
@@ -21,8 +23,13 @@ const FAILED_JOB2 = need('FAILED_JOB2');
 const RUNNING_JOB = need('RUNNING_JOB');
 const XSS_JOB = need('XSS_JOB');
 const SCHEDULE_ID = need('SCHEDULE_ID');
+const SUCCEEDED_JOB = need('SUCCEEDED_JOB'); // images: succeeded,
+const RETRIED_JOB = need('RETRIED_JOB'); // failed once, waiting out an hour's backoff,
+const CANCELLED_JOB = need('CANCELLED_JOB'); // cancelled before it ran
 const OTHER_TENANT = need('OTHER_TENANT'); // a second tenant, with one queue of its own
 const OTHER_QUEUE = need('OTHER_QUEUE');
+const OTHER_JOB = need('OTHER_JOB'); // its one job
+const OTHER_KEY = need('OTHER_KEY'); // its own key, not an admin key
 const OUT = need('SCREENSHOT_DIR');
 const REFRESH_MS = 1000;
 const XSS_TEXT = '<script>window.__pwned=1</script><img src=x onerror=window.__pwned=2>';
@@ -32,11 +39,17 @@ mkdirSync(OUT, { recursive: true });
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const step = (text) => console.log(`- ${text}`);
 
-async function api(method, route) {
-  const res = await fetch(`${BASE}${route}`, { method, headers: { Authorization: `Bearer ${KEY}` } });
+/** The API with the admin key (as `tenant` when given). */
+async function api(method, route, tenant) {
+  const headers = { Authorization: `Bearer ${KEY}` };
+  if (tenant) headers['X-Tether-Tenant'] = tenant;
+  const res = await fetch(`${BASE}${route}`, { method, headers });
   assert.ok(res.ok, `${method} ${route}: ${res.status}`);
   return res.json();
 }
+
+/** Milliseconds as the page writes a percentile under a second. */
+const ms = (n) => { assert.ok(n < 1000, `${n} ms: a seeded job took a second`); return `${n} ms`; };
 
 /** Polls `check` (which returns true, or a value to report) until true. */
 async function until(what, check, timeout = 20000) {
@@ -77,16 +90,31 @@ try {
   const dialogs = [];
   let answer = true;
   page.on('dialog', (d) => { dialogs.push(d.message()); return answer ? d.accept() : d.dismiss(); });
-  // Every API request the page makes, to count them.
+  // Every API request the page makes, to count them, and the tenant each
+  // acted for (X-Tether-Tenant, or '' for the key's own).
   const requests = [];
-  page.on('request', (r) => { if (r.url().includes('/v1/')) requests.push(r.url().slice(BASE.length)); });
+  const actingFor = [];
+  page.on('request', (r) => {
+    if (!r.url().includes('/v1/')) return;
+    requests.push(r.url().slice(BASE.length));
+    actingFor.push(r.headers()['x-tether-tenant'] || '');
+  });
 
   // The whole page, no taller than its content (a short window first).
+  // Auto-refreshes are held meanwhile (a refresh landing during the capture
+  // left rows half painted): the page's timer skips its turn while a render
+  // is counted in flight (app.js: inflight), so one is counted.
   const shot = async (name) => {
-    const size = page.viewportSize();
-    await page.setViewportSize({ width: size.width, height: 240 });
-    await page.screenshot({ path: path.join(OUT, `${name}.png`), fullPage: true });
-    await page.setViewportSize(size);
+    await page.evaluate(() => { inflight += 1; }); // eslint-disable-line no-undef
+    await sleep(300); // a refresh already under way lands
+    try {
+      const size = page.viewportSize();
+      await page.setViewportSize({ width: size.width, height: 240 });
+      await page.screenshot({ path: path.join(OUT, `${name}.png`), fullPage: true });
+      await page.setViewportSize(size);
+    } finally {
+      await page.evaluate(() => { inflight -= 1; }); // eslint-disable-line no-undef
+    }
   };
   const text = async (selector) => (await page.locator(selector).first().textContent({ timeout: 1000 }))?.trim();
   const expectText = (selector, expected) =>
@@ -294,11 +322,44 @@ try {
   assert.equal(await page.locator('#throughput-chart rect.failed').count(), 1);
   assert.match(await text('[data-total="failed"]'), /failed 1$/);
   assert.match(await text('[data-percentiles="run"]'), /^p50 .* p95 .* p99 /);
+
+  step('queue view: the chart of images shows its seeded history (1 succeeded, 1 retried, 1 cancelled) as the API counts it');
+  await visit('#/queues/images');
+  await page.locator('#throughput-chart g.minute').first().waitFor({ state: 'attached' });
+  const minutesOf = () => page.locator('#throughput-chart g.minute').evaluateAll((gs) => gs.map((g) => ({
+    at: g.dataset.minute, succeeded: Number(g.dataset.succeeded), failed: Number(g.dataset.failed),
+    retried: Number(g.dataset.retried), cancelled: Number(g.dataset.cancelled),
+    title: g.querySelector('title').textContent,
+    bars: [...g.querySelectorAll('rect:not(.hit)')].map((r) => r.getAttribute('class')) })));
+  const images = await minutesOf();
+  const imagesServed = await api('GET', '/v1/queues/images/throughput?minutes=60');
+  const from = imagesServed.minutes.findIndex((m) => m.at === images[0].at);
+  assert.ok(from === 0 || from === 1, `chart starts at ${images[0].at}, the API at ${imagesServed.minutes[0].at}`);
+  const outcomes = ['succeeded', 'failed', 'retried', 'cancelled'];
+  for (let i = 0; i + from < 60; i += 1) {
+    const m = images[i];
+    const served1 = imagesServed.minutes[i + from];
+    for (const o of ['at', ...outcomes]) assert.equal(m[o], served1[o], `${o} of minute ${m.at}`);
+    // The tooltip gives the exact numbers; one bar per outcome that happened.
+    assert.equal(m.title, `${m.at.slice(11, 16)}Z: ${outcomes.map((o) => `${m[o]} ${o}`).join(', ')}`);
+    assert.deepEqual(m.bars, outcomes.filter((o) => m[o] > 0), `bars of minute ${m.at}`);
+  }
+  const totals = Object.fromEntries(outcomes.map((o) => [o, images.reduce((sum, m) => sum + m[o], 0)]));
+  assert.deepEqual(totals, { succeeded: 1, failed: 0, retried: 1, cancelled: 1 }, 'the seeded history');
+  for (const o of outcomes) await expectText(`[data-total="${o}"]`, `${o} ${totals[o]}`);
+  const busiest = Math.max(...images.map((m) => outcomes.reduce((sum, o) => sum + m[o], 0)));
+  await expectText('#chart-max', String(busiest));
+  // The percentiles are the API's, over the one job that finished.
+  for (const [name, p] of [['wait', imagesServed.wait_ms], ['run', imagesServed.run_ms]]) {
+    assert.ok(p, `${name} percentiles`);
+    await expectText(`[data-percentiles="${name}"]`, `p50 ${ms(p.p50)} · p95 ${ms(p.p95)} · p99 ${ms(p.p99)}`);
+  }
+  await page.locator('#throughput-chart g.minute').nth(59).hover();
   await shot('queue-chart');
 
   step('jobs: all jobs, then the state filter');
   await nav('Jobs', 'jobs');
-  await until('9 jobs listed', async () => (await rows('jobs').count()) === 9 || (await rows('jobs').count()));
+  await until('12 jobs listed', async () => (await rows('jobs').count()) === 12 || (await rows('jobs').count()));
   await page.selectOption('#filters select[name=state]', 'failed');
   await settled();
   await until('2 failed jobs', async () => {
@@ -381,6 +442,9 @@ try {
   await page.locator(`#dlq tr[data-id="${FAILED_JOB}"]`).waitFor();
   await page.locator(`#dlq tr[data-id="${FAILED_JOB2}"]`).waitFor();
   await shot('dlq');
+  // The dead letters take the same ticks and bulk buttons as the jobs list.
+  assert.equal(await page.locator('#dlq tbody input.pick').count(), 2);
+  for (const id of ['#select-all', '#cancel-selected', '#replay-selected']) await page.locator(id).waitFor();
   await page.locator(`#dlq tr[data-id="${FAILED_JOB}"] button`, { hasText: 'Replay' }).click();
   await page.locator(`#dlq tr[data-id="${FAILED_JOB}"]`).waitFor({ state: 'detached' });
   await page.locator(`#dlq tr[data-id="${FAILED_JOB2}"]`).waitFor();
@@ -423,6 +487,25 @@ try {
   await until('cancel requested', async () => (await api('GET', `/v1/jobs/${RUNNING_JOB}`)).job.cancel_requested === true);
   await page.locator('.fields dd', { hasText: /^yes$/ }).waitFor();
 
+  step('job detail: a succeeded job runs again (asked first), the same job with a new attempt budget');
+  await visit(`#/jobs/${SUCCEEDED_JOB}`);
+  await page.locator('.job[data-state=succeeded]').waitFor();
+  assert.match(await text('details[data-key^="result:"] pre'), /"width": 640/);
+  let asked = dialogs.length;
+  answer = false;
+  await page.locator('.actions button', { hasText: 'Run again' }).click();
+  await until('the question', () => dialogs.length > asked || 'no dialog yet');
+  assert.equal(dialogs[asked], 'Run this succeeded job again?');
+  await sleep(300);
+  assert.equal((await api('GET', `/v1/jobs/${SUCCEEDED_JOB}`)).job.state, 'succeeded', 'dismissed: nothing happens');
+  answer = true;
+  await page.locator('.actions button', { hasText: 'Run again' }).click();
+  await page.locator('#flash', { hasText: 'Job queued to run again.' }).waitFor();
+  await page.locator('.job[data-state=queued]').waitFor();
+  await page.locator('#history tr[data-event=replayed]').waitFor();
+  const rerun = (await api('GET', `/v1/jobs/${SUCCEEDED_JOB}`)).job;
+  assert.deepEqual([rerun.id, rerun.state, rerun.attempt, rerun.result], [SUCCEEDED_JOB, 'queued', 0, null]);
+
   step('schedules: expression, zone, next runs, recent runs (kept open across refreshes)');
   await nav('Schedules', 'schedules');
   const row = `#schedules tr[data-schedule="${SCHEDULE_ID}"]`;
@@ -451,23 +534,31 @@ try {
   await page.fill('#schedule-cron', '@hourly');
   await page.fill('#schedule-queue', 'maintenance');
   await page.fill('#schedule-kind', 'purge');
+  await page.fill('#schedule-timezone', 'America/New_York');
   await page.fill('#schedule-payload', '{"older_than": "30d"}');
+  await page.selectOption('#schedule-overlap', 'skip');
   await page.click('#schedule-form button[type=submit]');
   await page.locator('#flash', { hasText: 'Schedule hourly-cleanup created.' }).waitFor();
   const made = (await api('GET', '/v1/schedules')).schedules.find((s) => s.name === 'hourly-cleanup');
   assert.ok(made, 'the schedule exists');
-  assert.deepEqual([made.cron, made.queue, made.kind, made.payload], ['@hourly', 'maintenance', 'purge', { older_than: '30d' }]);
+  assert.deepEqual([made.cron, made.timezone, made.queue, made.kind, made.payload, made.overlap, made.enabled],
+    ['@hourly', 'America/New_York', 'maintenance', 'purge', { older_than: '30d' }, 'skip', true]);
   const mine = `#schedules tr[data-schedule="${made.id}"]`;
   await page.locator(mine).waitFor();
   assert.equal(await page.locator(`${mine} ol.times li`).count(), 3, 'its next three runs are shown');
   await page.locator(`${mine} button[data-action=edit]`).click();
   assert.equal(await page.inputValue('#schedule-cron'), '@hourly');
+  assert.equal(await page.inputValue('#schedule-timezone'), 'America/New_York');
+  assert.equal(await page.inputValue('#schedule-payload'), '{"older_than":"30d"}');
+  await shot('schedule-edit');
   await page.fill('#schedule-cron', '30 * * * *');
-  await page.fill('#schedule-payload', '');
+  await page.fill('#schedule-payload', ''); // emptied: the payload becomes null
   await page.click('#schedule-form button[type=submit]');
   await page.locator('#flash', { hasText: 'Schedule hourly-cleanup saved.' }).waitFor();
-  assert.equal((await api('GET', `/v1/schedules/${made.id}`)).schedule.payload, null, 'an emptied payload is cleared');
   await expectText(`${mine} td.mono`, '30 * * * *');
+  const edited = (await api('GET', `/v1/schedules/${made.id}`)).schedule;
+  assert.deepEqual([edited.cron, edited.timezone, edited.overlap, edited.payload], ['30 * * * *', 'America/New_York', 'skip', null],
+    'the cron changed, the payload was emptied, the rest stays');
   await page.locator(`${mine} button[data-action=toggle]`, { hasText: 'Disable' }).click();
   await page.locator(`${mine} .badge.paused`, { hasText: 'disabled' }).waitFor();
   assert.equal((await api('GET', `/v1/schedules/${made.id}`)).schedule.enabled, false);
@@ -476,7 +567,8 @@ try {
   await page.locator(`${mine} button[data-action=trigger]`).click();
   await page.locator('#flash', { hasText: 'Schedule hourly-cleanup enqueued job' }).waitFor();
   assert.equal((await api('GET', `/v1/schedules/${made.id}/runs`)).runs.length, 1);
-  const asked = dialogs.length;
+  await page.locator(`${mine} details summary`, { hasText: '1 run(s)' }).waitFor();
+  asked = dialogs.length;
   await page.locator(`${mine} button[data-action=delete]`).click();
   await page.locator(mine).waitFor({ state: 'detached' });
   assert.match(dialogs[asked], /^Delete schedule hourly-cleanup\?/);
@@ -488,37 +580,78 @@ try {
   assert.match(await text('#workers tr[data-worker="w1"]'), /reports/);
   await shot('workers');
 
-  step('jobs: a click anywhere on a row opens the job');
+  step('jobs: a click anywhere on a row opens the job; its checkbox and links do not navigate elsewhere');
   await visit('#/jobs?queue=emails&state=queued');
   const firstQueued = (await ids('jobs'))[0];
   await page.locator(`#jobs tr[data-id="${firstQueued}"] td`).nth(3).click();
   await page.locator('.job').waitFor();
   assert.equal(await page.evaluate(() => location.hash), `#/jobs/${firstQueued}`);
+  await visit('#/jobs?queue=emails&state=queued');
+  await page.locator(`#jobs tr[data-id="${firstQueued}"] input.pick`).click();
+  await sleep(300);
+  assert.equal(await page.evaluate(() => location.hash), '#/jobs?queue=emails&state=queued', 'a tick stays on the list');
+  await expectText('#selected-count', '1 selected');
+  await page.locator('#clear-selection').click();
+  await expectText('#selected-count', 'none selected');
+  assert.equal(await page.locator('#cancel-selected').isDisabled(), true, 'nothing to cancel');
 
   step('jobs: cancel selected asks first; dismissed, nothing changes; accepted, both are cancelled');
   await visit('#/jobs?queue=emails&state=queued&kind=send_email');
   const picked = (await ids('jobs')).slice(0, 2);
   assert.equal(picked.length, 2);
   for (const id of picked) await page.locator(`#jobs tr[data-id="${id}"] input.pick`).check();
+  assert.equal(await page.evaluate(() => location.hash), '#/jobs?queue=emails&state=queued&kind=send_email');
+  await expectText('#selected-count', '2 selected');
+  // The ticks are kept across auto-refreshes (the rows are rebuilt).
+  await waitRenders(2);
+  for (const id of picked) assert.equal(await page.locator(`#jobs tr[data-id="${id}"] input.pick`).isChecked(), true);
+  await expectText('#selected-count', '2 selected');
+  assert.equal(await page.locator('#select-all').isChecked(), false, 'not every row is ticked');
   await shot('jobs-selected');
   answer = false;
+  asked = dialogs.length;
   await page.click('#cancel-selected');
-  await until('the question', () => dialogs.length > 0 || 'no dialog yet');
+  await until('the question', () => dialogs.length > asked || 'no dialog yet');
   assert.equal(dialogs.at(-1), 'Cancel 2 jobs?');
   await sleep(300);
-  for (const id of picked) assert.equal((await api('GET', `/v1/jobs/${id}`)).job.state, 'queued');
+  for (const id of picked) assert.equal((await api('GET', `/v1/jobs/${id}`)).job.state, 'queued', 'dismissed: nothing changes');
   answer = true;
   await waitRenders(1);
   await page.click('#cancel-selected');
   await page.locator('#flash', { hasText: 'Cancelled 2 jobs.' }).waitFor();
+  assert.equal(dialogs.at(-1), 'Cancel 2 jobs?');
   for (const id of picked) assert.equal((await api('GET', `/v1/jobs/${id}`)).job.state, 'cancelled');
+  for (const id of picked) await page.locator(`#jobs tr[data-id="${id}"]`).waitFor({ state: 'detached' });
+  await expectText('#selected-count', 'none selected');
 
-  step('jobs: replay selected brings them back');
+  step('jobs: replay selected (all shown) brings them back, after the question');
   await visit('#/jobs?queue=emails&state=cancelled&kind=send_email');
+  await until('the 2 cancelled jobs', async () => (await ids('jobs')).sort().join() === [...picked].sort().join() || (await ids('jobs')));
   await page.locator('#select-all').check();
+  await expectText('#selected-count', '2 selected');
+  asked = dialogs.length;
   await page.click('#replay-selected');
   await page.locator('#flash', { hasText: 'Replayed 2 jobs.' }).waitFor();
+  assert.equal(dialogs[asked], 'Replay 2 jobs?');
   for (const id of picked) assert.equal((await api('GET', `/v1/jobs/${id}`)).job.state, 'queued');
+
+  step('jobs: a bulk replay that partly fails says which job could not be, and why; that one stays ticked');
+  await visit('#/jobs?queue=images');
+  await page.locator(`#jobs tr[data-id="${CANCELLED_JOB}"]`).waitFor();
+  await page.locator(`#jobs tr[data-id="${RETRIED_JOB}"] input.pick`).check();
+  await page.locator(`#jobs tr[data-id="${CANCELLED_JOB}"] input.pick`).check();
+  asked = dialogs.length;
+  await page.click('#replay-selected');
+  const partial = page.locator('#flash', { hasText: 'Replayed 1 job; 1 could not be:' });
+  await partial.waitFor();
+  assert.equal(dialogs[asked], 'Replay 2 jobs?');
+  assert.ok((await partial.textContent()).includes(RETRIED_JOB), await partial.textContent());
+  assert.equal((await api('GET', `/v1/jobs/${CANCELLED_JOB}`)).job.state, 'queued');
+  const stillWaiting = (await api('GET', `/v1/jobs/${RETRIED_JOB}`)).job;
+  assert.deepEqual([stillWaiting.state, stillWaiting.attempt], ['queued', 1], 'the refused one is untouched');
+  await expectText('#selected-count', '1 selected');
+  assert.equal(await page.locator(`#jobs tr[data-id="${RETRIED_JOB}"] input.pick`).isChecked(), true);
+  await page.locator('#clear-selection').click();
 
   step('jobs: a creation time range (local time in the page, UTC to the API)');
   const inHour = new Date(Date.now() + 3600000);
@@ -529,13 +662,64 @@ try {
   await until('the emails jobs created before then', async () => (await rows('jobs').count()) === 5 || (await rows('jobs').count()));
   assert.equal(await page.inputValue('#filters input[name=created_before]'), local(inHour));
 
-  step('jobs: fits an 800 px window (the table scrolls in its own box)');
+  step('jobs: search by id prefix (the API\'s matches); a whole id opens the job');
+  const everyId = (await api('GET', '/v1/jobs?limit=100')).jobs.map((j) => j.id);
+  const search = async (typed) => {
+    await visit('#/jobs');
+    await page.fill('#filters input[name=id_prefix]', typed);
+    await page.press('#filters input[name=id_prefix]', 'Enter');
+    await settled();
+  };
+  // A short prefix (ids made in the same millisecond share it).
+  const short = SUCCEEDED_JOB.slice(0, 8);
+  await search(short);
+  const sharing = (await api('GET', `/v1/jobs?id_prefix=${short}&limit=50`)).jobs.map((j) => j.id);
+  assert.ok(sharing.includes(SUCCEEDED_JOB));
+  await until(`the jobs starting ${short}`, async () => (await ids('jobs')).join() === sharing.join() || (await ids('jobs')));
+  assert.equal(await page.inputValue('#filters input[name=id_prefix]'), short);
+  // The shortest prefix that names one job.
+  let n = 9;
+  while (everyId.filter((id) => id.startsWith(SUCCEEDED_JOB.slice(0, n))).length > 1) n += 1;
+  await search(SUCCEEDED_JOB.slice(0, n));
+  await until('the one job', async () => (await ids('jobs')).join() === SUCCEEDED_JOB || (await ids('jobs')));
+  await search(SUCCEEDED_JOB.toUpperCase());
+  await until('the job opened', async () => (await page.evaluate(() => location.hash)) === `#/jobs/${SUCCEEDED_JOB}` || page.evaluate(() => location.hash));
+  await settled();
+  await page.locator('.job').waitFor();
+
+  step('every view fits an 800 px window: only a table\'s own box scrolls sideways');
   await page.setViewportSize({ width: 800, height: 860 });
-  await visit('#/jobs');
-  await sleep(200);
-  assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= 800),
-    `the page is wider than 800 px: ${await page.evaluate(() => document.documentElement.scrollWidth)}`);
+  await page.locator('#view h1').click(); // out of the search field: refreshes go on
+  await until('a refresh after the typing', async () => /^Updated /.test(await text('#status')) || text('#status'));
+  // What sticks out of the window, outside a box that scrolls sideways.
+  const overflowing = () => page.evaluate(() => {
+    const out = [];
+    for (const node of document.querySelectorAll('body *')) {
+      const r = node.getBoundingClientRect();
+      if (r.width === 0 || r.right <= window.innerWidth + 0.5) continue;
+      let boxed = false;
+      for (let a = node.parentElement; a && a !== document.body; a = a.parentElement) {
+        if (['auto', 'scroll'].includes(getComputedStyle(a).overflowX) && a.getBoundingClientRect().right <= window.innerWidth + 0.5) { boxed = true; break; }
+      }
+      if (!boxed) out.push(`${node.tagName.toLowerCase()}${node.id ? `#${node.id}` : ''}${node.className && typeof node.className === 'string' ? `.${node.className.split(' ').join('.')}` : ''} ends at ${Math.round(r.right)}`);
+    }
+    return { width: document.documentElement.scrollWidth, out: out.slice(0, 10) };
+  });
+  for (const [hash, name] of [['#/', 'overview-800'], ['#/queues/images', 'queue-chart-800'], ['#/jobs', null], ['#/dlq', null],
+    [`#/jobs/${FAILED_JOB}`, null], ['#/schedules', 'schedules-800'], ['#/workers', null]]) {
+    await visit(hash);
+    await sleep(200);
+    const seen = await overflowing();
+    assert.ok(seen.width <= 800 && seen.out.length === 0, `${hash} at 800 px: ${JSON.stringify(seen)}`);
+    if (name) await shot(name);
+  }
+  // The jobs list with two ticked, as a bulk action sees it.
+  await visit('#/jobs?queue=emails');
+  for (const id of (await ids('jobs')).slice(0, 2)) await page.locator(`#jobs tr[data-id="${id}"] input.pick`).check();
+  await expectText('#selected-count', '2 selected');
+  assert.ok((await overflowing()).out.length === 0);
   await shot('jobs-800');
+  await page.locator('#clear-selection').click();
   await page.setViewportSize({ width: 1360, height: 860 });
 
   step('queue view: an empty queue (a typo) is removed after a question; one with jobs offers no removal');
@@ -552,17 +736,35 @@ try {
   await page.locator('#queue-counts').waitFor();
   assert.equal(await page.locator('#remove-queue').count(), 0);
 
-  step('tenant switcher: the admin key looks at another tenant, then back at its own');
+  step('tenant switcher: the admin key looks at another tenant (its queues and jobs only), kept across a reload, then back');
   await nav('Overview', 'queues');
   assert.equal(await page.locator('#tenant-switch').isVisible(), true);
+  assert.deepEqual(await page.locator('#tenant option').allTextContents(), ['default', OTHER_TENANT]);
+  assert.equal(await text('#tenant-label'), 'tenant');
+  assert.deepEqual([...new Set(actingFor)], [''], 'until a switch, every request is the key\'s own tenant\'s');
+  let sentBefore = actingFor.length;
   await page.selectOption('#tenant', OTHER_TENANT);
   await page.locator(`#queues tr[data-queue="${OTHER_QUEUE}"]`).waitFor();
-  assert.equal(await page.locator('#queues tr[data-queue="emails"]').count(), 0);
+  assert.equal(await page.locator('#queues tbody tr').count(), 1, 'only the other tenant\'s queue');
+  assert.equal(await text('#tenant-label'), 'viewing tenant');
+  assert.match(await page.locator('#tenant-switch').getAttribute('class'), /acting/);
   assert.equal(await page.evaluate(() => sessionStorage.getItem('tether.tenant')), OTHER_TENANT);
+  await nav('Jobs', 'jobs');
+  await until('the other tenant\'s one job', async () => (await ids('jobs')).join() === OTHER_JOB || (await ids('jobs')));
+  assert.deepEqual(await (await api('GET', '/v1/jobs', OTHER_TENANT)).jobs.map((j) => j.id), [OTHER_JOB]);
   await shot('tenant-other');
+  assert.deepEqual([...new Set(actingFor.slice(sentBefore))], [OTHER_TENANT], 'each request after the switch names the tenant');
+  await page.reload();
+  await page.locator(`#jobs tr[data-id="${OTHER_JOB}"]`).waitFor();
+  assert.equal(await page.inputValue('#tenant'), OTHER_TENANT, 'the choice is kept in this tab');
+  assert.equal(await page.locator(`#jobs tr[data-id="${FAILED_JOB}"]`).count(), 0);
+  sentBefore = actingFor.length;
   await page.selectOption('#tenant', 'default');
-  await page.locator('#queues tr[data-queue="emails"]').waitFor();
-  assert.equal(await page.locator(`#queues tr[data-queue="${OTHER_QUEUE}"]`).count(), 0);
+  await until('the default tenant\'s jobs', async () => (await ids('jobs')).includes(FAILED_JOB) || (await ids('jobs')));
+  assert.equal(await page.locator(`#jobs tr[data-id="${OTHER_JOB}"]`).count(), 0);
+  assert.equal(await text('#tenant-label'), 'tenant');
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('tether.tenant')), null);
+  assert.deepEqual([...new Set(actingFor.slice(sentBefore))], [''], 'back to the key\'s own tenant');
 
   step('overview after the replays: nothing failed');
   await nav('Overview', 'queues');
@@ -576,6 +778,17 @@ try {
   await page.reload();
   await page.locator('#sign-in').waitFor();
   assert.equal(await page.locator('#nav').isHidden(), true);
+
+  step('a tenant\'s own (non-admin) key sees its tenant and no switcher');
+  sentBefore = actingFor.length;
+  await page.fill('#key', OTHER_KEY);
+  await page.click('#sign-in button[type=submit]');
+  await page.locator(`#queues tr[data-queue="${OTHER_QUEUE}"]`).waitFor();
+  assert.equal(await page.locator('#queues tbody tr').count(), 1);
+  await waitRenders(1);
+  assert.equal(await page.locator('#tenant-switch').isHidden(), true);
+  assert.deepEqual([...new Set(actingFor.slice(sentBefore))], [''], 'a tenant key never sends X-Tether-Tenant');
+  assert.ok(!requests.slice(sentBefore).some((r) => r.startsWith('/v1/tenants')), 'no tenant list for a tenant key');
 
   assert.deepEqual(problems, [], 'the page reported errors');
   assert.equal(await page.evaluate(() => window.__pwned), undefined);
