@@ -609,6 +609,21 @@ impl HttpClient {
         Ok(env.workers)
     }
 
+    /// `GET /v1/queues/{queue}/throughput?minutes=N`: per-minute outcome
+    /// counts of the last `minutes` minutes (1–1440; `None`: the server's
+    /// default, 60) and the wait and run percentiles of the jobs that
+    /// finished in them.
+    pub async fn throughput(&self, queue: &str, minutes: Option<u32>) -> Result<Throughput> {
+        let call = self.call(Method::GET, &["v1", "queues", queue, "throughput"])?;
+        let query: Vec<(&str, String)> = minutes
+            .map(|m| ("minutes", m.to_string()))
+            .into_iter()
+            .collect();
+        let req = self.request(&call, true).query(&query);
+        let bytes = self.send(req).await?;
+        decode(&call, &bytes)
+    }
+
     /// `POST /v1/queues/{queue}/resume`.
     pub async fn resume(&self, queue: &str) -> Result<Queue> {
         let env: QueueEnvelope = self.post(&["v1", "queues", queue, "resume"], None).await?;

@@ -67,8 +67,8 @@ pub use remote::{RemoteSource, DEFAULT_CLAIM_WAIT, MAX_CLAIM_WAIT};
 pub use wire::{
     ApiKey, BulkReplay, BulkReplayed, ClaimOptions, ClaimedJob, CreatedKey, CreatedTenant,
     CronPreview, Enqueued, EventPage, EventQuery, HeartbeatAck, ItemResult, Job, JobEvent, JobPage,
-    JobQuery, NewKey, Queue, Schedule, ScheduleRun, StateCounts, Tenant, TenantRef, Whoami,
-    WorkerInfo,
+    JobQuery, NewKey, Percentiles, Queue, Schedule, ScheduleRun, StateCounts, Tenant, TenantRef,
+    Throughput, ThroughputMinute, Whoami, WorkerInfo,
 };
 
 /// Request types shared with the embedded library: what to enqueue, and the

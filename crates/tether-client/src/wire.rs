@@ -534,6 +534,45 @@ pub(crate) struct WorkersEnvelope {
     pub(crate) workers: Vec<WorkerInfo>,
 }
 
+/// A queue's recent throughput (`GET /v1/queues/{queue}/throughput`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Throughput {
+    /// One entry per minute, oldest first; the last is the current
+    /// (partial) minute.
+    pub minutes: Vec<ThroughputMinute>,
+    /// Ready to claimed, over the last attempt of the jobs that finished in
+    /// the window; `None` when none did.
+    pub wait_ms: Option<Percentiles>,
+    /// Claimed to finished, over the same jobs; `None` when none did.
+    pub run_ms: Option<Percentiles>,
+}
+
+/// One minute of a queue's history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThroughputMinute {
+    /// The minute's start.
+    pub at: DateTime<Utc>,
+    /// Jobs that succeeded in it.
+    pub succeeded: u64,
+    /// Jobs that failed for good in it.
+    pub failed: u64,
+    /// Attempts that failed and were scheduled again.
+    pub retried: u64,
+    /// Jobs cancelled in it.
+    pub cancelled: u64,
+}
+
+/// The 50th, 95th and 99th percentiles of some durations, in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Percentiles {
+    /// Median.
+    pub p50: i64,
+    /// 95th percentile.
+    pub p95: i64,
+    /// 99th percentile.
+    pub p99: i64,
+}
+
 /// A tenant (`GET /v1/tenants`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tenant {
