@@ -1,8 +1,8 @@
-//! `tether queues ls | show | pause | resume | config`.
+//! `tether queues ls | show | pause | resume | rm | config | throughput`.
 
 use chrono::Utc;
 use clap::Subcommand;
-use tether_client::{Queue, QueueConfigPatch, RateLimit};
+use tether_client::{Queue, QueueConfigPatch, RateLimit, Throughput, ThroughputMinute};
 
 use super::format::{self, Table};
 use super::{out, warn, CliError, Conn, Ctx};
@@ -40,6 +40,15 @@ enum QueuesCommand {
     Resume {
         /// The queue.
         queue: String,
+    },
+    /// Jobs finished per minute (succeeded, failed, retried, cancelled)
+    /// and the wait and run percentiles of the jobs that finished.
+    Throughput {
+        /// The queue.
+        queue: String,
+        /// How many minutes, ending with the current one (1–1440).
+        #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u32).range(1..=1440))]
+        minutes: u32,
     },
     /// Change the settings later jobs copy (none given: show them).
     Config {
@@ -165,6 +174,16 @@ pub(crate) async fn run(args: QueuesArgs) -> Result<(), CliError> {
             out(&format!("resumed queue {}\n", q.name));
             Ok(())
         }
+        QueuesCommand::Throughput { queue, minutes } => {
+            let t = ctx
+                .call(ctx.client.throughput(&queue, Some(minutes)))
+                .await?;
+            if ctx.json {
+                return ctx.print_json(&t);
+            }
+            out(&throughput(&queue, &t));
+            Ok(())
+        }
         QueuesCommand::Config {
             queue,
             max_attempts,
@@ -212,6 +231,87 @@ async fn warn_if_unknown(ctx: &Ctx, queue: &str) -> Result<(), CliError> {
         ));
     }
     Ok(())
+}
+
+/// Reads one outcome's count of a minute.
+type Count = fn(&ThroughputMinute) -> u64;
+
+/// Marks of a sparkline, from the least (not zero) to the most.
+const SPARKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+/// At most this many marks a line: longer windows put several minutes in a mark.
+const MAX_MARKS: usize = 60;
+
+/// One line per outcome: a sparkline of its counts (a blank for none, the
+/// tallest mark for its busiest mark), its total and its busiest minute;
+/// then the percentiles.
+fn throughput(queue: &str, t: &Throughput) -> String {
+    let per_mark = t.minutes.len().div_ceil(MAX_MARKS).max(1);
+    let (first, last) = match (t.minutes.first(), t.minutes.last()) {
+        (Some(first), Some(last)) => (first.at, last.at),
+        _ => return format!("queue {queue}: no minutes\n"),
+    };
+    let mut text = format!(
+        "queue {queue}: {} from {} to {} (now), one mark {}\n\n",
+        format::plural(t.minutes.len() as u64, "minute"),
+        format::time(first),
+        format::time(last),
+        match per_mark {
+            1 => "a minute".to_owned(),
+            n => format!("per {n} minutes"),
+        },
+    );
+    let series: [(&str, Count); 4] = [
+        ("succeeded", |m| m.succeeded),
+        ("failed", |m| m.failed),
+        ("retried", |m| m.retried),
+        ("cancelled", |m| m.cancelled),
+    ];
+    let mut table = Table::new(&["", "OLDEST TO NOW", "TOTAL", "BUSIEST MINUTE"])
+        .numeric(&["TOTAL", "BUSIEST MINUTE"]);
+    for (name, count) in series {
+        let marks: Vec<u64> = t
+            .minutes
+            .chunks(per_mark)
+            .map(|chunk| chunk.iter().map(count).sum())
+            .collect();
+        table.row(vec![
+            name.to_owned(),
+            sparkline(&marks),
+            marks.iter().sum::<u64>().to_string(),
+            t.minutes.iter().map(count).max().unwrap_or(0).to_string(),
+        ]);
+    }
+    text.push_str(&table.render(None));
+    text.push('\n');
+    let mut table = Table::new(&["", "P50", "P95", "P99"]).numeric(&["P50", "P95", "P99"]);
+    for (name, p) in [("wait", t.wait_ms), ("run", t.run_ms)] {
+        let cells = match p {
+            Some(p) => [p.p50, p.p95, p.p99].map(format::duration_ms),
+            None => ["-", "-", "-"].map(str::to_owned),
+        };
+        let mut row = vec![name.to_owned()];
+        row.extend(cells);
+        table.row(row);
+    }
+    text.push_str(&table.render(None));
+    if t.wait_ms.is_none() {
+        text.push_str("(no job finished in the window)\n");
+    }
+    text
+}
+
+/// `values` as marks scaled to the largest: a blank for zero, at least
+/// the lowest mark for any other count.
+fn sparkline(values: &[u64]) -> String {
+    let peak = values.iter().copied().max().unwrap_or(0).max(1);
+    let top = SPARKS.len() as u64 - 1;
+    values
+        .iter()
+        .map(|&v| match v {
+            0 => ' ',
+            v => SPARKS[(v * top / peak) as usize],
+        })
+        .collect()
 }
 
 fn show(ctx: &Ctx, q: &Queue) -> Result<(), CliError> {

@@ -26,7 +26,7 @@ pub struct StatsArgs {
     watch: Option<i64>,
     /// A queue whose oldest ready job has waited this long while none of
     /// its jobs runs reads "stuck" (nobody is claiming it).
-    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = super::millis)]
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = super::millis)]
     stuck_after: i64,
 }
 
@@ -182,7 +182,8 @@ fn health(q: &Queue, stuck_after: i64) -> String {
         notes.push("expired leases");
     }
     // Ready work waiting past the threshold while none of the queue's
-    // jobs runs: no worker is claiming it.
+    // jobs runs: no worker is claiming it. (GET /v1/workers is read from
+    // the same running jobs, so it would tell nothing more.)
     if !q.paused && q.ready > 0 && q.counts.running == 0 && q.oldest_ready_age_ms >= stuck_after {
         notes.push("stuck");
     }

@@ -83,9 +83,9 @@ impl Setup {
         body["queue"].clone()
     }
 
-    /// Claims every ready job of `queue` and fails each for good; answers
-    /// their ids.
-    async fn fail_all(&self, queue: &str, error: &str) -> Vec<String> {
+    /// Claims every ready job of `queue` (as `test-worker`); answers each
+    /// job's id and lease token.
+    async fn claim_all(&self, queue: &str) -> Vec<(String, Value)> {
         let (status, claimed) = call(
             Method::POST,
             &self.server().url(&format!("/v1/queues/{queue}/claim")),
@@ -94,18 +94,52 @@ impl Setup {
         )
         .await;
         assert_eq!(status, 200, "{claimed}");
+        claimed["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|job| {
+                (
+                    job["id"].as_str().unwrap().to_owned(),
+                    job["lease_token"].clone(),
+                )
+            })
+            .collect()
+    }
+
+    /// Claims every ready job of `queue` and fails each for good; answers
+    /// their ids.
+    async fn fail_all(&self, queue: &str, error: &str) -> Vec<String> {
         let mut ids = Vec::new();
-        for job in claimed["jobs"].as_array().unwrap() {
-            let id = job["id"].as_str().unwrap().to_owned();
+        for (id, lease_token) in self.claim_all(queue).await {
             let (status, body) = call(
                 Method::POST,
                 &self.server().url(&format!("/v1/jobs/{id}/fail")),
                 &self.key,
-                Some(json!({"lease_token": job["lease_token"], "error": error, "fatal": true})),
+                Some(json!({"lease_token": lease_token, "error": error, "fatal": true})),
             )
             .await;
             assert_eq!(status, 200, "{body}");
             assert_eq!(body["job"]["state"], "failed");
+            ids.push(id);
+        }
+        ids
+    }
+
+    /// Claims every ready job of `queue` and completes each; answers their
+    /// ids.
+    async fn succeed_all(&self, queue: &str) -> Vec<String> {
+        let mut ids = Vec::new();
+        for (id, lease_token) in self.claim_all(queue).await {
+            let (status, body) = call(
+                Method::POST,
+                &self.server().url(&format!("/v1/jobs/{id}/complete")),
+                &self.key,
+                Some(json!({"lease_token": lease_token, "result": {"ok": true}})),
+            )
+            .await;
+            assert_eq!(status, 200, "{body}");
+            assert_eq!(body["job"]["state"], "succeeded");
             ids.push(id);
         }
         ids

@@ -436,6 +436,8 @@ async fn workers_and_removing_an_empty_queue() {
 async fn stats_says_stuck_and_counts_in_words() {
     let s = Setup::sqlite("cli-stuck");
     s.cli(&["enqueue", "idle", "k"]).ok();
+    let help = s.cli(&["stats", "--help"]).ok().stdout;
+    assert!(help.contains("[default: 5m]"), "{help}");
     let fresh = s.cli(&["stats"]).ok().stdout;
     assert!(!fresh.contains("stuck"), "{fresh}");
     assert!(fresh.contains("1 queue: 1 queued"), "{fresh}");
@@ -457,4 +459,84 @@ async fn stats_says_stuck_and_counts_in_words() {
     s.cli(&["enqueue", "other", "k"]).ok();
     let two = s.cli(&["stats"]).ok().stdout;
     assert!(two.contains("2 queues: "), "{two}");
+}
+
+/// `queues throughput`: the API's JSON with --json; for people, one line
+/// per outcome with its total and the percentiles; the window is bounded.
+/// Also: the client flags before or after the subcommand read the same.
+#[tokio::test]
+async fn queues_throughput_and_flags_on_either_side() {
+    let s = Setup::sqlite("cli-throughput");
+    for _ in 0..2 {
+        s.cli(&["enqueue", "tp", "k"]).ok();
+    }
+    assert_eq!(s.succeed_all("tp").await.len(), 2);
+    s.cli(&["enqueue", "tp", "k"]).ok();
+    assert_eq!(s.fail_all("tp", "boom").await.len(), 1);
+
+    let doc = s
+        .cli(&["queues", "throughput", "tp", "--minutes", "5", "--json"])
+        .ok()
+        .json();
+    let minutes = doc["minutes"].as_array().unwrap();
+    assert_eq!(minutes.len(), 5, "{doc}");
+    let total = |field: &str| -> u64 { minutes.iter().map(|m| m[field].as_u64().unwrap()).sum() };
+    assert_eq!((total("succeeded"), total("failed")), (2, 1), "{doc}");
+    assert!(doc["wait_ms"]["p50"].is_i64(), "{doc}");
+    assert!(doc["run_ms"]["p99"].is_i64(), "{doc}");
+
+    let text = s
+        .cli(&["queues", "throughput", "tp", "--minutes", "5"])
+        .ok()
+        .stdout;
+    assert!(text.starts_with("queue tp: 5 minutes from "), "{text}");
+    assert!(text.contains("one mark a minute"), "{text}");
+    let totals = |name: &str| -> String {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} line in:\n{text}"));
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        cells[cells.len() - 2].to_owned()
+    };
+    assert_eq!(totals("succeeded"), "2", "{text}");
+    assert_eq!(totals("failed"), "1", "{text}");
+    assert_eq!(totals("retried"), "0", "{text}");
+    // The percentiles: a header, then wait and run with a duration each.
+    let percentiles: Vec<Vec<&str>> = text
+        .lines()
+        .skip_while(|l| !l.contains("P50"))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(percentiles[0], ["P50", "P95", "P99"], "{text}");
+    for (line, name) in percentiles[1..].iter().zip(["wait", "run"]) {
+        assert_eq!((line[0], line.len()), (name, 4), "{text}");
+        assert!(line[1..].iter().all(|d| d.ends_with('s')), "{text}");
+    }
+    // A day in one line: several minutes a mark.
+    let day = s
+        .cli(&["queues", "throughput", "tp", "--minutes", "1440"])
+        .ok()
+        .stdout;
+    assert!(day.contains("one mark per 24 minutes"), "{day}");
+    s.cli(&["queues", "throughput", "tp", "--minutes", "0"])
+        .expect(2);
+    s.cli(&["queues", "throughput", "tp", "--minutes", "1441"])
+        .expect(2);
+    let quiet = s.cli(&["queues", "throughput", "never-used"]).ok().stdout;
+    assert!(quiet.contains("(no job finished in the window)"), "{quiet}");
+
+    // Client flags before or after the subcommand.
+    let before = s.cli(&["--json", "queues", "ls"]).ok().json();
+    let after = s.cli(&["queues", "ls", "--json"]).ok().json();
+    assert_eq!(before["queues"][0]["name"], "tp");
+    assert_eq!(before, after);
+    let url_first = tether(
+        &["--url", &s.url, "--data-dir", s.dir(), "--json", "workers"],
+        &[],
+        None,
+    )
+    .ok()
+    .json();
+    assert_eq!(url_first["workers"], json!([]));
 }
