@@ -33,7 +33,7 @@ enum JobsCommand {
     },
     /// Cancel a job: a queued one at once, a running one is asked to stop.
     /// Without an id: every job the selection names (--queue, with
-    /// --state, --kind), in batches, asking first when it is more than one.
+    /// --state, --kind, --tag), in batches, asking first when it is more than one.
     Cancel {
         /// The job's id, or its first hex digits (at least 4) if they name one job.
         #[arg(required_unless_present = "queue")]
@@ -43,7 +43,7 @@ enum JobsCommand {
     },
     /// Queue a finished job again (a succeeded one runs again), with a fresh attempt budget.
     /// Without an id: every job the selection names (--queue, --state,
-    /// --kind), in batches, asking first when it is more than one.
+    /// --kind, --tag), in batches, asking first when it is more than one.
     Replay {
         /// The job's id, or its first hex digits (at least 4) if they name one job.
         #[arg(required_unless_present = "queue")]
@@ -67,6 +67,9 @@ struct Selection {
     /// ...of this kind.
     #[arg(long, requires = "queue")]
     kind: Option<String>,
+    /// ...carrying this tag.
+    #[arg(long, requires = "queue")]
+    tag: Option<String>,
     /// Do not ask before acting on more than one job (needed when stdin is
     /// not a terminal).
     #[arg(long, short = 'y')]
@@ -416,6 +419,15 @@ impl Bulk {
             Bulk::Replay => "replayed",
         }
     }
+
+    /// Why a job listed for it was skipped: it changed state since it was
+    /// listed, so the server answered `invalid_state`.
+    fn skipped(self) -> &'static str {
+        match self {
+            Bulk::Cancel => "already finished",
+            Bulk::Replay => "not finished",
+        }
+    }
 }
 
 /// Jobs per bulk request (the API's limit).
@@ -432,6 +444,7 @@ async fn bulk(ctx: &Ctx, what: Bulk, select: Selection) -> Result<(), CliError> 
     let mut query = JobQuery::new().state(select.state.unwrap_or(default_state));
     query.queue = select.queue;
     query.kind = select.kind;
+    query.tag = select.tag;
     let found = list(ctx, query, &PageArgs::every()).await?;
     let ids: Vec<Uuid> = found.jobs.iter().map(|j| j.id).collect();
     let many = super::format::plural(ids.len() as u64, "job");
@@ -456,7 +469,8 @@ async fn bulk(ctx: &Ctx, what: Bulk, select: Selection) -> Result<(), CliError> 
         indicatif::ProgressBar::hidden()
     };
     let mut done = 0u64;
-    let mut refused = Vec::new();
+    let mut skipped = Vec::new();
+    let mut failed = Vec::new();
     for batch in ids.chunks(BULK_BATCH) {
         let answers = match what {
             Bulk::Cancel => ctx.call(ctx.client.cancel_jobs(batch)).await?,
@@ -465,38 +479,65 @@ async fn bulk(ctx: &Ctx, what: Bulk, select: Selection) -> Result<(), CliError> 
         for answer in answers {
             match answer.result {
                 Ok(_) => done += 1,
-                Err(e) => refused.push((answer.id, e.to_string())),
+                Err(e) if e.code() == Some(tether_client::ErrorCode::InvalidState) => {
+                    skipped.push(answer.id)
+                }
+                Err(e) => failed.push(Failed {
+                    id: answer.id,
+                    error: e.to_string(),
+                }),
             }
         }
         bar.inc(batch.len() as u64);
     }
     bar.finish_and_clear();
+    let outcome = if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::Failed(format!(
+            "{} could not be {}",
+            super::format::plural(failed.len() as u64, "job"),
+            what.done()
+        )))
+    };
     if ctx.json {
-        #[derive(serde::Serialize)]
-        struct Refused {
-            id: Uuid,
-            error: String,
-        }
-        #[derive(serde::Serialize)]
-        struct Summary {
-            done: u64,
-            refused: Vec<Refused>,
-        }
-        let refused = refused
-            .into_iter()
-            .map(|(id, error)| Refused { id, error })
-            .collect();
-        return ctx.print_json(&Summary { done, refused });
+        ctx.print_json(&Summary {
+            done,
+            skipped,
+            failed,
+        })?;
+        return outcome;
     }
-    let mut text = format!("{} {}", what.done(), super::format::plural(done, "job"));
-    if !refused.is_empty() {
-        text.push_str(&format!("; {} could not be:", refused.len()));
-        for (id, error) in &refused {
-            text.push_str(&format!("\n  {id}: {error}"));
-        }
+    let mut text = format!(
+        "{} {}, {} skipped ({})\n",
+        what.done(),
+        super::format::plural(done, "job"),
+        skipped.len(),
+        what.skipped()
+    );
+    for f in &failed {
+        text.push_str(&format!("  {}: {}\n", f.id, f.error));
     }
-    out(&format!("{text}\n"));
-    Ok(())
+    out(&text);
+    outcome
+}
+
+/// What a bulk cancel or replay did, as `--json` prints it.
+#[derive(serde::Serialize)]
+struct Summary {
+    /// Jobs cancelled or replayed.
+    done: u64,
+    /// Jobs that changed state since they were listed.
+    skipped: Vec<Uuid>,
+    /// Jobs the server refused for another reason.
+    failed: Vec<Failed>,
+}
+
+/// A job a bulk command could not act on, and why.
+#[derive(serde::Serialize)]
+struct Failed {
+    id: Uuid,
+    error: String,
 }
 
 fn capitalized(word: &str) -> String {

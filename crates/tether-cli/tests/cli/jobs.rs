@@ -401,9 +401,15 @@ async fn jobs_are_cancelled_and_replayed_in_bulk() {
     let one = s
         .cli(&["jobs", "cancel", "--queue", "bulk", "--kind", "other-kind"])
         .ok();
-    assert_eq!(one.stdout, "cancelled 1 job\n");
+    assert_eq!(
+        one.stdout,
+        "cancelled 1 job, 0 skipped (already finished)\n"
+    );
     let done = s.cli(&["jobs", "cancel", "--queue", "bulk", "--yes"]).ok();
-    assert_eq!(done.stdout, "cancelled 3 jobs\n");
+    assert_eq!(
+        done.stdout,
+        "cancelled 3 jobs, 0 skipped (already finished)\n"
+    );
     assert_eq!(state("bulk", "cancelled"), 4);
     assert_eq!(state("elsewhere", "queued"), 1);
     let replayed = s
@@ -420,10 +426,83 @@ async fn jobs_are_cancelled_and_replayed_in_bulk() {
         .ok()
         .json();
     assert_eq!(replayed["done"], 4);
-    assert_eq!(replayed["refused"], json!([]));
+    assert_eq!(replayed["skipped"], json!([]));
+    assert_eq!(replayed["failed"], json!([]));
     assert_eq!(state("bulk", "queued"), 4);
     // An id and a selection together are refused by the parser.
     s.cli(&["jobs", "cancel", "0000", "--queue", "bulk"])
         .expect(2);
     s.cli(&["jobs", "cancel"]).expect(2);
+}
+
+/// A bulk replay of succeeded jobs runs them again; a selection by tag
+/// acts on those jobs only; jobs the action does not fit are counted as
+/// skipped, not as errors.
+#[tokio::test]
+async fn succeeded_jobs_are_replayed_in_bulk_and_unfit_ones_skipped() {
+    let s = Setup::sqlite("cli-bulk-succeeded");
+    for _ in 0..2 {
+        s.cli(&["enqueue", "reports", "build"]).ok();
+    }
+    let done = s.succeed_all("reports").await;
+    assert_eq!(done.len(), 2);
+    s.cli(&["enqueue", "reports", "build", "--tag", "urgent"])
+        .ok();
+    s.cli(&["enqueue", "reports", "build", "--tag", "urgent"])
+        .ok();
+    s.cli(&["enqueue", "reports", "build"]).ok();
+
+    // Cancelling succeeded jobs: each is refused as finished, a skip.
+    let unfit = s
+        .cli(&[
+            "jobs",
+            "cancel",
+            "--queue",
+            "reports",
+            "--state",
+            "succeeded",
+            "--yes",
+        ])
+        .ok();
+    assert_eq!(
+        unfit.stdout,
+        "cancelled 0 jobs, 2 skipped (already finished)\n"
+    );
+    let replayed = s
+        .cli(&[
+            "jobs",
+            "replay",
+            "--queue",
+            "reports",
+            "--state",
+            "succeeded",
+            "--yes",
+        ])
+        .ok();
+    assert_eq!(
+        replayed.stdout,
+        "replayed 2 jobs, 0 skipped (not finished)\n"
+    );
+    for id in &done {
+        let job = s.job(id).await;
+        assert_eq!(job["state"], "queued", "{job}");
+        assert_eq!(job["attempt"], 0, "{job}");
+        assert!(job["result"].is_null(), "{job}");
+    }
+    // By tag: only the two tagged jobs of the five queued ones.
+    let tagged = s
+        .cli(&[
+            "jobs", "cancel", "--queue", "reports", "--tag", "urgent", "--yes",
+        ])
+        .ok();
+    assert_eq!(
+        tagged.stdout,
+        "cancelled 2 jobs, 0 skipped (already finished)\n"
+    );
+    let (_, queued) = s.get("/v1/jobs?queue=reports&state=queued").await;
+    assert_eq!(queued["jobs"].as_array().unwrap().len(), 3, "{queued}");
+    let (_, cancelled) = s.get("/v1/jobs?queue=reports&state=cancelled").await;
+    for job in cancelled["jobs"].as_array().unwrap() {
+        assert_eq!(job["tags"], json!(["urgent"]), "{job}");
+    }
 }
