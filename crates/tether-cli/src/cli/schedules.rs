@@ -27,24 +27,21 @@ enum SchedulesCommand {
     Add {
         /// Its name (unique in the tenant).
         name: String,
-        /// 5 fields (minute first), or 6 with seconds first; quote it.
+        #[arg(help = CRON_HELP)]
         cron: String,
         /// The queue of the jobs it enqueues.
         queue: String,
         /// The kind of the jobs it enqueues.
         kind: String,
-        /// IANA time zone the expression is read in.
-        #[arg(long, default_value = "UTC")]
-        timezone: String,
-        /// The payload of its jobs (JSON).
-        #[arg(long, value_parser = super::json_value)]
-        payload: Option<Value>,
-        /// `skip`: enqueue nothing while the previous run's job is unfinished.
-        #[arg(long, value_parser = overlap, default_value = "allow")]
-        overlap: Overlap,
+        #[command(flatten)]
+        settings: Settings,
         /// Create it disabled.
         #[arg(long)]
         disabled: bool,
+        /// If a schedule has this name already, change it to this one
+        /// (its runs stay) instead of failing.
+        #[arg(long)]
+        replace: bool,
     },
     /// Change a schedule: only the fields given; its runs stay, and its
     /// next run is worked out again from now.
@@ -66,7 +63,7 @@ enum SchedulesCommand {
     },
     /// The next fire instants of an expression, computed by the server's scheduler.
     Preview {
-        /// 5 or 6 fields; quote it.
+        #[arg(help = CRON_HELP)]
         cron: String,
         /// IANA time zone the expression is read in.
         #[arg(long)]
@@ -94,6 +91,10 @@ enum SchedulesCommand {
         schedule: String,
     },
 }
+
+/// The help of a cron expression argument.
+const CRON_HELP: &str = "5 fields (minute first), 6 with seconds first, or @hourly, @daily \
+                         (@midnight), @weekly, @monthly, @yearly (@annually); quote it";
 
 fn overlap(text: &str) -> Result<Overlap, String> {
     Overlap::parse(text).ok_or_else(|| format!("unknown overlap {text:?} (use allow or skip)"))
@@ -140,21 +141,42 @@ pub(crate) async fn run(args: SchedulesArgs) -> Result<(), CliError> {
             cron,
             queue,
             kind,
-            timezone,
-            payload,
-            overlap,
+            settings,
             disabled,
+            replace,
         } => {
-            let spec = ScheduleSpec::new(name, cron, queue, kind)
-                .timezone(timezone)
-                .payload(payload.unwrap_or(Value::Null))
-                .overlap(overlap)
-                .enabled(!disabled);
-            let s = ctx.call(ctx.client.create_schedule(&spec)).await?;
+            let mut spec = ScheduleSpec::new(name, cron, queue, kind).enabled(!disabled);
+            if let Some(timezone) = settings.timezone {
+                spec = spec.timezone(timezone);
+            }
+            if let Some(payload) = settings.payload {
+                spec = spec.payload(payload);
+            }
+            if let Some(overlap) = settings.overlap {
+                spec = spec.overlap(overlap);
+            }
+            let (s, verb) = match ctx.client.create_schedule(&spec).await {
+                Ok(s) => (s, "created"),
+                // Created first, changed only when the name is taken: the
+                // server is the one that knows whether it is.
+                Err(e) if replace && e.code() == Some(ErrorCode::AlreadyExists) => {
+                    let old = resolve(&ctx, &spec.name).await?;
+                    let s = ctx
+                        .call(ctx.client.patch_schedule(old.id, &whole(spec)))
+                        .await?;
+                    (s, "replaced")
+                }
+                Err(error) => {
+                    return Err(CliError::Api {
+                        url: ctx.url.clone(),
+                        error,
+                    })
+                }
+            };
             if ctx.json {
                 return ctx.print_doc("schedule", &s);
             }
-            out(&format!("created schedule {} ({})\n", s.name, s.id));
+            out(&format!("{verb} schedule {} ({})\n", s.name, s.id));
             out(&describe(&s, now));
             Ok(())
         }
@@ -302,30 +324,38 @@ fn describe(s: &Schedule, now: DateTime<Utc>) -> String {
     ])
 }
 
+/// The settings `add` and `edit` both take; absent, `add` uses the
+/// defaults and `edit` keeps the schedule's.
+#[derive(Debug, clap::Args)]
+struct Settings {
+    /// IANA time zone the expression is read in [add's default: UTC].
+    #[arg(long)]
+    timezone: Option<String>,
+    /// The payload of its jobs (JSON) [add's default: null].
+    #[arg(long, value_parser = super::json_value)]
+    payload: Option<Value>,
+    /// `allow`, or `skip`: enqueue nothing while the previous run's job is
+    /// unfinished [add's default: allow].
+    #[arg(long, value_parser = overlap)]
+    overlap: Option<Overlap>,
+}
+
 /// What `schedules edit` changes: the fields given.
 #[derive(Debug, clap::Args)]
 struct Changes {
     /// A new name.
     #[arg(long)]
     name: Option<String>,
-    /// A new expression (5 or 6 fields, or @hourly, @daily...; quote it).
-    #[arg(long)]
+    #[arg(long, help = CRON_HELP)]
     cron: Option<String>,
-    /// A new IANA time zone.
-    #[arg(long)]
-    timezone: Option<String>,
     /// A new queue for its jobs.
     #[arg(long)]
     queue: Option<String>,
     /// A new kind for its jobs.
     #[arg(long)]
     kind: Option<String>,
-    /// A new payload for its jobs (JSON).
-    #[arg(long, value_parser = super::json_value)]
-    payload: Option<Value>,
-    /// A new overlap policy (allow or skip).
-    #[arg(long, value_parser = overlap)]
-    overlap: Option<Overlap>,
+    #[command(flatten)]
+    settings: Settings,
 }
 
 impl From<Changes> for SchedulePatch {
@@ -333,12 +363,26 @@ impl From<Changes> for SchedulePatch {
         SchedulePatch {
             name: c.name,
             cron: c.cron,
-            timezone: c.timezone,
+            timezone: c.settings.timezone,
             queue: c.queue,
             kind: c.kind,
-            payload: c.payload,
-            overlap: c.overlap,
+            payload: c.settings.payload,
+            overlap: c.settings.overlap,
             enabled: None,
         }
+    }
+}
+
+/// A patch that makes a schedule `spec` in every field (`add --replace`).
+fn whole(spec: ScheduleSpec) -> SchedulePatch {
+    SchedulePatch {
+        name: Some(spec.name),
+        cron: Some(spec.cron),
+        timezone: Some(spec.timezone),
+        queue: Some(spec.queue),
+        kind: Some(spec.kind),
+        payload: Some(spec.payload),
+        enabled: Some(spec.enabled),
+        overlap: Some(spec.overlap),
     }
 }

@@ -254,3 +254,86 @@ async fn schedules_are_edited_field_by_field() {
         missing.stderr
     );
 }
+
+/// `schedules add --replace`: a new name is created; a taken one is made
+/// the given schedule in every field (defaults for the options left out)
+/// and keeps its id; without --replace it stays a conflict.
+#[tokio::test]
+async fn schedules_add_replace_creates_or_replaces_by_name() {
+    let s = Setup::sqlite("cli-sched-replace");
+    let first = s
+        .cli(&[
+            "schedules",
+            "add",
+            "digest",
+            "@weekly",
+            "mail",
+            "send_digest",
+            "--replace",
+            "--timezone",
+            "Europe/Paris",
+            "--payload",
+            r#"{"v": 1}"#,
+            "--overlap",
+            "skip",
+        ])
+        .ok();
+    assert!(
+        first.stdout.starts_with("created schedule digest ("),
+        "{}",
+        first.stdout
+    );
+    let (_, listed) = s.get("/v1/schedules").await;
+    let id = listed["schedules"][0]["id"].as_str().unwrap().to_owned();
+
+    let replaced = s
+        .cli(&[
+            "schedules",
+            "add",
+            "digest",
+            "@hourly",
+            "mail2",
+            "send",
+            "--replace",
+            "--disabled",
+        ])
+        .ok();
+    assert!(
+        replaced
+            .stdout
+            .starts_with(&format!("replaced schedule digest ({id})")),
+        "{}",
+        replaced.stdout
+    );
+    let (status, body) = s.get(&format!("/v1/schedules/{id}")).await;
+    assert_eq!(status, 200, "{body}");
+    let sched = &body["schedule"];
+    assert_eq!(sched["cron"], "@hourly");
+    assert_eq!(sched["queue"], "mail2");
+    assert_eq!(sched["kind"], "send");
+    assert_eq!(sched["timezone"], "UTC", "the default, not the old zone");
+    assert_eq!(
+        sched["payload"],
+        Value::Null,
+        "the default, not the old payload"
+    );
+    assert_eq!(sched["overlap"], "allow");
+    assert_eq!(sched["enabled"], false);
+    let (_, listed) = s.get("/v1/schedules").await;
+    assert_eq!(listed["schedules"].as_array().unwrap().len(), 1, "{listed}");
+
+    let dup = s
+        .cli(&["schedules", "add", "digest", "@daily", "mail", "send"])
+        .expect(1);
+    assert!(
+        dup.stderr.starts_with("error: already_exists: "),
+        "{}",
+        dup.stderr
+    );
+    // The help names the nicknames.
+    let help = s.cli(&["schedules", "add", "--help"]).ok().stdout;
+    assert!(
+        help.contains("@hourly") && help.contains("@weekly"),
+        "{help}"
+    );
+}
