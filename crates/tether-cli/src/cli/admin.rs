@@ -44,12 +44,17 @@ enum KeysCommand {
     /// List keys: ids, names, scope, when created, last used (to within a
     /// minute) and revoked; never secrets. With --json, the API's key
     /// objects, each with its tenant's name.
-    /// Only the tenant of the global --tenant (id or name), if given;
-    /// else every tenant's.
-    Ls,
+    Ls {
+        /// Only this tenant's keys (id or name) [default: the global
+        /// --tenant's if given, else every tenant's].
+        // An id of its own: `tenant` is the global --tenant's.
+        #[arg(id = "only_tenant", value_name = "TENANT")]
+        tenant: Option<String>,
+    },
     /// Issue an API key for a tenant (shown once).
     Create {
         /// The tenant's id or name.
+        #[arg(id = "for_tenant", value_name = "TENANT")]
         tenant: String,
         /// A label for humans.
         #[arg(long)]
@@ -110,8 +115,8 @@ struct TenantKey {
 pub(crate) async fn run_keys(args: KeysArgs) -> Result<(), CliError> {
     let ctx = Ctx::new(&args.conn)?;
     match args.command {
-        KeysCommand::Ls => {
-            let tenant = ctx.tenant.clone();
+        KeysCommand::Ls { tenant } => {
+            let tenant = tenant.or_else(|| ctx.tenant.clone());
             let mut tenants: Vec<(Uuid, String)> = ctx
                 .call(ctx.client.list_tenants())
                 .await?

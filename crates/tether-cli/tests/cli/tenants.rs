@@ -75,11 +75,13 @@ async fn tenants_and_keys_need_an_admin_key() {
     );
     assert!(keys[1]["revoked_at"].is_string(), "{listed}");
     assert!(keys[2]["last_used_at"].is_null(), "{listed}");
-    let by_id = s
-        .cli(&["keys", "ls", "--tenant", &tenant_id, "--json"])
-        .ok()
-        .json();
-    assert_eq!(by_id, listed);
+    for args in [
+        ["keys", "ls", "--tenant", &tenant_id, "--json"].as_slice(),
+        &["keys", "ls", "acme", "--json"],
+        &["keys", "ls", &tenant_id, "--json"],
+    ] {
+        assert_eq!(s.cli(args).ok().json(), listed, "{args:?}");
+    }
     let table = s.cli(&["keys", "ls"]).ok().stdout;
     for text in [
         "TENANT",
@@ -97,12 +99,17 @@ async fn tenants_and_keys_need_an_admin_key() {
         let tail = secret.rsplit('_').next().unwrap();
         assert!(!table.contains(tail) && !listed.to_string().contains(tail));
     }
-    let unknown = s.cli(&["keys", "ls", "--tenant", "nope"]).expect(1);
-    assert!(
-        unknown.stderr.starts_with("error: not_found: "),
-        "{}",
-        unknown.stderr
-    );
+    for args in [
+        ["keys", "ls", "--tenant", "nope"],
+        ["keys", "ls", "nope", "--json"],
+    ] {
+        let unknown = s.cli(&args).expect(1);
+        assert!(
+            unknown.stderr.starts_with("error: not_found: "),
+            "{args:?}: {}",
+            unknown.stderr
+        );
+    }
 
     // A tenant's own key has no admin scope.
     let denied = tether(
