@@ -1,5 +1,6 @@
 //! The operator commands of the `tether` binary: `enqueue`, `jobs`,
-//! `queues`, `dlq`, `schedules`, `tenants`, `keys` and `stats`. They talk to
+//! `queues`, `dlq`, `schedules`, `tenants`, `keys`, `stats` and `workers`
+//! (docs/cli.md describes each). They talk to
 //! a tether server over its HTTP API through the Rust SDK
 //! ([`tether_client::HttpClient`]), never to the database.
 //!
@@ -40,7 +41,7 @@ pub enum ClientCommand {
     Enqueue(enqueue::EnqueueArgs),
     /// List, inspect, cancel and replay jobs.
     Jobs(jobs::JobsArgs),
-    /// Queue health and settings; pause and resume.
+    /// Queue health, settings and throughput; pause, resume and remove.
     Queues(queues::QueuesArgs),
     /// The dead-letter queue (failed jobs): list and replay.
     Dlq(dlq::DlqArgs),
