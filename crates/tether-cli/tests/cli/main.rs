@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod completions;
+mod docs;
 mod jobs;
 mod queues;
 mod schedules;
