@@ -5,13 +5,15 @@ use chrono::{DateTime, SecondsFormat, SubsecRound, Utc};
 
 /// Width of a truncated cell when the terminal's width is unknown (output
 /// to a pipe or a file).
-const DEFAULT_FLEX_WIDTH: usize = 60;
+const DEFAULT_FLEX_WIDTH: u16 = 60;
 /// A flexible column never gets narrower than this.
-const MIN_FLEX_WIDTH: usize = 12;
+const MIN_FLEX_WIDTH: u16 = 12;
 
 /// A table with a header row; columns are separated by two spaces and
-/// padded to their widest cell. One column may be marked flexible (an error
-/// message, a detail): it is truncated so the table fits the terminal.
+/// padded to their widest cell (in terminal columns: a wide character
+/// takes two). One column may be marked flexible (an error message, a
+/// detail): it is cut so the table fits the terminal. Laid out by
+/// comfy-table.
 pub(crate) struct Table {
     headers: Vec<&'static str>,
     rows: Vec<Vec<String>>,
@@ -53,49 +55,47 @@ impl Table {
 
     /// The table as text, fitted to `width` columns when given.
     pub(crate) fn render(&self, width: Option<usize>) -> String {
-        let n = self.headers.len();
-        let mut widths: Vec<usize> = self.headers.iter().map(|h| text_width(h)).collect();
-        for row in &self.rows {
-            for (i, cell) in row.iter().enumerate() {
-                widths[i] = widths[i].max(text_width(cell));
+        use comfy_table::{
+            presets, CellAlignment, ColumnConstraint, ContentArrangement, Row, Width,
+        };
+        let mut table = comfy_table::Table::new();
+        table
+            .load_preset(presets::NOTHING)
+            .set_truncation_indicator("…")
+            .set_header(self.headers.clone());
+        for cells in &self.rows {
+            let mut row = Row::from(cells.clone());
+            // A cell too long for its column is cut, not wrapped.
+            row.max_height(1);
+            table.add_row(row);
+        }
+        match width {
+            Some(total) => {
+                table
+                    .set_content_arrangement(ContentArrangement::Dynamic)
+                    .set_width(u16::try_from(total).unwrap_or(u16::MAX));
+            }
+            None => {
+                table.set_content_arrangement(ContentArrangement::Disabled);
             }
         }
-        if let Some(f) = self.flex {
-            let others: usize = widths
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| *i != f)
-                .map(|(_, w)| w + 2)
-                .sum();
-            let room = match width {
-                Some(total) => total.saturating_sub(others).max(MIN_FLEX_WIDTH),
-                None => DEFAULT_FLEX_WIDTH,
-            };
-            widths[f] = widths[f].min(room.max(text_width(self.headers[f])));
-        }
-        let mut text = String::new();
-        let header: Vec<String> = self.headers.iter().map(|h| h.to_string()).collect();
-        for row in std::iter::once(&header).chain(&self.rows) {
-            let mut line = String::new();
-            for (i, cell) in row.iter().enumerate() {
-                let cell = truncate(cell, widths[i]);
-                let pad = widths[i].saturating_sub(text_width(&cell));
-                if i > 0 {
-                    line.push_str("  ");
-                }
-                if self.right[i] {
-                    line.extend(std::iter::repeat_n(' ', pad));
-                    line.push_str(&cell);
-                } else {
-                    line.push_str(&cell);
-                    if i + 1 < n {
-                        line.extend(std::iter::repeat_n(' ', pad));
-                    }
-                }
+        let last = self.headers.len().saturating_sub(1);
+        for (i, column) in table.column_iter_mut().enumerate() {
+            // Two spaces between columns, none around the table.
+            column.set_padding((0, if i < last { 2 } else { 0 }));
+            if self.right[i] {
+                column.set_cell_alignment(CellAlignment::Right);
             }
-            text.push_str(line.trim_end());
-            text.push('\n');
+            // Only the flexible column gives way; the others keep their
+            // content's width.
+            column.set_constraint(match (self.flex == Some(i), width) {
+                (false, _) => ColumnConstraint::ContentWidth,
+                (true, Some(_)) => ColumnConstraint::LowerBoundary(Width::Fixed(MIN_FLEX_WIDTH)),
+                (true, None) => ColumnConstraint::UpperBoundary(Width::Fixed(DEFAULT_FLEX_WIDTH)),
+            });
         }
+        let mut text = table.trim_fmt();
+        text.push('\n');
         text
     }
 
@@ -144,24 +144,7 @@ pub(crate) fn terminal_width() -> Option<usize> {
     Some(size.map_or(120, |(_, columns)| usize::from(columns)))
 }
 
-/// How many terminal columns `text` takes (a wide character takes two).
-pub(crate) fn text_width(text: &str) -> usize {
-    console::measure_text_width(text)
-}
-
-/// `text` on one line (newlines and tabs become spaces), cut to `max`
-/// characters with a trailing `…`.
-pub(crate) fn truncate(text: &str, max: usize) -> String {
-    let text = one_line(text);
-    if text_width(&text) <= max {
-        return text;
-    }
-    if max == 0 {
-        return String::new();
-    }
-    console::truncate_str(&text, max, "…").into_owned()
-}
-
+/// `text` on one line: newlines and tabs become spaces.
 fn one_line(text: &str) -> String {
     if text.contains(['\n', '\r', '\t']) {
         text.split(['\n', '\r', '\t'])
@@ -321,14 +304,26 @@ mod tests {
     }
 
     #[test]
-    fn truncation() {
-        assert_eq!(truncate("short", 10), "short");
-        assert_eq!(truncate("exactly10!", 10), "exactly10!");
-        assert_eq!(truncate("a long error message", 10), "a long er…");
-        assert_eq!(truncate("line one\nline two", 40), "line one line two");
-        assert_eq!(truncate("ééééé", 3), "éé…");
+    fn a_flexible_cell_is_cut_to_fit_by_display_width() {
+        let cut = |text: &str, width| {
+            let mut t = Table::new(&["ID", "DETAIL"]).flex("DETAIL");
+            t.row(vec!["a".into(), text.into()]);
+            let text = t.render(Some(width));
+            text.lines().nth(1).unwrap().to_owned()
+        };
+        // 4 columns for the id and its gap, the rest for the detail.
+        assert_eq!(cut("short", 40), "a   short");
+        assert_eq!(cut("line one\nline two", 40), "a   line one line two");
+        assert_eq!(
+            cut("a long error message, longer than fits", 20),
+            "a   a long error…"
+        );
+        // Never narrower than 12, whatever the terminal.
+        assert_eq!(cut("a long error message", 8), "a   a long erro…");
         // Wide characters take two columns each.
-        assert_eq!(truncate("日本語のエラー", 5), "日本…");
+        let wide = cut("日本語のエラーメッセージです", 20);
+        assert!(wide.ends_with('…'), "{wide}");
+        assert!(console::measure_text_width(&wide) <= 20, "{wide}");
     }
 
     #[test]
@@ -338,7 +333,10 @@ mod tests {
         t.row(vec!["mail".into(), "22".into()]);
         let text = t.render(None);
         let lines: Vec<&str> = text.lines().collect();
-        let ends: Vec<usize> = lines.iter().map(|l| text_width(l)).collect();
+        let ends: Vec<usize> = lines
+            .iter()
+            .map(|l| console::measure_text_width(l))
+            .collect();
         assert!(ends.iter().all(|e| *e == ends[0]), "{text}");
     }
 
