@@ -8,6 +8,7 @@ mod common;
 mod errors;
 mod flow;
 mod jobs;
+mod operators;
 mod schedules;
 
 use std::time::{Duration, Instant};
