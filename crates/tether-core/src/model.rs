@@ -1008,6 +1008,17 @@ pub struct MinuteCounts {
 }
 
 impl MinuteCounts {
+    /// The start of the first of `minutes` minutes ending with the one
+    /// `now` is in: where a store starts reading history.
+    pub fn window_start(now: DateTime<Utc>, minutes: u32) -> DateTime<Utc> {
+        Self::last_minute(now) - chrono::Duration::minutes(i64::from(minutes.max(1)) - 1)
+    }
+
+    fn last_minute(now: DateTime<Utc>) -> DateTime<Utc> {
+        now.duration_trunc(chrono::Duration::minutes(1))
+            .expect("a minute divides any time")
+    }
+
     /// `minutes` minutes ending with the one `now` is in, oldest first, each
     /// with the counts of `events` (minute start, event, count) in it.
     pub fn series(
@@ -1016,9 +1027,7 @@ impl MinuteCounts {
         events: &[(DateTime<Utc>, EventKind, u64)],
     ) -> Vec<MinuteCounts> {
         let minute = chrono::Duration::minutes(1);
-        let last = now
-            .duration_trunc(minute)
-            .expect("a minute divides any time");
+        let last = Self::last_minute(now);
         let mut series: Vec<MinuteCounts> = (0..i64::from(minutes))
             .rev()
             .map(|back| MinuteCounts {
@@ -1130,6 +1139,11 @@ mod operator_tests {
             (at("2026-12-03T10:00:00Z"), EventKind::Failed, 9),
         ];
         let s = MinuteCounts::series(now, 3, &events);
+        assert_eq!(MinuteCounts::window_start(now, 3), s[0].at);
+        assert_eq!(
+            MinuteCounts::window_start(now, 1),
+            at("2026-12-03T10:30:00Z")
+        );
         let shown: Vec<_> = s
             .iter()
             .map(|m| (m.at, m.succeeded, m.retried, m.failed))

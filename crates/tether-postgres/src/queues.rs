@@ -144,8 +144,7 @@ pub(crate) async fn throughput(
     minutes: u32,
 ) -> Result<QueueThroughput> {
     let now: DateTime<Utc> = sqlx::query_scalar(DB_NOW).fetch_one(&store.db).await.db()?;
-    let series = MinuteCounts::series(now, minutes, &[]);
-    let start = series.first().map_or(now, |m| m.at);
+    let start = MinuteCounts::window_start(now, minutes);
     let events: Vec<(DateTime<Utc>, EventKind, u64)> = sqlx::query(THROUGHPUT_EVENTS)
         .bind(tenant)
         .bind(queue)

@@ -192,8 +192,7 @@ pub(crate) async fn throughput(
         .await
         .db()?;
     let now = rows::ts(now)?;
-    let series = MinuteCounts::series(now, minutes, &[]);
-    let start = series.first().map_or(now, |m| m.at).timestamp_millis();
+    let start = MinuteCounts::window_start(now, minutes).timestamp_millis();
     let found = sqlx::query(THROUGHPUT_EVENTS)
         .bind(tenant)
         .bind(queue)
