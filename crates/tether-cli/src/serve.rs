@@ -55,6 +55,10 @@ pub struct ServeArgs {
     /// answers at once, as if it had asked for `wait_ms: 0`.
     #[arg(long, env = "TETHER_MAX_LONG_POLLS", default_value_t = ServerConfig::default().max_long_polls)]
     pub max_long_polls: usize,
+    /// Most claims of one tenant waiting at once, so one tenant cannot take
+    /// every waiting place; past it its claim answers at once.
+    #[arg(long, env = "TETHER_MAX_LONG_POLLS_PER_TENANT", default_value_t = ServerConfig::default().max_long_polls_per_tenant)]
+    pub max_long_polls_per_tenant: usize,
     /// Longest any request may take, long-polls included; past it the
     /// answer is 503 `unavailable`.
     #[arg(long, env = "TETHER_REQUEST_TIMEOUT", default_value = "60s", value_parser = duration::parse)]
@@ -130,6 +134,7 @@ impl From<ServeArgs> for ServeConfig {
             metrics_max_queues: args.metrics_max_queues,
             max_claim_wait: args.max_claim_wait,
             max_long_polls: args.max_long_polls,
+            max_long_polls_per_tenant: args.max_long_polls_per_tenant,
             request_timeout: args.request_timeout,
             database_options: tether::OpenOptions {
                 migrate: !args.no_migrate,

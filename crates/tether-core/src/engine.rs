@@ -36,7 +36,16 @@ pub struct Engine {
     /// The HMAC key of operator keys; without it, operator keys neither
     /// authenticate nor can be stored.
     server_secret: Option<Arc<ServerSecret>>,
+    /// Turns of each tenant's aggregate reads (queue lists, throughput,
+    /// workers): each reads a whole queue or a day of history, so a tenant
+    /// runs [`AGGREGATE_READS`] at a time and the rest of its burst waits
+    /// here instead of on connections other tenants need.
+    aggregates: Arc<crate::turns::Turns>,
 }
+
+/// How many aggregate reads (see [`Engine::throughput`]) one tenant runs
+/// at once in a process.
+pub const AGGREGATE_READS: usize = 2;
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -55,6 +64,7 @@ impl Engine {
             store,
             limits: Limits::default(),
             server_secret: None,
+            aggregates: crate::turns::Turns::new(AGGREGATE_READS),
         }
     }
 
@@ -321,9 +331,10 @@ impl Engine {
         self.store.queue_stats(tenant, queue).await
     }
 
-    /// Every known queue's stats.
+    /// Every known queue's stats (an aggregate read: in the tenant's turn).
     pub async fn list_queues(&self, tenant: &str) -> Result<Vec<QueueStats>> {
         validate::name("tenant", tenant)?;
+        let _turn = self.aggregates.take(tenant.to_owned()).await;
         self.store.list_queues(tenant).await
     }
 
@@ -335,7 +346,8 @@ impl Engine {
         self.store.delete_queue(tenant, queue).await
     }
 
-    /// A queue's last `minutes` minutes (see [`QueueThroughput`]).
+    /// A queue's last `minutes` minutes (see [`QueueThroughput`]); an
+    /// aggregate read, run in the tenant's turn.
     pub async fn throughput(
         &self,
         tenant: &str,
@@ -354,12 +366,15 @@ impl Engine {
                 ),
             ));
         }
+        let _turn = self.aggregates.take(tenant.to_owned()).await;
         self.store.throughput(tenant, queue, minutes).await
     }
 
-    /// Who holds the tenant's running jobs now.
+    /// Who holds the tenant's running jobs now (an aggregate read: in the
+    /// tenant's turn).
     pub async fn list_workers(&self, tenant: &str) -> Result<Vec<WorkerSummary>> {
         validate::name("tenant", tenant)?;
+        let _turn = self.aggregates.take(tenant.to_owned()).await;
         self.store.list_workers(tenant).await
     }
 

@@ -5,12 +5,23 @@
 //! The claim reads the head of each group's ready jobs — a group is a
 //! `concurrency_key`, and jobs without a key form one more group — at most
 //! [`group_cap`] of them, and takes `room` of those heads in [`claim_order`].
+//! The walk over the keys visits at most [`walk_len`] of them, in turn.
 //! A claim that is not fair first tries the queue's first ready jobs
 //! ([`from_window`]), which spares it the walk over the keys when the
 //! backlog mixes them.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
+
+/// How many keys one claim's walk visits at most: twice its room, and at
+/// least 256. A queue may hold jobs of millions of keys; a walk over all of
+/// them would hold the queue's turn (and, on SQLite, the single writer)
+/// for seconds. The walk starts after the key where the queue's previous
+/// walk stopped and wraps around, so successive claims visit every key in
+/// turn (see [`crate::LimitedQueues::walk_from`]).
+pub fn walk_len(room: u32) -> u32 {
+    room.saturating_mul(2).max(256)
+}
 
 /// A ready job at the head of its group.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -20,10 +20,11 @@ pub mod migrations;
 mod model;
 pub mod schedule;
 mod store;
+pub mod turns;
 pub mod validate;
 mod wakeup;
 
-pub use engine::{Engine, MAX_LISTED_RUNS, MAX_PREVIEW, SCHEDULE_RUNS_SHOWN};
+pub use engine::{Engine, AGGREGATE_READS, MAX_LISTED_RUNS, MAX_PREVIEW, SCHEDULE_RUNS_SHOWN};
 pub use error::{Error, ErrorCode, Result};
 #[doc(hidden)]
 pub use forward::__forward;

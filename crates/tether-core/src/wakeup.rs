@@ -33,10 +33,30 @@ use crate::model::Enqueued;
 /// of its latest claim of each: a job of one of them that ends frees a slot
 /// and is worth a hint. Unlimited queues are not kept, so a busy process
 /// without limits pays one lookup in an empty set per claim and report.
-#[derive(Debug, Default)]
+///
+/// It also holds what the claims of those queues share in this process:
+/// their turns ([`LimitedQueues::turn`]) and where each queue's walk over
+/// its keys stopped ([`LimitedQueues::walk_from`]).
+#[derive(Debug)]
 pub struct LimitedQueues {
     queues: Mutex<std::collections::HashSet<Key>>,
+    turns: Arc<crate::turns::Turns>,
+    walks: Mutex<HashMap<Key, String>>,
 }
+
+impl Default for LimitedQueues {
+    fn default() -> Self {
+        LimitedQueues {
+            queues: Mutex::default(),
+            turns: crate::turns::Turns::new(1),
+            walks: Mutex::default(),
+        }
+    }
+}
+
+/// Most queues whose walk position a process keeps; past it they start
+/// over from the first key (a position is only where fairness resumes).
+const MAX_WALKS: usize = 10_000;
 
 impl LimitedQueues {
     /// Records what a claim of `queue` found.
@@ -55,6 +75,36 @@ impl LimitedQueues {
     pub fn contains(&self, tenant: &str, queue: &str) -> bool {
         let queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
         !queues.is_empty() && queues.contains(&(tenant.to_owned(), queue.to_owned()))
+    }
+
+    /// Waits for this process's turn at a limited claim of `queue`. The
+    /// claims of a flow-controlled queue take turns in the database anyway
+    /// (on the queue's row, or SQLite's writer); taking the turn here first
+    /// makes the others wait in memory instead of each holding a pooled
+    /// connection or a place in the writer's line, which other tenants need.
+    pub async fn turn(&self, tenant: &str, queue: &str) -> crate::turns::Turn {
+        self.turns
+            .take(crate::turns::queue_key(tenant, queue))
+            .await
+    }
+
+    /// The key after which the next walk over `queue`'s keys starts (`""`:
+    /// the first key).
+    pub fn walk_from(&self, tenant: &str, queue: &str) -> String {
+        let walks = self.walks.lock().unwrap_or_else(|e| e.into_inner());
+        walks
+            .get(&(tenant.to_owned(), queue.to_owned()))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Records the last key a walk over `queue`'s keys visited.
+    pub fn walked_to(&self, tenant: &str, queue: &str, last: String) {
+        let mut walks = self.walks.lock().unwrap_or_else(|e| e.into_inner());
+        if walks.len() >= MAX_WALKS {
+            walks.clear();
+        }
+        walks.insert((tenant.to_owned(), queue.to_owned()), last);
     }
 }
 

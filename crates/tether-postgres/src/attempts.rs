@@ -33,13 +33,16 @@ pub(crate) async fn claim(
     let (mut claimed, limited) = if known {
         (Vec::new(), true)
     } else {
-        let outcome = run_claim(&store.db, CLAIM, tenant, req).await?;
+        let outcome = run_claim(&store.db, CLAIM, tenant, req, None).await?;
         (outcome.jobs, outcome.limited)
     };
     if limited {
         // The queue has flow control: its claims take turns on the queue
         // row, each counting the running jobs, reserved slots and the rate
-        // window after the previous turn committed.
+        // window after the previous turn committed. This process's claims
+        // of the queue wait for their turn here, in memory, so that at most
+        // one of them holds a pooled connection while it waits for the row.
+        let turn = store.limited.turn(tenant, &req.queue).await;
         let mut tx = store.begin().await?;
         let settings = sqlx::query(LOCK_QUEUE_LIMITS)
             .bind(tenant)
@@ -53,8 +56,17 @@ pub(crate) async fn claim(
         };
         let outcome = if limits.by_key {
             // Per-key counts need the choice of jobs made in the turn.
-            let outcome = run_claim(&mut tx.conn(), CLAIM_BY_KEY, tenant, req).await?;
+            let from = store.limited.walk_from(tenant, &req.queue);
+            let walk = Walk {
+                from: &from,
+                len: tether_core::flow::walk_len(req.limit),
+            };
+            let outcome = run_claim(&mut tx.conn(), CLAIM_BY_KEY, tenant, req, Some(walk)).await?;
             tx.commit().await.db()?;
+            drop(turn);
+            if let Some(last) = &outcome.walked_to {
+                store.limited.walked_to(tenant, &req.queue, last.clone());
+            }
             outcome
         } else {
             // The turn only reserves slots; the claim runs beside others.
@@ -67,6 +79,7 @@ pub(crate) async fn claim(
                 .await
                 .db()?;
             tx.commit().await.db()?;
+            drop(turn);
             let mut outcome = ClaimOutcome::default();
             outcome.read_turn(&row).db()?;
             if let Some(reservation) = row.try_get::<Option<Uuid>, _>("reservation").db()? {
@@ -142,6 +155,15 @@ struct ClaimOutcome {
     throttled: bool,
     /// The rate limit is used up: in how long its window frees how many slots.
     window_opens: Option<(std::time::Duration, usize)>,
+    /// The last key `CLAIM_BY_KEY`'s walk visited, when it walked.
+    walked_to: Option<String>,
+}
+
+/// Where `CLAIM_BY_KEY`'s walk over the keys starts, and how far it goes.
+#[derive(Debug, Clone, Copy)]
+struct Walk<'a> {
+    from: &'a str,
+    len: u32,
 }
 
 impl ClaimOutcome {
@@ -160,25 +182,27 @@ impl ClaimOutcome {
     }
 }
 
-/// Runs a claim statement (`CLAIM` or `CLAIM_BY_KEY`).
+/// Runs a claim statement (`CLAIM`, or `CLAIM_BY_KEY` with its `walk`).
 async fn run_claim<'c, E>(
     conn: E,
     sql: &str,
     tenant: &str,
     req: &ClaimRequest,
+    walk: Option<Walk<'_>>,
 ) -> Result<ClaimOutcome>
 where
     E: sqlx::PgExecutor<'c>,
 {
-    let rows = sqlx::query(sql)
+    let mut query = sqlx::query(sql)
         .bind(tenant)
         .bind(&req.queue)
         .bind(i64::from(req.limit))
         .bind(req.lease_ttl_ms)
-        .bind(&req.worker_id)
-        .fetch_all(conn)
-        .await
-        .db()?;
+        .bind(&req.worker_id);
+    if let Some(walk) = walk {
+        query = query.bind(walk.from).bind(i64::from(walk.len));
+    }
+    let rows = query.fetch_all(conn).await.db()?;
     let mut out = ClaimOutcome {
         jobs: Vec::with_capacity(rows.len()),
         ..ClaimOutcome::default()
@@ -186,6 +210,7 @@ where
     // `CLAIM_BY_KEY` repeats its turn's outcome on every row (there is one).
     if let (true, Some(row)) = (sql != CLAIM, rows.first()) {
         out.read_turn(row).db()?;
+        out.walked_to = row.try_get("walked_to").db()?;
     }
     for row in &rows {
         // No job claimed: one row of NULLs that says whether the queue is limited.

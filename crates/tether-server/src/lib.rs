@@ -72,6 +72,11 @@ pub struct ServerConfig {
     /// waiting place taken answers at once, as if it had asked for
     /// `wait_ms: 0`, so a flood of long-polls cannot pin the server.
     pub max_long_polls: usize,
+    /// Most claims of one tenant waiting at once (default 256, a quarter of
+    /// `max_long_polls`): one tenant's flood of long-polls leaves the other
+    /// waiting places to other tenants. Past it, the tenant's claim answers
+    /// at once, as with `wait_ms: 0`.
+    pub max_long_polls_per_tenant: usize,
     /// Longest any request may take, long-polls included (default 60 s, so
     /// above `max_wait_ms`); past it the answer is 503 `unavailable`.
     pub request_timeout: std::time::Duration,
@@ -89,6 +94,7 @@ impl Default for ServerConfig {
             max_body_bytes: 1024 * 1024,
             max_wait_ms: DEFAULT_MAX_WAIT_MS,
             max_long_polls: 1_024,
+            max_long_polls_per_tenant: 256,
             request_timeout: std::time::Duration::from_secs(60),
             metrics_max_queues: 1_000,
         }
@@ -104,6 +110,8 @@ pub struct AppState {
     pub config: Arc<ServerConfig>,
     /// One permit per claim allowed to wait (see `max_long_polls`).
     pub long_polls: Arc<tokio::sync::Semaphore>,
+    /// Each tenant's waiting claims (see `max_long_polls_per_tenant`).
+    pub tenant_long_polls: Arc<tether_core::turns::Turns>,
     /// Cancelled when the server begins to stop: waiting claims answer at
     /// once (empty) so a graceful shutdown does not wait out long-polls.
     pub shutdown: tokio_util::sync::CancellationToken,
@@ -117,6 +125,7 @@ impl AppState {
         AppState {
             engine,
             long_polls: Arc::new(tokio::sync::Semaphore::new(config.max_long_polls)),
+            tenant_long_polls: tether_core::turns::Turns::new(config.max_long_polls_per_tenant),
             shutdown: tokio_util::sync::CancellationToken::new(),
             metrics: Metrics::gauges_only(),
             config: Arc::new(config),

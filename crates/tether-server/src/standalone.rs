@@ -66,6 +66,8 @@ pub struct ServeConfig {
     /// Most claims waiting at once (default 1 024); past it a claim answers
     /// at once.
     pub max_long_polls: usize,
+    /// Most claims of one tenant waiting at once (default 256).
+    pub max_long_polls_per_tenant: usize,
     /// Longest any request may take, long-polls included (default 60 s);
     /// past it the answer is 503.
     pub request_timeout: Duration,
@@ -94,6 +96,7 @@ impl Default for ServeConfig {
             metrics_max_queues: server.metrics_max_queues,
             max_claim_wait: Duration::from_millis(server.max_wait_ms as u64),
             max_long_polls: server.max_long_polls,
+            max_long_polls_per_tenant: server.max_long_polls_per_tenant,
             request_timeout: server.request_timeout,
             database_options: tether::OpenOptions::default(),
         }
@@ -290,6 +293,7 @@ pub async fn start(
         metrics_max_queues: args.metrics_max_queues,
         max_wait_ms: i64::try_from(args.max_claim_wait.as_millis()).unwrap_or(i64::MAX),
         max_long_polls: args.max_long_polls,
+        max_long_polls_per_tenant: args.max_long_polls_per_tenant,
         request_timeout: args.request_timeout,
     };
     let state = AppState::new(engine.clone(), config).with_metrics(metrics);

@@ -20,8 +20,8 @@ use crate::rows::{self, id_array, to_json_text, Db};
 use crate::sql::attempts::{
     ANY_READY, ANY_UNKEYED, CLAIM, CLAIMED_EVENTS, CLAIM_IDS, COMPLETE, COMPLETE_MANY, COUNT_READY,
     COUNT_RUNNING, FAIL_READ, FAIL_WRITE, HEAD_WINDOW, HEARTBEAT, KEY_HEAD, LEASE_LOST,
-    LEASE_LOST_MANY, LOG_CLAIM, NEXT_KEY, QUEUE_LIMITS, RATE_WINDOW, REPEATED_REPORT,
-    RUNNING_BY_KEY, SNOOZE, SUCCEEDED_EVENTS, SUCCEEDED_TOKENS, TRIM_CLAIMS, UNKEYED_HEAD,
+    LEASE_LOST_MANY, LOG_CLAIM, QUEUE_LIMITS, RATE_WINDOW, REPEATED_REPORT, RUNNING_BY_KEY, SNOOZE,
+    SUCCEEDED_EVENTS, SUCCEEDED_TOKENS, TRIM_CLAIMS, UNKEYED_HEAD, WALK_KEYS, WALK_KEYS_UPTO,
 };
 use crate::{SqliteStore, Tx};
 
@@ -44,6 +44,13 @@ pub(crate) async fn claim(
     if !any_ready {
         return Ok(Vec::new());
     }
+    // A flow-controlled queue's claims take turns in the single writer
+    // anyway; this process's wait for it in memory, one in the writer's
+    // line at a time, so they do not crowd out other tenants' writes.
+    let _turn = match store.limited.contains(tenant, &req.queue) {
+        true => Some(store.limited.turn(tenant, &req.queue).await),
+        false => None,
+    };
     let mut tx = store.begin().await?;
     // The single writer's transaction: nothing changes the running jobs or
     // the rate window between the counts below and the claim.
@@ -57,7 +64,7 @@ pub(crate) async fn claim(
         },
     };
     let claimed_rows = if limits.by_key() {
-        let ids = pick_by_key(&mut tx, tenant, &req.queue, room.n, &limits).await?;
+        let ids = pick_by_key(store, &mut tx, tenant, &req.queue, room.n, &limits).await?;
         sqlx::query(CLAIM_IDS)
             .bind(tenant)
             .bind(&req.queue)
@@ -267,10 +274,11 @@ async fn room(
 }
 
 /// The jobs a key-limited or fair claim of `room` takes (see
-/// `tether_core::flow`): the head of each key with queued jobs (a walk
-/// over `tether_jobs_key_claim`, one step per key) and of the jobs without
-/// a key, in claim order.
+/// `tether_core::flow`): the head of each key a walk over
+/// `tether_jobs_key_claim` visits (at most `flow::walk_len`, in turn) and
+/// of the jobs without a key, in claim order.
 async fn pick_by_key(
+    store: &SqliteStore,
     tx: &mut Tx,
     tenant: &str,
     queue: &str,
@@ -326,20 +334,31 @@ async fn pick_by_key(
             return Ok(ids);
         }
     }
-    let mut keys: Vec<String> = Vec::new();
-    loop {
-        let after = keys.last().map_or("", String::as_str);
-        let next: Option<String> = sqlx::query_scalar(NEXT_KEY)
+    let walk_len = flow::walk_len(room);
+    let from = store.limited.walk_from(tenant, queue);
+    let mut keys: Vec<String> = sqlx::query_scalar(WALK_KEYS)
+        .bind(tenant)
+        .bind(queue)
+        .bind(&from)
+        .bind(i64::from(walk_len))
+        .fetch_all(&mut **tx)
+        .await
+        .db()?;
+    if keys.len() < walk_len as usize && !from.is_empty() {
+        // Wrapped around: the keys up to where this walk started.
+        let rest: Vec<String> = sqlx::query_scalar(WALK_KEYS_UPTO)
             .bind(tenant)
             .bind(queue)
-            .bind(after)
-            .fetch_optional(&mut **tx)
+            .bind("")
+            .bind(i64::from(walk_len) - keys.len() as i64)
+            .bind(&from)
+            .fetch_all(&mut **tx)
             .await
             .db()?;
-        match next {
-            Some(key) => keys.push(key),
-            None => break,
-        }
+        keys.extend(rest);
+    }
+    if let Some(last) = keys.last() {
+        store.limited.walked_to(tenant, queue, last.clone());
     }
     let unkeyed: bool = sqlx::query_scalar(ANY_UNKEYED)
         .bind(tenant)

@@ -96,8 +96,9 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long an operation waits for a pooled connection (the writer is one
 /// connection shared by every writing task of the process).
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(30);
-/// Connections for reads; WAL lets them run alongside the writer.
-const READ_CONNECTIONS: u32 = 4;
+/// Reader connections: enough that one tenant's aggregate reads (at most
+/// `tether_core::AGGREGATE_READS` at a time) leave others room.
+const READ_CONNECTIONS: u32 = 6;
 
 /// A tether store in one SQLite file.
 ///

@@ -344,6 +344,54 @@ pub async fn key_max_running_passes_over_full_keys(db: &TestDb) {
     claim_none(db, T, "walk").await;
 }
 
+/// A fair queue with `key_max_running` 1 whose head is one key's long
+/// backlog, then more keys than one claim's walk visits
+/// (`tether_core::flow::walk_len`): each claim walks only part of the keys,
+/// and successive claims go on where the last one stopped, so small claims
+/// reach every key — each key once, the full key never twice — and then
+/// hand out nothing.
+pub async fn a_bounded_walk_reaches_every_key_in_turn(db: &TestDb) {
+    const KEYS: usize = 700;
+    let queue = "many-keys";
+    let backlog: Vec<_> = (0..50).map(|_| keyed(queue, "hot")).collect();
+    ok(db.engine.enqueue_many(T, &backlog).await);
+    for chunk in (0..KEYS).collect::<Vec<_>>().chunks(500) {
+        let jobs: Vec<_> = chunk
+            .iter()
+            .map(|i| keyed(queue, &format!("k{i:04}")))
+            .collect();
+        ok(db.engine.enqueue_many(T, &jobs).await);
+    }
+    let patch = QueueConfigPatch {
+        fair: Some(true),
+        ..key_limit(1)
+    };
+    ok(db.engine.configure_queue(T, queue, &patch).await);
+    assert!(
+        tether_core::flow::walk_len(10) < KEYS as u32,
+        "the test needs more keys than a walk visits"
+    );
+    let mut taken: HashMap<String, usize> = HashMap::new();
+    let mut claims = 0;
+    loop {
+        let got = claim(db, T, queue, 10).await;
+        claims += 1;
+        if got.is_empty() {
+            break;
+        }
+        for (key, n) in per_key(&got) {
+            *taken.entry(key).or_default() += n;
+        }
+        assert!(claims < 500, "claims kept handing out jobs: {taken:?}");
+    }
+    assert_eq!(taken.len(), KEYS + 1, "every key, the hot one too");
+    assert!(
+        taken.values().all(|&n| n == 1),
+        "one job per key under key_max_running 1"
+    );
+    assert_eq!(running(db, queue).await, KEYS as i64 + 1);
+}
+
 /// Sixteen claimers race under `key_max_running` 2 over four keys: every
 /// round ends with exactly two running jobs per key.
 pub async fn concurrent_claimers_never_exceed_key_max_running(db: &TestDb) {

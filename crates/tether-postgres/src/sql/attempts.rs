@@ -265,6 +265,11 @@ pub(crate) const CLAIM_RESERVED: &str = concat!(
 /// as many keys as it takes jobs: it takes the first job of each of the
 /// first keys to appear, which is what the walk (capped at one job a key
 /// when there are that many keys) would take.
+///
+/// The walk visits at most `$7` keys (`tether_core::flow::walk_len`),
+/// starting after `$6` (the last key the queue's previous walk visited,
+/// `''` for the first) and wrapping around; `walked_to` answers where it
+/// stopped (NULL when the window held the claim and nothing was walked).
 pub(crate) const CLAIM_BY_KEY: &str = concat!(
     "WITH RECURSIVE ",
     flow_room!(),
@@ -272,17 +277,38 @@ pub(crate) const CLAIM_BY_KEY: &str = concat!(
     ",
     ready_count!(),
     ",
-    keys AS (
-        (SELECT j.concurrency_key AS key FROM tether.jobs j
-         WHERE j.tenant = $1 AND j.queue = $2 AND j.state = 'queued'
-           AND j.concurrency_key IS NOT NULL
-         ORDER BY j.concurrency_key LIMIT 1)
+    -- The walk: at most $7 keys with queued jobs, the first after $6 (where
+    -- the queue's previous walk stopped) and on, wrapping around to the
+    -- first key; never all of them when there are more.
+    keys_after AS (
+        SELECT (SELECT j.concurrency_key FROM tether.jobs j
+                WHERE j.tenant = $1 AND j.queue = $2 AND j.state = 'queued'
+                  AND j.concurrency_key > $6
+                ORDER BY j.concurrency_key LIMIT 1) AS key, 1 AS n
         UNION ALL
         SELECT (SELECT j.concurrency_key FROM tether.jobs j
                 WHERE j.tenant = $1 AND j.queue = $2 AND j.state = 'queued'
                   AND j.concurrency_key > k.key
-                ORDER BY j.concurrency_key LIMIT 1)
-        FROM keys k WHERE k.key IS NOT NULL
+                ORDER BY j.concurrency_key LIMIT 1), k.n + 1
+        FROM keys_after k WHERE k.key IS NOT NULL AND k.n < $7
+    ),
+    keys_before AS (
+        SELECT (SELECT j.concurrency_key FROM tether.jobs j
+                WHERE j.tenant = $1 AND j.queue = $2 AND j.state = 'queued'
+                  AND j.concurrency_key IS NOT NULL AND j.concurrency_key <= $6
+                ORDER BY j.concurrency_key LIMIT 1) AS key,
+               (SELECT count(*) FROM keys_after WHERE key IS NOT NULL) + 1 AS n
+        UNION ALL
+        SELECT (SELECT j.concurrency_key FROM tether.jobs j
+                WHERE j.tenant = $1 AND j.queue = $2 AND j.state = 'queued'
+                  AND j.concurrency_key > k.key AND j.concurrency_key <= $6
+                ORDER BY j.concurrency_key LIMIT 1), k.n + 1
+        FROM keys_before k WHERE k.key IS NOT NULL AND k.n < $7
+    ),
+    keys AS (
+        SELECT key, n FROM keys_after WHERE key IS NOT NULL
+        UNION ALL
+        SELECT key, n FROM keys_before WHERE key IS NOT NULL AND n <= $7
     ),
     key_running AS (
         SELECT r.concurrency_key AS key, count(*) AS n FROM tether.jobs r
@@ -331,7 +357,7 @@ pub(crate) const CLAIM_BY_KEY: &str = concat!(
         -- (counting the keys only when the walk over them is needed).
         SELECT CASE WHEN (SELECT plain OR fair FROM by_window) THEN r.n
                     WHEN c.fair
-                    THEN ceil(r.n::numeric / GREATEST(1, (SELECT count(*) FROM keys WHERE key IS NOT NULL)
+                    THEN ceil(r.n::numeric / GREATEST(1, (SELECT count(*) FROM keys)
                         + (EXISTS (SELECT 1 FROM tether.jobs j
                                    WHERE j.tenant = $1 AND j.queue = $2 AND j.state = 'queued'
                                      AND j.concurrency_key IS NULL))::int))::bigint
@@ -356,7 +382,7 @@ pub(crate) const CLAIM_BY_KEY: &str = concat!(
                         COALESCE((SELECT n FROM key_room r WHERE r.key = k.key),
                                  (SELECT COALESCE(key_max_running, $3::bigint) FROM config)))
         ) h
-        WHERE k.key IS NOT NULL AND NOT (SELECT plain OR fair FROM by_window)
+        WHERE NOT (SELECT plain OR fair FROM by_window)
         UNION ALL
         (SELECT j.id, j.priority, j.run_at, NULL FROM tether.jobs j
          WHERE j.tenant = $1 AND j.queue = $2 AND j.state = 'queued'
@@ -396,7 +422,9 @@ pub(crate) const CLAIM_BY_KEY: &str = concat!(
     )
     SELECT c.*, false AS limited, ",
     turn_outcome!("(SELECT count(*) FROM claimed)"),
-    "
+    ",
+           CASE WHEN NOT (SELECT plain OR fair FROM by_window)
+                THEN (SELECT key FROM keys ORDER BY n DESC LIMIT 1) END AS walked_to
     FROM config cf CROSS JOIN rate_window w CROSS JOIN ready LEFT JOIN claimed c ON true"
 );
 

@@ -53,9 +53,12 @@ pub(crate) async fn claim(
     };
     let tenant = caller.tenant();
     let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms as u64);
-    // Only so many claims may wait at once; beyond that, answer at once.
+    // Only so many claims may wait at once, and of them only so many of
+    // one tenant; beyond that, answer at once.
     let waiting = if wait_ms > 0 {
-        st.long_polls.clone().try_acquire_owned().ok()
+        st.tenant_long_polls
+            .try_take(tenant.to_owned())
+            .and_then(|mine| Some((mine, st.long_polls.clone().try_acquire_owned().ok()?)))
     } else {
         None
     };

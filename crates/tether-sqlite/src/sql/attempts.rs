@@ -115,11 +115,38 @@ pub(crate) const TRIM_CLAIMS: &str = concat!(
     " - 86400000"
 );
 
-/// The next concurrency key after ?3 ('' for the first) with queued jobs
-/// in queue ?2 of tenant ?1: one step of a walk over `tether_jobs_key_claim`.
-pub(crate) const NEXT_KEY: &str = "SELECT concurrency_key FROM tether_jobs \
-     WHERE tenant = ?1 AND queue = ?2 AND state = 'queued' AND concurrency_key > ?3 \
-     ORDER BY concurrency_key LIMIT 1";
+/// A walk over `tether_jobs_key_claim`: the concurrency keys with queued
+/// jobs in queue ?2 of tenant ?1, in order, after ?3 ('' for the first),
+/// at most ?4 of them; `$upto` bounds them from above (or is empty).
+macro_rules! walk_keys {
+    ($upto:literal) => {
+        concat!(
+            "WITH RECURSIVE walk(key, n) AS (
+                SELECT (SELECT concurrency_key FROM tether_jobs
+                        WHERE tenant = ?1 AND queue = ?2 AND state = 'queued'
+                          AND concurrency_key > ?3 ",
+            $upto,
+            " ORDER BY concurrency_key LIMIT 1), 1
+                UNION ALL
+                SELECT (SELECT concurrency_key FROM tether_jobs
+                        WHERE tenant = ?1 AND queue = ?2 AND state = 'queued'
+                          AND concurrency_key > walk.key ",
+            $upto,
+            " ORDER BY concurrency_key LIMIT 1), walk.n + 1
+                FROM walk WHERE walk.key IS NOT NULL AND walk.n < ?4
+            )
+            SELECT key FROM walk WHERE key IS NOT NULL ORDER BY n"
+        )
+    };
+}
+
+/// The walk's first part: keys after where the queue's previous walk
+/// stopped (see `tether_core::flow::walk_len`).
+pub(crate) const WALK_KEYS: &str = walk_keys!("");
+
+/// The walk's second part, wrapped around: keys from the first up to ?5
+/// (where the first part started).
+pub(crate) const WALK_KEYS_UPTO: &str = walk_keys!("AND concurrency_key <= ?5");
 
 /// The first ?3 ready jobs of the queue (the columns of a head), in claim
 /// order: where a claim that is not fair looks first.
