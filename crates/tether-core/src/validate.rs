@@ -458,13 +458,38 @@ fn limit(field: &str, n: i32) -> Result<()> {
 }
 
 /// A schedule definition: names, payload size, and its expression and time
-/// zone; answers the timetable they make.
+/// zone (printable ASCII only, then parsed); answers the timetable they make.
 pub fn schedule(spec: &crate::ScheduleSpec, limits: &Limits) -> Result<crate::cron::CronSchedule> {
     name("name", &spec.name)?;
     name("queue", &spec.queue)?;
     name("kind", &spec.kind)?;
     json_size("payload", &spec.payload, limits)?;
+    printable_ascii("timezone", &spec.timezone)?;
+    printable_ascii("cron", &spec.cron)?;
     crate::cron::CronSchedule::parse(&spec.cron, &spec.timezone)
+}
+
+/// A cron expression or a time zone name: printable ASCII only (U+0020 to
+/// U+007E). Neither has a use for anything else, and the expression is
+/// stored as written: a carriage return, a vertical tab or U+0085 reads as
+/// whitespace to the parser, and would stay in the schedule for every
+/// operator who lists it to see (or for their terminal to obey).
+pub fn printable_ascii(field: &str, value: &str) -> Result<()> {
+    let Some((at, c)) = value.char_indices().find(|(_, c)| !(' '..='~').contains(c)) else {
+        return Ok(());
+    };
+    let what = if c.is_control() {
+        "a control character"
+    } else {
+        "not ASCII"
+    };
+    Err(Error::invalid(
+        field,
+        format!(
+            "must be printable ASCII: {c:?} (U+{:04X}) at byte {at} is {what}",
+            u32::from(c)
+        ),
+    ))
 }
 
 #[cfg(test)]
@@ -517,6 +542,53 @@ mod tests {
         assert!(err.to_string().contains("run_at"), "{err}");
         let err = new_job("", &job.expires_at(after), &limits).unwrap_err();
         assert!(err.to_string().contains("expires_at"), "{err}");
+    }
+
+    #[test]
+    fn cron_and_time_zone_text_is_printable_ascii() {
+        let limits = Limits::default();
+        let spec =
+            |cron: &str, zone: &str| crate::ScheduleSpec::new("s", cron, "q", "k").timezone(zone);
+        assert!(schedule(&spec("0 3 * * 1-5", "Europe/Berlin"), &limits).is_ok());
+        assert!(schedule(&spec("@daily", "America/Argentina/Buenos_Aires"), &limits).is_ok());
+        for (cron, zone, field, shown) in [
+            (
+                "0 3 * * *\r",
+                "UTC",
+                "cron",
+                "'\\r' (U+000D) at byte 9 is a control character",
+            ),
+            (
+                "0\u{b}3 * * *",
+                "UTC",
+                "cron",
+                "'\\u{b}' (U+000B) at byte 1",
+            ),
+            ("0 3 * * *\u{85}", "UTC", "cron", "'\\u{85}' (U+0085)"),
+            ("0\t3 * * *", "UTC", "cron", "'\\t'"),
+            ("0 3 * * *\n", "UTC", "cron", "'\\n'"),
+            ("0 3 * * *\u{1b}[2J", "UTC", "cron", "U+001B"),
+            (
+                "0 3 * * \u{2167}",
+                "UTC",
+                "cron",
+                "(U+2167) at byte 8 is not ASCII",
+            ),
+            ("0 3 * * *\u{a0}", "UTC", "cron", "U+00A0"),
+            ("0 3 * * *", "UTC\r", "timezone", "U+000D"),
+            ("0 3 * * *", "Europe/Berl\u{131}n", "timezone", "not ASCII"),
+            ("0 3 * * *\r", "UTC\u{7f}", "timezone", "U+007F"),
+        ] {
+            match schedule(&spec(cron, zone), &limits) {
+                Err(Error::Invalid { field: f, message }) => {
+                    assert_eq!(f, field, "{cron:?} {zone:?}: {message}");
+                    assert!(message.contains("printable ASCII"), "{message}");
+                    assert!(message.contains(shown), "{message:?} lacks {shown:?}");
+                    assert!(!message.chars().any(char::is_control), "{message:?}");
+                }
+                other => panic!("{cron:?} in {zone:?} was not refused: {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -160,6 +160,19 @@ pub async fn bad_schedules_are_refused_and_write_nothing(db: &TestDb) {
             "queue",
         ),
         (ScheduleSpec::new("a", "0 3 * * *", "q", ""), "kind"),
+        // Characters the parser would read as whitespace (and the store
+        // keep as written), or that a terminal obeys: printable ASCII only.
+        (spec("a", "0 3 * * *\r"), "cron"),
+        (spec("a", "0\u{b}3 * * *"), "cron"),
+        (spec("a", "0 3 * * *\u{85}"), "cron"),
+        (spec("a", "0\t3 * * *"), "cron"),
+        (spec("a", "0 3 * * *\u{1b}]0;x\u{7}"), "cron"),
+        (spec("a", "0 3 * * \u{2160}"), "cron"),
+        (spec("a", "0 3 * * *").timezone("UTC\r"), "timezone"),
+        (
+            spec("a", "0 3 * * *").timezone("Europe/Berl\u{131}n"),
+            "timezone",
+        ),
     ] {
         match e.create_schedule("t", &bad).await {
             Err(Error::Invalid { field: f, .. }) => assert_eq!(f, field, "{bad:?}"),
@@ -185,6 +198,37 @@ pub async fn bad_schedules_are_refused_and_write_nothing(db: &TestDb) {
         )
         .await,
     );
+    for (patch, field) in [
+        (
+            SchedulePatch {
+                cron: Some("0 4 * * *\r".into()),
+                ..SchedulePatch::default()
+            },
+            "cron",
+        ),
+        (
+            SchedulePatch {
+                cron: Some("0\u{85}4 * * *".into()),
+                ..SchedulePatch::default()
+            },
+            "cron",
+        ),
+        (
+            SchedulePatch {
+                timezone: Some("UTC\u{b}".into()),
+                ..SchedulePatch::default()
+            },
+            "timezone",
+        ),
+    ] {
+        match e.patch_schedule("t", s.id, &patch).await {
+            Err(Error::Invalid { field: f, message }) => {
+                assert_eq!(f, field, "{patch:?}: {message}");
+                assert!(message.contains("printable ASCII"), "{message}");
+            }
+            other => panic!("{patch:?} was not refused as invalid {field}: {other:?}"),
+        }
+    }
     assert_eq!(
         ok(e.get_schedule("t", s.id).await),
         s,
