@@ -25,11 +25,28 @@ impl<T> Db<T> for std::result::Result<T, sqlx::Error> {
     }
 }
 
-/// SQLite primary result codes that mean "try again later", not "broken".
+/// SQLite primary result codes that mean "the database cannot serve now,
+/// try again later", not "broken" (<https://sqlite.org/rescode.html>).
+/// Another connection holds the lock this one needs (after the busy
+/// timeout):
 const SQLITE_BUSY: i64 = 5;
 const SQLITE_LOCKED: i64 = 6;
+/// Out of memory.
+const SQLITE_NOMEM: i64 = 7;
+/// A write refused because the file cannot be written now: write-protected
+/// or on a read-only mount, its directory unwritable (no journal can be
+/// made), or moved or deleted since it was opened (`SQLITE_READONLY_DBMOVED`).
+/// Every write goes through the writer connection, opened read-write; the
+/// reader connections are read-only, and no write is sent to them.
+const SQLITE_READONLY: i64 = 8;
 const SQLITE_IOERR: i64 = 10;
+/// The disk (or the file's size limit) is full.
+const SQLITE_FULL: i64 = 13;
+/// The file (or its directory) is missing or cannot be opened.
 const SQLITE_CANTOPEN: i64 = 14;
+/// The file-locking protocol failed to get a lock (a WAL race that
+/// outlasted SQLite's own retries).
+const SQLITE_PROTOCOL: i64 = 15;
 
 /// The primary SQLite result code of a database error.
 fn primary_code(e: &sqlx::Error) -> Option<i64> {
@@ -53,9 +70,11 @@ pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(db) if db.is_unique_violation())
 }
 
-/// Pool timeouts, I/O and connection failures are `Unavailable` (the caller
-/// may retry); so is a database still locked by another process after the
-/// busy timeout. Everything else is `Storage`.
+/// Pool timeouts, I/O and connection failures are `Unavailable` (503, the
+/// caller may retry, logged as a warning); so are the result codes above:
+/// a database still locked by another process after the busy timeout, a
+/// full disk, a file that cannot be written or opened now, no memory.
+/// Everything else (a constraint, corruption, a bug) is `Storage` (500).
 pub(crate) fn db_err(e: sqlx::Error) -> Error {
     let transient = match &e {
         sqlx::Error::PoolTimedOut
@@ -65,7 +84,16 @@ pub(crate) fn db_err(e: sqlx::Error) -> Error {
         | sqlx::Error::Tls(_) => true,
         sqlx::Error::Database(_) => matches!(
             primary_code(&e),
-            Some(SQLITE_BUSY | SQLITE_LOCKED | SQLITE_IOERR | SQLITE_CANTOPEN)
+            Some(
+                SQLITE_BUSY
+                    | SQLITE_LOCKED
+                    | SQLITE_NOMEM
+                    | SQLITE_READONLY
+                    | SQLITE_IOERR
+                    | SQLITE_FULL
+                    | SQLITE_CANTOPEN
+                    | SQLITE_PROTOCOL
+            )
         ),
         _ => false,
     };
@@ -325,4 +353,150 @@ pub(crate) fn id_array<'a>(ids: impl IntoIterator<Item = &'a str>) -> String {
 
 pub(crate) fn to_json_text(value: &Value) -> Result<String> {
     serde_json::to_string(value).map_err(|e| Error::Storage(Box::new(e)))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use sqlx::sqlite::SqliteConnectOptions;
+    use sqlx::{Connection, SqliteConnection};
+    use tether_core::ErrorCode;
+
+    use super::*;
+
+    /// A file path under the temp dir; the file and its journals are
+    /// removed when dropped.
+    struct TempFile(PathBuf);
+
+    impl TempFile {
+        fn new() -> TempFile {
+            TempFile(std::env::temp_dir().join(format!(
+                "tether-sqlite-rows-{}-{}.db",
+                std::process::id(),
+                Uuid::new_v4()
+            )))
+        }
+
+        fn options(&self) -> SqliteConnectOptions {
+            SqliteConnectOptions::new()
+                .filename(&self.0)
+                .create_if_missing(true)
+        }
+
+        async fn connect(&self, options: SqliteConnectOptions) -> SqliteConnection {
+            SqliteConnection::connect_with(&options).await.unwrap()
+        }
+    }
+
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            for suffix in ["", "-journal", "-wal", "-shm"] {
+                let mut path = self.0.clone().into_os_string();
+                path.push(suffix);
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+
+    /// What `sql` fails with on `conn`, mapped; with the SQLite code, for
+    /// the messages.
+    async fn refusal(conn: &mut SqliteConnection, sql: &str) -> (ErrorCode, String) {
+        let e = sqlx::raw_sql(sql).execute(&mut *conn).await.expect_err(sql);
+        let shown = format!("{e} (code {:?})", primary_code(&e));
+        (db_err(e).code(), shown)
+    }
+
+    #[tokio::test]
+    async fn a_full_database_is_unavailable() {
+        let file = TempFile::new();
+        let mut conn = file.connect(file.options()).await;
+        sqlx::raw_sql("CREATE TABLE t (b BLOB)")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        // No page beyond those the file has: as a full disk.
+        let pages: i64 = sqlx::query_scalar("PRAGMA page_count")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        sqlx::raw_sql(&format!("PRAGMA max_page_count = {pages}"))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        let (code, shown) = refusal(&mut conn, "INSERT INTO t VALUES (zeroblob(1000000))").await;
+        assert!(shown.contains("Some(13)"), "{shown}");
+        assert_eq!(code, ErrorCode::Unavailable, "{shown}");
+    }
+
+    #[tokio::test]
+    async fn a_database_that_cannot_be_written_is_unavailable() {
+        let file = TempFile::new();
+        let mut rw = file.connect(file.options()).await;
+        sqlx::raw_sql("CREATE TABLE t (x INTEGER)")
+            .execute(&mut rw)
+            .await
+            .unwrap();
+        // A connection to a file it may only read (as a write-protected
+        // file or a read-only mount opens).
+        let mut ro = file.connect(file.options().read_only(true)).await;
+        let (code, shown) = refusal(&mut ro, "INSERT INTO t VALUES (1)").await;
+        assert!(shown.contains("Some(8)"), "{shown}");
+        assert_eq!(code, ErrorCode::Unavailable, "{shown}");
+        drop(ro);
+        // The file deleted under an open connection: SQLITE_READONLY_DBMOVED.
+        drop(file);
+        let (code, shown) = refusal(&mut rw, "INSERT INTO t VALUES (1)").await;
+        assert!(shown.contains("Some(8)"), "{shown}");
+        assert_eq!(code, ErrorCode::Unavailable, "{shown}");
+    }
+
+    #[tokio::test]
+    async fn a_lock_held_past_the_busy_timeout_is_unavailable() {
+        let file = TempFile::new();
+        let mut holder = file.connect(file.options()).await;
+        sqlx::raw_sql("CREATE TABLE t (x INTEGER); BEGIN IMMEDIATE")
+            .execute(&mut holder)
+            .await
+            .unwrap();
+        let mut other = file
+            .connect(file.options().busy_timeout(std::time::Duration::ZERO))
+            .await;
+        let (code, shown) = refusal(&mut other, "BEGIN IMMEDIATE").await;
+        assert!(shown.contains("Some(5)"), "{shown}");
+        assert_eq!(code, ErrorCode::Unavailable, "{shown}");
+    }
+
+    #[tokio::test]
+    async fn a_file_that_cannot_be_opened_is_unavailable() {
+        let missing = std::env::temp_dir()
+            .join(format!("tether-no-such-dir-{}", Uuid::new_v4()))
+            .join("db.sqlite");
+        let options = SqliteConnectOptions::new()
+            .filename(&missing)
+            .create_if_missing(true);
+        let e = SqliteConnection::connect_with(&options)
+            .await
+            .expect_err("no such directory");
+        assert_eq!(primary_code(&e), Some(SQLITE_CANTOPEN), "{e}");
+        assert_eq!(db_err(e).code(), ErrorCode::Unavailable);
+    }
+
+    #[tokio::test]
+    async fn a_statement_s_own_errors_are_internal() {
+        let file = TempFile::new();
+        let mut conn = file.connect(file.options()).await;
+        sqlx::raw_sql("CREATE TABLE t (x INTEGER PRIMARY KEY); INSERT INTO t VALUES (1)")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        for sql in [
+            "INSERT INTO t VALUES (1)",
+            "SELECT * FROM nowhere",
+            "NOT SQL",
+        ] {
+            let (code, shown) = refusal(&mut conn, sql).await;
+            assert_eq!(code, ErrorCode::Internal, "{sql}: {shown}");
+        }
+    }
 }
