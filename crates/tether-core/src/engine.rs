@@ -469,9 +469,10 @@ impl Engine {
         self.store.release_lease(name, token).await
     }
 
-    /// Creates a tenant; its name follows the queue-name rules.
+    /// Creates a tenant; its name follows the queue-name rules and is not a
+    /// UUID ([`validate::tenant_name`]).
     pub async fn create_tenant(&self, name: &str) -> Result<Tenant> {
-        validate::name("name", name)?;
+        validate::tenant_name("name", name)?;
         self.store.create_tenant(name).await
     }
 
@@ -487,25 +488,46 @@ impl Engine {
 
     /// The tenant named `name_or_id`, or whose id it is (an admin acting
     /// for a tenant names it either way); `NotFound` if there is none.
+    ///
+    /// New tenant names cannot read as ids ([`validate::tenant_name`]), but
+    /// a tenant created before that rule may be named like another
+    /// tenant's id. A value that is one tenant's id and another's name is
+    /// refused (`Invalid`): picking either could act on the tenant the
+    /// caller did not mean. Each stays reachable by its other handle.
     pub async fn find_tenant(&self, name_or_id: &str) -> Result<Tenant> {
-        if let Ok(id) = Uuid::try_parse(name_or_id) {
-            match self.store.get_tenant(id).await {
-                // A name may look like an id: then it is looked up as one.
-                Err(Error::NotFound(_)) => {}
-                found => return found,
-            }
-        }
-        self.store
+        let by_id = match Uuid::try_parse(name_or_id) {
+            Ok(id) => match self.store.get_tenant(id).await {
+                Ok(tenant) => Some(tenant),
+                Err(Error::NotFound(_)) => None,
+                Err(e) => return Err(e),
+            },
+            Err(_) => None,
+        };
+        let by_name = self
+            .store
             .list_tenants()
             .await?
             .into_iter()
-            .find(|t| t.name == name_or_id)
-            .ok_or_else(|| Error::NotFound(format!("tenant {name_or_id}")))
+            .find(|t| t.name == name_or_id);
+        match (by_id, by_name) {
+            (Some(a), Some(b)) if a.id != b.id => Err(Error::invalid(
+                "tenant",
+                format!(
+                    "{name_or_id:?} is the id of tenant {:?} and the name of tenant {} \
+                     (named before tenant names could not be UUIDs); name the first by \
+                     its name or the second by its id",
+                    a.name, b.id
+                ),
+            )),
+            (Some(t), _) | (None, Some(t)) => Ok(t),
+            (None, None) => Err(Error::NotFound(format!("tenant {name_or_id}"))),
+        }
     }
 
-    /// The tenant named `name`, created if missing (e.g. `default` at start).
+    /// The tenant named `name`, created if missing (e.g. `default` at start);
+    /// a new name follows [`validate::tenant_name`].
     pub async fn ensure_tenant(&self, name: &str) -> Result<Tenant> {
-        validate::name("name", name)?;
+        validate::tenant_name("name", name)?;
         self.store.ensure_tenant(name).await
     }
 

@@ -122,6 +122,25 @@ pub fn name(field: &str, value: &str) -> Result<()> {
     Ok(())
 }
 
+/// A new tenant's name: a [`name`] that is not also a tenant id. An admin
+/// names the tenant it acts for by name or id (`X-Tether-Tenant`), so a
+/// name that reads as an id (any form a UUID parses from: hyphenated,
+/// 32 hex digits, `urn:uuid:`, any case) could point at another tenant
+/// than the one whose name it is.
+pub fn tenant_name(field: &str, value: &str) -> Result<()> {
+    name(field, value)?;
+    if uuid::Uuid::try_parse(value).is_ok() {
+        return Err(Error::invalid(
+            field,
+            format!(
+                "{value:?} reads as a UUID, and tenants are named by name or id; \
+                 choose a name that is not a UUID"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// An idempotency or unique key: 1–255 characters, no control characters.
 pub fn key(field: &str, value: &str) -> Result<()> {
     if value.is_empty() || value.chars().count() > MAX_KEY_LEN {

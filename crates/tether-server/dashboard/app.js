@@ -7,7 +7,7 @@
 'use strict';
 
 const KEY = 'tether.key';
-const TENANT = 'tether.tenant'; // the tenant an admin key is looking at
+const TENANT = 'tether.tenant'; // the id of the tenant an admin key is looking at
 const REFRESH_MS = Number(new URLSearchParams(location.search).get('refresh_ms')) || 5000;
 const STATES = ['queued', 'running', 'succeeded', 'failed', 'cancelled'];
 const PAGE_SIZES = ['10', '25', '50', '100'];
@@ -16,7 +16,10 @@ const $ = (selector) => document.querySelector(selector);
 const enc = encodeURIComponent;
 
 let key = sessionStorage.getItem(KEY);
-let tenant = sessionStorage.getItem(TENANT); // null: the key's own
+// The tenant an admin key looks at, by id (null: the key's own): ids are
+// what X-Tether-Tenant carries, since an old tenant may be named like an id.
+let tenant = sessionStorage.getItem(TENANT);
+let tenantName = null; // its name, for the header
 let me = null; // GET /v1/whoami of the key (its own tenant), once per sign-in
 const selected = new Set(); // job ids ticked in a list, kept across refreshes
 let shown = null; // the hash whose view is on screen
@@ -952,18 +955,23 @@ async function loadTenants() {
   if (!key) return; // signed out meanwhile
   me = who;
   if (!me.admin) { chooseTenant(null); return; }
-  const names = [me.tenant.name, ...list.map((t) => t.name).filter((n) => n !== me.tenant.name)];
-  // A tenant kept from before that is gone now: back to the key's own.
-  if (tenant && (!names.includes(tenant) || tenant === me.tenant.name)) chooseTenant(null);
+  const tenants = [me.tenant, ...list.filter((t) => t.id !== me.tenant.id)];
+  // A tenant kept from before that is gone now (or a name kept by an older
+  // page): back to the key's own.
+  const kept = tenants.find((t) => t.id === tenant);
+  if (tenant && (!kept || tenant === me.tenant.id)) chooseTenant(null);
+  else if (kept) tenantName = kept.name;
   const pick = $('#tenant');
-  pick.replaceChildren(...names.map((n) => el('option', { value: n, selected: n === (tenant || me.tenant.name) }, n)));
+  pick.replaceChildren(...tenants.map((t) => el('option', { value: t.id, selected: t.id === (tenant || me.tenant.id) }, t.name)));
   $('#tenant-switch').hidden = false;
   showTenant();
 }
 
-/** Looks at tenant `name` (null: the key's own) from now on, in this tab. */
-function chooseTenant(name) {
-  tenant = name;
+/** Looks at the tenant with this id and name (null: the key's own) from
+ * now on, in this tab. */
+function chooseTenant(id, name = null) {
+  tenant = id;
+  tenantName = id ? name : null;
   if (tenant) sessionStorage.setItem(TENANT, tenant); else sessionStorage.removeItem(TENANT);
   selected.clear(); // ids of another tenant mean nothing here
   showTenant();
@@ -975,9 +983,9 @@ function showTenant() {
   $('#tenant-switch').classList.toggle('acting', other);
   $('#tenant-label').textContent = other ? 'viewing tenant' : 'tenant';
   $('#tenant-switch').title = other
-    ? `Every request acts for tenant ${tenant} (X-Tether-Tenant); the key is ${me.tenant.name}'s admin key.`
+    ? `Every request acts for tenant ${tenantName} (X-Tether-Tenant: ${tenant}); the key is ${me.tenant.name}'s admin key.`
     : 'The tenant shown; an admin key may look at any other.';
-  document.body.dataset.tenant = tenant || (me ? me.tenant.name : '');
+  document.body.dataset.tenant = tenant ? tenantName : (me ? me.tenant.name : '');
 }
 
 async function render() {
@@ -1065,8 +1073,9 @@ $('#sign-in').addEventListener('submit', async (e) => {
 });
 $('#sign-out').addEventListener('click', () => signOut('Signed out.'));
 $('#tenant').addEventListener('change', (e) => {
-  const name = e.target.value;
-  chooseTenant(me && name !== me.tenant.name ? name : null);
+  const id = e.target.value;
+  const name = e.target.selectedOptions[0] ? e.target.selectedOptions[0].textContent : id;
+  chooseTenant(me && id !== me.tenant.id ? id : null, name);
   shown = null;
   render();
 });

@@ -181,8 +181,10 @@ impl FromRequestParts<AppState> for Caller {
         if info.use_is_due(chrono::Utc::now()) {
             record_use(state, info.id);
         }
-        if let Some(target) = parts.headers.get(TENANT_HEADER) {
-            act_for(state, &mut info, target).await?;
+        let targets: Vec<&axum::http::HeaderValue> =
+            parts.headers.get_all(TENANT_HEADER).iter().collect();
+        if !targets.is_empty() {
+            act_for(state, &mut info, &targets).await?;
         }
         if let Some(request) = parts.extensions.get::<RequestContext>() {
             request.set_tenant(&info.tenant);
@@ -198,20 +200,30 @@ impl FromRequestParts<AppState> for Caller {
 /// the same way, including those whose query strings refuse unknown fields.
 pub const TENANT_HEADER: &str = "x-tether-tenant";
 
-/// Makes an admin caller act for the tenant `target` names: every
-/// tenant-scoped route then reads and writes that tenant's jobs, queues
-/// and schedules. Only admin keys may (403 for any other, even naming its
-/// own tenant); an unknown tenant is 404.
+/// Makes an admin caller act for the tenant `targets` (the values of every
+/// `X-Tether-Tenant` header of the request) names: every tenant-scoped
+/// route then reads and writes that tenant's jobs, queues and schedules.
+/// Only admin keys may (403 for any other, even naming its own tenant);
+/// an unknown tenant is 404. More than one header, or one value listing
+/// several (a proxy may join repeated headers with commas), is 400: which
+/// one counts would depend on who reads the request (this server took the
+/// first, a proxy in front may take the last).
 async fn act_for(
     state: &AppState,
     info: &mut ApiKeyInfo,
-    target: &axum::http::HeaderValue,
+    targets: &[&axum::http::HeaderValue],
 ) -> Result<(), ApiError> {
     if !info.admin {
         return Err(ApiError::permission_denied(format!(
             "only an admin key may act for another tenant ({TENANT_HEADER})"
         )));
     }
+    let [target] = targets else {
+        return Err(ApiError::invalid(format!(
+            "{TENANT_HEADER} is sent {} times; send it once, naming one tenant",
+            targets.len()
+        )));
+    };
     let target = target
         .to_str()
         .map(str::trim)
@@ -222,6 +234,11 @@ async fn act_for(
                 "{TENANT_HEADER} must name a tenant (its name or id)"
             ))
         })?;
+    if target.contains(',') {
+        return Err(ApiError::invalid(format!(
+            "{TENANT_HEADER} must name one tenant, got a list: {target:?}"
+        )));
+    }
     let tenant = state.engine.find_tenant(target).await?;
     info.tenant_id = tenant.id;
     info.tenant = tenant.name;

@@ -62,7 +62,18 @@ pub async fn tenants_are_created_listed_and_fetched(db: &TestDb) {
     assert_eq!(ok(db.engine.get_tenant(beta.id).await), beta);
     expect_missing(db.engine.get_tenant(Uuid::new_v4()).await);
 
-    for bad in ["", "has space", "ünïcode", &"a".repeat(129)] {
+    let id = Uuid::new_v4();
+    for bad in [
+        "",
+        "has space",
+        "ünïcode",
+        &"a".repeat(129),
+        // A name that reads as an id: `X-Tether-Tenant` takes both.
+        &id.to_string(),
+        &id.simple().to_string(),
+        &id.urn().to_string(),
+        &acme.id.to_string().to_uppercase(),
+    ] {
         expect_invalid(db.engine.create_tenant(bad).await);
         expect_invalid(db.engine.ensure_tenant(bad).await);
     }

@@ -737,6 +737,8 @@ try {
   assert.equal(await page.locator('#remove-queue').count(), 0);
 
   step('tenant switcher: the admin key looks at another tenant (its queues and jobs only), kept across a reload, then back');
+  // The switcher sends the tenant's id, never its name (an old tenant may be named like another's id).
+  const OTHER_TENANT_ID = (await api('GET', '/v1/tenants')).tenants.find((t) => t.name === OTHER_TENANT).id;
   await nav('Overview', 'queues');
   assert.equal(await page.locator('#tenant-switch').isVisible(), true);
   assert.deepEqual(await page.locator('#tenant option').allTextContents(), ['default', OTHER_TENANT]);
@@ -748,15 +750,17 @@ try {
   assert.equal(await page.locator('#queues tbody tr').count(), 1, 'only the other tenant\'s queue');
   assert.equal(await text('#tenant-label'), 'viewing tenant');
   assert.match(await page.locator('#tenant-switch').getAttribute('class'), /acting/);
-  assert.equal(await page.evaluate(() => sessionStorage.getItem('tether.tenant')), OTHER_TENANT);
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('tether.tenant')), OTHER_TENANT_ID);
+  assert.equal(await page.evaluate(() => document.body.dataset.tenant), OTHER_TENANT);
   await nav('Jobs', 'jobs');
   await until('the other tenant\'s one job', async () => (await ids('jobs')).join() === OTHER_JOB || (await ids('jobs')));
   assert.deepEqual(await (await api('GET', '/v1/jobs', OTHER_TENANT)).jobs.map((j) => j.id), [OTHER_JOB]);
   await shot('tenant-other');
-  assert.deepEqual([...new Set(actingFor.slice(sentBefore))], [OTHER_TENANT], 'each request after the switch names the tenant');
+  assert.deepEqual([...new Set(actingFor.slice(sentBefore))], [OTHER_TENANT_ID], 'each request after the switch names the tenant by id');
   await page.reload();
   await page.locator(`#jobs tr[data-id="${OTHER_JOB}"]`).waitFor();
-  assert.equal(await page.inputValue('#tenant'), OTHER_TENANT, 'the choice is kept in this tab');
+  assert.equal(await page.inputValue('#tenant'), OTHER_TENANT_ID, 'the choice is kept in this tab');
+  assert.equal(await page.evaluate(() => document.body.dataset.tenant), OTHER_TENANT);
   assert.equal(await page.locator(`#jobs tr[data-id="${FAILED_JOB}"]`).count(), 0);
   sentBefore = actingFor.length;
   await page.selectOption('#tenant', 'default');

@@ -11,6 +11,9 @@ tether_conformance::both_backends!(
     tenant_walls_on_every_id_route,
     tenant_limits_are_409_and_metrics_are_bounded,
     admin_acts_for_a_tenant_by_name_or_id,
+    tenant_names_that_read_as_ids_are_refused,
+    a_name_that_is_another_tenants_id_is_ambiguous,
+    two_tenant_headers_are_refused,
 );
 
 async fn tenant_and_key_routes(db: &TestDb) {
@@ -658,4 +661,136 @@ async fn admin_acts_for_a_tenant_by_name_or_id(db: &TestDb) {
     c.call_for(" ", "GET", "/v1/jobs", &c.admin, None)
         .await
         .expect_error(400, "invalid_argument");
+}
+
+/// A tenant may not be named like a tenant id, in any form a UUID parses
+/// from: `X-Tether-Tenant` takes names and ids, so such a name could point
+/// at another tenant. 400, and no tenant is made.
+async fn tenant_names_that_read_as_ids_are_refused(db: &TestDb) {
+    let c = setup(db).await;
+    let id = uuid::Uuid::new_v4();
+    let forms = [
+        id.hyphenated().to_string(),
+        id.simple().to_string(),
+        id.urn().to_string(),
+        id.hyphenated().to_string().to_uppercase(),
+        c.other_id.clone(),
+    ];
+    for name in &forms {
+        let a = c.post("/v1/tenants", json!({ "name": name })).await;
+        a.expect_error(400, "invalid_argument");
+        let message = a.body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("UUID"), "{message}");
+    }
+    let names: Vec<Value> = c.get("/v1/tenants").await.expect(200)["tenants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].clone())
+        .collect();
+    assert_eq!(names, [json!("default"), json!("other")]);
+    // Names that merely hold hex digits and dashes are fine.
+    c.post("/v1/tenants", json!({"name": "0123-4567"}))
+        .await
+        .expect(201);
+}
+
+/// A tenant named like another tenant's id before names were checked:
+/// `X-Tether-Tenant` with that value names two tenants and is refused (400,
+/// nothing written in either), while each stays reachable by its other
+/// handle; a UUID-like name that is no tenant's id still finds its tenant.
+async fn a_name_that_is_another_tenants_id_is_ambiguous(db: &TestDb) {
+    let c = setup(db).await;
+    // The store, unlike the API, does not check names: an older tether's row.
+    let twin = db
+        .engine
+        .store()
+        .create_tenant(&c.other_id)
+        .await
+        .expect("a tenant named like other's id");
+    let twin_key = db
+        .engine
+        .issue_api_key(twin.id, None, false)
+        .await
+        .unwrap()
+        .1;
+    let enqueue = json!({"queue": "mail", "kind": "k"});
+    let a = c
+        .call_for(
+            &c.other_id,
+            "POST",
+            "/v1/jobs",
+            &c.admin,
+            Some(enqueue.clone()),
+        )
+        .await;
+    a.expect_error(400, "invalid_argument");
+    let message = a.body["error"]["message"].as_str().unwrap();
+    assert!(message.contains(&twin.id.to_string()), "{message}");
+    for key in [&c.other, &twin_key] {
+        let jobs = c.call("GET", "/v1/jobs", Some(key), None).await;
+        assert_eq!(jobs.expect(200)["jobs"], json!([]), "nothing written");
+    }
+    // Each by its other handle: `other` by name, the twin by its id.
+    for (target, name) in [("other", "other"), (&*twin.id.to_string(), &*c.other_id)] {
+        let me = c
+            .call_for(target, "GET", "/v1/whoami", &c.admin, None)
+            .await;
+        assert_eq!(
+            me.expect(200)["tenant"]["name"],
+            name,
+            "acting for {target}"
+        );
+    }
+    // A UUID-like name that is no tenant's id finds the tenant so named.
+    let lone_name = uuid::Uuid::new_v4().to_string();
+    let lone = db.engine.store().create_tenant(&lone_name).await.unwrap();
+    let me = c
+        .call_for(&lone_name, "GET", "/v1/whoami", &c.admin, None)
+        .await;
+    assert_eq!(me.expect(200)["tenant"]["id"], lone.id.to_string());
+}
+
+/// Two `X-Tether-Tenant` headers (or one listing two tenants, as a proxy
+/// joining repeated headers would send) are 400 and change nothing: which
+/// one counts would depend on who reads the request.
+async fn two_tenant_headers_are_refused(db: &TestDb) {
+    use axum::body::Body;
+    use axum::http::Request;
+    let c = setup(db).await;
+    let enqueue = |tenants: &[&str]| {
+        let mut req = Request::builder()
+            .method("POST")
+            .uri("/v1/jobs")
+            .header("authorization", format!("Bearer {}", c.admin))
+            .header("content-type", "application/json");
+        for t in tenants {
+            req = req.header("x-tether-tenant", *t);
+        }
+        req.body(Body::from(r#"{"queue": "mail", "kind": "k"}"#))
+            .unwrap()
+    };
+    for tenants in [
+        &["other", "default"][..],
+        &["default", "other"],
+        &["other", "other"],
+        &["other, default"],
+        &["other,other"],
+    ] {
+        let a = c.send(enqueue(tenants)).await;
+        a.expect_error(400, "invalid_argument");
+        let message = a.body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("x-tether-tenant"),
+            "{tenants:?}: {message}"
+        );
+    }
+    for key in [&c.admin, &c.other] {
+        let jobs = c.call("GET", "/v1/jobs", Some(key), None).await;
+        assert_eq!(jobs.expect(200)["jobs"], json!([]), "nothing written");
+    }
+    // One header still works.
+    c.send(enqueue(&["other"])).await.expect(201);
+    let jobs = c.call("GET", "/v1/jobs", Some(&c.other), None).await;
+    assert_eq!(jobs.expect(200)["jobs"].as_array().unwrap().len(), 1);
 }
