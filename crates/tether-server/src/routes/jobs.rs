@@ -280,7 +280,9 @@ pub(crate) async fn cancel_many(
 /// Each id is replayed on its own, as `POST /v1/jobs/{id}/replay` would
 /// (a succeeded job runs again; a queued or running one is refused): one
 /// that cannot be does not stop the others, and its entry carries the
-/// error the single route would answer.
+/// error the single route would answer. The request as a whole is checked
+/// first: bad `ids` or an `expires_at` outside 1970–9999 is 400, and no
+/// job changes.
 #[utoipa::path(
     post,
     path = "/v1/jobs/replay",
@@ -297,6 +299,11 @@ pub(crate) async fn replay_many(
     ApiJson(body): ApiJson<ReplayIdsBody>,
 ) -> ApiResult<Json<JobResultsResponse>> {
     bulk_ids(&body.ids)?;
+    // What is wrong for every id is wrong with the request: one 400, not
+    // the same error once per id.
+    if let Some(at) = &body.expires_at {
+        tether_core::validate::instant("expires_at", at)?;
+    }
     let mut results = Vec::with_capacity(body.ids.len());
     for id in body.ids {
         let outcome = st

@@ -6,6 +6,7 @@ use super::*;
 
 tether_conformance::both_backends!(
     bulk_cancel_and_replay_answer_per_id,
+    bulk_replay_with_a_bad_expires_at_is_400_and_changes_nothing,
     jobs_are_found_by_prefix_and_time,
     workers_and_throughput,
     empty_queues_are_removed,
@@ -88,6 +89,48 @@ async fn bulk_cancel_and_replay_answer_per_id(db: &TestDb) {
         )
         .await;
     assert_eq!(r.expect(200)["results"][0]["error"]["code"], "not_found");
+}
+
+/// A bulk replay whose `expires_at` no job could take is a bad request as
+/// a whole: 400 before any id is looked at, and no job changes (it was 200
+/// with the same error once per id).
+async fn bulk_replay_with_a_bad_expires_at_is_400_and_changes_nothing(db: &TestDb) {
+    let c = setup(db).await;
+    let a = c.enqueue("bulk", "k").await;
+    let b = c.enqueue("bulk", "k").await;
+    for id in [&a, &b] {
+        c.post_empty(&format!("/v1/jobs/{id}/cancel"))
+            .await
+            .expect(200);
+    }
+    let unknown = uuid::Uuid::now_v7().to_string();
+    for bad in ["1969-12-31T23:59:59.999Z", "0001-01-01T00:00:00Z"] {
+        let r = c
+            .post(
+                "/v1/jobs/replay",
+                json!({"ids": [a, unknown, b], "expires_at": bad}),
+            )
+            .await;
+        r.expect_error(400, "invalid_argument");
+        let message = r.body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("expires_at"), "{message}");
+    }
+    for id in [&a, &b] {
+        let job = c.get(&format!("/v1/jobs/{id}")).await;
+        assert_eq!(job.expect(200)["job"]["state"], "cancelled", "{id}");
+        assert_eq!(job.body["job"]["expires_at"], Value::Null);
+    }
+    // A good one replays each job with it.
+    let r = c
+        .post(
+            "/v1/jobs/replay",
+            json!({"ids": [a, b], "expires_at": "2999-01-01T00:00:00Z"}),
+        )
+        .await;
+    for result in r.expect(200)["results"].as_array().unwrap() {
+        assert_eq!(result["job"]["state"], "queued", "{result}");
+        assert_eq!(result["job"]["expires_at"], "2999-01-01T00:00:00.000Z");
+    }
 }
 
 async fn jobs_are_found_by_prefix_and_time(db: &TestDb) {
