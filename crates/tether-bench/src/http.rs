@@ -20,7 +20,7 @@ use crate::Scale;
 /// HTTP client workers claiming end to end.
 const CLIENT_WORKERS: usize = 4;
 /// The admin key the child server is started with.
-const ADMIN_KEY: &str = "tether-bench-admin-key-000000";
+pub(crate) const ADMIN_KEY: &str = "tether-bench-admin-key-000000";
 /// The server secret of every child server: the SDK figures start a second
 /// server on the bench database, which must hold the same secret.
 const SERVER_SECRET: &str = "7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e";

@@ -19,6 +19,7 @@
 mod cron;
 mod flow;
 mod http;
+mod neighbours;
 mod pg;
 mod physical;
 mod report;
@@ -34,9 +35,20 @@ use std::time::Duration;
 use report::Report;
 
 /// The groups of figures `--only` can pick, in the order a run measures them.
-pub const GROUPS: [&str; 12] = [
-    "enqueue", "wal", "physical", "e2e", "runtime", "latency", "flow", "http", "sdk", "cron",
-    "sqlite", "soak",
+pub const GROUPS: [&str; 13] = [
+    "enqueue",
+    "wal",
+    "physical",
+    "e2e",
+    "runtime",
+    "latency",
+    "flow",
+    "http",
+    "neighbours",
+    "sdk",
+    "cron",
+    "sqlite",
+    "soak",
 ];
 
 /// Which groups a run measures (all unless `--only` named some).
@@ -78,6 +90,10 @@ pub struct Scale {
     pub soak_jobs: u64,
     /// Retention of finished jobs in the shorter soak.
     pub soak_retention: Duration,
+    /// Keys of one job each behind the noisy neighbour's hot key.
+    pub neighbour_keys: usize,
+    /// Seconds another tenant is timed under the noisy neighbour's load.
+    pub neighbour_seconds: u64,
 }
 
 impl Scale {
@@ -94,6 +110,8 @@ impl Scale {
             rate_seconds: 30,
             soak_jobs: 300_000,
             soak_retention: soak::RETENTION,
+            neighbour_keys: 50_000,
+            neighbour_seconds: 20,
         }
     }
 
@@ -111,6 +129,8 @@ impl Scale {
             // Several retentions long, so pruning reaches its steady state.
             soak_jobs: 250_000,
             soak_retention: Duration::from_secs(5),
+            neighbour_keys: 30_000,
+            neighbour_seconds: 8,
         }
     }
 }
@@ -188,6 +208,14 @@ fn main() {
         pg::run(&url, &scale, &only, &mut report).await;
         if only.runs("sqlite") {
             sqlite::run(&scale, &mut report).await;
+        }
+        if only.runs("neighbours") {
+            let dir = std::env::temp_dir().join(format!("tether-bench-nb-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("bench directory");
+            let url = format!("sqlite://{}", dir.join("neighbours.db").display());
+            let (keys, seconds) = (scale.neighbour_keys, scale.neighbour_seconds);
+            neighbours::run(&url, "sqlite", keys, seconds, &mut report).await;
+            let _ = std::fs::remove_dir_all(&dir);
         }
         if only.runs("soak") {
             soak::run(&url, scale.soak_jobs, scale.soak_retention, &mut report).await;

@@ -113,6 +113,11 @@ pub async fn run(admin_url: &str, scale: &Scale, only: &Only, report: &mut Repor
     if only.runs("http") {
         crate::http::run(engine, url, pool, scale, report).await;
     }
+    if only.runs("neighbours") {
+        reset(pool).await;
+        let (keys, seconds) = (scale.neighbour_keys, scale.neighbour_seconds);
+        crate::neighbours::run(url, "pg", keys, seconds, report).await;
+    }
     if let Some(sdks) = &sdks {
         crate::sdk::run(sdks, engine, url, pool, scale, report).await;
     }

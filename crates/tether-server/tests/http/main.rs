@@ -5,6 +5,7 @@
 mod common;
 mod errors;
 mod jobs;
+mod neighbours;
 mod operators;
 mod polling;
 mod schedules;

@@ -6,6 +6,7 @@ tether_conformance::both_backends!(
     long_poll_wakes_on_enqueue,
     long_poll_times_out_empty,
     long_polls_beyond_the_cap_answer_at_once,
+    one_tenant_cannot_take_every_waiting_place,
     requests_past_the_time_limit_are_503,
 );
 
@@ -109,6 +110,78 @@ async fn long_polls_beyond_the_cap_answer_at_once(db: &TestDb) {
         start.elapsed() >= Duration::from_millis(300),
         "the third claim did not wait"
     );
+}
+
+/// With 4 waiting places and 2 per tenant, a tenant's third waiting claim
+/// answers at once, and the places it could not take are left to another
+/// tenant, whose claim waits for its job.
+async fn one_tenant_cannot_take_every_waiting_place(db: &TestDb) {
+    let c = std::sync::Arc::new(
+        setup_with(
+            db,
+            ServerConfig {
+                max_long_polls: 4,
+                max_long_polls_per_tenant: 2,
+                ..ServerConfig::default()
+            },
+        )
+        .await,
+    );
+    // The admin's tenant fills its share of the places, and asks for more.
+    let mut holders = Vec::new();
+    for i in 0..4 {
+        let c = c.clone();
+        holders.push(tokio::spawn(async move {
+            let start = Instant::now();
+            let a = c
+                .post(
+                    &format!("/v1/queues/hog{i}/claim"),
+                    json!({"worker_id": "hog", "wait_ms": 4000}),
+                )
+                .await;
+            (a, start.elapsed())
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The other tenant's claim still gets a place: it waits until its job
+    // comes.
+    let other = {
+        let c = c.clone();
+        tokio::spawn(async move {
+            let key = c.other.clone();
+            c.call(
+                "POST",
+                "/v1/queues/mine/claim",
+                Some(&key),
+                Some(json!({"worker_id": "w", "wait_ms": 20000})),
+            )
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!other.is_finished(), "the other tenant's claim answered at once");
+    let key = c.other.clone();
+    c.call(
+        "POST",
+        "/v1/jobs",
+        Some(&key),
+        Some(json!({"queue": "mine", "kind": "k"})),
+    )
+    .await
+    .expect(201);
+    let got = other.await.unwrap();
+    assert_eq!(got.expect(200)["jobs"].as_array().unwrap().len(), 1);
+    // Two of the admin tenant's four claims had no place and answered at
+    // once (well before their 4 s wait); two waited theirs out.
+    let mut quick = 0;
+    for h in holders {
+        let (a, elapsed) = h.await.unwrap();
+        assert_eq!(a.expect(200), &json!({"jobs": []}));
+        if elapsed < Duration::from_millis(3500) {
+            quick += 1;
+        }
+    }
+    assert_eq!(quick, 2, "two claims beyond the tenant's share answered at once");
 }
 
 async fn requests_past_the_time_limit_are_503(db: &TestDb) {
