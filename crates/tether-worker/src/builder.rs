@@ -15,12 +15,14 @@ use crate::Worker;
 
 /// Default tenant of a worker.
 pub const DEFAULT_TENANT: &str = "default";
-/// Default lease length of claimed jobs; heartbeats run every third of it.
-pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
+/// The lease a claimed job gets when neither the worker
+/// ([`WorkerBuilder::lease_ttl`]) nor its queue (`default_lease_ttl_ms`) sets
+/// one: the store's default, [`tether_core::lifecycle::DEFAULT_LEASE_TTL_MS`].
+/// The runtime assumes it only for a claimed job that does not show its lease.
+pub const DEFAULT_LEASE_TTL: Duration =
+    Duration::from_millis(tether_core::lifecycle::DEFAULT_LEASE_TTL_MS as u64);
 /// Default poll interval: how long an idle queue waits when no hint arrives.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
-/// Default longest snooze slept in-process (longer ones go back to the queue).
-pub const DEFAULT_MAX_IN_PROCESS_SNOOZE: Duration = Duration::from_secs(5);
 /// Default time running handlers get to finish at shutdown.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 /// Most handlers one queue may run at once (a claim takes at most 1000 jobs).
@@ -84,21 +86,13 @@ pub(crate) struct Config {
     pub(crate) tenant: String,
     pub(crate) worker_id: String,
     pub(crate) queues: Vec<QueueSpec>,
-    pub(crate) lease_ttl: Duration,
+    /// The lease asked for at claim; `None`: the queue's (invariant 21).
+    pub(crate) lease_ttl: Option<Duration>,
     pub(crate) poll_interval: Duration,
-    pub(crate) max_in_process_snooze: Duration,
     pub(crate) shutdown_grace: Duration,
     pub(crate) maintenance: bool,
     pub(crate) retention: Duration,
     pub(crate) maintenance_tick: Duration,
-}
-
-impl Config {
-    /// Heartbeats run three times per lease TTL, so one lost or slow
-    /// heartbeat never costs the lease.
-    pub(crate) fn heartbeat_interval(&self) -> Duration {
-        self.lease_ttl / 3
-    }
 }
 
 /// Builds a [`Worker`]; start from [`Worker::builder`].
@@ -108,9 +102,8 @@ pub struct WorkerBuilder {
     worker_id: Option<String>,
     queues: Vec<QueueSpec>,
     handlers: Vec<(String, Handler)>,
-    lease_ttl: Duration,
+    lease_ttl: Option<Duration>,
     poll_interval: Duration,
-    max_in_process_snooze: Duration,
     shutdown_grace: Duration,
     maintenance: bool,
     retention: Duration,
@@ -139,9 +132,8 @@ impl WorkerBuilder {
             worker_id: None,
             queues: Vec::new(),
             handlers: Vec::new(),
-            lease_ttl: DEFAULT_LEASE_TTL,
+            lease_ttl: None,
             poll_interval: DEFAULT_POLL_INTERVAL,
-            max_in_process_snooze: DEFAULT_MAX_IN_PROCESS_SNOOZE,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             maintenance: true,
             retention: DEFAULT_RETENTION,
@@ -173,11 +165,15 @@ impl WorkerBuilder {
         self
     }
 
-    /// Lease length of claimed jobs (default 30 s, 1 s to 1 h). Heartbeats run
-    /// every third of it; a worker that dies loses its jobs to the reaper
-    /// about one TTL later.
+    /// Asks for this lease length on every claim (1 s to 1 h), overriding
+    /// the queue's `default_lease_ttl_ms`. Without it (the default) the
+    /// claim names no TTL and each job gets its queue's lease (30 s unless
+    /// the operator set another): the worker never overrides what was
+    /// configured on the queue. Either way, each job is heartbeated every
+    /// third of the lease its claim actually granted, and a worker that dies
+    /// loses its jobs to the reaper about one TTL later.
     pub fn lease_ttl(mut self, ttl: Duration) -> Self {
-        self.lease_ttl = ttl;
+        self.lease_ttl = Some(ttl);
         self
     }
 
@@ -189,10 +185,14 @@ impl WorkerBuilder {
         self
     }
 
-    /// Longest [`JobError::Snooze`] slept in-process, keeping the job and its
-    /// slot (default 5 s); longer snoozes hand the job back to the queue.
-    pub fn max_in_process_snooze(mut self, max: Duration) -> Self {
-        self.max_in_process_snooze = max;
+    /// Has no effect; kept so that existing callers still build.
+    ///
+    /// Snoozes used to be slept in-process up to this length, hidden from
+    /// the job's history. Every [`JobError::Snooze`] is now reported to the
+    /// store, whatever its length: the history shows `snoozed` and any
+    /// worker may claim the job when it is due (invariant 21 of
+    /// docs/DESIGN.md).
+    pub fn max_in_process_snooze(self, _max: Duration) -> Self {
         self
     }
 
@@ -317,13 +317,14 @@ impl WorkerBuilder {
                 return Err(BuildError::DuplicateHandler(kind));
             }
         }
-        let ttl_ms = self.lease_ttl.as_millis();
-        if !(1_000..=3_600_000).contains(&ttl_ms) {
-            return Err(BuildError::InvalidDuration {
-                setting: "lease_ttl",
-                range: "1 s to 1 h",
-                value: self.lease_ttl,
-            });
+        if let Some(ttl) = self.lease_ttl {
+            if !(1_000..=3_600_000).contains(&ttl.as_millis()) {
+                return Err(BuildError::InvalidDuration {
+                    setting: "lease_ttl",
+                    range: "1 s to 1 h",
+                    value: ttl,
+                });
+            }
         }
         // A zero interval would turn an idle queue into a busy loop of claims.
         if self.poll_interval < Duration::from_millis(10) {
@@ -353,7 +354,6 @@ impl WorkerBuilder {
             queues: self.queues,
             lease_ttl: self.lease_ttl,
             poll_interval: self.poll_interval,
-            max_in_process_snooze: self.max_in_process_snooze,
             shutdown_grace: self.shutdown_grace,
             maintenance: self.maintenance,
             retention: self.retention,

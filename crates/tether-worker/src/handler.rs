@@ -41,8 +41,9 @@ pub enum JobError {
     /// Do not retry: the job fails for good (the dead-letter queue).
     Fatal(String),
     /// "Not now" (rate limit, busy resource): run again after the delay, the
-    /// attempt given back. Short delays are slept in-process (the job keeps
-    /// its lease and slot); long ones hand the job back to the queue.
+    /// attempt given back. Every snooze, however short, hands the job back
+    /// to the queue (`snoozed` in its history), so any worker may claim it
+    /// when it is due.
     Snooze(Duration),
     /// The handler stopped because cancellation was requested
     /// ([`JobContext::cancelled`]): the job ends `cancelled`.

@@ -34,17 +34,21 @@
 //! # What the runtime guarantees
 //! - At most `concurrency` handlers of a queue run at once; each claim asks
 //!   for exactly the free slots.
-//! - A claimed job's lease is extended every TTL/3 (one `heartbeat_many` for
-//!   all held jobs), so a long handler keeps its job; a worker that dies
-//!   loses its jobs to the reaper about one TTL later.
+//! - A claim names a lease TTL only when the worker was given one
+//!   ([`WorkerBuilder::lease_ttl`]); otherwise each job gets the lease its
+//!   queue is configured with. Each job's lease is extended every third of
+//!   the TTL its claim granted (one `heartbeat_many` for all the jobs due),
+//!   so a long handler keeps its job; a worker that dies loses its jobs to
+//!   the reaper about one TTL later.
 //! - An outcome is reported under the claim's lease token; if another owner
 //!   took the job meanwhile, the outcome is discarded (logged and counted as
 //!   `lease_lost`), never retried blindly.
 //! - Handler outcomes: `Ok` → succeeded (completions are batched);
 //!   [`JobError::Retry`] → retried with backoff; [`JobError::RetryAfter`] →
 //!   retried after exactly that delay; [`JobError::Fatal`] → failed;
-//!   [`JobError::Snooze`] → run again later with the attempt given back (slept
-//!   in-process when short); [`JobError::Cancelled`] → cancelled. A panic is
+//!   [`JobError::Snooze`] → queued again after the delay with the attempt
+//!   given back, always reported to the store (whatever its length) so the
+//!   history shows it; [`JobError::Cancelled`] → cancelled. A panic is
 //!   a retryable failure naming the panic; a job's `timeout_ms` drops the
 //!   handler and fails the attempt.
 //!
@@ -65,8 +69,8 @@ mod runtime;
 mod source;
 
 pub use builder::{
-    BuildError, WorkerBuilder, DEFAULT_LEASE_TTL, DEFAULT_MAX_IN_PROCESS_SNOOZE,
-    DEFAULT_POLL_INTERVAL, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TENANT, MAX_CONCURRENCY,
+    BuildError, WorkerBuilder, DEFAULT_LEASE_TTL, DEFAULT_POLL_INTERVAL, DEFAULT_SHUTDOWN_GRACE,
+    DEFAULT_TENANT, MAX_CONCURRENCY,
 };
 pub use handler::{JobContext, JobError, JobResult};
 pub use maintenance::{

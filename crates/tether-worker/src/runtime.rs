@@ -22,14 +22,14 @@ use tether_core::{
     validate, ClaimRequest, ClaimedJob, Completion, Error, Failure, Heartbeat, Job, JobState,
     LeaseToken,
 };
-use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, oneshot, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::{sleep, sleep_until, Instant};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, error, info, warn, Instrument};
 use uuid::Uuid;
 
-use crate::builder::{Config, QueueSpec, WorkerBuilder};
+use crate::builder::{Config, QueueSpec, WorkerBuilder, DEFAULT_LEASE_TTL};
 use crate::handler::{Handler, JobContext, JobError, JobResult};
 use crate::maintenance::Maintenance;
 use crate::source::Source;
@@ -98,6 +98,8 @@ impl Worker {
             jobs: TaskTracker::new(),
             completions: tx,
             leader: Arc::new(AtomicBool::new(false)),
+            beat_at: Mutex::new(None),
+            beat_sooner: Notify::new(),
         });
         let join = tokio::spawn(killable(shared.kill.clone(), supervise(shared.clone(), rx)));
         WorkerHandle { shared, join }
@@ -213,8 +215,8 @@ impl WorkerHandle {
         self.shared.leader.load(Ordering::SeqCst) && !self.shared.kill.is_cancelled()
     }
 
-    /// How many jobs the worker holds right now (running, sleeping a short
-    /// snooze, or waiting for their outcome to be acknowledged).
+    /// How many jobs the worker holds right now (running, or waiting for
+    /// their outcome to be acknowledged).
     pub fn jobs_in_flight(&self) -> usize {
         lock(&self.shared.inflight).len()
     }
@@ -247,6 +249,11 @@ struct Shared {
     completions: mpsc::UnboundedSender<PendingCompletion>,
     /// Whether this worker's maintenance leadership is confirmed.
     leader: Arc<AtomicBool>,
+    /// When the heartbeater wakes next (`None`: it holds nothing and waits
+    /// for [`Shared::beat_sooner`]).
+    beat_at: Mutex<Option<Instant>>,
+    /// Wakes the heartbeater when a new job is due before [`Shared::beat_at`].
+    beat_sooner: Notify,
 }
 
 impl std::fmt::Debug for Shared {
@@ -261,6 +268,11 @@ impl std::fmt::Debug for Shared {
 pub(crate) struct InFlight {
     pub(crate) job: Job,
     token: LeaseToken,
+    /// The lease its claim granted (the queue's, unless the worker asked for
+    /// one): it is heartbeated every third of it.
+    lease_ttl: Duration,
+    /// When its last heartbeat was sent (at first: when the claim answered).
+    last_beat: Mutex<Instant>,
     /// Fired when the handler should stop; what [`JobContext::cancelled`] waits on.
     pub(crate) ctx_cancel: CancellationToken,
     /// Fired after the shutdown grace: the handler is dropped at once.
@@ -276,10 +288,13 @@ pub(crate) struct InFlight {
 }
 
 impl InFlight {
-    fn new(claimed: ClaimedJob) -> Self {
+    fn new(claimed: ClaimedJob, asked: Option<Duration>) -> Self {
+        let lease_ttl = granted_lease(&claimed.job, asked);
         InFlight {
             job: claimed.job,
             token: claimed.lease_token,
+            lease_ttl,
+            last_beat: Mutex::new(Instant::now()),
             ctx_cancel: CancellationToken::new(),
             abandon: CancellationToken::new(),
             progress: Mutex::new(None),
@@ -299,6 +314,39 @@ impl InFlight {
 
     fn reporting_since(&self) -> Option<Instant> {
         *lock(&self.reporting_since)
+    }
+
+    /// Heartbeats run three times per lease, so one lost or slow heartbeat
+    /// never costs it.
+    fn heartbeat_interval(&self) -> Duration {
+        self.lease_ttl / 3
+    }
+
+    /// When this job needs its next heartbeat. A job whose outcome is being
+    /// reported is left alone for one interval (a heartbeat that races the
+    /// report would only record a spurious `lease_lost`); if the report
+    /// takes longer, its lease still needs extending.
+    fn beat_due(&self) -> Instant {
+        let interval = self.heartbeat_interval();
+        let due = *lock(&self.last_beat) + interval;
+        match self.reporting_since() {
+            Some(since) => due.max(since + interval),
+            None => due,
+        }
+    }
+}
+
+/// The lease a claim granted `job`: from the claim's answer
+/// (`lease_expires_at − heartbeat_at`, both set by the claim on the store's
+/// clock), else what the worker asked for, else the store's default.
+fn granted_lease(job: &Job, asked: Option<Duration>) -> Duration {
+    let shown = match (job.lease_expires_at, job.heartbeat_at.or(job.started_at)) {
+        (Some(expires), Some(from)) => Some((expires - from).num_milliseconds()),
+        _ => None,
+    };
+    match shown {
+        Some(ms) if validate::LEASE_TTL_RANGE.contains(&ms) => Duration::from_millis(ms as u64),
+        _ => asked.unwrap_or(DEFAULT_LEASE_TTL),
     }
 }
 
@@ -506,7 +554,8 @@ async fn fetch_loop(shared: Arc<Shared>, queue: QueueSpec, slots: Arc<Semaphore>
             queue: queue.name.clone(),
             worker_id: config.worker_id.clone(),
             limit: limit as u32,
-            lease_ttl_ms: Some(millis(config.lease_ttl)),
+            // Only a TTL the user set: otherwise the queue's applies.
+            lease_ttl_ms: config.lease_ttl.map(millis),
         };
         // A claim in flight is not interrupted by a shutdown: dropping it
         // halfway could leave jobs claimed that nobody knows about.
@@ -568,8 +617,19 @@ async fn hand_back_unstarted(shared: &Shared, c: ClaimedJob) {
 }
 
 fn spawn_job(shared: &Arc<Shared>, queue: &str, claimed: ClaimedJob, permit: OwnedSemaphorePermit) {
-    let fl = Arc::new(InFlight::new(claimed));
+    let fl = Arc::new(InFlight::new(claimed, shared.config.lease_ttl));
     lock(&shared.inflight).insert(fl.job.id, fl.clone());
+    // Wake the heartbeater if this job is due before it would wake (it
+    // sleeps without end while it holds nothing). Locked after the insert:
+    // the heartbeater reads the jobs and sets `beat_at` under this lock.
+    {
+        let due = fl.beat_due();
+        let mut at = lock(&shared.beat_at);
+        if at.is_none_or(|at| due < at) {
+            *at = Some(due);
+            shared.beat_sooner.notify_one();
+        }
+    }
     let span = tracing::info_span!(
         "job",
         job_id = %fl.job.id,
@@ -605,7 +665,7 @@ async fn run_job(shared: Arc<Shared>, fl: Arc<InFlight>, permit: OwnedSemaphoreP
     let handler = shared.handlers.get(&fl.job.kind).cloned();
     let started = Instant::now();
     let ended = match handler {
-        Some(h) => execute(&shared, &fl, h).await,
+        Some(h) => execute(&fl, h).await,
         None => Ended::NoHandler,
     };
     let labels = [
@@ -633,72 +693,42 @@ async fn run_job(shared: Arc<Shared>, fl: Arc<InFlight>, permit: OwnedSemaphoreP
     lock(&shared.inflight).remove(&fl.job.id);
 }
 
-/// Runs the handler (again after each short in-process snooze) until it
-/// answers, panics, times out, ignores a cancellation for a lease TTL, or is
-/// abandoned at shutdown.
-async fn execute(shared: &Shared, fl: &Arc<InFlight>, handler: Handler) -> Ended {
-    let config = &shared.config;
+/// Runs the handler until it answers, panics, times out, ignores a
+/// cancellation for a lease TTL, or is abandoned at shutdown. A snooze is
+/// an answer like any other: it is reported, never slept here.
+async fn execute(fl: &Arc<InFlight>, handler: Handler) -> Ended {
     let timeout_ms = fl.job.timeout_ms.filter(|ms| *ms > 0);
     let deadline = timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms as u64));
-    loop {
-        let ctx = JobContext {
-            inflight: fl.clone(),
-        };
-        let h = handler.clone();
-        // Calling the handler inside the future catches a panic while it
-        // builds its future as well as one while it runs.
-        let run = AssertUnwindSafe(async move { h(ctx).await }).catch_unwind();
-        let timeout = async {
-            match deadline {
-                Some(d) => sleep_until(d).await,
-                None => std::future::pending().await,
-            }
-        };
-        // A handler asked to stop gets one lease TTL to do so.
-        let unanswered = async {
-            fl.ctx_cancel.cancelled().await;
-            sleep(config.lease_ttl).await
-        };
-        let answer = tokio::select! {
-            biased;
-            _ = fl.abandon.cancelled() => return Ended::Abandoned,
-            r = run => r,
-            _ = timeout => {
-                fl.ctx_cancel.cancel();
-                return Ended::TimedOut(timeout_ms.unwrap_or_default());
-            }
-            _ = unanswered => return Ended::Unanswered,
-        };
-        let answer = match answer {
-            Ok(a) => a,
-            Err(panic) => return Ended::Panicked(panic_message(panic.as_ref())),
-        };
-        let delay = match answer {
-            Err(JobError::Snooze(d)) if d <= config.max_in_process_snooze => d,
-            other => return Ended::Returned(other),
-        };
-        if fl.ctx_cancel.is_cancelled() || shared.stop.is_cancelled() {
-            return Ended::Returned(Err(JobError::Snooze(delay)));
+    let ctx = JobContext {
+        inflight: fl.clone(),
+    };
+    // Calling the handler inside the future catches a panic while it builds
+    // its future as well as one while it runs.
+    let run = AssertUnwindSafe(async move { handler(ctx).await }).catch_unwind();
+    let timeout = async {
+        match deadline {
+            Some(d) => sleep_until(d).await,
+            None => std::future::pending().await,
         }
-        let wake = Instant::now() + delay;
-        // A sleep that would outlast the timeout goes back to the queue
-        // instead: the attempt is given back, so nothing is lost by it.
-        if deadline.is_some_and(|d| wake > d) {
-            return Ended::Returned(Err(JobError::Snooze(delay)));
+    };
+    // A handler asked to stop gets one lease TTL to do so.
+    let unanswered = async {
+        fl.ctx_cancel.cancelled().await;
+        sleep(fl.lease_ttl).await
+    };
+    let answer = tokio::select! {
+        biased;
+        _ = fl.abandon.cancelled() => return Ended::Abandoned,
+        r = run => r,
+        _ = timeout => {
+            fl.ctx_cancel.cancel();
+            return Ended::TimedOut(timeout_ms.unwrap_or_default());
         }
-        debug!(delay_ms = delay.as_millis() as u64, "snoozing in-process");
-        tokio::select! {
-            biased;
-            _ = fl.abandon.cancelled() => return Ended::Abandoned,
-            // Shutting down: hand back what is left of the snooze at once
-            // rather than hold a slot through the grace period.
-            _ = shared.stop.cancelled() => {
-                let left = wake.saturating_duration_since(Instant::now());
-                return Ended::Returned(Err(JobError::Snooze(left)));
-            }
-            _ = fl.ctx_cancel.cancelled() => return Ended::Returned(Err(JobError::Cancelled)),
-            _ = sleep_until(wake) => {}
-        }
+        _ = unanswered => return Ended::Unanswered,
+    };
+    match answer {
+        Ok(a) => Ended::Returned(a),
+        Err(panic) => Ended::Panicked(panic_message(panic.as_ref())),
     }
 }
 
@@ -1081,54 +1111,86 @@ fn clone_error(e: &Error) -> Error {
     }
 }
 
-/// One heartbeat cycle per lease TTL / 3 for every job this worker holds.
+/// Longest sleep of the heartbeater while it holds jobs (it is woken
+/// sooner by a job due earlier).
+const HEARTBEAT_IDLE: Duration = Duration::from_secs(3_600);
+
+/// Heartbeats every held job every third of its own lease: wakes when the
+/// first job is due, and takes along every job due within the shortest
+/// interval among them, so jobs of one lease length share one batch.
 async fn heartbeat_loop(shared: Arc<Shared>) {
-    let interval = shared.config.heartbeat_interval();
     let mut backoff = Backoff::new();
-    let mut next = Instant::now() + interval;
+    // After a failed cycle: when to try again (sooner than the jobs' due).
+    let mut retry_at: Option<Instant> = None;
     loop {
+        let wake = {
+            // `beat_at` is set under its lock after reading the jobs, so a
+            // job spawned meanwhile finds it and wakes us if due sooner.
+            let mut at = lock(&shared.beat_at);
+            let due = lock(&shared.inflight)
+                .values()
+                .map(|fl| fl.beat_due())
+                .min();
+            *at = match (retry_at, due) {
+                (Some(r), Some(d)) => Some(r.min(d)),
+                (_, d) => d,
+            };
+            *at
+        };
         tokio::select! {
             biased;
             _ = shared.drained.cancelled() => break,
-            _ = sleep_until(next) => {}
+            _ = shared.beat_sooner.notified() => continue,
+            _ = sleep_until(wake.unwrap_or_else(|| Instant::now() + HEARTBEAT_IDLE)) => {}
         }
-        next = if heartbeat_cycle(&shared).await {
-            backoff.reset();
-            Instant::now() + interval
-        } else {
+        retry_at = match heartbeat_cycle(&shared).await {
+            Ok(()) => {
+                backoff.reset();
+                None
+            }
             // Try again soon: two more failures would cost the leases.
-            Instant::now() + backoff.next().min(interval)
+            Err(interval) => Some(Instant::now() + backoff.next().min(interval)),
         };
     }
     debug!("heartbeater stopped");
 }
 
-/// Heartbeats every held job in batches of at most 1000; answers whether
-/// every batch went through.
-async fn heartbeat_cycle(shared: &Shared) -> bool {
+/// Heartbeats the held jobs that are due now or within the shortest
+/// heartbeat interval among them, in batches of at most 1000; answers the
+/// shortest interval of a batch that failed, if one did.
+async fn heartbeat_cycle(shared: &Shared) -> Result<(), Duration> {
     let config = &shared.config;
-    let interval = config.heartbeat_interval();
-    // A job whose outcome is being reported is left alone (a heartbeat that
-    // races the report would only record a spurious `lease_lost`), unless the
-    // report is taking long: then its lease still needs extending.
-    let held: Vec<Arc<InFlight>> = lock(&shared.inflight)
-        .values()
-        .filter(|fl| fl.reporting_since().is_none_or(|t| t.elapsed() >= interval))
-        .cloned()
+    let now = Instant::now();
+    let held: Vec<Arc<InFlight>> = lock(&shared.inflight).values().cloned().collect();
+    let Some(window) = held.iter().map(|fl| fl.heartbeat_interval()).min() else {
+        return Ok(());
+    };
+    let due: Vec<Arc<InFlight>> = held
+        .into_iter()
+        .filter(|fl| match fl.reporting_since() {
+            // Reporting: only once the report has taken a whole interval.
+            Some(since) => since + fl.heartbeat_interval() <= now,
+            None => fl.beat_due() <= now + window,
+        })
         .collect();
-    let mut all_ok = true;
-    for chunk in held.chunks(MAX_BATCH) {
+    let mut failed: Option<Duration> = None;
+    for chunk in due.chunks(MAX_BATCH) {
         let items: Vec<Heartbeat> = chunk
             .iter()
             .map(|fl| Heartbeat {
                 id: fl.job.id,
                 lease_token: fl.token,
+                // The claim's TTL: the lease the queue (or the worker) chose.
                 lease_ttl_ms: None,
                 progress: lock(&fl.progress).take(),
             })
             .collect();
+        let sent = Instant::now();
         match shared.source.heartbeat_many(&config.tenant, &items).await {
             Ok(answers) => {
+                for fl in chunk {
+                    *lock(&fl.last_beat) = sent;
+                }
                 for (fl, answer) in chunk.iter().zip(answers) {
                     match answer {
                         Ok(ack) => {
@@ -1154,7 +1216,12 @@ async fn heartbeat_cycle(shared: &Shared) -> bool {
                 }
             }
             Err(e) => {
-                all_ok = false;
+                let shortest = chunk
+                    .iter()
+                    .map(|fl| fl.heartbeat_interval())
+                    .min()
+                    .unwrap_or(window);
+                failed = Some(failed.map_or(shortest, |f| f.min(shortest)));
                 warn!(jobs = chunk.len(), error = %e, "heartbeat failed");
                 // Keep the progress for the next cycle unless a newer one came.
                 for (fl, item) in chunk.iter().zip(items) {
@@ -1168,5 +1235,5 @@ async fn heartbeat_cycle(shared: &Shared) -> bool {
             }
         }
     }
-    all_ok
+    failed.map_or(Ok(()), Err)
 }

@@ -24,12 +24,22 @@ pub const Q: &str = "jobs";
 /// 1 s leases (heartbeats every 333 ms), 100 ms polling, maintenance off
 /// (the behaviours that need it turn it on).
 pub fn worker(db: &TestDb) -> WorkerBuilder {
+    worker_on_queue_leases(db).lease_ttl(Duration::from_millis(1_000))
+}
+
+/// [`worker`] without a lease TTL of its own: its claims name none, so each
+/// job gets the lease its queue is configured with.
+pub fn worker_on_queue_leases(db: &TestDb) -> WorkerBuilder {
     Worker::builder(db.engine.clone())
         .tenant(T)
-        .lease_ttl(Duration::from_millis(1_000))
         .poll_interval(Duration::from_millis(100))
         .shutdown_grace(Duration::from_secs(2))
         .maintenance(false)
+}
+
+/// The lease a job's claim (or last heartbeat) granted, in milliseconds.
+pub fn lease_ms(job: &Job) -> Option<i64> {
+    Some(ms_between(job.lease_expires_at?, job.heartbeat_at?))
 }
 
 /// Enqueues a job, expecting a new one.
