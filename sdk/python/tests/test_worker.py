@@ -13,7 +13,7 @@ import time
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Optional
 
 import pytest
 
@@ -158,26 +158,111 @@ def test_heartbeats_keep_a_job_beyond_its_lease_and_carry_progress(
     assert history == ["enqueued", "claimed", "succeeded"]
 
 
-def test_a_short_snooze_is_slept_in_the_worker(client: Client, queue: str) -> None:
-    # Up to max_in_process_snooze the job keeps its slot and lease and the
-    # handler runs again; nothing goes back to the queue.
-    worker = Worker(client, queue, concurrency=2, claim_wait=0.5, max_in_process_snooze=1.0)
-    calls: List[float] = []
+def lease_ms(job: Any) -> int:
+    """The lease the job's claim (or last heartbeat) granted, in ms."""
+    return round((ts(job.lease_expires_at) - ts(job.heartbeat_at)).total_seconds() * 1000)
 
-    @worker.handler("later")
-    def later(job: JobContext) -> str:
-        calls.append(time.monotonic())
+
+@pytest.mark.parametrize("style", ["sync", "async"])
+def test_a_short_snooze_is_reported_to_the_server(
+    client: Client, queue: str, style: str
+) -> None:
+    # However short, a snooze goes to the server: the history shows it, the
+    # attempt is given back, and the job is claimed again when due. The old
+    # in-process limit is accepted (with a warning) and hides nothing.
+    with pytest.warns(DeprecationWarning, match="max_in_process_snooze"):
+        worker = Worker(client, queue, concurrency=2, claim_wait=0.5, max_in_process_snooze=5.0)
+    calls: List[Any] = []
+
+    def body(job: JobContext) -> str:
+        calls.append((time.monotonic(), job.attempt))
         if len(calls) == 1:
-            raise Snooze(0.3)
+            raise Snooze(0.1)
         return "done"
+
+    if style == "sync":
+        worker.register("later", body)
+    else:
+
+        async def later(job: JobContext) -> str:
+            return body(job)
+
+        worker.register("later", later)
 
     job = client.enqueue(queue, "later")
     with running(worker):
         wait_for(lambda: client.get(job.id).state == "succeeded", timeout=15)
-    assert len(calls) == 2 and calls[1] - calls[0] >= 0.3
+    assert [attempt for _, attempt in calls] == [1, 1]
+    assert calls[1][0] - calls[0][0] >= 0.1
     done = client.get(job.id)
     assert done.attempt == 1 and done.result == "done"
+    assert events(client, job.id) == ["enqueued", "claimed", "snoozed", "claimed", "succeeded"]
+
+
+@pytest.mark.parametrize("style", ["sync", "async"])
+def test_the_queues_lease_applies_and_is_heartbeated_at_a_third(
+    client: Client, queue: str, style: str
+) -> None:
+    # A worker given no lease_ttl names none at claim: the job gets the 2 s
+    # lease configured on its queue (not a worker default of 30 s), and is
+    # heartbeated every third of it, so a 3 s handler keeps it while the
+    # server reaps lapsed leases every 200 ms.
+    client.configure(queue, default_lease_ttl_ms=2000)
+    source: Any = client if style == "sync" else AsyncClient(client.url, client.key)
+    worker = Worker(source, queue, concurrency=1, claim_wait=0.5)
+    assert worker.lease_ttl is None
+    claimed: List[int] = []
+    if style == "sync":
+
+        @worker.handler("long")
+        def long(job: JobContext) -> str:
+            claimed.append(lease_ms(job.job))
+            job.cancel_event.wait(3.0)
+            return "done"
+
+    else:
+
+        @worker.handler("long")
+        async def long_async(job: JobContext) -> str:
+            claimed.append(lease_ms(job.job))
+            await asyncio.sleep(3.0)
+            return "done"
+
+    job = client.enqueue(queue, "long")
+    leases: List[int] = []
+    beats = set()
+
+    def watch() -> bool:
+        j = client.get(job.id)
+        if j.state == "running" and j.lease_expires_at and j.heartbeat_at:
+            leases.append(lease_ms(j))
+            beats.add(j.heartbeat_at)
+        return j.state not in ("queued", "running")
+
+    with running(worker):
+        wait_for(watch, timeout=20, interval=0.1)
+    assert claimed == [2000], "the claim granted the queue's lease"
+    assert leases and all(lease == 2000 for lease in leases), leases
+    # Heartbeats moved the lease on (about every 0.67 s over a 3 s run).
+    assert len(beats) >= 2, beats
+    done = client.get(job.id)
+    assert done.state == "succeeded" and done.attempt == 1 and done.result == "done"
     assert events(client, job.id) == ["enqueued", "claimed", "succeeded"]
+
+
+def test_an_explicit_lease_ttl_wins_over_the_queues(client: Client, queue: str) -> None:
+    client.configure(queue, default_lease_ttl_ms=2000)
+    worker = Worker(client, queue, concurrency=1, lease_ttl=5.0, claim_wait=0.5)
+    claimed: List[int] = []
+
+    @worker.handler("k")
+    def k(job: JobContext) -> None:
+        claimed.append(lease_ms(job.job))
+
+    job = client.enqueue(queue, "k")
+    with running(worker):
+        wait_for(lambda: client.get(job.id).state == "succeeded", timeout=15)
+    assert claimed == [5000]
 
 
 def test_retry_after_snooze_fatal_and_errors(client: Client, queue: str) -> None:
@@ -356,8 +441,8 @@ def test_lease_lost_discards_the_result(client: Client, queue: str) -> None:
     release = threading.Event()
     returned = threading.Event()
 
-    async def no_heartbeats(interval: float) -> bool:
-        return True
+    async def no_heartbeats() -> None:
+        await asyncio.sleep(0.05)  # nothing sent: the jobs stay due
 
     worker._heartbeat_cycle = no_heartbeats  # type: ignore[method-assign]
 
@@ -550,8 +635,8 @@ def test_observer_sees_every_lease_lost_report(client: Client, queue: str) -> No
     worker = Worker(client, queue, concurrency=3, lease_ttl=1.0, claim_wait=0.5, observer=seen)
     release = threading.Event()
 
-    async def no_heartbeats(interval: float) -> bool:
-        return True
+    async def no_heartbeats() -> None:
+        await asyncio.sleep(0.05)  # nothing sent: the jobs stay due
 
     worker._heartbeat_cycle = no_heartbeats  # type: ignore[method-assign]
 
@@ -597,8 +682,11 @@ def test_observer_sees_a_heartbeat_lease_lost_in_an_asyncio_program(
             real_cycle = worker._heartbeat_cycle
             paused = [True]
 
-            async def cycle(interval: float) -> bool:
-                return True if paused[0] else await real_cycle(interval)
+            async def cycle() -> Optional[float]:
+                if paused[0]:
+                    await asyncio.sleep(0.05)  # nothing sent: the job stays due
+                    return None
+                return await real_cycle()
 
             worker._heartbeat_cycle = cycle  # type: ignore[method-assign]
 

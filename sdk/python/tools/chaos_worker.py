@@ -43,7 +43,6 @@ LIMITED_QUEUE = "chaos-limited"
 KIND = "chaos"
 LEASE = 4.0
 SLOW_LEASE = 2.0
-MAX_IN_PROCESS_SNOOZE = 0.1
 CONCURRENCY = 16
 SLOW_CONCURRENCY = 10
 LIMITED_CONCURRENCY = 4
@@ -172,6 +171,9 @@ class Chaos:
             if moved_ms(job.job.created_at, job.job.run_at) < UNMOVED_SLACK_MS:
                 raise Snooze(p.delay_ms / 1000)
         elif p.kind == "snooze_in_process":
+            # A short snooze, once per (job, attempt) in this process. Like
+            # every snooze it goes to the server (the attempt is given back,
+            # so a claim here again sees the same attempt and succeeds).
             key = (job.id, job.attempt)
             if key not in self.snoozed:
                 self.snoozed.add(key)
@@ -208,7 +210,6 @@ async def run(base_url: str, key: str, seed: int, name: str) -> int:
                 claim_wait=CLAIM_WAIT,
                 shutdown_grace=SHUTDOWN_GRACE,
                 poll_interval=POLL_INTERVAL,
-                max_in_process_snooze=MAX_IN_PROCESS_SNOOZE,
                 worker_id=f"{name}.{suffix}",
                 observer=lines,
             )

@@ -6,12 +6,18 @@ It behaves like tether's Rust worker runtime:
   handlers running), so a job is never claimed without a slot to run it in.
   A claim in flight is never interrupted, so a shutdown may wait up to
   ``claim_wait`` before it starts draining.
-- **Heartbeats** of every held job go in one batched request per
-  ``lease_ttl / 3``, carrying the progress handlers reported; an answer of
-  ``cancel_requested`` sets the job's cancel event, and ``lease_lost`` marks
-  the job lost (its outcome will be discarded) and sets the cancel event too.
+- **Leases** are the queue's: a claim names a TTL only when ``lease_ttl``
+  was given, so the lease the operator configured on the queue (its
+  ``default_lease_ttl_ms``) is never overridden by a worker default.
+- **Heartbeats** extend each held job every third of the lease its claim
+  granted, in one batched request for the jobs due, carrying the progress
+  handlers reported; an answer of ``cancel_requested`` sets the job's cancel
+  event, and ``lease_lost`` marks the job lost (its outcome will be
+  discarded) and sets the cancel event too.
 - **Completions** are batched: whatever successes are waiting go in one
-  ``POST /v1/jobs/complete``. Failures and snoozes use their own routes.
+  ``POST /v1/jobs/complete``. Failures and snoozes use their own routes;
+  every :class:`Snooze`, however short, is reported, so the job's history
+  shows ``snoozed`` and any worker may claim it when it is due.
   Every report is retried on transport errors and ``unavailable``
   (resending is safe: a repeated report with the same token whose outcome
   already stands is answered like the first). A ``lease_lost`` answer means
@@ -39,6 +45,8 @@ import threading
 import time
 import traceback
 import uuid
+import warnings
+from datetime import datetime
 from typing import (
     Any,
     Awaitable,
@@ -76,6 +84,11 @@ EARLY_PAUSE = 1.0
 FETCH_COOLDOWN = 0.005
 ERROR_TAIL = 2000
 """The server keeps the last 2 000 characters of an error message."""
+DEFAULT_LEASE_TTL = 30.0
+"""The server's lease (seconds) when neither the worker nor the queue sets one;
+assumed only for a claimed job that does not show its lease."""
+HEARTBEAT_IDLE = 3600.0
+"""Longest sleep of the heartbeater while it holds jobs (a job due sooner wakes it)."""
 
 
 class RetryAfter(Exception):
@@ -91,7 +104,8 @@ class RetryAfter(Exception):
 class Snooze(Exception):
     """Raise from a handler to put the job back for ``seconds`` without
     counting the attempt: "not now, not my fault" (a rate limit, a busy
-    resource)."""
+    resource). Always reported to the server, however short: the job's
+    history shows ``snoozed`` and any worker may claim it when it is due."""
 
     def __init__(self, seconds: float = 0.0) -> None:
         super().__init__(f"snooze {seconds} s")
@@ -159,6 +173,29 @@ def _code_of(error: BaseException) -> str:
 
 def _ms(seconds: float) -> int:
     return max(0, round(seconds * 1000))
+
+
+def _instant(text: Optional[str]) -> Optional[datetime]:
+    """An RFC 3339 time as the server writes it (``...Z``), or None."""
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+    except ValueError:
+        return None
+
+
+def _granted_lease(job: Job, asked: Optional[float]) -> float:
+    """The lease (seconds) a claim granted ``job``: ``lease_expires_at`` minus
+    ``heartbeat_at``, both set by the claim on the server's clock; else what
+    the worker asked for, else the server's default (30 s)."""
+    expires = _instant(job.lease_expires_at)
+    since = _instant(job.heartbeat_at or job.started_at)
+    if expires is not None and since is not None:
+        seconds = (expires - since).total_seconds()
+        if 1.0 <= seconds <= 3600.0:
+            return seconds
+    return asked if asked is not None else DEFAULT_LEASE_TTL
 
 
 class JobContext:
@@ -243,16 +280,35 @@ Handler = Callable[[JobContext], Any]
 
 
 class _InFlight:
-    def __init__(self, claimed: ClaimedJob, ctx: JobContext) -> None:
+    def __init__(self, claimed: ClaimedJob, ctx: JobContext, lease_ttl: float) -> None:
         self.claimed = claimed
         self.token = claimed.lease_token
         self.ctx = ctx
+        self.lease_ttl = lease_ttl
+        """The lease its claim granted (seconds): heartbeated every third of it."""
+        self.last_beat = time.monotonic()
+        """When its last heartbeat was sent (at first: when the claim answered)."""
         self.abandon = asyncio.Event()
         self.wake: Optional[Callable[[str], None]] = None
         """While a handler runs: ends the worker's wait for it, with why."""
         self.cancel_requested = False
         self.lost = False
         self.reporting_since: Optional[float] = None
+
+    @property
+    def interval(self) -> float:
+        """Heartbeats run three times per lease, so one lost or slow one never
+        costs it."""
+        return self.lease_ttl / 3
+
+    def beat_due(self) -> float:
+        """When the next heartbeat is due (monotonic). A job whose outcome is
+        being reported is left alone for one interval (a heartbeat racing the
+        report would only record a spurious ``lease_lost``)."""
+        due = self.last_beat + self.interval
+        if self.reporting_since is not None:
+            return max(due, self.reporting_since + self.interval)
+        return due
 
 
 # How a handler run ended, before it is mapped to a report.
@@ -264,13 +320,14 @@ class Worker:
 
     ``client`` gives the server's address and key (a :class:`Client` or an
     :class:`AsyncClient`; the worker opens its own connection pool). Times
-    are in seconds. ``lease_ttl`` is the lease asked for at claim (extended
-    by a heartbeat every third of it); ``claim_wait`` the long-poll of each
+    are in seconds. ``lease_ttl`` (1 to 3600), when given, is the lease asked
+    for at claim, overriding the queue's; left out (the default), claims name
+    none and each job gets the lease configured on its queue (30 s unless the
+    operator set another). Either way each job is heartbeated every third of
+    the lease its claim granted. ``claim_wait`` is the long-poll of each
     claim (0 to 30); ``shutdown_grace`` how long running handlers may take
-    to finish at shutdown. A :class:`Snooze` of at most
-    ``max_in_process_snooze`` is slept inside the worker, keeping the job's
-    slot and lease, and the handler runs again (a round trip through the
-    queue would cost more than the wait); longer ones go back to the queue.
+    to finish at shutdown. Every :class:`Snooze` is reported to the server
+    (``max_in_process_snooze`` is accepted for old callers and ignored).
     ``observer`` (a :class:`WorkerObserver`) is told of every claim answer,
     failed request and ``lease_lost`` answer.
     """
@@ -281,17 +338,17 @@ class Worker:
         queue: str,
         concurrency: int = 8,
         *,
-        lease_ttl: float = 30.0,
+        lease_ttl: Optional[float] = None,
         claim_wait: float = 5.0,
         shutdown_grace: float = 30.0,
         poll_interval: float = 1.0,
-        max_in_process_snooze: float = 5.0,
+        max_in_process_snooze: Optional[float] = None,
         worker_id: Optional[str] = None,
         observer: Optional[WorkerObserver] = None,
     ) -> None:
         if not 1 <= concurrency <= MAX_BATCH:
             raise ValueError("concurrency must be 1..1000")
-        if not 1.0 <= lease_ttl <= 3600.0:
+        if lease_ttl is not None and not 1.0 <= lease_ttl <= 3600.0:
             raise ValueError("lease_ttl must be 1..3600 seconds")
         if not 0.0 <= claim_wait <= 30.0:
             raise ValueError("claim_wait must be 0..30 seconds")
@@ -301,7 +358,12 @@ class Worker:
         self.claim_wait = claim_wait
         self.shutdown_grace = shutdown_grace
         self.poll_interval = poll_interval
-        self.max_in_process_snooze = max(0.0, max_in_process_snooze)
+        if max_in_process_snooze is not None:
+            warnings.warn(
+                "max_in_process_snooze has no effect: every Snooze is reported to the server",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         self.worker_id = worker_id or (
             f"py:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         )
@@ -403,6 +465,9 @@ class Worker:
         self._abort = asyncio.Event()
         self._drained = asyncio.Event()
         self._slot_freed = asyncio.Event()
+        self._beat_sooner = asyncio.Event()
+        self._beat_at: Optional[float] = None
+        """When the heartbeater wakes next (None: it holds nothing)."""
         self._free = self.concurrency
         self._inflight: Dict[str, _InFlight] = {}
         self._jobs: Set[asyncio.Task[None]] = set()
@@ -544,7 +609,8 @@ class Worker:
                     self.queue,
                     self.worker_id,
                     limit=limit,
-                    lease_ttl_ms=_ms(self.lease_ttl),
+                    # Only a TTL the user set: otherwise the queue's applies.
+                    lease_ttl_ms=None if self.lease_ttl is None else _ms(self.lease_ttl),
                     wait_ms=wait_ms,
                 )
             except TetherError as e:
@@ -587,8 +653,12 @@ class Worker:
     def _spawn(self, claimed: ClaimedJob) -> None:
         loop = asyncio.get_running_loop()
         ctx = JobContext(claimed, self.worker_id, loop)
-        fl = _InFlight(claimed, ctx)
+        fl = _InFlight(claimed, ctx, _granted_lease(claimed, self.lease_ttl))
         self._inflight[claimed.id] = fl
+        due = fl.beat_due()
+        if self._beat_at is None or due < self._beat_at:
+            self._beat_at = due
+            self._beat_sooner.set()
         task = asyncio.ensure_future(self._run_job(fl))
         self._jobs.add(task)
         task.add_done_callback(self._jobs.discard)
@@ -645,35 +715,9 @@ class Worker:
         return fut
 
     async def _execute(self, fl: _InFlight) -> _Ended:
-        started = time.monotonic()
-        while True:
-            ended = await self._execute_once(fl)
-            how, value = ended
-            if not (how == "raised" and isinstance(value, Snooze)):
-                return ended
-            seconds = float(value.seconds)
-            timeout_ms = fl.claimed.timeout_ms
-            # A short snooze is slept here (heartbeats keep the lease), unless
-            # the worker is stopping, the job was cancelled, or the sleep would
-            # outlast the job's timeout: then it goes to the server.
-            if (
-                seconds > self.max_in_process_snooze
-                or self._stop.is_set()
-                or fl.ctx.cancelled
-                or (timeout_ms and time.monotonic() - started + seconds > timeout_ms / 1000)
-            ):
-                return ended
-            stop = asyncio.ensure_future(self._stop.wait())
-            abandon = asyncio.ensure_future(fl.abandon.wait())
-            try:
-                await asyncio.wait({stop, abandon}, timeout=seconds)
-            finally:
-                stop.cancel()
-                abandon.cancel()
-            if self._stop.is_set() or fl.abandon.is_set():
-                return ended
-
-    async def _execute_once(self, fl: _InFlight) -> _Ended:
+        """Runs the handler until it ends, times out, ignores a cancel for a
+        whole lease, or is abandoned at shutdown. A :class:`Snooze` is an
+        answer like any other: it is reported, never slept here."""
         handler = self._handlers.get(fl.claimed.kind)
         if handler is None:
             return ("no_handler", None)
@@ -694,7 +738,7 @@ class Worker:
         timers: List[asyncio.TimerHandle] = []
 
         def unanswered() -> None:
-            timers.append(loop.call_later(self.lease_ttl, wake, "unanswered"))
+            timers.append(loop.call_later(fl.lease_ttl, wake, "unanswered"))
 
         run.add_done_callback(lambda _: wake("finished"))
         if timeout_ms is not None:
@@ -927,33 +971,57 @@ class Worker:
     # ---- heartbeats ------------------------------------------------------------
 
     async def _heartbeat_loop(self) -> None:
-        interval = self.lease_ttl / 3
+        """Heartbeats every held job every third of its own lease: wakes when
+        the first job is due and takes along every job due within the
+        shortest interval among them, so jobs of one lease share a batch."""
         backoff = MIN_BACKOFF
-        next_at = time.monotonic() + interval
-        while True:
+        retry_at: Optional[float] = None
+        while not self._drained.is_set():
+            due = min((fl.beat_due() for fl in self._inflight.values()), default=None)
+            self._beat_at = due if retry_at is None or due is None else min(due, retry_at)
+            self._beat_sooner.clear()
+            wait = HEARTBEAT_IDLE if self._beat_at is None else self._beat_at - time.monotonic()
+            drained = asyncio.ensure_future(self._drained.wait())
+            sooner = asyncio.ensure_future(self._beat_sooner.wait())
             try:
-                await asyncio.wait_for(
-                    self._drained.wait(), timeout=max(0.0, next_at - time.monotonic())
+                await asyncio.wait(
+                    {drained, sooner}, timeout=max(0.0, wait),
+                    return_when=asyncio.FIRST_COMPLETED,
                 )
+            finally:
+                drained.cancel()
+                sooner.cancel()
+            if self._drained.is_set():
                 break
-            except asyncio.TimeoutError:
-                pass
-            if await self._heartbeat_cycle(interval):
+            if self._beat_sooner.is_set():
+                continue
+            failed = await self._heartbeat_cycle()
+            if failed is None:
                 backoff = MIN_BACKOFF
-                next_at = time.monotonic() + interval
+                retry_at = None
             else:
-                next_at = time.monotonic() + min(backoff, interval)
+                # Try again soon: two more misses would cost the leases.
+                retry_at = time.monotonic() + min(backoff, failed)
                 backoff = min(backoff * 2, MAX_BACKOFF)
         log.debug("heartbeater stopped")
 
-    async def _heartbeat_cycle(self, interval: float) -> bool:
+    async def _heartbeat_cycle(self) -> Optional[float]:
+        """Heartbeats the jobs due now or within the shortest interval among
+        the held ones; answers the shortest interval of a batch that failed,
+        if one did."""
+        held = list(self._inflight.values())
+        if not held:
+            return None
         now = time.monotonic()
+        window = min(fl.interval for fl in held)
         held = [
             fl
-            for fl in self._inflight.values()
-            if fl.reporting_since is None or now - fl.reporting_since >= interval
+            for fl in held
+            if (fl.beat_due() <= now + window if fl.reporting_since is None
+                # Reporting: only once the report has taken a whole interval.
+                else now - fl.reporting_since >= fl.interval)
         ]
-        all_ok = True
+        failed: Optional[float] = None
         for start in range(0, len(held), MAX_BATCH):
             chunk = held[start : start + MAX_BATCH]
             progress = [fl.ctx._take_progress() for fl in chunk]
@@ -961,6 +1029,8 @@ class Worker:
                 HeartbeatItem(fl.claimed.id, fl.token, progress=p[1] if p[0] else None)
                 for fl, p in zip(chunk, progress)
             ]
+            interval = min(fl.interval for fl in chunk)
+            sent = time.monotonic()
             try:
                 # A stuck round trip must not cost the leases: give up after a
                 # third of the lease, so the next cycle comes in time.
@@ -968,13 +1038,15 @@ class Worker:
                     self._client.heartbeat_batch(items), timeout=max(interval, 1.0)
                 )
             except (TetherError, asyncio.TimeoutError) as e:
-                all_ok = False
+                failed = interval if failed is None else min(failed, interval)
                 self._saw_error("heartbeat", e)
                 log.warning("heartbeat of %d jobs failed: %r", len(chunk), e)
                 for fl, p in zip(chunk, progress):
                     if p[0]:
                         fl.ctx._restore_progress(p[1])
                 continue
+            for fl in chunk:
+                fl.last_beat = sent
             for fl, r in zip(chunk, results):
                 if r.ok:
                     if r.ack is not None and r.ack.cancel_requested and not fl.cancel_requested:
@@ -992,4 +1064,4 @@ class Worker:
                         fl.ctx._cancel()
                 else:
                     log.warning("job %s: heartbeat refused: %s", fl.claimed.id, r.error)
-        return all_ok
+        return failed
