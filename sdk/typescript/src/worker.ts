@@ -1,14 +1,16 @@
 // The tether worker: claims jobs of one queue from a tether server and runs
 // their handlers, with the same guarantees as the Rust worker runtime:
-// long-poll claims sized to free slots, one batched heartbeat per lease
-// TTL / 3, batched completions, fenced results (a lost lease discards the
-// outcome), retry-after vs snooze, cooperative cancel, per-job timeouts, and
-// a graceful shutdown that hands unfinished jobs back with the attempt
-// given back.
+// long-poll claims sized to free slots, the queue's lease unless the user
+// set one (a worker default never overrides what the operator configured),
+// batched heartbeats at a third of each job's lease, batched completions,
+// fenced results (a lost lease discards the outcome), retry-after vs snooze
+// (every snooze reported, so the history shows it), cooperative cancel,
+// per-job timeouts, and a graceful shutdown that hands unfinished jobs back
+// with the attempt given back.
 
 import { Client, isTransient, sleep } from "./client.js";
 import { errorFromApi, Fatal, Internal, LeaseLost, NotFound, PermissionDenied, Retry, RetryAfter, Snooze, TetherError, TransportError, Unauthenticated } from "./errors.js";
-import type { ClaimedJob, CompleteItem, ErrorCode, ErrorDetail, FailBody, Job, Json } from "./types.js";
+import type { ClaimBody, ClaimedJob, CompleteItem, ErrorCode, ErrorDetail, FailBody, Job, Json } from "./types.js";
 import { hostname } from "node:os";
 import { randomUUID } from "node:crypto";
 
@@ -106,7 +108,11 @@ export interface WorkerOptions {
   queue: string;
   /** Handlers running at once. Default 1. */
   concurrency?: number;
-  /** Lease of each claim (ms, 1 000–3 600 000); heartbeats go every third of it. Default 30 000. */
+  /**
+   * Lease asked for at each claim (ms, 1 000–3 600 000), overriding the queue's. Left out (the default),
+   * claims name none and each job gets the lease configured on its queue (30 000 unless the operator set
+   * another). Either way each job is heartbeated every third of the lease its claim granted.
+   */
   leaseTtlMs?: number;
   /** Long-poll of a claim when the queue is empty (ms, 0–30 000). Default 5 000. A shutdown waits for a claim in flight. */
   claimWaitMs?: number;
@@ -114,7 +120,7 @@ export interface WorkerOptions {
   shutdownGraceMs?: number;
   /** Worker id shown on jobs and in history. Default `<host>:<pid>:<random>`. */
   workerId?: string;
-  /** A `Snooze` of at most this many ms is slept in the worker (keeping the slot) and the handler run again; longer ones go to the server. Default 5 000; 0 sends every snooze to the server. */
+  /** @deprecated Has no effect: every `Snooze`, however short, is reported to the server (the history shows `snoozed`). */
   maxInProcessSnoozeMs?: number;
   /** Pause after an empty claim the server answered early (it did not hold the long-poll), and after every empty claim when `claimWaitMs` is 0 (ms). Default 1 000. */
   pollIntervalMs?: number;
@@ -139,6 +145,10 @@ const EARLY_SLACK_MS = 250;
 const FETCH_COOLDOWN_MS = 5;
 /** Most characters of an error sent with a failure. */
 const ERROR_CHARS = 4000;
+/** The server's lease (ms) when neither the worker nor the queue sets one; assumed only for a claimed job that does not show its lease. */
+const DEFAULT_LEASE_TTL_MS = 30_000;
+/** Longest sleep of the heartbeater while it holds nothing (a new job wakes it). */
+const HEARTBEAT_IDLE_MS = 3_600_000;
 
 class Backoff {
   #n = 0;
@@ -171,6 +181,10 @@ function write(level: string, msg: string, fields?: Record<string, unknown>) {
 /** A job this worker holds, from claim until its outcome is reported. */
 interface InFlight {
   job: ClaimedJob;
+  /** The lease its claim granted (ms): it is heartbeated every third of it. */
+  leaseTtlMs: number;
+  /** When its last heartbeat was sent (`performance.now()`; at first, when the claim answered). */
+  lastBeat: number;
   /** Made on the handler's first read of `ctx.signal`: an AbortSignal costs more to make than a no-op job takes to run. */
   ctrl: AbortController | undefined;
   /** Why the handler was asked to stop, once it was (the first reason stays). */
@@ -180,7 +194,7 @@ interface InFlight {
   progress: { value: Json } | undefined;
   cancelRequested: boolean;
   lost: boolean;
-  /** When the report began (ms since epoch), if it did. */
+  /** When the report began (`performance.now()`), if it did. */
   reportingSince: number | undefined;
   /** Resolves the handler race when the shutdown grace ends. */
   abandon: () => void;
@@ -208,6 +222,32 @@ interface PendingCompletion {
   done: (r: Reported) => void;
 }
 
+/**
+ * The lease (ms) a claim granted `job`: `lease_expires_at` − `heartbeat_at`, both set by the claim on the
+ * server's clock; else what the worker asked for, else the server's default.
+ */
+function grantedLease(job: Job, asked: number | undefined): number {
+  const since = job.heartbeat_at ?? job.started_at;
+  const ms = job.lease_expires_at && since ? Date.parse(job.lease_expires_at) - Date.parse(since) : NaN;
+  if (ms >= 1000 && ms <= 3_600_000) return ms;
+  return asked ?? DEFAULT_LEASE_TTL_MS;
+}
+
+/** Heartbeats run three times per lease, so one lost or slow heartbeat never costs it. */
+function beatInterval(fl: InFlight): number {
+  return fl.leaseTtlMs / 3;
+}
+
+/**
+ * When a job's next heartbeat is due (`performance.now()`). A job whose outcome is being reported is left
+ * alone for one interval (a heartbeat racing the report would only record a spurious `lease_lost`).
+ */
+function beatDue(fl: InFlight): number {
+  const interval = beatInterval(fl);
+  const due = fl.lastBeat + interval;
+  return fl.reportingSince === undefined ? due : Math.max(due, fl.reportingSince + interval);
+}
+
 /** The AbortSignal of a job, made on first use (aborted already if the job was). */
 function signalOf(fl: InFlight): AbortSignal {
   if (!fl.ctrl) {
@@ -223,23 +263,6 @@ function abort(fl: InFlight, reason: JobAborted): void {
   fl.aborted = reason;
   fl.ctrl?.abort(reason);
   fl.onAbort?.();
-}
-
-/** Sleeps `ms`, ending early when `stop` or `abort` aborts (neither has yet); leaves no listener behind. */
-function snoozeSleep(ms: number, stop: AbortSignal, abort: AbortSignal): Promise<"woke" | "stop" | "aborted"> {
-  return new Promise((resolve) => {
-    const end = (r: "woke" | "stop" | "aborted") => {
-      clearTimeout(timer);
-      stop.removeEventListener("abort", onStop);
-      abort.removeEventListener("abort", onAbort);
-      resolve(r);
-    };
-    const onStop = () => end("stop");
-    const onAbort = () => end("aborted");
-    const timer = setTimeout(() => end("woke"), ms);
-    stop.addEventListener("abort", onStop, { once: true });
-    abort.addEventListener("abort", onAbort, { once: true });
-  });
 }
 
 function errorText(e: unknown): string {
@@ -284,12 +307,12 @@ export class Worker {
   readonly client: Client;
   readonly queue: string;
   readonly concurrency: number;
-  readonly leaseTtlMs: number;
+  /** The lease asked for at claim, if the user set one; otherwise each job gets its queue's. */
+  readonly leaseTtlMs: number | undefined;
   readonly claimWaitMs: number;
   readonly shutdownGraceMs: number;
   readonly workerId: string;
   readonly handleSignals: boolean;
-  readonly maxInProcessSnoozeMs: number;
   readonly pollIntervalMs: number;
   readonly log: Logger;
   readonly observer: WorkerObserver | undefined;
@@ -307,17 +330,23 @@ export class Worker {
   #completionsWake: (() => void) | undefined;
   #started = false;
   #reports = new Set<Promise<void>>();
+  /** When the heartbeater wakes next (`performance.now()`; undefined while it holds nothing). */
+  #beatAt: number | undefined;
+  /** Wakes the sleeping heartbeater: a new job is due before `#beatAt`. */
+  #beatSooner: (() => void) | undefined;
 
   constructor(client: Client, options: WorkerOptions) {
     this.client = client;
     this.queue = options.queue;
     this.concurrency = Math.max(1, Math.floor(options.concurrency ?? 1));
-    this.leaseTtlMs = options.leaseTtlMs ?? 30_000;
+    this.leaseTtlMs = options.leaseTtlMs;
+    if (this.leaseTtlMs !== undefined && !(this.leaseTtlMs >= 1000 && this.leaseTtlMs <= 3_600_000)) {
+      throw new RangeError(`leaseTtlMs must be 1000..3600000, got ${this.leaseTtlMs}`);
+    }
     this.claimWaitMs = Math.min(30_000, Math.max(0, options.claimWaitMs ?? 5_000));
     this.shutdownGraceMs = options.shutdownGraceMs ?? 30_000;
     this.workerId = options.workerId ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
     this.handleSignals = options.handleSignals ?? true;
-    this.maxInProcessSnoozeMs = Math.max(0, options.maxInProcessSnoozeMs ?? 5_000);
     this.pollIntervalMs = Math.max(0, options.pollIntervalMs ?? 1_000);
     this.log = options.logger ?? stderrLogger;
     this.observer = options.observer;
@@ -499,12 +528,10 @@ export class Worker {
       let claimed: ClaimedJob[];
       try {
         // Not interrupted by a shutdown: its jobs would be lost until their leases lapse.
-        claimed = await this.client.claim(this.queue, {
-          worker_id: this.workerId,
-          limit,
-          lease_ttl_ms: this.leaseTtlMs,
-          wait_ms: this.claimWaitMs,
-        });
+        const body: ClaimBody = { worker_id: this.workerId, limit, wait_ms: this.claimWaitMs };
+        // Only a TTL the user set: otherwise the queue's applies.
+        if (this.leaseTtlMs !== undefined) body.lease_ttl_ms = this.leaseTtlMs;
+        claimed = await this.client.claim(this.queue, body);
         backoff.reset();
       } catch (e) {
         this.#requestFailed("claim", e);
@@ -542,6 +569,8 @@ export class Worker {
     const abandoned = new Promise<Ended>((resolve) => (abandon = () => resolve({ kind: "abandoned" })));
     const fl: InFlight = {
       job,
+      leaseTtlMs: grantedLease(job, this.leaseTtlMs),
+      lastBeat: performance.now(),
       ctrl: undefined,
       aborted: undefined,
       onAbort: undefined,
@@ -553,6 +582,11 @@ export class Worker {
       abandoned: false,
     };
     this.#inflight.set(job.id, fl);
+    const due = beatDue(fl);
+    if (this.#beatAt === undefined || due < this.#beatAt) {
+      this.#beatAt = due;
+      this.#beatSooner?.();
+    }
     this.#running += 1;
     const p = this.#runJob(fl, abandoned).finally(() => {
       this.#inflight.delete(job.id);
@@ -571,7 +605,7 @@ export class Worker {
       // The slot frees when the handler is done, not after the report's round trip.
       this.#freeSlot();
     }
-    fl.reportingSince = Date.now();
+    fl.reportingSince = performance.now();
     try {
       await this.#report(fl, ended);
     } catch (e) {
@@ -600,7 +634,7 @@ export class Worker {
     // A handler asked to stop gets one lease TTL to do so.
     races.push(
       new Promise((resolve) => {
-        fl.onAbort = () => timers.push(setTimeout(() => resolve({ kind: "unanswered" }), this.leaseTtlMs));
+        fl.onAbort = () => timers.push(setTimeout(() => resolve({ kind: "unanswered" }), fl.leaseTtlMs));
       }),
     );
     const ctx: JobContext = {
@@ -623,24 +657,9 @@ export class Worker {
         return { kind: "threw", error };
       }
     };
-    const deadline = timeoutMs !== undefined ? Date.now() + timeoutMs : undefined;
     try {
-      for (;;) {
-        const ended = await Promise.race([runOnce(), ...races]);
-        // A short snooze is slept here, keeping the slot (and the lease, by heartbeats), then the handler runs again.
-        if (!(ended.kind === "threw" && ended.error instanceof Snooze && ended.error.ms <= this.maxInProcessSnoozeMs)) return ended;
-        const ms = ended.error.ms;
-        if (fl.aborted || this.#stop.signal.aborted) return ended;
-        // A sleep that would outlast the timeout goes to the server instead (the attempt is given back anyway).
-        if (deadline !== undefined && Date.now() + ms > deadline) return ended;
-        const wake = Date.now() + ms;
-        const r = await Promise.race([...races, snoozeSleep(ms, this.#stop.signal, signalOf(fl))]);
-        if (r === "woke") continue;
-        // Shutting down: hand back what is left of the snooze at once rather than hold the slot through the grace.
-        if (r === "stop") return { kind: "threw", error: new Snooze(Math.max(0, wake - Date.now())) };
-        if (r === "aborted") return ended;
-        return r;
-      }
+      // A Snooze is an answer like any other: it is reported, never slept here.
+      return await Promise.race([runOnce(), ...races]);
     } finally {
       fl.onAbort = undefined;
       for (const t of timers) clearTimeout(t);
@@ -807,29 +826,59 @@ export class Worker {
 
   // ---------------------------------------------------------------- heartbeats
 
+  /**
+   * Heartbeats every held job every third of its own lease: wakes when the first job is due and takes along
+   * every job due within the shortest interval among them, so jobs of one lease share a batch.
+   */
   async #heartbeatLoop(): Promise<void> {
-    const interval = Math.max(1, Math.floor(this.leaseTtlMs / 3));
     const backoff = new Backoff();
-    let wait = interval;
+    let retryAt: number | undefined;
     while (!this.#drained.signal.aborted) {
-      await sleep(wait, this.#drained.signal);
+      let due: number | undefined;
+      for (const fl of this.#inflight.values()) {
+        const d = beatDue(fl);
+        if (due === undefined || d < due) due = d;
+      }
+      this.#beatAt = retryAt === undefined || due === undefined ? due : Math.min(due, retryAt);
+      const wait = this.#beatAt === undefined ? HEARTBEAT_IDLE_MS : Math.max(0, this.#beatAt - performance.now());
+      const woke = await new Promise<"timer" | "sooner">((resolve) => {
+        const drained = this.#drained.signal;
+        const done = (r: "timer" | "sooner") => {
+          clearTimeout(timer);
+          drained.removeEventListener("abort", onDrained);
+          this.#beatSooner = undefined;
+          resolve(r);
+        };
+        const onDrained = () => done("sooner");
+        const timer = setTimeout(() => done("timer"), wait);
+        drained.addEventListener("abort", onDrained, { once: true });
+        this.#beatSooner = () => done("sooner");
+      });
       if (this.#drained.signal.aborted) break;
-      if (await this.#heartbeatCycle(interval)) {
+      if (woke === "sooner") continue;
+      const failed = await this.#heartbeatCycle();
+      if (failed === undefined) {
         backoff.reset();
-        wait = interval;
+        retryAt = undefined;
       } else {
-        // Try again soon: two more failures would cost the leases.
-        wait = Math.min(backoff.next(), interval);
+        // Try again soon: two more misses would cost the leases.
+        retryAt = performance.now() + Math.min(backoff.next(), failed);
       }
     }
   }
 
-  /** One heartbeat of every held job (batches of at most 1000); answers whether all went through. */
-  async #heartbeatCycle(interval: number): Promise<boolean> {
-    const now = Date.now();
-    // A job whose outcome is being reported is left alone, unless the report takes long.
-    const held = [...this.#inflight.values()].filter((fl) => fl.reportingSince === undefined || now - fl.reportingSince >= interval);
-    let allOk = true;
+  /**
+   * Heartbeats the jobs due now or within the shortest interval among the held ones (batches of at most
+   * 1000); answers the shortest interval of a batch that failed, if one did.
+   */
+  async #heartbeatCycle(): Promise<number | undefined> {
+    const all = [...this.#inflight.values()];
+    if (all.length === 0) return undefined;
+    const now = performance.now();
+    const window = Math.min(...all.map(beatInterval));
+    // A job whose outcome is being reported only once the report has taken a whole interval.
+    const held = all.filter((fl) => (fl.reportingSince === undefined ? beatDue(fl) <= now + window : now - fl.reportingSince >= beatInterval(fl)));
+    let failed: number | undefined;
     for (let i = 0; i < held.length; i += MAX_BATCH) {
       const chunk = held.slice(i, i + MAX_BATCH);
       const items = chunk.map((fl) => {
@@ -839,9 +888,12 @@ export class Worker {
       });
       const sent = chunk.map((fl) => fl.progress);
       chunk.forEach((fl) => (fl.progress = undefined));
+      const interval = Math.min(...chunk.map(beatInterval));
+      const sentAt = performance.now();
       try {
         // Give up after a third of the lease, so a stuck round trip is retried while the leases hold.
-        const results = await this.client.heartbeatBatch(items, { timeoutMs: Math.max(interval, 1000) });
+        const results = await this.client.heartbeatBatch(items, { timeoutMs: Math.max(Math.floor(interval), 1000) });
+        for (const fl of chunk) fl.lastBeat = sentAt;
         chunk.forEach((fl, j) => {
           const r = results[j];
           if (!r) return;
@@ -866,7 +918,7 @@ export class Worker {
         });
       } catch (e) {
         this.#requestFailed("heartbeat", e);
-        allOk = false;
+        failed = failed === undefined ? interval : Math.min(failed, interval);
         this.log.warn("heartbeat failed", { jobs: chunk.length, error: String(e) });
         // Keep the progress for the next cycle unless a newer one came.
         chunk.forEach((fl, j) => {
@@ -874,7 +926,7 @@ export class Worker {
         });
       }
     }
-    return allOk;
+    return failed;
   }
 }
 

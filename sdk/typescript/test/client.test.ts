@@ -223,6 +223,7 @@ forEachBackend("client", (server) => {
     assert.equal(conf.max_attempts, 9);
     assert.deepEqual(conf.backoff, { base_ms: 2000, cap_ms: 9000 });
     assert.equal(conf.default_lease_ttl_ms, 12_000);
+    assert.equal((await c.enqueue({ queue, kind: "k" })).max_attempts, 9, "an enqueue that names none takes the queue's attempts");
     const unused = await c.getQueue(queueName("unused"));
     assert.equal(unused.counts.queued, 0);
   });

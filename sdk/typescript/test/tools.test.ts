@@ -47,7 +47,7 @@ async function history(id: string): Promise<string[]> {
 
 test("the chaos worker runs each job's plan, prints its claims, and stops on SIGTERM", async () => {
   const c = server!.admin;
-  // Seed 1 (see chaos-plan.test.ts): n=2 ok, n=0 always_retry, n=30 fatal, n=5 snoozes in process, n=6 snoozes to the queue.
+  // Seed 1 (see chaos-plan.test.ts): n=2 ok, n=0 always_retry, n=30 fatal, n=5 a short snooze, n=6 a long one.
   const w = start("chaos-worker.js", [server!.url, server!.key, "1", "t1"]);
   try {
     await eventually("READY", async () => w.lines.includes("READY"));
@@ -58,7 +58,7 @@ test("the chaos worker runs each job's plan, prints its claims, and stops on SIG
     for (const [id, n] of [[ok, 2], [inProcess, 5], [toQueue, 6]] as const) {
       assert.deepEqual((await settled(id, "succeeded")).result, { n, by: "t1.m", attempt: 1 });
     }
-    assert.deepEqual(await history(inProcess), ["enqueued", "claimed", "succeeded"], "a short snooze is slept in the worker");
+    assert.deepEqual(await history(inProcess), ["enqueued", "claimed", "snoozed", "claimed", "succeeded"], "a short snooze goes to the server too");
     assert.deepEqual(await history(toQueue), ["enqueued", "claimed", "snoozed", "claimed", "succeeded"], "a long one goes back to the queue once");
     assert.equal((await settled(retry, "failed")).last_error, "chaos: planned failure on attempt 1");
     assert.equal((await settled(fatal, "failed")).last_error, "chaos: planned fatal failure");
@@ -66,7 +66,7 @@ test("the chaos worker runs each job's plan, prints its claims, and stops on SIG
 
     const now = Date.now() * 1000;
     const claims = w.lines.filter((l) => l.startsWith("CLAIM ")).map((l) => l.split(" "));
-    for (const id of [ok, retry, fatal, inProcess, noN]) {
+    for (const id of [ok, retry, fatal, noN]) {
       const mine = claims.filter((f) => f[1] === id);
       assert.equal(mine.length, 1, `one CLAIM line for ${id}: ${w.lines.join("\n")}`);
       const [, , attempt, token, worker, at] = mine[0]!;
@@ -76,6 +76,8 @@ test("the chaos worker runs each job's plan, prints its claims, and stops on SIG
       assert.ok(Math.abs(Number(at) - now) < 30_000_000, "µs since the epoch, now-ish");
     }
     assert.equal(claims.filter((f) => f[1] === toQueue).length, 2);
+    // Snoozed once (the attempt given back), then claimed again at the same attempt.
+    assert.deepEqual(claims.filter((f) => f[1] === inProcess).map((f) => f[2]), ["1", "1"]);
     assert.ok(w.lines.every((l) => /^(READY|CLAIM \S+ \d+ \S+ \S+ \d+|ERR \S+ \S+|LOST \S+ \S+ \S+ \d+)$/.test(l)), w.lines.join("\n"));
     w.child.kill("SIGTERM");
     assert.equal(await w.exitWithin(10_000), 0, w.stderr());

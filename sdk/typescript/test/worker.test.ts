@@ -14,6 +14,11 @@ async function history(c: Client, id: string): Promise<string[]> {
   return out;
 }
 
+/** The lease a job's claim (or last heartbeat) granted, in ms. */
+function leaseMs(job: Job): number {
+  return Date.parse(job.lease_expires_at!) - Date.parse(job.heartbeat_at!);
+}
+
 async function settled(c: Client, id: string, states: Job["state"][], what = "the job to settle", timeoutMs = 10_000): Promise<Job> {
   return eventually(
     `${what} (${states.join("|")})`,
@@ -240,42 +245,113 @@ forEachBackend("worker", (server) => {
     );
   });
 
-  test("a short Snooze is slept in the worker and the handler runs again", async () => {
+  test("a short Snooze goes to the server: the history shows it and the job runs again", async () => {
     const c = server().admin;
     const queue = queueName();
     const { logger } = memoryLogger();
-    const worker = new Worker(c, { queue, claimWaitMs: 300, handleSignals: false, logger });
-    let calls = 0;
-    worker.handle("busy", async () => {
-      calls++;
-      if (calls === 1) throw new Snooze(200);
+    // The old in-process limit is still accepted and hides nothing.
+    const worker = new Worker(c, { queue, claimWaitMs: 300, maxInProcessSnoozeMs: 5_000, handleSignals: false, logger });
+    const calls: Array<{ at: number; attempt: number }> = [];
+    worker.handle("busy", async (job) => {
+      calls.push({ at: Date.now(), attempt: job.attempt });
+      if (calls.length === 1) throw new Snooze(100);
       return "second time lucky";
     });
     const job = await c.enqueue({ queue, kind: "busy" });
     startWorker(worker);
     const j = await settled(c, job.id, ["succeeded"]);
-    assert.equal(calls, 2);
+    assert.deepEqual(
+      calls.map((x) => x.attempt),
+      [1, 1],
+      "the snoozed attempt was given back",
+    );
+    assert.ok(calls[1]!.at - calls[0]!.at >= 100);
     assert.equal(j.attempt, 1);
     assert.equal(j.result, "second time lucky");
-    assert.deepEqual(await history(c, job.id), ["enqueued", "claimed", "succeeded"]);
+    assert.deepEqual(await history(c, job.id), ["enqueued", "claimed", "snoozed", "claimed", "succeeded"]);
   });
 
-  test("in-process snoozes leave no listener behind on the worker's signals", async () => {
+  test("snoozes leave no listener behind on the worker's signals", async () => {
     const c = server().admin;
     const queue = queueName();
     const { logger } = memoryLogger();
     const worker = new Worker(c, { queue, claimWaitMs: 300, handleSignals: false, logger });
     let calls = 0;
     worker.handle("busy", async (_job, ctx) => {
-      if (++calls <= 20) throw new Snooze(1);
+      if (++calls <= 5) throw new Snooze(1);
       return getEventListeners(ctx.shutdown, "abort").length;
     });
     const job = await c.enqueue({ queue, kind: "busy" });
     startWorker(worker);
-    const j = await settled(c, job.id, ["succeeded"]);
-    assert.equal(calls, 21);
+    const j = await settled(c, job.id, ["succeeded"], "the job after 5 snoozes", 20_000);
+    assert.equal(calls, 6);
     // The worker's own (one sleep or slot wait at a time), not one per snooze.
-    assert.ok((j.result as number) <= 2, `${j.result} abort listeners on the shutdown signal after 20 snoozes`);
+    assert.ok((j.result as number) <= 2, `${j.result} abort listeners on the shutdown signal after 5 snoozes`);
+  });
+
+  test("without leaseTtlMs a job gets its queue's lease and is heartbeated at a third of it", async () => {
+    const c = server().admin;
+    const queue = queueName();
+    await c.configureQueue(queue, { default_lease_ttl_ms: 2_000 });
+    const { logger } = memoryLogger();
+    const claims: any[] = [];
+    const recording: typeof fetch = (input, init) => {
+      if (String(input).endsWith("/claim")) claims.push(JSON.parse(String(init?.body)));
+      return fetch(input, init);
+    };
+    const wc = new Client({ url: server().url, key: server().key, fetch: recording });
+    const worker = new Worker(wc, { queue, claimWaitMs: 300, handleSignals: false, logger });
+    assert.equal(worker.leaseTtlMs, undefined);
+    let claimedLease: number | undefined;
+    worker.handle("long", async (job) => {
+      claimedLease = leaseMs(job);
+      await new Promise((r) => setTimeout(r, 3_000));
+      return "done";
+    });
+    const job = await c.enqueue({ queue, kind: "long" });
+    const run = startWorker(worker);
+    // While it runs, every lease it holds is 2 s long, and heartbeats move it on
+    // (about every 0.67 s) while the server reaps lapsed leases every 200 ms.
+    const leases: number[] = [];
+    const beats = new Set<string>();
+    const done = await eventually(
+      "the long job to end",
+      async () => {
+        const j = await c.get(job.id);
+        if (j.state === "running" && j.lease_expires_at && j.heartbeat_at) {
+          leases.push(leaseMs(j));
+          beats.add(j.heartbeat_at);
+        }
+        return j.state === "queued" || j.state === "running" ? undefined : j;
+      },
+      20_000,
+    );
+    worker.shutdown();
+    await run;
+    assert.equal(claimedLease, 2_000, "the claim granted the queue's lease");
+    assert.ok(leases.length > 0 && leases.every((l) => l === 2_000), `leases while running: ${leases.join(", ")}`);
+    assert.ok(beats.size >= 2, `heartbeats seen: ${[...beats].join(", ")}`);
+    assert.equal(done.state, "succeeded");
+    assert.equal(done.attempt, 1);
+    assert.deepEqual(await history(c, job.id), ["enqueued", "claimed", "succeeded"], "no lease_expired or lease_lost");
+    assert.ok(claims.length > 0 && claims.every((b) => !("lease_ttl_ms" in b)), "no claim names a lease TTL");
+  });
+
+  test("an explicit leaseTtlMs wins over the queue's lease", async () => {
+    const c = server().admin;
+    const queue = queueName();
+    await c.configureQueue(queue, { default_lease_ttl_ms: 2_000 });
+    const { logger } = memoryLogger();
+    const worker = new Worker(c, { queue, leaseTtlMs: 5_000, claimWaitMs: 300, handleSignals: false, logger });
+    let claimedLease: number | undefined;
+    worker.handle("k", async (job) => {
+      claimedLease = leaseMs(job);
+    });
+    const job = await c.enqueue({ queue, kind: "k" });
+    startWorker(worker);
+    await settled(c, job.id, ["succeeded"]);
+    assert.equal(claimedLease, 5_000);
+    assert.throws(() => new Worker(c, { queue, leaseTtlMs: 999 }), RangeError);
   });
 
   test("an empty claim that was not long-polled is followed by a pause of pollIntervalMs", async () => {

@@ -55,6 +55,8 @@ function handler(seed: bigint, by: string, snoozed: Set<string>) {
         if (Date.parse(job.run_at) - Date.parse(job.created_at) < UNMOVED_SLACK_MS) throw new Snooze(p.delayMs);
         break;
       case "snooze_in_process": {
+        // A short snooze, once per (job, attempt) in this process. Like every snooze it goes to the server
+        // (the attempt is given back, so a claim here again sees the same attempt and succeeds).
         const key = `${job.id}:${attempt}`;
         if (!snoozed.has(key)) {
           snoozed.add(key);
@@ -100,7 +102,6 @@ function main(): void {
       workerId,
       claimWaitMs: 2_000,
       pollIntervalMs: 500,
-      maxInProcessSnoozeMs: 100,
       shutdownGraceMs: 5_000,
       handleSignals: false,
       // Warnings (failed tries, lost leases) are what the faults cause by design: the lines on stdout count them.
