@@ -5,7 +5,8 @@
 
 Settings (environment): TETHER_QUEUE (default ``emails``),
 TETHER_CONCURRENCY (8), TETHER_SHUTDOWN_GRACE (seconds, 30),
-TETHER_CLAIM_WAIT (seconds, 5), TETHER_LEASE_TTL (seconds, 30).
+TETHER_CLAIM_WAIT (seconds, 5), TETHER_LEASE_TTL (seconds; unset: the
+queue's lease, 30 s unless the operator configured another).
 Stop it with SIGTERM or Ctrl-C: it stops claiming, lets running handlers
 finish within the grace period and hands the rest back to the queue.
 """
@@ -29,7 +30,8 @@ worker = Worker(
     concurrency=int(os.environ.get("TETHER_CONCURRENCY", "8")),
     shutdown_grace=float(os.environ.get("TETHER_SHUTDOWN_GRACE", "30")),
     claim_wait=float(os.environ.get("TETHER_CLAIM_WAIT", "5")),
-    lease_ttl=float(os.environ.get("TETHER_LEASE_TTL", "30")),
+    # Unset, the worker names no lease and each job gets its queue's.
+    lease_ttl=float(os.environ["TETHER_LEASE_TTL"]) if os.environ.get("TETHER_LEASE_TTL") else None,
 )
 
 

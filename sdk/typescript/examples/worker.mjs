@@ -5,7 +5,8 @@
 //   TETHER_URL=http://127.0.0.1:7070 TETHER_KEY=tth_... node examples/worker.mjs
 //
 // Settings (environment): QUEUE (default "emails"), CONCURRENCY (default 4),
-// LEASE_TTL_MS (default 30000), CLAIM_WAIT_MS (default 5000),
+// LEASE_TTL_MS (default: unset, so each job gets its queue's lease),
+// CLAIM_WAIT_MS (default 5000),
 // SHUTDOWN_GRACE_MS (default 30000).
 //
 // Kinds it handles:
@@ -22,7 +23,7 @@ const client = new Client(); // TETHER_URL and TETHER_KEY
 const worker = new Worker(client, {
   queue: env.QUEUE ?? "emails",
   concurrency: num("CONCURRENCY", 4),
-  leaseTtlMs: num("LEASE_TTL_MS", 30_000),
+  leaseTtlMs: num("LEASE_TTL_MS", undefined),
   claimWaitMs: num("CLAIM_WAIT_MS", 5_000),
   shutdownGraceMs: num("SHUTDOWN_GRACE_MS", 30_000),
 });
