@@ -133,10 +133,10 @@ async fn replay(
             Err(e) => {
                 bar.finish();
                 if replayed > 0 {
-                    eprintln!(
+                    super::note(&format!(
                         "replayed {} before the error",
                         format::plural(replayed, "job")
-                    );
+                    ));
                 }
                 return Err(e);
             }
@@ -188,13 +188,13 @@ async fn replay(
         } else {
             n.to_string()
         };
-        eprintln!(
-            "warning: {count} {what} are in queue {queue} again: they failed while the replay ran \
+        super::warn(&format!(
+            "{count} {what} are in queue {queue} again: they failed while the replay ran \
              (see: tether dlq ls --queue {queue})"
-        );
+        ));
     }
     if !all && more {
-        eprintln!("more failed jobs may be left: add --all to replay until none is");
+        super::note("more failed jobs may be left: add --all to replay until none is");
     }
     Ok(())
 }

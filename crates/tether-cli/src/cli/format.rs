@@ -1,5 +1,11 @@
 //! Human output: aligned tables, key/value blocks, ages ("3m ago"),
-//! durations ("2.1s") and truncation.
+//! durations ("2.1s") and truncation; and the one sanitiser every piece
+//! of text the commands print passes through ([`visible`], and
+//! [`json_text`] for `--json`), so that text a server or a tenant's worker
+//! wrote (an error, a payload, a worker id) can never drive the terminal.
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
 
 use chrono::{DateTime, SecondsFormat, SubsecRound, Utc};
 
@@ -47,10 +53,13 @@ impl Table {
         self
     }
 
+    /// Adds a row. Each cell is made [`visible`]: a line break or a tab
+    /// in one would break the table's layout, and a control character
+    /// would reach the terminal.
     pub(crate) fn row(&mut self, cells: Vec<String>) {
         debug_assert_eq!(cells.len(), self.headers.len());
         self.rows
-            .push(cells.into_iter().map(|c| one_line(&c)).collect());
+            .push(cells.iter().map(|c| visible(c).into_owned()).collect());
     }
 
     /// The table as text, fitted to `width` columns when given.
@@ -106,17 +115,30 @@ impl Table {
 }
 
 /// `key: value` lines with the values aligned; empty values are skipped.
+/// Each value is text, shown on one line ([`visible`]: a line break in it
+/// is shown as `\n`).
 pub(crate) fn fields(pairs: &[(&str, String)]) -> String {
+    fields_and_blocks(pairs, &[])
+}
+
+/// [`fields`], then `blocks`: [`pretty_json`] renderings, whose lines are
+/// indented under the first.
+pub(crate) fn fields_and_blocks(pairs: &[(&str, String)], blocks: &[(&str, String)]) -> String {
+    let pairs: Vec<(&str, Cow<'_, str>)> = pairs
+        .iter()
+        .map(|(k, v)| (*k, visible(v)))
+        .chain(blocks.iter().map(|(k, v)| (*k, visible_lines(v))))
+        .filter(|(_, v)| !v.is_empty())
+        .collect();
     let width = pairs
         .iter()
-        .filter(|(_, v)| !v.is_empty())
         .map(|(k, _)| k.chars().count() + 1)
         .max()
         .unwrap_or(0);
     let mut text = String::new();
-    for (k, v) in pairs.iter().filter(|(_, v)| !v.is_empty()) {
+    for (k, v) in &pairs {
         let key = format!("{k}:");
-        let mut lines = v.lines();
+        let mut lines = v.split('\n');
         text.push_str(&format!(
             "{key:<width$}  {}\n",
             lines.next().unwrap_or_default()
@@ -144,17 +166,87 @@ pub(crate) fn terminal_width() -> Option<usize> {
     Some(size.map_or(120, |(_, columns)| usize::from(columns)))
 }
 
-/// `text` on one line: newlines and tabs become spaces.
-fn one_line(text: &str) -> String {
-    if text.contains(['\n', '\r', '\t']) {
-        text.split(['\n', '\r', '\t'])
-            .filter(|s| !s.trim().is_empty())
-            .map(str::trim)
-            .collect::<Vec<_>>()
-            .join(" ")
-    } else {
-        text.to_owned()
+/// Whether `c` must not reach a terminal as it is: the C0 controls (tab,
+/// line feed and carriage return included: in a table cell they break the
+/// layout), DEL, the C1 controls U+0080–U+009F (some terminals obey U+009B
+/// as CSI), and the invisible bidirectional formatting characters (marks,
+/// embeddings, overrides and isolates, which reorder what is shown) and the
+/// Unicode line and paragraph separators.
+pub(crate) fn is_unsafe(c: char) -> bool {
+    // `is_control` is the Cc category: U+0000–U+001F, U+007F, U+0080–U+009F.
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061C}'
+                | '\u{200E}'
+                | '\u{200F}'
+                | '\u{2028}'
+                | '\u{2029}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2066}'..='\u{2069}'
+        )
+}
+
+/// `text` made safe to print: every [`is_unsafe`] character is written as
+/// an escape, `\n`, `\r` and `\t` by name, the other ASCII controls and
+/// DEL as `\x1b`, the rest as `\u{9b}`. The one sanitiser of text a
+/// server sent, used for every table cell, every field value, every error
+/// message and, keeping line breaks, everything written to stdout and
+/// stderr.
+pub(crate) fn visible(text: &str) -> Cow<'_, str> {
+    escape(text, false)
+}
+
+/// Like [`visible`], but line feeds stay line breaks: for text whose line
+/// breaks are the layout's (a whole table, a pretty JSON block, a message).
+pub(crate) fn visible_lines(text: &str) -> Cow<'_, str> {
+    escape(text, true)
+}
+
+fn escape(text: &str, keep_line_feeds: bool) -> Cow<'_, str> {
+    let unsafe_char = |c: char| is_unsafe(c) && !(keep_line_feeds && c == '\n');
+    if !text.chars().any(unsafe_char) {
+        return Cow::Borrowed(text);
     }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if !unsafe_char(c) {
+            out.push(c);
+            continue;
+        }
+        let _ = match c {
+            '\n' => out.write_str("\\n"),
+            '\r' => out.write_str("\\r"),
+            '\t' => out.write_str("\\t"),
+            c if c.is_ascii() => write!(out, "\\x{:02x}", u32::from(c)),
+            c => write!(out, "\\u{{{:x}}}", u32::from(c)),
+        };
+    }
+    Cow::Owned(out)
+}
+
+/// JSON text made safe to print and still the same JSON: every
+/// [`is_unsafe`] character but the layout's line feeds is written as a
+/// `\u` escape (`\u009b`). serde_json escapes the C0 controls inside
+/// strings but writes DEL, the C1 controls and the bidirectional
+/// characters as they are; outside strings JSON holds only spaces and line
+/// feeds, so each one left is inside a string, where the escape means the
+/// same character. (All of them are in the Basic Multilingual Plane: one
+/// `\uXXXX` each.)
+pub(crate) fn json_text(json: &str) -> Cow<'_, str> {
+    let unsafe_char = |c: char| is_unsafe(c) && c != '\n';
+    if !json.chars().any(unsafe_char) {
+        return Cow::Borrowed(json);
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if unsafe_char(c) {
+            let _ = write!(out, "\\u{:04x}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// How long ago `t` was, coarsely: "just now", "45s ago", "3m ago",
@@ -249,12 +341,14 @@ pub(crate) fn time_ago(t: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
     }
 }
 
-/// JSON for humans: indented, `null` shown as nothing.
+/// JSON for humans: indented, `null` shown as nothing, safe to print
+/// ([`json_text`]).
 pub(crate) fn pretty_json(value: &serde_json::Value) -> String {
     if value.is_null() {
         return String::new();
     }
-    serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+    let text = serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string());
+    json_text(&text).into_owned()
 }
 
 /// `n` and the noun, singular for one: "1 queue", "2 queues", "0 jobs".
@@ -313,7 +407,9 @@ mod tests {
         };
         // 4 columns for the id and its gap, the rest for the detail.
         assert_eq!(cut("short", 40), "a   short");
-        assert_eq!(cut("line one\nline two", 40), "a   line one line two");
+        // A line break or a tab is shown, not obeyed.
+        assert_eq!(cut("line one\nline two", 40), "a   line one\\nline two");
+        assert_eq!(cut("a\tb\r", 40), "a   a\\tb\\r");
         assert_eq!(
             cut("a long error message, longer than fits", 20),
             "a   a long error…"
@@ -362,14 +458,72 @@ mod tests {
 
     #[test]
     fn field_blocks_skip_empty_values() {
-        let text = fields(&[
-            ("id", "x".into()),
-            ("nothing", String::new()),
-            ("payload", "{\n  \"a\": 1\n}".into()),
-        ]);
+        let text = fields_and_blocks(
+            &[
+                ("id", "x".into()),
+                ("nothing", String::new()),
+                ("error", "two\nlines".into()),
+            ],
+            &[
+                ("payload", "{\n  \"a\": 1\n}".into()),
+                ("result", String::new()),
+            ],
+        );
         assert_eq!(
             text,
-            "id:       x\npayload:  {\n            \"a\": 1\n          }\n"
+            "id:       x\nerror:    two\\nlines\npayload:  {\n            \"a\": 1\n          }\n"
         );
+    }
+
+    #[test]
+    fn control_characters_are_shown_not_obeyed() {
+        assert_eq!(
+            visible("plain text, ünïcödé 日本"),
+            "plain text, ünïcödé 日本"
+        );
+        assert!(matches!(visible("plain"), Cow::Borrowed(_)));
+        assert_eq!(
+            visible("\x1b[2J\x1b]0;title\x07\x1b]52;c;aGk=\x07"),
+            "\\x1b[2J\\x1b]0;title\\x07\\x1b]52;c;aGk=\\x07"
+        );
+        assert_eq!(
+            visible("a\u{9b}31mb\u{85}c\u{7f}"),
+            "a\\u{9b}31mb\\u{85}c\\x7f"
+        );
+        assert_eq!(visible("\0\x01\x1f"), "\\x00\\x01\\x1f");
+        assert_eq!(visible("a\nb\tc\rd"), "a\\nb\\tc\\rd");
+        assert_eq!(visible_lines("a\nb\tc\rd"), "a\nb\\tc\\rd");
+        // Bidirectional overrides, isolates and marks, and U+2028/9.
+        assert_eq!(
+            visible("x\u{202e}y\u{2066}z\u{200f}\u{2028}"),
+            "x\\u{202e}y\\u{2066}z\\u{200f}\\u{2028}"
+        );
+        // Every C0, DEL and C1 control is caught, and nothing else below U+00A0.
+        for c in (0u32..0xa0).filter_map(char::from_u32) {
+            let bad = c < ' ' || ('\u{7f}'..='\u{9f}').contains(&c);
+            assert_eq!(is_unsafe(c), bad, "{c:?}");
+            assert_eq!(visible(&c.to_string()) == c.to_string(), !bad, "{c:?}");
+        }
+    }
+
+    #[test]
+    fn json_output_escapes_what_serde_json_leaves_raw() {
+        let value = serde_json::json!({
+            "e\u{9b}": "\x1b[2J \u{9b}31m \u{7f} \u{202e} ü",
+            "n": [1, null]
+        });
+        let raw = serde_json::to_string_pretty(&value).unwrap();
+        assert!(raw.contains('\u{9b}'), "serde_json writes C1 raw: {raw}");
+        let safe = json_text(&raw);
+        assert!(!safe.chars().any(|c| is_unsafe(c) && c != '\n'), "{safe}");
+        assert!(
+            safe.contains("\\u009b31m") && safe.contains("\\u202e") && safe.contains("\\u007f")
+        );
+        assert!(safe.contains("\\u001b[2J"), "{safe}");
+        assert!(safe.contains('ü'), "{safe}");
+        // Still JSON, and the same value.
+        let back: serde_json::Value = serde_json::from_str(&safe).unwrap();
+        assert_eq!(back, value);
+        assert_eq!(pretty_json(&value), safe);
     }
 }

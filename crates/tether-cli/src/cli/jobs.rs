@@ -267,7 +267,7 @@ fn print_jobs(page: &JobPage) {
 /// Tells (on stderr, so stdout stays a table) how to get the next page.
 pub(crate) fn more_hint(page: &JobPage) {
     if let Some(cursor) = &page.next_cursor {
-        eprintln!("more jobs: add --cursor {cursor} (or --all)");
+        super::note(&format!("more jobs: add --cursor {cursor} (or --all)"));
     }
 }
 
@@ -320,22 +320,14 @@ fn job_fields(job: &Job, now: DateTime<Utc>) -> String {
         let ms = (finished - started).num_milliseconds();
         pairs.push(("ran for", format::duration_ms(ms)));
     }
-    pairs.push(("payload", format::pretty_json(&job.payload)));
-    pairs.push((
-        "result",
-        job.result
-            .as_ref()
-            .map(format::pretty_json)
-            .unwrap_or_default(),
-    ));
-    pairs.push((
-        "progress",
-        job.progress
-            .as_ref()
-            .map(format::pretty_json)
-            .unwrap_or_default(),
-    ));
-    format::fields(&pairs)
+    let json =
+        |v: &Option<serde_json::Value>| v.as_ref().map(format::pretty_json).unwrap_or_default();
+    let blocks = [
+        ("payload", format::pretty_json(&job.payload)),
+        ("result", json(&job.result)),
+        ("progress", json(&job.progress)),
+    ];
+    format::fields_and_blocks(&pairs, &blocks)
 }
 
 fn events_table(events: &[JobEvent], now: DateTime<Utc>) -> Table {
@@ -516,7 +508,7 @@ async fn bulk(ctx: &Ctx, what: Bulk, select: Selection) -> Result<(), CliError> 
         what.skipped()
     );
     for f in &failed {
-        text.push_str(&format!("  {}: {}\n", f.id, f.error));
+        text.push_str(&format!("  {}: {}\n", f.id, format::visible(&f.error)));
     }
     out(&text);
     outcome

@@ -183,28 +183,36 @@ impl CliError {
     }
 }
 
+/// The message is made [`format::visible`] (line breaks kept): it holds
+/// what the server said (an API error's message and code), which is
+/// printed to the terminal.
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&format::visible_lines(&self.raw_message()))
+    }
+}
+
+impl CliError {
+    /// The message as it was made, before it is made safe to print.
+    fn raw_message(&self) -> String {
         use tether_client::Error;
         match self {
             CliError::Api { url, error } => match error {
-                Error::Api { code, message, .. } => write!(f, "{code}: {message}"),
-                Error::UnknownCode { code, message, .. } => write!(f, "{code}: {message}"),
+                Error::Api { code, message, .. } => format!("{code}: {message}"),
+                Error::UnknownCode { code, message, .. } => format!("{code}: {message}"),
                 Error::Transport(e) if e.is_timeout() => {
-                    write!(f, "the server at {url} did not answer in time")
+                    format!("the server at {url} did not answer in time")
                 }
-                Error::Transport(e) => write!(
-                    f,
+                Error::Transport(e) => format!(
                     "the server could not be reached at {url}: {}",
                     root_cause(e)
                 ),
-                Error::Decode { route, source } => write!(
-                    f,
+                Error::Decode { route, source } => format!(
                     "unexpected answer to {route} from {url} (is it a tether server of this version?): {source}"
                 ),
-                Error::Invalid { .. } => write!(f, "{error}"),
+                Error::Invalid { .. } => error.to_string(),
             },
-            CliError::Usage(m) | CliError::Failed(m) => f.write_str(m),
+            CliError::Usage(m) | CliError::Failed(m) => m.clone(),
         }
     }
 }
@@ -300,11 +308,12 @@ impl Ctx {
         self.print_json(&Doc(key, value))
     }
 
-    /// Prints `value` as one pretty JSON document.
+    /// Prints `value` as one pretty JSON document, with the characters
+    /// a terminal could obey escaped ([`format::json_text`]: the same JSON).
     pub(crate) fn print_json<T: Serialize + ?Sized>(&self, value: &T) -> Result<(), CliError> {
         let text = serde_json::to_string_pretty(value)
             .map_err(|e| CliError::Failed(format!("cannot write JSON: {e}")))?;
-        out(&format!("{text}\n"));
+        out(&format!("{}\n", format::json_text(&text)));
         Ok(())
     }
 }
@@ -314,9 +323,10 @@ impl Ctx {
 pub(crate) struct Doc<'a, T: ?Sized>(pub(crate) &'static str, pub(crate) &'a T);
 
 impl<T: Serialize + ?Sized> Doc<'_, T> {
-    /// The document on one line.
+    /// The document on one line, safe to print ([`format::json_text`]).
     pub(crate) fn compact(key: &'static str, value: &T) -> String {
-        serde_json::to_string(&Doc(key, value)).unwrap_or_default()
+        let text = serde_json::to_string(&Doc(key, value)).unwrap_or_default();
+        format::json_text(&text).into_owned()
     }
 }
 
@@ -329,18 +339,33 @@ impl<T: Serialize + ?Sized> Serialize for Doc<'_, T> {
     }
 }
 
-/// Writes to stdout; a closed pipe (`tether jobs ls | head`) is not an
+/// Writes to stdout, made [`format::visible`] but for its line breaks:
+/// whatever a command prints, no control character of the server's text
+/// reaches the terminal. A closed pipe (`tether jobs ls | head`) is not an
 /// error worth a panic.
 pub(crate) fn out(text: &str) {
+    out_raw(&format::visible_lines(text));
+}
+
+/// Writes `text` to stdout as it is: only for the terminal controls tether
+/// writes itself (`stats --watch` redrawing in place) around text that was
+/// made safe already.
+pub(crate) fn out_raw(text: &str) {
     let mut stdout = std::io::stdout().lock();
     let _ = stdout.write_all(text.as_bytes());
     let _ = stdout.flush();
 }
 
-/// Writes a warning line to stderr (never to stdout, which may be piped).
-pub(crate) fn warn(text: &str) {
+/// Writes a line to stderr (never to stdout, which may be piped), made
+/// [`format::visible`] like [`out`].
+pub(crate) fn note(text: &str) {
     let mut stderr = std::io::stderr().lock();
-    let _ = writeln!(stderr, "warning: {text}");
+    let _ = writeln!(stderr, "{}", format::visible_lines(text));
+}
+
+/// Writes a warning line to stderr.
+pub(crate) fn warn(text: &str) {
+    note(&format!("warning: {text}"));
 }
 
 /// Whether stdout is a terminal (tables fit its width; bars and in-place

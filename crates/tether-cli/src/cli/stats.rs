@@ -45,7 +45,7 @@ pub(crate) async fn run(args: StatsArgs) -> Result<(), CliError> {
         .map_err(|e| CliError::Failed(format!("cannot watch for Ctrl-C: {e}")))?;
     let tty = super::stdout_is_tty() && !ctx.json;
     if tty {
-        out("\x1b[?25l\x1b[2J");
+        super::out_raw("\x1b[?25l\x1b[2J");
     }
     let outcome = loop {
         let frame = match fetch(&ctx, &args.queues).await {
@@ -65,12 +65,13 @@ pub(crate) async fn run(args: StatsArgs) -> Result<(), CliError> {
                 format::time(Utc::now().trunc_subsecs(0))
             );
             if tty {
-                // Home, each line cleared to its end, the rest of the screen cleared.
+                // Home, each line cleared to its end, the rest of the screen
+                // cleared: our controls around text made safe first.
                 let body: String = format!("{head}{frame}")
                     .lines()
-                    .map(|l| format!("{l}\x1b[K\n"))
+                    .map(|l| format!("{}\x1b[K\n", format::visible(l)))
                     .collect();
-                out(&format!("\x1b[H{body}\x1b[J"));
+                super::out_raw(&format!("\x1b[H{body}\x1b[J"));
             } else {
                 out(&format!("{head}{frame}\n"));
             }
@@ -81,7 +82,7 @@ pub(crate) async fn run(args: StatsArgs) -> Result<(), CliError> {
         }
     };
     if tty {
-        out("\x1b[?25h");
+        super::out_raw("\x1b[?25h");
     }
     outcome
 }
