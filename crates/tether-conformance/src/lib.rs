@@ -463,12 +463,10 @@ macro_rules! behaviour_suite {
             fencing {
                 every_claim_mints_a_distinct_token,
                 stale_token_is_refused_after_takeover_and_changes_nothing,
-                repeated_reports_are_answered_like_the_first,
                 reaper_takeover_alone_fences_the_old_holder,
                 lapsed_lease_nobody_took_over_still_belongs_to_holder,
                 holder_and_reaper_race_has_one_winner,
                 wrong_token_is_lease_lost,
-                token_of_a_finished_job_is_lease_lost,
                 unknown_id_is_job_not_found,
             }
             clock {
@@ -476,6 +474,12 @@ macro_rules! behaviour_suite {
                 delayed_run_at_is_created_at_plus_delay,
                 heartbeat_records_progress_without_history,
                 answers_match_the_stored_job,
+            }
+            reports {
+                repeated_reports_are_answered_like_the_first,
+                a_different_report_with_a_spent_token_is_a_conflict,
+                lease_lost_only_when_something_else_took_the_job,
+                report_racing_its_own_retry_is_never_lease_lost,
             }
             attempts {
                 attempt_grows_at_claim,

@@ -292,6 +292,31 @@ impl Error {
         }
     }
 
+    /// A report (`report`: complete, fail, snooze) with the lease token that
+    /// already ended job `id`'s attempt (`ended_by` that report, when
+    /// known), which is not the same report: a repeat must be exactly the
+    /// first (see `lifecycle::Report::settle`). Nothing changed.
+    pub fn report_conflict(
+        id: Uuid,
+        state: JobState,
+        report: &str,
+        ended_by: Option<&str>,
+    ) -> Self {
+        let first = match ended_by {
+            Some(first) if first == report => format!("a {first} with other arguments"),
+            Some(first) => format!("a {first}"),
+            None => "another report".to_owned(),
+        };
+        Error::InvalidState {
+            id,
+            state,
+            message: format!(
+                "this lease token already ended the attempt with {first}; \
+                 only the same report may be sent again ({report} refused, nothing changed)"
+            ),
+        }
+    }
+
     /// A replay of job `id` while another active job holds its unique key.
     pub fn replay_unique_key_held(id: Uuid) -> Self {
         Error::Conflict(format!(

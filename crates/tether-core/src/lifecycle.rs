@@ -12,7 +12,11 @@
 //! change to every statement it names (and to the tables' column defaults
 //! in the migrations, for the `DEFAULT_*` values).
 
-use crate::model::{Backoff, Failure, JobState};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use crate::error::Error;
+use crate::model::{Backoff, Failure, JobState, LeaseToken};
 
 /// Attempt budget of a job whose queue sets none.
 ///
@@ -120,59 +124,168 @@ pub fn fail_outcome(
     }
 }
 
-/// A worker's report that ends an attempt: `complete`, `fail` or `snooze`.
+/// A worker's report that ends an attempt — `complete`, `fail` or `snooze` —
+/// with the arguments that make it this report.
 ///
-/// Reports are safe to repeat. The token that ended an attempt stays on the
-/// job until the next claim (or the reaper) replaces it, so a report sent
-/// again with that token, because its answer was lost, finds the job still
-/// carrying it in a state this report leads to, and is answered with the job
-/// as it stands, changing nothing and recording no `lease_lost`. Any other
-/// stale token is still `lease_lost`.
+/// Every report is exact (invariant 20 of `docs/DESIGN.md`). The token that
+/// ended an attempt stays on the job until the next claim, the reaper or a
+/// replay replaces it, and the transition records the report's
+/// [`Report::digest`] beside it. A report whose fence finds the job no longer
+/// running under its token is answered by [`Report::answer`] from the job as
+/// read under its row's lock:
+/// - the job still carries the token: the same report again (its answer was
+///   lost, or it raced its own retry) is answered with the job as it stands,
+///   changing nothing and recording nothing; a different report is
+///   [`Error::report_conflict`] (`invalid_state`), changing nothing;
+/// - the job carries another token, or none: something else ended or took
+///   the claim, and the report is `lease_lost` (recorded in the history).
 ///
 /// The fenced writes are `sql::attempts::COMPLETE`,
 /// `sql::attempts::COMPLETE_MANY` and `sql::attempts::SNOOZE` in both
 /// backends, with `tether_postgres::sql::attempts::FAIL` and
-/// `tether_sqlite::sql::attempts::FAIL_WRITE`. A repeat is recognised:
-/// - on PostgreSQL, by the `repeated` step of those statements (the
-///   `settle_ctes!` tail of `COMPLETE`, `FAIL` and `SNOOZE`, bound to
-///   [`Report::outcome_names`]; its own step in `COMPLETE_MANY`), whose
-///   `lost` step records `lease_lost`;
-/// - on SQLite, by `tether_sqlite::sql::attempts::REPEATED_REPORT` (bound to
-///   [`Report::outcome_names`]) and
-///   `tether_sqlite::sql::attempts::SUCCEEDED_TOKENS`, and `lease_lost` by
-///   `tether_sqlite::sql::attempts::LEASE_LOST` (and `LEASE_LOST_MANY`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Report {
-    /// `complete`: the job succeeded.
-    Complete,
+/// `tether_sqlite::sql::attempts::FAIL_WRITE`; each writes the digest. A
+/// report they did not apply is read back under the row's lock:
+/// - on PostgreSQL by `tether_postgres::sql::attempts::SETTLE`, for single
+///   reports and the items of a batch alike, in a statement of its own
+///   after the fenced one: it locks the rows in id order, so a report
+///   racing its own retry reads what the retry committed, not its first
+///   statement's snapshot; it records `lease_lost` where [`Report::answer`]
+///   answers it;
+/// - on SQLite, in the fenced write's own transaction (which holds the
+///   write lock), by `tether_sqlite::sql::attempts::STANDING` (and
+///   `LEASE_LOST`, `LEASE_LOST_MANY`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Report<'a> {
+    /// `complete`: the job succeeded, with this result.
+    Complete(Option<&'a serde_json::Value>),
     /// `fail`: retried, failed or cancelled.
-    Fail,
-    /// `snooze`: queued again, or cancelled when that was requested.
-    Snooze,
+    Fail(&'a Failure),
+    /// `snooze`: queued again after this delay (ms), or cancelled when that
+    /// was requested.
+    Snooze(i64),
 }
 
-impl Report {
+impl Report<'_> {
     /// Its name, as history's `lease_lost` detail says it.
-    pub fn as_str(self) -> &'static str {
+    pub fn as_str(&self) -> &'static str {
         match self {
-            Report::Complete => "complete",
-            Report::Fail => "fail",
-            Report::Snooze => "snooze",
+            Report::Complete(_) => "complete",
+            Report::Fail(_) => "fail",
+            Report::Snooze(_) => "snooze",
         }
     }
 
     /// The states this report can leave a job in.
-    pub fn outcomes(self) -> &'static [JobState] {
+    pub fn outcomes(&self) -> &'static [JobState] {
         match self {
-            Report::Complete => &[JobState::Succeeded],
-            Report::Fail => &[JobState::Queued, JobState::Failed, JobState::Cancelled],
-            Report::Snooze => &[JobState::Queued, JobState::Cancelled],
+            Report::Complete(_) => &[JobState::Succeeded],
+            Report::Fail(_) => &[JobState::Queued, JobState::Failed, JobState::Cancelled],
+            Report::Snooze(_) => &[JobState::Queued, JobState::Cancelled],
         }
     }
 
-    /// [`Report::outcomes`] as the state names the database stores.
-    pub fn outcome_names(self) -> Vec<&'static str> {
-        self.outcomes().iter().map(|s| s.as_str()).collect()
+    /// What the job records of the report that ended its attempt, to tell a
+    /// repeat from a different report: `<name>:<32 hex digits>`, the name
+    /// and the first 128 bits of the SHA-256 of the arguments that make the
+    /// report this one. Those are: `complete`, the result (no result and a
+    /// JSON `null` are the same; objects compare whatever the order of
+    /// their keys); `fail`, the error as kept ([`error_tail`]),
+    /// `retry_after_ms`, `fatal` and `cancelled` (the jitter is the
+    /// store's, not the report's); `snooze`, the delay.
+    pub fn digest(&self) -> String {
+        let args = match self {
+            Report::Complete(result) => {
+                serde_json::json!([canonical(result.unwrap_or(&serde_json::Value::Null))])
+            }
+            Report::Fail(f) => {
+                serde_json::json!([error_tail(&f.error), f.retry_after_ms, f.fatal, f.cancelled])
+            }
+            Report::Snooze(delay_ms) => serde_json::json!([delay_ms]),
+        };
+        let digest = Sha256::digest(args.to_string().as_bytes());
+        let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+        format!("{}:{hex}", self.as_str())
+    }
+
+    /// Answers this report, sent with `token`, on job `id`, which its fence
+    /// did not find running under that token; `standing` is the job as read
+    /// under its row's lock afterwards (`None`: no such job in the tenant).
+    /// `Ok` is a repeat of the report that ended the attempt: it is answered
+    /// with the job as it stands and changes nothing. Otherwise the error:
+    /// `JobNotFound`; `LeaseLost` when the job carries another token or
+    /// none (another claim, the reaper or a replay took it over; the store
+    /// records `lease_lost`); or a conflict (see [`Report::settle`]), which
+    /// records nothing.
+    pub fn answer(
+        &self,
+        id: Uuid,
+        token: LeaseToken,
+        standing: Option<&Standing>,
+    ) -> Result<(), Error> {
+        match standing {
+            None => Err(Error::JobNotFound(id)),
+            // Still running under the token is not a case: the fence, which
+            // ran first, would have applied the report.
+            Some(s) if s.lease_token != Some(token) || s.state == JobState::Running => {
+                Err(Error::LeaseLost(id))
+            }
+            Some(s) => self.settle(id, s.state, s.report_digest.as_deref()),
+        }
+    }
+
+    /// Answers this report when its token is the one that ended job `id`'s
+    /// last attempt (the job carries it and is no longer running under it):
+    /// `Ok` for a repeat of the report that did, to be answered with the job
+    /// as it stands; [`Error::report_conflict`] for a different report.
+    /// `recorded` is the digest the ending transition wrote; a job that
+    /// ended before digests were recorded (an upgraded database) has none,
+    /// and then any report that can lead to its `state` counts as a repeat.
+    pub fn settle(&self, id: Uuid, state: JobState, recorded: Option<&str>) -> Result<(), Error> {
+        let same = match recorded {
+            Some(digest) => digest == self.digest(),
+            None => self.outcomes().contains(&state),
+        };
+        if same {
+            Ok(())
+        } else {
+            let ended_by = recorded.and_then(|d| d.split(':').next());
+            Err(Error::report_conflict(id, state, self.as_str(), ended_by))
+        }
+    }
+}
+
+/// A job as a report whose fence did not apply finds it, read under the
+/// job row's lock (see [`Report::answer`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Standing {
+    /// Its state.
+    pub state: JobState,
+    /// The token it carries: the running claim's, or the one that ended the
+    /// last attempt; none after the reaper or a replay.
+    pub lease_token: Option<LeaseToken>,
+    /// The [`Report::digest`] of the report that ended the attempt of
+    /// `lease_token` (none before digests were recorded, or when no report
+    /// ended it).
+    pub report_digest: Option<String>,
+}
+
+/// `value` with the keys of every object in order, so that two objects
+/// that differ only in the order of their keys serialise alike.
+fn canonical(value: &serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let mut out = serde_json::Map::new();
+            for k in keys {
+                out.insert(k.clone(), canonical(&map[k]));
+            }
+            serde_json::Value::Object(out)
+        }
+        serde_json::Value::Array(items) => {
+            serde_json::Value::Array(items.iter().map(canonical).collect())
+        }
+        other => other.clone(),
     }
 }
 
@@ -257,6 +370,118 @@ mod tests {
             ..Failure::default()
         };
         assert_eq!(fail_outcome(3, 3, false, &ack), FailOutcome::Cancelled);
+    }
+
+    #[test]
+    fn the_same_report_is_told_from_another() {
+        use serde_json::json;
+        let result = json!({"a": 1, "b": {"y": [1, 2], "x": null}});
+        let reordered = json!({"b": {"x": null, "y": [1, 2]}, "a": 1});
+        let complete = Report::Complete(Some(&result));
+        assert_eq!(
+            complete.digest(),
+            Report::Complete(Some(&reordered)).digest()
+        );
+        assert_eq!(
+            Report::Complete(None).digest(),
+            Report::Complete(Some(&serde_json::Value::Null)).digest()
+        );
+        assert_ne!(complete.digest(), Report::Complete(None).digest());
+        assert!(complete.digest().starts_with("complete:"));
+        assert_eq!(complete.digest().len(), "complete:".len() + 32);
+
+        let retry = Failure {
+            error: "boom".into(),
+            ..Failure::default()
+        };
+        let fail = Report::Fail(&retry);
+        let others = [
+            Failure {
+                fatal: true,
+                ..retry.clone()
+            },
+            Failure {
+                retry_after_ms: Some(0),
+                ..retry.clone()
+            },
+            Failure {
+                cancelled: true,
+                ..retry.clone()
+            },
+            Failure {
+                error: "bang".into(),
+                ..retry.clone()
+            },
+        ];
+        for other in &others {
+            assert_ne!(fail.digest(), Report::Fail(other).digest(), "{other:?}");
+        }
+        // The error is compared as kept: its tail.
+        let long = Failure {
+            error: format!("{}END", "x".repeat(ERROR_TAIL_CHARS + 10)),
+            ..Failure::default()
+        };
+        let kept = Failure {
+            error: error_tail(&long.error),
+            ..Failure::default()
+        };
+        assert_eq!(Report::Fail(&long).digest(), Report::Fail(&kept).digest());
+        assert_ne!(Report::Snooze(0).digest(), Report::Snooze(1).digest());
+        // The same arguments under another name are another report.
+        assert_ne!(
+            Report::Snooze(0).digest(),
+            Report::Complete(Some(&json!(0))).digest()
+        );
+    }
+
+    #[test]
+    fn a_report_is_answered_by_what_the_job_carries() {
+        let id = Uuid::now_v7();
+        let mine = LeaseToken(Uuid::new_v4());
+        let retry = Failure {
+            error: "boom".into(),
+            ..Failure::default()
+        };
+        let fail = Report::Fail(&retry);
+        let ended = |state, token, digest: Option<String>| Standing {
+            state,
+            lease_token: token,
+            report_digest: digest,
+        };
+        let by_fail = ended(JobState::Queued, Some(mine), Some(fail.digest()));
+        assert!(fail.answer(id, mine, Some(&by_fail)).is_ok());
+        // Cancelled since (a queued job): still the repeat of what ended it.
+        let cancelled = ended(JobState::Cancelled, Some(mine), Some(fail.digest()));
+        assert!(fail.answer(id, mine, Some(&cancelled)).is_ok());
+        for other in [Report::Snooze(0), Report::Complete(None)] {
+            let e = other.answer(id, mine, Some(&by_fail)).unwrap_err();
+            assert_eq!(e.code(), crate::ErrorCode::InvalidState, "{e}");
+            assert!(e.to_string().contains("with a fail"), "{e}");
+        }
+        // Another token, none, or still running: something else took it.
+        let other = LeaseToken(Uuid::new_v4());
+        for s in [
+            ended(JobState::Running, Some(other), None),
+            ended(JobState::Queued, None, None),
+            ended(JobState::Running, Some(mine), None),
+        ] {
+            assert!(matches!(
+                fail.answer(id, mine, Some(&s)),
+                Err(Error::LeaseLost(_))
+            ));
+        }
+        assert!(matches!(
+            fail.answer(id, mine, None),
+            Err(Error::JobNotFound(_))
+        ));
+        // Ended before digests were recorded: judged by the state.
+        let old = ended(JobState::Queued, Some(mine), None);
+        assert!(fail.answer(id, mine, Some(&old)).is_ok());
+        assert!(Report::Snooze(5).answer(id, mine, Some(&old)).is_ok());
+        let e = Report::Complete(None)
+            .answer(id, mine, Some(&old))
+            .unwrap_err();
+        assert!(e.to_string().contains("another report"), "{e}");
     }
 
     #[test]

@@ -1,14 +1,17 @@
 //! What a worker does with a job: claim it, heartbeat it, and end the
 //! attempt with complete, fail or snooze. Every report is fenced by the
 //! lease token in the same statement that applies it (see `sql::attempts`);
-//! a report repeated after its answer was lost is answered like the first.
+//! one it did not apply is answered by `SETTLE`, which reads the job under
+//! lock: a repeat of the report that ended the attempt is answered like the
+//! first, a different report is a conflict, and `lease_lost` means another
+//! owner took the job.
 
 use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 use sqlx::postgres::PgRow;
 use sqlx::Row;
-use tether_core::lifecycle::Report;
+use tether_core::lifecycle::{Report, Standing};
 use tether_core::{
     ClaimRequest, ClaimedJob, Completed, Completion, Error, Failure, Heartbeat, HeartbeatAck,
     JobState, LeaseToken, Reported, Result,
@@ -18,7 +21,7 @@ use uuid::Uuid;
 use crate::rows::{self, Db};
 use crate::sql::attempts::{
     CLAIM, CLAIM_BY_KEY, CLAIM_RESERVED, COMPLETE, COMPLETE_MANY, FAIL, HEARTBEAT_MANY,
-    HEARTBEAT_ONE, LOCK_QUEUE_LIMITS, RESERVE, SETTLE_MANY, SNOOZE,
+    HEARTBEAT_ONE, LOCK_QUEUE_LIMITS, RESERVE, SETTLE, SNOOZE,
 };
 use crate::PgStore;
 
@@ -321,18 +324,24 @@ pub(crate) async fn complete(
     token: LeaseToken,
     result: Option<&Value>,
 ) -> Result<Reported> {
+    let report = Report::Complete(result);
     let row = sqlx::query(COMPLETE)
         .bind(id)
         .bind(tenant)
         .bind(token.0)
         .bind(result)
-        .bind(Report::Complete.outcome_names())
-        .fetch_one(&store.db)
+        .bind(report.digest())
+        .fetch_optional(&store.db)
         .await
         .db()?;
-    let reported = fenced_job(row, id)?;
-    let job = &reported.job;
-    store.notify_freed(tenant, &job.queue, 1);
+    let reported = match row {
+        Some(row) => Reported {
+            job: rows::job(&row).db()?,
+            now: true,
+        },
+        None => settle(store, tenant, id, token, report).await?,
+    };
+    store.notify_freed(tenant, &reported.job.queue, 1);
     Ok(reported)
 }
 
@@ -348,31 +357,37 @@ pub(crate) async fn complete_many(
     let ids: Vec<Uuid> = sorted.iter().map(|c| c.id).collect();
     let tokens: Vec<Uuid> = sorted.iter().map(|c| c.lease_token.0).collect();
     let results: Vec<Option<&Value>> = sorted.iter().map(|c| c.result.as_ref()).collect();
-    let mut done: HashSet<(Uuid, Uuid)> = HashSet::with_capacity(items.len());
-    let mut known: HashSet<Uuid> = HashSet::with_capacity(items.len());
+    let digests: Vec<String> = sorted
+        .iter()
+        .map(|c| Report::Complete(c.result.as_ref()).digest())
+        .collect();
     let rows = sqlx::query(COMPLETE_MANY)
         .bind(tenant)
         .bind(&ids)
         .bind(&tokens)
         .bind(&results)
+        .bind(&digests)
         .fetch_all(&store.db)
         .await
         .db()?;
-    read_settled(&rows, &mut done, &mut known)?;
+    // The jobs the batch completed now, as they stand, and what the item
+    // that completed each answers (the first item that repeats it gets it).
+    let mut done: HashMap<Uuid, (Standing, Option<Completed>)> = HashMap::with_capacity(rows.len());
     let mut ended: HashMap<String, usize> = HashMap::new();
-    // What each job completed now answers its (first) accepted item with.
-    let mut completed: HashMap<Uuid, Completed> = HashMap::with_capacity(rows.len());
     for row in &rows {
         let queue: String = row.try_get("queue").db()?;
         *ended.entry(queue.clone()).or_default() += 1;
-        completed.insert(
-            row.try_get("id").db()?,
-            Completed::Now {
-                queue,
-                started_at: row.try_get("started_at").db()?,
-                finished_at: row.try_get("finished_at").db()?,
-            },
-        );
+        let standing = Standing {
+            state: JobState::Succeeded,
+            lease_token: Some(LeaseToken(row.try_get("token").db()?)),
+            report_digest: row.try_get("report_digest").db()?,
+        };
+        let now = Completed::Now {
+            queue,
+            started_at: row.try_get("started_at").db()?,
+            finished_at: row.try_get("finished_at").db()?,
+        };
+        done.insert(row.try_get("id").db()?, (standing, Some(now)));
     }
     for (queue, jobs) in ended {
         store.notify_freed(tenant, &queue, jobs);
@@ -381,52 +396,29 @@ pub(crate) async fn complete_many(
     // wrong tenant): settled apart, which the happy path never pays for.
     let rest: Vec<&Completion> = sorted
         .into_iter()
-        .filter(|c| !known.contains(&c.id))
+        .filter(|c| !done.contains_key(&c.id))
         .collect();
+    let mut settled = HashMap::new();
     if !rest.is_empty() {
         let ids: Vec<Uuid> = rest.iter().map(|c| c.id).collect();
         let tokens: Vec<Uuid> = rest.iter().map(|c| c.lease_token.0).collect();
-        let rows = sqlx::query(SETTLE_MANY)
-            .bind(tenant)
-            .bind(&ids)
-            .bind(&tokens)
-            .fetch_all(&store.db)
-            .await
-            .db()?;
-        read_settled(&rows, &mut done, &mut known)?;
+        settled = settle_rows(store, tenant, &ids, &tokens, "complete").await?;
     }
-    // An item is answered by its own token, so a wrong token beside the
-    // right one for the same job is refused; an id neither statement named
-    // is not a job of this tenant.
+    // Each item is answered by its own token and result.
     Ok(items
         .iter()
         .map(|c| {
-            if done.contains(&(c.id, c.lease_token.0)) {
-                Ok(completed.remove(&c.id).unwrap_or(Completed::Repeated))
-            } else if known.contains(&c.id) {
-                Err(Error::LeaseLost(c.id))
-            } else {
-                Err(Error::JobNotFound(c.id))
+            let report = Report::Complete(c.result.as_ref());
+            match done.get_mut(&c.id) {
+                Some((standing, now)) => report
+                    .answer(c.id, c.lease_token, Some(standing))
+                    .map(|()| now.take().unwrap_or(Completed::Repeated)),
+                None => report
+                    .answer(c.id, c.lease_token, settled.get(&c.id).map(|(_, s)| s))
+                    .map(|()| Completed::Repeated),
             }
         })
         .collect())
-}
-
-/// Reads `(id, token)` rows of `COMPLETE_MANY` / `SETTLE_MANY`: a token
-/// means completed (or repeated) by that token, none a lost lease.
-fn read_settled(
-    rows: &[PgRow],
-    done: &mut HashSet<(Uuid, Uuid)>,
-    known: &mut HashSet<Uuid>,
-) -> Result<()> {
-    for row in rows {
-        let id: Uuid = row.try_get("id").db()?;
-        if let Some(token) = row.try_get::<Option<Uuid>, _>("token").db()? {
-            done.insert((id, token));
-        }
-        known.insert(id);
-    }
-    Ok(())
 }
 
 pub(crate) async fn fail(
@@ -437,6 +429,7 @@ pub(crate) async fn fail(
     failure: &Failure,
     jitter: f64,
 ) -> Result<Reported> {
+    let report = Report::Fail(failure);
     let row = sqlx::query(FAIL)
         .bind(id)
         .bind(tenant)
@@ -446,13 +439,18 @@ pub(crate) async fn fail(
         .bind(failure.fatal)
         .bind(failure.cancelled)
         .bind(jitter)
-        .bind(Report::Fail.outcome_names())
-        .fetch_one(&store.db)
+        .bind(report.digest())
+        .fetch_optional(&store.db)
         .await
         .db()?;
-    let reported = fenced_job(row, id)?;
-    let job = &reported.job;
-    store.notify_freed(tenant, &job.queue, 1);
+    let reported = match row {
+        Some(row) => Reported {
+            job: rows::job(&row).db()?,
+            now: true,
+        },
+        None => settle(store, tenant, id, token, report).await?,
+    };
+    store.notify_freed(tenant, &reported.job.queue, 1);
     Ok(reported)
 }
 
@@ -463,16 +461,23 @@ pub(crate) async fn snooze(
     token: LeaseToken,
     delay_ms: i64,
 ) -> Result<Reported> {
+    let report = Report::Snooze(delay_ms);
     let row = sqlx::query(SNOOZE)
         .bind(id)
         .bind(tenant)
         .bind(token.0)
         .bind(delay_ms)
-        .bind(Report::Snooze.outcome_names())
-        .fetch_one(&store.db)
+        .bind(report.digest())
+        .fetch_optional(&store.db)
         .await
         .db()?;
-    let reported = fenced_job(row, id)?;
+    let reported = match row {
+        Some(row) => Reported {
+            job: rows::job(&row).db()?,
+            now: true,
+        },
+        None => settle(store, tenant, id, token, report).await?,
+    };
     let job = &reported.job;
     if delay_ms == 0 && job.state == JobState::Queued {
         // Handed back (e.g. by a worker shutting down): others may take it now.
@@ -483,22 +488,53 @@ pub(crate) async fn snooze(
     Ok(reported)
 }
 
-/// Interprets the answer of a fenced statement that returns the job's
-/// columns (NULL when the fence failed), whether they are those of a
-/// `repeated` report, and a `lost` count.
-fn fenced_job(row: PgRow, id: Uuid) -> Result<Reported> {
-    let found: Option<Uuid> = row.try_get("id").db()?;
-    if found.is_some() {
-        let repeated: bool = row.try_get("repeated").db()?;
-        return Ok(Reported {
-            job: rows::job(&row).db()?,
-            now: !repeated,
-        });
+/// Answers a single report that its fenced statement did not apply, from
+/// the job as `SETTLE` reads it under lock (see `Report::answer`): a repeat
+/// is the job as it stands, `now` false.
+async fn settle(
+    store: &PgStore,
+    tenant: &str,
+    id: Uuid,
+    token: LeaseToken,
+    report: Report<'_>,
+) -> Result<Reported> {
+    let mut rows = settle_rows(store, tenant, &[id], &[token.0], report.as_str()).await?;
+    report.answer(id, token, rows.get(&id).map(|(_, s)| s))?;
+    let (job, _) = rows
+        .remove(&id)
+        .ok_or_else(|| Error::Storage("SETTLE answered no row for a repeat".into()))?;
+    Ok(Reported { job, now: false })
+}
+
+/// Runs `SETTLE` over reports (`ids` with their `tokens`, ids in order)
+/// that `op` did not apply: each job of the tenant as it stands.
+async fn settle_rows(
+    store: &PgStore,
+    tenant: &str,
+    ids: &[Uuid],
+    tokens: &[Uuid],
+    op: &str,
+) -> Result<HashMap<Uuid, (tether_core::Job, Standing)>> {
+    let rows = sqlx::query(SETTLE)
+        .bind(tenant)
+        .bind(ids)
+        .bind(tokens)
+        .bind(op)
+        .fetch_all(&store.db)
+        .await
+        .db()?;
+    let mut out = HashMap::with_capacity(rows.len());
+    for row in &rows {
+        let job = rows::job(row).db()?;
+        let standing = Standing {
+            state: job.state,
+            lease_token: row
+                .try_get::<Option<Uuid>, _>("lease_token")
+                .db()?
+                .map(LeaseToken),
+            report_digest: row.try_get("report_digest").db()?,
+        };
+        out.insert(job.id, (job, standing));
     }
-    let lost: i64 = row.try_get("lost").db()?;
-    Err(if lost > 0 {
-        Error::LeaseLost(id)
-    } else {
-        Error::JobNotFound(id)
-    })
+    Ok(out)
 }

@@ -60,6 +60,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "history_time",
         include_str!("../migrations/0009_history_time.sql"),
     ),
+    (
+        10,
+        "report_digest",
+        include_str!("../migrations/0010_report_digest.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.

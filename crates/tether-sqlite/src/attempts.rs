@@ -1,14 +1,17 @@
 //! What a worker does with a job: claim it, heartbeat it, and end the
 //! attempt with complete, fail or snooze. Every report is fenced by the
-//! lease token (see `sql::attempts`); a report repeated after its answer
-//! was lost is answered like the first.
+//! lease token (see `sql::attempts`); one the fence did not apply is
+//! answered in the same transaction from the job as it stands: a repeat of
+//! the report that ended the attempt is answered like the first, a
+//! different report is a conflict, and `lease_lost` means another owner
+//! took the job.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde_json::Value;
 use sqlx::{Row, SqliteConnection};
 use tether_core::flow;
-use tether_core::lifecycle::{self, FailOutcome, Report};
+use tether_core::lifecycle::{self, FailOutcome, Report, Standing};
 use tether_core::{
     ClaimRequest, ClaimedJob, Completed, Completion, Error, EventKind, Failure, Heartbeat,
     HeartbeatAck, JobState, LeaseToken, RateLimit, Reported, Result,
@@ -20,8 +23,8 @@ use crate::rows::{self, id_array, to_json_text, Db};
 use crate::sql::attempts::{
     ANY_READY, ANY_UNKEYED, CLAIM, CLAIMED_EVENTS, CLAIM_IDS, COMPLETE, COMPLETE_MANY, COUNT_READY,
     COUNT_RUNNING, FAIL_READ, FAIL_WRITE, HEAD_WINDOW, HEARTBEAT, KEY_HEAD, LEASE_LOST,
-    LEASE_LOST_MANY, LOG_CLAIM, QUEUE_LIMITS, RATE_WINDOW, REPEATED_REPORT, RUNNING_BY_KEY, SNOOZE,
-    SUCCEEDED_EVENTS, SUCCEEDED_TOKENS, TRIM_CLAIMS, UNKEYED_HEAD, WALK_KEYS, WALK_KEYS_UPTO,
+    LEASE_LOST_MANY, LOG_CLAIM, QUEUE_LIMITS, RATE_WINDOW, RUNNING_BY_KEY, SNOOZE, STANDING,
+    STANDING_MANY, SUCCEEDED_EVENTS, TRIM_CLAIMS, UNKEYED_HEAD, WALK_KEYS, WALK_KEYS_UPTO,
 };
 use crate::{SqliteStore, Tx};
 
@@ -462,6 +465,7 @@ pub(crate) async fn complete(
     token: LeaseToken,
     result: Option<&Value>,
 ) -> Result<Reported> {
+    let report = Report::Complete(result);
     let result = result.map(to_json_text).transpose()?;
     let mut tx = store.begin().await?;
     let row = sqlx::query(COMPLETE)
@@ -469,11 +473,12 @@ pub(crate) async fn complete(
         .bind(id.to_string())
         .bind(token.0.to_string())
         .bind(result)
+        .bind(report.digest())
         .fetch_optional(&mut *tx)
         .await
         .db()?;
     let Some(row) = row else {
-        return settle_unfenced(tx, tenant, id, token, Report::Complete).await;
+        return settle_unfenced(tx, tenant, id, token, report).await;
     };
     let job = rows::job(&row)?;
     record(
@@ -497,13 +502,14 @@ pub(crate) async fn complete_many(
     if items.is_empty() {
         return Ok(Vec::new());
     }
-    let mut batch = Vec::with_capacity(items.len() * 3);
+    let mut batch = Vec::with_capacity(items.len() * 4);
     for item in items {
         batch.push(Value::from(item.id.to_string()));
         batch.push(Value::from(item.lease_token.0.to_string()));
         batch.push(Value::from(
             item.result.as_ref().map(to_json_text).transpose()?,
         ));
+        batch.push(Value::from(Report::Complete(item.result.as_ref()).digest()));
     }
 
     let mut tx = store.begin().await?;
@@ -513,113 +519,113 @@ pub(crate) async fn complete_many(
         .fetch_all(&mut *tx)
         .await
         .db()?;
+    // Each job the batch names, as it stands: the ones it completed now
+    // (with what the item that completed each answers), then the others.
+    let mut jobs: HashMap<Uuid, (Standing, Option<Completed>)> =
+        HashMap::with_capacity(items.len());
     let mut ended: HashMap<String, usize> = HashMap::new();
-    // What each job completed now answers its (first) accepted item with.
-    let mut completed: HashMap<String, Completed> = HashMap::with_capacity(done.len());
     for row in &done {
         let queue: String = row.try_get("queue").db()?;
         *ended.entry(queue.clone()).or_default() += 1;
-        completed.insert(
-            row.try_get("id").db()?,
-            Completed::Now {
-                queue,
-                started_at: rows::opt_ts(row.try_get("started_at").db()?)?,
-                finished_at: rows::ts(row.try_get("finished_at").db()?)?,
-            },
-        );
+        let standing = Standing {
+            state: JobState::Succeeded,
+            lease_token: Some(rows::lease_token(row)?),
+            report_digest: row.try_get("report_digest").db()?,
+        };
+        let now = Completed::Now {
+            queue,
+            started_at: rows::opt_ts(row.try_get("started_at").db()?)?,
+            finished_at: rows::ts(row.try_get("finished_at").db()?)?,
+        };
+        jobs.insert(rows::uuid(row.try_get("id").db()?)?, (standing, Some(now)));
     }
-    let done: HashSet<String> = completed.keys().cloned().collect();
     if !done.is_empty() {
+        let ids: Vec<String> = jobs.keys().map(Uuid::to_string).collect();
         sqlx::query(SUCCEEDED_EVENTS)
-            .bind(id_array(done.iter().map(String::as_str)))
+            .bind(id_array(ids.iter().map(String::as_str)))
             .execute(&mut *tx)
             .await
             .db()?;
     }
-    // Jobs the update alone cannot answer for: ones it did not complete
-    // (a repeat of an earlier complete, or a stale token) and ones the
-    // batch names with several tokens. The token that completed a job
-    // stays on it, so one read answers each item by its own token. The
-    // usual batch (fresh tokens, each job once) needs no read.
-    let mut tokens_of: HashMap<String, HashSet<Uuid>> = HashMap::new();
-    for item in items {
-        tokens_of
-            .entry(item.id.to_string())
-            .or_default()
-            .insert(item.lease_token.0);
-    }
-    let uncertain: HashSet<&str> = tokens_of
+    // Jobs the update did not complete (a repeat of an earlier complete, a
+    // conflicting report, a stale token, a wrong tenant), read in the same
+    // transaction. The usual batch (fresh tokens) needs no read.
+    let rest: BTreeSet<String> = items
         .iter()
-        .filter(|(id, tokens)| tokens.len() > 1 || !done.contains(*id))
-        .map(|(id, _)| id.as_str())
+        .filter(|item| !jobs.contains_key(&item.id))
+        .map(|item| item.id.to_string())
         .collect();
-    let mut completed_by: HashMap<String, String> = HashMap::new();
-    if !uncertain.is_empty() {
-        let rows = sqlx::query(SUCCEEDED_TOKENS)
+    if !rest.is_empty() {
+        let rows = sqlx::query(STANDING_MANY)
             .bind(tenant)
-            .bind(id_array(uncertain.iter().copied()))
+            .bind(id_array(rest.iter().map(String::as_str)))
             .fetch_all(&mut *tx)
             .await
             .db()?;
         for row in &rows {
-            completed_by.insert(row.try_get("id").db()?, row.try_get("lease_token").db()?);
+            let id = rows::uuid(row.try_get("id").db()?)?;
+            jobs.insert(id, (standing(row)?, None));
         }
     }
-    let ok: Vec<bool> = items
+    // Each item is answered by its own token and result.
+    let answers: Vec<Result<Completed>> = items
         .iter()
         .map(|item| {
-            let id = item.id.to_string();
-            !uncertain.contains(id.as_str())
-                || completed_by.get(&id) == Some(&item.lease_token.0.to_string())
+            let report = Report::Complete(item.result.as_ref());
+            match jobs.get_mut(&item.id) {
+                Some((standing, now)) => report
+                    .answer(item.id, item.lease_token, Some(standing))
+                    .map(|()| now.take().unwrap_or(Completed::Repeated)),
+                None => report
+                    .answer(item.id, item.lease_token, None)
+                    .map(|()| Completed::Repeated),
+            }
         })
         .collect();
-    // One `lease_lost` per job and batch, however often the batch names
-    // it: a stale token repeated cannot grow the job's history. A job
-    // this batch completed (or repeated) gets none, as on PostgreSQL.
-    let answered: HashSet<Uuid> = items
+    // One `lease_lost` per job and batch, for a job no item of which
+    // presented the token that ended its attempt (every item of it is
+    // answered `lease_lost`), however often the batch names it; as on
+    // PostgreSQL (`SETTLE`).
+    let (lost, others): (Vec<_>, Vec<_>) = items
         .iter()
-        .zip(&ok)
-        .filter(|(_, ok)| **ok)
-        .map(|(item, _)| item.id)
-        .collect();
-    let lost_ids: BTreeSet<String> = items
+        .zip(&answers)
+        .partition(|(_, answer)| matches!(answer, Err(Error::LeaseLost(_))));
+    let presented: HashSet<Uuid> = others.iter().map(|(item, _)| item.id).collect();
+    let lost_ids: BTreeSet<String> = lost
         .iter()
-        .zip(&ok)
-        .filter(|(item, ok)| !**ok && !answered.contains(&item.id))
+        .filter(|(item, _)| !presented.contains(&item.id))
         .map(|(item, _)| item.id.to_string())
         .collect();
-    let mut existing: HashSet<String> = HashSet::new();
     if !lost_ids.is_empty() {
-        let rows = sqlx::query(LEASE_LOST_MANY)
+        sqlx::query(LEASE_LOST_MANY)
             .bind(tenant)
             .bind(id_array(lost_ids.iter().map(String::as_str)))
             .bind("complete")
             .fetch_all(&mut *tx)
             .await
             .db()?;
-        for row in &rows {
-            existing.insert(row.try_get("job_id").db()?);
-        }
     }
-    tx.commit().await.db()?;
+    if done.is_empty() && lost_ids.is_empty() {
+        SqliteStore::finish_unchanged(tx).await?;
+    } else {
+        tx.commit().await.db()?;
+    }
     for (queue, jobs) in ended {
         store.notify_freed(tenant, &queue, jobs);
     }
-    Ok(items
-        .iter()
-        .zip(ok)
-        .map(|(item, succeeded)| {
-            if succeeded {
-                Ok(completed
-                    .remove(&item.id.to_string())
-                    .unwrap_or(Completed::Repeated))
-            } else if answered.contains(&item.id) || existing.contains(&item.id.to_string()) {
-                Err(Error::LeaseLost(item.id))
-            } else {
-                Err(Error::JobNotFound(item.id))
-            }
-        })
-        .collect())
+    Ok(answers)
+}
+
+/// A job as a report that did not apply finds it, from a row holding
+/// `state`, `lease_token` and `report_digest`.
+fn standing(row: &sqlx::sqlite::SqliteRow) -> Result<Standing> {
+    let state: &str = row.try_get("state").db()?;
+    let token: Option<&str> = row.try_get("lease_token").db()?;
+    Ok(Standing {
+        state: state.parse().map_err(rows::corrupt)?,
+        lease_token: token.map(rows::uuid).transpose()?.map(LeaseToken),
+        report_digest: row.try_get("report_digest").db()?,
+    })
 }
 
 pub(crate) async fn fail(
@@ -630,6 +636,7 @@ pub(crate) async fn fail(
     failure: &Failure,
     jitter: f64,
 ) -> Result<Reported> {
+    let report = Report::Fail(failure);
     let error = lifecycle::error_tail(&failure.error);
     let mut tx = store.begin().await?;
     // Reading then writing is atomic here: BEGIN IMMEDIATE holds the
@@ -642,7 +649,7 @@ pub(crate) async fn fail(
         .await
         .db()?;
     let Some(row) = row else {
-        return settle_unfenced(tx, tenant, id, token, Report::Fail).await;
+        return settle_unfenced(tx, tenant, id, token, report).await;
     };
     let attempt: i32 = row.try_get("attempt").db()?;
     let max_attempts: i32 = row.try_get("max_attempts").db()?;
@@ -669,6 +676,7 @@ pub(crate) async fn fail(
         .bind(outcome.state().as_str())
         .bind(&error)
         .bind(delay)
+        .bind(report.digest())
         .fetch_one(&mut *tx)
         .await
         .db()?;
@@ -686,17 +694,19 @@ pub(crate) async fn snooze(
     token: LeaseToken,
     delay_ms: i64,
 ) -> Result<Reported> {
+    let report = Report::Snooze(delay_ms);
     let mut tx = store.begin().await?;
     let row = sqlx::query(SNOOZE)
         .bind(tenant)
         .bind(id.to_string())
         .bind(token.0.to_string())
         .bind(delay_ms)
+        .bind(report.digest())
         .fetch_optional(&mut *tx)
         .await
         .db()?;
     let Some(row) = row else {
-        return settle_unfenced(tx, tenant, id, token, Report::Snooze).await;
+        return settle_unfenced(tx, tenant, id, token, report).await;
     };
     let job = rows::job(&row)?;
     let event = if job.state == JobState::Cancelled {
@@ -746,33 +756,39 @@ async fn lease_lost(
     })
 }
 
-/// Ends a report whose fence matched nothing: a repeat of the report that
-/// ended the attempt (same token, the job in a state it leads to; see
-/// [`Report`]) is answered with the job as it stands and changes nothing;
-/// anything else commits the `lease_lost` record and is refused.
+/// Ends a report whose fence matched nothing, from the job as it stands in
+/// the same transaction (see `Report::answer`): a repeat of the report that
+/// ended the attempt is answered with the job and changes nothing; a
+/// conflicting report changes nothing either and is refused; `lease_lost`
+/// is recorded (committed) and refused.
 async fn settle_unfenced(
     mut tx: Tx,
     tenant: &str,
     id: Uuid,
     token: LeaseToken,
-    report: Report,
+    report: Report<'_>,
 ) -> Result<Reported> {
-    let repeated = sqlx::query(REPEATED_REPORT)
+    let row = sqlx::query(STANDING)
         .bind(tenant)
         .bind(id.to_string())
-        .bind(token.0.to_string())
-        .bind(serde_json::to_string(&report.outcome_names()).expect("names serialise"))
         .fetch_optional(&mut *tx)
         .await
         .db()?;
-    if let Some(row) = repeated {
-        SqliteStore::finish_unchanged(tx).await?;
-        return Ok(Reported {
-            job: rows::job(&row)?,
-            now: false,
-        });
+    let standing = row.as_ref().map(standing).transpose()?;
+    match report.answer(id, token, standing.as_ref()) {
+        Ok(()) => {
+            let job = rows::job(row.as_ref().expect("a repeat has a row"))?;
+            SqliteStore::finish_unchanged(tx).await?;
+            Ok(Reported { job, now: false })
+        }
+        Err(Error::LeaseLost(_)) => {
+            let err = lease_lost(&mut tx, tenant, id, report.as_str()).await?;
+            tx.commit().await.db()?;
+            Err(err)
+        }
+        Err(e) => {
+            SqliteStore::finish_unchanged(tx).await?;
+            Err(e)
+        }
     }
-    let err = lease_lost(&mut tx, tenant, id, report.as_str()).await?;
-    tx.commit().await.db()?;
-    Err(err)
 }

@@ -63,6 +63,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "history_time",
         sql: include_str!("../migrations/0007_history_time.sql"),
     },
+    Migration {
+        version: 8,
+        name: "report_digest",
+        sql: include_str!("../migrations/0008_report_digest.sql"),
+    },
 ];
 
 /// The newest schema version this build knows.

@@ -185,24 +185,6 @@ pub async fn wrong_token_is_lease_lost(db: &TestDb) {
     ok(db.engine.complete(T, j.id, c.lease_token, None).await);
 }
 
-/// Once a job left `running`, its last token only repeats the report that
-/// ended the attempt (answered like the first, see
-/// `repeated_reports_are_answered_like_the_first`); any other report with it
-/// is `LeaseLost`.
-pub async fn token_of_a_finished_job_is_lease_lost(db: &TestDb) {
-    let j = enqueue(db, T, job(Q)).await;
-    let c = claim_id(db, T, Q, j.id).await;
-    ok(db.engine.complete(T, j.id, c.lease_token, None).await);
-    let before = get(db, T, j.id).await;
-    assert_eq!(
-        ok(db.engine.complete(T, j.id, c.lease_token, None).await),
-        before
-    );
-    expect_lease_lost(db.engine.fail(T, j.id, c.lease_token, fatal("x")).await);
-    expect_lease_lost(db.engine.snooze(T, j.id, c.lease_token, 0).await);
-    assert_eq!(get(db, T, j.id).await, before);
-}
-
 /// An id that does not exist is `JobNotFound` for every job operation.
 pub async fn unknown_id_is_job_not_found(db: &TestDb) {
     enqueue(db, T, job(Q)).await;
@@ -289,85 +271,4 @@ pub async fn holder_and_reaper_race_has_one_winner(db: &TestDb) {
     let stats = ok(db.engine.queue_stats(T, Q).await);
     assert_eq!(stats.counts.running, 0);
     assert_eq!(stats.counts.queued + stats.counts.succeeded, N as i64);
-}
-
-/// A report sent again with the token that ended the attempt (its answer
-/// was lost) is answered like the first: `complete` (single and batch item),
-/// `fail` (retried or dead) and `snooze` each return the job as it stands,
-/// change nothing and record no `lease_lost`. A different report with that
-/// token, or the same one after the job was claimed again, is still
-/// `lease_lost`.
-pub async fn repeated_reports_are_answered_like_the_first(db: &TestDb) {
-    // complete, then complete again (single, then as a batch item).
-    let j = enqueue(db, T, job(Q)).await;
-    let c = claim_id(db, T, Q, j.id).await;
-    let first = ok(db
-        .engine
-        .complete(T, j.id, c.lease_token, Some(json!({"n": 1})))
-        .await);
-    let again = ok(db
-        .engine
-        .complete(T, j.id, c.lease_token, Some(json!({"n": 2})))
-        .await);
-    assert_eq!(
-        again, first,
-        "the repeat answers the first outcome, unchanged"
-    );
-    let item = tether_core::Completion {
-        id: j.id,
-        lease_token: c.lease_token,
-        result: None,
-    };
-    let stale = tether_core::Completion {
-        lease_token: random_token(),
-        ..item.clone()
-    };
-    let mut answers = ok(db.engine.complete_many(T, &[item, stale]).await);
-    expect_lease_lost(answers.pop().expect("two answers"));
-    assert!(answers[0].is_ok(), "{answers:?}");
-    assert_eq!(ok(db.engine.get(T, j.id).await), first);
-    // Another report with the same token is not a repeat.
-    expect_lease_lost(db.engine.snooze(T, j.id, c.lease_token, 0).await);
-    expect_lease_lost(db.engine.fail(T, j.id, c.lease_token, failure("x")).await);
-    // Those two; the stale batch item beside the repeat records none (a job
-    // a batch answered ok gets no `lease_lost` from it).
-    assert_eq!(count_events(db, T, j.id, EventKind::LeaseLost).await, 2);
-
-    // fail (retried), then fail again; complete with that token is refused.
-    let j = enqueue(db, T, job(Q)).await;
-    let c = claim_id(db, T, Q, j.id).await;
-    let now = tether_core::Failure {
-        retry_after_ms: Some(0),
-        ..failure("boom")
-    };
-    let first = ok(db.engine.fail(T, j.id, c.lease_token, now.clone()).await);
-    assert_eq!(first.state, JobState::Queued);
-    let again = ok(db.engine.fail(T, j.id, c.lease_token, now.clone()).await);
-    assert_eq!(again, first);
-    expect_lease_lost(db.engine.complete(T, j.id, c.lease_token, None).await);
-    // Claimed again: the old token's repeat is stale now.
-    let next = claim_id(db, T, Q, j.id).await;
-    expect_lease_lost(
-        db.engine
-            .fail(T, j.id, c.lease_token, failure("boom"))
-            .await,
-    );
-    // fail (dead), then again.
-    let dead = ok(db.engine.fail(T, j.id, next.lease_token, fatal("no")).await);
-    assert_eq!(dead.state, JobState::Failed);
-    assert_eq!(
-        ok(db.engine.fail(T, j.id, next.lease_token, fatal("no")).await),
-        dead
-    );
-    assert_eq!(count_events(db, T, j.id, EventKind::LeaseLost).await, 2);
-
-    // snooze, then snooze again: the attempt is given back once.
-    let j = enqueue(db, T, job(Q)).await;
-    let c = claim_id(db, T, Q, j.id).await;
-    let first = ok(db.engine.snooze(T, j.id, c.lease_token, 60_000).await);
-    assert_eq!((first.state, first.attempt), (JobState::Queued, 0));
-    let again = ok(db.engine.snooze(T, j.id, c.lease_token, 60_000).await);
-    assert_eq!(again, first);
-    assert_eq!(count_events(db, T, j.id, EventKind::Snoozed).await, 1);
-    assert_eq!(count_events(db, T, j.id, EventKind::LeaseLost).await, 0);
 }

@@ -21,6 +21,7 @@ pub mod pause;
 pub mod queues;
 pub mod reaper;
 pub mod replay;
+pub mod reports;
 pub mod retention;
 pub mod retry;
 pub mod schedules;

@@ -151,6 +151,8 @@ struct MJob {
     /// The token the job's row carries: the latest claim's, kept after a
     /// report ends the attempt, dropped by the reaper and by replay.
     kept: Option<LeaseToken>,
+    /// The digest of the report that ended the attempt of `kept`.
+    ended_by: Option<String>,
     lapsed: bool,
 }
 
@@ -172,12 +174,19 @@ impl MJob {
         self.state == JobState::Running && self.tokens.last() == Some(&token)
     }
 
-    /// Whether `report` with `token` repeats the report that ended the
-    /// attempt: answered with the job as it stands, changing nothing.
-    fn repeats(&self, token: LeaseToken, report: Report) -> bool {
-        self.state != JobState::Running
-            && self.kept == Some(token)
-            && report.outcomes().contains(&self.state)
+    /// What `report` with `token`, which does not own the job, is answered:
+    /// `None` for a repeat of the report that ended the attempt (the job
+    /// as it stands, nothing changed), else the error code — a different
+    /// report with that token is `invalid_state`, any other token
+    /// `lease_lost`.
+    fn refusal(&self, token: LeaseToken, report: Report) -> Option<&'static str> {
+        if self.state == JobState::Running || self.kept != Some(token) {
+            Some("lease_lost")
+        } else if self.ended_by == Some(report.digest()) {
+            None
+        } else {
+            Some("invalid_state")
+        }
     }
 
     /// The job leaves `running` for `state` (lease dropped).
@@ -348,6 +357,7 @@ impl Case<'_> {
                                 idem: s.idem,
                                 tokens: Vec::new(),
                                 kept: None,
+                                ended_by: None,
                                 lapsed: false,
                             });
                         }
@@ -421,6 +431,7 @@ impl Case<'_> {
                     j.lapsed = false;
                     j.tokens.push(c.lease_token);
                     j.kept = Some(c.lease_token);
+                    j.ended_by = None;
                     ensure!(
                         c.job.state == JobState::Running && c.job.attempt == j.attempt,
                         "claimed job #{idx} reads {} attempt {}, expected running attempt {}",
@@ -481,10 +492,12 @@ impl Case<'_> {
                         job.state
                     );
                     j.settle(JobState::Succeeded);
-                } else if j.repeats(token, Report::Complete) {
-                    expect_repeat(r, j.state, "complete")?;
+                    j.ended_by = Some(Report::Complete(None).digest());
                 } else {
-                    expect_err_code(r, "lease_lost")?;
+                    match j.refusal(token, Report::Complete(None)) {
+                        None => expect_repeat(r, j.state, "complete")?,
+                        Some(code) => expect_err_code(r, code)?,
+                    }
                 }
             }
             Op::CompleteMany(items) => {
@@ -516,14 +529,20 @@ impl Case<'_> {
                 );
                 for ((idx, token), answer) in picked.into_iter().zip(answers) {
                     let j = &mut self.m.jobs[idx];
+                    let result = json!(idx);
+                    let report = Report::Complete(Some(&result));
                     if j.owns(token) {
                         expect_ok(answer, &format!("complete_many item #{idx}"))?;
                         j.settle(JobState::Succeeded);
-                    } else if j.repeats(token, Report::Complete) {
-                        expect_ok(answer, &format!("repeated complete_many item #{idx}"))?;
+                        j.ended_by = Some(report.digest());
                     } else {
-                        expect_err_code(answer, "lease_lost")
-                            .map_err(|m| format!("complete_many item #{idx}: {m}"))?;
+                        match j.refusal(token, report) {
+                            None => {
+                                expect_ok(answer, &format!("repeated complete_many item #{idx}"))?;
+                            }
+                            Some(code) => expect_err_code(answer, code)
+                                .map_err(|m| format!("complete_many item #{idx}: {m}"))?,
+                        }
                     }
                 }
             }
@@ -543,16 +562,18 @@ impl Case<'_> {
                     if outcome == FailOutcome::Retry {
                         j.ready = !matches!(kind, FailKind::RetryAfterFar);
                     }
+                    j.ended_by = Some(Report::Fail(&failure).digest());
                     ensure!(
                         job.state == j.state,
                         "fail routed the job to {}, expected {}",
                         job.state,
                         j.state
                     );
-                } else if j.repeats(token, Report::Fail) {
-                    expect_repeat(r, j.state, "fail")?;
                 } else {
-                    expect_err_code(r, "lease_lost")?;
+                    match j.refusal(token, Report::Fail(&failure)) {
+                        None => expect_repeat(r, j.state, "fail")?,
+                        Some(code) => expect_err_code(r, code)?,
+                    }
                 }
             }
             Op::Snooze { job, tok, far } => {
@@ -581,16 +602,18 @@ impl Case<'_> {
                         j.attempt -= 1;
                         j.ready = !far;
                     }
+                    j.ended_by = Some(Report::Snooze(delay).digest());
                     ensure!(
                         job.state == j.state,
                         "snooze left the job {}, expected {}",
                         job.state,
                         j.state
                     );
-                } else if j.repeats(token, Report::Snooze) {
-                    expect_repeat(r, j.state, "snooze")?;
                 } else {
-                    expect_err_code(r, "lease_lost")?;
+                    match j.refusal(token, Report::Snooze(delay)) {
+                        None => expect_repeat(r, j.state, "snooze")?,
+                        Some(code) => expect_err_code(r, code)?,
+                    }
                 }
             }
             Op::Cancel(i) => {

@@ -428,43 +428,6 @@ pub(crate) const CLAIM_BY_KEY: &str = concat!(
     FROM config cf CROSS JOIN rate_window w CROSS JOIN ready LEFT JOIN claimed c ON true"
 );
 
-/// A report (`complete`, `fail`, `snooze`) whose fence matched nothing:
-/// `repeated` is the job as it stands when `$3` is the token that ended its
-/// last attempt and its state is one the report leads to (`$states`, a text
-/// array; see `tether_core::lifecycle::Report`), so a report repeated after
-/// its answer was lost is answered like the first; otherwise `lost` records
-/// `lease_lost` in the same statement, if the job exists in the tenant at
-/// all. `$1` id, `$2` tenant; `done` is the CTE of the fenced update; `$op`
-/// names the operation. The answer's `repeated` tells a repeat (which the
-/// engine does not count again) from the report that ended the attempt.
-macro_rules! settle_ctes {
-    ($op:literal, $states:literal) => {
-        concat!(
-            "repeated AS (
-                SELECT ",
-            job_columns!(),
-            " FROM tether.jobs j
-                WHERE j.id = $1 AND j.tenant = $2 AND j.lease_token = $3
-                  AND j.state = ANY(",
-            $states,
-            "::text[]) AND NOT EXISTS (SELECT 1 FROM done)
-            ),
-            lost AS (
-                INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, detail)
-                SELECT x.id, x.tenant, now(), 'lease_lost', x.attempt, '",
-            $op,
-            "' FROM tether.jobs x
-                WHERE x.id = $1 AND x.tenant = $2 AND NOT EXISTS (SELECT 1 FROM done)
-                  AND NOT EXISTS (SELECT 1 FROM repeated)
-                RETURNING job_id
-            )
-            SELECT j.*, (SELECT count(*) FROM lost) AS lost,
-                   EXISTS (SELECT 1 FROM repeated) AS repeated FROM (SELECT 1) one
-            LEFT JOIN (SELECT * FROM done UNION ALL SELECT * FROM repeated) j ON true"
-        )
-    };
-}
-
 /// Extends the leases of a batch: `$1` tenant, `$2` ids, `$3` tokens, `$4`
 /// TTLs, `$5` progress. Rows are found by primary key (`id = ANY` without
 /// a state condition, so no partial index over the tenant's running jobs can
@@ -529,11 +492,15 @@ pub(crate) const HEARTBEAT_MANY: &str = heartbeat_many!("SKIP LOCKED");
 /// waits for another.
 pub(crate) const HEARTBEAT_ONE: &str = heartbeat_many!("");
 
+/// Completes job `$1` of tenant `$2` if token `$3` still owns it: result
+/// `$4`, and `$5` the report's digest (`tether_core::lifecycle::Report`),
+/// recorded beside the token that stays on the job. Answers the job, or no
+/// row when the fence matched nothing ([`SETTLE`] then answers the report).
 pub(crate) const COMPLETE: &str = concat!(
     "WITH done AS (
         UPDATE tether.jobs j
         SET state = 'succeeded', result = $4, finished_at = now(), updated_at = now(),
-            lease_expires_at = NULL
+            lease_expires_at = NULL, report_digest = $5
         WHERE j.id = $1 AND j.tenant = $2 AND j.lease_token = $3 AND j.state = 'running'
         RETURNING ",
     job_columns!(),
@@ -542,13 +509,15 @@ pub(crate) const COMPLETE: &str = concat!(
     history AS (
         INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, worker_id)
         SELECT id, tenant, updated_at, 'succeeded', attempt, worker_id FROM done
-    ), ",
-    settle_ctes!("complete", "$5")
+    )
+    SELECT * FROM done"
 );
 
-/// Completes a batch: `$1` tenant, `$2` ids, `$3` lease tokens, `$4` results;
-/// answers the `(id, token, queue, started_at, finished_at)` of each job it
-/// completed (the times for the metrics' run-time histogram). Only the fenced
+/// Completes a batch: `$1` tenant, `$2` ids, `$3` lease tokens, `$4` results,
+/// `$5` the items' report digests; answers the `(id, token, digest, queue,
+/// started_at, finished_at)` of each job it completed (the digest it
+/// recorded, which tells the item that completed the job when a batch names
+/// it twice; the times for the metrics' run-time histogram). Only the fenced
 /// update touches the rows, so a job pays one new row version and no
 /// separate lock. The state is tested as `state || ''` so that no partial
 /// index (whose predicate names the state) can be chosen, whatever the
@@ -556,57 +525,61 @@ pub(crate) const COMPLETE: &str = concat!(
 /// input over the primary key). The caller sends the items in id order,
 /// which such a plan keeps; whatever order the locks come in, a heartbeat
 /// skips rows it finds held instead of waiting (`HEARTBEAT_MANY`), so the
-/// two cannot deadlock. Items it did not complete go to [`SETTLE_MANY`].
+/// two cannot deadlock. Items it did not complete go to [`SETTLE`].
 pub const COMPLETE_MANY: &str = "WITH done AS (
         UPDATE tether.jobs j
         SET state = 'succeeded', result = i.result, finished_at = now(), updated_at = now(),
-            lease_expires_at = NULL
-        FROM UNNEST($2::uuid[], $3::uuid[], $4::jsonb[]) AS i(id, token, result)
+            lease_expires_at = NULL, report_digest = i.digest
+        FROM UNNEST($2::uuid[], $3::uuid[], $4::jsonb[], $5::text[]) AS i(id, token, result, digest)
         WHERE j.id = i.id AND j.tenant = $1 AND j.lease_token = i.token
           AND j.state || '' = 'running'
-        RETURNING j.id, i.token, j.tenant, j.queue, j.attempt, j.worker_id, j.started_at,
-                  j.updated_at
+        RETURNING j.id, i.token, j.report_digest, j.tenant, j.queue, j.attempt, j.worker_id,
+                  j.started_at, j.updated_at
     ),
     history AS (
         INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, worker_id)
         SELECT id, tenant, updated_at, 'succeeded', attempt, worker_id FROM done
     )
-    SELECT id, token, queue, started_at, updated_at AS finished_at FROM done";
+    SELECT id, token, report_digest, queue, started_at, updated_at AS finished_at FROM done";
 
-/// The items of a batch completion that [`COMPLETE_MANY`] did not complete
-/// (`$1` tenant, `$2` ids, `$3` tokens), in a statement of their own after
-/// it committed: a job already `succeeded` by the same token is a repeated
-/// report and answers like the first (`id`, `token`); any other job of the
-/// tenant records `lease_lost` once and answers with no token. The rows are
-/// read under lock (in id order), so a report racing its own repeat sees
-/// the outcome that repeat committed, not the statement's snapshot.
-pub(crate) const SETTLE_MANY: &str = "WITH input AS (
+/// Reports that their fenced statement did not apply ([`COMPLETE`],
+/// [`FAIL`], [`SNOOZE`], the items [`COMPLETE_MANY`] did not complete), in a
+/// statement of their own after it: `$1` tenant, `$2` ids, `$3` tokens, `$4`
+/// the operation (history's `lease_lost` detail). The rows are read under
+/// lock, in id order, so a report racing its own retry (or another item of
+/// its batch) reads the outcome that one committed, not a snapshot from
+/// before it: every report is exact. Answers each job of the tenant as it
+/// stands, with the token it carries and the digest of the report that
+/// ended that token's attempt, for `tether_core::lifecycle::Report::answer`;
+/// a job that no item names by the token that ended its last attempt (it
+/// carries another token, or none, or still runs) records `lease_lost`
+/// once, which is the answer its items get.
+pub(crate) const SETTLE: &str = concat!(
+    "WITH input AS (
         SELECT * FROM UNNEST($2::uuid[], $3::uuid[]) AS t(id, token)
     ),
     locked AS (
-        SELECT j.id, j.tenant, j.state, j.lease_token, j.attempt FROM tether.jobs j
+        SELECT ",
+    job_columns!(),
+    ", j.lease_token, j.report_digest FROM tether.jobs j
         WHERE j.id = ANY($2::uuid[]) AND j.tenant = $1
         ORDER BY j.id
         FOR UPDATE OF j
     ),
-    repeated AS (
-        SELECT DISTINCT l.id, i.token FROM input i JOIN locked l ON l.id = i.id
-        WHERE l.state = 'succeeded' AND l.lease_token = i.token
-    ),
     lost AS (
         INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, detail)
-        SELECT l.id, l.tenant, now(), 'lease_lost', l.attempt, 'complete'
+        SELECT l.id, l.tenant, now(), 'lease_lost', l.attempt, $4
         FROM locked l
-        WHERE l.id NOT IN (SELECT id FROM repeated)
-        RETURNING job_id
+        WHERE l.state = 'running'
+           OR NOT EXISTS (SELECT 1 FROM input i WHERE i.id = l.id AND i.token = l.lease_token)
     )
-    SELECT id, token FROM repeated
-    UNION ALL
-    SELECT DISTINCT job_id, NULL::uuid FROM lost";
+    SELECT * FROM locked"
+);
 
 /// Fail routing mirrors `lifecycle::fail_outcome`; the retry delay mirrors
 /// `lifecycle::backoff_delay_ms` (`$5` retry_after_ms, `$6` fatal,
-/// `$7` cancelled, `$8` jitter).
+/// `$7` cancelled, `$8` jitter). `$9` is the report's digest. Answers the
+/// job, or no row when the fence matched nothing (see [`SETTLE`]).
 pub(crate) const FAIL: &str = concat!(
     "WITH cur AS (
         SELECT id,
@@ -626,7 +599,7 @@ pub(crate) const FAIL: &str = concat!(
             run_at = CASE WHEN cur.next_state = 'queued'
                           THEN now() + cur.delay_ms * interval '1 millisecond' ELSE j.run_at END,
             finished_at = CASE WHEN cur.next_state = 'queued' THEN NULL ELSE now() END,
-            last_error = $4, lease_expires_at = NULL, updated_at = now()
+            last_error = $4, lease_expires_at = NULL, updated_at = now(), report_digest = $9
         FROM cur
         WHERE j.id = cur.id
         RETURNING ",
@@ -639,10 +612,14 @@ pub(crate) const FAIL: &str = concat!(
                CASE state WHEN 'queued' THEN 'retry_scheduled' ELSE state END,
                attempt, worker_id, $4
         FROM done
-    ), ",
-    settle_ctes!("fail", "$9")
+    )
+    SELECT * FROM done"
 );
 
+/// "Not now": job `$1` of tenant `$2`, if token `$3` still owns it, is
+/// queued again after `$4` ms with its attempt given back (or cancelled, if
+/// that was requested); `$5` is the report's digest. Answers the job, or no
+/// row when the fence matched nothing (see [`SETTLE`]).
 pub(crate) const SNOOZE: &str = concat!(
     "WITH cur AS (
         SELECT id, CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued' END AS next_state
@@ -657,7 +634,7 @@ pub(crate) const SNOOZE: &str = concat!(
             run_at = CASE WHEN cur.next_state = 'queued'
                           THEN now() + $4 * interval '1 millisecond' ELSE j.run_at END,
             finished_at = CASE WHEN cur.next_state = 'queued' THEN NULL ELSE now() END,
-            lease_expires_at = NULL, updated_at = now()
+            lease_expires_at = NULL, updated_at = now(), report_digest = $5
         FROM cur
         WHERE j.id = cur.id
         RETURNING ",
@@ -670,6 +647,6 @@ pub(crate) const SNOOZE: &str = concat!(
                CASE state WHEN 'queued' THEN 'snoozed' ELSE 'cancelled' END,
                attempt, worker_id, 'delay ' || $4 || ' ms'
         FROM done
-    ), ",
-    settle_ctes!("snooze", "$5")
+    )
+    SELECT * FROM done"
 );

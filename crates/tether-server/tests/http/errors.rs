@@ -295,7 +295,8 @@ async fn conflicts(db: &TestDb) {
         .await
         .expect_error(409, "invalid_state");
     // The same complete again answers like the first (its answer may have
-    // been lost); another report with that token is refused.
+    // been lost); another report with that token is a conflict, not a lost
+    // lease (nobody else took the job).
     c.post(
         &format!("/v1/jobs/{id}/complete"),
         json!({"lease_token": token}),
@@ -307,7 +308,13 @@ async fn conflicts(db: &TestDb) {
         json!({"lease_token": token, "error": "x"}),
     )
     .await
-    .expect_error(409, "lease_lost");
+    .expect_error(409, "invalid_state");
+    c.post(
+        &format!("/v1/jobs/{id}/complete"),
+        json!({"lease_token": token, "result": "another"}),
+    )
+    .await
+    .expect_error(409, "invalid_state");
     c.post("/v1/tenants", json!({"name": "other"}))
         .await
         .expect_error(409, "already_exists");

@@ -204,21 +204,25 @@ pub(crate) const HEARTBEAT: &str = concat!(
     "RETURNING lease_expires_at, cancel_requested"
 );
 
+/// Completes job ?2 of tenant ?1 if token ?3 still owns it: result ?4, and
+/// ?5 the report's digest (`tether_core::lifecycle::Report`).
 pub(crate) const COMPLETE: &str = concat!(
     "UPDATE tether_jobs SET state = 'succeeded', result = ?4, finished_at = ",
     now_ms!(),
     ", updated_at = ",
     now_ms!(),
-    // The token stays until the next claim: a repeated report is told by it.
-    ", lease_expires_at = NULL",
+    // The token stays until the next claim: with the digest beside it, a
+    // repeated report is told from a different one.
+    ", lease_expires_at = NULL, report_digest = ?5",
     fenced!(),
     "RETURNING ",
     job_columns!()
 );
 
-/// Completes a batch (?2: flat JSON array `[id, token, result, ...]`) in one
-/// statement; answers each completed job's id, queue and attempt times (for
-/// the metrics). The unary `+` keeps SQLite from driving the join from the
+/// Completes a batch (?2: flat JSON array `[id, token, result, digest,
+/// ...]`) in one statement; answers each completed job's id, the token and
+/// digest it recorded (which tell the item that completed it when the batch
+/// names the job twice), queue and attempt times (for the metrics). The unary `+` keeps SQLite from driving the join from the
 /// (tenant, state) index, which would scan every running job of the tenant
 /// once per item: the plan walks the batch and looks each job up by primary
 /// key.
@@ -227,21 +231,22 @@ pub(crate) const COMPLETE_MANY: &str = concat!(
     now_ms!(),
     ", updated_at = ",
     now_ms!(),
-    ", lease_expires_at = NULL FROM (",
-    unpack!("?2", "3", ["0" => "id", "1" => "t", "2" => "r"]),
+    ", lease_expires_at = NULL, report_digest = c.d FROM (",
+    unpack!("?2", "4", ["0" => "id", "1" => "t", "2" => "r", "3" => "d"]),
     ") AS c WHERE tether_jobs.id = c.id AND +tether_jobs.tenant = ?1 ",
     "AND tether_jobs.lease_token = c.t AND +tether_jobs.state = 'running' ",
-    "RETURNING id, queue, started_at, finished_at"
+    "RETURNING id, lease_token, report_digest, queue, started_at, finished_at"
 );
 
 /// `succeeded` events of the jobs just completed (?1: JSON array of ids).
 pub(crate) const SUCCEEDED_EVENTS: &str =
     events_of_ids!("finished_at", "succeeded", "worker_id", "NULL");
 
-/// The succeeded jobs among ?2 (a JSON array of ids) of tenant ?1, with the
-/// token that completed each.
-pub(crate) const SUCCEEDED_TOKENS: &str = "SELECT id, lease_token FROM tether_jobs \
-     WHERE tenant = ?1 AND state = 'succeeded' AND id IN (SELECT value FROM json_each(?2))";
+/// The jobs among ?2 (a JSON array of ids) of tenant ?1 as a report that
+/// did not apply finds them (`tether_core::lifecycle::Standing`): state,
+/// token and the digest of the report that ended that token's attempt.
+pub(crate) const STANDING_MANY: &str = "SELECT id, state, lease_token, report_digest \
+     FROM tether_jobs WHERE tenant = ?1 AND id IN (SELECT value FROM json_each(?2))";
 
 /// What `fail` needs to route the failure, read under the write lock.
 pub(crate) const FAIL_READ: &str = concat!(
@@ -251,9 +256,9 @@ pub(crate) const FAIL_READ: &str = concat!(
 );
 
 /// Applies a routed failure: ?2 the new state, ?4 the retry delay (NULL for
-/// a terminal outcome).
+/// a terminal outcome), ?5 the report's digest.
 pub(crate) const FAIL_WRITE: &str = concat!(
-    "UPDATE tether_jobs SET state = ?2, last_error = ?3, ",
+    "UPDATE tether_jobs SET state = ?2, last_error = ?3, report_digest = ?5, ",
     "run_at = CASE WHEN ?4 IS NULL THEN run_at ELSE ",
     now_ms!(),
     " + ?4 END, ",
@@ -268,9 +273,10 @@ pub(crate) const FAIL_WRITE: &str = concat!(
 
 /// "Not now": back to `queued` after ?4 ms with the attempt given back, or
 /// `cancelled` if cancellation was requested meanwhile (the attempt is then
-/// kept: it was spent, and the job will not run again).
+/// kept: it was spent, and the job will not run again). ?5 is the report's
+/// digest.
 pub(crate) const SNOOZE: &str = concat!(
-    "UPDATE tether_jobs SET ",
+    "UPDATE tether_jobs SET report_digest = ?5, ",
     "state = CASE WHEN cancel_requested = 1 THEN 'cancelled' ELSE 'queued' END, ",
     "attempt = CASE WHEN cancel_requested = 1 THEN attempt ELSE attempt - 1 END, ",
     "run_at = CASE WHEN cancel_requested = 1 THEN run_at ELSE ",
@@ -286,14 +292,13 @@ pub(crate) const SNOOZE: &str = concat!(
     job_columns!()
 );
 
-/// The job (?2 of tenant ?1) if the token ?3 ended its last attempt and it
-/// stands in one of the states ?4 (a JSON array): a repeated report (see
-/// `tether_core::lifecycle::Report`).
-pub(crate) const REPEATED_REPORT: &str = concat!(
+/// Job ?2 of tenant ?1 as a report that did not apply finds it (see
+/// `tether_core::lifecycle::Report::answer`): its columns and the digest of
+/// the report that ended the attempt of the token it carries.
+pub(crate) const STANDING: &str = concat!(
     "SELECT ",
     job_columns!(),
-    " FROM tether_jobs WHERE tenant = ?1 AND id = ?2 AND lease_token = ?3 ",
-    "AND state IN (SELECT value FROM json_each(?4))"
+    ", report_digest FROM tether_jobs WHERE tenant = ?1 AND id = ?2"
 );
 
 /// Records that a stale token tried operation ?3 on a job of the tenant;

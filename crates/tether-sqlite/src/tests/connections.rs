@@ -23,10 +23,11 @@ async fn migrations_are_idempotent() {
             (4, "key_hardening".to_owned()),
             (5, "flow_control".to_owned()),
             (6, "rate_and_keys".to_owned()),
-            (7, "history_time".to_owned())
+            (7, "history_time".to_owned()),
+            (8, "report_digest".to_owned())
         ]
     );
-    assert_eq!(SqliteStore::schema_version(), 7);
+    assert_eq!(SqliteStore::schema_version(), 8);
     store.close().await;
 }
 
