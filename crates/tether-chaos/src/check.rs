@@ -9,6 +9,7 @@ use serde_json::Value;
 use tether_core::ErrorCode;
 use uuid::Uuid;
 
+use crate::leadership;
 use crate::obs::{Obs, Side};
 use crate::plan::{self, Limits};
 
@@ -57,7 +58,7 @@ pub struct EventRow {
 }
 
 /// Every check, by name, with the promise it guards (the report lists them).
-pub const CHECKS: [(&str, &str); 26] = [
+pub const CHECKS: [(&str, &str); 30] = [
     (
         "lost",
         "every acknowledged job exists under its key (nothing lost)",
@@ -134,11 +135,27 @@ pub const CHECKS: [(&str, &str); 26] = [
     ),
     (
         "fencing_not_exercised",
-        "a SIGSTOPped worker's late reports were fenced (lease_lost)",
+        "a SIGSTOPped or cut-off worker's late reports were fenced (lease_lost)",
     ),
     (
         FAILOVER_CHECK,
         "after the failover, the workers of every replica claimed and completed jobs on the new primary",
+    ),
+    (
+        leadership::AFTER_LEASE,
+        "no maintenance leader reaped, expired or fired anything after its lease could have lapsed",
+    ),
+    (
+        leadership::LEADERSHIP,
+        "the maintenance lease never had two holders, and every leader cut off was replaced meanwhile",
+    ),
+    (
+        leadership::DOUBLE_FIRE,
+        "no schedule instant fired twice (and the schedule fired)",
+    ),
+    (
+        RECOVERY_CHECK,
+        "every replica cut off from PostgreSQL took writes again after the link came back",
     ),
     (
         "producer_problems",
@@ -157,6 +174,20 @@ pub const CHECKS: [(&str, &str); 26] = [
 
 /// The check that only a `--failover` run makes.
 pub const FAILOVER_CHECK: &str = "failover_not_exercised";
+/// A check that only a `--partitions` run makes (besides
+/// [`leadership::CHECKS`]).
+pub const RECOVERY_CHECK: &str = "partition_recovery";
+
+/// Whether check `name` is made in a run with these options.
+pub fn made(name: &str, failover: bool, partitions: bool) -> bool {
+    if name == FAILOVER_CHECK {
+        return failover;
+    }
+    if name == RECOVERY_CHECK || leadership::CHECKS.contains(&name) {
+        return partitions;
+    }
+    true
+}
 
 /// Events that end an attempt (the one its `claimed` event started); a
 /// `lease_lost` or `cancel_requested` does not. (`expired` ends a job that
@@ -235,6 +266,8 @@ pub struct Stats {
     pub limited: LimitedStats,
     /// What happened on the new primary (`--failover`).
     pub after_failover: Option<AfterFailover>,
+    /// What the leadership audit shows (`--partitions`).
+    pub leadership: Option<leadership::Stats>,
 }
 
 /// The history written on the new primary: the events at or after the
@@ -321,6 +354,8 @@ pub struct Context {
     pub now: DateTime<Utc>,
     /// SIGSTOPs of a worker that held running jobs.
     pub stops_with_jobs: u64,
+    /// Cuts of a worker's link (past its lease) while it held running jobs.
+    pub cuts_with_jobs: u64,
     /// The share of the jobs (per mille) the producers sent to the limited
     /// queue ([`plan::queue`]).
     pub limited_per_mille: u64,
@@ -329,6 +364,8 @@ pub struct Context {
     /// With `--failover`: the new primary's clock when it first took
     /// writes, and the number of replicas.
     pub failover: Option<(DateTime<Utc>, usize)>,
+    /// With `--partitions`: the leadership audit and the network's faults.
+    pub partitions: Option<leadership::Facts>,
 }
 
 fn us(t: DateTime<Utc>) -> i64 {
@@ -362,12 +399,15 @@ pub fn check(jobs: &[JobRow], events: &[EventRow], obs: &Obs, cx: &Context) -> F
     check_limits(&mut f, jobs, &history, cx);
     check_errors(&mut f, obs);
     check_failover(&mut f, events, cx);
+    if let Some(facts) = &cx.partitions {
+        leadership::check(&mut f, events, facts);
+    }
     let lost_events: u64 = f.stats.lease_lost.values().sum();
-    if cx.stops_with_jobs > 0 && lost_events == 0 {
+    if cx.stops_with_jobs + cx.cuts_with_jobs > 0 && lost_events == 0 {
         f.flag("fencing_not_exercised", || {
             format!(
-                "{} SIGSTOPs of workers holding jobs, yet no lease_lost in the history",
-                cx.stops_with_jobs
+                "{} SIGSTOPs and {} cuts of workers holding jobs, yet no lease_lost in the history",
+                cx.stops_with_jobs, cx.cuts_with_jobs
             )
         });
     }
@@ -1171,9 +1211,11 @@ mod tests {
             jobs: 0,
             now: t(100_000),
             stops_with_jobs: 0,
+            cuts_with_jobs: 0,
             limited_per_mille: 0,
             limits: plan::LIMITS,
             failover: None,
+            partitions: None,
         }
     }
 
@@ -1609,6 +1651,23 @@ mod tests {
         c.stops_with_jobs = 1;
         let f = check(&[], &[], &Obs::default(), &c);
         assert!(f.violations.contains_key("fencing_not_exercised"));
+        let mut c = cx();
+        c.cuts_with_jobs = 1;
+        let f = check(&[], &[], &Obs::default(), &c);
+        assert!(f.violations.contains_key("fencing_not_exercised"));
+    }
+
+    #[test]
+    fn checks_are_made_by_mode() {
+        assert!(made("lost", false, false) && made("lost", true, false));
+        assert!(!made(FAILOVER_CHECK, false, true) && made(FAILOVER_CHECK, true, false));
+        for name in leadership::CHECKS.iter().chain([&RECOVERY_CHECK]) {
+            assert!(
+                made(name, false, true) && !made(name, true, false),
+                "{name}"
+            );
+            assert!(CHECKS.iter().any(|(n, _)| n == name), "{name} is listed");
+        }
     }
 
     #[test]

@@ -1,5 +1,9 @@
 //! The processes of a run: `tether serve` replicas on fixed loopback ports
-//! and remote worker processes, each worker attached to one replica.
+//! and remote worker processes, each worker attached to one replica. With
+//! `--partitions` every one of them runs in its own network namespace
+//! (`ip netns exec`, see [`crate::net`]): a replica listens on all its
+//! links, reaches PostgreSQL over its own, and each worker reaches its
+//! replica over a link of its own.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -7,6 +11,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::net::Net;
 use crate::obs::{Line, Obs};
 use crate::procs::Proc;
 use crate::serve::LISTENING;
@@ -44,7 +49,7 @@ impl WorkerSlot {
 }
 
 /// The replica worker slot `slot` talks to, of `replicas`.
-fn replica_of_slot(slot: usize, replicas: usize) -> usize {
+pub fn replica_of_slot(slot: usize, replicas: usize) -> usize {
     slot % replicas
 }
 
@@ -81,6 +86,9 @@ pub struct Cluster {
     /// The worker program and its first arguments (`--worker-cmd`); `None`
     /// runs this executable's own Rust worker (`__worker`).
     pub worker_cmd: Option<Vec<String>>,
+    /// With `--partitions`: the network the processes run in, and each
+    /// replica's URL of the database over its own link.
+    pub net: Option<(Arc<Net>, Vec<String>)>,
 }
 
 /// A free loopback port below the ephemeral range, so that while a killed
@@ -156,33 +164,87 @@ impl Cluster {
             workers,
             obs,
             worker_cmd,
+            net: None,
         })
     }
 
-    /// The base URL of replica `i`.
+    /// The base URL of replica `i` for the parent (producers, probes).
     pub fn base_url(&self, i: usize) -> String {
-        format!("http://127.0.0.1:{}", self.servers[i].port)
+        match &self.net {
+            Some((net, _)) => format!("http://{}:{}", net.api_host(i), self.servers[i].port),
+            None => format!("http://127.0.0.1:{}", self.servers[i].port),
+        }
+    }
+
+    /// The base URL of worker slot `j`'s replica, as the worker reaches it.
+    fn worker_base_url(&self, j: usize) -> String {
+        let port = self.servers[self.workers[j].server].port;
+        match &self.net {
+            Some((net, _)) => format!("http://{}:{port}", net.worker_target(j)),
+            None => format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    /// Starts `program args` (`None`: this executable), in `ns` when the
+    /// run has a network.
+    fn spawn(
+        &self,
+        ns: impl FnOnce(&Net) -> String,
+        program: Option<&str>,
+        args: &[String],
+        env: &[(&str, &str)],
+        on_line: impl FnMut(String) + Send + 'static,
+    ) -> std::io::Result<Proc> {
+        let own;
+        let program = match program {
+            Some(p) => p,
+            None => {
+                own = std::env::current_exe()?.to_string_lossy().into_owned();
+                own.as_str()
+            }
+        };
+        match &self.net {
+            // `ip netns exec` enters the namespace and execs the program:
+            // the process keeps the pid (the maintenance holder names it).
+            Some((net, _)) => {
+                let (ip, all) = Net::exec_in(&ns(net), program, args);
+                Proc::spawn_program(std::path::Path::new(&ip), &all, env, on_line)
+            }
+            None => Proc::spawn_program(std::path::Path::new(program), args, env, on_line),
+        }
     }
 
     /// Starts replica `i` and waits until it listens (or fails: e.g. while
     /// PostgreSQL is down).
     pub async fn start_server(&mut self, i: usize) -> Result<(), String> {
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let args = vec![
+        let mut args = vec![
             "__serve".to_owned(),
             self.database_url.clone(),
             self.servers[i].port.to_string(),
         ];
+        if let Some((_, urls)) = &self.net {
+            // Its own link to PostgreSQL; it listens on all of its links.
+            args[1] = urls[i].clone();
+            args.push("0.0.0.0".to_owned());
+        }
         let env = [
             ("TETHER_ADMIN_KEY", self.key.as_str()),
             ("TETHER_SERVER_SECRET", self.server_secret.as_str()),
         ];
-        let mut proc = Proc::spawn(&args, &env, move |line| {
-            if line.starts_with(LISTENING) {
-                let _ = tx.send(());
-            }
-        })
-        .map_err(|e| format!("cannot start replica {i}: {e}"))?;
+        let mut proc = self
+            .spawn(
+                |net| net.ns_replica(i),
+                None,
+                &args,
+                &env,
+                move |line| {
+                    if line.starts_with(LISTENING) {
+                        let _ = tx.send(());
+                    }
+                },
+            )
+            .map_err(|e| format!("cannot start replica {i}: {e}"))?;
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if rx.try_recv().is_ok() {
@@ -220,7 +282,7 @@ impl Cluster {
         self.workers[i].generation += 1;
         let name = self.workers[i].name(i);
         let args = [
-            self.base_url(self.workers[i].server),
+            self.worker_base_url(i),
             self.key.clone(),
             self.seed.to_string(),
             name.clone(),
@@ -238,14 +300,13 @@ impl Cluster {
         };
         let spawned = match &self.worker_cmd {
             Some(cmd) => {
-                let program = std::path::Path::new(&cmd[0]);
                 let args: Vec<String> = cmd[1..].iter().cloned().chain(args).collect();
-                Proc::spawn_program(program, &args, &[], on_line)
+                self.spawn(|net| net.ns_worker(i), Some(&cmd[0]), &args, &[], on_line)
             }
             None => {
                 let args: Vec<String> =
                     std::iter::once("__worker".to_owned()).chain(args).collect();
-                Proc::spawn(&args, &[], on_line)
+                self.spawn(|net| net.ns_worker(i), None, &args, &[], on_line)
             }
         };
         let mut proc = spawned.map_err(|e| format!("cannot start worker {name}: {e}"))?;

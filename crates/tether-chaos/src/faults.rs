@@ -3,6 +3,8 @@
 //! later), a SIGKILL of a replica (the maintenance leader or any; restarted
 //! at the same address), and once a restart of PostgreSQL itself, or with
 //! `--failover` a failover: the primary crashes and its standby is promoted.
+//! With `--partitions` the faults are the network's instead (see
+//! [`partition_schedule`]): links cut or slowed in the kernel ([`Net`]).
 
 use std::process::Command;
 use std::sync::Arc;
@@ -17,6 +19,9 @@ use sqlx::{Connection, PgPool};
 use tokio::time::Instant;
 
 use crate::cluster::Cluster;
+use crate::leadership::{self, LeaderCut};
+use crate::net::{Impairment, LinkId, Net};
+use crate::obs::now_us;
 use crate::pgpair::{self, PgPair};
 
 /// How long a SIGSTOPped worker stays stopped: past the main queue's lease
@@ -26,6 +31,23 @@ pub const STOP_FOR: Duration = Duration::from_secs(7);
 const SERVER_DOWN_FOR: Duration = Duration::from_millis(1_000);
 /// Pause before a killed worker is started again.
 const WORKER_DOWN_FOR: Duration = Duration::from_millis(300);
+/// How long a replica (not the leader) stays cut off from PostgreSQL while
+/// its workers keep calling it.
+pub const CUT_REPLICA_FOR: Duration = Duration::from_secs(4);
+/// How long the maintenance leader stays cut off from PostgreSQL: its
+/// lease (1 s) lapses and another replica takes over well within it.
+pub const CUT_LEADER_FOR: Duration = Duration::from_secs(5);
+/// How long a worker stays cut off from its replica: as long as a SIGSTOP,
+/// past its lease, so its jobs are reaped and its late reports fenced.
+pub const CUT_WORKER_FOR: Duration = STOP_FOR;
+/// How long links stay slowed.
+pub const SLOW_FOR: Duration = Duration::from_secs(8);
+/// The longest the injector waits for the leader's next lease write to aim
+/// a cut right after it (a tick is 250 ms).
+const AIM_WITHIN: Duration = Duration::from_millis(1_500);
+/// The longest a replica may take to serve a write again once its link to
+/// PostgreSQL is back.
+const RECOVER_WITHIN: Duration = Duration::from_secs(60);
 
 /// One fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +63,80 @@ pub enum Fault {
     /// Restart PostgreSQL; with `--failover`, crash the primary and
     /// promote the standby instead.
     RestartPg,
+    /// Cut a replica that does not lead maintenance off from PostgreSQL
+    /// for [`CUT_REPLICA_FOR`]; its workers and the producers keep calling
+    /// it.
+    CutReplica,
+    /// Cut the maintenance leader off from PostgreSQL for
+    /// [`CUT_LEADER_FOR`], right after one of its lease renewals.
+    CutLeader,
+    /// Cut the worker that holds running jobs off from its replica for
+    /// [`CUT_WORKER_FOR`].
+    CutWorker,
+    /// Slow some worker↔replica links for [`SLOW_FOR`].
+    SlowWorkers,
+    /// Slow some replica↔PostgreSQL links for [`SLOW_FOR`].
+    SlowDb,
+}
+
+impl Fault {
+    /// How long a network fault lasts.
+    fn lasts(self) -> Duration {
+        match self {
+            Fault::CutReplica => CUT_REPLICA_FOR,
+            Fault::CutLeader => CUT_LEADER_FOR,
+            Fault::CutWorker => CUT_WORKER_FOR,
+            Fault::SlowWorkers | Fault::SlowDb => SLOW_FOR,
+            _ => Duration::ZERO,
+        }
+    }
+}
+
+/// The faults of a `--partitions` run and when, decided by the seed, on
+/// two tracks. Cuts, one at a time, from 2 s on with 2–4 s between one's
+/// end and the next: the first three are a leader cut, a worker cut and a
+/// replica cut, then drawn with weights 35/35/30. Slowed links from 5 s
+/// on, with 3–6 s between, alternately worker links and links to
+/// PostgreSQL (they overlap the cuts). Everything ends 4 s before the
+/// window does.
+pub fn partition_schedule(seed: u64, window: Duration) -> Vec<(Duration, Fault)> {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x9a27_1710);
+    let end = window.saturating_sub(Duration::from_secs(4));
+    let first = [Fault::CutLeader, Fault::CutWorker, Fault::CutReplica];
+    let mut out = Vec::new();
+    let mut t = Duration::from_secs(2);
+    loop {
+        let fault =
+            first
+                .get(out.len())
+                .copied()
+                .unwrap_or_else(|| match rng.random_range(0..100) {
+                    0..=34 => Fault::CutLeader,
+                    35..=69 => Fault::CutWorker,
+                    _ => Fault::CutReplica,
+                });
+        if t + fault.lasts() > end {
+            break;
+        }
+        out.push((t, fault));
+        t += fault.lasts() + Duration::from_millis(rng.random_range(2_000..4_000));
+    }
+    let mut t = Duration::from_secs(5);
+    let mut workers = true;
+    while t + SLOW_FOR <= end {
+        out.push((
+            t,
+            if workers {
+                Fault::SlowWorkers
+            } else {
+                Fault::SlowDb
+            },
+        ));
+        workers = !workers;
+        t += SLOW_FOR + Duration::from_millis(rng.random_range(3_000..6_000));
+    }
+    out.sort_by_key(|(t, _)| *t);
+    out
 }
 
 /// The faults of a run and when (after the start), decided by the seed:
@@ -110,6 +206,24 @@ pub struct FaultStats {
     pub failures: Vec<String>,
     /// Processes that exited although nobody killed or stopped them.
     pub crashes: Vec<String>,
+    /// Replicas (not leading) cut off from PostgreSQL.
+    pub replica_cuts: u64,
+    /// The maintenance leader cut off from PostgreSQL.
+    pub leader_cuts: Vec<LeaderCut>,
+    /// Workers cut off from their replica.
+    pub worker_cuts: u64,
+    /// ... of which held running jobs then.
+    pub cuts_with_jobs: u64,
+    /// Periods of slowed worker links, and links slowed in them.
+    pub slow_worker_periods: (u64, u64),
+    /// Periods of slowed links to PostgreSQL, and links slowed in them.
+    pub slow_db_periods: (u64, u64),
+    /// After each cut of a replica's link to PostgreSQL: how long from the
+    /// link's return until the replica took a write again (replica, time).
+    pub recovered_after: Vec<(usize, Duration)>,
+    /// Replicas that did not take a write again in time: each fails
+    /// `partition_recovery`.
+    pub recovery_failures: Vec<String>,
 }
 
 impl FaultStats {
@@ -132,6 +246,8 @@ enum Action {
     Cont(usize, u32),
     RestartServer(usize, Instant),
     RestartWorker(usize, Instant),
+    /// Ends an impairment of a link; `.2`: the leader cut it ends.
+    Restore(LinkId, Impairment, Option<usize>),
 }
 
 /// Runs the faults.
@@ -153,6 +269,10 @@ pub struct Injector {
     pub start: Instant,
     /// What it did.
     pub stats: FaultStats,
+    /// With `--partitions`: the network whose links it cuts and slows.
+    pub net: Option<Arc<Net>>,
+    /// Probes of replicas whose link to PostgreSQL came back.
+    pub probes: Vec<tokio::task::JoinHandle<Result<(usize, Duration), String>>>,
 }
 
 impl Injector {
@@ -181,6 +301,21 @@ impl Injector {
                 queue.push(follow_up);
             }
         }
+        if let Some(net) = &self.net {
+            if let Err(e) = net.heal_all() {
+                self.stats.failures.push(e);
+            }
+        }
+        for probe in std::mem::take(&mut self.probes) {
+            match probe.await {
+                Ok(Ok(served)) => self.stats.recovered_after.push(served),
+                Ok(Err(e)) => self.stats.recovery_failures.push(e),
+                Err(e) => self
+                    .stats
+                    .recovery_failures
+                    .push(format!("a recovery probe failed: {e}")),
+            }
+        }
         (self.cluster, self.stats)
     }
 
@@ -196,6 +331,18 @@ impl Injector {
                     Some(pair) => self.fail_over(&pair).await,
                     None => self.restart_pg().await,
                 }
+                Vec::new()
+            }
+            Action::Fault(Fault::CutReplica) => self.cut_replica(None).await,
+            Action::Fault(Fault::CutLeader) => self.cut_leader().await,
+            Action::Fault(Fault::CutWorker) => self.cut_worker().await,
+            Action::Fault(Fault::SlowWorkers) => self.slow(true),
+            Action::Fault(Fault::SlowDb) => self.slow(false),
+            Action::Restore(link, what, leader_cut) => {
+                if let (Some(i), LinkId::Db(r), Some(net)) = (leader_cut, link, self.net.clone()) {
+                    self.diagnose_takeover(i, &net.replica_client(r)).await;
+                }
+                self.restore(link, what, leader_cut);
                 Vec::new()
             }
             Action::Cont(i, generation) => {
@@ -384,6 +531,284 @@ impl Injector {
         vec![(now + SERVER_DOWN_FOR, Action::RestartServer(i, now))]
     }
 
+    /// Sets an impairment (the tc commands block for a few ms).
+    fn impair(&mut self, link: LinkId, what: Impairment, on: bool) -> bool {
+        let Some(net) = self.net.clone() else {
+            return false;
+        };
+        match tokio::task::block_in_place(|| net.set(link, what, on)) {
+            Ok(()) => true,
+            Err(e) => {
+                let msg = format!("could not change the link {link}: {e}");
+                self.say(msg.clone());
+                self.stats.failures.push(msg);
+                false
+            }
+        }
+    }
+
+    /// The replica whose process has this pid.
+    fn replica_by_pid(&mut self, pid: Option<u32>) -> Option<usize> {
+        let pid = pid?;
+        self.cluster
+            .servers_up()
+            .into_iter()
+            .find(|&i| self.cluster.servers[i].proc.as_ref().map(|p| p.pid) == Some(pid))
+    }
+
+    /// (a) Cuts a replica off from PostgreSQL (`leader`: the one to cut,
+    /// else one that does not lead).
+    async fn cut_replica(
+        &mut self,
+        leader: Option<(usize, Option<f64>)>,
+    ) -> Vec<(Instant, Action)> {
+        let Some(net) = self.net.clone() else {
+            return Vec::new();
+        };
+        let r = match leader {
+            Some((r, _)) => r,
+            None => {
+                let leading = self.leader_pid().await;
+                let leading = self.replica_by_pid(leading);
+                let others: Vec<usize> = (0..self.cluster.servers.len())
+                    .filter(|&i| Some(i) != leading && !net.is_cut(LinkId::Db(i)))
+                    .collect();
+                if others.is_empty() {
+                    return Vec::new();
+                }
+                others[self.rng.random_range(0..others.len())]
+            }
+        };
+        let from_us = now_us();
+        if !self.impair(LinkId::Db(r), Impairment::Cut, true) {
+            return Vec::new();
+        }
+        let (lasts, cut) = match leader {
+            Some((_, after_renewal_ms)) => {
+                self.stats.leader_cuts.push(LeaderCut {
+                    replica: r,
+                    from_us,
+                    to_us: from_us,
+                    after_renewal_ms,
+                    diagnosis: None,
+                });
+                self.say(format!(
+                    "cut replica {r}, the maintenance leader, off from PostgreSQL for {} s{}",
+                    CUT_LEADER_FOR.as_secs(),
+                    after_renewal_ms.map_or(" (no renewal seen to aim at)".to_owned(), |ms| {
+                        format!(" ({ms:.0} ms after its lease renewal)")
+                    })
+                ));
+                (CUT_LEADER_FOR, Some(self.stats.leader_cuts.len() - 1))
+            }
+            None => {
+                self.stats.replica_cuts += 1;
+                self.say(format!(
+                    "cut replica {r} off from PostgreSQL for {} s (its workers keep calling it)",
+                    CUT_REPLICA_FOR.as_secs()
+                ));
+                (CUT_REPLICA_FOR, None)
+            }
+        };
+        vec![(
+            Instant::now() + lasts,
+            Action::Restore(LinkId::Db(r), Impairment::Cut, cut),
+        )]
+    }
+
+    /// (b) Cuts the maintenance leader off from PostgreSQL, aimed right
+    /// after one of its lease writes (a renewal: the tick's maintenance
+    /// statements follow it), so that statements of that tick are on the
+    /// wire when the link goes.
+    async fn cut_leader(&mut self) -> Vec<(Instant, Action)> {
+        let Some(net) = self.net.clone() else {
+            return Vec::new();
+        };
+        let leading = self.leader_pid().await;
+        let Some(r) = self.replica_by_pid(leading) else {
+            self.say("no maintenance leader found: cutting another replica instead".to_owned());
+            return self.cut_replica(None).await;
+        };
+        let client = net.replica_client(r);
+        let before = leadership::latest_lease_write(&self.pool, &client).await;
+        let aim_until = Instant::now() + AIM_WITHIN;
+        let mut after_renewal_ms = None;
+        while Instant::now() < aim_until {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            let latest = leadership::latest_lease_write(&self.pool, &client).await;
+            if let Some((seq, _, at)) = latest {
+                if before.as_ref().is_none_or(|b| b.0 != seq) {
+                    after_renewal_ms = Some((now_us() - at.timestamp_micros()) as f64 / 1e3);
+                    break;
+                }
+            }
+        }
+        self.cut_replica(Some((r, after_renewal_ms))).await
+    }
+
+    /// At the end of leader cut `i`: if no other replica took the lease
+    /// meanwhile, records what the database's sessions were doing.
+    async fn diagnose_takeover(&mut self, i: usize, client: &str) {
+        let Some(from) = self
+            .stats
+            .leader_cuts
+            .get(i)
+            .and_then(|c| chrono::DateTime::from_timestamp_micros(c.from_us))
+        else {
+            return;
+        };
+        if leadership::taken_over_since(&self.pool, client, from).await == Some(false) {
+            let d = leadership::sessions(&self.pool).await;
+            self.say(format!(
+                "no other replica took the maintenance lease during the cut; {d}"
+            ));
+            self.stats.leader_cuts[i].diagnosis = Some(d);
+        }
+    }
+
+    /// (c) Cuts the worker holding running jobs off from its replica.
+    async fn cut_worker(&mut self) -> Vec<(Instant, Action)> {
+        let Some(net) = self.net.clone() else {
+            return Vec::new();
+        };
+        let running: Vec<usize> = self
+            .cluster
+            .workers_running()
+            .into_iter()
+            .filter(|&j| !net.is_cut(LinkId::Worker(j)))
+            .collect();
+        let busy = self.busy_workers().await;
+        let holding: Vec<usize> = running
+            .iter()
+            .copied()
+            .filter(|j| busy.contains(&self.cluster.workers[*j].name(*j)))
+            .collect();
+        let pool = if holding.is_empty() {
+            &running
+        } else {
+            &holding
+        };
+        if pool.is_empty() {
+            return Vec::new();
+        }
+        let j = pool[self.rng.random_range(0..pool.len())];
+        if !self.impair(LinkId::Worker(j), Impairment::Cut, true) {
+            return Vec::new();
+        }
+        self.stats.worker_cuts += 1;
+        if !holding.is_empty() {
+            self.stats.cuts_with_jobs += 1;
+        }
+        let name = self.cluster.workers[j].name(j);
+        self.say(format!(
+            "cut worker {name} off from its replica for {} s ({})",
+            CUT_WORKER_FOR.as_secs(),
+            if holding.is_empty() {
+                "holding no job"
+            } else {
+                "holding jobs"
+            }
+        ));
+        vec![(
+            Instant::now() + CUT_WORKER_FOR,
+            Action::Restore(LinkId::Worker(j), Impairment::Cut, None),
+        )]
+    }
+
+    /// (d) Slows some worker links (`workers`) or links to PostgreSQL.
+    fn slow(&mut self, workers: bool) -> Vec<(Instant, Action)> {
+        let n = if workers {
+            self.cluster.workers.len()
+        } else {
+            self.cluster.servers.len()
+        };
+        if n == 0 || self.net.is_none() {
+            return Vec::new();
+        }
+        let k = self.rng.random_range(1..=n);
+        let mut picked: Vec<usize> = (0..n).collect();
+        for i in 0..n {
+            let j = self.rng.random_range(i..n);
+            picked.swap(i, j);
+        }
+        picked.truncate(k);
+        picked.sort_unstable();
+        let link = |i: usize| {
+            if workers {
+                LinkId::Worker(i)
+            } else {
+                LinkId::Db(i)
+            }
+        };
+        let mut follow = Vec::new();
+        for &i in &picked {
+            if self.impair(link(i), Impairment::Slow, true) {
+                follow.push((
+                    Instant::now() + SLOW_FOR,
+                    Action::Restore(link(i), Impairment::Slow, None),
+                ));
+            }
+        }
+        let period = if workers {
+            &mut self.stats.slow_worker_periods
+        } else {
+            &mut self.stats.slow_db_periods
+        };
+        period.0 += 1;
+        period.1 += follow.len() as u64;
+        self.say(format!(
+            "slow {} for {} s: {} at most, a queue of {} packets, {} % lost",
+            if workers {
+                format!("the links of worker slots {picked:?} to their replicas")
+            } else {
+                format!("the links of replicas {picked:?} to PostgreSQL")
+            },
+            SLOW_FOR.as_secs(),
+            crate::net::SLOW_RATE,
+            crate::net::SLOW_QUEUE,
+            crate::net::SLOW_LOSS_PERCENT
+        ));
+        follow
+    }
+
+    /// Ends an impairment; after a cut of a replica's link to PostgreSQL,
+    /// probes until the replica takes a write again.
+    fn restore(&mut self, link: LinkId, what: Impairment, leader_cut: Option<usize>) {
+        if !self.impair(link, what, false) {
+            return;
+        }
+        if let Some(c) = leader_cut.and_then(|i| self.stats.leader_cuts.get_mut(i)) {
+            c.to_us = now_us();
+        }
+        if what == Impairment::Slow {
+            return;
+        }
+        self.say(format!("the link {link} is back"));
+        if let LinkId::Db(r) = link {
+            let client = HttpClient::builder(&self.cluster.base_url(r), &self.cluster.key)
+                .timeout(Duration::from_secs(3))
+                .connect_timeout(Duration::from_secs(1))
+                .build();
+            let healed = Instant::now();
+            self.probes.push(tokio::spawn(async move {
+                let client = client.map_err(|e| format!("replica {r}: client: {e}"))?;
+                loop {
+                    match client.resume(PARTITION_PROBE_QUEUE).await {
+                        Ok(_) => return Ok((r, healed.elapsed())),
+                        Err(e) if healed.elapsed() > RECOVER_WITHIN => {
+                            return Err(format!(
+                                "replica {r} took no write within {} s of its link to PostgreSQL \
+                                 coming back: {e}",
+                                RECOVER_WITHIN.as_secs()
+                            ))
+                        }
+                        Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                    }
+                }
+            }));
+        }
+    }
+
     async fn restart_pg(&mut self) {
         let started = Instant::now();
         self.say(format!("restarting PostgreSQL: {}", self.pg_restart));
@@ -542,6 +967,8 @@ impl Injector {
 /// The queue the failover's probe writes to (through `resume`); no job
 /// goes there.
 const PROBE_QUEUE: &str = "chaos-failover-probe";
+/// The queue the probe after a partition writes to (through `resume`).
+const PARTITION_PROBE_QUEUE: &str = "chaos-partition-probe";
 
 /// Whether PostgreSQL at `url` answers a query.
 pub async fn answers(url: &str) -> bool {
@@ -705,5 +1132,34 @@ mod tests {
         assert_eq!(s.iter().filter(|(_, f)| *f == Fault::RestartPg).count(), 1);
         assert!(s.len() >= 15, "{}", s.len());
         assert!(s.windows(2).all(|w| w[0].0 <= w[1].0));
+    }
+
+    #[test]
+    fn partition_schedules_cover_every_fault_one_cut_at_a_time() {
+        let window = Duration::from_secs(90);
+        let s = partition_schedule(1, window);
+        assert_eq!(s, partition_schedule(1, window));
+        assert_ne!(s, partition_schedule(2, window));
+        for f in [
+            Fault::CutLeader,
+            Fault::CutWorker,
+            Fault::CutReplica,
+            Fault::SlowWorkers,
+            Fault::SlowDb,
+        ] {
+            assert!(s.iter().any(|(_, x)| *x == f), "{f:?}");
+        }
+        assert!(s
+            .iter()
+            .all(|(t, f)| *t + f.lasts() <= window - Duration::from_secs(4)));
+        let cuts: Vec<_> = s
+            .iter()
+            .filter(|(_, f)| matches!(f, Fault::CutLeader | Fault::CutWorker | Fault::CutReplica))
+            .collect();
+        assert!(cuts.len() >= 8, "{}", cuts.len());
+        assert!(cuts
+            .windows(2)
+            .all(|w| w[0].0 + w[0].1.lasts() + Duration::from_secs(2) <= w[1].0));
+        assert!(!s.iter().any(|(_, f)| *f == Fault::RestartPg));
     }
 }

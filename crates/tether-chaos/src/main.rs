@@ -57,6 +57,8 @@
 mod check;
 mod cluster;
 mod faults;
+mod leadership;
+mod net;
 mod obs;
 mod pgpair;
 mod plan;
@@ -72,17 +74,22 @@ use std::process::ExitCode;
 use scenario::Opts;
 
 const USAGE: &str = "usage: tether-chaos [--quick] [--jobs N] [--seconds S] [--seed X] \
-                     [--workers W] [--worker-cmd \"PROGRAM [ARGS]\"] [--failover]";
+                     [--workers W] [--worker-cmd \"PROGRAM [ARGS]\"] [--failover | --partitions]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("__serve") => {
-            let (Some(url), Some(Ok(port))) = (args.get(1), args.get(2).map(|p| p.parse())) else {
-                eprintln!("usage: tether-chaos __serve <db-url> <port>");
+            let ip = args
+                .get(3)
+                .map_or(Ok([127, 0, 0, 1].into()), |ip| ip.parse());
+            let (Some(url), Some(Ok(port)), Ok(ip)) =
+                (args.get(1), args.get(2).map(|p| p.parse()), ip)
+            else {
+                eprintln!("usage: tether-chaos __serve <db-url> <port> [ip]");
                 return ExitCode::from(2);
             };
-            return serve::run(url, port);
+            return serve::run(url, port, ip);
         }
         Some("__worker") => {
             let (Some(base), Some(key), Some(Ok(seed))) =
@@ -121,6 +128,7 @@ fn parse(args: &[String]) -> Result<Option<Opts>, String> {
         workers: if quick { 5 } else { 6 },
         worker_cmd: None,
         failover: false,
+        partitions: false,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -132,6 +140,7 @@ fn parse(args: &[String]) -> Result<Option<Opts>, String> {
         match a.as_str() {
             "--quick" => {}
             "--failover" => opts.failover = true,
+            "--partitions" => opts.partitions = true,
             "-h" | "--help" => return Ok(None),
             "--jobs" => opts.jobs = value("--jobs")?,
             "--seconds" => opts.seconds = value("--seconds")?,
@@ -154,6 +163,15 @@ fn parse(args: &[String]) -> Result<Option<Opts>, String> {
     }
     if opts.jobs == 0 || opts.workers == 0 || opts.seconds < 15 {
         return Err("--jobs and --workers must be at least 1, --seconds at least 15".to_owned());
+    }
+    if opts.failover && opts.partitions {
+        return Err("--failover and --partitions are separate runs".to_owned());
+    }
+    if opts.partitions && opts.workers > net::MAX_NODES {
+        return Err(format!(
+            "--partitions places at most {} worker processes",
+            net::MAX_NODES
+        ));
     }
     Ok(Some(opts))
 }
@@ -183,7 +201,12 @@ mod tests {
         assert_eq!(w.worker_cmd.unwrap(), ["node", "w.js", "--x"]);
         assert!(!w.quick && w.jobs == 100_000 && !w.failover);
         let f = parse(&args("--failover --quick")).unwrap().unwrap();
-        assert!(f.failover && f.quick && f.jobs == 5_000);
+        assert!(f.failover && f.quick && f.jobs == 5_000 && !f.partitions);
+        let p = parse(&args("--quick --partitions --seed 3"))
+            .unwrap()
+            .unwrap();
+        assert!(p.partitions && p.quick && !p.failover && p.seed == 3);
+        assert!(parse(&args("--partitions --failover")).is_err());
         assert!(parse(&["--worker-cmd".to_owned(), " ".to_owned()]).is_err());
     }
 }

@@ -196,22 +196,11 @@ impl PgPair {
     /// Settings of both clusters: where they listen, and small, for a
     /// machine of two cores shared with the rest of the run.
     fn common_settings(&self, node: &Node) -> String {
-        format!(
-            "listen_addresses = '127.0.0.1'\n\
-             port = {port}\n\
-             unix_socket_directories = '{sockets}'\n\
-             max_connections = 100\n\
-             shared_buffers = 32MB\n\
-             max_wal_size = 512MB\n\
-             fsync = on\n\
-             logging_collector = off\n",
-            port = node.port,
-            sockets = path(&self.sockets(node)),
-        )
+        common_settings(node, &sockets(&self.root, node), "127.0.0.1")
     }
 
     fn sockets(&self, node: &Node) -> PathBuf {
-        self.root.join(format!("{}.sock", node.name))
+        sockets(&self.root, node)
     }
 
     /// Waits until `pg_stat_replication` on the primary shows the standby
@@ -353,14 +342,7 @@ impl PgPair {
 
     /// Runs the PostgreSQL program `program` (from [`bindir`]).
     fn pg(&self, program: &str, args: &[&str]) -> Result<(), String> {
-        let exe = path(&self.bin.join(program));
-        if self.as_postgres {
-            let mut all = vec!["-u", "postgres", "--", exe.as_str()];
-            all.extend_from_slice(args);
-            self.run_plain("runuser", &all)
-        } else {
-            self.run_plain(&exe, args)
-        }
+        pg(&self.root, &self.bin, self.as_postgres, program, args)
     }
 
     fn run_plain(&self, program: &str, args: &[&str]) -> Result<(), String> {
@@ -419,6 +401,201 @@ pub fn sweep_stale() {
             }
         }
         let _ = std::fs::remove_dir_all(&root);
+    }
+}
+
+/// Settings of a cluster of the run: where it listens (`listen`, a list
+/// for `listen_addresses`), and small, for a machine of two cores shared
+/// with the rest of the run.
+fn common_settings(node: &Node, sockets: &Path, listen: &str) -> String {
+    format!(
+        "listen_addresses = '{listen}'\n\
+         port = {port}\n\
+         unix_socket_directories = '{sockets}'\n\
+         max_connections = 100\n\
+         shared_buffers = 32MB\n\
+         max_wal_size = 512MB\n\
+         fsync = on\n\
+         logging_collector = off\n",
+        port = node.port,
+        sockets = path(sockets),
+    )
+}
+
+fn sockets(root: &Path, node: &Node) -> PathBuf {
+    root.join(format!("{}.sock", node.name))
+}
+
+/// Runs the PostgreSQL program `program` (from `bin`), as the `postgres`
+/// user when `as_postgres`, in `root`.
+fn pg(
+    root: &Path,
+    bin: &Path,
+    as_postgres: bool,
+    program: &str,
+    args: &[&str],
+) -> Result<(), String> {
+    let exe = path(&bin.join(program));
+    if as_postgres {
+        let mut all = vec!["-u", "postgres", "--", exe.as_str()];
+        all.extend_from_slice(args);
+        run(root, "runuser", &all)
+    } else {
+        run(root, &exe, args)
+    }
+}
+
+/// The one cluster of a `--partitions` run: made like the pair's primary
+/// (in `<tmp>/tether-chaos-pg-<pid>/primary`, so [`sweep_stale`] removes
+/// it after a killed run too), without a standby, listening on loopback
+/// and on the root-side ends of the replicas' links, and trusting their
+/// network. Stopped and removed when dropped (unless kept).
+#[derive(Debug)]
+pub struct PgSolo {
+    root: PathBuf,
+    bin: PathBuf,
+    as_postgres: bool,
+    /// The cluster.
+    pub node: Node,
+    keep: AtomicBool,
+}
+
+impl PgSolo {
+    /// Makes and starts the cluster on `port`, listening on 127.0.0.1 and
+    /// `hosts`, trusting connections from `subnet` (and loopback).
+    pub async fn start(port: u16, hosts: Vec<String>, subnet: String) -> Result<PgSolo, String> {
+        tokio::task::spawn_blocking(move || PgSolo::create(port, &hosts, &subnet))
+            .await
+            .map_err(|e| format!("setting up PostgreSQL panicked: {e}"))?
+    }
+
+    fn create(port: u16, hosts: &[String], subnet: &str) -> Result<PgSolo, String> {
+        let bin = bindir()?;
+        let as_postgres = running_as_root();
+        let root = std::env::temp_dir().join(format!("{DIR_PREFIX}{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root)
+            .map_err(|e| format!("cannot create {}: {e}", root.display()))?;
+        // From here on, dropping `solo` stops and removes what exists.
+        let solo = PgSolo {
+            node: Node {
+                name: "primary",
+                data: root.join("primary"),
+                port,
+                log: root.join("primary.log"),
+            },
+            root,
+            bin,
+            as_postgres,
+            keep: AtomicBool::new(false),
+        };
+        let n = &solo.node;
+        let socket_dir = sockets(&solo.root, n);
+        std::fs::create_dir_all(&socket_dir)
+            .map_err(|e| format!("cannot create {}: {e}", socket_dir.display()))?;
+        if as_postgres {
+            run(
+                &solo.root,
+                "chown",
+                &["-R", "postgres:postgres", &path(&solo.root)],
+            )?;
+        }
+        solo.pg(
+            "initdb",
+            &[
+                "-D",
+                &path(&n.data),
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--locale=C",
+                "--no-sync",
+                "--no-instructions",
+            ],
+        )?;
+        std::fs::write(
+            n.data.join("pg_hba.conf"),
+            format!(
+                "# tether-chaos --partitions: trust on the socket, loopback and the run's links\n\
+                 local all all trust\n\
+                 host all all 127.0.0.1/32 trust\n\
+                 host all all {subnet} trust\n"
+            ),
+        )
+        .map_err(|e| format!("cannot write pg_hba.conf: {e}"))?;
+        let listen = std::iter::once("127.0.0.1".to_owned())
+            .chain(hosts.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(",");
+        append(
+            &n.data.join("postgresql.conf"),
+            &format!(
+                "\n# tether-chaos --partitions\n{}",
+                common_settings(n, &socket_dir, &listen)
+            ),
+        )?;
+        solo.pg(
+            "pg_ctl",
+            &[
+                "start",
+                "-D",
+                &path(&n.data),
+                "-l",
+                &path(&n.log),
+                "-w",
+                "-t",
+                &START_WITHIN.as_secs().to_string(),
+            ],
+        )
+        .map_err(|e| {
+            let log = std::fs::read_to_string(&n.log).unwrap_or_default();
+            format!("{e}\nserver log:\n{log}")
+        })?;
+        Ok(solo)
+    }
+
+    fn pg(&self, program: &str, args: &[&str]) -> Result<(), String> {
+        pg(&self.root, &self.bin, self.as_postgres, program, args)
+    }
+
+    /// Its `postgres` database over loopback (the parent's own connections).
+    pub fn admin_url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.node.port)
+    }
+
+    /// Leaves the cluster and its directory in place at the end.
+    pub fn keep(&self) {
+        self.keep.store(true, Ordering::Relaxed);
+    }
+
+    /// Where the cluster lives.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+}
+
+impl Drop for PgSolo {
+    fn drop(&mut self) {
+        if self.keep.load(Ordering::Relaxed) {
+            return;
+        }
+        if self.node.data.join("postmaster.pid").exists() {
+            let _ = self.pg(
+                "pg_ctl",
+                &[
+                    "stop",
+                    "-D",
+                    &path(&self.node.data),
+                    "-m",
+                    "immediate",
+                    "-w",
+                ],
+            );
+        }
+        let _ = std::fs::remove_dir_all(&self.root);
     }
 }
 

@@ -16,18 +16,8 @@ pub struct Proc {
 }
 
 impl Proc {
-    /// Starts `<own executable> <args>` with `envs`; every stdout line goes
-    /// to `on_line` (on a thread of its own); stderr is inherited.
-    pub fn spawn(
-        args: &[String],
-        envs: &[(&str, &str)],
-        on_line: impl FnMut(String) + Send + 'static,
-    ) -> std::io::Result<Proc> {
-        let exe = std::env::current_exe()?;
-        Proc::spawn_program(&exe, args, envs, on_line)
-    }
-
-    /// Starts `<program> <args>`, otherwise as [`Proc::spawn`].
+    /// Starts `<program> <args>` with `envs`; every stdout line goes to
+    /// `on_line` (on a thread of its own); stderr is inherited.
     pub fn spawn_program(
         program: &std::path::Path,
         args: &[String],

@@ -4,8 +4,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::check::{Findings, CHECKS, FAILOVER_CHECK};
+use crate::check::{self, Findings, CHECKS, FAILOVER_CHECK};
 use crate::faults::FaultStats;
+use crate::leadership::Cause;
+use crate::net::{LinkId, Traffic};
 use crate::obs::Obs;
 use crate::plan::{self, Limits};
 use crate::scenario::{Opts, SERVERS};
@@ -56,7 +58,14 @@ fn secs(d: Duration) -> String {
 }
 
 /// Prints the report.
-pub fn print(opts: &Opts, f: &Findings, faults: &FaultStats, obs: &Obs, t: &Timings) {
+pub fn print(
+    opts: &Opts,
+    f: &Findings,
+    faults: &FaultStats,
+    obs: &Obs,
+    t: &Timings,
+    traffic: Option<&BTreeMap<LinkId, Traffic>>,
+) {
     let s = &f.stats;
     let l = &s.limited;
     let get = |k: &str| s.states.get(k).copied().unwrap_or(0);
@@ -69,9 +78,10 @@ pub fn print(opts: &Opts, f: &Findings, faults: &FaultStats, obs: &Obs, t: &Timi
         (
             "run",
             format!(
-                "{}{}, seed {}, {SERVERS} replicas, {} worker processes running {}",
+                "{}{}{}, seed {}, {SERVERS} replicas, {} worker processes running {}",
                 if opts.quick { "--quick" } else { "full" },
                 if opts.failover { " --failover" } else { "" },
+                if opts.partitions { " --partitions" } else { "" },
                 opts.seed,
                 opts.workers,
                 opts.worker_label()
@@ -218,6 +228,22 @@ pub fn print(opts: &Opts, f: &Findings, faults: &FaultStats, obs: &Obs, t: &Timi
         ),
     ];
     let mut rows = rows;
+    if opts.partitions {
+        // The process faults did not happen; the network's did.
+        rows.retain(|(k, _)| {
+            !(k.starts_with("worker SIG")
+                || k.starts_with("replica SIGKILLs")
+                || k.starts_with("kills in total")
+                || k.starts_with("PostgreSQL restarts"))
+        });
+        let at = rows
+            .iter()
+            .position(|(k, _)| k.starts_with("claims"))
+            .unwrap_or(rows.len());
+        for (i, row) in partition_rows(f, faults, traffic).into_iter().enumerate() {
+            rows.insert(at + i, row);
+        }
+    }
     if let Some(a) = &s.after_failover {
         let per = |v: &[u64]| {
             v.iter()
@@ -247,10 +273,17 @@ pub fn print(opts: &Opts, f: &Findings, faults: &FaultStats, obs: &Obs, t: &Timi
         println!("| {k} | {v} |");
     }
     println!();
-    let made = |name: &str| opts.failover || name != FAILOVER_CHECK;
+    let made = |name: &str| check::made(name, opts.failover, opts.partitions);
     for (name, promise) in CHECKS {
         match f.violations.get(name) {
-            None if !made(name) => println!("n/a   {promise} (only with --failover)"),
+            None if !made(name) => println!(
+                "n/a   {promise} (only with {})",
+                if name == FAILOVER_CHECK {
+                    "--failover"
+                } else {
+                    "--partitions"
+                }
+            ),
             None => println!("ok    {promise}"),
             Some(v) => {
                 println!("FAIL  {promise}: {} violation(s) [{name}]", v.count);
@@ -268,7 +301,16 @@ pub fn print(opts: &Opts, f: &Findings, faults: &FaultStats, obs: &Obs, t: &Timi
     println!();
     if f.passed() {
         let checks = CHECKS.iter().filter(|(name, _)| made(name)).count();
-        if opts.failover {
+        if opts.partitions {
+            println!(
+                "tether-chaos: PASS ({checks} checks, {} leader cuts, {} replica cuts, {} worker \
+                 cuts, {} slowed periods)",
+                faults.leader_cuts.len(),
+                faults.replica_cuts,
+                faults.worker_cuts,
+                faults.slow_worker_periods.0 + faults.slow_db_periods.0
+            );
+        } else if opts.failover {
             println!(
                 "tether-chaos: PASS ({checks} checks, {} kills, {} PostgreSQL failover)",
                 faults.kills(),
@@ -288,4 +330,158 @@ pub fn print(opts: &Opts, f: &Findings, faults: &FaultStats, obs: &Obs, t: &Timi
             f.violations.len()
         );
     }
+}
+
+/// The rows of a `--partitions` run: the network's faults, the leadership
+/// audit, the schedule, the traffic.
+fn partition_rows(
+    f: &Findings,
+    faults: &FaultStats,
+    traffic: Option<&BTreeMap<LinkId, Traffic>>,
+) -> Vec<(&'static str, String)> {
+    let mut rows = Vec::new();
+    let aimed: Vec<String> = faults
+        .leader_cuts
+        .iter()
+        .map(|c| {
+            format!(
+                "replica {}{}",
+                c.replica,
+                c.after_renewal_ms
+                    .map_or(String::new(), |ms| format!(" {ms:.0} ms after a renewal"))
+            )
+        })
+        .collect();
+    rows.push((
+        "maintenance leader cut off from PostgreSQL (5 s each; when)",
+        format!(
+            "{} ({})",
+            faults.leader_cuts.len(),
+            if aimed.is_empty() {
+                "-".to_owned()
+            } else {
+                aimed.join(", ")
+            }
+        ),
+    ));
+    let recovered = faults
+        .recovered_after
+        .iter()
+        .map(|(_, d)| *d)
+        .max()
+        .map_or("-".to_owned(), secs);
+    rows.push((
+        "other replicas cut off from PostgreSQL (4 s each); slowest to take a write again after \
+         any cut",
+        format!("{}; {recovered}", faults.replica_cuts),
+    ));
+    rows.push((
+        "workers cut off from their replica (7 s each; holding jobs)",
+        format!("{} ({})", faults.worker_cuts, faults.cuts_with_jobs),
+    ));
+    rows.push((
+        "slowed periods (8 s each): worker links (links) / links to PostgreSQL (links)",
+        format!(
+            "{} ({}) / {} ({}): {} at most, a queue of {} packets, {} % lost at random",
+            faults.slow_worker_periods.0,
+            faults.slow_worker_periods.1,
+            faults.slow_db_periods.0,
+            faults.slow_db_periods.1,
+            crate::net::SLOW_RATE,
+            crate::net::SLOW_QUEUE,
+            crate::net::SLOW_LOSS_PERCENT
+        ),
+    ));
+    if let Some(l) = &f.stats.leadership {
+        rows.push((
+            "maintenance lease: acquisitions, renewals, releases; taken over during leader cuts \
+             (slowest)",
+            format!(
+                "{}, {}, {}; {}/{} ({})",
+                l.acquisitions,
+                l.renewals,
+                l.releases,
+                l.takeovers,
+                l.leader_cuts,
+                us_secs(l.slowest_takeover_us)
+            ),
+        ));
+        let late: Vec<String> = l
+            .late_noop
+            .iter()
+            .map(|(cause, n)| {
+                format!(
+                    "{n} {}",
+                    match cause {
+                        Cause::Cut => "after a cut",
+                        Cause::Slow => "after a slowed link",
+                        Cause::Stall => "after a stall",
+                    }
+                )
+            })
+            .collect();
+        rows.push((
+            "maintenance passes by replica (reaper passes that reaped); passes run after their \
+             lease had lapsed that changed nothing (latest)",
+            format!(
+                "{:?} ({}); {} ({})",
+                l.passes,
+                l.reaping_passes,
+                if late.is_empty() {
+                    "none".to_owned()
+                } else {
+                    late.join(", ")
+                },
+                us_secs(l.late_noop_max_us)
+            ),
+        ));
+        if let Some(e) = &l.late_noop_example {
+            rows.push(("latest of those passes", e.clone()));
+        }
+        if l.late_changes_stalled > 0 {
+            rows.push((
+                "changes after a lapsed lease with no network fault to explain them (host stalls)",
+                l.late_changes_stalled.to_string(),
+            ));
+        }
+        rows.push((
+            "schedule runs (every second): runs, instants missed, longest gap",
+            format!(
+                "{}, {}, {}",
+                l.fires,
+                l.instants_missed,
+                us_secs(l.longest_fire_gap_us)
+            ),
+        ));
+    }
+    if let Some(traffic) = traffic {
+        let mut by_kind: BTreeMap<&str, Traffic> = BTreeMap::new();
+        for (link, t) in traffic {
+            let kind = match link {
+                LinkId::Db(_) => "replicas ↔ PostgreSQL",
+                LinkId::Api(_) => "parent ↔ replicas",
+                LinkId::Worker(_) => "workers ↔ replicas",
+            };
+            let k = by_kind.entry(kind).or_default();
+            k.bytes += t.bytes;
+            k.packets += t.packets;
+            k.drops += t.drops;
+        }
+        rows.push((
+            "traffic over the links: bytes, packets (dropped by the faults)",
+            by_kind
+                .iter()
+                .map(|(kind, t)| {
+                    format!(
+                        "{kind} {:.1} MB, {} ({})",
+                        t.bytes as f64 / 1e6,
+                        t.packets,
+                        t.drops
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; "),
+        ));
+    }
+    rows
 }

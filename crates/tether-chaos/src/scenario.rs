@@ -1,5 +1,7 @@
 //! One run: its own database, three replicas, the workers, the producers
-//! and the fault injector; then the drain, the stop and the checks.
+//! and the fault injector; then the drain, the stop and the checks. With
+//! `--partitions` the run also makes its own network ([`Net`]) and
+//! PostgreSQL cluster ([`PgSolo`]) first, and removes both at the end.
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,10 +17,12 @@ use tether_core::QueueConfigPatch;
 use tokio::time::Instant;
 
 use crate::check::{self, Context, EventRow, Findings, JobRow};
-use crate::cluster::Cluster;
+use crate::cluster::{self, Cluster};
 use crate::faults::{self, FaultStats, Injector};
+use crate::leadership;
+use crate::net::{self, LinkId, Net, Traffic};
 use crate::obs::Obs;
-use crate::pgpair::{self, PgPair};
+use crate::pgpair::{self, PgPair, PgSolo};
 use crate::plan;
 use crate::procs;
 use crate::produce::{self, Producer};
@@ -50,6 +54,9 @@ pub struct Opts {
     /// `--failover`: the run's own primary and synchronous standby
     /// ([`pgpair`]), and a failover instead of the PostgreSQL restart.
     pub failover: bool,
+    /// `--partitions`: the run's own network ([`Net`]) and PostgreSQL
+    /// ([`PgSolo`]), and the network's faults instead of the processes'.
+    pub partitions: bool,
 }
 
 impl Opts {
@@ -100,6 +107,16 @@ struct Outcome {
     faults: FaultStats,
     obs: Obs,
     timings: Timings,
+    /// What went over each link (`--partitions`).
+    traffic: Option<std::collections::BTreeMap<LinkId, Traffic>>,
+}
+
+/// The network of a `--partitions` run, and each replica's URL of the
+/// database over its link.
+#[derive(Clone)]
+struct Partitions {
+    net: Arc<Net>,
+    replica_urls: Vec<String>,
 }
 
 /// Runs the whole program; the exit code says whether every promise held.
@@ -123,10 +140,35 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
 }
 
 async fn outer(opts: Opts) -> ExitCode {
-    // With --failover the run makes its own primary and standby and never
-    // touches the PostgreSQL at TETHER_TEST_DATABASE_URL.
+    // With --failover the run makes its own primary and standby, with
+    // --partitions its own network and cluster, and neither touches the
+    // PostgreSQL at TETHER_TEST_DATABASE_URL.
     let mut pair = None;
-    let (admin_url, pg_restart, pg_fault) = if opts.failover {
+    let mut solo: Option<PgSolo> = None;
+    let mut network: Option<Arc<Net>> = None;
+    let (admin_url, pg_restart, pg_fault) = if opts.partitions {
+        let made = Instant::now();
+        let (n, s) = match start_partitions(&opts).await {
+            Ok(made) => made,
+            Err(e) => return fail(e),
+        };
+        let port = s.node.port;
+        let fault = format!(
+            "not restarted: the run's own cluster on 127.0.0.1:{port} and {} (made with the \
+             network in {:.1} s, in {}); the network's faults instead",
+            n.pg_hosts()
+                .iter()
+                .map(|h| format!("{h}:{port}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            made.elapsed().as_secs_f64(),
+            s.root().display(),
+        );
+        let admin_url = s.admin_url();
+        network = Some(n);
+        solo = Some(s);
+        (admin_url, String::new(), fault)
+    } else if opts.failover {
         let made = Instant::now();
         let p = match start_pair().await {
             Ok(p) => Arc::new(p),
@@ -156,7 +198,7 @@ async fn outer(opts: Opts) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(format!("cannot connect to PostgreSQL at {admin_url}: {e}")),
     };
-    if pair.is_none() {
+    if pair.is_none() && solo.is_none() {
         drop_stale_databases(&mut admin).await;
     }
     if let Err(e) = sqlx::query(&format!("CREATE DATABASE {database}"))
@@ -171,10 +213,26 @@ async fn outer(opts: Opts) -> ExitCode {
         Some(p) => p.url(&database),
         None => tether_postgres::url_with_database(&admin_url, &database),
     };
+    let partitions = match (&network, &solo) {
+        (Some(n), Some(s)) => Some(Partitions {
+            net: n.clone(),
+            replica_urls: (0..SERVERS)
+                .map(|r| {
+                    format!(
+                        "postgres://postgres@{}:{}/{database}",
+                        n.pg_host(r),
+                        s.node.port
+                    )
+                })
+                .collect(),
+        }),
+        _ => None,
+    };
     println!(
-        "tether-chaos: {} run, seed {}, {} jobs, {} s of faults, {SERVERS} replicas, {} workers \
+        "tether-chaos: {}{} run, seed {}, {} jobs, {} s of faults, {SERVERS} replicas, {} workers \
          ({}), database {database}, PostgreSQL {pg_fault}",
         if opts.quick { "quick" } else { "full" },
+        if opts.partitions { " --partitions" } else { "" },
         opts.seed,
         opts.jobs,
         opts.seconds,
@@ -188,7 +246,18 @@ async fn outer(opts: Opts) -> ExitCode {
         database_url,
         pg_restart,
         pair.clone(),
+        partitions,
     ));
+    let mut terminate =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let terminated = async {
+        match terminate.as_mut() {
+            Some(t) => {
+                t.recv().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
     let result = tokio::select! {
         r = &mut task => r.map_err(|e| format!("the run panicked: {e}")).and_then(|r| r),
         _ = tokio::signal::ctrl_c() => {
@@ -196,14 +265,35 @@ async fn outer(opts: Opts) -> ExitCode {
             let _ = task.await;
             Err("interrupted".to_owned())
         }
+        _ = terminated => {
+            task.abort();
+            let _ = task.await;
+            Err("terminated (SIGTERM)".to_owned())
+        }
     };
+    // The run's network goes first (its processes are gone with the task).
+    drop(network);
     // Every child process is gone by now (dropping a process kills it).
     // `TETHER_CHAOS_KEEP_DATABASE=1` keeps it for a look at the history
     // (the next run drops it, its process being gone).
     let keep = std::env::var("TETHER_CHAOS_KEEP_DATABASE").is_ok_and(|v| v == "1");
-    let dropped = match pair {
+    let dropped = match (pair, solo) {
+        (_, Some(s)) => {
+            if keep {
+                s.keep();
+                println!(
+                    "tether-chaos: TETHER_CHAOS_KEEP_DATABASE=1: kept the database {database} on \
+                     the run's cluster, postgres://postgres@127.0.0.1:{}/{database} (its files in \
+                     {})",
+                    s.node.port,
+                    s.root().display()
+                );
+            }
+            drop(s);
+            Ok(())
+        }
         // The clusters go with the pair (the run holds no clone any more).
-        Some(p) => {
+        (Some(p), None) => {
             if keep {
                 p.keep();
                 println!(
@@ -217,11 +307,11 @@ async fn outer(opts: Opts) -> ExitCode {
             drop(p);
             Ok(())
         }
-        None if keep => {
+        (None, None) if keep => {
             println!("tether-chaos: TETHER_CHAOS_KEEP_DATABASE=1: kept the database {database}");
             Ok(())
         }
-        None => drop_database(&admin_url, &database).await,
+        (None, None) => drop_database(&admin_url, &database).await,
     };
     match result {
         Ok(outcome) => {
@@ -235,6 +325,7 @@ async fn outer(opts: Opts) -> ExitCode {
                 &outcome.faults,
                 &outcome.obs,
                 &outcome.timings,
+                outcome.traffic.as_ref(),
             );
             if findings.passed() {
                 ExitCode::SUCCESS
@@ -244,6 +335,32 @@ async fn outer(opts: Opts) -> ExitCode {
         }
         Err(e) => fail(e),
     }
+}
+
+/// The network and the cluster of a `--partitions` run, after those of
+/// earlier runs whose process is gone are removed: first the namespaces
+/// and links (PostgreSQL listens on their root-side ends), then the
+/// cluster. On an error what was made is removed again.
+async fn start_partitions(opts: &Opts) -> Result<(Arc<Net>, PgSolo), String> {
+    let workers = opts.workers;
+    let net = tokio::task::spawn_blocking(move || {
+        net::sweep_stale();
+        pgpair::sweep_stale();
+        net::probe()?;
+        let worker_replica = (0..workers)
+            .map(|j| cluster::replica_of_slot(j, SERVERS))
+            .collect();
+        Net::create(SERVERS, worker_replica)
+            .map_err(|e| format!("cannot make the run's network: {e}"))
+    })
+    .await
+    .map_err(|e| format!("making the network panicked: {e}"))??;
+    let net = Arc::new(net);
+    let port = crate::cluster::free_port(0x5_0003).map_err(|e| format!("no port: {e}"))?;
+    let solo = PgSolo::start(port, net.pg_hosts(), net.subnet())
+        .await
+        .map_err(|e| format!("cannot set up the run's PostgreSQL: {e}"))?;
+    Ok((net, solo))
 }
 
 /// The primary and standby of a `--failover` run, on free ports, after the
@@ -378,9 +495,21 @@ async fn run(
     database_url: String,
     pg_restart: String,
     pair: Option<Arc<PgPair>>,
+    partitions: Option<Partitions>,
 ) -> Result<Outcome, String> {
     let t0 = Instant::now();
     let obs = Arc::new(Mutex::new(Obs::default()));
+    if partitions.is_some() {
+        // The schema first, then the audit, then the replicas: the audit
+        // sees the very first lease.
+        let options = tether_postgres::PgOptions {
+            max_connections: 2,
+            ..Default::default()
+        };
+        let store = connect_store(database_url.clone(), options).await?;
+        leadership::install(store.pool()).await?;
+        store.pool().close().await;
+    }
     let mut cluster = Cluster::new(
         database_url.clone(),
         ADMIN_KEY.to_owned(),
@@ -391,6 +520,9 @@ async fn run(
         opts.worker_cmd.clone(),
     )
     .map_err(|e| format!("cannot pick ports: {e}"))?;
+    cluster.net = partitions
+        .as_ref()
+        .map(|p| (p.net.clone(), p.replica_urls.clone()));
     // The first replica applies the migrations; then the others.
     for i in 0..SERVERS {
         cluster
@@ -425,6 +557,17 @@ async fn run(
         })
         .collect::<Result<Vec<_>, _>>()?;
     configure_limited(&clients[0], &pool).await?;
+    if partitions.is_some() {
+        create_schedule(&clients[0]).await?;
+        say(
+            t0,
+            format!(
+                "schedule {} fires every second into queue {} (overlap skip; nobody serves it)",
+                leadership::CRON_SCHEDULE,
+                leadership::CRON_QUEUE
+            ),
+        );
+    }
     let produce_window = window.mul_f64(0.85);
     let limited_per_mille = plan::limited_per_mille(opts.jobs, produce_window.as_secs_f64());
     say(
@@ -467,8 +610,15 @@ async fn run(
         rng: rand::rngs::StdRng::seed_from_u64(opts.seed ^ 0x0dd_ba11),
         start,
         stats: FaultStats::default(),
+        net: partitions.as_ref().map(|p| p.net.clone()),
+        probes: Vec::new(),
     };
-    let injector = AbortOnDrop::spawn(injector.run(faults::schedule(opts.seed, window)));
+    let schedule = if partitions.is_some() {
+        faults::partition_schedule(opts.seed, window)
+    } else {
+        faults::schedule(opts.seed, window)
+    };
+    let injector = AbortOnDrop::spawn(injector.run(schedule));
     let progressing = Arc::new(AtomicBool::new(true));
     let progress = AbortOnDrop::spawn(progress(
         pool.clone(),
@@ -491,24 +641,39 @@ async fn run(
         .await
         .map_err(|e| format!("the fault injector panicked: {e}"))?;
     let faults_done = start.elapsed();
-    say(
-        start,
-        format!(
-            "faults over: {} kills, {} stops, {} PostgreSQL {}",
-            fault_stats.kills(),
-            fault_stats.worker_stops,
-            if opts.failover {
-                fault_stats.failovers
-            } else {
-                fault_stats.pg_restarts
-            },
-            if opts.failover {
-                "failover(s)"
-            } else {
-                "restart(s)"
-            }
-        ),
-    );
+    if partitions.is_some() {
+        say(
+            start,
+            format!(
+                "faults over: {} leader cuts, {} replica cuts, {} worker cuts, {} + {} slowed \
+                 periods",
+                fault_stats.leader_cuts.len(),
+                fault_stats.replica_cuts,
+                fault_stats.worker_cuts,
+                fault_stats.slow_worker_periods.0,
+                fault_stats.slow_db_periods.0
+            ),
+        );
+    } else {
+        say(
+            start,
+            format!(
+                "faults over: {} kills, {} stops, {} PostgreSQL {}",
+                fault_stats.kills(),
+                fault_stats.worker_stops,
+                if opts.failover {
+                    fault_stats.failovers
+                } else {
+                    fault_stats.pg_restarts
+                },
+                if opts.failover {
+                    "failover(s)"
+                } else {
+                    "restart(s)"
+                }
+            ),
+        );
+    }
     // Every process up for the drain (the injector restarted them; check).
     let mut fault_failures = fault_stats.failures.clone();
     let mut crashes = fault_stats.crashes.clone();
@@ -556,6 +721,10 @@ async fn run(
     crashes.extend(cluster.crashed());
     let killed = cluster.stop_all().await;
     drop(cluster);
+    let (traffic, episodes) = match &partitions {
+        Some(p) => (Some(p.net.traffic()), p.net.episodes()),
+        None => (None, Vec::new()),
+    };
 
     if std::env::var("TETHER_CHAOS_SABOTAGE").is_ok_and(|v| v == "1") {
         sabotage(&pool)
@@ -575,6 +744,18 @@ async fn run(
     let (jobs, events, now) = load(&pool)
         .await
         .map_err(|e| format!("cannot read the results: {e}"))?;
+    let partition_facts = match &partitions {
+        Some(p) => Some(leadership::Facts {
+            replicas: SERVERS,
+            clients: (0..SERVERS).map(|r| (p.net.replica_client(r), r)).collect(),
+            audit: leadership::load(&pool)
+                .await
+                .map_err(|e| format!("cannot read the leadership audit: {e}"))?,
+            episodes,
+            leader_cuts: fault_stats.leader_cuts.clone(),
+        }),
+        None => None,
+    };
     pool.close().await;
     drop(db);
     let obs = std::mem::take(&mut *obs.lock().unwrap_or_else(|e| e.into_inner()));
@@ -583,12 +764,14 @@ async fn run(
         jobs: opts.jobs,
         now,
         stops_with_jobs: fault_stats.stops_with_jobs,
+        cuts_with_jobs: fault_stats.cuts_with_jobs,
         limited_per_mille,
         limits: plan::LIMITS,
         failover: opts
             .failover
             .then_some(fault_stats.promoted_at.map(|at| (at, SERVERS)))
             .flatten(),
+        partitions: partition_facts,
     };
     let mut findings = check::check(&jobs, &events, &obs, &cx);
     for p in producer_problems {
@@ -597,7 +780,31 @@ async fn run(
     for f in fault_failures {
         findings.flag("fault_failures", || f);
     }
-    if opts.failover {
+    for f in &fault_stats.recovery_failures {
+        findings.flag(check::RECOVERY_CHECK, || f.clone());
+    }
+    if opts.partitions {
+        let leader_cuts = fault_stats.leader_cuts.len() as u64;
+        let injected = [
+            ("leader cuts", leader_cuts),
+            ("replica cuts", fault_stats.replica_cuts),
+            ("worker cuts", fault_stats.worker_cuts),
+            ("slowed worker links", fault_stats.slow_worker_periods.1),
+            ("slowed links to PostgreSQL", fault_stats.slow_db_periods.1),
+        ];
+        for (what, n) in injected {
+            if n == 0 {
+                findings.flag("fault_failures", || {
+                    format!("no {what}: the network's faults were not all injected")
+                });
+            }
+        }
+        if fault_stats.pg_restarts + fault_stats.failovers != 0 {
+            findings.flag("fault_failures", || {
+                "PostgreSQL was restarted in a --partitions run".to_owned()
+            });
+        }
+    } else if opts.failover {
         if fault_stats.failovers != 1 || fault_stats.pg_restarts != 0 {
             findings.flag("fault_failures", || {
                 format!(
@@ -634,7 +841,32 @@ async fn run(
         faults: fault_stats,
         obs,
         timings,
+        traffic,
     })
+}
+
+/// The schedule of a `--partitions` run ([`leadership::CRON_SCHEDULE`]):
+/// every second, overlap `skip`, into a queue no worker serves.
+async fn create_schedule(client: &HttpClient) -> Result<(), String> {
+    let mut spec = tether_core::ScheduleSpec::new(
+        leadership::CRON_SCHEDULE,
+        leadership::CRON_EVERY_SECOND,
+        leadership::CRON_QUEUE,
+        plan::KIND,
+    );
+    spec.overlap = tether_core::Overlap::Skip;
+    let mut tries = 0;
+    while let Err(e) = client.create_schedule(&spec).await {
+        tries += 1;
+        if !e.is_retryable() || tries >= 20 {
+            return Err(format!(
+                "cannot create the schedule {}: {e}",
+                leadership::CRON_SCHEDULE
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    Ok(())
 }
 
 /// Sets the limited queue's limits through the API ([`plan::LIMITS`]) and
@@ -742,13 +974,15 @@ async fn sabotage(pool: &PgPool) -> Result<(), sqlx::Error> {
     Ok(())
 }
 
-/// Queued and running jobs.
+/// Queued and running jobs (the schedule's queue, which nobody serves,
+/// aside).
 async fn active(pool: &PgPool) -> Result<(i64, i64), sqlx::Error> {
     let row = sqlx::query(
         "SELECT count(*) FILTER (WHERE state = 'queued') AS queued,
                 count(*) FILTER (WHERE state = 'running') AS running
-         FROM tether.jobs",
+         FROM tether.jobs WHERE queue <> $1",
     )
+    .bind(leadership::CRON_QUEUE)
     .fetch_one(pool)
     .await?;
     Ok((row.try_get("queued")?, row.try_get("running")?))
@@ -784,14 +1018,17 @@ async fn progress(
     }
 }
 
-/// Every job and every event, and the database's `now()`.
+/// Every job and every event, and the database's `now()`; the job of the
+/// `--partitions` schedule (its queue nobody serves) aside: it is no
+/// producer's, and the leadership checks judge the schedule.
 async fn load(pool: &PgPool) -> Result<(Vec<JobRow>, Vec<EventRow>, DateTime<Utc>), sqlx::Error> {
     let now: DateTime<Utc> = sqlx::query_scalar("SELECT now()").fetch_one(pool).await?;
     let jobs = sqlx::query(
         "SELECT id, idempotency_key, queue, concurrency_key, state, attempt, max_attempts,
                 (payload->>'n')::bigint AS n, run_at, result
-         FROM tether.jobs",
+         FROM tether.jobs WHERE queue <> $1",
     )
+    .bind(leadership::CRON_QUEUE)
     .try_map(|r: sqlx::postgres::PgRow| {
         Ok(JobRow {
             id: r.try_get("id")?,
@@ -810,8 +1047,11 @@ async fn load(pool: &PgPool) -> Result<(Vec<JobRow>, Vec<EventRow>, DateTime<Utc
     .await?;
     let events = sqlx::query(
         "SELECT job_id, seq, at, event, attempt, worker_id, detail
-         FROM tether.job_events ORDER BY job_id, seq",
+         FROM tether.job_events
+         WHERE job_id NOT IN (SELECT id FROM tether.jobs WHERE queue = $1)
+         ORDER BY job_id, seq",
     )
+    .bind(leadership::CRON_QUEUE)
     .try_map(|r: sqlx::postgres::PgRow| {
         Ok(EventRow {
             job_id: r.try_get("job_id")?,

@@ -1,7 +1,9 @@
-//! `__serve <db-url> <port>`: one `tether serve` replica (exactly the code
-//! of the `tether` binary, through `tether_server::start`) on a fixed
-//! loopback port, so that a restarted replica comes back at the same
-//! address. Runs until SIGTERM (graceful stop) or until the parent goes away.
+//! `__serve <db-url> <port> [ip]`: one `tether serve` replica (exactly the
+//! code of the `tether` binary, through `tether_server::start`) on a fixed
+//! port of loopback (or of `ip`: `0.0.0.0` in a `--partitions` run, where
+//! it has a network namespace of its own), so that a restarted replica
+//! comes back at the same address. Runs until SIGTERM (graceful stop) or
+//! until the parent goes away.
 
 use std::io::BufRead;
 use std::process::ExitCode;
@@ -44,8 +46,8 @@ pub async fn until_stopped() {
     }
 }
 
-/// The replica process.
-pub fn run(database_url: &str, port: u16) -> ExitCode {
+/// The replica process, listening on `ip:port`.
+pub fn run(database_url: &str, port: u16, ip: std::net::IpAddr) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -58,7 +60,7 @@ pub fn run(database_url: &str, port: u16) -> ExitCode {
     };
     runtime.block_on(async {
         let args = ServeConfig {
-            listen: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+            listen: std::net::SocketAddr::new(ip, port),
             database_url: Some(database_url.to_owned()),
             data_dir: std::env::temp_dir()
                 .join(format!("tether-chaos-serve-{}", std::process::id())),
