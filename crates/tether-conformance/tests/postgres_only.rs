@@ -268,14 +268,14 @@ async fn the_batch_completion_reads_rows_by_primary_key_whatever_the_statistics(
         .await
         .expect("generic plans");
     sqlx::query(&format!(
-        "PREPARE complete_many (text, uuid[], uuid[], jsonb[]) AS {}",
+        "PREPARE complete_many (text, uuid[], uuid[], jsonb[], text[]) AS {}",
         tether_postgres::reference_sql::COMPLETE_MANY
     ))
     .execute(&mut *conn)
     .await
     .expect("prepare");
     let plan: Vec<String> = sqlx::query_scalar(
-        "EXPLAIN (COSTS OFF) EXECUTE complete_many('t', ARRAY[gen_random_uuid()], ARRAY[gen_random_uuid()], ARRAY[NULL::jsonb])",
+        "EXPLAIN (COSTS OFF) EXECUTE complete_many('t', ARRAY[gen_random_uuid()], ARRAY[gen_random_uuid()], ARRAY[NULL::jsonb], ARRAY[NULL::text])",
     )
     .fetch_all(&mut *conn)
     .await

@@ -143,7 +143,8 @@ pub async fn retry_after_sets_the_exact_delay_and_counts_an_attempt(db: &TestDb)
 }
 
 /// A snooze queues the job after the delay, clears the lease, gives the
-/// attempt back and records `snoozed`; the old token no longer works.
+/// attempt back and records `snoozed`; the old token only repeats the
+/// snooze (another report with it is a conflict, invariant 20).
 pub async fn snooze_requeues_after_delay_with_event(db: &TestDb) {
     let j = enqueue(db, T, job(Q).max_attempts(3)).await;
     let c = claim_id(db, T, Q, j.id).await;
@@ -158,7 +159,7 @@ pub async fn snooze_requeues_after_delay_with_event(db: &TestDb) {
     assert_eq!(get(db, T, j.id).await, s);
     let last = ok(db.engine.events(T, j.id).await).pop().unwrap();
     assert_eq!((last.event, last.attempt), (EventKind::Snoozed, 0));
-    expect_lease_lost(db.engine.complete(T, j.id, c.lease_token, None).await);
+    expect_invalid_state(db.engine.complete(T, j.id, c.lease_token, None).await);
     claim_none(db, T, Q).await;
     db.make_due(j.id).await;
     assert_eq!(claim_id(db, T, Q, j.id).await.job.attempt, 1);
