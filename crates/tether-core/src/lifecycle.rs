@@ -193,16 +193,22 @@ impl Report<'_> {
     /// `retry_after_ms`, `fatal` and `cancelled` (the jitter is the
     /// store's, not the report's); `snooze`, the delay.
     pub fn digest(&self) -> String {
-        let args = match self {
-            Report::Complete(result) => {
-                serde_json::json!([canonical(result.unwrap_or(&serde_json::Value::Null))])
-            }
-            Report::Fail(f) => {
-                serde_json::json!([error_tail(&f.error), f.retry_after_ms, f.fatal, f.cancelled])
-            }
-            Report::Snooze(delay_ms) => serde_json::json!([delay_ms]),
+        // The arguments as a JSON array, streamed into the hash (a result
+        // may be large: it is neither copied nor rendered to a string).
+        let mut hash = HashWriter(Sha256::new());
+        let written = match self {
+            Report::Complete(result) => serde_json::to_writer(
+                &mut hash,
+                &(Canonical(result.unwrap_or(&serde_json::Value::Null)),),
+            ),
+            Report::Fail(f) => serde_json::to_writer(
+                &mut hash,
+                &(error_tail(&f.error), f.retry_after_ms, f.fatal, f.cancelled),
+            ),
+            Report::Snooze(delay_ms) => serde_json::to_writer(&mut hash, &(delay_ms,)),
         };
-        let digest = Sha256::digest(args.to_string().as_bytes());
+        written.expect("serialising JSON values into a hash cannot fail");
+        let digest = hash.0.finalize();
         let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
         format!("{}:{hex}", self.as_str())
     }
@@ -269,23 +275,47 @@ pub struct Standing {
     pub report_digest: Option<String>,
 }
 
-/// `value` with the keys of every object in order, so that two objects
-/// that differ only in the order of their keys serialise alike.
-fn canonical(value: &serde_json::Value) -> serde_json::Value {
-    match value {
-        serde_json::Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            let mut out = serde_json::Map::new();
-            for k in keys {
-                out.insert(k.clone(), canonical(&map[k]));
+/// A JSON value that serialises with the keys of every object in order, so
+/// that two objects that differ only in the order of their keys serialise
+/// alike (whatever `serde_json`'s map keeps).
+struct Canonical<'a>(&'a serde_json::Value);
+
+impl serde::Serialize for Canonical<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        match self.0 {
+            serde_json::Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                let mut out = s.serialize_map(Some(keys.len()))?;
+                for k in keys {
+                    out.serialize_entry(k, &Canonical(&map[k]))?;
+                }
+                out.end()
             }
-            serde_json::Value::Object(out)
+            serde_json::Value::Array(items) => {
+                let mut out = s.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    out.serialize_element(&Canonical(item))?;
+                }
+                out.end()
+            }
+            other => other.serialize(s),
         }
-        serde_json::Value::Array(items) => {
-            serde_json::Value::Array(items.iter().map(canonical).collect())
-        }
-        other => other.clone(),
+    }
+}
+
+/// Feeds what is written into a hash.
+struct HashWriter(Sha256);
+
+impl std::io::Write for HashWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -389,6 +419,30 @@ mod tests {
         assert_ne!(complete.digest(), Report::Complete(None).digest());
         assert!(complete.digest().starts_with("complete:"));
         assert_eq!(complete.digest().len(), "complete:".len() + 32);
+        // The format is stored: a change would turn every repeat of a report
+        // made before it into a conflict. The arguments as a compact JSON
+        // array, keys in order; the first 128 bits of their SHA-256.
+        let hex = |text: &str| -> String {
+            Sha256::digest(text.as_bytes())[..16]
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect()
+        };
+        let unordered = json!({"b": 2, "a": {"d": null, "c": [true]}});
+        assert_eq!(
+            Report::Complete(Some(&unordered)).digest(),
+            format!("complete:{}", hex(r#"[{"a":{"c":[true],"d":null},"b":2}]"#))
+        );
+        let retry = Failure {
+            error: "x".into(),
+            retry_after_ms: Some(5),
+            ..Failure::default()
+        };
+        assert_eq!(
+            Report::Fail(&retry).digest(),
+            format!("fail:{}", hex(r#"["x",5,false,false]"#))
+        );
+        assert_eq!(Report::Snooze(7).digest(), format!("snooze:{}", hex("[7]")));
 
         let retry = Failure {
             error: "boom".into(),
