@@ -528,7 +528,7 @@ impl HttpClient {
     /// expiry (`None`: none).
     pub async fn replay_with(&self, id: Uuid, expires_at: Option<DateTime<Utc>>) -> Result<Job> {
         let id = id.to_string();
-        let body = expires_at.map(|at| json!({ "expires_at": at }));
+        let body = expires_at.map(|at| json!({ "expires_at": wire::time(&at) }));
         let env: JobEnvelope = self
             .post(&["v1", "jobs", &id, "replay"], body.as_ref())
             .await?;
@@ -565,7 +565,7 @@ impl HttpClient {
             body.insert("cursor".into(), cursor.clone().into());
         }
         if let Some(at) = filter.expires_at {
-            body.insert("expires_at".into(), json!(at));
+            body.insert("expires_at".into(), wire::time(&at).into());
         }
         self.post(
             &["v1", "queues", queue, "replay"],

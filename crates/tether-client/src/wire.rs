@@ -869,8 +869,13 @@ pub(crate) fn enqueue_body(job: &NewJob) -> Value {
 }
 
 /// RFC 3339 in UTC, as the API writes times (`2026-11-29T23:00:00.123Z`).
+/// A time as the server takes it: RFC 3339 in UTC with at most
+/// microseconds (the finest it keeps; it refuses more digits), so
+/// nanoseconds are cut here.
 pub(crate) fn time(t: &DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+    use chrono::SubsecRound;
+    t.trunc_subsecs(6)
+        .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
 }
 
 /// `{"jobs": [...]}` and the other one-field envelopes of answers.
@@ -989,6 +994,9 @@ mod tests {
                 "backoff": {"base_ms": 10, "cap_ms": 20},
             })
         );
+        // Nanoseconds are cut to the microseconds the server takes.
+        let fine: DateTime<Utc> = "2030-01-02T03:04:05.123456789Z".parse().unwrap();
+        assert_eq!(time(&fine), "2030-01-02T03:04:05.123456Z");
         let delayed = NewJob::new("q", "k", Value::Null).run_at(RunAt::Delay(250));
         assert_eq!(
             enqueue_body(&delayed),

@@ -185,6 +185,7 @@ pub struct EnqueueRequest {
     pub priority: Option<i16>,
     /// Not claimable before this instant; not with `delay_ms`. Between
     /// 1970-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z.
+    #[serde(default, deserialize_with = "super::de_opt_time")]
     pub run_at: Option<DateTime<Utc>>,
     /// Not claimable before now + this; not with `run_at`.
     pub delay_ms: Option<i64>,
@@ -202,6 +203,7 @@ pub struct EnqueueRequest {
     pub tags: Option<Vec<String>>,
     /// A job not claimed by then fails as expired. Between
     /// 1970-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z.
+    #[serde(default, deserialize_with = "super::de_opt_time")]
     pub expires_at: Option<DateTime<Utc>>,
     /// Retry backoff (default: the queue's).
     pub backoff: Option<BackoffDto>,
@@ -264,6 +266,7 @@ pub struct ReplayBody {
     /// The job's new `expires_at`; absent or `null` clears it (an expired
     /// job would otherwise expire again at once). Between
     /// 1970-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z.
+    #[serde(default, deserialize_with = "super::de_opt_time")]
     pub expires_at: Option<DateTime<Utc>>,
 }
 
@@ -282,6 +285,7 @@ pub struct ReplayIdsBody {
     /// The jobs' ids (1–500); each is replayed as `POST /v1/jobs/{id}/replay` would.
     pub ids: Vec<Uuid>,
     /// Every replayed job's new `expires_at`; absent or `null` clears it.
+    #[serde(default, deserialize_with = "super::de_opt_time")]
     pub expires_at: Option<DateTime<Utc>>,
 }
 

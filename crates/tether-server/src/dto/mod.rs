@@ -58,6 +58,17 @@ pub(crate) fn ser_time<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, 
     s.serialize_str(&time(t))
 }
 
+/// Reads an input time of a body by the one rule of every input time
+/// ([`tether_core::validate::parse_instant`], also the query strings').
+/// With `#[serde(default)]`: absent and `null` are `None`.
+pub(crate) fn de_opt_time<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<DateTime<Utc>>, D::Error> {
+    Option::<String>::deserialize(d)?
+        .map(|text| tether_core::validate::parse_instant(&text).map_err(serde::de::Error::custom))
+        .transpose()
+}
+
 pub(crate) fn ser_opt_time<S: Serializer>(
     t: &Option<DateTime<Utc>>,
     s: S,

@@ -201,6 +201,7 @@ pub struct BulkReplayBody {
     pub cursor: Option<Uuid>,
     /// The replayed jobs' new `expires_at`; absent or `null` clears it.
     /// Between 1970-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z.
+    #[serde(default, deserialize_with = "super::de_opt_time")]
     pub expires_at: Option<DateTime<Utc>>,
 }
 

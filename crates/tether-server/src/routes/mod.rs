@@ -130,14 +130,15 @@ pub(crate) fn query_number(
     }
 }
 
-/// A query parameter holding an RFC 3339 instant (unset when empty).
+/// A query parameter holding an instant (unset when empty), read by the
+/// one rule of every input time, bodies' too
+/// ([`tether_core::validate::parse_instant`]).
 pub(crate) fn query_time(
     field: &str,
     v: Option<String>,
 ) -> ApiResult<Option<chrono::DateTime<chrono::Utc>>> {
     non_empty(v)
-        .map(|s| chrono::DateTime::parse_from_rfc3339(&s))
+        .map(|s| tether_core::validate::parse_instant(&s))
         .transpose()
-        .map_err(|e| ApiError::invalid_field(field, format!("not an RFC 3339 time: {e}")))
-        .map(|t| t.map(|t| t.with_timezone(&chrono::Utc)))
+        .map_err(|e| ApiError::invalid_field(field, e))
 }

@@ -7,7 +7,125 @@ tether_conformance::both_backends!(
     size_and_media_type_limits,
     routing_errors,
     conflicts,
+    body_and_query_times_follow_one_rule,
 );
+
+/// Every time the API takes, in a body or a query string, is read by one
+/// rule: a signed or expanded year (`+2026-…`) is 400, and so is a fraction
+/// of a second finer than microseconds (it would be cut off silently);
+/// microseconds are taken. A refused request changes nothing.
+async fn body_and_query_times_follow_one_rule(db: &TestDb) {
+    let c = setup(db).await;
+    let failed = c.enqueue("times", "k").await;
+    c.post_empty(&format!("/v1/jobs/{failed}/cancel"))
+        .await
+        .expect(200);
+    let enc = |t: &str| t.replace('+', "%2B").replace(':', "%3A");
+    // (method, uri, body) for a time `t`.
+    let uses: Vec<(
+        &str,
+        Box<dyn Fn(&str) -> (String, Option<Value>) + Send + Sync>,
+    )> = vec![
+        (
+            "run_at",
+            Box::new(|t| {
+                (
+                    "/v1/jobs".into(),
+                    Some(json!({"queue": "times", "kind": "k", "run_at": t})),
+                )
+            }),
+        ),
+        (
+            "expires_at",
+            Box::new(|t| {
+                (
+                    "/v1/jobs".into(),
+                    Some(json!({"queue": "times", "kind": "k", "expires_at": t})),
+                )
+            }),
+        ),
+        (
+            "jobs[0].run_at",
+            Box::new(|t| {
+                (
+                    "/v1/jobs/batch".into(),
+                    Some(json!({"jobs": [{"queue": "times", "kind": "k", "run_at": t}]})),
+                )
+            }),
+        ),
+        (
+            "expires_at",
+            Box::new(|t| {
+                (
+                    format!("/v1/jobs/{failed}/replay"),
+                    Some(json!({"expires_at": t})),
+                )
+            }),
+        ),
+        (
+            "expires_at",
+            Box::new(|t| {
+                (
+                    "/v1/jobs/replay".into(),
+                    Some(json!({"ids": [failed], "expires_at": t})),
+                )
+            }),
+        ),
+        (
+            "expires_at",
+            Box::new(|t| {
+                (
+                    "/v1/queues/times/replay".into(),
+                    Some(json!({"state": "cancelled", "expires_at": t})),
+                )
+            }),
+        ),
+        (
+            "created_after",
+            Box::new(move |t| (format!("/v1/jobs?created_after={}", enc(t)), None)),
+        ),
+        (
+            "from",
+            Box::new(move |t| {
+                (
+                    format!("/v1/cron/preview?cron=0+*+*+*+*&from={}", enc(t)),
+                    None,
+                )
+            }),
+        ),
+    ];
+    for bad in [
+        "+2026-01-01T00:00:00Z",
+        "+002026-01-01T00:00:00Z",
+        "2026-01-01T00:00:59.9999999Z",
+        "2026-01-01T00:00:59.123456789+01:00",
+    ] {
+        for (field, use_) in &uses {
+            let (uri, body) = use_(bad);
+            let method = if body.is_some() { "POST" } else { "GET" };
+            let a = c.call(method, &uri, Some(&c.admin.clone()), body).await;
+            assert_eq!(a.status.as_u16(), 400, "{bad} at {uri}: {}", a.body);
+            let message = a.body["error"]["message"].as_str().unwrap();
+            assert!(message.contains(field), "{bad} at {uri}: {message}");
+        }
+    }
+    // Nothing was written: the one cancelled job, as it was.
+    let jobs = c.get("/v1/jobs?queue=times").await;
+    let jobs = jobs.expect(200)["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    assert_eq!(jobs[0]["state"], "cancelled");
+    // Microseconds, and any offset, are taken everywhere.
+    for (field, use_) in &uses {
+        let (uri, body) = use_("2999-01-01T01:00:59.123456+01:00");
+        let method = if body.is_some() { "POST" } else { "GET" };
+        let a = c.call(method, &uri, Some(&c.admin.clone()), body).await;
+        assert!(a.status.is_success(), "{uri}: {}", a.body);
+        if uri == "/v1/jobs" {
+            let job = &a.body["job"];
+            assert_eq!(job[*field], "2999-01-01T00:00:59.123Z", "{job}");
+        }
+    }
+}
 
 async fn bad_input_is_refused(db: &TestDb) {
     let c = setup(db).await;
