@@ -153,7 +153,12 @@ async fn lifecycle_smoke() {
         .unwrap();
     assert!(done.now, "this report ended the attempt");
     let again = store
-        .complete("t", claimed[0].job.id, claimed[0].lease_token, None)
+        .complete(
+            "t",
+            claimed[0].job.id,
+            claimed[0].lease_token,
+            Some(&json!(7)),
+        )
         .await
         .unwrap();
     assert!(
@@ -183,7 +188,7 @@ async fn lifecycle_smoke() {
                 Completion {
                     id: claimed[0].job.id,
                     lease_token: claimed[0].lease_token,
-                    result: None,
+                    result: Some(json!(7)),
                 },
                 Completion {
                     id: Uuid::now_v7(),
