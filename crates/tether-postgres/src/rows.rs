@@ -2,7 +2,7 @@
 //! and the translation of sqlx errors into tether's.
 
 use serde_json::Value;
-use sqlx::postgres::PgRow;
+use sqlx::postgres::{PgDatabaseError, PgRow, PgSeverity};
 use sqlx::Row;
 use tether_core::schedule::RunOutcome;
 use tether_core::{
@@ -23,30 +23,63 @@ impl<T> Db<T> for std::result::Result<T, sqlx::Error> {
     }
 }
 
-/// Maps a driver error to tether's: anything that means "the database is not
-/// there right now", or "try again", is `Unavailable` (safe to retry); the
-/// rest is `Storage`.
+/// Maps a driver error to tether's: anything that means "the database
+/// cannot serve now", or "try again", is `Unavailable` (503, safe to
+/// retry, logged as a warning); the rest is `Storage` (500, an error).
 pub(crate) fn db_err(err: sqlx::Error) -> Error {
-    let unavailable = match &err {
+    if is_unavailable(&err) {
+        Error::Unavailable(Box::new(err))
+    } else {
+        Error::Storage(Box::new(err))
+    }
+}
+
+/// Whether `err` means the database cannot serve now (rather than that
+/// the statement is wrong):
+///
+/// - no connection: I/O and TLS failures, the pool timing out (sqlx
+///   retries a connect refused with 53300 too_many_connections or 57P03
+///   cannot_connect_now until its acquire timeout, then says
+///   `PoolTimedOut`), a closed pool;
+/// - an error the server sent at severity FATAL (or PANIC): the server
+///   ended the session, so the statement never ran or its connection is
+///   gone. Every refusal at connect is FATAL, whatever its SQLSTATE: 55000
+///   "database is not currently accepting connections" (`ALLOW_CONNECTIONS
+///   false`), 53300, 3D000 (the database is gone), 28xxx (the login is
+///   refused); so is a backend terminated under a session (57P01). The
+///   same SQLSTATE raised by a statement comes at severity ERROR and is
+///   judged by its code below: a 55000 of a statement (a lock not
+///   available, say) is not unavailability;
+/// - by SQLSTATE: class 08 (connection exception), class 53 (insufficient
+///   resources: too many connections, disk full, out of memory), 57P
+///   (shutdown, crash, cannot connect now, database dropped), class 40 (a
+///   deadlock or serialization failure rolled the statement back, and
+///   running it again is the remedy), and 25006 read_only_sql_transaction
+///   (a write reached a read-only server: a standby, after a failover).
+pub(crate) fn is_unavailable(err: &sqlx::Error) -> bool {
+    match err {
         sqlx::Error::Io(_)
         | sqlx::Error::Tls(_)
         | sqlx::Error::PoolTimedOut
         | sqlx::Error::PoolClosed
         | sqlx::Error::WorkerCrashed => true,
-        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
-            // Class 08: connection exception; 57P0x: the server is shutting
-            // down or starting up; class 40: a deadlock or serialization
-            // failure rolled the statement back, and running it again is
-            // the remedy.
-            code.starts_with("08") || code.starts_with("57P") || code.starts_with("40")
-        }),
+        sqlx::Error::Database(db) => {
+            let session_ended = db
+                .try_downcast_ref::<PgDatabaseError>()
+                .is_some_and(|e| matches!(e.severity(), PgSeverity::Fatal | PgSeverity::Panic));
+            session_ended || db.code().is_some_and(|code| unavailable_sqlstate(&code))
+        }
         _ => false,
-    };
-    if unavailable {
-        Error::Unavailable(Box::new(err))
-    } else {
-        Error::Storage(Box::new(err))
     }
+}
+
+/// The SQLSTATEs that mean "not now" whatever the severity they come with.
+fn unavailable_sqlstate(code: &str) -> bool {
+    code.starts_with("08")
+        || code.starts_with("53")
+        || code.starts_with("57P")
+        || code.starts_with("40")
+        || code == "25006"
 }
 
 /// Whether a driver error is a unique-constraint violation.
@@ -257,4 +290,86 @@ fn rate_limit(count: Option<i32>, period_ms: Option<i64>) -> Option<RateLimit> {
         count: count?,
         period_ms: period_ms?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use sqlx::error::{DatabaseError, ErrorKind};
+
+    use super::*;
+
+    /// A database error with only a SQLSTATE (as a driver other than
+    /// PostgreSQL's, or a test, makes one): judged by its code alone.
+    #[derive(Debug)]
+    struct Coded(&'static str);
+
+    impl std::fmt::Display for Coded {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "SQLSTATE {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Coded {}
+
+    impl DatabaseError for Coded {
+        fn message(&self) -> &str {
+            "coded"
+        }
+        fn code(&self) -> Option<Cow<'_, str>> {
+            Some(Cow::Borrowed(self.0))
+        }
+        fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+            self
+        }
+        fn kind(&self) -> ErrorKind {
+            ErrorKind::Other
+        }
+    }
+
+    fn code_of(sqlstate: &'static str) -> tether_core::ErrorCode {
+        db_err(sqlx::Error::Database(Box::new(Coded(sqlstate)))).code()
+    }
+
+    #[test]
+    fn database_errors_that_mean_not_now_are_unavailable() {
+        use tether_core::ErrorCode::{Internal, Unavailable};
+        for (sqlstate, code) in [
+            ("53300", Unavailable), // too_many_connections
+            ("53000", Unavailable), // insufficient_resources
+            ("53100", Unavailable), // disk_full
+            ("53200", Unavailable), // out_of_memory
+            ("25006", Unavailable), // read_only_sql_transaction
+            ("57P01", Unavailable), // admin_shutdown
+            ("57P03", Unavailable), // cannot_connect_now
+            ("57P04", Unavailable), // database_dropped
+            ("08006", Unavailable), // connection_failure
+            ("40001", Unavailable), // serialization_failure
+            ("40P01", Unavailable), // deadlock_detected
+            // A statement's own errors (severity ERROR): not unavailability.
+            ("55000", Internal), // object_not_in_prerequisite_state
+            ("55P03", Internal), // lock_not_available
+            ("57014", Internal), // query_canceled
+            ("25001", Internal), // active_sql_transaction
+            ("42P01", Internal), // undefined_table
+            ("23505", Internal), // unique_violation
+        ] {
+            assert_eq!(code_of(sqlstate), code, "SQLSTATE {sqlstate}");
+        }
+        for e in [
+            sqlx::Error::PoolTimedOut,
+            sqlx::Error::PoolClosed,
+            sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)),
+        ] {
+            assert_eq!(db_err(e).code(), Unavailable);
+        }
+        assert_eq!(db_err(sqlx::Error::RowNotFound).code(), Internal);
+    }
 }

@@ -25,6 +25,25 @@ impl Server {
             data_dir,
             extra,
             env,
+            Stdio::inherit(),
+        )
+    }
+
+    /// Like [`Server::start`], with the server's stderr (its log) written
+    /// to the file `log` instead of the test's.
+    pub fn start_logging_to(
+        data_dir: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        log: &Path,
+    ) -> Server {
+        let file = std::fs::File::create(log).expect("create the log file");
+        Server::spawn(
+            Command::new(env!("CARGO_BIN_EXE_tether")),
+            data_dir,
+            extra,
+            env,
+            Stdio::from(file),
         )
     }
 
@@ -34,7 +53,7 @@ impl Server {
         cmd.arg("-c")
             .arg(format!("ulimit -n {open_files} && exec \"$0\" \"$@\""))
             .arg(env!("CARGO_BIN_EXE_tether"));
-        Server::spawn(cmd, data_dir, extra, &[])
+        Server::spawn(cmd, data_dir, extra, &[], Stdio::inherit())
     }
 
     /// Starts `tether serve` with no option on its command line: every
@@ -46,24 +65,34 @@ impl Server {
         Server::until_banner(cmd, env)
     }
 
-    fn spawn(mut cmd: Command, data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
+    fn spawn(
+        mut cmd: Command,
+        data_dir: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        stderr: Stdio,
+    ) -> Server {
         cmd.arg("serve")
             .arg("--listen")
             .arg("127.0.0.1:0")
             .arg("--data-dir")
             .arg(data_dir)
             .args(extra);
-        Server::until_banner(cmd, env)
+        Server::until_banner_with(cmd, env, stderr)
     }
 
     /// Runs `cmd` (a `tether serve`) and waits for its banner.
-    fn until_banner(mut cmd: Command, env: &[(&str, &str)]) -> Server {
+    fn until_banner(cmd: Command, env: &[(&str, &str)]) -> Server {
+        Server::until_banner_with(cmd, env, Stdio::inherit())
+    }
+
+    fn until_banner_with(mut cmd: Command, env: &[(&str, &str)], stderr: Stdio) -> Server {
         cmd.env_remove("TETHER_ADMIN_KEY")
             .env_remove("TETHER_SERVER_SECRET")
             .env_remove("TETHER_DATABASE_URL")
             .env("TETHER_LOG", "warn")
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .stderr(stderr);
         for (k, v) in env {
             cmd.env(k, v);
         }
