@@ -11,6 +11,7 @@ mod queues;
 mod schedules;
 mod smoke;
 mod tenants;
+mod terminal;
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;

@@ -337,3 +337,65 @@ async fn schedules_add_replace_creates_or_replaces_by_name() {
         "{help}"
     );
 }
+
+/// A cron expression or time zone holding anything but printable ASCII (a
+/// carriage return, a vertical tab, U+0085, an escape) is refused by the
+/// schedule routes, create and update, as a 400 `invalid_argument` naming
+/// the field, and changes nothing; the command exits 1 with the message.
+#[tokio::test]
+async fn cron_text_outside_printable_ascii_is_refused() {
+    let s = Setup::sqlite("cli-sched-ascii");
+    let url = s.server().url("/v1/schedules");
+    for (cron, timezone, field) in [
+        ("0 3 * * *\r", "UTC", "cron"),
+        ("0\u{b}3 * * *", "UTC", "cron"),
+        ("0 3 * * *\u{85}", "UTC", "cron"),
+        ("0 3 * * *\u{1b}[2J", "UTC", "cron"),
+        ("0 3 * * *", "UTC\r", "timezone"),
+    ] {
+        let body =
+            json!({"name": "n", "cron": cron, "timezone": timezone, "queue": "q", "kind": "k"});
+        let (status, answer) = call(Method::POST, &url, &s.key, Some(body)).await;
+        assert_eq!(status, 400, "{cron:?} {timezone:?}: {answer}");
+        assert_eq!(answer["error"]["code"], "invalid_argument");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with(&format!("invalid {field}: must be printable ASCII")),
+            "{message}"
+        );
+    }
+    let (_, listed) = s.get("/v1/schedules").await;
+    assert_eq!(listed["schedules"], json!([]), "nothing was created");
+
+    let created = s
+        .cli(&["schedules", "add", "n", "0 3 * * *", "q", "k", "--json"])
+        .ok()
+        .json();
+    let id = created["schedule"]["id"].as_str().unwrap().to_owned();
+    let (status, answer) = call(
+        Method::PATCH,
+        &format!("{url}/{id}"),
+        &s.key,
+        Some(json!({"cron": "0 4 * * *\r"})),
+    )
+    .await;
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(answer["error"]["code"], "invalid_argument");
+    let refused = s
+        .cli(&["schedules", "edit", "n", "--timezone", "UTC\u{85}"])
+        .expect(1);
+    assert!(
+        refused
+            .stderr
+            .starts_with("error: invalid_argument: invalid timezone: must be printable ASCII"),
+        "{}",
+        refused.stderr
+    );
+    let (_, now) = s.get(&format!("/v1/schedules/{id}")).await;
+    for field in ["cron", "timezone", "updated_at"] {
+        assert_eq!(
+            now["schedule"][field], created["schedule"][field],
+            "a refused update changes nothing: {now}"
+        );
+    }
+}
