@@ -571,6 +571,7 @@ macro_rules! behaviour_suite {
                 replicas_starting_at_once_agree_on_the_operator_key,
                 the_first_server_secret_is_kept,
                 key_use_is_recorded_at_most_once_per_interval,
+                suspended_tenants_authenticate_and_fire_nothing,
             }
             operators {
                 workers_are_read_from_running_jobs,

@@ -9,7 +9,7 @@ use crate::counters;
 use crate::cron::CronSchedule;
 use crate::error::{Error, Result};
 use crate::keys::{
-    ApiKeyInfo, ApiKeySecret, OperatorKeySetup, ServerSecret, Tenant, DEFAULT_TENANT,
+    ApiKeyInfo, ApiKeySecret, OperatorKeySetup, ServerSecret, Tenant, TenantStatus, DEFAULT_TENANT,
     KEY_USE_INTERVAL_MS,
 };
 use crate::lifecycle;
@@ -524,6 +524,82 @@ impl Engine {
         }
     }
 
+    /// Every tenant, by name, with its standing.
+    pub async fn tenant_statuses(&self) -> Result<Vec<TenantStatus>> {
+        let suspended: HashMap<Uuid, DateTime<Utc>> =
+            self.store.suspended_tenants().await?.into_iter().collect();
+        Ok(self
+            .store
+            .list_tenants()
+            .await?
+            .into_iter()
+            .map(|tenant| TenantStatus {
+                suspended_at: suspended.get(&tenant.id).copied(),
+                tenant,
+            })
+            .collect())
+    }
+
+    /// [`Engine::find_tenant`] with the tenant's standing.
+    pub async fn find_tenant_status(&self, name_or_id: &str) -> Result<TenantStatus> {
+        let tenant = self.find_tenant(name_or_id).await?;
+        let suspended_at = self
+            .store
+            .suspended_tenants()
+            .await?
+            .into_iter()
+            .find_map(|(id, at)| (id == tenant.id).then_some(at));
+        Ok(TenantStatus {
+            tenant,
+            suspended_at,
+        })
+    }
+
+    /// Suspends tenant `id`: from now on its keys authenticate nothing
+    /// ([`Error::TenantSuspended`], 403) and its schedules do not fire; its
+    /// jobs, queues, schedules and keys stay. The [`DEFAULT_TENANT`] holds
+    /// the operator's admin keys and cannot be suspended (`Invalid`).
+    /// Suspending a suspended tenant changes nothing.
+    pub async fn suspend_tenant(&self, id: Uuid) -> Result<TenantStatus> {
+        let tenant = self.store.get_tenant(id).await?;
+        if tenant.name == DEFAULT_TENANT {
+            return Err(Error::invalid(
+                "tenant_id",
+                format!(
+                    "the {DEFAULT_TENANT:?} tenant holds the operator's admin keys and \
+                     cannot be suspended"
+                ),
+            ));
+        }
+        self.store.suspend_tenant(id).await
+    }
+
+    /// Resumes a suspended tenant: its keys work again and its enabled
+    /// schedules fire from their first instant after now (the instants of
+    /// the suspension are not made up, as when a schedule is enabled
+    /// again). Resuming an active tenant changes nothing.
+    pub async fn resume_tenant(&self, id: Uuid) -> Result<TenantStatus> {
+        let tenant = self.store.get_tenant(id).await?;
+        let mut next_runs = Vec::new();
+        for s in self.store.list_schedules(&tenant.name).await? {
+            if !s.spec.enabled {
+                continue;
+            }
+            // A stored definition that no longer parses cannot fire: it
+            // keeps no next run, as the scheduler would leave it.
+            let Ok(cron) = CronSchedule::parse(&s.spec.cron, &s.spec.timezone) else {
+                next_runs.push((s.id, None));
+                continue;
+            };
+            let next = Self::first_run(&s.spec, &cron).and_then(|next| match s.last_run_at {
+                Some(last) if next <= last => cron.next_after(last),
+                _ => Some(next),
+            });
+            next_runs.push((s.id, next));
+        }
+        self.store.resume_tenant(id, &next_runs).await
+    }
+
     /// The tenant named `name`, created if missing (e.g. `default` at start);
     /// a new name follows [`validate::tenant_name`].
     pub async fn ensure_tenant(&self, name: &str) -> Result<Tenant> {
@@ -609,7 +685,11 @@ impl Engine {
 
     /// A key by id with its stored hash (revoked keys included).
     pub async fn find_api_key(&self, key_id: Uuid) -> Result<Option<(ApiKeyInfo, [u8; 32])>> {
-        self.store.find_api_key(key_id).await
+        Ok(self
+            .store
+            .find_api_key(key_id)
+            .await?
+            .map(|k| (k.info, k.hash)))
     }
 
     /// Revokes a key; it authenticates nothing from now on.
@@ -625,7 +705,8 @@ impl Engine {
     /// The key's info if `key` is a well-formed, known, unrevoked key whose
     /// secret matches (compared in constant time); else `Unauthenticated`,
     /// without saying why. (The hashing is done while parsing, before the
-    /// lookup, so an unknown id is not told apart by timing.)
+    /// lookup, so an unknown id is not told apart by timing.) A valid key
+    /// of a suspended tenant is [`Error::TenantSuspended`].
     ///
     /// It writes nothing: the caller records the use with
     /// [`Engine::record_key_use`] when [`ApiKeyInfo::use_is_due`].
@@ -634,7 +715,12 @@ impl Engine {
             return Err(Error::Unauthenticated);
         };
         match self.store.find_api_key(key_id).await? {
-            Some((info, hash)) if secret.verify(&hash) && !info.is_revoked() => Ok(info),
+            Some(k) if secret.verify(&k.hash) && !k.info.is_revoked() => {
+                if k.tenant_suspended_at.is_some() {
+                    return Err(Error::tenant_suspended(&k.info.tenant));
+                }
+                Ok(k.info)
+            }
             Some(_) | None => Err(Error::Unauthenticated),
         }
     }

@@ -49,7 +49,7 @@ error_codes! {
     Unauthenticated = "unauthenticated", 401,
         "the `Authorization: Bearer` key is missing, unknown or revoked";
     PermissionDenied = "permission_denied", 403,
-        "the route needs an admin key";
+        "the route needs an admin key, or the key's tenant is suspended (the message says which)";
     NotFound = "not_found", 404,
         "no such job, schedule, tenant or key in this tenant, or no such route";
     MethodNotAllowed = "method_not_allowed", 405,
@@ -143,6 +143,10 @@ pub enum Error {
     /// nothing about which.
     #[error("missing, unknown or revoked API key")]
     Unauthenticated,
+    /// A valid key of a suspended tenant (named here), or an admin's write
+    /// for one: nothing happens until an admin resumes the tenant.
+    #[error("tenant {0:?} is suspended: {1}")]
+    TenantSuspended(String, &'static str),
     /// The lease token no longer owns the job: another owner took it over, or
     /// the job already left `running`. Nothing was changed.
     #[error("lease lost on job {0}: the token no longer owns the job")]
@@ -199,6 +203,7 @@ impl Error {
             Error::JobNotFound(_) | Error::NotFound(_) => ErrorCode::NotFound,
             Error::AlreadyExists(_) => ErrorCode::AlreadyExists,
             Error::Unauthenticated => ErrorCode::Unauthenticated,
+            Error::TenantSuspended(..) => ErrorCode::PermissionDenied,
             Error::LeaseLost(_) | Error::NamedLeaseLost(_) => ErrorCode::LeaseLost,
             Error::InvalidState { .. } | Error::Conflict(_) | Error::LimitReached { .. } => {
                 ErrorCode::InvalidState
@@ -235,6 +240,23 @@ impl Error {
     /// A tenant with this name exists already.
     pub fn tenant_name_taken(name: &str) -> Self {
         Error::AlreadyExists(format!("tenant {name:?}"))
+    }
+
+    /// A valid key of the suspended tenant `tenant`.
+    pub fn tenant_suspended(tenant: &str) -> Self {
+        Error::TenantSuspended(
+            tenant.to_owned(),
+            "its keys act for nothing until an admin resumes it",
+        )
+    }
+
+    /// An admin's write for the suspended tenant `tenant`.
+    pub fn tenant_suspended_read_only(tenant: &str) -> Self {
+        Error::TenantSuspended(
+            tenant.to_owned(),
+            "an admin acting for it may only read (GET); resume it first \
+             (POST /v1/tenants/{tenant_id}/resume)",
+        )
     }
 
     /// No API key with this id.

@@ -280,8 +280,37 @@ macro_rules! forward_store {
             async fn find_api_key(
                 &self,
                 key_id: $crate::__forward::Uuid,
-            ) -> $crate::Result<Option<($crate::ApiKeyInfo, [u8; 32])>> {
+            ) -> $crate::Result<Option<$crate::keys::StoredKey>> {
                 tenants::find_api_key(self, key_id).await
+            }
+
+            async fn suspend_tenant(
+                &self,
+                id: $crate::__forward::Uuid,
+            ) -> $crate::Result<$crate::keys::TenantStatus> {
+                tenants::suspend_tenant(self, id).await
+            }
+
+            async fn resume_tenant(
+                &self,
+                id: $crate::__forward::Uuid,
+                next_runs: &[(
+                    $crate::__forward::Uuid,
+                    Option<$crate::__forward::DateTime<$crate::__forward::Utc>>,
+                )],
+            ) -> $crate::Result<$crate::keys::TenantStatus> {
+                tenants::resume_tenant(self, id, next_runs).await
+            }
+
+            async fn suspended_tenants(
+                &self,
+            ) -> $crate::Result<
+                Vec<(
+                    $crate::__forward::Uuid,
+                    $crate::__forward::DateTime<$crate::__forward::Utc>,
+                )>,
+            > {
+                tenants::suspended_tenants(self).await
             }
 
             async fn revoke_api_key(&self, key_id: $crate::__forward::Uuid) -> $crate::Result<()> {

@@ -63,6 +63,37 @@ pub struct Tenant {
     pub created_at: DateTime<Utc>,
 }
 
+/// A tenant and its standing: whether an admin suspended it. While it is
+/// suspended its keys authenticate nothing, its schedules do not fire, and
+/// an admin acting for it may only read (see `docs/API.md`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TenantStatus {
+    /// The tenant.
+    #[serde(flatten)]
+    pub tenant: Tenant,
+    /// When it was suspended (database clock); `None` while it is active.
+    pub suspended_at: Option<DateTime<Utc>>,
+}
+
+impl TenantStatus {
+    /// Whether it is suspended.
+    pub fn is_suspended(&self) -> bool {
+        self.suspended_at.is_some()
+    }
+}
+
+/// A stored key as authentication reads it: its info, the hash of its
+/// secret, and whether its tenant is suspended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredKey {
+    /// The key.
+    pub info: ApiKeyInfo,
+    /// The SHA-256 of its secret (an HMAC for operator keys).
+    pub hash: [u8; 32],
+    /// When its tenant was suspended; `None` while the tenant is active.
+    pub tenant_suspended_at: Option<DateTime<Utc>>,
+}
+
 /// What is known about an API key, without its secret or hash.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApiKeyInfo {

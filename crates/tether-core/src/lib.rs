@@ -28,7 +28,10 @@ pub use engine::{Engine, AGGREGATE_READS, MAX_LISTED_RUNS, MAX_PREVIEW, SCHEDULE
 pub use error::{Error, ErrorCode, Result};
 #[doc(hidden)]
 pub use forward::__forward;
-pub use keys::{ApiKeyInfo, ApiKeySecret, OperatorKeySetup, ServerSecret, Tenant, DEFAULT_TENANT};
+pub use keys::{
+    ApiKeyInfo, ApiKeySecret, OperatorKeySetup, ServerSecret, StoredKey, Tenant, TenantStatus,
+    DEFAULT_TENANT,
+};
 pub use model::*;
 pub use schedule::{
     FireReport, Overlap, RunOutcome, Schedule, SchedulePatch, ScheduleRun, ScheduleSpec,

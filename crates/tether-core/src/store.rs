@@ -8,7 +8,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
-use crate::keys::{ApiKeyInfo, OperatorKeySetup, Tenant};
+use crate::keys::{ApiKeyInfo, OperatorKeySetup, StoredKey, Tenant, TenantStatus};
 use crate::model::{
     BulkReplayed, ClaimRequest, ClaimedJob, Completed, Completion, Enqueued, EventCursor,
     EventPage, Failure, Heartbeat, HeartbeatAck, Job, JobFilter, JobPage, Lease, LeaseToken,
@@ -235,9 +235,30 @@ pub trait Store: Send + Sync + 'static {
         hash: [u8; 32],
     ) -> Result<ApiKeyInfo>;
 
-    /// A key by id with its stored hash; revoked keys are returned too (with
-    /// `revoked_at` set): refusing them is the caller's job.
-    async fn find_api_key(&self, key_id: Uuid) -> Result<Option<(ApiKeyInfo, [u8; 32])>>;
+    /// A key by id with its stored hash and its tenant's suspension;
+    /// revoked keys are returned too (with `revoked_at` set): refusing
+    /// them is the caller's job.
+    async fn find_api_key(&self, key_id: Uuid) -> Result<Option<StoredKey>>;
+
+    /// Suspends tenant `id` (a suspended one keeps its first instant): sets
+    /// `suspended_at` and clears the `next_run_at` of the tenant's
+    /// schedules, in one transaction, so that none fires until
+    /// [`Store::resume_tenant`]. `NotFound` if there is no such tenant.
+    async fn suspend_tenant(&self, id: Uuid) -> Result<TenantStatus>;
+
+    /// Resumes tenant `id` if it is suspended: sets the `next_run_at` of
+    /// each schedule in `next_runs` (of that tenant and enabled; computed by
+    /// the engine from now) and clears `suspended_at`, in one transaction.
+    /// A tenant that is not suspended is answered as it stands and its
+    /// schedules are left alone. `NotFound` if there is no such tenant.
+    async fn resume_tenant(
+        &self,
+        id: Uuid,
+        next_runs: &[(Uuid, Option<DateTime<Utc>>)],
+    ) -> Result<TenantStatus>;
+
+    /// Every suspended tenant's id and when it was suspended.
+    async fn suspended_tenants(&self) -> Result<Vec<(Uuid, DateTime<Utc>)>>;
 
     /// Revokes a key at once; `NotFound` if there is none. Revoking a
     /// revoked key changes nothing (the first `revoked_at` stays).

@@ -65,6 +65,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "report_digest",
         include_str!("../migrations/0010_report_digest.sql"),
     ),
+    (
+        11,
+        "tenant_suspension",
+        include_str!("../migrations/0011_tenant_suspension.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.

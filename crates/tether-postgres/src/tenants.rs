@@ -1,15 +1,19 @@
 //! Tenants, their API keys (stored as hashes), the operator key and the
 //! server-secret check.
 
-use tether_core::keys::OPERATOR_KEY_NAME;
+use chrono::{DateTime, Utc};
+use sqlx::postgres::PgRow;
+use sqlx::Row;
+use tether_core::keys::{StoredKey, TenantStatus, OPERATOR_KEY_NAME};
 use tether_core::{ApiKeyInfo, Error, OperatorKeySetup, Result, Tenant, DEFAULT_TENANT};
 use uuid::Uuid;
 
 use crate::rows::{self, Db};
 use crate::sql::tenants::{
     CREATE_API_KEY, CREATE_TENANT, ENSURE_TENANT, FIND_API_KEY, GET_TENANT, INSERT_OPERATOR_KEY,
-    LIST_API_KEYS, LIST_TENANTS, LOCK_OPERATOR_KEYS, READ_SERVER_SECRET_CHECK,
-    RECORD_SERVER_SECRET_CHECK, REVOKE_API_KEY, REVOKE_OTHER_OPERATOR_KEYS, TOUCH_API_KEY,
+    LIST_API_KEYS, LIST_TENANTS, LOCK_OPERATOR_KEYS, LOCK_TENANT, READ_SERVER_SECRET_CHECK,
+    RECORD_SERVER_SECRET_CHECK, RESUME_SCHEDULES, RESUME_TENANT, REVOKE_API_KEY,
+    REVOKE_OTHER_OPERATOR_KEYS, SUSPENDED_TENANTS, SUSPEND_TENANT, TOUCH_API_KEY,
 };
 use crate::PgStore;
 
@@ -76,10 +80,7 @@ pub(crate) async fn create_api_key(
     }
 }
 
-pub(crate) async fn find_api_key(
-    store: &PgStore,
-    key_id: Uuid,
-) -> Result<Option<(ApiKeyInfo, [u8; 32])>> {
+pub(crate) async fn find_api_key(store: &PgStore, key_id: Uuid) -> Result<Option<StoredKey>> {
     let row = sqlx::query(FIND_API_KEY)
         .bind(key_id)
         .fetch_optional(&store.db)
@@ -91,7 +92,74 @@ pub(crate) async fn find_api_key(
     let info = rows::api_key(&row)
         .db()?
         .ok_or_else(|| rows::corrupt("api key row without id"))?;
-    Ok(Some((info, rows::key_hash(&row)?)))
+    Ok(Some(StoredKey {
+        info,
+        hash: rows::key_hash(&row)?,
+        tenant_suspended_at: row.try_get("tenant_suspended_at").db()?,
+    }))
+}
+
+/// A tenant with its standing, from `id, name, created_at, suspended_at`.
+fn tenant_status(row: &PgRow) -> Result<TenantStatus, sqlx::Error> {
+    Ok(TenantStatus {
+        tenant: rows::tenant(row)?,
+        suspended_at: row.try_get("suspended_at")?,
+    })
+}
+
+pub(crate) async fn suspend_tenant(store: &PgStore, id: Uuid) -> Result<TenantStatus> {
+    sqlx::query(SUSPEND_TENANT)
+        .bind(id)
+        .try_map(|row| tenant_status(&row))
+        .fetch_optional(&store.db)
+        .await
+        .db()?
+        .ok_or_else(|| Error::tenant_not_found(id))
+}
+
+pub(crate) async fn resume_tenant(
+    store: &PgStore,
+    id: Uuid,
+    next_runs: &[(Uuid, Option<DateTime<Utc>>)],
+) -> Result<TenantStatus> {
+    let mut tx = store.begin().await?;
+    let current = sqlx::query(LOCK_TENANT)
+        .bind(id)
+        .try_map(|row| tenant_status(&row))
+        .fetch_optional(&mut tx.conn())
+        .await
+        .db()?;
+    let Some(current) = current else {
+        tx.rollback().await.db()?;
+        return Err(Error::tenant_not_found(id));
+    };
+    if !current.is_suspended() {
+        tx.rollback().await.db()?;
+        return Ok(current);
+    }
+    let (ids, next): (Vec<Uuid>, Vec<Option<DateTime<Utc>>>) = next_runs.iter().copied().unzip();
+    sqlx::query(RESUME_SCHEDULES)
+        .bind(&current.tenant.name)
+        .bind(&ids)
+        .bind(&next)
+        .execute(&mut tx.conn())
+        .await
+        .db()?;
+    let resumed = sqlx::query(RESUME_TENANT)
+        .bind(id)
+        .try_map(|row| tenant_status(&row))
+        .fetch_one(&mut tx.conn())
+        .await
+        .db()?;
+    tx.commit().await.db()?;
+    Ok(resumed)
+}
+
+pub(crate) async fn suspended_tenants(store: &PgStore) -> Result<Vec<(Uuid, DateTime<Utc>)>> {
+    sqlx::query_as(SUSPENDED_TENANTS)
+        .fetch_all(&store.db)
+        .await
+        .db()
 }
 
 pub(crate) async fn revoke_api_key(store: &PgStore, key_id: Uuid) -> Result<()> {

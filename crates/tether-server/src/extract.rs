@@ -184,7 +184,10 @@ impl FromRequestParts<AppState> for Caller {
         let targets: Vec<&axum::http::HeaderValue> =
             parts.headers.get_all(TENANT_HEADER).iter().collect();
         if !targets.is_empty() {
-            act_for(state, &mut info, &targets).await?;
+            let suspended = act_for(state, &mut info, &targets).await?;
+            if suspended && !reads_only(&parts.method, parts.uri.path()) {
+                return Err(Error::tenant_suspended_read_only(&info.tenant).into());
+            }
         }
         if let Some(request) = parts.extensions.get::<RequestContext>() {
             request.set_tenant(&info.tenant);
@@ -193,6 +196,16 @@ impl FromRequestParts<AppState> for Caller {
         parts.extensions.insert(caller.clone());
         Ok(caller)
     }
+}
+
+/// Whether a request acting for a suspended tenant leaves it as it is: a
+/// read, or an admin route (tenants and keys), which is about no tenant's
+/// data and takes no part in acting for one (resuming the tenant is one).
+fn reads_only(method: &axum::http::Method, path: &str) -> bool {
+    use axum::http::Method;
+    matches!(*method, Method::GET | Method::HEAD)
+        || path.starts_with("/v1/tenants")
+        || path.starts_with("/v1/keys")
 }
 
 /// The header with which an admin key acts for another tenant (its name or
@@ -207,12 +220,13 @@ pub const TENANT_HEADER: &str = "x-tether-tenant";
 /// an unknown tenant is 404. More than one header, or one value listing
 /// several (a proxy may join repeated headers with commas), is 400: which
 /// one counts would depend on who reads the request (this server took the
-/// first, a proxy in front may take the last).
+/// first, a proxy in front may take the last). Answers whether that tenant
+/// is suspended.
 async fn act_for(
     state: &AppState,
     info: &mut ApiKeyInfo,
     targets: &[&axum::http::HeaderValue],
-) -> Result<(), ApiError> {
+) -> Result<bool, ApiError> {
     if !info.admin {
         return Err(ApiError::permission_denied(format!(
             "only an admin key may act for another tenant ({TENANT_HEADER})"
@@ -239,10 +253,11 @@ async fn act_for(
             "{TENANT_HEADER} must name one tenant, got a list: {target:?}"
         )));
     }
-    let tenant = state.engine.find_tenant(target).await?;
-    info.tenant_id = tenant.id;
-    info.tenant = tenant.name;
-    Ok(())
+    let status = state.engine.find_tenant_status(target).await?;
+    let suspended = status.is_suspended();
+    info.tenant_id = status.tenant.id;
+    info.tenant = status.tenant.name;
+    Ok(suspended)
 }
 
 /// Records that a key authenticated a request, off the request's path: the

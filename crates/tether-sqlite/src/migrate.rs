@@ -68,6 +68,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "report_digest",
         sql: include_str!("../migrations/0008_report_digest.sql"),
     },
+    Migration {
+        version: 9,
+        name: "tenant_suspension",
+        sql: include_str!("../migrations/0009_tenant_suspension.sql"),
+    },
 ];
 
 /// The newest schema version this build knows.

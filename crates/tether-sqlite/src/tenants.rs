@@ -1,15 +1,19 @@
 //! Tenants, their API keys (stored as hashes), the operator key and the
 //! server-secret check.
 
-use tether_core::keys::OPERATOR_KEY_NAME;
+use chrono::{DateTime, Utc};
+use sqlx::sqlite::SqliteRow;
+use sqlx::Row;
+use tether_core::keys::{StoredKey, TenantStatus, OPERATOR_KEY_NAME};
 use tether_core::{ApiKeyInfo, Error, OperatorKeySetup, Result, Tenant, DEFAULT_TENANT};
 use uuid::Uuid;
 
 use crate::rows::{self, Db};
 use crate::sql::tenants::{
-    CREATE_TENANT, FIND_API_KEY, GET_TENANT, INSERT_API_KEY, INSERT_OPERATOR_KEY, LIST_API_KEYS,
-    LIST_TENANTS, READ_SERVER_SECRET_CHECK, RECORD_SERVER_SECRET_CHECK, REVOKE_API_KEY,
-    REVOKE_OTHER_OPERATOR_KEYS, TENANT_BY_NAME, TOUCH_API_KEY,
+    CLEAR_NEXT_RUNS, CREATE_TENANT, FIND_API_KEY, GET_TENANT, INSERT_API_KEY, INSERT_OPERATOR_KEY,
+    LIST_API_KEYS, LIST_TENANTS, READ_SERVER_SECRET_CHECK, RECORD_SERVER_SECRET_CHECK,
+    RESUME_SCHEDULES, RESUME_TENANT, REVOKE_API_KEY, REVOKE_OTHER_OPERATOR_KEYS, SUSPENDED_TENANTS,
+    SUSPEND_TENANT, TENANT_BY_NAME, TENANT_STATUS, TOUCH_API_KEY,
 };
 use crate::SqliteStore;
 
@@ -105,10 +109,7 @@ pub(crate) async fn create_api_key(
     Ok(info)
 }
 
-pub(crate) async fn find_api_key(
-    store: &SqliteStore,
-    key_id: Uuid,
-) -> Result<Option<(ApiKeyInfo, [u8; 32])>> {
+pub(crate) async fn find_api_key(store: &SqliteStore, key_id: Uuid) -> Result<Option<StoredKey>> {
     let mut conn = store.reader.acquire().await.db()?;
     let row = sqlx::query(FIND_API_KEY)
         .bind(key_id.to_string())
@@ -119,7 +120,100 @@ pub(crate) async fn find_api_key(
         return Ok(None);
     };
     let info = rows::api_key(&row)?.ok_or_else(|| rows::corrupt("api key row without id"))?;
-    Ok(Some((info, rows::key_hash(&row)?)))
+    Ok(Some(StoredKey {
+        info,
+        hash: rows::key_hash(&row)?,
+        tenant_suspended_at: rows::opt_ts(row.try_get("tenant_suspended_at").db()?)?,
+    }))
+}
+
+/// A tenant with its standing, from `id, name, created_at, suspended_at`.
+fn tenant_status(row: &SqliteRow) -> Result<TenantStatus> {
+    Ok(TenantStatus {
+        tenant: rows::tenant(row)?,
+        suspended_at: rows::opt_ts(row.try_get("suspended_at").db()?)?,
+    })
+}
+
+/// Tenant `id` with its standing, read in the write transaction `tx`.
+async fn status_in(tx: &mut crate::Tx, id: Uuid) -> Result<Option<TenantStatus>> {
+    let row = sqlx::query(TENANT_STATUS)
+        .bind(id.to_string())
+        .fetch_optional(&mut **tx)
+        .await
+        .db()?;
+    row.as_ref().map(tenant_status).transpose()
+}
+
+pub(crate) async fn suspend_tenant(store: &SqliteStore, id: Uuid) -> Result<TenantStatus> {
+    let mut tx = store.begin().await?;
+    let Some(current) = status_in(&mut tx, id).await? else {
+        SqliteStore::finish_unchanged(tx).await?;
+        return Err(Error::tenant_not_found(id));
+    };
+    sqlx::query(SUSPEND_TENANT)
+        .bind(id.to_string())
+        .execute(&mut *tx)
+        .await
+        .db()?;
+    sqlx::query(CLEAR_NEXT_RUNS)
+        .bind(&current.tenant.name)
+        .execute(&mut *tx)
+        .await
+        .db()?;
+    let suspended = status_in(&mut tx, id)
+        .await?
+        .ok_or_else(|| rows::corrupt("a suspended tenant vanished"))?;
+    tx.commit().await.db()?;
+    Ok(suspended)
+}
+
+pub(crate) async fn resume_tenant(
+    store: &SqliteStore,
+    id: Uuid,
+    next_runs: &[(Uuid, Option<DateTime<Utc>>)],
+) -> Result<TenantStatus> {
+    let mut tx = store.begin().await?;
+    let Some(current) = status_in(&mut tx, id).await? else {
+        SqliteStore::finish_unchanged(tx).await?;
+        return Err(Error::tenant_not_found(id));
+    };
+    if !current.is_suspended() {
+        SqliteStore::finish_unchanged(tx).await?;
+        return Ok(current);
+    }
+    let runs: Vec<serde_json::Value> = next_runs
+        .iter()
+        .map(|(id, next)| serde_json::json!([id.to_string(), next.map(|t| t.timestamp_millis())]))
+        .collect();
+    sqlx::query(RESUME_SCHEDULES)
+        .bind(&current.tenant.name)
+        .bind(serde_json::Value::Array(runs).to_string())
+        .execute(&mut *tx)
+        .await
+        .db()?;
+    sqlx::query(RESUME_TENANT)
+        .bind(id.to_string())
+        .execute(&mut *tx)
+        .await
+        .db()?;
+    let resumed = status_in(&mut tx, id)
+        .await?
+        .ok_or_else(|| rows::corrupt("a resumed tenant vanished"))?;
+    tx.commit().await.db()?;
+    Ok(resumed)
+}
+
+pub(crate) async fn suspended_tenants(store: &SqliteStore) -> Result<Vec<(Uuid, DateTime<Utc>)>> {
+    let mut conn = store.reader.acquire().await.db()?;
+    let found: Vec<(String, i64)> = sqlx::query_as(SUSPENDED_TENANTS)
+        .fetch_all(&mut *conn)
+        .await
+        .db()?;
+    found
+        .into_iter()
+        .map(|(id, at)| Ok((rows::uuid(&id)?, rows::ts(at)?)))
+        .collect()
 }
 
 pub(crate) async fn revoke_api_key(store: &SqliteStore, key_id: Uuid) -> Result<()> {

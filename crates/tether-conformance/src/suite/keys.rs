@@ -6,7 +6,10 @@
 
 use chrono::Utc;
 use sha2::{Digest, Sha256};
-use tether_core::{ApiKeyInfo, ApiKeySecret, Engine, Error, ServerSecret, Tenant, DEFAULT_TENANT};
+use tether_core::{
+    ApiKeyInfo, ApiKeySecret, Engine, Error, JobFilter, ScheduleSpec, ServerSecret, Tenant,
+    DEFAULT_TENANT,
+};
 use uuid::Uuid;
 
 use super::support::*;
@@ -520,4 +523,104 @@ pub async fn key_use_is_recorded_at_most_once_per_interval(db: &TestDb) {
     let (found, _) = ok(db.engine.find_api_key(other.id).await).unwrap();
     assert_eq!(found.last_used_at, None);
     assert!(!ok(db.engine.record_key_use(Uuid::new_v4()).await));
+}
+
+/// A suspended tenant: its valid keys are `TenantSuspended` (403
+/// `permission_denied`), and its schedules do not fire, not even one made
+/// while it is suspended, while another tenant's do. Resuming it makes its
+/// keys work and its schedules fire from the first instant after the
+/// resume (the suspended instants are not made up). The default tenant
+/// cannot be suspended; an unknown one is `not_found`; suspending twice
+/// keeps the first instant, and resuming an active tenant changes nothing.
+pub async fn suspended_tenants_authenticate_and_fire_nothing(db: &TestDb) {
+    let e = &db.engine;
+    let default = ok(e.ensure_tenant(DEFAULT_TENANT).await);
+    let acme = tenant(db, "acme").await;
+    let beta = tenant(db, "beta").await;
+    let (_, acme_key) = issue(db, &acme, None, false).await;
+    let every_second = |name: &str| ScheduleSpec::new(name, "* * * * * *", "ticks", "tick");
+    let a = ok(e.create_schedule("acme", &every_second("a")).await);
+    ok(e.create_schedule("beta", &every_second("b")).await);
+
+    let suspended = ok(e.suspend_tenant(acme.id).await);
+    assert_eq!(suspended.tenant, acme);
+    assert!(suspended.is_suspended());
+    let again = ok(e.suspend_tenant(acme.id).await);
+    assert_eq!(
+        again.suspended_at, suspended.suspended_at,
+        "the first instant stays"
+    );
+    let refused = expect_code(e.authenticate(&acme_key).await, "permission_denied");
+    assert!(matches!(refused, Error::TenantSuspended(..)), "{refused:?}");
+    assert!(
+        refused.to_string().contains("\"acme\" is suspended"),
+        "{refused}"
+    );
+    assert_eq!(ok(e.get_schedule("acme", a.id).await).next_run_at, None);
+    // The engine does not refuse a schedule made meanwhile; it does not fire.
+    let late = ok(e.create_schedule("acme", &every_second("late")).await);
+    let standing: Vec<(String, bool)> = ok(e.tenant_statuses().await)
+        .into_iter()
+        .map(|s| (s.tenant.name.clone(), s.is_suspended()))
+        .collect();
+    assert_eq!(
+        standing,
+        [
+            ("acme".to_owned(), true),
+            ("beta".to_owned(), false),
+            (DEFAULT_TENANT.to_owned(), false)
+        ]
+    );
+    assert!(ok(e.find_tenant_status("acme").await).is_suspended());
+
+    let ticks = |tenant: &'static str| async move {
+        let filter = JobFilter {
+            queue: Some("ticks".into()),
+            limit: Some(500),
+            ..JobFilter::default()
+        };
+        ok(e.list(tenant, &filter).await).jobs.len()
+    };
+    for _ in 0..4 {
+        tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+        ok(e.fire_due_schedules(100, std::time::Duration::ZERO).await);
+    }
+    assert_eq!(
+        ticks("acme").await,
+        0,
+        "a suspended tenant's schedules fire nothing"
+    );
+    assert!(ticks("beta").await > 0, "another tenant's fire");
+
+    let resumed_at = Utc::now();
+    let resumed = ok(e.resume_tenant(acme.id).await);
+    assert_eq!((resumed.tenant, resumed.suspended_at), (acme.clone(), None));
+    assert_eq!(ok(e.authenticate(&acme_key).await).tenant, "acme");
+    for id in [a.id, late.id] {
+        let next = ok(e.get_schedule("acme", id).await).next_run_at;
+        assert!(next.is_some_and(|n| n > resumed_at), "{next:?}");
+    }
+    for _ in 0..3 {
+        tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+        ok(e.fire_due_schedules(100, std::time::Duration::ZERO).await);
+    }
+    let runs = ok(e.schedule_runs("acme", a.id).await);
+    assert!(!runs.is_empty(), "fires again after the resume");
+    assert!(
+        runs.iter().all(|r| r.fire_at > resumed_at),
+        "no instant of the suspension is made up: {runs:?}"
+    );
+    assert!(ticks("acme").await > 0);
+
+    expect_invalid(e.suspend_tenant(default.id).await);
+    expect_missing(e.suspend_tenant(Uuid::new_v4()).await);
+    expect_missing(e.resume_tenant(Uuid::new_v4()).await);
+    let before: Vec<_> = ok(e.list_schedules("beta").await);
+    let active = ok(e.resume_tenant(beta.id).await);
+    assert_eq!((active.tenant, active.suspended_at), (beta, None));
+    assert_eq!(
+        ok(e.list_schedules("beta").await),
+        before,
+        "nothing changed"
+    );
 }

@@ -72,15 +72,21 @@ pub(crate) const DUE_SCHEDULES: &str = concat!(
     LEFT JOIN LATERAL (
         SELECT * FROM tether.schedules x
         WHERE x.enabled AND x.next_run_at IS NOT NULL AND x.next_run_at <= n.db_now
+          AND NOT EXISTS (SELECT 1 FROM tether.tenants t
+                          WHERE t.name = x.tenant AND t.suspended_at IS NOT NULL)
         ORDER BY x.next_run_at, x.id
         LIMIT $1
     ) s ON true
     ORDER BY s.next_run_at, s.id"
 );
 
-/// The earliest due instant of any tenant (an aggregate: always one row).
-pub(crate) const NEXT_SCHEDULE_DUE: &str = "SELECT now() AS db_now, min(next_run_at) AS next_run_at
-    FROM tether.schedules WHERE enabled AND next_run_at IS NOT NULL";
+/// The earliest due instant of any tenant that is not suspended (an
+/// aggregate: always one row).
+pub(crate) const NEXT_SCHEDULE_DUE: &str =
+    "SELECT now() AS db_now, min(x.next_run_at) AS next_run_at
+    FROM tether.schedules x WHERE x.enabled AND x.next_run_at IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM tether.tenants t
+                      WHERE t.name = x.tenant AND t.suspended_at IS NOT NULL)";
 
 /// The first step of a pass: the compare-and-sets that advance the
 /// timetables and record the runs, set-based (`$1` ids, `$2` tenants, `$3`

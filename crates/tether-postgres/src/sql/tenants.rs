@@ -36,9 +36,39 @@ pub(crate) const CREATE_API_KEY: &str = "WITH t AS (
     FROM t LEFT JOIN k ON true";
 
 pub(crate) const FIND_API_KEY: &str = "SELECT k.id, k.tenant_id, t.name AS tenant, k.name, k.admin,
-        k.created_at, k.last_used_at, k.revoked_at, k.hash
+        k.created_at, k.last_used_at, k.revoked_at, k.hash, t.suspended_at AS tenant_suspended_at
     FROM tether.api_keys k JOIN tether.tenants t ON t.id = k.tenant_id
     WHERE k.id = $1";
+
+/// Suspends tenant `$1` (a suspended one keeps its first instant) and
+/// clears the next run of each of its schedules, in one statement. No row:
+/// no such tenant.
+pub(crate) const SUSPEND_TENANT: &str = "WITH t AS (
+        UPDATE tether.tenants SET suspended_at = COALESCE(suspended_at, now())
+        WHERE id = $1
+        RETURNING id, name, created_at, suspended_at
+    ),
+    s AS (
+        UPDATE tether.schedules x SET next_run_at = NULL FROM t WHERE x.tenant = t.name
+    )
+    SELECT id, name, created_at, suspended_at FROM t";
+
+/// Tenant `$1` with its standing, its row locked until the transaction ends.
+pub(crate) const LOCK_TENANT: &str =
+    "SELECT id, name, created_at, suspended_at FROM tether.tenants WHERE id = $1 FOR UPDATE";
+
+/// Sets the next runs of a resumed tenant's enabled schedules: `$1` the
+/// tenant's name, `$2` schedule ids, `$3` their next runs (NULL: none).
+pub(crate) const RESUME_SCHEDULES: &str = "UPDATE tether.schedules x SET next_run_at = u.next
+    FROM UNNEST($2::uuid[], $3::timestamptz[]) AS u(id, next)
+    WHERE x.id = u.id AND x.tenant = $1 AND x.enabled";
+
+/// Resumes tenant `$1`.
+pub(crate) const RESUME_TENANT: &str = "UPDATE tether.tenants SET suspended_at = NULL WHERE id = $1
+    RETURNING id, name, created_at, suspended_at";
+
+pub(crate) const SUSPENDED_TENANTS: &str =
+    "SELECT id, suspended_at FROM tether.tenants WHERE suspended_at IS NOT NULL";
 
 /// Revokes `$1`; a second revocation keeps the first instant.
 pub(crate) const REVOKE_API_KEY: &str =

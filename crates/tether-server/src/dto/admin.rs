@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use tether_core::{ApiKeyInfo, Tenant};
+use tether_core::{ApiKeyInfo, Tenant, TenantStatus};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -23,14 +23,31 @@ pub struct TenantDto {
     /// When it was created.
     #[serde(serialize_with = "ser_time")]
     pub created_at: DateTime<Utc>,
+    /// When an admin suspended it; `null` while it is active. While it is
+    /// suspended its keys are refused (403), its schedules do not fire, and
+    /// an admin acting for it may only read.
+    #[serde(serialize_with = "ser_opt_time")]
+    #[schema(required)]
+    pub suspended_at: Option<DateTime<Utc>>,
 }
 
 impl From<Tenant> for TenantDto {
     fn from(t: Tenant) -> Self {
+        TenantStatus {
+            tenant: t,
+            suspended_at: None,
+        }
+        .into()
+    }
+}
+
+impl From<TenantStatus> for TenantDto {
+    fn from(s: TenantStatus) -> Self {
         TenantDto {
-            id: t.id,
-            name: t.name,
-            created_at: t.created_at,
+            id: s.tenant.id,
+            name: s.tenant.name,
+            created_at: s.tenant.created_at,
+            suspended_at: s.suspended_at,
         }
     }
 }
@@ -102,6 +119,14 @@ pub struct CreateTenantResponse {
     pub tenant: TenantDto,
     /// Its first (non-admin) API key, shown this once.
     pub api_key: String,
+}
+
+/// `{tenant}`: the answer of `POST /v1/tenants/{tenant_id}/suspend` and
+/// `/resume`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TenantResponse {
+    /// The tenant after the operation.
+    pub tenant: TenantDto,
 }
 
 /// The answer of `GET /v1/tenants`.

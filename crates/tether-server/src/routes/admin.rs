@@ -56,9 +56,73 @@ pub(crate) async fn list_tenants(
     caller: Caller,
 ) -> ApiResult<Json<TenantListResponse>> {
     caller.require_admin()?;
-    let tenants = st.engine.list_tenants().await?;
+    let tenants = st.engine.tenant_statuses().await?;
     Ok(Json(TenantListResponse {
         tenants: tenants.into_iter().map(Into::into).collect(),
+    }))
+}
+
+/// A tenant id from the path; anything that is not a UUID names no tenant.
+fn tenant_id(raw: &str) -> ApiResult<Uuid> {
+    Uuid::try_parse(raw).map_err(|_| ApiError::from(Error::NotFound(format!("tenant {raw}"))))
+}
+
+/// Suspend a tenant (admin).
+///
+/// Stops the tenant without deleting anything: from now on its keys are
+/// refused (403 `permission_denied`), its schedules do not fire, and an
+/// admin acting for it (`X-Tether-Tenant`) may only read, so no job of it
+/// is claimed through the API. Its jobs, queues, schedules and keys stay.
+/// Suspending a suspended tenant changes nothing. The `default` tenant,
+/// which holds the operator's admin keys, cannot be suspended (400).
+#[utoipa::path(
+    post,
+    path = "/v1/tenants/{tenant_id}/suspend",
+    tag = "admin",
+    params(("tenant_id" = Uuid, Path, description = "The tenant's id.")),
+    responses(
+        (status = 200, description = "The tenant, suspended.", body = TenantResponse),
+        (status = 400, description = "`invalid_argument`: the `default` tenant cannot be suspended.", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such tenant (also an id that is not a UUID).", body = ErrorBody),
+    )
+)]
+pub(crate) async fn suspend_tenant(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<TenantResponse>> {
+    caller.require_admin()?;
+    let tenant = st.engine.suspend_tenant(tenant_id(&id)?).await?;
+    Ok(Json(TenantResponse {
+        tenant: tenant.into(),
+    }))
+}
+
+/// Resume a suspended tenant (admin).
+///
+/// Its keys work again and its enabled schedules fire from their first
+/// instant after now: the instants of the suspension are not made up, as
+/// when a schedule is enabled again. Resuming an active tenant changes
+/// nothing.
+#[utoipa::path(
+    post,
+    path = "/v1/tenants/{tenant_id}/resume",
+    tag = "admin",
+    params(("tenant_id" = Uuid, Path, description = "The tenant's id.")),
+    responses(
+        (status = 200, description = "The tenant, active.", body = TenantResponse),
+        (status = 404, description = "`not_found`: no such tenant (also an id that is not a UUID).", body = ErrorBody),
+    )
+)]
+pub(crate) async fn resume_tenant(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<TenantResponse>> {
+    caller.require_admin()?;
+    let tenant = st.engine.resume_tenant(tenant_id(&id)?).await?;
+    Ok(Json(TenantResponse {
+        tenant: tenant.into(),
     }))
 }
 

@@ -78,6 +78,8 @@ pub(crate) fn api(
         .routes(routes!(schedules::trigger_schedule))
         .routes(routes!(schedules::cron_preview))
         .routes(routes!(admin::create_tenant, admin::list_tenants))
+        .routes(routes!(admin::suspend_tenant))
+        .routes(routes!(admin::resume_tenant))
         .routes(routes!(admin::create_key, admin::list_keys))
         .routes(routes!(admin::revoke_key))
         .routes(routes!(service::whoami));

@@ -14,6 +14,7 @@ tether_conformance::both_backends!(
     tenant_names_that_read_as_ids_are_refused,
     a_name_that_is_another_tenants_id_is_ambiguous,
     two_tenant_headers_are_refused,
+    suspended_tenants_are_refused_and_read_only,
 );
 
 async fn tenant_and_key_routes(db: &TestDb) {
@@ -793,4 +794,128 @@ async fn two_tenant_headers_are_refused(db: &TestDb) {
     c.send(enqueue(&["other"])).await.expect(201);
     let jobs = c.call("GET", "/v1/jobs", Some(&c.other), None).await;
     assert_eq!(jobs.expect(200)["jobs"].as_array().unwrap().len(), 1);
+}
+
+/// `POST /v1/tenants/{id}/suspend`: the tenant's keys are 403 with a
+/// message that says so, an admin acting for it may read but not write (no
+/// claim, no enqueue), the listing shows `suspended_at`; `/resume` undoes
+/// it. The default tenant cannot be suspended (400), an unknown one is
+/// 404, and a tenant key may do neither (403).
+async fn suspended_tenants_are_refused_and_read_only(db: &TestDb) {
+    let c = setup(db).await;
+    let made = c.post("/v1/tenants", json!({"name": "acme"})).await;
+    let made = made.expect(201).clone();
+    assert_eq!(made["tenant"]["suspended_at"], Value::Null);
+    let acme = made["tenant"]["id"].as_str().unwrap().to_owned();
+    let key = made["api_key"].as_str().unwrap().to_owned();
+    let job = json!({"queue": "mail", "kind": "k"});
+    let a = c
+        .call("POST", "/v1/jobs", Some(&key), Some(job.clone()))
+        .await;
+    let id = a.expect(201)["job"]["id"].as_str().unwrap().to_owned();
+
+    let s = c.post_empty(&format!("/v1/tenants/{acme}/suspend")).await;
+    let at = at(&s.expect(200)["tenant"]["suspended_at"]);
+    assert_eq!(s.body["tenant"]["name"], "acme");
+    let again = c.post_empty(&format!("/v1/tenants/{acme}/suspend")).await;
+    assert_eq!(
+        again.expect(200)["tenant"]["suspended_at"],
+        s.body["tenant"]["suspended_at"],
+        "the first instant stays ({at})"
+    );
+    for (method, uri, body) in [
+        ("GET", "/v1/jobs", None),
+        ("GET", "/v1/whoami", None),
+        ("POST", "/v1/jobs", Some(job.clone())),
+        (
+            "POST",
+            "/v1/queues/mail/claim",
+            Some(json!({"worker_id": "w"})),
+        ),
+    ] {
+        let a = c.call(method, uri, Some(&key), body).await;
+        a.expect_error(403, "permission_denied");
+        let message = a.body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("\"acme\" is suspended"), "{message}");
+    }
+    // An admin acting for it reads, and writes nothing.
+    let jobs = c.call_for(&acme, "GET", "/v1/jobs", &c.admin, None).await;
+    assert_eq!(jobs.expect(200)["jobs"][0]["id"], id.as_str());
+    for (uri, body) in [
+        ("/v1/queues/mail/claim", json!({"worker_id": "w"})),
+        ("/v1/jobs", job.clone()),
+    ] {
+        let a = c.call_for(&acme, "POST", uri, &c.admin, Some(body)).await;
+        a.expect_error(403, "permission_denied");
+        let message = a.body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("resume"), "{message}");
+    }
+    c.call_for(
+        &acme,
+        "POST",
+        &format!("/v1/jobs/{id}/cancel"),
+        &c.admin,
+        None,
+    )
+    .await
+    .expect_error(403, "permission_denied");
+    let jobs = c.call_for(&acme, "GET", "/v1/jobs", &c.admin, None).await;
+    let jobs = jobs.expect(200)["jobs"].as_array().unwrap();
+    assert_eq!((jobs.len(), &jobs[0]["state"]), (1, &json!("queued")));
+    // The listing shows who is suspended.
+    let list = c.get("/v1/tenants").await;
+    for t in list.expect(200)["tenants"].as_array().unwrap() {
+        assert_eq!(t["suspended_at"].is_null(), t["name"] != "acme", "{t}");
+    }
+    // Refused: the default tenant, unknown ones, a tenant key.
+    let default_id = list.body["tenants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "default")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    c.post_empty(&format!("/v1/tenants/{default_id}/suspend"))
+        .await
+        .expect_error(400, "invalid_argument");
+    for unknown in [uuid::Uuid::new_v4().to_string(), "nope".to_owned()] {
+        for action in ["suspend", "resume"] {
+            c.post_empty(&format!("/v1/tenants/{unknown}/{action}"))
+                .await
+                .expect_error(404, "not_found");
+        }
+    }
+    let other_id = c.other_id.clone();
+    for action in ["suspend", "resume"] {
+        c.call(
+            "POST",
+            &format!("/v1/tenants/{other_id}/{action}"),
+            Some(&c.other.clone()),
+            None,
+        )
+        .await
+        .expect_error(403, "permission_denied");
+    }
+    // Resumed (an admin route works while acting for it): all is as before.
+    let r = c
+        .call_for(
+            &acme,
+            "POST",
+            &format!("/v1/tenants/{acme}/resume"),
+            &c.admin,
+            None,
+        )
+        .await;
+    assert_eq!(r.expect(200)["tenant"]["suspended_at"], Value::Null);
+    let claimed = c
+        .call(
+            "POST",
+            "/v1/queues/mail/claim",
+            Some(&key),
+            Some(json!({"worker_id": "w"})),
+        )
+        .await;
+    assert_eq!(claimed.expect(200)["jobs"][0]["id"], id.as_str());
 }

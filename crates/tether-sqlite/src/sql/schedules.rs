@@ -70,14 +70,19 @@ pub(crate) const DUE_SCHEDULES: &str = concat!(
     "SELECT ",
     schedule_columns!(),
     " FROM tether_schedules WHERE enabled = 1 AND next_run_at IS NOT NULL ",
-    "AND next_run_at <= ?1 ORDER BY next_run_at, id LIMIT ?2"
+    "AND next_run_at <= ?1 ",
+    "AND NOT EXISTS (SELECT 1 FROM tether_tenants t ",
+    "WHERE t.name = tether_schedules.tenant AND t.suspended_at IS NOT NULL) ",
+    "ORDER BY next_run_at, id LIMIT ?2"
 );
 
 pub(crate) const NEXT_SCHEDULE_DUE: &str = concat!(
     "SELECT ",
     now_ms!(),
     " AS now, (SELECT min(next_run_at) FROM tether_schedules ",
-    "WHERE enabled = 1 AND next_run_at IS NOT NULL) AS next"
+    "WHERE enabled = 1 AND next_run_at IS NOT NULL ",
+    "AND NOT EXISTS (SELECT 1 FROM tether_tenants t ",
+    "WHERE t.name = tether_schedules.tenant AND t.suspended_at IS NOT NULL)) AS next"
 );
 
 /// A pass's compare-and-sets in one statement (?1: flat JSON array

@@ -29,8 +29,37 @@ pub(crate) const INSERT_API_KEY: &str = concat!(
 
 pub(crate) const FIND_API_KEY: &str =
     "SELECT k.id, k.tenant_id, t.name AS tenant, k.name, k.admin, \
-     k.created_at, k.last_used_at, k.revoked_at, k.hash \
+     k.created_at, k.last_used_at, k.revoked_at, k.hash, t.suspended_at AS tenant_suspended_at \
      FROM tether_api_keys k JOIN tether_tenants t ON t.id = k.tenant_id WHERE k.id = ?1";
+
+/// Tenant `?1` with its standing.
+pub(crate) const TENANT_STATUS: &str =
+    "SELECT id, name, created_at, suspended_at FROM tether_tenants WHERE id = ?1";
+
+/// Suspends tenant `?1`; a suspended one keeps its first instant.
+pub(crate) const SUSPEND_TENANT: &str = concat!(
+    "UPDATE tether_tenants SET suspended_at = coalesce(suspended_at, ",
+    now_ms!(),
+    ") WHERE id = ?1"
+);
+
+/// Clears the next run of each schedule of the tenant named `?1`.
+pub(crate) const CLEAR_NEXT_RUNS: &str =
+    "UPDATE tether_schedules SET next_run_at = NULL WHERE tenant = ?1";
+
+/// Sets the next runs of a resumed tenant's enabled schedules: `?1` the
+/// tenant's name, `?2` a JSON array of `[id, next run in ms or null]`.
+pub(crate) const RESUME_SCHEDULES: &str = "UPDATE tether_schedules
+    SET next_run_at = (SELECT u.value ->> 1 FROM json_each(?2) u WHERE u.value ->> 0 = tether_schedules.id)
+    WHERE tenant = ?1 AND enabled = 1
+      AND id IN (SELECT u.value ->> 0 FROM json_each(?2) u)";
+
+/// Resumes tenant `?1`.
+pub(crate) const RESUME_TENANT: &str =
+    "UPDATE tether_tenants SET suspended_at = NULL WHERE id = ?1";
+
+pub(crate) const SUSPENDED_TENANTS: &str =
+    "SELECT id, suspended_at FROM tether_tenants WHERE suspended_at IS NOT NULL";
 
 /// Revokes `?1`; a second revocation keeps the first instant.
 pub(crate) const REVOKE_API_KEY: &str = concat!(

@@ -24,10 +24,11 @@ async fn migrations_are_idempotent() {
             (5, "flow_control".to_owned()),
             (6, "rate_and_keys".to_owned()),
             (7, "history_time".to_owned()),
-            (8, "report_digest".to_owned())
+            (8, "report_digest".to_owned()),
+            (9, "tenant_suspension".to_owned())
         ]
     );
-    assert_eq!(SqliteStore::schema_version(), 8);
+    assert_eq!(SqliteStore::schema_version(), 9);
     store.close().await;
 }
 
