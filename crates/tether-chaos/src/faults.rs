@@ -624,25 +624,38 @@ impl Injector {
         let Some(net) = self.net.clone() else {
             return Vec::new();
         };
-        let leading = self.leader_pid().await;
-        let Some(r) = self.replica_by_pid(leading) else {
+        // The leader, then its next lease write; a leader that writes none
+        // within AIM_WITHIN may have just lost the lease (a slow link): look
+        // for the leader once more.
+        let mut target = None;
+        for _ in 0..2 {
+            let leading = self.leader_pid().await;
+            let Some(r) = self.replica_by_pid(leading) else {
+                continue;
+            };
+            let client = net.replica_client(r);
+            let before = leadership::latest_lease_write(&self.pool, &client).await;
+            let aim_until = Instant::now() + AIM_WITHIN;
+            target = Some((r, None));
+            while Instant::now() < aim_until {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                let latest = leadership::latest_lease_write(&self.pool, &client).await;
+                if let Some((seq, _, at)) = latest {
+                    if before.as_ref().is_none_or(|b| b.0 != seq) {
+                        let ms = (now_us() - at.timestamp_micros()) as f64 / 1e3;
+                        target = Some((r, Some(ms)));
+                        break;
+                    }
+                }
+            }
+            if target.is_some_and(|(_, ms)| ms.is_some()) {
+                break;
+            }
+        }
+        let Some((r, after_renewal_ms)) = target else {
             self.say("no maintenance leader found: cutting another replica instead".to_owned());
             return self.cut_replica(None).await;
         };
-        let client = net.replica_client(r);
-        let before = leadership::latest_lease_write(&self.pool, &client).await;
-        let aim_until = Instant::now() + AIM_WITHIN;
-        let mut after_renewal_ms = None;
-        while Instant::now() < aim_until {
-            tokio::time::sleep(Duration::from_millis(2)).await;
-            let latest = leadership::latest_lease_write(&self.pool, &client).await;
-            if let Some((seq, _, at)) = latest {
-                if before.as_ref().is_none_or(|b| b.0 != seq) {
-                    after_renewal_ms = Some((now_us() - at.timestamp_micros()) as f64 / 1e3);
-                    break;
-                }
-            }
-        }
         self.cut_replica(Some((r, after_renewal_ms))).await
     }
 

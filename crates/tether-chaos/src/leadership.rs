@@ -281,11 +281,15 @@ pub struct LeaderCut {
 }
 
 /// Whether a replica other than the one at `client` acquired the lease
-/// since `from` (for the injector, at the end of a leader cut).
+/// after that one's last lease write before `from` (for the injector, at
+/// the end of a leader cut that began at `from`).
 pub async fn taken_over_since(pool: &PgPool, client: &str, from: DateTime<Utc>) -> Option<bool> {
     sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM chaos_audit.leases
-                        WHERE op = 'acquire' AND at >= $1 AND client IS DISTINCT FROM $2)",
+        "SELECT EXISTS (
+             SELECT 1 FROM chaos_audit.leases
+             WHERE op = 'acquire' AND client IS DISTINCT FROM $2
+               AND at > coalesce((SELECT max(at) FROM chaos_audit.leases
+                                  WHERE client = $2 AND at <= $1), '-infinity'))",
     )
     .bind(from)
     .bind(client)
@@ -619,13 +623,21 @@ pub fn check(f: &mut Findings, events: &[EventRow], facts: &Facts) {
         }
     }
 
-    // Every leader cut off long enough was replaced while cut off.
+    // Every leader cut off was replaced by the end of the cut: another
+    // replica acquired the lease after the cut leader's last lease write
+    // before the cut (which may precede the cut when the leader was slow
+    // to renew and lost the lease as the cut came).
     for cut in &facts.leader_cuts {
         s.leader_cuts += 1;
+        let last_write = by_replica[cut.replica]
+            .iter()
+            .rev()
+            .find(|l| us(l.at) <= cut.from_us)
+            .map_or(i64::MIN, |l| us(l.at));
         let takeover = facts.audit.leases.iter().find(|l| {
             l.op == "acquire"
                 && replica(&l.client).is_some_and(|&r| r != cut.replica)
-                && us(l.at) >= cut.from_us
+                && us(l.at) > last_write
                 && us(l.at) <= cut.to_us
         });
         match takeover {
@@ -873,6 +885,12 @@ mod tests {
         facts.audit.leases.truncate(2);
         let f = run(&[], &facts);
         assert!(f.violations[LEADERSHIP].examples[0].contains("no other replica"));
+        // A leader slow to renew may lose the lease just before the cut:
+        // the takeover counts from its last lease write.
+        let mut facts = story();
+        facts.leader_cuts[0].from_us = us(t(1_500));
+        let f = run(&[], &facts);
+        assert!(f.passed(), "{:?}", f.violations);
         // A release ends a lease at once.
         let mut facts = story();
         let token = facts.audit.leases[0].token;

@@ -7,6 +7,7 @@
 //! cargo run --release -p tether-chaos -- --jobs N --seconds S --seed X --workers W
 //! cargo run --release -p tether-chaos -- --quick --worker-cmd "node sdk/typescript/build-test/tools/chaos-worker.js"
 //! cargo run --release -p tether-chaos -- --quick --failover   # a primary and a standby, promoted mid-run
+//! cargo run --release -p tether-chaos -- --quick --partitions # network faults (as root)
 //! ```
 //!
 //! Three `tether serve` replicas and 5–6 remote worker processes (this same
@@ -46,6 +47,19 @@
 //! took writes and until every replica did again, and one more check
 //! (`failover_not_exercised`) proves from the history that the workers of
 //! every replica claimed and completed jobs on the new primary.
+//!
+//! `--partitions` (with `--quick`, `--seed` and the rest, not with
+//! `--failover`) kills nothing: every replica and worker runs in a network
+//! namespace of its own ([`net`]), on a PostgreSQL cluster of the run's own
+//! that listens on the replicas' links, and the injector cuts and slows
+//! links with tc instead — the maintenance leader cut off from PostgreSQL
+//! right after a lease renewal, other replicas cut off while their workers
+//! keep calling, a worker holding jobs cut off past its lease, slowed worker
+//! and database links. An audit in the run's database ([`leadership`])
+//! tells the replicas apart by address, and more checks prove that no
+//! leader acted after its lease could have lapsed, that leaders cut off
+//! were replaced, that no schedule instant fired twice, and that every
+//! replica cut off took writes again.
 //!
 //! One queue, `chaos-limited`, runs with flow-control limits
 //! ([`plan::LIMITS`]: `max_running`, `key_max_running`, a rate limit and
