@@ -43,7 +43,10 @@ async fn claims_waiting_for_a_queue_turn(db: &TestDb) {
     .expect(200);
     // One claim first, so this process knows the queue is limited.
     let first = c
-        .post("/v1/queues/turns/claim", json!({"worker_id": "w", "limit": 1}))
+        .post(
+            "/v1/queues/turns/claim",
+            json!({"worker_id": "w", "limit": 1}),
+        )
         .await;
     assert_eq!(first.expect(200)["jobs"].as_array().unwrap().len(), 1);
 
@@ -97,7 +100,94 @@ async fn claims_waiting_for_a_queue_turn(db: &TestDb) {
     sqlx::query("ROLLBACK").execute(&mut holder).await.unwrap();
     let mut claimed = 0;
     for h in claims {
-        claimed += h.await.unwrap().expect(200)["jobs"].as_array().unwrap().len();
+        claimed += h.await.unwrap().expect(200)["jobs"]
+            .as_array()
+            .unwrap()
+            .len();
     }
     assert_eq!(claimed, 2, "one running job per key: b and c");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_aggregate_reads_holds_two_connections_postgres() {
+    let db = tether_conformance::postgres().await;
+    a_burst_of_aggregate_reads(&db).await;
+    db.cleanup().await;
+}
+
+/// Eight throughput reports of one tenant at once, each held up inside the
+/// database (the history table is locked by another session, as a day of
+/// history takes long to read): two of them hold a connection, the other
+/// six wait their turn without one; all are answered once the table is
+/// free. (Before the turns, all eight held one.)
+async fn a_burst_of_aggregate_reads(db: &TestDb) {
+    let c = std::sync::Arc::new(setup(db).await);
+    c.enqueue("busy", "k").await;
+    let url = db.postgres_url().unwrap();
+    let mut holder = sqlx::PgConnection::connect(&url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut holder).await.unwrap();
+    sqlx::query("LOCK TABLE tether.job_events IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    // Each report with a key of its own, so that nothing shared by one
+    // key's requests (its lookup) lines them up before the engine does.
+    let tenant = db.engine.ensure_tenant("default").await.unwrap();
+    let mut reads = Vec::new();
+    for i in 0..8 {
+        let (_, key) = db
+            .engine
+            .issue_api_key(tenant.id, Some(&format!("reader-{i}")), false)
+            .await
+            .unwrap();
+        let c = c.clone();
+        reads.push(tokio::spawn(async move {
+            c.call(
+                "GET",
+                "/v1/queues/busy/throughput?minutes=1440",
+                Some(&key),
+                None,
+            )
+            .await
+        }));
+    }
+    // They come to wait for the lock; give all eight the time to come, if
+    // they could, and see how many ever wait there at once.
+    let mut most = lock_waiters_reach(&mut holder, 1).await;
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        most = most.max(lock_waiters(&mut holder).await);
+    }
+    assert!(
+        (1..=2).contains(&most),
+        "at most two of the tenant's eight reports hold a connection, {most} did"
+    );
+    sqlx::query("ROLLBACK").execute(&mut holder).await.unwrap();
+    for h in reads {
+        h.await.unwrap().expect(200);
+    }
+}
+
+/// Sessions of this test's database waiting for a lock (whatever their
+/// `state` says: a statement waiting while it is parsed shows as `idle`).
+async fn lock_waiters(conn: &mut sqlx::PgConnection) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+         AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
+    )
+    .fetch_one(conn)
+    .await
+    .unwrap()
+}
+
+/// [`lock_waiters`] once it reaches `n` (or what it is after 20 s).
+async fn lock_waiters_reach(conn: &mut sqlx::PgConnection, n: i64) -> i64 {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let seen = lock_waiters(conn).await;
+        if seen >= n || Instant::now() > deadline {
+            return seen;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
