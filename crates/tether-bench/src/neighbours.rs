@@ -28,7 +28,10 @@ const VICTIM_EVERY: Duration = Duration::from_millis(20);
 /// distinct keys the abusive queue holds, `seconds` how long it is measured.
 pub async fn run(database_url: &str, prefix: &str, keys: usize, seconds: u64, report: &mut Report) {
     let (idle_name, loaded_name) = match prefix {
-        "pg" => ("pg_noisy_neighbour_idle_p95_ms", "pg_noisy_neighbour_p95_ms"),
+        "pg" => (
+            "pg_noisy_neighbour_idle_p95_ms",
+            "pg_noisy_neighbour_p95_ms",
+        ),
         _ => (
             "sqlite_noisy_neighbour_idle_p95_ms",
             "sqlite_noisy_neighbour_p95_ms",
@@ -49,9 +52,10 @@ pub async fn run(database_url: &str, prefix: &str, keys: usize, seconds: u64, re
     let mut jobs: Vec<NewJob> = (0..1_000)
         .map(|i| NewJob::new("flood", "noop", json!({"i": i})).concurrency_key("hot"))
         .collect();
-    jobs.extend((0..keys).map(|k| {
-        NewJob::new("flood", "noop", json!({})).concurrency_key(format!("k{k:06}"))
-    }));
+    jobs.extend(
+        (0..keys)
+            .map(|k| NewJob::new("flood", "noop", json!({})).concurrency_key(format!("k{k:06}"))),
+    );
     for chunk in jobs.chunks(1_000) {
         abuser.enqueue_batch(chunk).await.expect("abuser's jobs");
     }

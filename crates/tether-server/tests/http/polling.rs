@@ -159,7 +159,10 @@ async fn one_tenant_cannot_take_every_waiting_place(db: &TestDb) {
         })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!other.is_finished(), "the other tenant's claim answered at once");
+    assert!(
+        !other.is_finished(),
+        "the other tenant's claim answered at once"
+    );
     let key = c.other.clone();
     c.call(
         "POST",
@@ -181,7 +184,10 @@ async fn one_tenant_cannot_take_every_waiting_place(db: &TestDb) {
             quick += 1;
         }
     }
-    assert_eq!(quick, 2, "two claims beyond the tenant's share answered at once");
+    assert_eq!(
+        quick, 2,
+        "two claims beyond the tenant's share answered at once"
+    );
 }
 
 async fn requests_past_the_time_limit_are_503(db: &TestDb) {
