@@ -38,4 +38,4 @@ pub use schedule::{
 };
 pub use store::{NewJobRef, Store};
 pub use validate::Limits;
-pub use wakeup::{created_by_queue, LimitedQueues, Wakeup, WakeupHub};
+pub use wakeup::{created_by_queue, when_due, LimitedQueues, Wakeup, WakeupHub};

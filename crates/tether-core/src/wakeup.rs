@@ -27,7 +27,36 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 
-use crate::model::Enqueued;
+use crate::model::{Enqueued, Job, JobState};
+
+/// Furthest ahead [`when_due`] sets a timer: a claim waits at most a
+/// minute for a hint, and a later instant is found by a worker's poll.
+const DUE_HORIZON: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// After a report left `job` queued for later (a retry's backoff, a
+/// snooze), runs `hint` when it becomes claimable, so that a claim waiting
+/// on its queue is woken by it instead of waiting out its `wait_ms` (a
+/// job due now is hinted at once). The delay is read from the job's own
+/// `run_at` and `updated_at`, both the database's clock. Not for a job due
+/// beyond a minute, nor one that is not queued. Must be called inside a
+/// tokio runtime.
+pub fn when_due(job: &Job, hint: impl FnOnce() + Send + 'static) {
+    if job.state != JobState::Queued {
+        return;
+    }
+    let ms = (job.run_at - job.updated_at).num_milliseconds();
+    if ms <= 0 {
+        hint();
+        return;
+    }
+    let after = std::time::Duration::from_millis(ms as u64);
+    if after <= DUE_HORIZON {
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            hint();
+        });
+    }
+}
 
 /// The queues whose claims a store found limited (`max_running` set), as
 /// of its latest claim of each: a job of one of them that ends frees a slot

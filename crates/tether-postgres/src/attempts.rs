@@ -451,6 +451,9 @@ pub(crate) async fn fail(
         None => settle(store, tenant, id, token, report).await?,
     };
     store.notify_freed(tenant, &reported.job.queue, 1);
+    if reported.now {
+        store.notify_when_due(tenant, &reported.job);
+    }
     Ok(reported)
 }
 
@@ -479,11 +482,11 @@ pub(crate) async fn snooze(
         None => settle(store, tenant, id, token, report).await?,
     };
     let job = &reported.job;
-    if delay_ms == 0 && job.state == JobState::Queued {
-        // Handed back (e.g. by a worker shutting down): others may take it now.
-        store.notify(tenant, &job.queue, 1);
-    } else {
-        store.notify_freed(tenant, &job.queue, 1);
+    store.notify_freed(tenant, &job.queue, 1);
+    if reported.now {
+        // Handed back now (e.g. by a worker shutting down) or later: the
+        // claims waiting on its queue hear of it when it is claimable.
+        store.notify_when_due(tenant, job);
     }
     Ok(reported)
 }

@@ -208,6 +208,14 @@ impl PgStore {
             .notify_after(tenant, queue, after, jobs);
     }
 
+    /// After a report that left `job` queued, maybe for later: hints its
+    /// queue (here and, by NOTIFY, in other processes) when it becomes
+    /// claimable (see `tether_core::when_due`).
+    pub(crate) fn notify_when_due(&self, tenant: &str, job: &tether_core::Job) {
+        let (store, tenant, queue) = (self.clone(), tenant.to_owned(), job.queue.clone());
+        tether_core::when_due(job, move || store.notify(&tenant, &queue, 1));
+    }
+
     /// After commit: the hints for the jobs an enqueue created (an existing
     /// job that was returned wakes nobody).
     pub(crate) fn notify_created(&self, tenant: &str, answers: &[Enqueued]) {

@@ -684,6 +684,7 @@ pub(crate) async fn fail(
     record(&mut tx, &job, event, job.worker_id.as_deref(), Some(&error)).await?;
     tx.commit().await.db()?;
     store.notify_freed(tenant, &job.queue, 1);
+    store.notify_when_due(tenant, &job);
     Ok(Reported { job, now: true })
 }
 
@@ -724,12 +725,10 @@ pub(crate) async fn snooze(
     )
     .await?;
     tx.commit().await.db()?;
-    if delay_ms == 0 && job.state == JobState::Queued {
-        // Handed back (e.g. by a worker shutting down): others may take it now.
-        store.notify(tenant, &job.queue, 1);
-    } else {
-        store.notify_freed(tenant, &job.queue, 1);
-    }
+    store.notify_freed(tenant, &job.queue, 1);
+    // Handed back now (e.g. by a worker shutting down) or later: the claims
+    // waiting on its queue hear of it when it is claimable.
+    store.notify_when_due(tenant, &job);
     Ok(Reported { job, now: true })
 }
 

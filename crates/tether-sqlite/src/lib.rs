@@ -255,6 +255,13 @@ impl SqliteStore {
         }
     }
 
+    /// After a report that left `job` queued, maybe for later: hints its
+    /// queue when it becomes claimable (see `tether_core::when_due`).
+    pub(crate) fn notify_when_due(&self, tenant: &str, job: &tether_core::Job) {
+        let (hub, tenant, queue) = (self.wakeups.clone(), tenant.to_owned(), job.queue.clone());
+        tether_core::when_due(job, move || hub.notify(&tenant, &queue, 1));
+    }
+
     /// Sends the wake-up hints of an enqueue that was just committed: one per
     /// job it created (an existing job that was returned wakes nobody).
     pub(crate) fn notify_created(&self, tenant: &str, answers: &[Enqueued]) {

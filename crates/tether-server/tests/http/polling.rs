@@ -7,6 +7,7 @@ tether_conformance::both_backends!(
     long_poll_times_out_empty,
     long_polls_beyond_the_cap_answer_at_once,
     one_tenant_cannot_take_every_waiting_place,
+    a_waiting_claim_is_woken_when_a_retry_or_snooze_comes_due,
     requests_past_the_time_limit_are_503,
 );
 
@@ -188,6 +189,49 @@ async fn one_tenant_cannot_take_every_waiting_place(db: &TestDb) {
         quick, 2,
         "two claims beyond the tenant's share answered at once"
     );
+}
+
+/// A job snoozed for 1 s, then failed with a retry after 1 s: each time, a
+/// claim already waiting on its queue (up to 30 s) gets it when it comes
+/// due, not when its wait ends. (Before, nothing hinted a job that became
+/// ready by time alone, and the claim waited its 30 s out.)
+async fn a_waiting_claim_is_woken_when_a_retry_or_snooze_comes_due(db: &TestDb) {
+    let c = std::sync::Arc::new(setup(db).await);
+    let id = c.enqueue("later", "k").await;
+    let (_, token) = c.claim_one("later").await;
+    let waiting_claim = || {
+        let c = c.clone();
+        tokio::spawn(async move {
+            let start = Instant::now();
+            let a = c
+                .post(
+                    "/v1/queues/later/claim",
+                    json!({"worker_id": "w", "wait_ms": 30000}),
+                )
+                .await;
+            (a, start.elapsed())
+        })
+    };
+    c.post(
+        &format!("/v1/jobs/{id}/snooze"),
+        json!({"lease_token": token, "delay_ms": 1000}),
+    )
+    .await
+    .expect(200);
+    let (a, elapsed) = waiting_claim().await.unwrap();
+    let jobs = a.expect(200)["jobs"].as_array().unwrap().clone();
+    assert_eq!(jobs.len(), 1, "the snoozed job, once due");
+    assert!(elapsed < Duration::from_secs(25), "waited out: {elapsed:?}");
+    let token = jobs[0]["lease_token"].as_str().unwrap().to_owned();
+    c.post(
+        &format!("/v1/jobs/{id}/fail"),
+        json!({"lease_token": token, "error": "later", "retry_after_ms": 1000}),
+    )
+    .await
+    .expect(200);
+    let (a, elapsed) = waiting_claim().await.unwrap();
+    assert_eq!(a.expect(200)["jobs"].as_array().unwrap().len(), 1);
+    assert!(elapsed < Duration::from_secs(25), "waited out: {elapsed:?}");
 }
 
 async fn requests_past_the_time_limit_are_503(db: &TestDb) {
