@@ -148,6 +148,16 @@ impl Source for RemoteSource {
         if jobs.is_empty() && elapsed + EARLY_SLACK < self.wait {
             tokio::time::sleep((self.wait - elapsed).min(EARLY_PAUSE)).await;
         }
+        // Without a TTL of the worker's own, each job carries the lease its
+        // queue grants (both ends stamped by the server's clock).
+        for c in &jobs {
+            if let Some(expires) = c.job.lease_expires_at {
+                let granted = (expires - c.job.heartbeat_at.unwrap_or(expires)).num_milliseconds();
+                if granted > 0 {
+                    self.shortest_lease_ms.fetch_min(granted, Ordering::Relaxed);
+                }
+            }
+        }
         Ok(jobs.into_iter().map(|c| c.into_core(tenant)).collect())
     }
 
