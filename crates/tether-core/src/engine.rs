@@ -866,6 +866,10 @@ impl Engine {
         if let Some(from) = &from {
             validate::instant("from", from)?;
         }
+        // The same text rule as a schedule's, so a preview never shows
+        // times for a cron that creating the schedule would refuse.
+        validate::printable_ascii("cron", cron)?;
+        validate::printable_ascii("timezone", timezone)?;
         let schedule = CronSchedule::parse(cron, timezone)?;
         Ok(schedule.upcoming(from.unwrap_or_else(Utc::now), count as usize))
     }

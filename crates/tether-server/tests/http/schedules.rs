@@ -280,6 +280,10 @@ async fn schedule_bad_input_is_refused(db: &TestDb) {
         ("cron=", "cron"),
         ("count=3", "cron"),
         ("cron=*+*+*+*+*&timezone=Atlantis", "timezone"),
+        // The characters a schedule's cron refuses (\r, \v, U+0085).
+        ("cron=0+3+*+*+*%0D", "cron"),
+        ("cron=0+3%0B*+*+*", "cron"),
+        ("cron=0+3%C2%85*+*+*", "cron"),
         ("cron=*+*+*+*+*&from=yesterday", "from"),
         ("cron=*+*+*+*+*&from=2026-03-07", "from"),
         ("cron=*+*+*+*+*&colour=red", "colour"),
