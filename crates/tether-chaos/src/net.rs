@@ -648,7 +648,7 @@ pub fn sweep_stale() {
     if let Ok(out) = Command::new("ip").args(["netns", "list"]).output() {
         for line in String::from_utf8_lossy(&out.stdout).lines() {
             let name = line.split_whitespace().next().unwrap_or_default();
-            if stale(name, &['r', 'w']) {
+            if stale(name, &['r', 'w', 'p']) {
                 let _ = ip(&["netns", "del", name]);
             }
         }
