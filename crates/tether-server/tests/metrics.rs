@@ -274,7 +274,9 @@ async fn histograms_count_every_claim_and_report(db: &TestDb) {
     for _ in 0..5 {
         c.enqueue(q, "k").await;
     }
-    let past = (chrono::Utc::now() - chrono::Duration::hours(2)).to_rfc3339();
+    // Milliseconds: the API refuses more digits than it keeps (microseconds).
+    let past = (chrono::Utc::now() - chrono::Duration::hours(2))
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     c.post("/v1/jobs", json!({"queue": q, "kind": "k", "run_at": past}))
         .await
         .expect(201);
