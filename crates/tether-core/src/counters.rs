@@ -34,14 +34,19 @@
 //! failure or snooze, nor in the run-time histogram.
 //!
 //! The `queue` label is bounded: at most [`limit_queue_series`] distinct
-//! (tenant, queue) pairs get their own series in this process (the first
-//! ones seen); the others are counted under `queue="~other"`
+//! (tenant, queue) pairs have their own series in this process at a time;
+//! the work of the others is counted under `queue="~other"`
 //! ([`OTHER_QUEUE`], which no queue name can be), so many queue names
-//! cannot make the recorder, or a scrape, grow without bound.
+//! cannot make the recorder, or a scrape, grow without bound. A pair keeps
+//! its place while its series move; one whose series have not moved for
+//! [`set_queue_series_idle`] (default an hour: a deleted queue, or one
+//! gone quiet) gives its place to the next new pair, once the recorder
+//! (which `tether serve` gives the same idle timeout) has dropped them.
 
-use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex};
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use metrics::{counter, histogram};
@@ -57,27 +62,71 @@ pub const OTHER_QUEUE: &str = "~other";
 /// `--metrics-max-queues`).
 pub const DEFAULT_QUEUE_SERIES: usize = 1_000;
 
-static MAX_QUEUE_SERIES: AtomicUsize = AtomicUsize::new(DEFAULT_QUEUE_SERIES);
-static QUEUE_SERIES: LazyLock<Mutex<HashSet<(String, String)>>> =
-    LazyLock::new(|| Mutex::new(HashSet::new()));
+/// The default of [`set_queue_series_idle`].
+pub const DEFAULT_SERIES_IDLE: Duration = Duration::from_secs(3_600);
 
-/// Sets how many distinct (tenant, queue) pairs get series of their own
-/// (default [`DEFAULT_QUEUE_SERIES`]); `tether serve` sets it to
+static MAX_QUEUE_SERIES: AtomicUsize = AtomicUsize::new(DEFAULT_QUEUE_SERIES);
+static SERIES_IDLE_MS: AtomicU64 = AtomicU64::new(DEFAULT_SERIES_IDLE.as_millis() as u64);
+
+/// The (tenant, queue) pairs with series of their own, with when their
+/// series last moved; and when the full set was last swept of idle ones.
+struct Admitted {
+    pairs: HashMap<(String, String), Instant>,
+    swept: Option<Instant>,
+}
+
+static QUEUE_SERIES: LazyLock<Mutex<Admitted>> = LazyLock::new(|| {
+    Mutex::new(Admitted {
+        pairs: HashMap::new(),
+        swept: None,
+    })
+});
+
+/// A full set is swept at most this often, so that the work of pairs past
+/// the limit does not scan it every time.
+const SWEEP_EVERY: Duration = Duration::from_millis(100);
+
+/// Sets how many distinct (tenant, queue) pairs have series of their own
+/// at a time (default [`DEFAULT_QUEUE_SERIES`]); `tether serve` sets it to
 /// `--metrics-max-queues`. Pairs admitted already keep their series.
 pub fn limit_queue_series(max: usize) {
     MAX_QUEUE_SERIES.store(max, Ordering::Relaxed);
 }
 
+/// Sets after how long without a move a pair's series count as gone
+/// (default [`DEFAULT_SERIES_IDLE`]), so that its place goes to the next
+/// new pair. Give the recorder the same idle timeout, so that it drops
+/// those series too (`tether_server::install_recorder` does).
+pub fn set_queue_series_idle(idle: Duration) {
+    SERIES_IDLE_MS.store(
+        idle.as_millis().min(u128::from(u64::MAX)) as u64,
+        Ordering::Relaxed,
+    );
+}
+
 /// The `queue` label value for `queue` of `tenant`: the name while the pair
-/// has (or can be given) a series of its own, else [`OTHER_QUEUE`].
+/// has (or can be given) series of its own, else [`OTHER_QUEUE`].
 fn queue_label(tenant: &str, queue: &str) -> String {
     let mut admitted = QUEUE_SERIES.lock().unwrap_or_else(|e| e.into_inner());
+    let now = Instant::now();
     let key = (tenant.to_owned(), queue.to_owned());
-    if admitted.contains(&key) {
+    if let Some(moved) = admitted.pairs.get_mut(&key) {
+        *moved = now;
         return key.1;
     }
-    if admitted.len() < MAX_QUEUE_SERIES.load(Ordering::Relaxed) {
-        admitted.insert(key.clone());
+    let max = MAX_QUEUE_SERIES.load(Ordering::Relaxed);
+    let due = admitted
+        .swept
+        .is_none_or(|at| now.duration_since(at) >= SWEEP_EVERY);
+    if admitted.pairs.len() >= max && due {
+        let idle = Duration::from_millis(SERIES_IDLE_MS.load(Ordering::Relaxed));
+        admitted
+            .pairs
+            .retain(|_, moved| now.duration_since(*moved) < idle);
+        admitted.swept = Some(now);
+    }
+    if admitted.pairs.len() < max {
+        admitted.pairs.insert(key.clone(), now);
         return key.1;
     }
     OTHER_QUEUE.to_owned()
@@ -264,16 +313,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn queue_labels_past_the_limit_are_other() {
+    fn queue_labels_past_the_limit_are_other_until_a_place_goes_idle() {
         // The only test of this process that touches the global set.
         limit_queue_series(2);
+        set_queue_series_idle(Duration::from_millis(400));
         assert_eq!(queue_label("t", "a"), "a");
         assert_eq!(queue_label("t", "b"), "b");
         assert_eq!(queue_label("t", "c"), OTHER_QUEUE);
         assert_eq!(queue_label("u", "a"), OTHER_QUEUE, "pairs, not names");
         assert_eq!(queue_label("t", "a"), "a", "admitted pairs keep theirs");
+        // b goes quiet (a deleted queue, say) while a keeps moving: b's
+        // place goes to the next new pair, and b is past the limit then.
+        for _ in 0..5 {
+            std::thread::sleep(Duration::from_millis(100));
+            assert_eq!(queue_label("t", "a"), "a");
+        }
+        assert_eq!(queue_label("t", "c"), "c", "b's place, idle for 500 ms");
+        assert_eq!(queue_label("t", "b"), OTHER_QUEUE);
+        assert_eq!(queue_label("t", "a"), "a");
+        set_queue_series_idle(DEFAULT_SERIES_IDLE);
         limit_queue_series(DEFAULT_QUEUE_SERIES);
-        assert_eq!(queue_label("t", "c"), "c");
+        assert_eq!(queue_label("t", "b"), "b");
         assert!(crate::validate::name("queue", OTHER_QUEUE).is_err());
     }
 

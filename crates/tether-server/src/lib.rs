@@ -51,7 +51,10 @@ use tether_core::Engine;
 pub use connections::{serve, ConnectionLimits};
 pub use error::{ApiError, ApiResult};
 pub use extract::{ApiJson, ApiQuery, Caller, OptionalJson};
-pub use metrics::{install_recorder, Family, Kind, Metrics, Source, FAMILIES, GAUGE_CACHE};
+pub use metrics::{
+    install_recorder, install_recorder_with, Family, Kind, Metrics, Source, FAMILIES, GAUGE_CACHE,
+    SERIES_SWEEP,
+};
 pub use observe::{ACCESS_TARGET, MAX_REQUEST_ID, REQUEST_ID};
 pub use openapi::{openapi, openapi_json};
 pub use standalone::{

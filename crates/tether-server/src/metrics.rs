@@ -12,7 +12,10 @@
 //! bound: past it, the queues with the most unfinished and failed jobs are
 //! kept and `tether_queue_series_omitted` counts the others. The recorder's
 //! per-queue counters and histograms are bounded by the same number, of
-//! (tenant, queue) pairs (see `tether_core::counters`).
+//! (tenant, queue) pairs at a time (see `tether_core::counters`): a pair
+//! whose series have not moved for the series idle time (an hour) is
+//! dropped by the recorder and gives its place to another, so a deleted
+//! queue's series go and queue names seen once do not stay forever.
 
 use std::fmt::Write;
 use std::sync::{Arc, Mutex};
@@ -22,6 +25,7 @@ use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
+use metrics_util::MetricKindMask;
 use tether_core::{Engine, QueueStats};
 
 use crate::error::ApiResult;
@@ -215,10 +219,27 @@ fn help(name: &str) -> &'static str {
 /// the buckets of every histogram of [`FAMILIES`] (without, the exporter
 /// would summarise them instead), every recorded family described (its
 /// `# HELP` line), and the per-queue series of the engine's counters and
-/// histograms bounded to `max_queue_series` (tenant, queue) pairs. The
-/// caller runs the handle's upkeep now and then (it summarises histograms).
+/// histograms bounded to `max_queue_series` (tenant, queue) pairs, and
+/// counters and histograms that have not moved for
+/// [`tether_core::counters::DEFAULT_SERIES_IDLE`] dropped. The caller runs
+/// the handle's upkeep now and then (it summarises histograms).
 pub fn install_recorder(max_queue_series: usize) -> Result<PrometheusHandle, BuildError> {
-    let mut builder = PrometheusBuilder::new();
+    install_recorder_with(max_queue_series, tether_core::counters::DEFAULT_SERIES_IDLE)
+}
+
+/// [`install_recorder`] with another series idle time: a counter or
+/// histogram series that has not moved for `series_idle` is dropped by the
+/// recorder (at the next scrape, or [`Metrics`]' sweep) and its (tenant,
+/// queue) pair's place goes to the next new pair. The counters without
+/// labels are kept (every scrape touches them), so they never restart.
+pub fn install_recorder_with(
+    max_queue_series: usize,
+    series_idle: Duration,
+) -> Result<PrometheusHandle, BuildError> {
+    let mut builder = PrometheusBuilder::new().idle_timeout(
+        MetricKindMask::COUNTER | MetricKindMask::HISTOGRAM,
+        Some(series_idle),
+    );
     for family in FAMILIES {
         if let Kind::Histogram(buckets) = family.kind {
             builder =
@@ -234,8 +255,28 @@ pub fn install_recorder(max_queue_series: usize) -> Result<PrometheusHandle, Bui
         }
     }
     tether_core::counters::limit_queue_series(max_queue_series);
+    tether_core::counters::set_queue_series_idle(series_idle);
     Ok(handle)
 }
+
+/// Keeps the counters of [`FAMILIES`] without labels (expired, pruned,
+/// report errors) in the recorder whatever the idle timeout: a counter
+/// that vanished and came back would lose its first increments to
+/// Prometheus. Also makes them show from the first scrape, at 0.
+fn keep_unlabelled_counters() {
+    for family in FAMILIES {
+        if family.source == Source::Recorder
+            && family.kind == Kind::Counter
+            && family.labels.is_empty()
+        {
+            metrics::counter!(family.name).increment(0);
+        }
+    }
+}
+
+/// How often [`Metrics::with_recorder`] sweeps the recorder of idle series
+/// when nobody scrapes (a scrape sweeps too).
+pub const SERIES_SWEEP: Duration = Duration::from_secs(60);
 
 /// The `/metrics` state: the recorder's handle and the gauge cache.
 #[derive(Clone, Default)]
@@ -260,7 +301,21 @@ impl Metrics {
 
     /// Gauges plus whatever the installed Prometheus recorder holds (the
     /// `tether_jobs_*_total` counters of the engine, the worker metrics).
+    /// Inside a Tokio runtime it also sweeps the recorder every
+    /// [`SERIES_SWEEP`], so that idle series are dropped (and their memory
+    /// freed) even if nobody scrapes.
     pub fn with_recorder(recorder: PrometheusHandle) -> Self {
+        keep_unlabelled_counters();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let sweeper = recorder.clone();
+            runtime.spawn(async move {
+                loop {
+                    tokio::time::sleep(SERIES_SWEEP).await;
+                    keep_unlabelled_counters();
+                    drop(sweeper.render());
+                }
+            });
+        }
         Metrics {
             recorder: Some(recorder),
             ..Metrics::default()
@@ -546,6 +601,7 @@ pub(crate) async fn metrics(State(st): State<AppState>, caller: Caller) -> ApiRe
         .await?;
     text.push_str(&render_process());
     if let Some(recorder) = &st.metrics.recorder {
+        keep_unlabelled_counters();
         text.push_str(&recorder.render());
     }
     Ok((
