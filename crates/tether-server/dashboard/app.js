@@ -8,7 +8,10 @@
 
 const KEY = 'tether.key';
 const TENANT = 'tether.tenant'; // the id of the tenant an admin key is looking at
-const REFRESH_MS = Number(new URLSearchParams(location.search).get('refresh_ms')) || 5000;
+// Auto-refresh interval: `?refresh_ms=` (for tests and links), else 5 s.
+// Clamped to 1 s .. 1 h: a link with refresh_ms=1 would make whoever opens
+// it refresh back to back, and timers past 2^31 ms fire at once.
+const REFRESH_MS = refreshInterval(new URLSearchParams(location.search).get('refresh_ms'));
 const STATES = ['queued', 'running', 'succeeded', 'failed', 'cancelled'];
 const PAGE_SIZES = ['10', '25', '50', '100'];
 const BULK_MAX = 500; // ids per POST /v1/jobs/cancel or /replay
@@ -32,6 +35,14 @@ const opened = new Map(); // <details> open state by key, kept across refreshes
 const drafts = new Map(); // settings forms being edited, kept across refreshes
 
 // ---------------------------------------------------------------- helpers
+
+/** The auto-refresh interval a `refresh_ms` parameter asks for, kept
+ * between 1 s and 1 h; 5 s when it is absent or not a positive number. */
+function refreshInterval(asked) {
+  const ms = Number(asked);
+  if (!asked || !Number.isFinite(ms) || ms <= 0) return 5000;
+  return Math.min(3600000, Math.max(1000, ms));
+}
 
 /** Builds an element. Strings among the children become Text nodes. */
 function el(tag, attrs, ...children) {
@@ -1087,5 +1098,6 @@ window.addEventListener('hashchange', () => {
   drafts.clear(); // and so does a half-edited settings form
   render();
 });
+document.body.dataset.refreshMs = String(REFRESH_MS); // for tests: the interval in force
 setInterval(tick, REFRESH_MS);
 render();

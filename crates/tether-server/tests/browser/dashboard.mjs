@@ -794,6 +794,19 @@ try {
   assert.deepEqual([...new Set(actingFor.slice(sentBefore))], [''], 'a tenant key never sends X-Tether-Tenant');
   assert.ok(!requests.slice(sentBefore).some((r) => r.startsWith('/v1/tenants')), 'no tenant list for a tenant key');
 
+  step('a link cannot make the page refresh back to back: refresh_ms is kept between 1 s and 1 h');
+  for (const [asked, kept] of [['1', 1000], ['0.5', 1000], ['0', 5000], ['-5', 5000], ['nope', 5000], ['1e12', 3600000]]) {
+    await page.goto(`${BASE}/?refresh_ms=${asked}`);
+    await page.locator('#queues').waitFor();
+    assert.equal(await page.evaluate(() => Number(document.body.dataset.refreshMs)), kept, `refresh_ms=${asked}`);
+  }
+  await page.goto(`${BASE}/?refresh_ms=1`);
+  await page.locator('#queues').waitFor();
+  const rendered = await renders();
+  await sleep(2500);
+  const refreshes = (await renders()) - rendered;
+  assert.ok(refreshes <= 3, `${refreshes} refreshes in 2.5 s with refresh_ms=1`);
+
   assert.deepEqual(problems, [], 'the page reported errors');
   assert.equal(await page.evaluate(() => window.__pwned), undefined);
   console.log(`dashboard: all browser checks passed; screenshots in ${OUT}`);
