@@ -94,15 +94,15 @@ fn watch(
     })
 }
 
+/// From one instant to another.
+type Span = (DateTime<Utc>, DateTime<Utc>);
+
 /// Checks consecutive fire instants (in order): one second apart, or
 /// further apart across a stall the watcher saw — the scheduler was held up
 /// past the catch-up window and collapsed the instants in between, as it
 /// must. Answers the collapsed gaps; an instant lost without a stall, or
 /// one fired twice, is an error.
-fn check_fires(
-    fires: &[DateTime<Utc>],
-    stalls: &[(DateTime<Utc>, DateTime<Utc>)],
-) -> Result<Vec<(DateTime<Utc>, DateTime<Utc>)>, String> {
+fn check_fires(fires: &[DateTime<Utc>], stalls: &[Span]) -> Result<Vec<Span>, String> {
     let second = chrono::Duration::seconds(1);
     let mut collapsed = Vec::new();
     for w in fires.windows(2) {

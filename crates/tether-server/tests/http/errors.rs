@@ -21,11 +21,12 @@ async fn body_and_query_times_follow_one_rule(db: &TestDb) {
         .await
         .expect(200);
     let enc = |t: &str| t.replace('+', "%2B").replace(':', "%3A");
-    // (method, uri, body) for a time `t`.
-    let uses: Vec<(
-        &str,
-        Box<dyn Fn(&str) -> (String, Option<Value>) + Send + Sync>,
-    )> = vec![
+    // (field, the uri and body that carry a time `t` in it).
+    type Use<'a> = (
+        &'a str,
+        Box<dyn Fn(&str) -> (String, Option<Value>) + Send + Sync + 'a>,
+    );
+    let uses: Vec<Use> = vec![
         (
             "run_at",
             Box::new(|t| {
