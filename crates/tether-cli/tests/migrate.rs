@@ -9,7 +9,8 @@ use std::path::Path;
 use common::{temp_dir, tether, Run, Server};
 use sqlx::Connection;
 
-const LATEST_SQLITE: i64 = 7;
+/// The newest SQLite migration (9: tenant suspension).
+const LATEST_SQLITE: i64 = 9;
 
 fn status(target: &[&str]) -> Run {
     let mut args = vec!["migrate", "status", "--json"];
