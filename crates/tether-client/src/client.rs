@@ -754,6 +754,23 @@ impl HttpClient {
         Ok(env.tenants)
     }
 
+    /// `POST /v1/tenants/{tenant_id}/suspend` (admin): stops the tenant —
+    /// its keys are refused (403), its schedules do not fire, an admin
+    /// acting for it may only read — until [`HttpClient::resume_tenant`].
+    pub async fn suspend_tenant(&self, tenant_id: Uuid) -> Result<Tenant> {
+        let id = tenant_id.to_string();
+        let env: TenantEnvelope = self.post(&["v1", "tenants", &id, "suspend"], None).await?;
+        Ok(env.tenant)
+    }
+
+    /// `POST /v1/tenants/{tenant_id}/resume` (admin): a suspended tenant's
+    /// keys work again and its schedules fire from their next instant.
+    pub async fn resume_tenant(&self, tenant_id: Uuid) -> Result<Tenant> {
+        let id = tenant_id.to_string();
+        let env: TenantEnvelope = self.post(&["v1", "tenants", &id, "resume"], None).await?;
+        Ok(env.tenant)
+    }
+
     /// `POST /v1/tenants/{tenant_id}/keys` (admin): issues a key for a
     /// tenant (`admin: true` only for the `default` tenant).
     pub async fn create_key(&self, tenant_id: Uuid, key: &NewKey) -> Result<CreatedKey> {

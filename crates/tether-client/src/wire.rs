@@ -582,6 +582,10 @@ pub struct Tenant {
     pub name: String,
     /// When it was created.
     pub created_at: DateTime<Utc>,
+    /// When an admin suspended it; `None` while it is active (also from a
+    /// server older than suspension).
+    #[serde(default)]
+    pub suspended_at: Option<DateTime<Utc>>,
 }
 
 /// The answer to `POST /v1/tenants`.
@@ -907,6 +911,11 @@ pub(crate) struct QueuesEnvelope {
 #[derive(Deserialize)]
 pub(crate) struct TenantsEnvelope {
     pub(crate) tenants: Vec<Tenant>,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct TenantEnvelope {
+    pub(crate) tenant: Tenant,
 }
 
 #[derive(Deserialize)]

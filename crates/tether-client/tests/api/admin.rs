@@ -281,6 +281,26 @@ async fn tenants_and_keys(db: &TestDb) {
         .await
         .unwrap();
     s.client(&admin2.api_key).list_tenants().await.unwrap();
+    // Suspension: acme's key is refused (403) until it is resumed.
+    assert_eq!(acme.tenant.suspended_at, None);
+    let suspended = c.suspend_tenant(acme.tenant.id).await.unwrap();
+    assert!(suspended.suspended_at.is_some());
+    let refused = acme_client.whoami().await.unwrap_err();
+    assert!(refused.is_permission_denied(), "{refused}");
+    assert!(refused.to_string().contains("suspended"), "{refused}");
+    let listed = c.list_tenants().await.unwrap();
+    let acme_listed = listed.iter().find(|t| t.id == acme.tenant.id).unwrap();
+    assert_eq!(acme_listed.suspended_at, suspended.suspended_at);
+    let resumed = c.resume_tenant(acme.tenant.id).await.unwrap();
+    assert_eq!(resumed.suspended_at, None);
+    acme_client.whoami().await.unwrap();
+    let err = c.suspend_tenant(default_id).await.unwrap_err();
+    assert!(err.is_invalid_argument(), "{err}");
+    assert!(acme_client
+        .suspend_tenant(acme.tenant.id)
+        .await
+        .unwrap_err()
+        .is_permission_denied());
 }
 
 async fn metrics_need_an_admin_key_and_show_queues(db: &TestDb) {
