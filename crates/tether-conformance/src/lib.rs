@@ -536,6 +536,7 @@ macro_rules! behaviour_suite {
                 leader_lease_is_exclusive_and_fenced,
                 lapsed_leader_lease_is_renewable_until_taken,
                 leader_takeover_within_one_ttl_in_real_time,
+                fenced_passes_of_a_lapsed_leader_change_nothing,
             }
             validation {
                 bad_names_are_refused,

@@ -411,6 +411,13 @@ impl Engine {
             .await
     }
 
+    /// Runs the maintenance passes under the named lease `lease` (name,
+    /// token) from now on, or (`None`) unfenced: see
+    /// [`Store::fence_maintenance`].
+    pub fn fence_maintenance(&self, lease: Option<(&str, LeaseToken)>) {
+        self.store.fence_maintenance(lease)
+    }
+
     /// One reaper pass (the maintenance leader runs this).
     pub async fn reap_lapsed_leases(&self, batch: u32) -> Result<ReapReport> {
         validate::batch_len("batch", batch as usize, validate::MAX_REPLAY as usize)?;

@@ -205,6 +205,10 @@ macro_rules! forward_store {
                 queues::configure_queue(self, tenant, queue, patch, max_queues).await
             }
 
+            fn fence_maintenance(&self, lease: Option<(&str, $crate::LeaseToken)>) {
+                maintenance::fence_maintenance(self, lease)
+            }
+
             async fn prune_empty_queues(&self, batch: u32) -> $crate::Result<u64> {
                 maintenance::prune_empty_queues(self, batch).await
             }

@@ -12,6 +12,7 @@ pub mod counters;
 pub mod cron;
 mod engine;
 mod error;
+mod fence;
 pub mod flow;
 mod forward;
 pub mod keys;
@@ -26,6 +27,7 @@ mod wakeup;
 
 pub use engine::{Engine, AGGREGATE_READS, MAX_LISTED_RUNS, MAX_PREVIEW, SCHEDULE_RUNS_SHOWN};
 pub use error::{Error, ErrorCode, Result};
+pub use fence::MaintenanceFence;
 #[doc(hidden)]
 pub use forward::__forward;
 pub use keys::{

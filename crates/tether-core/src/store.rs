@@ -187,6 +187,13 @@ pub trait Store: Send + Sync + 'static {
     /// a queue that gets a job is never left without its row.
     async fn prune_empty_queues(&self, batch: u32) -> Result<u64>;
 
+    /// Runs the maintenance passes (removing empty queues, the reaper,
+    /// expiry, pruning, firing schedules) under the named lease `lease`
+    /// (name, token) from now on: each changes nothing once that lease no
+    /// longer carries the token or has expired, by the database's clock as
+    /// the statement runs. `None` lifts the fence (see [`crate::MaintenanceFence`]).
+    fn fence_maintenance(&self, lease: Option<(&str, LeaseToken)>);
+
     /// Reaper pass over all tenants, at most `batch` jobs: lapsed leases on a
     /// last attempt fail, cancel-requested ones are cancelled, the rest are
     /// queued again.

@@ -99,6 +99,8 @@ pub struct PgStore {
     notifications: Arc<notify::Notifications>,
     /// Queues this store's claims found limited (see `notify_freed`).
     limited: Arc<tether_core::LimitedQueues>,
+    /// The lease the maintenance passes run under (see `maintenance.rs`).
+    fence: Arc<tether_core::MaintenanceFence>,
 }
 
 /// A transaction on the pool.
@@ -147,6 +149,7 @@ impl PgStore {
             db,
             notifications: Arc::new(notify::Notifications::new(listen, alive)),
             limited: Default::default(),
+            fence: Default::default(),
         })
     }
 
@@ -166,6 +169,7 @@ impl PgStore {
                 tokio::sync::watch::channel(()).0,
             )),
             limited: Default::default(),
+            fence: Default::default(),
         })
     }
 

@@ -16,6 +16,19 @@ use crate::sql::maintenance::{
 use crate::sql::TRY_LOCK_TENANT;
 use crate::PgStore;
 
+pub(crate) fn fence_maintenance(store: &PgStore, lease: Option<(&str, LeaseToken)>) {
+    store.fence.set(lease);
+}
+
+/// The maintenance fence's two parameters (lease name, token), both NULL
+/// when passes run unfenced (see `sql::maintenance_fence!`).
+pub(crate) fn fence_params(store: &PgStore) -> (Option<String>, Option<uuid::Uuid>) {
+    match store.fence.get() {
+        Some((name, token)) => (Some(name), Some(token.0)),
+        None => (None, None),
+    }
+}
+
 pub(crate) async fn prune_empty_queues(store: &PgStore, batch: u32) -> Result<u64> {
     let defaults = QueueConfig::default();
     let candidates: Vec<(String, String)> = sqlx::query_as(EMPTY_QUEUES)
@@ -47,6 +60,7 @@ pub(crate) async fn prune_empty_queues(store: &PgStore, batch: u32) -> Result<u6
         if !locked {
             continue;
         }
+        let (fence_name, fence_token) = fence_params(store);
         let done = sqlx::query(DELETE_EMPTY_QUEUES)
             .bind(&tenant)
             .bind(&names)
@@ -54,6 +68,8 @@ pub(crate) async fn prune_empty_queues(store: &PgStore, batch: u32) -> Result<u6
             .bind(defaults.backoff.base_ms)
             .bind(defaults.backoff.cap_ms)
             .bind(defaults.default_lease_ttl_ms)
+            .bind(fence_name)
+            .bind(fence_token)
             .execute(&mut tx.conn())
             .await
             .db()?;
@@ -64,8 +80,11 @@ pub(crate) async fn prune_empty_queues(store: &PgStore, batch: u32) -> Result<u6
 }
 
 pub(crate) async fn reap_lapsed_leases(store: &PgStore, batch: u32) -> Result<ReapReport> {
+    let (fence_name, fence_token) = fence_params(store);
     let reaped = sqlx::query(REAP)
         .bind(i64::from(batch))
+        .bind(fence_name)
+        .bind(fence_token)
         .fetch_all(&store.db)
         .await
         .db()?;
@@ -89,8 +108,11 @@ pub(crate) async fn reap_lapsed_leases(store: &PgStore, batch: u32) -> Result<Re
 }
 
 pub(crate) async fn expire_jobs(store: &PgStore, batch: u32) -> Result<u64> {
+    let (fence_name, fence_token) = fence_params(store);
     let n: i64 = sqlx::query_scalar(EXPIRE)
         .bind(i64::from(batch))
+        .bind(fence_name)
+        .bind(fence_token)
         .fetch_one(&store.db)
         .await
         .db()?;
@@ -98,9 +120,12 @@ pub(crate) async fn expire_jobs(store: &PgStore, batch: u32) -> Result<u64> {
 }
 
 pub(crate) async fn prune_finished(store: &PgStore, retention_ms: i64, batch: u32) -> Result<u64> {
+    let (fence_name, fence_token) = fence_params(store);
     let n: i64 = sqlx::query_scalar(PRUNE)
         .bind(retention_ms)
         .bind(i64::from(batch))
+        .bind(fence_name)
+        .bind(fence_token)
         .fetch_one(&store.db)
         .await
         .db()?;

@@ -227,6 +227,7 @@ pub(crate) async fn fire_schedules(
         skip.push(fire.overlap == Overlap::Skip);
         job_ids.push(f.job_id);
     }
+    let (fence_name, fence_token) = crate::maintenance::fence_params(store);
     let mut tx = store.begin().await?;
     let moved: HashMap<Uuid, bool> = sqlx::query(ADVANCE_SCHEDULES)
         .bind(&ids)
@@ -236,6 +237,8 @@ pub(crate) async fn fire_schedules(
         .bind(&fire_at)
         .bind(&skip)
         .bind(&job_ids)
+        .bind(fence_name)
+        .bind(fence_token)
         .try_map(|row: PgRow| Ok((row.try_get("id")?, row.try_get("skipped")?)))
         .fetch_all(&mut tx.conn())
         .await
@@ -334,9 +337,12 @@ pub(crate) async fn prune_schedule_runs(
     retention_ms: i64,
     batch: u32,
 ) -> Result<u64> {
+    let (fence_name, fence_token) = crate::maintenance::fence_params(store);
     let n: i64 = sqlx::query_scalar(PRUNE_SCHEDULE_RUNS)
         .bind(retention_ms.clamp(0, MAX_RETENTION_MS))
         .bind(i64::from(batch))
+        .bind(fence_name)
+        .bind(fence_token)
         .fetch_one(&store.db)
         .await
         .db()?;

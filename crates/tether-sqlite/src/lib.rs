@@ -116,6 +116,8 @@ pub struct SqliteStore {
     wakeups: tether_core::WakeupHub,
     /// Queues this store's claims found limited (see `notify_freed`).
     limited: std::sync::Arc<tether_core::LimitedQueues>,
+    /// The lease the maintenance passes run under (see `maintenance.rs`).
+    fence: std::sync::Arc<tether_core::MaintenanceFence>,
 }
 
 impl SqliteStore {
@@ -188,6 +190,7 @@ impl SqliteStore {
             reader,
             wakeups: tether_core::WakeupHub::new(),
             limited: Default::default(),
+            fence: Default::default(),
         })
     }
 

@@ -7,17 +7,45 @@ use tether_core::{Error, JobState, Lease, LeaseToken, QueueConfig, ReapReport, R
 
 use crate::rows::{self, Db};
 use crate::sql::maintenance::{
-    ACQUIRE_LEASE, EXPIRE, EXPIRED_EVENTS, LEASE_EXPIRED_EVENTS, PRUNE, PRUNE_EMPTY_QUEUES,
-    PRUNE_EVENTS, REAP, RELEASE_LEASE, RENEW_LEASE,
+    ACQUIRE_LEASE, EXPIRE, EXPIRED_EVENTS, LEASE_EXPIRED_EVENTS, LEASE_HOLDS, PRUNE,
+    PRUNE_EMPTY_QUEUES, PRUNE_EVENTS, REAP, RELEASE_LEASE, RENEW_LEASE,
 };
-use crate::SqliteStore;
+use crate::{SqliteStore, Tx};
 
 /// `last_error` of a queued job that passed its `expires_at`.
 const EXPIRED_ERROR: &str = "expired";
 
+pub(crate) fn fence_maintenance(store: &SqliteStore, lease: Option<(&str, LeaseToken)>) {
+    store.fence.set(lease);
+}
+
+/// Starts a maintenance pass's write transaction, or `None` when the pass
+/// is fenced by a lease that no longer holds (see
+/// `tether_core::MaintenanceFence`): checked inside the transaction, which
+/// holds the file's write lock, so no other node takes the lease before
+/// the pass commits.
+pub(crate) async fn begin_fenced(store: &SqliteStore) -> Result<Option<Tx>> {
+    let mut tx = store.begin().await?;
+    if let Some((name, token)) = store.fence.get() {
+        let holds: bool = sqlx::query_scalar(LEASE_HOLDS)
+            .bind(name)
+            .bind(token.0.to_string())
+            .fetch_one(&mut *tx)
+            .await
+            .db()?;
+        if !holds {
+            SqliteStore::finish_unchanged(tx).await?;
+            return Ok(None);
+        }
+    }
+    Ok(Some(tx))
+}
+
 pub(crate) async fn prune_empty_queues(store: &SqliteStore, batch: u32) -> Result<u64> {
     let defaults = QueueConfig::default();
-    let mut tx = store.begin().await?;
+    let Some(mut tx) = begin_fenced(store).await? else {
+        return Ok(0);
+    };
     let done = sqlx::query(PRUNE_EMPTY_QUEUES)
         .bind(i64::from(batch))
         .bind(defaults.max_attempts)
@@ -36,7 +64,9 @@ pub(crate) async fn prune_empty_queues(store: &SqliteStore, batch: u32) -> Resul
 }
 
 pub(crate) async fn reap_lapsed_leases(store: &SqliteStore, batch: u32) -> Result<ReapReport> {
-    let mut tx = store.begin().await?;
+    let Some(mut tx) = begin_fenced(store).await? else {
+        return Ok(ReapReport::default());
+    };
     let reaped = sqlx::query(REAP)
         .bind(i64::from(batch))
         .fetch_all(&mut *tx)
@@ -72,7 +102,9 @@ pub(crate) async fn reap_lapsed_leases(store: &SqliteStore, batch: u32) -> Resul
 }
 
 pub(crate) async fn expire_jobs(store: &SqliteStore, batch: u32) -> Result<u64> {
-    let mut tx = store.begin().await?;
+    let Some(mut tx) = begin_fenced(store).await? else {
+        return Ok(0);
+    };
     let expired = sqlx::query(EXPIRE)
         .bind(i64::from(batch))
         .bind(EXPIRED_ERROR)
@@ -87,7 +119,9 @@ pub(crate) async fn prune_finished(
     retention_ms: i64,
     batch: u32,
 ) -> Result<u64> {
-    let mut tx = store.begin().await?;
+    let Some(mut tx) = begin_fenced(store).await? else {
+        return Ok(0);
+    };
     let pruned = sqlx::query(PRUNE)
         .bind(retention_ms)
         .bind(i64::from(batch))

@@ -219,7 +219,9 @@ pub(crate) async fn fire_schedules(
             json!(fire.next_run_at.map(|at| at.timestamp_millis())),
         ]);
     }
-    let mut tx = store.begin().await?;
+    let Some(mut tx) = crate::maintenance::begin_fenced(store).await? else {
+        return Ok(outcomes);
+    };
     // 1. The compare-and-sets, under the write lock: of two nodes (or two
     // processes on the file) that read the same `next_run_at`, the second
     // finds it moved.
@@ -363,7 +365,9 @@ pub(crate) async fn prune_schedule_runs(
     retention_ms: i64,
     batch: u32,
 ) -> Result<u64> {
-    let mut tx = store.begin().await?;
+    let Some(mut tx) = crate::maintenance::begin_fenced(store).await? else {
+        return Ok(0);
+    };
     let done = sqlx::query(PRUNE_SCHEDULE_RUNS)
         .bind(retention_ms)
         .bind(i64::from(batch))

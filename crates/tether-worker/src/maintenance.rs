@@ -173,7 +173,12 @@ impl Maintenance {
             };
             leader.store(confirmed, Ordering::SeqCst);
             let tick_end = Instant::now() + self.tick;
-            if confirmed {
+            if let (true, Some(token)) = (confirmed, held) {
+                // Every pass of this tick is fenced by the lease in the
+                // database: a statement that arrives after the lease lapsed
+                // (a slow or cut link) changes nothing.
+                self.source
+                    .fence_maintenance(Some((MAINTENANCE_LEASE, token)));
                 self.maintain(&mut prune_batch).await;
                 self.fire_schedules_until(tick_end, &stop).await;
             }
@@ -184,6 +189,8 @@ impl Maintenance {
             }
         }
         leader.store(false, Ordering::SeqCst);
+        // Passes run by hand after this (tests, tools) are not this loop's.
+        self.source.fence_maintenance(None);
         if let Some(token) = held {
             match self.source.release_lease(MAINTENANCE_LEASE, token).await {
                 Ok(()) => info!(holder = %self.holder, "maintenance lease released"),

@@ -72,6 +72,12 @@ pub trait Source: Send + Sync + 'static {
     /// Gives a named lease up so another node can take it at once.
     async fn release_lease(&self, name: &str, token: LeaseToken) -> Result<()>;
 
+    /// Runs the passes below under the named lease `lease` (name, token)
+    /// from now on: the database refuses a pass once that lease has lapsed
+    /// or moved (see [`Engine::fence_maintenance`]). A source that does not
+    /// run maintenance ignores it.
+    fn fence_maintenance(&self, _lease: Option<(&str, LeaseToken)>) {}
+
     /// One reaper pass over at most `batch` jobs with lapsed leases.
     async fn reap_lapsed_leases(&self, batch: u32) -> Result<ReapReport>;
 
@@ -154,6 +160,10 @@ impl Source for Engine {
 
     async fn release_lease(&self, name: &str, token: LeaseToken) -> Result<()> {
         Engine::release_lease(self, name, token).await
+    }
+
+    fn fence_maintenance(&self, lease: Option<(&str, LeaseToken)>) {
+        Engine::fence_maintenance(self, lease)
     }
 
     async fn reap_lapsed_leases(&self, batch: u32) -> Result<ReapReport> {

@@ -101,3 +101,61 @@ pub async fn leader_takeover_within_one_ttl_in_real_time(db: &TestDb) {
     assert_ne!(b.token, a.token);
     expect_named_lease_lost(e.renew_lease(MAINTENANCE_LEASE, a.token, 1_000).await);
 }
+
+/// The maintenance passes fenced by a leader's lease change nothing once
+/// that lease has lapsed or another node took it — a lapsed job is not
+/// reaped, an expired one not expired, a finished one not pruned — and do
+/// their work while the lease holds; lifted, the fence lets passes run by
+/// hand again.
+pub async fn fenced_passes_of_a_lapsed_leader_change_nothing(db: &TestDb) {
+    let e = &db.engine;
+    let lease = ok(e.acquire_lease(MAINTENANCE_LEASE, "node-a", TTL_MS).await)
+        .expect("a free lease is acquired");
+    e.fence_maintenance(Some((MAINTENANCE_LEASE, lease.token)));
+
+    // A lapsed job, an expired one and a finished one, for each pass.
+    let lapsed = enqueue(db, T, job("fenced")).await;
+    let claimed = claim(db, T, "fenced", 1).await;
+    assert_eq!(claimed[0].job.id, lapsed.id);
+    db.lapse_lease(lapsed.id).await;
+    let expiring = enqueue(
+        db,
+        T,
+        job("fenced-expiry").expires_at(chrono::Utc::now() + chrono::Duration::milliseconds(50)),
+    )
+    .await;
+    let done = enqueue(db, T, job("fenced-done")).await;
+    let c = claim(db, T, "fenced-done", 1).await;
+    ok(e.complete(T, done.id, c[0].lease_token, None).await);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    // The lease lapses: every fenced pass changes nothing.
+    db.lapse_named_lease(MAINTENANCE_LEASE).await;
+    assert_eq!(ok(e.reap_lapsed_leases(100).await).requeued, 0);
+    assert_eq!(ok(e.expire_jobs(100).await), 0);
+    assert_eq!(ok(e.prune_finished(0, 100).await), 0);
+    assert_eq!(
+        ok(e.get(T, lapsed.id).await).state,
+        tether_core::JobState::Running
+    );
+    assert_eq!(
+        ok(e.get(T, expiring.id).await).state,
+        tether_core::JobState::Queued
+    );
+
+    // Another node takes the lease: still nothing under the old token; the
+    // new leader's fenced passes do the work.
+    let other = ok(e.acquire_lease(MAINTENANCE_LEASE, "node-b", TTL_MS).await)
+        .expect("a lapsed lease is taken over");
+    assert_eq!(ok(e.reap_lapsed_leases(100).await).requeued, 0);
+    e.fence_maintenance(Some((MAINTENANCE_LEASE, other.token)));
+    assert_eq!(ok(e.reap_lapsed_leases(100).await).requeued, 1);
+    assert_eq!(ok(e.expire_jobs(100).await), 1);
+    // The finished job, and the one just expired.
+    assert_eq!(ok(e.prune_finished(0, 100).await), 2);
+
+    // Lifted, the fence leaves passes run by hand unfenced.
+    e.fence_maintenance(None);
+    ok(e.release_lease(MAINTENANCE_LEASE, other.token).await);
+    assert_eq!(ok(e.reap_lapsed_leases(100).await).requeued, 0);
+}

@@ -21,7 +21,9 @@ pub(crate) const EMPTY_QUEUES: &str = concat!(
 /// so it sees every job of every enqueue that held the lock before.
 pub(crate) const DELETE_EMPTY_QUEUES: &str = concat!(
     "DELETE FROM tether.queues q
-    WHERE q.tenant = $1 AND q.name = ANY($2)
+    WHERE ",
+    maintenance_fence!("$7", "$8"),
+    " AND q.tenant = $1 AND q.name = ANY($2)
       AND NOT q.paused AND q.max_attempts = $3 AND q.backoff_base_ms = $4
       AND q.backoff_cap_ms = $5 AND q.default_lease_ttl_ms = $6
       AND q.max_running IS NULL AND q.rate_limit_count IS NULL AND q.key_max_running IS NULL
@@ -31,10 +33,13 @@ pub(crate) const DELETE_EMPTY_QUEUES: &str = concat!(
 );
 
 /// One statement decides all three fates (mirrors `lifecycle::lapse_outcome`),
-/// so an exhausted job can never slip back to `queued`.
-pub(crate) const REAP: &str = "WITH lapsed AS (
+/// so an exhausted job can never slip back to `queued`. Fenced by `$2`, `$3`.
+pub(crate) const REAP: &str = concat!(
+    "WITH lapsed AS (
         SELECT id FROM tether.jobs
-        WHERE state = 'running' AND lease_expires_at < now()
+        WHERE ",
+    maintenance_fence!("$2", "$3"),
+    " AND state = 'running' AND lease_expires_at < now()
         ORDER BY lease_expires_at
         LIMIT $1
         FOR UPDATE SKIP LOCKED
@@ -60,11 +65,16 @@ pub(crate) const REAP: &str = "WITH lapsed AS (
         INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, worker_id, detail)
         SELECT id, tenant, updated_at, 'lease_expired', attempt, worker_id, state FROM done
     )
-    SELECT tenant, queue, state, count(*) AS n FROM done GROUP BY tenant, queue, state";
+    SELECT tenant, queue, state, count(*) AS n FROM done GROUP BY tenant, queue, state"
+);
 
-pub(crate) const EXPIRE: &str = "WITH gone AS (
+/// Fenced by `$2`, `$3`.
+pub(crate) const EXPIRE: &str = concat!(
+    "WITH gone AS (
         SELECT id FROM tether.jobs
-        WHERE state = 'queued' AND expires_at IS NOT NULL AND expires_at < now()
+        WHERE ",
+    maintenance_fence!("$2", "$3"),
+    " AND state = 'queued' AND expires_at IS NOT NULL AND expires_at < now()
         ORDER BY expires_at
         LIMIT $1
         FOR UPDATE SKIP LOCKED
@@ -82,7 +92,8 @@ pub(crate) const EXPIRE: &str = "WITH gone AS (
                'not claimed before ' || to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')
         FROM done
     )
-    SELECT count(*) FROM done";
+    SELECT count(*) FROM done"
+);
 
 /// Up to $2 jobs that finished at least $1 ms ago, oldest first, with their
 /// history. The oldest are found on the `jobs_finished` index and deleted by
@@ -91,9 +102,13 @@ pub(crate) const EXPIRE: &str = "WITH gone AS (
 /// deletes take an array, not a join with `old`: joined, the planner chose a
 /// hash join over a sequential scan of all of `job_events` once it held
 /// millions of rows (600 ms for 500 jobs, against 40 ms for 5 000).
-pub(crate) const PRUNE: &str = "WITH old AS (
+/// Fenced by `$3`, `$4`.
+pub(crate) const PRUNE: &str = concat!(
+    "WITH old AS (
         SELECT ctid, id FROM tether.jobs
-        WHERE state IN ('succeeded', 'failed', 'cancelled')
+        WHERE ",
+    maintenance_fence!("$3", "$4"),
+    " AND state IN ('succeeded', 'failed', 'cancelled')
           AND finished_at <= now() - $1 * interval '1 millisecond'
         ORDER BY finished_at
         LIMIT $2
@@ -105,7 +120,8 @@ pub(crate) const PRUNE: &str = "WITH old AS (
     done AS (
         DELETE FROM tether.jobs WHERE ctid = ANY (ARRAY(SELECT ctid FROM old)) RETURNING 1
     )
-    SELECT count(*) FROM done";
+    SELECT count(*) FROM done"
+);
 
 pub(crate) const ACQUIRE_LEASE: &str =
     "INSERT INTO tether.leases AS l (name, holder, token, acquired_at, expires_at)

@@ -6,6 +6,25 @@
 //! one round trip. Parameters are `$1`, `$2`, ...; the statements live in
 //! the `tether` schema.
 
+/// The maintenance fence (see `tether_core::MaintenanceFence`): true when
+/// the statement runs unfenced (`$tok` NULL) or the lease `$name` still
+/// carries the token `$tok` and has not expired as the statement runs
+/// (`clock_timestamp()`: a statement that reaches the server after the
+/// lease lapsed, however long ago it was sent, changes nothing).
+macro_rules! maintenance_fence {
+    ($name:literal, $tok:literal) => {
+        concat!(
+            "(",
+            $tok,
+            "::uuid IS NULL OR EXISTS (SELECT 1 FROM tether.leases fence WHERE fence.name = ",
+            $name,
+            " AND fence.token = ",
+            $tok,
+            " AND fence.expires_at > clock_timestamp()))"
+        )
+    };
+}
+
 /// The job columns every query returns, in this order.
 macro_rules! job_columns {
     () => {

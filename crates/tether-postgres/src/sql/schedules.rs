@@ -103,8 +103,11 @@ pub(crate) const NEXT_SCHEDULE_DUE: &str =
 /// The rows are locked in id order before they are written, so that two
 /// passes racing on the same schedules cannot deadlock: the later one waits
 /// for the earlier one's commit, then finds those timetables moved (the
-/// lock rechecks `next_run_at` on the row's newest version).
-pub(crate) const ADVANCE_SCHEDULES: &str = "WITH input AS (
+/// lock rechecks `next_run_at` on the row's newest version). Fenced by
+/// `$8`, `$9` (a pass of a lapsed maintenance leader advances nothing, so
+/// it enqueues nothing).
+pub(crate) const ADVANCE_SCHEDULES: &str = concat!(
+    "WITH input AS (
         SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[],
                              $5::timestamptz[], $6::boolean[], $7::uuid[])
             AS t(id, tenant, expected, next_at, fire_at, skip_busy, job_id)
@@ -113,7 +116,9 @@ pub(crate) const ADVANCE_SCHEDULES: &str = "WITH input AS (
         SELECT s.id, s.tenant, s.last_job_id, i.next_at, i.fire_at, i.skip_busy, i.job_id
         FROM tether.schedules s
         JOIN input i ON i.id = s.id AND i.tenant = s.tenant
-        WHERE s.enabled AND s.next_run_at = i.expected
+        WHERE ",
+    maintenance_fence!("$8", "$9"),
+    " AND s.enabled AND s.next_run_at = i.expected
         ORDER BY s.id
         FOR NO KEY UPDATE OF s
     ),
@@ -142,7 +147,8 @@ pub(crate) const ADVANCE_SCHEDULES: &str = "WITH input AS (
                now()
         FROM moved
     )
-    SELECT id, busy AS skipped FROM moved";
+    SELECT id, busy AS skipped FROM moved"
+);
 
 /// Locks a schedule for a trigger: `$1` id, `$2` tenant. No row: not found.
 pub(crate) const LOCK_SCHEDULE: &str =
@@ -176,10 +182,14 @@ pub(crate) const RECORD_EXISTING_JOBS: &str = "WITH input AS (
     FROM input i
     WHERE r.schedule_id = i.id AND r.job_id = i.minted";
 
-/// Deletes at most `$2` runs recorded more than `$1` ms ago.
-pub(crate) const PRUNE_SCHEDULE_RUNS: &str = "WITH old AS (
+/// Deletes at most `$2` runs recorded more than `$1` ms ago; fenced by
+/// `$3`, `$4`.
+pub(crate) const PRUNE_SCHEDULE_RUNS: &str = concat!(
+    "WITH old AS (
         SELECT id FROM tether.schedule_runs
-        WHERE recorded_at <= now() - $1::bigint * interval '1 millisecond'
+        WHERE ",
+    maintenance_fence!("$3", "$4"),
+    " AND recorded_at <= now() - $1::bigint * interval '1 millisecond'
         ORDER BY recorded_at
         LIMIT $2
         FOR UPDATE SKIP LOCKED
@@ -187,7 +197,8 @@ pub(crate) const PRUNE_SCHEDULE_RUNS: &str = "WITH old AS (
     done AS (
         DELETE FROM tether.schedule_runs r USING old WHERE r.id = old.id RETURNING 1
     )
-    SELECT count(*) FROM done";
+    SELECT count(*) FROM done"
+);
 
 /// The newest `$2` runs of each schedule of tenant `$1`.
 pub(crate) const RECENT_SCHEDULE_RUNS: &str = "SELECT schedule_id, fire_at, job_id, outcome

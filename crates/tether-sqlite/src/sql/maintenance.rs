@@ -89,6 +89,14 @@ pub(crate) const ACQUIRE_LEASE: &str = concat!(
     "RETURNING name, holder, token, expires_at"
 );
 
+/// Whether the lease ?1 still carries the token ?2 and has not expired:
+/// the maintenance fence, read in the pass's own write transaction.
+pub(crate) const LEASE_HOLDS: &str = concat!(
+    "SELECT EXISTS (SELECT 1 FROM tether_leases WHERE name = ?1 AND token = ?2 AND expires_at > ",
+    now_ms!(),
+    ")"
+);
+
 /// Renews with the token, lapsed or not: only a new holder fences the old.
 pub(crate) const RENEW_LEASE: &str = concat!(
     "UPDATE tether_leases SET expires_at = ",
