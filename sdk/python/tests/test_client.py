@@ -208,14 +208,18 @@ def test_fencing_stale_worker_gets_lease_lost(client: Client, queue: str) -> Non
 
 def test_repeated_reports_are_answered_like_the_first(client: Client, queue: str) -> None:
     # A report resent with the same token (its answer was lost) gets the
-    # first outcome back, changes nothing and records no lease_lost.
+    # first outcome back, changes nothing and records no lease_lost; another
+    # report with that token is invalid_state and changes nothing (invariant 20).
     client.enqueue(queue, "k")
     [c] = client.claim(queue, "w")
     first = client.complete(c.id, c.lease_token, {"x": 1})
-    again = client.complete(c.id, c.lease_token, {"x": 2})
+    again = client.complete(c.id, c.lease_token, {"x": 1})
     assert again.state == first.state == "succeeded" and again.result == {"x": 1}
-    with pytest.raises(LeaseLost):
+    with pytest.raises(InvalidState):
+        client.complete(c.id, c.lease_token, {"x": 2})
+    with pytest.raises(InvalidState):
         client.fail(c.id, c.lease_token, "not the report that ended it")
+    assert client.get(c.id).result == {"x": 1}
     client.enqueue(queue, "k")
     [c] = client.claim(queue, "w")
     snoozed = client.snooze(c.id, c.lease_token, 60_000)

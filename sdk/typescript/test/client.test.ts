@@ -158,10 +158,13 @@ forEachBackend("client", (server) => {
     assert.equal(snoozed.attempt, 0, "a snooze gives the attempt back");
     await assert.rejects(c.complete(e.id, { lease_token: e.lease_token }), (err) => err instanceof LeaseLost || err instanceof InvalidState);
     // Reports are safe to resend: the same report with the token that ended
-    // the attempt answers like the first, in single and batch form alike.
-    assert.deepEqual(await c.complete(a.id, { lease_token: a.lease_token, result: { ok: 2 } }), await c.get(a.id));
+    // the attempt answers like the first, in single and batch form alike; a
+    // different one with that token is invalid_state and changes nothing
+    // (invariant 20).
+    assert.deepEqual(await c.complete(a.id, { lease_token: a.lease_token, result: { ok: 1 } }), await c.get(a.id));
+    await assert.rejects(c.complete(a.id, { lease_token: a.lease_token, result: { ok: 2 } }), InvalidState);
     assert.deepEqual((await c.get(a.id)).result, { ok: 1 });
-    assert.deepEqual((await c.completeBatch([{ id: b.id, lease_token: b.lease_token }]))[0], { id: b.id, ok: true });
+    assert.deepEqual((await c.completeBatch([{ id: b.id, lease_token: b.lease_token, result: "b" }]))[0], { id: b.id, ok: true });
     assert.equal((await c.fail(d.id, { lease_token: d.lease_token, error: "boom", retry_after_ms: 60_000 })).attempt, 1);
     assert.equal((await c.snooze(e.id, { lease_token: e.lease_token, delay_ms: 60_000 })).attempt, 0);
   });
