@@ -300,6 +300,45 @@ def test_tenants_and_keys(client: Client, server: Server, queue: str) -> None:
         client.list_keys(str(uuid.uuid4()))
 
 
+def test_suspend_and_resume_tenant(client: Client, server: Server, queue: str) -> None:
+    created = client.create_tenant(f"s-{queue}")
+    assert created.tenant.suspended_at is None
+    with Client(server.url, created.api_key, retries=0) as tenant:
+        assert tenant.whoami().tenant.id == created.tenant.id
+        suspended = client.suspend_tenant(created.tenant.id)
+        assert suspended.id == created.tenant.id and suspended.suspended_at is not None
+        datetime.fromisoformat(suspended.suspended_at.replace("Z", "+00:00"))
+        with pytest.raises(PermissionDenied) as e:
+            tenant.queues()
+        assert e.value.status == 403 and e.value.code == "permission_denied"
+        assert "suspended" in str(e.value)
+        # Suspending again keeps the first instant; the listing shows it.
+        assert client.suspend_tenant(created.tenant.id).suspended_at == suspended.suspended_at
+        listed = [t for t in client.list_tenants() if t.id == created.tenant.id]
+        assert listed[0].suspended_at == suspended.suspended_at
+        with pytest.raises(InvalidArgument):
+            client.suspend_tenant(client.whoami().tenant.id)
+        with pytest.raises(NotFound):
+            client.suspend_tenant(str(uuid.uuid4()))
+        with pytest.raises(PermissionDenied):
+            tenant.resume_tenant(created.tenant.id)
+        resumed = client.resume_tenant(created.tenant.id)
+        assert resumed.suspended_at is None
+        assert isinstance(tenant.queues(), list)
+        assert client.resume_tenant(created.tenant.id).suspended_at is None
+
+    async def main() -> None:
+        async with AsyncClient(server.url, server.key) as c, \
+                AsyncClient(server.url, created.api_key, retries=0) as t:
+            assert (await c.suspend_tenant(created.tenant.id)).suspended_at is not None
+            with pytest.raises(PermissionDenied):
+                await t.queues()
+            assert (await c.resume_tenant(created.tenant.id)).suspended_at is None
+            assert isinstance(await t.queues(), list)
+
+    asyncio.run(main())
+
+
 def test_errors(client: Client, server: Server, queue: str) -> None:
     with pytest.raises(NotFound) as e:
         client.get(str(uuid.uuid4()))

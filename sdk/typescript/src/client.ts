@@ -43,6 +43,7 @@ import type {
   ScheduleRun,
   SnoozeBody,
   Tenant,
+  TenantResponse,
   WhoamiResponse,
 } from "./types.js";
 
@@ -462,6 +463,21 @@ export class Client {
   /** `GET /v1/tenants` (admin). */
   async listTenants(opts?: CallOptions): Promise<Tenant[]> {
     return (await this.#request<{ tenants: Tenant[] }>({ method: "GET", path: "/v1/tenants", retry: true, opts })).tenants;
+  }
+
+  /**
+   * `POST /v1/tenants/{tenant_id}/suspend` (admin): its keys are refused (403
+   * `permission_denied`) and its schedules stop until it is resumed; nothing is
+   * deleted. Suspending a suspended tenant keeps its first `suspended_at`; the
+   * `default` tenant cannot be suspended (`InvalidArgument`).
+   */
+  async suspendTenant(tenantId: string, opts?: CallOptions): Promise<Tenant> {
+    return (await this.#request<TenantResponse>({ method: "POST", path: `/v1/tenants/${enc(tenantId)}/suspend`, retry: true, opts })).tenant;
+  }
+
+  /** `POST /v1/tenants/{tenant_id}/resume` (admin): its keys work again; resuming an active tenant changes nothing. */
+  async resumeTenant(tenantId: string, opts?: CallOptions): Promise<Tenant> {
+    return (await this.#request<TenantResponse>({ method: "POST", path: `/v1/tenants/${enc(tenantId)}/resume`, retry: true, opts })).tenant;
   }
 
   /** `POST /v1/tenants/{tenant_id}/keys` (admin): a new key; the secret is shown only here. */

@@ -407,6 +407,8 @@ export interface Tenant {
   id: string;
   name: string;
   created_at: string;
+  /** When an admin suspended it; `null` while it is active (its keys are then refused with 403). */
+  suspended_at: string | null;
 }
 
 export interface CreateTenantBody {
@@ -420,6 +422,11 @@ export interface CreateTenantResponse {
 
 export interface TenantListResponse {
   tenants: Tenant[];
+}
+
+/** `POST /v1/tenants/{tenant_id}/suspend` and `/resume`: the tenant after the operation. */
+export interface TenantResponse {
+  tenant: Tenant;
 }
 
 export interface CreateKeyBody {

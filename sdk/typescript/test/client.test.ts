@@ -286,6 +286,35 @@ forEachBackend("client", (server) => {
     await assert.rejects(new Client({ url: server().url, key: "tth_nope" }).queues(), Unauthenticated);
   });
 
+  test("suspend and resume a tenant: its key is refused, then accepted again", async () => {
+    const c = server().admin;
+    const t = await c.createTenant(queueName("susp"));
+    assert.equal(t.tenant.suspended_at, null);
+    const tc = new Client({ url: server().url, key: t.api_key, retries: 0 });
+    assert.ok(Array.isArray(await tc.queues()));
+    const s = await c.suspendTenant(t.tenant.id);
+    assert.equal(s.id, t.tenant.id);
+    assert.ok(s.suspended_at && !Number.isNaN(Date.parse(s.suspended_at)), "suspended_at is a timestamp");
+    await assert.rejects(tc.queues(), (e: unknown) => {
+      assert.ok(e instanceof PermissionDenied);
+      assert.equal(e.status, 403);
+      assert.equal(e.code, "permission_denied");
+      assert.match(e.message, /suspended/);
+      return true;
+    });
+    // Suspending again keeps the first instant; the listing shows it.
+    assert.equal((await c.suspendTenant(t.tenant.id)).suspended_at, s.suspended_at);
+    assert.equal((await c.listTenants()).find((x) => x.id === t.tenant.id)!.suspended_at, s.suspended_at);
+    const me = await c.whoami();
+    await assert.rejects(c.suspendTenant(me.tenant.id), InvalidArgument);
+    await assert.rejects(c.suspendTenant("00000000-0000-0000-0000-000000000000"), NotFound);
+    await assert.rejects(tc.suspendTenant(t.tenant.id), PermissionDenied);
+    const r = await c.resumeTenant(t.tenant.id);
+    assert.equal(r.suspended_at, null);
+    assert.ok(Array.isArray(await tc.queues()));
+    assert.equal((await c.resumeTenant(t.tenant.id)).suspended_at, null);
+  });
+
   test("whoami answers the key's tenant", async () => {
     const c = server().admin;
     const me = await c.whoami();

@@ -215,6 +215,8 @@ const ROUTES: Record<string, string> = {
   "POST /v1/tenants": "createTenant",
   "GET /v1/tenants/{tenant_id}/keys": "listKeys",
   "POST /v1/tenants/{tenant_id}/keys": "createKey",
+  "POST /v1/tenants/{tenant_id}/suspend": "suspendTenant",
+  "POST /v1/tenants/{tenant_id}/resume": "resumeTenant",
   "GET /v1/whoami": "whoami",
 };
 /** Routes the client has before the committed document does. */

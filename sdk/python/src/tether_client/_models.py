@@ -282,6 +282,9 @@ class Tenant:
     id: str = ""
     name: str = ""
     created_at: Optional[str] = None
+    #: When an admin suspended it (RFC 3339); ``None`` while it is active (and
+    #: where the answer does not carry it, as in ``whoami``).
+    suspended_at: Optional[str] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod

@@ -427,6 +427,25 @@ class SyncRoutes:
             retry=True,
         )
 
+    def suspend_tenant(self, tenant_id: str) -> Tenant:
+        """Suspends a tenant (admin only): its keys are refused with
+        ``PermissionDenied`` and its schedules stop until it is resumed;
+        nothing is deleted. Suspending it again keeps its first
+        ``suspended_at``; the ``default`` tenant cannot be suspended
+        (``InvalidArgument``)."""
+        return self._call(
+            "POST", f"/v1/tenants/{seg(tenant_id)}/suspend",
+            lambda d: Tenant.from_dict(d["tenant"]), retry=True,
+        )
+
+    def resume_tenant(self, tenant_id: str) -> Tenant:
+        """Resumes a suspended tenant (admin only): its keys work again.
+        Resuming an active tenant changes nothing."""
+        return self._call(
+            "POST", f"/v1/tenants/{seg(tenant_id)}/resume",
+            lambda d: Tenant.from_dict(d["tenant"]), retry=True,
+        )
+
     def create_key(
         self, tenant_id: str, *, name: Optional[str] = None, admin: Optional[bool] = None
     ) -> CreatedKey:
