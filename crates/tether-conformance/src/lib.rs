@@ -500,6 +500,8 @@ macro_rules! behaviour_suite {
                 concurrent_enqueues_with_one_idempotency_key_create_one_job,
                 duplicates_inside_one_batch_resolve_to_the_first,
                 batch_keys_resolve_in_order_against_existing_jobs,
+                single_enqueues_share_commits_and_keep_their_own_answers,
+                a_group_member_that_fails_fails_alone,
             }
             retry {
                 retryable_failure_backs_off_exponentially_with_jitter,

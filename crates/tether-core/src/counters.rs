@@ -25,6 +25,10 @@
 //! - the histogram `tether_job_run_seconds{tenant,queue,outcome}`: from a
 //!   claim to the report that ended the attempt (`succeeded`, `retried`,
 //!   `dead`, `cancelled`, `snoozed`), on the database clock;
+//! - `tether_enqueue_groups_total{tenant}` and
+//!   `tether_enqueue_group_jobs_total{tenant}`: group commits of single
+//!   enqueues and the enqueues they carried (their ratio is the mean group
+//!   size; see `group_commit`);
 //! - `tether_schedule_fires_total{tenant}` and the histogram
 //!   `tether_schedule_fire_lateness_seconds{tenant}`: from a fire instant to
 //!   its job being enqueued.
@@ -182,6 +186,13 @@ pub(crate) fn enqueued(tenant: &str, out: &[Enqueued]) {
         counter!("tether_jobs_enqueued_total", "tenant" => tenant.to_owned(), "queue" => queue_label(tenant, queue))
             .increment(n);
     }
+}
+
+/// One group commit of `jobs` single enqueues of `tenant`.
+pub(crate) fn enqueue_group(tenant: &str, jobs: usize) {
+    counter!("tether_enqueue_groups_total", "tenant" => tenant.to_owned()).increment(1);
+    counter!("tether_enqueue_group_jobs_total", "tenant" => tenant.to_owned())
+        .increment(jobs as u64);
 }
 
 /// Jobs claimed from `queue`: the claim count, and each job's wait from

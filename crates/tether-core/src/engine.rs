@@ -8,6 +8,7 @@ use uuid::Uuid;
 use crate::counters;
 use crate::cron::CronSchedule;
 use crate::error::{Error, Result};
+use crate::group_commit::{GroupCommit, GroupCommitStats};
 use crate::keys::{
     ApiKeyInfo, ApiKeySecret, OperatorKeySetup, ServerSecret, Tenant, TenantStatus, DEFAULT_TENANT,
     KEY_USE_INTERVAL_MS,
@@ -41,6 +42,8 @@ pub struct Engine {
     /// runs [`AGGREGATE_READS`] at a time and the rest of its burst waits
     /// here instead of on connections other tenants need.
     aggregates: Arc<crate::turns::Turns>,
+    /// Single enqueues, grouped into shared commits.
+    group_commit: Arc<GroupCommit>,
 }
 
 /// How many aggregate reads (see [`Engine::throughput`]) one tenant runs
@@ -61,16 +64,20 @@ impl Engine {
     /// An engine over `store` with default limits.
     pub fn new(store: Arc<dyn Store>) -> Self {
         Engine {
-            store,
             limits: Limits::default(),
             server_secret: None,
             aggregates: crate::turns::Turns::new(AGGREGATE_READS),
+            group_commit: GroupCommit::new(store.clone()),
+            store,
         }
     }
 
-    /// Replaces the size limits.
+    /// Replaces the size limits. The engine gets group commits of its own
+    /// (see [`Engine::enqueue`]), so that no group mixes callers held to
+    /// different limits.
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
+        self.group_commit = GroupCommit::new(self.store.clone());
         self
     }
 
@@ -93,15 +100,26 @@ impl Engine {
         &self.limits
     }
 
-    /// Enqueues one job.
+    /// Enqueues one job. Jobs enqueued one per call while others are
+    /// being written share their commit (group commit, see
+    /// [`Engine::group_commit_stats`]); each still gets its own answer,
+    /// and only once its job is durable.
     pub async fn enqueue(&self, tenant: &str, job: NewJob) -> Result<Enqueued> {
         validate::name("tenant", tenant)?;
         // Validated on its own so that errors name `queue`, not `jobs[0].queue`.
         validate::new_job("", &job, &self.limits)?;
-        let mut out = self
-            .store_enqueue(tenant, std::slice::from_ref(&job))
+        let out = self
+            .group_commit
+            .enqueue(tenant, job, self.limits.max_queues_per_tenant)
             .await?;
-        Ok(out.remove(0))
+        counters::enqueued(tenant, std::slice::from_ref(&out));
+        Ok(out)
+    }
+
+    /// How many group commits single enqueues made in this engine, and
+    /// how many enqueues they carried.
+    pub fn group_commit_stats(&self) -> GroupCommitStats {
+        self.group_commit.stats()
     }
 
     /// Enqueues 1–1000 jobs all-or-nothing; answers in request order.

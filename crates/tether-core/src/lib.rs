@@ -15,6 +15,7 @@ mod error;
 mod fence;
 pub mod flow;
 mod forward;
+mod group_commit;
 pub mod keys;
 pub mod lifecycle;
 pub mod migrations;
@@ -30,6 +31,7 @@ pub use error::{Error, ErrorCode, Result};
 pub use fence::MaintenanceFence;
 #[doc(hidden)]
 pub use forward::__forward;
+pub use group_commit::{GroupCommitStats, MAX_GROUP, WRITERS};
 pub use keys::{
     ApiKeyInfo, ApiKeySecret, OperatorKeySetup, ServerSecret, StoredKey, Tenant, TenantStatus,
     DEFAULT_TENANT,

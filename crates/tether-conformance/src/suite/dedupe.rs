@@ -234,3 +234,106 @@ pub async fn batch_keys_resolve_in_order_against_existing_jobs(db: &TestDb) {
     assert_eq!((later.created, later.job.id), (false, out[1].job.id));
     assert_eq!(all_jobs(db, T).await.len(), 2);
 }
+
+/// Group commit: single enqueues that arrive together share commits, yet
+/// each caller gets its own answer: distinct jobs are each created once,
+/// callers with one idempotency key or one unique key get the one job it
+/// made, and every job is durable when its caller hears of it.
+pub async fn single_enqueues_share_commits_and_keep_their_own_answers(db: &TestDb) {
+    // A fresh engine of its own, so only these enqueues are counted.
+    let engine = db.engine.clone().with_limits(*db.engine.limits());
+    let calls: Vec<NewJob> = (0..40)
+        .map(|i| match i % 4 {
+            0 => NewJob::new(Q, "k", json!({"i": i})).idempotency_key("grouped"),
+            1 => NewJob::new(Q, "k", json!({"i": i})).unique_key("grouped-u"),
+            _ => NewJob::new(Q, "k", json!({"i": i})),
+        })
+        .collect();
+    // One task polls all forty in turn without yielding, so they arrive
+    // while the first writes are in flight.
+    let answers =
+        futures_util::future::join_all(calls.iter().map(|j| engine.enqueue(T, j.clone()))).await;
+    let answers: Vec<_> = answers.into_iter().map(ok).collect();
+    let stats = engine.group_commit_stats();
+    assert_eq!(stats.jobs, 40, "every single enqueue went through a group");
+    assert!(
+        stats.groups < 40,
+        "no two enqueues shared a commit: {stats:?}"
+    );
+
+    let by = |rem: usize| -> Vec<&tether_core::Enqueued> {
+        answers
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % 4 == rem)
+            .map(|(_, a)| a)
+            .collect()
+    };
+    for (rem, label) in [(0, "idempotency key"), (1, "unique key")] {
+        let same = by(rem);
+        assert_eq!(
+            same.iter().filter(|a| a.created).count(),
+            1,
+            "{label}: one created"
+        );
+        let ids: HashSet<Uuid> = same.iter().map(|a| a.job.id).collect();
+        assert_eq!(ids.len(), 1, "{label}: every caller got the one job");
+    }
+    let plain: Vec<_> = answers
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % 4 >= 2)
+        .collect();
+    assert!(plain.iter().all(|(_, a)| a.created));
+    for (i, a) in &plain {
+        assert_eq!(
+            a.job.payload,
+            json!({"i": i}),
+            "each caller got its own job"
+        );
+        assert_eq!(
+            get(db, T, a.job.id).await.id,
+            a.job.id,
+            "answered means stored"
+        );
+    }
+    assert_eq!(all_jobs(db, T).await.len(), 2 + plain.len());
+}
+
+/// Group commit: when one member of a group cannot be written (its queue
+/// would pass the tenant's queue limit), only that caller gets the error;
+/// the others in its group are written and answered as if alone.
+pub async fn a_group_member_that_fails_fails_alone(db: &TestDb) {
+    let engine = db.engine.clone().with_limits(tether_core::Limits {
+        max_queues_per_tenant: 1,
+        ..*db.engine.limits()
+    });
+    ok(engine.enqueue(T, job(Q)).await);
+    let calls: Vec<NewJob> = (0..12)
+        .map(|i| match i {
+            3 => job("past-the-limit-1"),
+            8 => job("past-the-limit-2"),
+            _ => NewJob::new(Q, "k", json!({"i": i})),
+        })
+        .collect();
+    let answers =
+        futures_util::future::join_all(calls.iter().map(|j| engine.enqueue(T, j.clone()))).await;
+    assert!(
+        engine.group_commit_stats().groups < 13,
+        "no two enqueues shared a commit"
+    );
+    for (i, answer) in answers.into_iter().enumerate() {
+        if i == 3 || i == 8 {
+            let e = expect_code(answer, "invalid_state");
+            assert!(
+                matches!(e, tether_core::Error::LimitReached { .. }),
+                "{e:?}"
+            );
+        } else {
+            let a = ok(answer);
+            assert!(a.created);
+            assert_eq!(a.job.payload, json!({"i": i}));
+        }
+    }
+    assert_eq!(jobs_in(db, T, Q).await.len(), 11);
+}
