@@ -17,6 +17,8 @@ use crate::report::Report;
 use crate::workload::{enqueue_batches, median_ms, rate, TENANT};
 use crate::Scale;
 
+/// Single enqueues in flight over HTTP (as for the library's figure).
+const SINGLE_PRODUCERS: usize = 8;
 /// HTTP client workers claiming end to end.
 const CLIENT_WORKERS: usize = 4;
 /// The admin key the child server is started with.
@@ -159,6 +161,61 @@ pub async fn run(engine: &Engine, url: &str, pool: &PgPool, scale: &Scale, repor
         server.rss_mib(),
         "MiB",
         "tether serve resident memory, idle after start (bar <= 64)",
+    );
+
+    // Single enqueues over HTTP: one caller on an idle server (each
+    // request's own latency), then 8 in flight (what group commit shares).
+    crate::pg::reset(pool).await;
+    let mut alone = Vec::with_capacity(scale.pickup_jobs);
+    for i in 0..scale.pickup_jobs {
+        let started = Instant::now();
+        client
+            .enqueue(NewJob::new("http-single", "noop", json!({ "i": i })))
+            .await
+            .expect("enqueue");
+        alone.push(started.elapsed());
+    }
+    alone.sort();
+    report.add(
+        "http_enqueue_single_p99_ms",
+        alone[(alone.len() * 99 / 100).min(alone.len() - 1)].as_secs_f64() * 1_000.0,
+        "ms",
+        format!(
+            "POST /v1/jobs, one caller, idle server, p99 of {} (bar <= 2)",
+            alone.len()
+        ),
+    );
+    let n = scale.enqueue_single;
+    crate::pg::reset(pool).await;
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for t in 0..SINGLE_PRODUCERS {
+        let client = client.clone();
+        let count = n / SINGLE_PRODUCERS;
+        handles.push(tokio::spawn(async move {
+            for i in 0..count {
+                client
+                    .enqueue(NewJob::new(
+                        "http-single",
+                        "noop",
+                        json!({ "t": t, "i": i }),
+                    ))
+                    .await
+                    .expect("enqueue");
+            }
+        }));
+    }
+    for h in handles {
+        h.await.expect("enqueue task");
+    }
+    report.add(
+        "http_pg_enqueue_single_jobs_per_s",
+        rate(
+            (n / SINGLE_PRODUCERS * SINGLE_PRODUCERS) as u64,
+            started.elapsed(),
+        ),
+        "jobs/s",
+        format!("POST /v1/jobs, one job each, {SINGLE_PRODUCERS} in flight, {n} jobs"),
     );
 
     // Batch enqueue over HTTP.

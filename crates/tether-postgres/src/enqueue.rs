@@ -46,18 +46,24 @@ pub(crate) const QUEUE_CREATE_LOCK: i32 = 0x7465_7402;
 /// between the insert and the lookup (it finished, or was pruned).
 const MAX_ROUNDS: usize = 8;
 
-/// See `Store::enqueue`: one statement for one job, a transaction for a
-/// batch; the hints go out after it.
+/// See `Store::enqueue`: one statement where one is enough (see below), a
+/// transaction otherwise; the hints go out after it.
 pub(crate) async fn enqueue(
     store: &PgStore,
     tenant: &str,
     jobs: &[NewJobRef<'_>],
     max_queues: u32,
 ) -> Result<Vec<Enqueued>> {
-    let answers = if jobs.len() == 1 && !store.db.pooled() {
-        // One job is written by exactly one statement (later rounds only
-        // run if the first wrote nothing; creating its queue's row is a
-        // transaction of its own before), so it needs no transaction.
+    // Without idempotency or unique keys no entry can lose to another job,
+    // so the jobs are written by exactly one statement (later rounds only
+    // run if the first wrote nothing; creating queue rows is a transaction
+    // of its own before), which is all-or-nothing without a transaction:
+    // two round trips fewer. A single job is the same with keys.
+    let one_statement = jobs.len() == 1
+        || jobs
+            .iter()
+            .all(|r| r.job.idempotency_key.is_none() && r.job.unique_key.is_none());
+    let answers = if one_statement && !store.db.pooled() {
         // (Behind a transaction pooler every statement needs one.)
         let mut conn = store.db.raw().acquire().await.db()?;
         enqueue_on(&mut Conn::direct(&mut conn), tenant, jobs, Some(max_queues)).await?
