@@ -411,11 +411,15 @@ async fn raw_claim_complete(
                 let ids: Vec<Uuid> = rows.iter().map(|r| r.get("id")).collect();
                 let tokens: Vec<Uuid> = rows.iter().map(|r| r.get("lease_token")).collect();
                 let results: Vec<Option<Value>> = vec![None; ids.len()];
+                // What each report is, as the store records it (invariant 20).
+                let digest = tether_core::lifecycle::Report::Complete(None).digest();
+                let digests: Vec<&str> = vec![digest.as_str(); ids.len()];
                 sqlx::query(reference_sql::COMPLETE_MANY)
                     .bind(TENANT)
                     .bind(&ids)
                     .bind(&tokens)
                     .bind(&results)
+                    .bind(&digests)
                     .fetch_all(&pool)
                     .await
                     .expect("raw complete");
