@@ -14,8 +14,8 @@ use async_trait::async_trait;
 use serde_json::json;
 use tether_client::{HttpClient, JobContext, JobError, JobResult, RemoteSource, Worker};
 use tether_core::{
-    ClaimRequest, ClaimedJob, Completion, Error, Failure, FireReport, Heartbeat, HeartbeatAck,
-    JobState, Lease, LeaseToken, ReapReport, Result, Wakeup,
+    CarriedReports, ClaimRequest, ClaimedJob, Completion, Error, Failure, FireReport, Heartbeat,
+    HeartbeatAck, JobState, Lease, LeaseToken, ReapReport, ReportedAndClaimed, Result, Wakeup,
 };
 use tether_worker::Source;
 use uuid::Uuid;
@@ -79,6 +79,22 @@ struct Observed {
 }
 
 impl Observed {
+    /// Observes the jobs a claim answered.
+    fn claimed(req: &ClaimRequest, jobs: &[ClaimedJob]) {
+        let at_us = now_us();
+        for c in jobs {
+            emit(Line::Claim(
+                c.lease_token.0,
+                ClaimObs {
+                    job: c.job.id,
+                    attempt: c.job.attempt,
+                    worker: req.worker_id.clone(),
+                    at_us,
+                },
+            ));
+        }
+    }
+
     /// Observes a per-job answer of a fenced operation.
     fn item<T>(op: &str, id: Uuid, token: LeaseToken, r: &Result<T>) {
         if let Err(e) = r {
@@ -95,19 +111,30 @@ impl Source for Observed {
     async fn claim(&self, tenant: &str, req: &ClaimRequest) -> Result<Vec<ClaimedJob>> {
         let r = self.inner.claim(tenant, req).await;
         match &r {
-            Ok(jobs) => {
-                let at_us = now_us();
-                for c in jobs {
-                    emit(Line::Claim(
-                        c.lease_token.0,
-                        ClaimObs {
-                            job: c.job.id,
-                            attempt: c.job.attempt,
-                            worker: req.worker_id.clone(),
-                            at_us,
-                        },
-                    ));
+            Ok(jobs) => Self::claimed(req, jobs),
+            Err(e) => report_error("claim", e),
+        }
+        r
+    }
+
+    async fn report_and_claim(
+        &self,
+        tenant: &str,
+        req: &ClaimRequest,
+        reports: &CarriedReports,
+    ) -> Result<ReportedAndClaimed> {
+        let r = self.inner.report_and_claim(tenant, req, reports).await;
+        match &r {
+            Ok(out) => {
+                let items = (reports
+                    .complete
+                    .iter()
+                    .map(|c| ("complete", c.id, c.lease_token)))
+                .chain(reports.fail.iter().map(|f| ("fail", f.id, f.lease_token)));
+                for ((op, id, token), a) in items.zip(&out.reports) {
+                    Self::item(op, id, token, a);
                 }
+                Self::claimed(req, &out.jobs);
             }
             Err(e) => report_error("claim", e),
         }

@@ -8,8 +8,8 @@ use reqwest::{Method, RequestBuilder, Url};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
 use tether_core::{
-    Completion, Failure, Heartbeat, JobArgs, LeaseToken, NewJob, QueueConfigPatch, SchedulePatch,
-    ScheduleSpec,
+    CarriedReports, Completion, Failure, Heartbeat, JobArgs, LeaseToken, NewJob, QueueConfigPatch,
+    SchedulePatch, ScheduleSpec,
 };
 use uuid::Uuid;
 
@@ -286,6 +286,24 @@ impl HttpClient {
     /// or the wait ends (then the answer is empty); this request's timeout
     /// is extended by the wait.
     pub async fn claim(&self, queue: &str, opts: &ClaimOptions) -> Result<Vec<ClaimedJob>> {
+        let claimed = self
+            .report_and_claim(queue, opts, &CarriedReports::default())
+            .await?;
+        Ok(claimed.jobs)
+    }
+
+    /// `POST /v1/queues/{queue}/claim` carrying the last batch's reports
+    /// (completions, then failures; at most 1 000 together): the server
+    /// applies them in the claim's transaction and answers each, as
+    /// [`Client::complete_batch`] does, beside the claimed jobs. A refused
+    /// report never fails the claim. With `wait_ms`, the reports are applied
+    /// at once but answered with the claim, after its wait.
+    pub async fn report_and_claim(
+        &self,
+        queue: &str,
+        opts: &ClaimOptions,
+        reports: &CarriedReports,
+    ) -> Result<Claimed> {
         let call = self.call(Method::POST, &["v1", "queues", queue, "claim"])?;
         let mut body = Map::new();
         body.insert("worker_id".into(), opts.worker_id.clone().into());
@@ -299,13 +317,28 @@ impl HttpClient {
         if let Some(ms) = opts.wait_ms {
             body.insert("wait_ms".into(), ms.into());
         }
+        if !reports.complete.is_empty() {
+            let items = reports.complete.iter().map(completion_body).collect();
+            body.insert("complete".into(), Value::Array(items));
+        }
+        if !reports.fail.is_empty() {
+            let items = reports.fail.iter().map(|f| {
+                let mut v = failure_body(f.lease_token, &f.failure);
+                v["id"] = json!(f.id);
+                v
+            });
+            body.insert("fail".into(), Value::Array(items.collect()));
+        }
         let req = self
             .request(&call, true)
             .timeout(self.timeout + Duration::from_millis(wait as u64))
             .json(&Value::Object(body));
         let bytes = self.send(req).await?;
         let env: JobsEnvelope = decode(&call, &bytes)?;
-        Ok(env.jobs)
+        Ok(Claimed {
+            jobs: env.jobs,
+            reports: env.reports.into_iter().map(BatchItem::into_unit).collect(),
+        })
     }
 
     /// `POST /v1/jobs/{id}/heartbeat`: extends the lease to now +
@@ -373,34 +406,14 @@ impl HttpClient {
     /// `POST /v1/jobs/complete`: completes 1–1000 jobs; one answer per item,
     /// in order.
     pub async fn complete_batch(&self, items: &[Completion]) -> Result<Vec<ItemResult<()>>> {
-        let items: Vec<Value> = items
-            .iter()
-            .map(|c| {
-                let mut v = json!({ "id": c.id, "lease_token": c.lease_token });
-                if let Some(r) = &c.result {
-                    v["result"] = r.clone();
-                }
-                v
-            })
-            .collect();
+        let items: Vec<Value> = items.iter().map(completion_body).collect();
         let env: ResultsEnvelope<BatchItem> = self
             .post(
                 &["v1", "jobs", "complete"],
                 Some(&json!({ "items": items })),
             )
             .await?;
-        Ok(env
-            .results
-            .into_iter()
-            .map(|item| ItemResult {
-                id: item.id,
-                result: if item.ok {
-                    Ok(())
-                } else {
-                    Err(item_error(item.error))
-                },
-            })
-            .collect())
+        Ok(env.results.into_iter().map(BatchItem::into_unit).collect())
     }
 
     /// `POST /v1/jobs/cancel`: cancels 1–500 jobs, each as
@@ -437,16 +450,7 @@ impl HttpClient {
     /// `failed` when fatal or out of attempts, or `cancelled` when
     /// `failure.cancelled` acknowledges a cancel request.
     pub async fn fail(&self, id: Uuid, lease_token: LeaseToken, failure: &Failure) -> Result<Job> {
-        let mut body = json!({ "lease_token": lease_token, "error": failure.error });
-        if let Some(ms) = failure.retry_after_ms {
-            body["retry_after_ms"] = ms.into();
-        }
-        if failure.fatal {
-            body["fatal"] = true.into();
-        }
-        if failure.cancelled {
-            body["cancelled"] = true.into();
-        }
+        let body = failure_body(lease_token, failure);
         let id = id.to_string();
         let env: JobEnvelope = self.post(&["v1", "jobs", &id, "fail"], Some(&body)).await?;
         Ok(env.job)
@@ -915,6 +919,20 @@ fn api_error(status: u16, body: &[u8]) -> Error {
 }
 
 /// The error of a failed batch item.
+impl BatchItem {
+    /// The answer of an item that carries nothing but its outcome.
+    fn into_unit(self) -> ItemResult<()> {
+        ItemResult {
+            id: self.id,
+            result: if self.ok {
+                Ok(())
+            } else {
+                Err(item_error(self.error))
+            },
+        }
+    }
+}
+
 fn item_error(body: Option<ErrorBody>) -> Error {
     match body {
         Some(b) => match ErrorCode::parse(&b.code) {
@@ -935,4 +953,29 @@ fn item_error(body: Option<ErrorBody>) -> Error {
             message: "a batch item failed without an error".to_owned(),
         },
     }
+}
+
+/// One completion as `POST /v1/jobs/complete` and a claim's `complete` take it.
+fn completion_body(c: &Completion) -> Value {
+    let mut v = json!({ "id": c.id, "lease_token": c.lease_token });
+    if let Some(r) = &c.result {
+        v["result"] = r.clone();
+    }
+    v
+}
+
+/// A failure as `POST /v1/jobs/{id}/fail` takes it (a claim's `fail` items
+/// add the `id`).
+fn failure_body(lease_token: LeaseToken, failure: &Failure) -> Value {
+    let mut body = json!({ "lease_token": lease_token, "error": failure.error });
+    if let Some(ms) = failure.retry_after_ms {
+        body["retry_after_ms"] = ms.into();
+    }
+    if failure.fatal {
+        body["fatal"] = true.into();
+    }
+    if failure.cancelled {
+        body["cancelled"] = true.into();
+    }
+    body
 }

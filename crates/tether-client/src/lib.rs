@@ -65,7 +65,7 @@ pub use client::{HttpClient, HttpClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT
 pub use error::{Error, ErrorCode, Result};
 pub use remote::{RemoteSource, DEFAULT_CLAIM_WAIT, MAX_CLAIM_WAIT};
 pub use wire::{
-    ApiKey, BulkReplay, BulkReplayed, ClaimOptions, ClaimedJob, CreatedKey, CreatedTenant,
+    ApiKey, BulkReplay, BulkReplayed, ClaimOptions, Claimed, ClaimedJob, CreatedKey, CreatedTenant,
     CronPreview, Enqueued, EventPage, EventQuery, HeartbeatAck, ItemResult, Job, JobEvent, JobPage,
     JobQuery, NewKey, Percentiles, Queue, Schedule, ScheduleRun, StateCounts, Tenant, TenantRef,
     Throughput, ThroughputMinute, Whoami, WorkerInfo,
@@ -75,8 +75,9 @@ pub use wire::{
 /// shapes of heartbeats, completions, failures, queue settings and
 /// schedules.
 pub use tether_core::{
-    Backoff, Completion, EventKind, Failure, Heartbeat, JobArgs, JobState, LeaseToken, NewJob,
-    Overlap, QueueConfigPatch, RateLimit, RunAt, RunOutcome, SchedulePatch, ScheduleSpec,
+    Backoff, CarriedReports, Completion, EventKind, Failure, FailureReport, Heartbeat, JobArgs,
+    JobState, LeaseToken, NewJob, Overlap, QueueConfigPatch, RateLimit, RunAt, RunOutcome,
+    SchedulePatch, ScheduleSpec,
 };
 
 /// The worker runtime a remote worker runs on (see [`HttpClient::worker`]).

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tether_core::{
-    ClaimRequest, ClaimedJob, Completion, Error, Failure, FireReport, Heartbeat, HeartbeatAck,
-    JobState, Lease, LeaseToken, ReapReport, Result, Wakeup,
+    CarriedReports, ClaimRequest, ClaimedJob, Completion, Error, Failure, FireReport, Heartbeat,
+    HeartbeatAck, JobState, Lease, LeaseToken, ReapReport, ReportedAndClaimed, Result, Wakeup,
 };
 use tether_worker::{Source, Worker, WorkerBuilder};
 use uuid::Uuid;
@@ -98,6 +98,20 @@ impl RemoteSource {
         Worker::builder(self).maintenance(false)
     }
 
+    /// Without a TTL of the worker's own, each job carries the lease its
+    /// queue grants (both ends stamped by the server's clock): the shortest
+    /// bounds the heartbeat's time limit.
+    fn note_leases(&self, jobs: &[crate::ClaimedJob]) {
+        for c in jobs {
+            if let Some(expires) = c.job.lease_expires_at {
+                let granted = (expires - c.job.heartbeat_at.unwrap_or(expires)).num_milliseconds();
+                if granted > 0 {
+                    self.shortest_lease_ms.fetch_min(granted, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
     fn claim_options(&self, req: &ClaimRequest) -> ClaimOptions {
         ClaimOptions {
             worker_id: req.worker_id.clone(),
@@ -148,17 +162,43 @@ impl Source for RemoteSource {
         if jobs.is_empty() && elapsed + EARLY_SLACK < self.wait {
             tokio::time::sleep((self.wait - elapsed).min(EARLY_PAUSE)).await;
         }
-        // Without a TTL of the worker's own, each job carries the lease its
-        // queue grants (both ends stamped by the server's clock).
-        for c in &jobs {
-            if let Some(expires) = c.job.lease_expires_at {
-                let granted = (expires - c.job.heartbeat_at.unwrap_or(expires)).num_milliseconds();
-                if granted > 0 {
-                    self.shortest_lease_ms.fetch_min(granted, Ordering::Relaxed);
-                }
-            }
-        }
+        self.note_leases(&jobs);
         Ok(jobs.into_iter().map(|c| c.into_core(tenant)).collect())
+    }
+
+    async fn report_and_claim(
+        &self,
+        tenant: &str,
+        req: &ClaimRequest,
+        reports: &CarriedReports,
+    ) -> Result<ReportedAndClaimed> {
+        if reports.is_empty() {
+            let jobs = self.claim(tenant, req).await?;
+            return Ok(ReportedAndClaimed {
+                reports: Vec::new(),
+                jobs,
+            });
+        }
+        // No long-poll with reports: their answers come with the claim's,
+        // and a worker waits for them (an empty answer sends the runtime
+        // straight back to a long-polling claim without reports).
+        let opts = ClaimOptions {
+            wait_ms: Some(0),
+            ..self.claim_options(req)
+        };
+        let claimed = self
+            .client
+            .report_and_claim(&req.queue, &opts, reports)
+            .await?;
+        self.note_leases(&claimed.jobs);
+        Ok(ReportedAndClaimed {
+            reports: (claimed.reports.into_iter())
+                .map(|a| a.result.map_err(|e| e.into_core_for_job(a.id)))
+                .collect(),
+            jobs: (claimed.jobs.into_iter())
+                .map(|c| c.into_core(tenant))
+                .collect(),
+        })
     }
 
     async fn heartbeat_many(

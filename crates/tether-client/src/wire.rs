@@ -186,8 +186,18 @@ impl From<HeartbeatAck> for tether_core::HeartbeatAck {
     }
 }
 
+/// The answer of a claim that carried reports
+/// ([`crate::Client::report_and_claim`]).
+#[derive(Debug)]
+pub struct Claimed {
+    /// The claimed jobs, `running`, in claim order.
+    pub jobs: Vec<ClaimedJob>,
+    /// One answer per carried report (completions first, each in order).
+    pub reports: Vec<ItemResult<()>>,
+}
+
 /// One item of a batch answer (`POST /v1/jobs/heartbeat`,
-/// `POST /v1/jobs/complete`), in request order.
+/// `POST /v1/jobs/complete`, a claim's `reports`), in request order.
 #[derive(Debug)]
 pub struct ItemResult<T> {
     /// The job the item is about.
@@ -891,6 +901,9 @@ pub(crate) struct JobEnvelope {
 #[derive(Deserialize)]
 pub(crate) struct JobsEnvelope {
     pub(crate) jobs: Vec<ClaimedJob>,
+    /// The answers to the reports a claim carried (absent when none).
+    #[serde(default)]
+    pub(crate) reports: Vec<BatchItem>,
 }
 
 #[derive(Deserialize)]

@@ -481,6 +481,12 @@ macro_rules! behaviour_suite {
                 lease_lost_only_when_something_else_took_the_job,
                 report_racing_its_own_retry_is_never_lease_lost,
             }
+            carried {
+                a_claim_applies_its_reports_first_and_answers_each,
+                the_slots_carried_reports_free_count_for_their_claim,
+                a_carried_report_repeated_is_answered_like_the_first,
+                a_claim_bad_as_a_whole_changes_nothing,
+            }
             attempts {
                 attempt_grows_at_claim,
                 lapse_on_last_attempt_fails_and_is_never_claimed_again,

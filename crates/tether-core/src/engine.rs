@@ -15,10 +15,10 @@ use crate::keys::{
 };
 use crate::lifecycle;
 use crate::model::{
-    BulkReplayed, ClaimRequest, ClaimedJob, Completion, Enqueued, EventPage, EventQuery, Failure,
-    Heartbeat, HeartbeatAck, Job, JobEvent, JobFilter, JobPage, Lease, LeaseToken, NewJob,
-    QueueConfigPatch, QueueStats, QueueThroughput, ReapReport, ReplayFilter, WorkerSummary,
-    THROUGHPUT_MINUTES,
+    BulkReplayed, CarriedReports, ClaimRequest, ClaimedJob, Completion, Enqueued, EventPage,
+    EventQuery, Failure, FailureReport, Heartbeat, HeartbeatAck, Job, JobEvent, JobFilter, JobPage,
+    Lease, LeaseToken, NewJob, QueueConfigPatch, QueueStats, QueueThroughput, ReapReport,
+    ReplayFilter, ReportedAndClaimed, WorkerSummary, THROUGHPUT_MINUTES,
 };
 use crate::schedule::{
     self, Fire, FireOutcome, FireRef, FireReport, RunOutcome, Schedule, SchedulePatch, ScheduleRun,
@@ -150,6 +150,74 @@ impl Engine {
         let jobs = self.store.claim(tenant, req).await?;
         counters::claimed(tenant, &req.queue, &jobs);
         Ok(jobs)
+    }
+
+    /// Applies the reports a claim carries (the last batch's completions,
+    /// then its failures), then claims up to `req.limit` ready jobs: one
+    /// round trip and, where the queue's rules allow, one transaction (see
+    /// [`Store::report_and_claim`]). One answer per report, as the batch
+    /// and fail routes answer it; a refused report never fails the claim.
+    /// Nothing is applied when the request is bad as a whole.
+    pub async fn report_and_claim(
+        &self,
+        tenant: &str,
+        req: &ClaimRequest,
+        reports: &CarriedReports,
+    ) -> Result<ReportedAndClaimed> {
+        if reports.is_empty() {
+            let jobs = self.claim(tenant, req).await?;
+            return Ok(ReportedAndClaimed {
+                reports: Vec::new(),
+                jobs,
+            });
+        }
+        validate::name("tenant", tenant)?;
+        validate::claim(req)?;
+        validate::carried_reports(reports, &self.limits)?;
+        // Errors keep their tail, as `fail` keeps it (copied only then).
+        let trimmed;
+        let reports = match (reports.fail.iter())
+            .all(|f| lifecycle::error_tail(&f.failure.error) == f.failure.error)
+        {
+            true => reports,
+            false => {
+                trimmed = CarriedReports {
+                    complete: reports.complete.clone(),
+                    fail: (reports.fail.iter())
+                        .map(|f| FailureReport {
+                            failure: Failure {
+                                error: lifecycle::error_tail(&f.failure.error),
+                                ..f.failure.clone()
+                            },
+                            ..f.clone()
+                        })
+                        .collect(),
+                };
+                &trimmed
+            }
+        };
+        let jitters: Vec<f64> = reports.fail.iter().map(|_| lifecycle::jitter()).collect();
+        let stored = self
+            .store
+            .report_and_claim(tenant, reports, &jitters, req)
+            .await?;
+        counters::completed_many(
+            tenant,
+            stored.completed.iter().filter_map(|r| r.as_ref().ok()),
+        );
+        for reported in stored.failed.iter().flatten() {
+            if reported.now {
+                counters::failed(tenant, &reported.job);
+            }
+        }
+        counters::claimed(tenant, &req.queue, &stored.jobs);
+        let answers = (stored.completed.into_iter().map(|r| r.map(|_| ())))
+            .chain(stored.failed.into_iter().map(|r| r.map(|_| ())))
+            .collect();
+        Ok(ReportedAndClaimed {
+            reports: answers,
+            jobs: stored.jobs,
+        })
     }
 
     /// Extends a lease and records progress.

@@ -55,6 +55,16 @@ macro_rules! forward_store {
                 attempts::claim(self, tenant, req).await
             }
 
+            async fn report_and_claim(
+                &self,
+                tenant: &str,
+                reports: &$crate::CarriedReports,
+                jitters: &[f64],
+                req: &$crate::ClaimRequest,
+            ) -> $crate::Result<$crate::StoredClaim> {
+                attempts::report_and_claim(self, tenant, reports, jitters, req).await
+            }
+
             async fn heartbeat_many(
                 &self,
                 tenant: &str,

@@ -485,6 +485,68 @@ pub struct Completion {
     pub result: Option<Value>,
 }
 
+/// One failure in a batch: the job, the token from its claim, and how the
+/// attempt failed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailureReport {
+    /// The job.
+    pub id: Uuid,
+    /// The token from the claim.
+    pub lease_token: LeaseToken,
+    /// How the attempt failed.
+    pub failure: Failure,
+}
+
+/// The reports a claim carries: the last batch's completions and failures,
+/// applied before the claim in its transaction (completions first, each
+/// list in order), so a worker's report and its next claim share one round
+/// trip and one commit.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CarriedReports {
+    /// Completions, as for a batch completion.
+    pub complete: Vec<Completion>,
+    /// Failures, as for single fail reports.
+    pub fail: Vec<FailureReport>,
+}
+
+impl CarriedReports {
+    /// Carries nothing.
+    pub fn is_empty(&self) -> bool {
+        self.complete.is_empty() && self.fail.is_empty()
+    }
+
+    /// How many reports it carries.
+    pub fn len(&self) -> usize {
+        self.complete.len() + self.fail.len()
+    }
+
+    /// The job each report is about, in answer order (completions first).
+    pub fn ids(&self) -> impl Iterator<Item = Uuid> + '_ {
+        (self.complete.iter().map(|c| c.id)).chain(self.fail.iter().map(|f| f.id))
+    }
+}
+
+/// What the store answers for a claim that carried reports.
+#[derive(Debug)]
+pub struct StoredClaim {
+    /// One answer per carried completion, in order.
+    pub completed: Vec<crate::Result<Completed>>,
+    /// One answer per carried failure, in order.
+    pub failed: Vec<crate::Result<Reported>>,
+    /// The claimed jobs, in claim order.
+    pub jobs: Vec<ClaimedJob>,
+}
+
+/// The answer of a claim that carried reports: one answer per report
+/// (completions first, each list in order), then the claimed jobs.
+#[derive(Debug)]
+pub struct ReportedAndClaimed {
+    /// One answer per carried report, in [`CarriedReports::ids`] order.
+    pub reports: Vec<crate::Result<()>>,
+    /// The claimed jobs, in claim order.
+    pub jobs: Vec<ClaimedJob>,
+}
+
 /// What the store says of one item of a batch completion that it accepted
 /// (the engine counts these and answers `Ok(())` for each).
 #[derive(Debug, Clone, PartialEq, Eq)]

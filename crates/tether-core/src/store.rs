@@ -10,10 +10,10 @@ use uuid::Uuid;
 use crate::error::{Error, Result};
 use crate::keys::{ApiKeyInfo, OperatorKeySetup, StoredKey, Tenant, TenantStatus};
 use crate::model::{
-    BulkReplayed, ClaimRequest, ClaimedJob, Completed, Completion, Enqueued, EventCursor,
-    EventPage, Failure, Heartbeat, HeartbeatAck, Job, JobFilter, JobPage, Lease, LeaseToken,
-    QueueConfigPatch, QueueStats, QueueThroughput, ReapReport, ReplayFilter, Reported,
-    WorkerSummary,
+    BulkReplayed, CarriedReports, ClaimRequest, ClaimedJob, Completed, Completion, Enqueued,
+    EventCursor, EventPage, Failure, Heartbeat, HeartbeatAck, Job, JobFilter, JobPage, Lease,
+    LeaseToken, QueueConfigPatch, QueueStats, QueueThroughput, ReapReport, ReplayFilter, Reported,
+    StoredClaim, WorkerSummary,
 };
 use crate::schedule::{Fire, FireOutcome, FireRef, Schedule, ScheduleRun, ScheduleSpec};
 use crate::wakeup::Wakeup;
@@ -42,6 +42,21 @@ pub trait Store: Send + Sync + 'static {
     /// Atomically claims up to `limit` ready jobs (priority desc, run_at, id)
     /// from an unpaused queue, minting a fresh lease token for each.
     async fn claim(&self, tenant: &str, req: &ClaimRequest) -> Result<Vec<ClaimedJob>>;
+
+    /// Applies the reports a claim carries — the completions as
+    /// [`Store::complete_many`] would, then each failure as [`Store::fail`]
+    /// would with its `jitters` entry — and then claims as [`Store::claim`],
+    /// all in one transaction where the claim's own rules allow (a
+    /// flow-controlled queue's claim takes its turn before the transaction
+    /// begins, and holds no connection while it waits). One answer per
+    /// report; a refused report never fails the claim.
+    async fn report_and_claim(
+        &self,
+        tenant: &str,
+        reports: &CarriedReports,
+        jitters: &[f64],
+        req: &ClaimRequest,
+    ) -> Result<StoredClaim>;
 
     /// Extends a lease if the token still owns the running job: a
     /// [`Store::heartbeat_many`] of one item, answered by that item.

@@ -5,8 +5,8 @@ use chrono::{DateTime, NaiveDate, Utc};
 
 use crate::error::{Error, Result};
 use crate::model::{
-    Backoff, ClaimRequest, Completion, EventQuery, Failure, Heartbeat, JobFilter, JobState, NewJob,
-    QueueConfigPatch, ReplayFilter, RunAt,
+    Backoff, CarriedReports, ClaimRequest, Completion, EventQuery, Failure, Heartbeat, JobFilter,
+    JobState, NewJob, QueueConfigPatch, ReplayFilter, RunAt,
 };
 
 /// Most jobs in one enqueue, claim or completion batch.
@@ -400,6 +400,35 @@ pub fn completions(items: &[Completion], limits: &Limits) -> Result<()> {
         if let Some(r) = &item.result {
             json_size(&format!("items[{i}].result"), r, limits)?;
         }
+    }
+    Ok(())
+}
+
+/// The reports a claim carries: at most [`MAX_BATCH`] together (none is
+/// fine), each checked as its own route checks it.
+pub fn carried_reports(reports: &CarriedReports, limits: &Limits) -> Result<()> {
+    if reports.len() > MAX_BATCH {
+        return Err(Error::invalid(
+            "complete",
+            format!(
+                "complete and fail together must hold at most {MAX_BATCH} items, got {}",
+                reports.len()
+            ),
+        ));
+    }
+    for (i, item) in reports.complete.iter().enumerate() {
+        if let Some(r) = &item.result {
+            json_size(&format!("complete[{i}].result"), r, limits)?;
+        }
+    }
+    for (i, item) in reports.fail.iter().enumerate() {
+        failure(&item.failure).map_err(|e| match e {
+            Error::Invalid { field, message } => Error::Invalid {
+                field: format!("fail[{i}].{field}"),
+                message,
+            },
+            other => other,
+        })?;
     }
     Ok(())
 }

@@ -13,11 +13,12 @@ use sqlx::postgres::PgRow;
 use sqlx::Row;
 use tether_core::lifecycle::{Report, Standing};
 use tether_core::{
-    ClaimRequest, ClaimedJob, Completed, Completion, Error, Failure, Heartbeat, HeartbeatAck,
-    JobState, LeaseToken, Reported, Result,
+    CarriedReports, ClaimRequest, ClaimedJob, Completed, Completion, Error, Failure, Heartbeat,
+    HeartbeatAck, JobState, LeaseToken, Reported, Result, StoredClaim,
 };
 use uuid::Uuid;
 
+use crate::exec::Runner;
 use crate::rows::{self, Db};
 use crate::sql::attempts::{
     CLAIM, CLAIM_BY_KEY, CLAIM_RESERVED, COMPLETE, COMPLETE_MANY, FAIL, HEARTBEAT_MANY,
@@ -32,97 +33,220 @@ pub(crate) async fn claim(
 ) -> Result<Vec<ClaimedJob>> {
     // A queue this store's last claim found limited goes straight to the
     // limited claim (which also serves a queue whose limits were removed).
-    let known = store.limited.contains(tenant, &req.queue);
-    let (mut claimed, limited) = if known {
-        (Vec::new(), true)
-    } else {
-        let outcome = run_claim(&store.db, CLAIM, tenant, req, None).await?;
-        (outcome.jobs, outcome.limited)
-    };
-    if limited {
-        // The queue has flow control: its claims take turns on the queue
-        // row, each counting the running jobs, reserved slots and the rate
-        // window after the previous turn committed. This process's claims
-        // of the queue wait for their turn here, in memory, so that at most
-        // one of them holds a pooled connection while it waits for the row.
-        let turn = store.limited.turn(tenant, &req.queue).await;
-        let mut tx = store.begin().await?;
-        let settings = sqlx::query(LOCK_QUEUE_LIMITS)
-            .bind(tenant)
-            .bind(&req.queue)
-            .fetch_optional(&mut tx.conn())
-            .await
-            .db()?;
-        let limits = match &settings {
-            Some(row) => Limits::of(row).db()?,
-            None => Limits::default(),
-        };
-        let outcome = if limits.by_key {
-            // Per-key counts need the choice of jobs made in the turn.
-            let from = store.limited.walk_from(tenant, &req.queue);
-            let walk = Walk {
-                from: &from,
-                len: tether_core::flow::walk_len(req.limit),
-            };
-            let outcome = run_claim(&mut tx.conn(), CLAIM_BY_KEY, tenant, req, Some(walk)).await?;
-            tx.commit().await.db()?;
-            drop(turn);
-            if let Some(last) = &outcome.walked_to {
-                store.limited.walked_to(tenant, &req.queue, last.clone());
-            }
-            outcome
-        } else {
-            // The turn only reserves slots; the claim runs beside others.
-            let row = sqlx::query(RESERVE)
-                .bind(tenant)
-                .bind(&req.queue)
-                .bind(i64::from(req.limit))
-                .bind(req.lease_ttl_ms)
-                .fetch_one(&mut tx.conn())
-                .await
-                .db()?;
-            tx.commit().await.db()?;
-            drop(turn);
-            let mut outcome = ClaimOutcome::default();
-            outcome.read_turn(&row).db()?;
-            if let Some(reservation) = row.try_get::<Option<Uuid>, _>("reservation").db()? {
-                let rows = sqlx::query(CLAIM_RESERVED)
-                    .bind(tenant)
-                    .bind(&req.queue)
-                    .bind(reservation)
-                    .bind(req.lease_ttl_ms)
-                    .bind(&req.worker_id)
-                    .fetch_all(&store.db)
-                    .await
-                    .db()?;
-                for row in &rows {
-                    outcome.jobs.push(ClaimedJob {
-                        job: rows::job(row).db()?,
-                        lease_token: rows::lease_token(row).db()?,
-                    });
-                }
-            }
-            outcome
-        };
-        store.limited.mark(tenant, &req.queue, limits.any);
-        if outcome.throttled {
-            tether_core::counters::throttled(tenant, &req.queue);
-        }
-        if let Some((after, jobs)) = outcome.window_opens {
-            // Nothing ends to free a rate-limit slot: the window's clock does.
-            store.wake_after(tenant, &req.queue, after, jobs);
-        }
-        claimed = outcome.jobs;
-    } else {
-        store.limited.mark(tenant, &req.queue, false);
+    if store.limited.contains(tenant, &req.queue) {
+        let (_, jobs) = limited_claim(store, tenant, req, None).await?;
+        return Ok(in_claim_order(jobs));
     }
-    // The claim order (see `CLAIM`, which answers in no order).
+    let outcome = run_claim(&store.db, CLAIM, tenant, req, None).await?;
+    let jobs = match outcome.limited {
+        true => limited_claim(store, tenant, req, None).await?.1,
+        false => {
+            store.limited.mark(tenant, &req.queue, false);
+            outcome.jobs
+        }
+    };
+    Ok(in_claim_order(jobs))
+}
+
+pub(crate) async fn report_and_claim(
+    store: &PgStore,
+    tenant: &str,
+    reports: &CarriedReports,
+    jitters: &[f64],
+    req: &ClaimRequest,
+) -> Result<StoredClaim> {
+    let carried = Some((reports, jitters));
+    let (applied, jobs) = if store.limited.contains(tenant, &req.queue) {
+        let (applied, jobs) = limited_claim(store, tenant, req, carried).await?;
+        (
+            applied.expect("the limited claim applies the reports it is given"),
+            jobs,
+        )
+    } else {
+        let mut tx = store.begin().await?;
+        let (applied, outcome) = {
+            let mut conn = Runner::Conn(tx.conn());
+            let applied = apply_reports(&mut conn, tenant, reports, jitters).await?;
+            (applied, run_claim(&mut conn, CLAIM, tenant, req, None).await?)
+        };
+        tx.commit().await.db()?;
+        applied.notify(store, tenant);
+        let jobs = match outcome.limited {
+            // Found limited only now: the reports are in (committed with
+            // the plain claim, which took nothing); the claim takes its
+            // turn like any other of the queue.
+            true => limited_claim(store, tenant, req, None).await?.1,
+            false => {
+                store.limited.mark(tenant, &req.queue, false);
+                outcome.jobs
+            }
+        };
+        (applied, jobs)
+    };
+    Ok(StoredClaim {
+        completed: applied.completed,
+        failed: applied.failed,
+        jobs: in_claim_order(jobs),
+    })
+}
+
+/// The claim order (see `CLAIM`, which answers in no order).
+fn in_claim_order(mut claimed: Vec<ClaimedJob>) -> Vec<ClaimedJob> {
     claimed.sort_by(|a, b| {
         (b.job.priority.cmp(&a.job.priority))
             .then(a.job.run_at.cmp(&b.job.run_at))
             .then(a.job.id.cmp(&b.job.id))
     });
-    Ok(claimed)
+    claimed
+}
+
+/// A flow-controlled queue's claim: its claims take turns on the queue row,
+/// each counting the running jobs, reserved slots and the rate window after
+/// the previous turn committed. This process's claims of the queue wait for
+/// their turn here, in memory, so that at most one of them holds a pooled
+/// connection while it waits for the row. `carried` reports are applied in
+/// the turn's transaction, before the counts, so the slots they free count.
+async fn limited_claim(
+    store: &PgStore,
+    tenant: &str,
+    req: &ClaimRequest,
+    carried: Option<(&CarriedReports, &[f64])>,
+) -> Result<(Option<Applied>, Vec<ClaimedJob>)> {
+    let turn = store.limited.turn(tenant, &req.queue).await;
+    let mut tx = store.begin().await?;
+    let applied = match carried {
+        Some((reports, jitters)) => {
+            Some(apply_reports(&mut Runner::Conn(tx.conn()), tenant, reports, jitters).await?)
+        }
+        None => None,
+    };
+    let settings = sqlx::query(LOCK_QUEUE_LIMITS)
+        .bind(tenant)
+        .bind(&req.queue)
+        .fetch_optional(&mut tx.conn())
+        .await
+        .db()?;
+    let limits = match &settings {
+        Some(row) => Limits::of(row).db()?,
+        None => Limits::default(),
+    };
+    let outcome = if limits.by_key {
+        // Per-key counts need the choice of jobs made in the turn.
+        let from = store.limited.walk_from(tenant, &req.queue);
+        let walk = Walk {
+            from: &from,
+            len: tether_core::flow::walk_len(req.limit),
+        };
+        let outcome = run_claim(&mut tx.conn(), CLAIM_BY_KEY, tenant, req, Some(walk)).await?;
+        tx.commit().await.db()?;
+        drop(turn);
+        if let Some(last) = &outcome.walked_to {
+            store.limited.walked_to(tenant, &req.queue, last.clone());
+        }
+        outcome
+    } else {
+        // The turn only reserves slots; the claim runs beside others.
+        let row = sqlx::query(RESERVE)
+            .bind(tenant)
+            .bind(&req.queue)
+            .bind(i64::from(req.limit))
+            .bind(req.lease_ttl_ms)
+            .fetch_one(&mut tx.conn())
+            .await
+            .db()?;
+        tx.commit().await.db()?;
+        drop(turn);
+        let mut outcome = ClaimOutcome::default();
+        outcome.read_turn(&row).db()?;
+        if let Some(reservation) = row.try_get::<Option<Uuid>, _>("reservation").db()? {
+            let rows = sqlx::query(CLAIM_RESERVED)
+                .bind(tenant)
+                .bind(&req.queue)
+                .bind(reservation)
+                .bind(req.lease_ttl_ms)
+                .bind(&req.worker_id)
+                .fetch_all(&store.db)
+                .await
+                .db()?;
+            for row in &rows {
+                outcome.jobs.push(ClaimedJob {
+                    job: rows::job(row).db()?,
+                    lease_token: rows::lease_token(row).db()?,
+                });
+            }
+        }
+        outcome
+    };
+    if let Some(applied) = &applied {
+        applied.notify(store, tenant);
+    }
+    store.limited.mark(tenant, &req.queue, limits.any);
+    if outcome.throttled {
+        tether_core::counters::throttled(tenant, &req.queue);
+    }
+    if let Some((after, jobs)) = outcome.window_opens {
+        // Nothing ends to free a rate-limit slot: the window's clock does.
+        store.wake_after(tenant, &req.queue, after, jobs);
+    }
+    Ok((applied, outcome.jobs))
+}
+
+/// What a claim's carried reports did, to answer them and, after the
+/// commit, to hint the queues they freed slots in or scheduled retries of.
+struct Applied {
+    completed: Vec<Result<Completed>>,
+    failed: Vec<Result<Reported>>,
+    /// Jobs ended, per queue.
+    freed: HashMap<String, usize>,
+}
+
+impl Applied {
+    /// After the commit: the hints a complete or fail route would send.
+    fn notify(&self, store: &PgStore, tenant: &str) {
+        for (queue, jobs) in &self.freed {
+            store.notify_freed(tenant, queue, *jobs);
+        }
+        for reported in self.failed.iter().flatten() {
+            if reported.now {
+                store.notify_when_due(tenant, &reported.job);
+            }
+        }
+    }
+}
+
+/// Applies a claim's carried reports on `db` (the claim's transaction):
+/// the completions as one batch, then each failure.
+async fn apply_reports(
+    db: &mut Runner<'_>,
+    tenant: &str,
+    reports: &CarriedReports,
+    jitters: &[f64],
+) -> Result<Applied> {
+    let (completed, mut freed) = match reports.complete.is_empty() {
+        true => (Vec::new(), HashMap::new()),
+        false => complete_many_on(db, tenant, &reports.complete).await?,
+    };
+    let mut failed = Vec::with_capacity(reports.fail.len());
+    for (item, jitter) in reports.fail.iter().zip(jitters) {
+        let reported = fail_on(
+            db,
+            tenant,
+            item.id,
+            item.lease_token,
+            &item.failure,
+            *jitter,
+        )
+        .await;
+        if let Ok(r) = &reported {
+            *freed.entry(r.job.queue.clone()).or_default() += 1;
+        }
+        failed.push(reported);
+    }
+    Ok(Applied {
+        completed,
+        failed,
+        freed,
+    })
 }
 
 /// Which flow control a queue's row has.
@@ -339,7 +463,7 @@ pub(crate) async fn complete(
             job: rows::job(&row).db()?,
             now: true,
         },
-        None => settle(store, tenant, id, token, report).await?,
+        None => settle(&mut Runner::Pool(&store.db), tenant, id, token, report).await?,
     };
     store.notify_freed(tenant, &reported.job.queue, 1);
     Ok(reported)
@@ -350,6 +474,20 @@ pub(crate) async fn complete_many(
     tenant: &str,
     items: &[Completion],
 ) -> Result<Vec<Result<Completed>>> {
+    let (answers, ended) = complete_many_on(&mut Runner::Pool(&store.db), tenant, items).await?;
+    for (queue, jobs) in ended {
+        store.notify_freed(tenant, &queue, jobs);
+    }
+    Ok(answers)
+}
+
+/// Completes a batch on `db`; answers each item and how many jobs of each
+/// queue it ended (for the caller's hints after the commit).
+async fn complete_many_on(
+    db: &mut Runner<'_>,
+    tenant: &str,
+    items: &[Completion],
+) -> Result<(Vec<Result<Completed>>, HashMap<String, usize>)> {
     // In id order, so the fenced update locks its rows in that order (see
     // `COMPLETE_MANY`); the answers follow the caller's order below.
     let mut sorted: Vec<&Completion> = items.iter().collect();
@@ -367,7 +505,7 @@ pub(crate) async fn complete_many(
         .bind(&tokens)
         .bind(&results)
         .bind(&digests)
-        .fetch_all(&store.db)
+        .fetch_all(&mut *db)
         .await
         .db()?;
     // The jobs the batch completed now, as they stand, and what the item
@@ -389,9 +527,6 @@ pub(crate) async fn complete_many(
         };
         done.insert(row.try_get("id").db()?, (standing, Some(now)));
     }
-    for (queue, jobs) in ended {
-        store.notify_freed(tenant, &queue, jobs);
-    }
     // Jobs the batch did not complete (a lost lease, a repeated report, a
     // wrong tenant): settled apart, which the happy path never pays for.
     let rest: Vec<&Completion> = sorted
@@ -402,10 +537,10 @@ pub(crate) async fn complete_many(
     if !rest.is_empty() {
         let ids: Vec<Uuid> = rest.iter().map(|c| c.id).collect();
         let tokens: Vec<Uuid> = rest.iter().map(|c| c.lease_token.0).collect();
-        settled = settle_rows(store, tenant, &ids, &tokens, "complete").await?;
+        settled = settle_rows(db, tenant, &ids, &tokens, "complete").await?;
     }
     // Each item is answered by its own token and result.
-    Ok(items
+    let answers = items
         .iter()
         .map(|c| {
             let report = Report::Complete(c.result.as_ref());
@@ -418,11 +553,37 @@ pub(crate) async fn complete_many(
                     .map(|()| Completed::Repeated),
             }
         })
-        .collect())
+        .collect();
+    Ok((answers, ended))
 }
 
 pub(crate) async fn fail(
     store: &PgStore,
+    tenant: &str,
+    id: Uuid,
+    token: LeaseToken,
+    failure: &Failure,
+    jitter: f64,
+) -> Result<Reported> {
+    let reported = fail_on(
+        &mut Runner::Pool(&store.db),
+        tenant,
+        id,
+        token,
+        failure,
+        jitter,
+    )
+    .await?;
+    store.notify_freed(tenant, &reported.job.queue, 1);
+    if reported.now {
+        store.notify_when_due(tenant, &reported.job);
+    }
+    Ok(reported)
+}
+
+/// Ends an attempt with a failure on `db`, or settles the report.
+async fn fail_on(
+    db: &mut Runner<'_>,
     tenant: &str,
     id: Uuid,
     token: LeaseToken,
@@ -440,21 +601,16 @@ pub(crate) async fn fail(
         .bind(failure.cancelled)
         .bind(jitter)
         .bind(report.digest())
-        .fetch_optional(&store.db)
+        .fetch_optional(&mut *db)
         .await
         .db()?;
-    let reported = match row {
-        Some(row) => Reported {
+    match row {
+        Some(row) => Ok(Reported {
             job: rows::job(&row).db()?,
             now: true,
-        },
-        None => settle(store, tenant, id, token, report).await?,
-    };
-    store.notify_freed(tenant, &reported.job.queue, 1);
-    if reported.now {
-        store.notify_when_due(tenant, &reported.job);
+        }),
+        None => settle(db, tenant, id, token, report).await,
     }
-    Ok(reported)
 }
 
 pub(crate) async fn snooze(
@@ -479,7 +635,7 @@ pub(crate) async fn snooze(
             job: rows::job(&row).db()?,
             now: true,
         },
-        None => settle(store, tenant, id, token, report).await?,
+        None => settle(&mut Runner::Pool(&store.db), tenant, id, token, report).await?,
     };
     let job = &reported.job;
     store.notify_freed(tenant, &job.queue, 1);
@@ -495,13 +651,13 @@ pub(crate) async fn snooze(
 /// the job as `SETTLE` reads it under lock (see `Report::answer`): a repeat
 /// is the job as it stands, `now` false.
 async fn settle(
-    store: &PgStore,
+    db: &mut Runner<'_>,
     tenant: &str,
     id: Uuid,
     token: LeaseToken,
     report: Report<'_>,
 ) -> Result<Reported> {
-    let mut rows = settle_rows(store, tenant, &[id], &[token.0], report.as_str()).await?;
+    let mut rows = settle_rows(db, tenant, &[id], &[token.0], report.as_str()).await?;
     report.answer(id, token, rows.get(&id).map(|(_, s)| s))?;
     let (job, _) = rows
         .remove(&id)
@@ -512,7 +668,7 @@ async fn settle(
 /// Runs `SETTLE` over reports (`ids` with their `tokens`, ids in order)
 /// that `op` did not apply: each job of the tenant as it stands.
 async fn settle_rows(
-    store: &PgStore,
+    db: &mut Runner<'_>,
     tenant: &str,
     ids: &[Uuid],
     tokens: &[Uuid],
@@ -523,7 +679,7 @@ async fn settle_rows(
         .bind(ids)
         .bind(tokens)
         .bind(op)
-        .fetch_all(&store.db)
+        .fetch_all(&mut *db)
         .await
         .db()?;
     let mut out = HashMap::with_capacity(rows.len());

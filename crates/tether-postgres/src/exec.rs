@@ -232,3 +232,68 @@ impl Tx<'_> {
         self.inner.rollback().await
     }
 }
+
+/// Where a store function's statements run: on the pool, each statement on
+/// its own, or on one transaction's connection. Functions written over it
+/// serve a route alone and inside a larger transaction (a claim carrying
+/// the last batch's reports) without being written twice.
+#[derive(Debug)]
+pub(crate) enum Runner<'a> {
+    /// Each statement on its own, as [`Pool`] runs it.
+    Pool(&'a Pool),
+    /// On one connection (a transaction's).
+    Conn(Conn<'a>),
+}
+
+impl<'c, 'a> Executor<'c> for &'c mut Runner<'a> {
+    type Database = Postgres;
+
+    fn fetch_many<'e, 'q: 'e, E>(
+        self,
+        query: E,
+    ) -> BoxStream<'e, Result<Either<PgQueryResult, PgRow>, Error>>
+    where
+        'c: 'e,
+        E: 'q + Execute<'q, Postgres>,
+    {
+        match self {
+            Runner::Pool(pool) => (*pool).fetch_many(query),
+            Runner::Conn(conn) => conn.fetch_many(query),
+        }
+    }
+
+    fn fetch_optional<'e, 'q: 'e, E>(self, query: E) -> BoxFuture<'e, Result<Option<PgRow>, Error>>
+    where
+        'c: 'e,
+        E: 'q + Execute<'q, Postgres>,
+    {
+        match self {
+            Runner::Pool(pool) => (*pool).fetch_optional(query),
+            Runner::Conn(conn) => conn.fetch_optional(query),
+        }
+    }
+
+    fn prepare_with<'e, 'q: 'e>(
+        self,
+        sql: &'q str,
+        parameters: &'e [PgTypeInfo],
+    ) -> BoxFuture<'e, Result<PgStatement<'q>, Error>>
+    where
+        'c: 'e,
+    {
+        match self {
+            Runner::Pool(pool) => (*pool).prepare_with(sql, parameters),
+            Runner::Conn(conn) => conn.prepare_with(sql, parameters),
+        }
+    }
+
+    fn describe<'e, 'q: 'e>(self, sql: &'q str) -> BoxFuture<'e, Result<Describe<Postgres>, Error>>
+    where
+        'c: 'e,
+    {
+        match self {
+            Runner::Pool(pool) => (*pool).describe(sql),
+            Runner::Conn(conn) => conn.describe(sql),
+        }
+    }
+}

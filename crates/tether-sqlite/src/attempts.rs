@@ -13,8 +13,8 @@ use sqlx::{Row, SqliteConnection};
 use tether_core::flow;
 use tether_core::lifecycle::{self, FailOutcome, Report, Standing};
 use tether_core::{
-    ClaimRequest, ClaimedJob, Completed, Completion, Error, EventKind, Failure, Heartbeat,
-    HeartbeatAck, JobState, LeaseToken, RateLimit, Reported, Result,
+    CarriedReports, ClaimRequest, ClaimedJob, Completed, Completion, Error, EventKind, Failure,
+    Heartbeat, HeartbeatAck, JobState, LeaseToken, RateLimit, Reported, Result, StoredClaim,
 };
 use uuid::Uuid;
 
@@ -55,19 +55,93 @@ pub(crate) async fn claim(
         false => None,
     };
     let mut tx = store.begin().await?;
+    let claimed_rows = claim_in(store, &mut tx, tenant, req).await?;
+    if claimed_rows.is_empty() {
+        SqliteStore::finish_unchanged(tx).await?;
+        return Ok(Vec::new());
+    }
+    tx.commit().await.db()?;
+    decode_claimed(&claimed_rows)
+}
+
+pub(crate) async fn report_and_claim(
+    store: &SqliteStore,
+    tenant: &str,
+    reports: &CarriedReports,
+    jitters: &[f64],
+    req: &ClaimRequest,
+) -> Result<StoredClaim> {
+    // No look for ready jobs first: the reports are written either way.
+    let _turn = match store.limited.contains(tenant, &req.queue) {
+        true => Some(store.limited.turn(tenant, &req.queue).await),
+        false => None,
+    };
+    let mut tx = store.begin().await?;
+    let (completed, mut ended) = match reports.complete.is_empty() {
+        true => (Vec::new(), HashMap::new()),
+        false => {
+            complete_many_in(&mut tx, tenant, &reports.complete)
+                .await?
+                .0
+        }
+    };
+    let mut failed = Vec::with_capacity(reports.fail.len());
+    for (item, jitter) in reports.fail.iter().zip(jitters) {
+        let reported = fail_in(
+            &mut tx,
+            tenant,
+            item.id,
+            item.lease_token,
+            &item.failure,
+            *jitter,
+        )
+        .await?
+        .0;
+        if let Ok(r) = &reported {
+            *ended.entry(r.job.queue.clone()).or_default() += 1;
+        }
+        failed.push(reported);
+    }
+    // Completions first, so the slots they free count for the claim.
+    let claimed_rows = claim_in(store, &mut tx, tenant, req).await?;
+    tx.commit().await.db()?;
+    for (queue, jobs) in ended {
+        store.notify_freed(tenant, &queue, jobs);
+    }
+    for reported in failed.iter().flatten() {
+        if reported.now {
+            store.notify_when_due(tenant, &reported.job);
+        }
+    }
+    Ok(StoredClaim {
+        completed,
+        failed,
+        jobs: decode_claimed(&claimed_rows)?,
+    })
+}
+
+/// The claim in the single writer's transaction `tx`: the claimed rows, with
+/// their history written. The caller commits (or rolls back when none).
+async fn claim_in(
+    store: &SqliteStore,
+    tx: &mut Tx,
+    tenant: &str,
+    req: &ClaimRequest,
+) -> Result<Vec<sqlx::sqlite::SqliteRow>> {
+    let tx = &mut *tx;
     // The single writer's transaction: nothing changes the running jobs or
     // the rate window between the counts below and the claim.
-    let limits = read_limits(&mut tx, tenant, &req.queue).await?;
+    let limits = read_limits(tx, tenant, &req.queue).await?;
     store.limited.mark(tenant, &req.queue, limits.any());
     let room = match limits.any() {
-        true => room(&mut tx, tenant, &req.queue, req.limit, &limits).await?,
+        true => room(tx, tenant, &req.queue, req.limit, &limits).await?,
         false => Room {
             n: req.limit,
             window: None,
         },
     };
     let claimed_rows = if limits.by_key() {
-        let ids = pick_by_key(store, &mut tx, tenant, &req.queue, room.n, &limits).await?;
+        let ids = pick_by_key(store, tx, tenant, &req.queue, room.n, &limits).await?;
         sqlx::query(CLAIM_IDS)
             .bind(tenant)
             .bind(&req.queue)
@@ -75,7 +149,7 @@ pub(crate) async fn claim(
             .bind(&req.worker_id)
             .bind(id_array(ids.iter().map(String::as_str)))
             .bind(lifecycle::DEFAULT_LEASE_TTL_MS)
-            .fetch_all(&mut *tx)
+            .fetch_all(&mut **tx)
             .await
             .db()?
     } else {
@@ -86,7 +160,7 @@ pub(crate) async fn claim(
             .bind(&req.worker_id)
             .bind(i64::from(room.n))
             .bind(lifecycle::DEFAULT_LEASE_TTL_MS)
-            .fetch_all(&mut *tx)
+            .fetch_all(&mut **tx)
             .await
             .db()?
     };
@@ -97,7 +171,7 @@ pub(crate) async fn claim(
             .bind(tenant)
             .bind(&req.queue)
             .bind(i64::from(req.limit) + 1)
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut **tx)
             .await
             .db()?;
         // The claimed jobs are no longer ready: any ready job is one left.
@@ -113,13 +187,13 @@ pub(crate) async fn claim(
                 .bind(&req.queue)
                 .bind(at)
                 .bind(taken as i64)
-                .execute(&mut *tx)
+                .execute(&mut **tx)
                 .await
                 .db()?;
             sqlx::query(TRIM_CLAIMS)
                 .bind(tenant)
                 .bind(&req.queue)
-                .execute(&mut *tx)
+                .execute(&mut **tx)
                 .await
                 .db()?;
         }
@@ -136,8 +210,7 @@ pub(crate) async fn claim(
         }
     }
     if claimed_rows.is_empty() {
-        SqliteStore::finish_unchanged(tx).await?;
-        return Ok(Vec::new());
+        return Ok(claimed_rows);
     }
     let ids = claimed_rows
         .iter()
@@ -146,10 +219,14 @@ pub(crate) async fn claim(
         .db()?;
     sqlx::query(CLAIMED_EVENTS)
         .bind(id_array(ids))
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await
         .db()?;
-    tx.commit().await.db()?;
+    Ok(claimed_rows)
+}
+
+/// The claimed jobs of `claim_in`'s rows, decoded after the commit.
+fn decode_claimed(claimed_rows: &[sqlx::sqlite::SqliteRow]) -> Result<Vec<ClaimedJob>> {
     // Decoding (JSON payloads included) happens after the commit, so the
     // writer is not held for it. A row that cannot be decoded is then an
     // error although the claim stands; its lease lapses and the reaper
@@ -502,6 +579,29 @@ pub(crate) async fn complete_many(
     if items.is_empty() {
         return Ok(Vec::new());
     }
+    let mut tx = store.begin().await?;
+    let (answers, changed) = complete_many_in(&mut tx, tenant, items).await?;
+    if changed {
+        tx.commit().await.db()?;
+    } else {
+        SqliteStore::finish_unchanged(tx).await?;
+    }
+    for (queue, jobs) in answers.1 {
+        store.notify_freed(tenant, &queue, jobs);
+    }
+    Ok(answers.0)
+}
+
+/// Answers to a batch's items, and how many jobs of each queue it ended.
+type BatchAnswers = (Vec<Result<Completed>>, HashMap<String, usize>);
+
+/// Completes a batch in the write transaction `tx`; answers its items and
+/// whether it wrote anything (the caller commits, or rolls back if not).
+async fn complete_many_in(
+    tx: &mut Tx,
+    tenant: &str,
+    items: &[Completion],
+) -> Result<(BatchAnswers, bool)> {
     let mut batch = Vec::with_capacity(items.len() * 4);
     for item in items {
         batch.push(Value::from(item.id.to_string()));
@@ -511,12 +611,11 @@ pub(crate) async fn complete_many(
         ));
         batch.push(Value::from(Report::Complete(item.result.as_ref()).digest()));
     }
-
-    let mut tx = store.begin().await?;
+    let tx = &mut *tx;
     let done = sqlx::query(COMPLETE_MANY)
         .bind(tenant)
         .bind(Value::Array(batch).to_string())
-        .fetch_all(&mut *tx)
+        .fetch_all(&mut **tx)
         .await
         .db()?;
     // Each job the batch names, as it stands: the ones it completed now
@@ -543,7 +642,7 @@ pub(crate) async fn complete_many(
         let ids: Vec<String> = jobs.keys().map(Uuid::to_string).collect();
         sqlx::query(SUCCEEDED_EVENTS)
             .bind(id_array(ids.iter().map(String::as_str)))
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await
             .db()?;
     }
@@ -559,7 +658,7 @@ pub(crate) async fn complete_many(
         let rows = sqlx::query(STANDING_MANY)
             .bind(tenant)
             .bind(id_array(rest.iter().map(String::as_str)))
-            .fetch_all(&mut *tx)
+            .fetch_all(&mut **tx)
             .await
             .db()?;
         for row in &rows {
@@ -601,19 +700,12 @@ pub(crate) async fn complete_many(
             .bind(tenant)
             .bind(id_array(lost_ids.iter().map(String::as_str)))
             .bind("complete")
-            .fetch_all(&mut *tx)
+            .fetch_all(&mut **tx)
             .await
             .db()?;
     }
-    if done.is_empty() && lost_ids.is_empty() {
-        SqliteStore::finish_unchanged(tx).await?;
-    } else {
-        tx.commit().await.db()?;
-    }
-    for (queue, jobs) in ended {
-        store.notify_freed(tenant, &queue, jobs);
-    }
-    Ok(answers)
+    let changed = !done.is_empty() || !lost_ids.is_empty();
+    Ok(((answers, ended), changed))
 }
 
 /// A job as a report that did not apply finds it, from a row holding
@@ -636,20 +728,45 @@ pub(crate) async fn fail(
     failure: &Failure,
     jitter: f64,
 ) -> Result<Reported> {
+    let mut tx = store.begin().await?;
+    let (reported, changed) = fail_in(&mut tx, tenant, id, token, failure, jitter).await?;
+    if changed {
+        tx.commit().await.db()?;
+    } else {
+        SqliteStore::finish_unchanged(tx).await?;
+    }
+    let reported = reported?;
+    if reported.now {
+        store.notify_freed(tenant, &reported.job.queue, 1);
+        store.notify_when_due(tenant, &reported.job);
+    }
+    Ok(reported)
+}
+
+/// Ends an attempt with a failure in the write transaction `tx`, or settles
+/// the report; answers it and whether it wrote anything (the caller
+/// commits, or rolls back if not).
+async fn fail_in(
+    tx: &mut Tx,
+    tenant: &str,
+    id: Uuid,
+    token: LeaseToken,
+    failure: &Failure,
+    jitter: f64,
+) -> Result<(Result<Reported>, bool)> {
     let report = Report::Fail(failure);
     let error = lifecycle::error_tail(&failure.error);
-    let mut tx = store.begin().await?;
     // Reading then writing is atomic here: BEGIN IMMEDIATE holds the
     // write lock for the whole transaction.
     let row = sqlx::query(FAIL_READ)
         .bind(tenant)
         .bind(id.to_string())
         .bind(token.0.to_string())
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut **tx)
         .await
         .db()?;
     let Some(row) = row else {
-        return settle_unfenced(tx, tenant, id, token, report).await;
+        return settle_in(tx, tenant, id, token, report).await;
     };
     let attempt: i32 = row.try_get("attempt").db()?;
     let max_attempts: i32 = row.try_get("max_attempts").db()?;
@@ -677,15 +794,12 @@ pub(crate) async fn fail(
         .bind(&error)
         .bind(delay)
         .bind(report.digest())
-        .fetch_one(&mut *tx)
+        .fetch_one(&mut **tx)
         .await
         .db()?;
     let job = rows::job(&row)?;
-    record(&mut tx, &job, event, job.worker_id.as_deref(), Some(&error)).await?;
-    tx.commit().await.db()?;
-    store.notify_freed(tenant, &job.queue, 1);
-    store.notify_when_due(tenant, &job);
-    Ok(Reported { job, now: true })
+    record(tx, &job, event, job.worker_id.as_deref(), Some(&error)).await?;
+    Ok((Ok(Reported { job, now: true }), true))
 }
 
 pub(crate) async fn snooze(
@@ -767,27 +881,40 @@ async fn settle_unfenced(
     token: LeaseToken,
     report: Report<'_>,
 ) -> Result<Reported> {
+    let (reported, changed) = settle_in(&mut tx, tenant, id, token, report).await?;
+    if changed {
+        tx.commit().await.db()?;
+    } else {
+        SqliteStore::finish_unchanged(tx).await?;
+    }
+    reported
+}
+
+/// `settle_unfenced` in a transaction the caller ends: answers the report
+/// and whether it wrote anything (a `lease_lost` event, to be committed).
+async fn settle_in(
+    tx: &mut Tx,
+    tenant: &str,
+    id: Uuid,
+    token: LeaseToken,
+    report: Report<'_>,
+) -> Result<(Result<Reported>, bool)> {
     let row = sqlx::query(STANDING)
         .bind(tenant)
         .bind(id.to_string())
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut **tx)
         .await
         .db()?;
     let standing = row.as_ref().map(standing).transpose()?;
-    match report.answer(id, token, standing.as_ref()) {
+    Ok(match report.answer(id, token, standing.as_ref()) {
         Ok(()) => {
             let job = rows::job(row.as_ref().expect("a repeat has a row"))?;
-            SqliteStore::finish_unchanged(tx).await?;
-            Ok(Reported { job, now: false })
+            (Ok(Reported { job, now: false }), false)
         }
         Err(Error::LeaseLost(_)) => {
-            let err = lease_lost(&mut tx, tenant, id, report.as_str()).await?;
-            tx.commit().await.db()?;
-            Err(err)
+            let err = lease_lost(tx, tenant, id, report.as_str()).await?;
+            (Err(err), true)
         }
-        Err(e) => {
-            SqliteStore::finish_unchanged(tx).await?;
-            Err(e)
-        }
-    }
+        Err(e) => (Err(e), false),
+    })
 }

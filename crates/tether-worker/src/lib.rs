@@ -65,6 +65,7 @@
 mod builder;
 mod handler;
 mod maintenance;
+mod outbox;
 mod runtime;
 mod source;
 

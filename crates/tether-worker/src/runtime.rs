@@ -19,10 +19,10 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use serde_json::Value;
 use tether_core::{
-    validate, ClaimRequest, ClaimedJob, Completion, Error, Failure, Heartbeat, Job, JobState,
-    LeaseToken,
+    validate, CarriedReports, ClaimRequest, ClaimedJob, Completion, Error, Failure, Heartbeat, Job,
+    JobState, LeaseToken,
 };
-use tokio::sync::{mpsc, oneshot, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{oneshot, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::{sleep, sleep_until, Instant};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -32,6 +32,7 @@ use uuid::Uuid;
 use crate::builder::{Config, QueueSpec, WorkerBuilder, DEFAULT_LEASE_TTL};
 use crate::handler::{Handler, JobContext, JobError, JobResult};
 use crate::maintenance::Maintenance;
+use crate::outbox::Outbox;
 use crate::source::Source;
 
 /// Most items in one claim, heartbeat or completion batch (the store's limit).
@@ -86,7 +87,6 @@ impl Worker {
     /// # Panics
     /// Outside a Tokio runtime.
     pub fn start(self) -> WorkerHandle {
-        let (tx, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             source: self.source,
             config: self.config,
@@ -96,12 +96,12 @@ impl Worker {
             drained: CancellationToken::new(),
             kill: CancellationToken::new(),
             jobs: TaskTracker::new(),
-            completions: tx,
+            outbox: Outbox::new(),
             leader: Arc::new(AtomicBool::new(false)),
             beat_at: Mutex::new(None),
             beat_sooner: Notify::new(),
         });
-        let join = tokio::spawn(killable(shared.kill.clone(), supervise(shared.clone(), rx)));
+        let join = tokio::spawn(killable(shared.kill.clone(), supervise(shared.clone())));
         WorkerHandle { shared, join }
     }
 
@@ -246,7 +246,8 @@ struct Shared {
     kill: CancellationToken,
     /// The job tasks.
     jobs: TaskTracker,
-    completions: mpsc::UnboundedSender<PendingCompletion>,
+    /// Successes waiting to be reported (see `outbox`).
+    outbox: Outbox<Reported>,
     /// Whether this worker's maintenance leadership is confirmed.
     leader: Arc<AtomicBool>,
     /// When the heartbeater wakes next (`None`: it holds nothing and waits
@@ -423,7 +424,7 @@ fn millis(d: Duration) -> i64 {
 
 /// The worker's main task: starts the loops, waits for the shutdown, then
 /// drains in order (claims, handlers, reports, background loops).
-async fn supervise(shared: Arc<Shared>, completions: mpsc::UnboundedReceiver<PendingCompletion>) {
+async fn supervise(shared: Arc<Shared>) {
     let kill = &shared.kill;
     info!(
         worker_id = %shared.config.worker_id,
@@ -432,10 +433,7 @@ async fn supervise(shared: Arc<Shared>, completions: mpsc::UnboundedReceiver<Pen
         "worker started"
     );
     let heartbeater = tokio::spawn(killable(kill.clone(), heartbeat_loop(shared.clone())));
-    let completer = tokio::spawn(killable(
-        kill.clone(),
-        completer_loop(shared.clone(), completions),
-    ));
+    let completer = tokio::spawn(killable(kill.clone(), completer_loop(shared.clone())));
     let maintenance = shared.config.maintenance.then(|| {
         let maintenance = Maintenance::new(shared.source.clone(), &shared.config.worker_id)
             .tick(shared.config.maintenance_tick)
@@ -515,6 +513,10 @@ async fn fetch_loop(shared: Arc<Shared>, queue: QueueSpec, slots: Arc<Semaphore>
     let mut wakeup = shared.source.subscribe(&config.tenant, &queue.name);
     let mut backoff = Backoff::new();
     loop {
+        // Completions that come in from now on wait for this fetcher's next
+        // claim (a job's completion goes into the outbox before its slot
+        // frees, so the claim that slot lets out carries it).
+        let claiming = shared.outbox.claiming();
         let first = tokio::select! {
             biased;
             _ = shared.stop.cancelled() => break,
@@ -557,9 +559,37 @@ async fn fetch_loop(shared: Arc<Shared>, queue: QueueSpec, slots: Arc<Semaphore>
             // Only a TTL the user set: otherwise the queue's applies.
             lease_ttl_ms: config.lease_ttl.map(millis),
         };
+        // The claim carries the completions waiting in the outbox.
+        let (items, answers): (Vec<Completion>, Vec<_>) =
+            shared.outbox.take_for_claim(MAX_BATCH).into_iter().unzip();
+        drop(claiming);
+        let reports = CarriedReports {
+            complete: items,
+            fail: Vec::new(),
+        };
         // A claim in flight is not interrupted by a shutdown: dropping it
         // halfway could leave jobs claimed that nobody knows about.
-        match shared.source.claim(&config.tenant, &req).await {
+        let claimed = shared
+            .source
+            .report_and_claim(&config.tenant, &req, &reports)
+            .await;
+        let claimed = match claimed {
+            Ok(out) => {
+                for (done, r) in answers.into_iter().zip(out.reports) {
+                    let _ = done.send(completion_answer(Some(r)));
+                }
+                Ok(out.jobs)
+            }
+            Err(e) => {
+                // The completer sends them (resending is safe: a repeat is
+                // answered like the first).
+                shared
+                    .outbox
+                    .give_back(reports.complete.into_iter().zip(answers).collect());
+                Err(e)
+            }
+        };
+        match claimed {
             Ok(claimed) => {
                 backoff.reset();
                 let n = claimed.len();
@@ -677,10 +707,11 @@ async fn run_job(shared: Arc<Shared>, fl: Arc<InFlight>, permit: OwnedSemaphoreP
             .record(started.elapsed().as_secs_f64());
     }
     // The handler is done: its slot frees now, not after the report's round
-    // trip. The job stays in flight (heartbeated) until the report lands.
-    drop(permit);
+    // trip (a success's once it is in the outbox, where the claim the slot
+    // lets out finds it). The job stays in flight (heartbeated) until the
+    // report lands.
     *lock(&fl.reporting_since) = Some(Instant::now());
-    let outcome = report(&shared, &fl, ended).await;
+    let outcome = report(&shared, &fl, ended, permit).await;
     if let Some(outcome) = outcome {
         metrics::counter!(
             "tether_worker_jobs_total",
@@ -767,8 +798,17 @@ impl Reported {
 
 /// Reports how a run ended; answers the metric outcome to count (none when
 /// the report could not be made).
-async fn report(shared: &Shared, fl: &InFlight, ended: Ended) -> Option<&'static str> {
+async fn report(
+    shared: &Shared,
+    fl: &InFlight,
+    ended: Ended,
+    permit: OwnedSemaphorePermit,
+) -> Option<&'static str> {
     let config = &shared.config;
+    let success =
+        matches!(ended, Ended::Returned(Ok(_))) && !fl.is_lost() && !fl.is_cancel_requested();
+    // Any other outcome's slot frees now.
+    let permit = success.then_some(permit);
     if fl.is_lost() {
         warn!("lease lost while the handler ran (another owner has the job): its outcome is discarded");
         return Some("lease_lost");
@@ -823,7 +863,7 @@ async fn report(shared: &Shared, fl: &InFlight, ended: Ended) -> Option<&'static
             },
             Some("timed_out"),
         ),
-        Ended::Returned(Ok(result)) => return complete(shared, fl, result).await,
+        Ended::Returned(Ok(result)) => return complete(shared, fl, result, permit).await,
         Ended::Returned(Err(JobError::Snooze(d))) => {
             let r = snooze(shared, fl, millis(d)).await;
             return settle(r, |state| {
@@ -937,22 +977,23 @@ async fn snooze(shared: &Shared, fl: &InFlight, delay_ms: i64) -> Reported {
 /// Hands a success to the completer and waits for its answer. A result the
 /// store refuses (e.g. too large) fails the attempt instead, so the job does
 /// not sit in `running` until its lease lapses.
-async fn complete(shared: &Shared, fl: &InFlight, result: Option<Value>) -> Option<&'static str> {
+async fn complete(
+    shared: &Shared,
+    fl: &InFlight,
+    result: Option<Value>,
+    permit: Option<OwnedSemaphorePermit>,
+) -> Option<&'static str> {
     let (tx, rx) = oneshot::channel();
-    let pending = PendingCompletion {
-        item: Completion {
-            id: fl.job.id,
-            lease_token: fl.token,
-            result,
-        },
-        done: tx,
+    let item = Completion {
+        id: fl.job.id,
+        lease_token: fl.token,
+        result,
     };
-    let answer = match shared.completions.send(pending) {
-        Ok(()) => rx
-            .await
-            .unwrap_or_else(|_| Reported::GaveUp(Error::Storage("the completer stopped".into()))),
-        Err(_) => Reported::GaveUp(Error::Storage("the completer stopped".into())),
-    };
+    shared.outbox.push(item, tx);
+    drop(permit);
+    let answer = rx
+        .await
+        .unwrap_or_else(|_| Reported::GaveUp(Error::Storage("the completer stopped".into())));
     match answer {
         Reported::Rejected(e) => {
             warn!(error = %e, "the result was refused; failing the attempt");
@@ -970,11 +1011,9 @@ async fn complete(shared: &Shared, fl: &InFlight, result: Option<Value>) -> Opti
     }
 }
 
-/// A success waiting for the completer.
-struct PendingCompletion {
-    item: Completion,
-    done: oneshot::Sender<Reported>,
-}
+/// A success waiting for the completer: its completion and who waits for
+/// the answer.
+type PendingCompletion = (Completion, oneshot::Sender<Reported>);
 
 /// Most completions in one `complete_many`: small enough that several
 /// batches can be in flight at once.
@@ -982,100 +1021,84 @@ const COMPLETION_BATCH: usize = 250;
 /// Most `complete_many` calls in flight at once.
 const COMPLETIONS_IN_FLIGHT: usize = 4;
 
-/// Batches completions: takes the first waiting one, drains whatever else is
-/// already queued (up to [`COMPLETION_BATCH`]) and sends one `complete_many`,
-/// with up to [`COMPLETIONS_IN_FLIGHT`] batches in flight. No timer: a batch
-/// that is not full goes out only when no other is in flight, and gathers
-/// the completions that arrive meanwhile. Jobs of one claim end one after
-/// another; sent as they came, the first few would each be a statement and
-/// a commit of one job, so a burst cost a round trip per job. The wait is
-/// at most the round trip already under way. Batches never share a job, so
-/// concurrent ones cannot conflict.
-async fn completer_loop(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<PendingCompletion>) {
+/// Sends the completions no claim carries: the ones that came in while no
+/// fetcher was about to claim, the ones a claim left for
+/// [`CARRY_WAIT`](crate::outbox::CARRY_WAIT),
+/// those of a claim that failed, and everything once the worker stops. Up
+/// to [`COMPLETIONS_IN_FLIGHT`] batches of [`COMPLETION_BATCH`] in flight;
+/// a batch gathers whatever is due when it goes. Batches never share a
+/// job, so concurrent ones cannot conflict.
+async fn completer_loop(shared: Arc<Shared>) {
     let mut in_flight = tokio::task::JoinSet::new();
-    let mut open = true;
-    while open {
-        while in_flight.len() >= COMPLETIONS_IN_FLIGHT {
-            in_flight.join_next().await;
+    loop {
+        let stopping = shared.stop.is_cancelled();
+        let (batch, next_due) = shared.outbox.due(stopping, COMPLETION_BATCH);
+        if !batch.is_empty() {
+            while in_flight.len() >= COMPLETIONS_IN_FLIGHT {
+                in_flight.join_next().await;
+            }
+            let shared = shared.clone();
+            in_flight.spawn(async move { complete_batch(&shared, batch).await });
+            continue;
         }
-        let first = tokio::select! {
-            biased;
-            m = rx.recv() => match m {
-                Some(m) => m,
-                None => break,
-            },
-            _ = shared.drained.cancelled() => break,
-            Some(_) = in_flight.join_next(), if !in_flight.is_empty() => continue,
+        // Every job task has ended (none can add to the outbox) and the
+        // outbox is empty: done.
+        if shared.drained.is_cancelled() && shared.outbox.is_empty() {
+            break;
+        }
+        let falls_due = async {
+            match next_due {
+                Some(at) => sleep_until(at).await,
+                None => std::future::pending().await,
+            }
         };
-        let mut batch = vec![first];
-        drain_into(&mut rx, &mut batch);
-        while batch.len() < COMPLETION_BATCH && !in_flight.is_empty() {
-            tokio::select! {
-                biased;
-                _ = in_flight.join_next() => {}
-                m = rx.recv() => match m {
-                    Some(m) => {
-                        batch.push(m);
-                        drain_into(&mut rx, &mut batch);
-                    }
-                    None => open = false,
-                },
-            }
-            if !open {
-                break;
-            }
+        tokio::select! {
+            biased;
+            _ = shared.outbox.changed.notified() => {}
+            _ = falls_due => {}
+            _ = shared.stop.cancelled(), if !stopping => {}
+            _ = shared.drained.cancelled() => {}
+            Some(_) = in_flight.join_next(), if !in_flight.is_empty() => {}
         }
-        let shared = shared.clone();
-        in_flight.spawn(async move { complete_batch(&shared, batch).await });
     }
     while in_flight.join_next().await.is_some() {}
     debug!("completer stopped");
 }
 
-/// Moves the completions already waiting in `rx` into `batch`, up to
-/// [`COMPLETION_BATCH`].
-fn drain_into(
-    rx: &mut mpsc::UnboundedReceiver<PendingCompletion>,
-    batch: &mut Vec<PendingCompletion>,
-) {
-    while batch.len() < COMPLETION_BATCH {
-        match rx.try_recv() {
-            Ok(m) => batch.push(m),
-            Err(_) => break,
-        }
+/// The answer a job task hears for its completion (`None`: none came).
+fn completion_answer(answer: Option<Result<(), Error>>) -> Reported {
+    match answer {
+        Some(Ok(())) => Reported::Done(JobState::Succeeded),
+        Some(Err(e)) if is_lost(&e) => Reported::LeaseLost,
+        Some(Err(e)) if is_transient(&e) => Reported::GaveUp(e),
+        Some(Err(e)) => Reported::Rejected(e),
+        None => Reported::GaveUp(Error::Storage(
+            "complete_many answered fewer items than it was given".into(),
+        )),
     }
 }
 
 async fn complete_batch(shared: &Shared, batch: Vec<PendingCompletion>) {
     let tenant = &shared.config.tenant;
-    let items: Vec<Completion> = batch.iter().map(|p| p.item.clone()).collect();
+    let (items, waiting): (Vec<Completion>, Vec<_>) = batch.into_iter().unzip();
     match retrying("complete", || shared.source.complete_many(tenant, &items)).await {
         Ok(answers) => {
             let mut answers = answers.into_iter();
-            for p in batch {
-                let answer = match answers.next() {
-                    Some(Ok(())) => Reported::Done(JobState::Succeeded),
-                    Some(Err(e)) if is_lost(&e) => Reported::LeaseLost,
-                    Some(Err(e)) if is_transient(&e) => Reported::GaveUp(e),
-                    Some(Err(e)) => Reported::Rejected(e),
-                    None => Reported::GaveUp(Error::Storage(
-                        "complete_many answered fewer items than it was given".into(),
-                    )),
-                };
-                let _ = p.done.send(answer);
+            for done in waiting {
+                let _ = done.send(completion_answer(answers.next()));
             }
         }
         Err(e) if is_transient(&e) => {
-            for p in batch {
-                let _ = p.done.send(Reported::GaveUp(clone_error(&e)));
+            for done in waiting {
+                let _ = done.send(Reported::GaveUp(clone_error(&e)));
             }
         }
         // The batch was refused whole (one oversize result refuses them all):
         // send each alone so only the culprit is refused.
-        Err(e) if batch.len() > 1 => {
+        Err(e) if items.len() > 1 => {
             debug!(error = %e, "batch refused; completing one by one");
-            for p in batch {
-                let one = [p.item.clone()];
+            for (item, done) in items.into_iter().zip(waiting) {
+                let one = [item];
                 let r = retrying("complete", || shared.source.complete_many(tenant, &one)).await;
                 let answer = match r.map(|mut a| a.pop()) {
                     Ok(Some(Ok(()))) => Reported::Done(JobState::Succeeded),
@@ -1084,13 +1107,13 @@ async fn complete_batch(shared: &Shared, batch: Vec<PendingCompletion>) {
                         Reported::GaveUp(Error::Storage("complete_many answered no item".into()))
                     }
                 };
-                let _ = p.done.send(answer);
+                let _ = done.send(answer);
             }
         }
         Err(e) => {
             let answer = Reported::from_result(Err(e));
-            for p in batch {
-                let _ = p.done.send(match &answer {
+            for done in waiting {
+                let _ = done.send(match &answer {
                     Reported::Rejected(e) => Reported::Rejected(clone_error(e)),
                     Reported::LeaseLost => Reported::LeaseLost,
                     Reported::GaveUp(e) => Reported::GaveUp(clone_error(e)),

@@ -4,8 +4,8 @@ use async_trait::async_trait;
 use std::time::Duration;
 
 use tether_core::{
-    ClaimRequest, ClaimedJob, Completion, Engine, Failure, FireReport, Heartbeat, HeartbeatAck,
-    JobState, Lease, LeaseToken, ReapReport, Result, Wakeup,
+    CarriedReports, ClaimRequest, ClaimedJob, Completion, Engine, Failure, FireReport, Heartbeat,
+    HeartbeatAck, JobState, Lease, LeaseToken, ReapReport, ReportedAndClaimed, Result, Wakeup,
 };
 use uuid::Uuid;
 
@@ -28,6 +28,18 @@ use uuid::Uuid;
 pub trait Source: Send + Sync + 'static {
     /// Claims up to `req.limit` ready jobs of one queue.
     async fn claim(&self, tenant: &str, req: &ClaimRequest) -> Result<Vec<ClaimedJob>>;
+
+    /// Applies the last batch's reports, then claims up to `req.limit` ready
+    /// jobs of one queue, in one round trip; one answer per report
+    /// (completions first, each list in order). A refused report never
+    /// fails the claim; an error of the whole call leaves the reports to be
+    /// sent again (a repeat is answered like the first).
+    async fn report_and_claim(
+        &self,
+        tenant: &str,
+        req: &ClaimRequest,
+        reports: &CarriedReports,
+    ) -> Result<ReportedAndClaimed>;
 
     /// Extends the leases of 1–1000 running jobs (carrying their progress);
     /// one answer per item, in order.
@@ -117,6 +129,15 @@ impl Source for Engine {
         items: &[Heartbeat],
     ) -> Result<Vec<Result<HeartbeatAck>>> {
         Engine::heartbeat_many(self, tenant, items).await
+    }
+
+    async fn report_and_claim(
+        &self,
+        tenant: &str,
+        req: &ClaimRequest,
+        reports: &CarriedReports,
+    ) -> Result<ReportedAndClaimed> {
+        Engine::report_and_claim(self, tenant, req, reports).await
     }
 
     async fn complete_many(&self, tenant: &str, items: &[Completion]) -> Result<Vec<Result<()>>> {

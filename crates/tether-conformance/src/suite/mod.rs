@@ -5,6 +5,7 @@
 pub mod attempts;
 pub mod batch;
 pub mod cancel;
+pub mod carried;
 pub mod claim;
 pub mod clock;
 pub mod dedupe;

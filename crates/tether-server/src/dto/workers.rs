@@ -72,6 +72,49 @@ pub struct ClaimBody {
     /// (the maximum is the server's `max_wait_ms`, 30 000 by default).
     #[schema(default = 0)]
     pub wait_ms: Option<i64>,
+    /// The last batch's completions, applied before the claim in its
+    /// transaction and answered in `reports` (with `fail`, at most 1 000).
+    pub complete: Option<Vec<CompleteItem>>,
+    /// The last batch's failures, applied after `complete` and before the
+    /// claim, answered in `reports`.
+    pub fail: Option<Vec<FailItem>>,
+}
+
+/// One failure a claim carries: a `POST /v1/jobs/{id}/fail` with its job.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FailItem {
+    /// The job.
+    pub id: Uuid,
+    /// The token from the claim.
+    #[schema(value_type = Uuid)]
+    pub lease_token: LeaseToken,
+    /// The error message (the job keeps its last 2 000 characters).
+    pub error: String,
+    /// Retry exactly this much later instead of the jittered backoff.
+    pub retry_after_ms: Option<i64>,
+    /// Fail for good, no retry (default false).
+    #[schema(default = false)]
+    pub fatal: Option<bool>,
+    /// The worker stopped because of a cancel request: the job becomes
+    /// `cancelled` (default false; not with `fatal`).
+    #[schema(default = false)]
+    pub cancelled: Option<bool>,
+}
+
+impl From<FailItem> for tether_core::FailureReport {
+    fn from(i: FailItem) -> Self {
+        tether_core::FailureReport {
+            id: i.id,
+            lease_token: i.lease_token,
+            failure: tether_core::Failure {
+                error: i.error,
+                retry_after_ms: i.retry_after_ms,
+                fatal: i.fatal.unwrap_or(false),
+                cancelled: i.cancelled.unwrap_or(false),
+            },
+        }
+    }
 }
 
 /// `POST /v1/jobs/{id}/heartbeat`.
@@ -199,6 +242,11 @@ pub struct SnoozeBody {
 pub struct ClaimResponse {
     /// The claimed jobs, now `running`; empty when none was ready.
     pub jobs: Vec<ClaimedJobDto>,
+    /// One answer per report the claim carried (`complete` first, then
+    /// `fail`, each in request order), as `POST /v1/jobs/complete` answers
+    /// its items; absent when the claim carried none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reports: Option<Vec<CompleteResult>>,
 }
 
 /// The answer of a heartbeat.
@@ -266,23 +314,23 @@ pub struct HeartbeatManyResponse {
     pub results: Vec<HeartbeatResult>,
 }
 
-/// A completion of a batch that went through.
+/// A completion of a batch (or a report a claim carried) that went through.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct CompleteDone {
-    /// The job, now `succeeded`.
+    /// The job, now `succeeded` (or, for a failure, as the failure left it).
     pub id: Uuid,
     /// Always `true`.
     #[schema(schema_with = ok_true)]
     pub ok: bool,
 }
 
-/// The outcome of one completion of a batch.
+/// The outcome of one completion of a batch, or of a report a claim carried.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(untagged)]
 pub enum CompleteResult {
-    /// The job succeeded.
+    /// The report was applied (or repeats the one that was).
     Done(CompleteDone),
-    /// The completion failed.
+    /// The report was refused; the others are unaffected.
     Failed(ItemFailure),
 }
 
@@ -300,6 +348,9 @@ pub(super) fn field_bounds() -> Vec<FieldBound> {
         (field!(ClaimBody.limit), range(1..=MAX_BATCH as u32)),
         (field!(ClaimBody.lease_ttl_ms), range(LEASE_TTL_RANGE)),
         (field!(ClaimBody.wait_ms), range(0..=DEFAULT_MAX_WAIT_MS)),
+        (field!(ClaimBody.complete), items(0..=MAX_BATCH)),
+        (field!(ClaimBody.fail), items(0..=MAX_BATCH)),
+        (field!(FailItem.retry_after_ms), range(0..=MAX_DURATION_MS)),
         (field!(HeartbeatBody.lease_ttl_ms), range(LEASE_TTL_RANGE)),
         (field!(HeartbeatItem.lease_ttl_ms), range(LEASE_TTL_RANGE)),
         (field!(HeartbeatManyBody.items), items(1..=MAX_BATCH)),

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use axum::extract::{Path, State};
 use axum::Json;
-use tether_core::{ClaimRequest, Completion, Failure, Heartbeat};
+use tether_core::{CarriedReports, ClaimRequest, Completion, Failure, FailureReport, Heartbeat};
 
 use super::{job, job_id};
 use crate::dto::*;
@@ -21,6 +21,12 @@ use crate::AppState;
 /// places are all taken, the claim answers at once, and a waiting claim
 /// answers empty when the server begins to stop. A paused queue hands out
 /// nothing.
+///
+/// The claim may carry the last batch's reports (`complete`, `fail`,
+/// together at most 1 000): they are applied first, in the claim's
+/// transaction, and each is answered in `reports` as the batch routes
+/// answer their items; a refused report never fails the claim. They are
+/// applied at once, before any wait, but answered with the claim.
 #[utoipa::path(
     post,
     path = "/v1/queues/{queue}/claim",
@@ -69,32 +75,53 @@ pub(crate) async fn claim(
         Some(_) => Some(st.engine.subscribe(tenant, &req.queue)?),
         None => None,
     };
+    // The carried reports go with the first claim, in its transaction;
+    // their answers wait for the claim's (a worker that wants them at once
+    // sends no wait_ms with them).
+    let carried = body.complete.is_some() || body.fail.is_some();
+    let reports = CarriedReports {
+        complete: (body.complete.into_iter().flatten())
+            .map(Completion::from)
+            .collect(),
+        fail: (body.fail.into_iter().flatten())
+            .map(FailureReport::from)
+            .collect(),
+    };
+    let first = st.engine.report_and_claim(tenant, &req, &reports).await?;
+    let reports = carried.then(|| {
+        (reports.ids().zip(first.reports))
+            .map(|(id, r)| match r {
+                Ok(()) => CompleteResult::Done(CompleteDone { id, ok: true }),
+                Err(e) => CompleteResult::Failed(ItemFailure::new(id, e)),
+            })
+            .collect()
+    });
+    let answer = |jobs: Vec<tether_core::ClaimedJob>| {
+        Json(ClaimResponse {
+            jobs: jobs.into_iter().map(Into::into).collect(),
+            reports,
+        })
+    };
+    let (Some(w), true) = (wakeup.as_mut(), first.jobs.is_empty()) else {
+        return Ok(answer(first.jobs));
+    };
     loop {
-        let jobs = st.engine.claim(tenant, &req).await?;
-        if !jobs.is_empty() {
-            return Ok(claimed(jobs));
-        }
-        let Some(w) = wakeup.as_mut() else {
-            return Ok(claimed(jobs));
-        };
         tokio::select! {
             _ = w.hinted() => {}
             _ = tokio::time::sleep_until(deadline) => {
                 // The wait is over. One last claim catches jobs that became
                 // ready by time alone (a delay ending), which sends no hint.
                 let jobs = st.engine.claim(tenant, &req).await?;
-                return Ok(claimed(jobs));
+                return Ok(answer(jobs));
             }
             // The server is stopping: answer now, empty, so it can exit.
-            _ = st.shutdown.cancelled() => return Ok(claimed(Vec::new())),
+            _ = st.shutdown.cancelled() => return Ok(answer(Vec::new())),
+        }
+        let jobs = st.engine.claim(tenant, &req).await?;
+        if !jobs.is_empty() {
+            return Ok(answer(jobs));
         }
     }
-}
-
-fn claimed(jobs: Vec<tether_core::ClaimedJob>) -> Json<ClaimResponse> {
-    Json(ClaimResponse {
-        jobs: jobs.into_iter().map(Into::into).collect(),
-    })
 }
 
 /// Extend a job's lease.

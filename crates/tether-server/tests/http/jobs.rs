@@ -10,6 +10,7 @@ tether_conformance::both_backends!(
     fail_retry_fatal_and_cancel_ack,
     snooze_cancel_and_replay,
     complete_batch_answers_per_item,
+    claims_carry_the_last_batchs_reports,
     heartbeat_batch_answers_per_item,
     list_get_and_events,
     queue_routes,
@@ -410,6 +411,108 @@ async fn complete_batch_answers_per_item(db: &TestDb) {
     c.post("/v1/jobs/complete", json!({"items": []}))
         .await
         .expect_error(400, "invalid_argument");
+}
+
+async fn claims_carry_the_last_batchs_reports(db: &TestDb) {
+    let c = setup(db).await;
+    for _ in 0..4 {
+        c.enqueue("q", "k").await;
+    }
+    let (a, ta) = c.claim_one("q").await;
+    let (b, tb) = c.claim_one("q").await;
+    let missing = uuid::Uuid::now_v7().to_string();
+    // A claim without reports answers no `reports`.
+    let r = c
+        .post(
+            "/v1/queues/other/claim",
+            json!({"worker_id": "w", "limit": 1}),
+        )
+        .await;
+    assert_eq!(*r.expect(200), json!({"jobs": []}));
+
+    let r = c
+        .post(
+            "/v1/queues/q/claim",
+            json!({
+                "worker_id": "w", "limit": 10,
+                "complete": [
+                    {"id": a, "lease_token": ta, "result": {"n": 1}},
+                    {"id": missing, "lease_token": uuid::Uuid::new_v4()}
+                ],
+                "fail": [
+                    {"id": b, "lease_token": tb, "error": "upstream", "retry_after_ms": 600000},
+                    {"id": b, "lease_token": uuid::Uuid::new_v4(), "error": "stale"}
+                ]
+            }),
+        )
+        .await;
+    let body = r.expect(200);
+    let reports = body["reports"].as_array().unwrap().clone();
+    assert_eq!(reports.len(), 4);
+    assert_eq!(reports[0], json!({"id": a, "ok": true}));
+    assert_eq!(reports[1]["ok"], false);
+    assert_eq!(reports[1]["error"]["code"], "not_found");
+    assert_eq!(reports[2], json!({"id": b, "ok": true}));
+    assert_eq!(reports[3]["ok"], false);
+    assert_eq!(reports[3]["error"]["code"], "lease_lost");
+    // The refused reports did not fail the claim: the two ready jobs.
+    assert_eq!(body["jobs"].as_array().unwrap().len(), 2);
+    let got = c.get(&format!("/v1/jobs/{a}")).await;
+    let got = got.expect(200);
+    assert_eq!(got["job"]["state"], "succeeded");
+    assert_eq!(got["job"]["result"], json!({"n": 1}));
+    let got = c.get(&format!("/v1/jobs/{b}")).await;
+    let got = got.expect(200);
+    assert_eq!(got["job"]["state"], "queued");
+    assert_eq!(got["job"]["last_error"], "upstream");
+
+    // Empty lists are a claim that carried nothing: `reports` is empty.
+    let r = c
+        .post(
+            "/v1/queues/q/claim",
+            json!({"worker_id": "w", "complete": [], "fail": []}),
+        )
+        .await;
+    assert_eq!(r.expect(200)["reports"], json!([]));
+
+    // Bad as a whole: over 1 000 reports, or a malformed item; nothing
+    // changes (the resent completion of `a` would be answered ok).
+    c.enqueue("q", "k").await;
+    let many: Vec<Value> = (0..1001)
+        .map(|_| json!({"id": a, "lease_token": ta}))
+        .collect();
+    let r = c
+        .post(
+            "/v1/queues/q/claim",
+            json!({"worker_id": "w", "complete": many}),
+        )
+        .await;
+    r.expect_error(400, "invalid_argument");
+    let r = c
+        .post(
+            "/v1/queues/q/claim",
+            json!({"worker_id": "w", "fail": [{"id": a, "lease_token": ta}]}),
+        )
+        .await;
+    r.expect_error(400, "invalid_argument");
+    let ready = c.get("/v1/jobs?queue=q&state=queued").await;
+    let ready = ready.expect(200);
+    assert_eq!(ready["jobs"].as_array().unwrap().len(), 2);
+
+    // With a wait, the reports are applied at once and answered with the
+    // claim (which finds the ready job without waiting).
+    let (d, td) = c.claim_one("q").await;
+    c.enqueue("q", "k").await;
+    let r = c
+        .post(
+            "/v1/queues/q/claim",
+            json!({"worker_id": "w", "wait_ms": 200,
+                   "complete": [{"id": d, "lease_token": td}]}),
+        )
+        .await;
+    let body = r.expect(200);
+    assert_eq!(body["reports"], json!([{"id": d, "ok": true}]));
+    assert_eq!(body["jobs"].as_array().unwrap().len(), 1);
 }
 
 async fn heartbeat_batch_answers_per_item(db: &TestDb) {

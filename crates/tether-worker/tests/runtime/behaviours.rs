@@ -1285,7 +1285,7 @@ pub async fn a_source_outage_is_survived(db: &TestDb) {
 }
 
 /// Many quick jobs: all succeed, and completions go out in batches (fewer
-/// `complete_many` calls than jobs).
+/// calls than jobs), most of them carried by the next claims.
 pub async fn completions_are_batched(db: &TestDb) {
     let probe = Probe::new(db.engine.clone());
     let handle = Worker::builder_shared(probe.clone())
@@ -1307,12 +1307,21 @@ pub async fn completions_are_batched(db: &TestDb) {
     .await;
     handle.shutdown();
     handle.join().await;
-    let batches = probe.complete_batches.lock().unwrap().clone();
-    assert_eq!(batches.iter().sum::<usize>(), 300);
+    let alone = probe.complete_batches.lock().unwrap().clone();
+    let carried = probe.carried_batches.lock().unwrap().clone();
+    let batches: Vec<usize> = alone.iter().chain(&carried).copied().collect();
+    assert_eq!(batches.iter().sum::<usize>(), 300, "{alone:?} {carried:?}");
     assert!(
         batches.len() < 300 && batches.iter().any(|n| *n > 1),
         "no completion was batched: {} calls",
         batches.len()
+    );
+    // How many ride claims depends on timing (a completion that comes in
+    // while every fetcher's claim is on its way goes alone); that some do
+    // does not.
+    assert!(
+        !carried.is_empty(),
+        "no claim carried a completion; complete_many sent {alone:?}"
     );
 }
 

@@ -8,8 +8,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tether_conformance::TestDb;
 use tether_core::{
-    ClaimRequest, ClaimedJob, Completion, Engine, Error, EventKind, Failure, Heartbeat,
-    HeartbeatAck, Job, JobFilter, JobState, Lease, LeaseToken, NewJob, ReapReport, Result, Wakeup,
+    CarriedReports, ClaimRequest, ClaimedJob, Completion, Engine, Error, EventKind, Failure,
+    Heartbeat, HeartbeatAck, Job, JobFilter, JobState, Lease, LeaseToken, NewJob, ReapReport,
+    ReportedAndClaimed, Result, Wakeup,
 };
 use tether_worker::{Source, Worker, WorkerBuilder};
 use tokio::sync::watch;
@@ -171,6 +172,8 @@ pub struct Probe {
     pub engine: Engine,
     pub down: AtomicBool,
     pub complete_batches: Mutex<Vec<usize>>,
+    /// The completions each claim carried (claims that carried some).
+    pub carried_batches: Mutex<Vec<usize>>,
     pub failed_calls: AtomicUsize,
     /// Delays each claim's answer (after the claim happened) by this much.
     pub claim_delay_ms: AtomicU64,
@@ -182,6 +185,7 @@ impl Probe {
             engine,
             down: AtomicBool::new(false),
             complete_batches: Mutex::new(Vec::new()),
+            carried_batches: Mutex::new(Vec::new()),
             failed_calls: AtomicUsize::new(0),
             claim_delay_ms: AtomicU64::new(0),
         })
@@ -207,6 +211,27 @@ impl Source for Probe {
             tokio::time::sleep(Duration::from_millis(delay)).await;
         }
         claimed
+    }
+
+    async fn report_and_claim(
+        &self,
+        tenant: &str,
+        req: &ClaimRequest,
+        reports: &CarriedReports,
+    ) -> Result<ReportedAndClaimed> {
+        self.check()?;
+        let out = self.engine.report_and_claim(tenant, req, reports).await;
+        if out.is_ok() && !reports.complete.is_empty() {
+            self.carried_batches
+                .lock()
+                .unwrap()
+                .push(reports.complete.len());
+        }
+        let delay = self.claim_delay_ms.load(Ordering::SeqCst);
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+        }
+        out
     }
 
     async fn heartbeat_many(
