@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use sqlx::PgPool;
 use tether_client::{ClaimOptions, ClaimedJob, HttpClient};
-use tether_core::{Completion, Engine, NewJob};
+use tether_core::{CarriedReports, Engine, NewJob};
 
 use crate::report::Report;
 use crate::workload::{enqueue_batches, median_ms, rate, TENANT};
@@ -250,7 +250,8 @@ pub async fn run(engine: &Engine, url: &str, pool: &PgPool, scale: &Scale, repor
         format!("POST /v1/jobs/batch of 1000, 2 in flight, {n} jobs"),
     );
 
-    // End to end: claim 100 + batch complete, 4 client workers.
+    // End to end: claims of 100 each carrying the last batch's
+    // completions, 4 client workers.
     let (_, n) = scale.e2e[2];
     crate::pg::reset(pool).await;
     enqueue_batches(engine, "http-e2e", n, 2).await;
@@ -278,16 +279,18 @@ pub async fn run(engine: &Engine, url: &str, pool: &PgPool, scale: &Scale, repor
             let mut opts = ClaimOptions::new(format!("http-bench-{w}"));
             opts.limit = Some(100);
             let mut done = 0u64;
+            let mut reports = CarriedReports::default();
             loop {
-                let claimed = client.claim("http-e2e", &opts).await.expect("claim");
-                if claimed.is_empty() {
-                    return done;
-                }
-                let items: Vec<Completion> = claimed.iter().map(ClaimedJob::success).collect();
-                for item in client.complete_batch(&items).await.expect("complete") {
+                let out =
+                    (client.report_and_claim("http-e2e", &opts, &reports).await).expect("claim");
+                for item in out.reports {
                     item.result.expect("completion accepted");
                 }
-                done += items.len() as u64;
+                done += reports.complete.len() as u64;
+                if out.jobs.is_empty() {
+                    return done;
+                }
+                reports.complete = out.jobs.iter().map(ClaimedJob::success).collect();
             }
         }));
     }
@@ -304,7 +307,7 @@ pub async fn run(engine: &Engine, url: &str, pool: &PgPool, scale: &Scale, repor
         "http_pg_e2e_jobs_per_s",
         http,
         "jobs/s",
-        format!("HTTP claim 100 + batch complete, {CLIENT_WORKERS} client workers, {n} jobs"),
+        format!("HTTP claims of 100 carrying the last 100 completions, {CLIENT_WORKERS} client workers, {n} jobs"),
     );
     report.add(
         "http_vs_library_ratio",

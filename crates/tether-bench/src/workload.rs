@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tether_core::{ClaimRequest, ClaimedJob, Completion, Engine, NewJob};
+use tether_core::{CarriedReports, ClaimRequest, ClaimedJob, Completion, Engine, NewJob};
 
 /// Tenant every benchmark job belongs to.
 pub const TENANT: &str = "bench";
@@ -83,8 +83,9 @@ pub async fn enqueue_singles(engine: &Engine, queue: &str, n: usize, tasks: usiz
     started.elapsed()
 }
 
-/// `claimers` tasks each claim `batch` jobs and complete them in one call,
-/// until the queue is empty. Returns (jobs done, elapsed).
+/// `claimers` tasks each claim `batch` jobs and complete them with the next
+/// claim (which carries them, as workers do), until the queue is empty.
+/// Returns (jobs done, elapsed).
 pub async fn claim_complete(
     engine: &Engine,
     queue: &str,
@@ -101,20 +102,17 @@ pub async fn claim_complete(
         };
         async move {
             let mut done = 0u64;
+            let mut reports = CarriedReports::default();
             loop {
-                let claimed = engine.claim(TENANT, &req).await.expect("claim");
-                if claimed.is_empty() {
-                    return done;
-                }
-                let items = completions(&claimed);
-                for answer in engine
-                    .complete_many(TENANT, &items)
-                    .await
-                    .expect("complete")
-                {
+                let out = (engine.report_and_claim(TENANT, &req, &reports).await).expect("claim");
+                for answer in out.reports {
                     answer.expect("completion accepted");
                 }
-                done += items.len() as u64;
+                done += reports.complete.len() as u64;
+                if out.jobs.is_empty() {
+                    return done;
+                }
+                reports.complete = completions(&out.jobs);
             }
         }
     })

@@ -67,7 +67,10 @@ pub(crate) async fn report_and_claim(
         let (applied, outcome) = {
             let mut conn = Runner::Conn(tx.conn());
             let applied = apply_reports(&mut conn, tenant, reports, jitters).await?;
-            (applied, run_claim(&mut conn, CLAIM, tenant, req, None).await?)
+            (
+                applied,
+                run_claim(&mut conn, CLAIM, tenant, req, None).await?,
+            )
         };
         tx.commit().await.db()?;
         applied.notify(store, tenant);
