@@ -9,6 +9,7 @@ import type {
   BulkReplayResponse,
   ClaimBody,
   ClaimedJob,
+  ClaimResponse,
   CompleteItem,
   CompleteResult,
   CreateKeyBody,
@@ -39,6 +40,7 @@ import type {
   Queue,
   QueueConfigBody,
   ReplayBody,
+  ReportResult,
   Schedule,
   ScheduleRun,
   SnoozeBody,
@@ -83,6 +85,20 @@ export interface CronPreviewQuery {
   timezone?: string;
   from?: string;
   count?: number;
+}
+
+/** A claim without reports: what {@link Client.claim} sends. */
+export type ClaimRequest = Omit<ClaimBody, "complete" | "fail">;
+
+/** The whole answer of a claim ({@link Client.claimDetailed}). */
+export interface ClaimAnswer {
+  /** The claimed jobs, with their lease tokens (empty when none was ready). */
+  jobs: ClaimedJob[];
+  /**
+   * One answer per report the claim carried, completions first, then failures, each in request order:
+   * `{ id, ok: true }` or `{ id, ok: false, error }` (e.g. `lease_lost`). Empty when it carried none.
+   */
+  reports: ReportResult[];
 }
 
 /** Per-call options. */
@@ -368,17 +384,38 @@ export class Client {
    * `POST /v1/queues/{queue}/claim`: up to `limit` jobs with their lease
    * tokens; with `wait_ms` an empty queue holds the request that long.
    * Never retried (a lost answer's jobs come back when their lease lapses).
+   * To carry reports with the claim, use {@link Client.claimDetailed}, which answers theirs.
    */
-  async claim(queue: string, body: ClaimBody, opts?: CallOptions): Promise<ClaimedJob[]> {
+  async claim(queue: string, body: ClaimRequest, opts?: CallOptions): Promise<ClaimedJob[]> {
+    const b = body as ClaimBody;
+    if ((b.complete && b.complete.length > 0) || (b.fail && b.fail.length > 0)) {
+      throw new TypeError("claim() answers only the jobs: carry reports with claimDetailed(), which answers them too");
+    }
+    return (await this.claimDetailed(queue, body, opts)).jobs;
+  }
+
+  /**
+   * `POST /v1/queues/{queue}/claim` answering `{ jobs, reports }`. The body may carry the previous jobs'
+   * reports — `complete: [{ id, lease_token, result? }]` and `fail: [{ id, lease_token, error,
+   * retry_after_ms?, fatal?, cancelled? }]`, together at most 1000 — which the server applies
+   * (completions, then failures, in order) in the claim's own transaction before it claims: one request
+   * and one commit instead of two. Each report is answered on its own in `reports`, exactly as an item of
+   * {@link Client.completeBatch} (a refused report never fails the claim); a body bad as a whole (over
+   * 1000 reports, a malformed item) is `InvalidArgument` and changes nothing. The reports are applied at
+   * once even with `wait_ms`, but answered only when the claim answers: a claim that carries reports
+   * should send `wait_ms: 0`. Never retried; resending the same reports with the same tokens is safe
+   * (each is answered as the first send was).
+   */
+  async claimDetailed(queue: string, body: ClaimBody, opts?: CallOptions): Promise<ClaimAnswer> {
     const timeoutMs = (opts?.timeoutMs ?? this.timeoutMs) + (body.wait_ms ?? 0);
-    const r = await this.#request<{ jobs: ClaimedJob[] }>({
+    const r = await this.#request<ClaimResponse>({
       method: "POST",
       path: `/v1/queues/${enc(queue)}/claim`,
       body,
       retry: false,
       opts: { ...opts, timeoutMs },
     });
-    return r.jobs;
+    return { jobs: r.jobs, reports: r.reports ?? [] };
   }
 
   /** `POST /v1/jobs/{id}/heartbeat`: extends the lease; answers whether a cancel was requested. */

@@ -4,7 +4,7 @@
 // guarantees as tether's Rust worker runtime.
 
 export { Client, isTransient } from "./client.js";
-export type { CallOptions, ClientOptions, CronPreviewQuery, EventsQuery, ListQuery } from "./client.js";
+export type { CallOptions, ClaimAnswer, ClaimRequest, ClientOptions, CronPreviewQuery, EventsQuery, ListQuery } from "./client.js";
 export { Worker, JobAborted } from "./worker.js";
 export type {
   ClaimEvent,

@@ -144,16 +144,23 @@ export interface EventListResponse {
   next_cursor: string | null;
 }
 
-/** `POST /v1/queues/{queue}/claim`. */
+/**
+ * `POST /v1/queues/{queue}/claim`. `complete` and `fail` (together at most 1000) carry the previous jobs'
+ * reports: applied, completions first, in the claim's own transaction before it claims.
+ */
 export interface ClaimBody {
   worker_id: string;
   limit?: number | null;
   lease_ttl_ms?: number | null;
   wait_ms?: number | null;
+  complete?: CompleteItem[] | null;
+  fail?: FailItem[] | null;
 }
 
+/** The answer of a claim: `reports` (one per carried report, completions first, in request order) is absent when none was carried. */
 export interface ClaimResponse {
   jobs: ClaimedJob[];
+  reports?: CompleteResult[] | null;
 }
 
 /** `POST /v1/jobs/{id}/heartbeat`. */
@@ -249,6 +256,19 @@ export interface FailBody {
   fatal?: boolean | null;
   cancelled?: boolean | null;
 }
+
+/** A failure carried by a claim: the fields of `POST /v1/jobs/{id}/fail` and the job's id. */
+export interface FailItem {
+  id: string;
+  lease_token: string;
+  error: string;
+  retry_after_ms?: number | null;
+  fatal?: boolean | null;
+  cancelled?: boolean | null;
+}
+
+/** The answer to one report a claim carried: the item shape of `POST /v1/jobs/complete`'s `results`. */
+export type ReportResult = CompleteResult;
 
 /** `POST /v1/jobs/{id}/snooze`. */
 export interface SnoozeBody {
