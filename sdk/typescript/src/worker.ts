@@ -2,15 +2,18 @@
 // their handlers, with the same guarantees as the Rust worker runtime:
 // long-poll claims sized to free slots, the queue's lease unless the user
 // set one (a worker default never overrides what the operator configured),
-// batched heartbeats at a third of each job's lease, batched completions,
-// fenced results (a lost lease discards the outcome), retry-after vs snooze
+// batched heartbeats at a third of each job's lease, reports (completions
+// and failures) carried by the next claim (one request and one commit for
+// both; batched completions and single failures as the fallback), fenced
+// results (a lost lease discards the outcome), retry-after vs snooze
 // (every snooze reported, so the history shows it), cooperative cancel,
 // per-job timeouts, and a graceful shutdown that hands unfinished jobs back
 // with the attempt given back.
 
 import { Client, isTransient, sleep } from "./client.js";
-import { errorFromApi, Fatal, Internal, LeaseLost, NotFound, PermissionDenied, Retry, RetryAfter, Snooze, TetherError, TransportError, Unauthenticated } from "./errors.js";
-import type { ClaimBody, ClaimedJob, CompleteItem, ErrorCode, ErrorDetail, FailBody, Job, Json } from "./types.js";
+import { errorFromApi, Fatal, Internal, InvalidArgument, LeaseLost, NotFound, PayloadTooLarge, PermissionDenied, Retry, RetryAfter, Snooze, TetherError, TransportError, Unauthenticated } from "./errors.js";
+import type { ClaimAnswer } from "./client.js";
+import type { ClaimBody, ClaimedJob, CompleteItem, ErrorCode, ErrorDetail, FailBody, FailItem, Job, Json, ReportResult } from "./types.js";
 import { hostname } from "node:os";
 import { randomUUID } from "node:crypto";
 
@@ -69,7 +72,7 @@ export interface ClaimEvent {
   jobs: readonly ClaimedJob[];
 }
 
-/** A failed request (each try of a retried one), or one failed item of a batch answer. */
+/** A failed request (each try of a retried one), or one failed item of a batch answer or of the reports a claim carried. */
 export interface RequestErrorEvent {
   workerId: string;
   op: WorkerOp;
@@ -96,9 +99,9 @@ export interface LeaseLostEvent {
 export interface WorkerObserver {
   /** Every claim answer, as soon as it arrives. */
   onClaim?(event: ClaimEvent): void;
-  /** Every failed request (every try), and every failed item of a heartbeat or complete batch. */
+  /** Every failed request (every try), every failed item of a heartbeat or complete batch, and every refused report a claim carried. */
   onError?(event: RequestErrorEvent): void;
-  /** Every `lease_lost` answer (per item for heartbeat and complete batches); `onError` is called for it too. */
+  /** Every `lease_lost` answer (per item for heartbeat and complete batches and a claim's reports); `onError` is called for it too. */
   onLeaseLost?(event: LeaseLostEvent): void;
 }
 
@@ -136,9 +139,15 @@ export interface WorkerOptions {
 const REPORT_TRIES = 8;
 /** Most items in one batch (the server's limit). */
 const MAX_BATCH = 1000;
-/** Most completions in one batch and batches in flight at once. */
+/** Most completions in one batch and batches in flight at once (the fallback for reports no claim carries). */
 const COMPLETION_BATCH = 250;
 const COMPLETIONS_IN_FLIGHT = 4;
+/**
+ * Longest wait of a report (complete or fail) for a claim to carry it while the next claim is expected soon
+ * (ms); past it, or at once when no claim is coming soon (a long-poll in flight, a pause, a shutdown), the
+ * completer sends it by the old routes.
+ */
+const CARRY_WAIT_MS = 20;
 /** An empty claim answered this much before its wait ended was not held by the server. */
 const EARLY_SLACK_MS = 250;
 /** Longest wait for more free slots before claiming into a partly busy worker. */
@@ -212,15 +221,19 @@ type Ended =
 
 /** What became of a report. */
 type Reported =
-  | { kind: "done"; state: string }
+  | { kind: "done"; state: string | undefined }
   | { kind: "lease_lost" }
   | { kind: "rejected"; error: unknown }
   | { kind: "gave_up"; error: unknown };
 
-interface PendingCompletion {
-  item: CompleteItem;
+/** A report (complete or fail) waiting for a claim to carry it, or for the completer to send it by the old routes. */
+type PendingReport = ({ kind: "complete"; item: CompleteItem } | { kind: "fail"; item: FailItem }) & {
   done: (r: Reported) => void;
-}
+  /** When it was queued (`performance.now()`). */
+  since: number;
+  /** A claim carried it and got no usable answer for it: it is the completer's now (the old routes). */
+  carried: boolean;
+};
 
 /**
  * The lease (ms) a claim granted `job`: `lease_expires_at` − `heartbeat_at`, both set by the claim on the
@@ -239,13 +252,20 @@ function beatInterval(fl: InFlight): number {
 }
 
 /**
- * When a job's next heartbeat is due (`performance.now()`). A job whose outcome is being reported is left
- * alone for one interval (a heartbeat racing the report would only record a spurious `lease_lost`).
+ * When a job's next heartbeat is due (`performance.now()`). Only a job whose outcome is not on its way is
+ * heartbeated (see {@link reporting}).
  */
 function beatDue(fl: InFlight): number {
-  const interval = beatInterval(fl);
-  const due = fl.lastBeat + interval;
-  return fl.reportingSince === undefined ? due : Math.max(due, fl.reportingSince + interval);
+  return fl.lastBeat + beatInterval(fl);
+}
+
+/**
+ * Whether a job's report is on its way (queued for a claim to carry it, in a claim or a batch, or being
+ * resent): it is no longer heartbeated, since a heartbeat after the report was applied finds no lease to
+ * extend and is answered `lease_lost`, which says nothing about the job (the report's own answer does).
+ */
+function reporting(fl: InFlight): boolean {
+  return fl.reportingSince !== undefined;
 }
 
 /** The AbortSignal of a job, made on first use (aborted already if the job was). */
@@ -326,8 +346,16 @@ export class Worker {
   /** Aborted when every job's outcome is reported: background loops end. */
   #drained = new AbortController();
   #graceOver = new AbortController();
-  #completions: PendingCompletion[] = [];
-  #completionsWake: (() => void) | undefined;
+  /** Reports waiting for a claim to carry them or for the completer. */
+  #pending: PendingReport[] = [];
+  /** Wakes the sleeping completer. */
+  #completerWake: (() => void) | undefined;
+  /** When the sleeping completer wakes by itself, if it set a timer. */
+  #completerWakeAt: number | undefined;
+  /** Whether the claim loop will claim soon (and carry what is pending): false during a long-poll, a pause, and once it stopped. */
+  #claimSoon = true;
+  /** Whether claims carry reports (until a server refuses them). */
+  #carryReports = true;
   #started = false;
   #reports = new Set<Promise<void>>();
   /** When the heartbeater wakes next (`performance.now()`; undefined while it holds nothing). */
@@ -376,8 +404,8 @@ export class Worker {
     }
   }
 
-  /** One item of a heartbeat or complete batch failed. */
-  #itemFailed(op: "heartbeat" | "complete", job: { id: string; lease_token: string }, detail: ErrorDetail): void {
+  /** One item of a heartbeat or complete batch, or one report a claim carried, failed. */
+  #itemFailed(op: "heartbeat" | "complete" | "fail", job: { id: string; lease_token: string }, detail: ErrorDetail): void {
     if (!this.observer) return;
     // Status 0: the item has no HTTP status of its own.
     this.#requestFailed(op, errorFromApi(0, detail.code, detail.message), job);
@@ -452,7 +480,7 @@ export class Worker {
       while (this.#reports.size > 0) await Promise.all([...this.#reports]);
     } finally {
       this.#drained.abort();
-      this.#completionsWake?.();
+      this.#completerWake?.();
       await Promise.all([heartbeater, completer]);
       if (this.handleSignals) {
         process.off("SIGTERM", onSignal);
@@ -508,8 +536,19 @@ export class Worker {
   // ---------------------------------------------------------------- claims
 
   async #fetchLoop(): Promise<void> {
+    try {
+      await this.#claimLoop();
+    } finally {
+      // No claim will carry anything any more: the completer sends what is left at once.
+      this.#setClaimSoon(false);
+    }
+  }
+
+  async #claimLoop(): Promise<void> {
     const backoff = new Backoff();
     const stop = this.#stop.signal;
+    /** Carrying claims refused whole as invalid in a row: a server older than carrying refuses the fields. */
+    let refusedCarrying = 0;
     while (!stop.aborted) {
       if (this.#running >= this.concurrency) {
         await this.#slotFreed();
@@ -524,22 +563,56 @@ export class Worker {
       }
       if (stop.aborted) break;
       const limit = Math.min(MAX_BATCH, this.concurrency - this.#running);
+      // The reports waiting now ride this claim: one request and one commit instead of two.
+      const carried = this.#carryReports ? this.#takeCarriable() : [];
+      // A claim that carries reports does not long-poll: their answers come back only with the claim's.
+      const waitMs = carried.length > 0 ? 0 : this.claimWaitMs;
+      const body: ClaimBody = { worker_id: this.workerId, limit, wait_ms: waitMs };
+      // Only a TTL the user set: otherwise the queue's applies.
+      if (this.leaseTtlMs !== undefined) body.lease_ttl_ms = this.leaseTtlMs;
+      const complete: CompleteItem[] = [];
+      const fail: FailItem[] = [];
+      for (const p of carried) {
+        if (p.kind === "complete") complete.push(p.item);
+        else fail.push(p.item);
+      }
+      if (complete.length > 0) body.complete = complete;
+      if (fail.length > 0) body.fail = fail;
+      // The server answers completions first, then failures.
+      const order = [...carried.filter((p) => p.kind === "complete"), ...carried.filter((p) => p.kind === "fail")];
+      // While a long-poll is in flight no claim can carry what finishes meanwhile.
+      this.#setClaimSoon(waitMs === 0);
       const started = Date.now();
-      let claimed: ClaimedJob[];
+      let answer: ClaimAnswer;
       try {
         // Not interrupted by a shutdown: its jobs would be lost until their leases lapse.
-        const body: ClaimBody = { worker_id: this.workerId, limit, wait_ms: this.claimWaitMs };
-        // Only a TTL the user set: otherwise the queue's applies.
-        if (this.leaseTtlMs !== undefined) body.lease_ttl_ms = this.leaseTtlMs;
-        claimed = await this.client.claim(this.queue, body);
+        answer = await this.client.claimDetailed(this.queue, body);
         backoff.reset();
       } catch (e) {
         this.#requestFailed("claim", e);
+        // In transit or refused whole: its reports go by the old routes, where a bad one is refused alone
+        // and a resend with the same token is answered as the first send was.
+        for (const p of order) this.#toFallback(p);
+        if (order.length > 0 && (e instanceof InvalidArgument || e instanceof PayloadTooLarge)) {
+          // Refused because of what it carried (too large, a bad report, or fields this server does not
+          // know): the claim goes again at once, without them.
+          if (e instanceof InvalidArgument && ++refusedCarrying >= 3) {
+            this.#carryReports = false;
+            this.log.warn("the server refuses reports on claims (an older server?): sending them by the old routes from now on", { error: String(e) });
+          }
+          continue;
+        }
         const delay = backoff.next();
-        this.log.warn(`claim failed; trying again in ${Math.round(delay)} ms`, { queue: this.queue, error: String(e) });
+        this.log.warn(`claim failed; trying again in ${Math.round(delay)} ms`, { queue: this.queue, error: String(e), reports: order.length });
+        this.#setClaimSoon(false);
         await sleep(delay, stop);
+        this.#setClaimSoon(true);
         continue;
       }
+      this.#setClaimSoon(true);
+      if (order.length > 0) refusedCarrying = 0;
+      order.forEach((p, i) => this.#answerCarried(p, answer.reports[i]));
+      const claimed = answer.jobs;
       const workerId = this.workerId;
       const queue = this.queue;
       this.#observe((o) => o.onClaim?.({ workerId, queue, jobs: claimed }));
@@ -549,14 +622,65 @@ export class Worker {
         break;
       }
       for (const c of claimed) this.#start(c);
+      if (claimed.length > 0 || carried.length > 0) {
+        // More work, or a claim that carried reports did not wait: the next one (long-polling) goes at once.
+        continue;
+      }
       const elapsed = Date.now() - started;
-      if (claimed.length === 0 && elapsed + EARLY_SLACK_MS < this.claimWaitMs) {
+      let pause: number | undefined;
+      if (elapsed + EARLY_SLACK_MS < this.claimWaitMs) {
         // The server did not hold the long-poll: pause instead of spinning.
-        await sleep(Math.min(this.claimWaitMs - elapsed, this.pollIntervalMs), stop);
-      } else if (claimed.length === 0 && this.claimWaitMs === 0) {
-        await sleep(this.pollIntervalMs, stop);
+        pause = Math.min(this.claimWaitMs - elapsed, this.pollIntervalMs);
+      } else if (this.claimWaitMs === 0) {
+        pause = this.pollIntervalMs;
+      }
+      if (pause !== undefined) {
+        this.#setClaimSoon(false);
+        await sleep(pause, stop);
+        this.#setClaimSoon(true);
       }
     }
+  }
+
+  /** Says whether a claim is coming soon; the completer sends pending reports at once when none is. */
+  #setClaimSoon(soon: boolean): void {
+    if (this.#claimSoon === soon) return;
+    this.#claimSoon = soon;
+    if (!soon && this.#pending.length > 0) this.#completerWake?.();
+  }
+
+  /** Whether a claim that carries reports is coming soon. */
+  get #carrierSoon(): boolean {
+    return this.#claimSoon && this.#carryReports;
+  }
+
+  /** Takes the reports a claim may carry (at most the server's 1000), oldest first. */
+  #takeCarriable(): PendingReport[] {
+    if (this.#pending.length === 0) return [];
+    const take: PendingReport[] = [];
+    const keep: PendingReport[] = [];
+    for (const p of this.#pending) (!p.carried && take.length < MAX_BATCH ? take : keep).push(p);
+    this.#pending = keep;
+    return take;
+  }
+
+  /** Hands a report to the completer's old routes (after a claim that carried it got no usable answer for it). */
+  #toFallback(p: PendingReport): void {
+    p.carried = true;
+    this.#pending.unshift(p);
+    this.#completerWake?.();
+  }
+
+  /** The answer to a report a claim carried, handled as the old routes' answers are. */
+  #answerCarried(p: PendingReport, r: ReportResult | undefined): void {
+    // No answer for it: the old routes will tell.
+    if (!r || r.id !== p.item.id) return this.#toFallback(p);
+    if (r.ok) return p.done({ kind: "done", state: p.kind === "complete" ? "succeeded" : undefined });
+    this.#itemFailed(p.kind, p.item, r.error);
+    if (r.error.code === "lease_lost" || r.error.code === "not_found") p.done({ kind: "lease_lost" });
+    // Worth another try, by the old routes (the same report, so safe to resend).
+    else if (r.error.code === "unavailable" || r.error.code === "internal") this.#toFallback(p);
+    else p.done({ kind: "rejected", error: new TetherError(r.error.message, r.error.code, 0) });
   }
 
   async #handBackUnstarted(c: ClaimedJob): Promise<void> {
@@ -708,10 +832,11 @@ export class Worker {
       }
     }
     const r = await this.#fail(fl, failure);
-    this.#settle(r, job, (s) => (s === "queued" ? "attempt failed; retry scheduled" : `attempt failed; job ${s}`));
+    // A failure a claim carried is answered without the job's new state.
+    this.#settle(r, job, (s) => (s === undefined ? "attempt failed; reported" : s === "queued" ? "attempt failed; retry scheduled" : `attempt failed; job ${s}`));
   }
 
-  #settle(r: Reported, job: { id: string }, onDone: (state: string) => string) {
+  #settle(r: Reported, job: { id: string }, onDone: (state: string | undefined) => string) {
     switch (r.kind) {
       case "done":
         this.log.debug(onDone(r.state), { job_id: job.id });
@@ -744,22 +869,21 @@ export class Worker {
     }
   }
 
+  /** Queues a failure for the next claim to carry (or the completer, by `POST /v1/jobs/{id}/fail`). */
   #fail(fl: InFlight, failure: Omit<FailBody, "lease_token">): Promise<Reported> {
-    return this.#retrying("fail", fl.job, () => this.client.fail(fl.job.id, { lease_token: fl.job.lease_token, ...failure }).then((j) => j.state));
+    const item: FailItem = { id: fl.job.id, lease_token: fl.job.lease_token, ...failure };
+    return new Promise<Reported>((done) => this.#queueReport({ kind: "fail", item, done, since: performance.now(), carried: false }));
   }
 
   #snooze(fl: InFlight, delayMs: number): Promise<Reported> {
     return this.#retrying("snooze", fl.job, () => this.client.snooze(fl.job.id, { lease_token: fl.job.lease_token, delay_ms: delayMs }).then((j) => j.state));
   }
 
-  /** Hands a success to the completer; a result the server refuses fails the attempt instead. */
+  /** Queues a success for the next claim to carry (or the completer's batches); a result the server refuses fails the attempt instead. */
   async #complete(fl: InFlight, result: Json | undefined): Promise<void> {
     const item: CompleteItem = { id: fl.job.id, lease_token: fl.job.lease_token };
     if (result !== undefined) item.result = result;
-    const answer = await new Promise<Reported>((done) => {
-      this.#completions.push({ item, done });
-      this.#completionsWake?.();
-    });
+    const answer = await new Promise<Reported>((done) => this.#queueReport({ kind: "complete", item, done, since: performance.now(), carried: false }));
     if (answer.kind === "rejected") {
       this.log.warn("the result was refused; failing the attempt", { job_id: fl.job.id, error: String(answer.error) });
       const r = await this.#fail(fl, { error: `the result could not be stored: ${String(answer.error)}` });
@@ -769,25 +893,71 @@ export class Worker {
     this.#settle(answer, fl.job, () => "succeeded");
   }
 
-  async #completerLoop(): Promise<void> {
-    const inFlight = new Set<Promise<void>>();
-    for (;;) {
-      if (this.#completions.length === 0) {
-        if (this.#drained.signal.aborted) break;
-        await new Promise<void>((r) => (this.#completionsWake = r));
-        this.#completionsWake = undefined;
-        continue;
-      }
-      while (inFlight.size >= COMPLETIONS_IN_FLIGHT) await Promise.race(inFlight);
-      const batch = this.#completions.splice(0, COMPLETION_BATCH);
-      const p = this.#completeBatch(batch).finally(() => inFlight.delete(p));
-      inFlight.add(p);
-    }
-    await Promise.all(inFlight);
+  #queueReport(p: PendingReport): void {
+    this.#pending.push(p);
+    // The completer sets a timer for the first report it sees; with no claim coming soon it sends at once.
+    if (!this.#carrierSoon || this.#completerWakeAt === undefined) this.#completerWake?.();
   }
 
-  async #completeBatch(batch: PendingCompletion[]): Promise<void> {
-    const items = batch.map((p) => p.item);
+  /**
+   * Sends by the old routes the reports no claim took soon: those a claim carried without a usable answer,
+   * those that waited CARRY_WAIT_MS, and every one while no claim is coming soon. Completions go in batches
+   * (`POST /v1/jobs/complete`, up to 250, 4 in flight), failures each alone.
+   */
+  async #completerLoop(): Promise<void> {
+    const batches = new Set<Promise<void>>();
+    const others = new Set<Promise<void>>();
+    const track = (set: Set<Promise<void>>, p: Promise<void>) => {
+      const q = p.finally(() => set.delete(q));
+      set.add(q);
+    };
+    for (;;) {
+      const now = performance.now();
+      let wakeAt: number | undefined;
+      const completes: PendingReport[] = [];
+      const keep: PendingReport[] = [];
+      for (const p of this.#pending) {
+        if (p.carried || !this.#carrierSoon || now - p.since >= CARRY_WAIT_MS) {
+          if (p.kind === "fail") track(others, this.#failAlone(p.item, p.done));
+          else completes.push(p);
+        } else {
+          keep.push(p);
+          const at = p.since + CARRY_WAIT_MS;
+          if (wakeAt === undefined || at < wakeAt) wakeAt = at;
+        }
+      }
+      while (completes.length > 0 && batches.size < COMPLETIONS_IN_FLIGHT) {
+        track(batches, this.#completeBatch(completes.splice(0, COMPLETION_BATCH)));
+      }
+      // Completions that found every batch slot taken wait for one (a claim may still take them meanwhile).
+      this.#pending = completes.length > 0 ? completes.concat(keep) : keep;
+      if (this.#pending.length === 0 && this.#drained.signal.aborted) break;
+      await new Promise<void>((resolve) => {
+        let timer: NodeJS.Timeout | undefined;
+        const wake = () => {
+          if (this.#completerWake !== wake) return;
+          clearTimeout(timer);
+          this.#completerWake = undefined;
+          this.#completerWakeAt = undefined;
+          resolve();
+        };
+        this.#completerWake = wake;
+        this.#completerWakeAt = wakeAt;
+        if (wakeAt !== undefined) timer = setTimeout(wake, Math.max(0, wakeAt - performance.now()));
+        if (completes.length > 0) void Promise.race(batches).then(wake);
+      });
+    }
+    await Promise.all([...batches, ...others]);
+  }
+
+  /** A failure by `POST /v1/jobs/{id}/fail`, retried while it fails transiently. */
+  async #failAlone(item: FailItem, done: (r: Reported) => void): Promise<void> {
+    const { id, ...body } = item;
+    done(await this.#retrying("fail", item, () => this.client.fail(id, body).then((j) => j.state)));
+  }
+
+  async #completeBatch(batch: PendingReport[]): Promise<void> {
+    const items = batch.map((p) => p.item as CompleteItem);
     let results: Awaited<ReturnType<Client["completeBatch"]>> | undefined;
     let failure: unknown;
     const backoff = new Backoff();
@@ -836,6 +1006,7 @@ export class Worker {
     while (!this.#drained.signal.aborted) {
       let due: number | undefined;
       for (const fl of this.#inflight.values()) {
+        if (reporting(fl)) continue;
         const d = beatDue(fl);
         if (due === undefined || d < due) due = d;
       }
@@ -872,12 +1043,11 @@ export class Worker {
    * 1000); answers the shortest interval of a batch that failed, if one did.
    */
   async #heartbeatCycle(): Promise<number | undefined> {
-    const all = [...this.#inflight.values()];
+    const all = [...this.#inflight.values()].filter((fl) => !reporting(fl));
     if (all.length === 0) return undefined;
     const now = performance.now();
     const window = Math.min(...all.map(beatInterval));
-    // A job whose outcome is being reported only once the report has taken a whole interval.
-    const held = all.filter((fl) => (fl.reportingSince === undefined ? beatDue(fl) <= now + window : now - fl.reportingSince >= beatInterval(fl)));
+    const held = all.filter((fl) => beatDue(fl) <= now + window);
     let failed: number | undefined;
     for (let i = 0; i < held.length; i += MAX_BATCH) {
       const chunk = held.slice(i, i + MAX_BATCH);
@@ -896,7 +1066,8 @@ export class Worker {
         for (const fl of chunk) fl.lastBeat = sentAt;
         chunk.forEach((fl, j) => {
           const r = results[j];
-          if (!r) return;
+          // Its report went out while the heartbeat was on its way: the report's answer decides, not this one.
+          if (!r || reporting(fl)) return;
           if (r.ok) {
             if (r.cancel_requested && !fl.cancelRequested) {
               fl.cancelRequested = true;
@@ -907,7 +1078,7 @@ export class Worker {
           }
           this.#itemFailed("heartbeat", fl.job, r.error);
           if (r.error.code === "lease_lost" || r.error.code === "not_found") {
-            if (fl.reportingSince === undefined && !fl.lost) {
+            if (!fl.lost) {
               fl.lost = true;
               this.log.warn("heartbeat: lease lost to another owner; stopping the handler", { job_id: fl.job.id });
               abort(fl, new JobAborted("lease_lost", "another owner has the job"));
