@@ -15,9 +15,11 @@ from tether_client import (
     AlreadyExists,
     AsyncClient,
     Backoff,
+    ClaimResult,
     Client,
     CompleteItem,
     DecodeError,
+    FailItem,
     HeartbeatItem,
     InvalidArgument,
     InvalidState,
@@ -186,6 +188,84 @@ def test_worker_protocol(client: Client, queue: str) -> None:
     run_at = datetime.fromisoformat(failed.run_at.replace("Z", "+00:00"))
     updated = datetime.fromisoformat(failed.updated_at.replace("Z", "+00:00"))
     assert abs((run_at - updated).total_seconds() - 60) < 1.0
+
+
+def test_a_claim_carries_completions_and_failures(client: Client, queue: str) -> None:
+    # The previous batch's reports ride the next claim: each is answered on
+    # its own (completions first, then failures, each in order), a refused
+    # one does not fail the claim, and the claim takes jobs in the same answer.
+    a, b, c = (client.enqueue(queue, "k", i, max_attempts=3) for i in range(3))
+    first = client.claim(queue, "w", limit=3)
+    assert isinstance(first, ClaimResult) and first.reports == []
+    token = {j.id: j.lease_token for j in first}
+    assert set(token) == {a.id, b.id, c.id}
+    d = client.enqueue(queue, "k", 3)
+    nobody, nothing = str(uuid.uuid4()), str(uuid.uuid4())
+    answer = client.claim(
+        queue, "w", limit=5,
+        completions=[
+            CompleteItem(a.id, token[a.id], {"r": 1}),
+            CompleteItem(b.id, str(uuid.uuid4()), "wrong token"),
+            CompleteItem(nobody, str(uuid.uuid4())),
+        ],
+        failures=[
+            FailItem(c.id, token[c.id], "later", retry_after_ms=60_000),
+            FailItem(nothing, str(uuid.uuid4()), "nobody's"),
+        ],
+    )
+    assert [j.id for j in answer] == [d.id] and answer.jobs[0].lease_token
+    assert [r.id for r in answer.reports] == [a.id, b.id, nobody, c.id, nothing]
+    assert [r.ok for r in answer.reports] == [True, False, False, True, False]
+    assert isinstance(answer.reports[1].error, LeaseLost)
+    assert isinstance(answer.reports[2].error, NotFound)
+    assert isinstance(answer.reports[4].error, NotFound)
+    done = client.get(a.id)
+    assert done.state == "succeeded" and done.result == {"r": 1}
+    assert [e.event for e in client.iter_events(a.id)] == ["enqueued", "claimed", "succeeded"]
+    # The wrong token changed nothing: b still runs under its claim.
+    assert client.get(b.id).state == "running"
+    failed = client.get(c.id)
+    assert failed.state == "queued" and failed.attempt == 1 and failed.last_error == "later"
+    # The same reports again (an answer lost in transit) are answered like
+    # the first and change nothing; a claim without reports answers none.
+    again = client.claim(
+        queue, "w",
+        completions=[CompleteItem(a.id, token[a.id], {"r": 1})],
+        failures=[FailItem(c.id, token[c.id], "later", retry_after_ms=60_000)],
+    )
+    assert again == [] and [(r.id, r.ok) for r in again.reports] == [(a.id, True), (c.id, True)]
+    assert client.get(a.id).result == {"r": 1} and client.get(c.id).attempt == 1
+    # A different report with a spent token is refused alone (invalid_state).
+    other = client.claim(queue, "w", completions=[CompleteItem(a.id, token[a.id], "other")])
+    assert [type(r.error).__name__ for r in other.reports] == ["InvalidState"]
+    assert client.get(a.id).result == {"r": 1}
+    assert client.claim(queue, "w").reports == []
+
+
+def test_a_claim_refused_as_a_whole_changes_nothing(client: Client, queue: str) -> None:
+    job = client.enqueue(queue, "k")
+    [c] = client.claim(queue, "w")
+    ready = client.enqueue(queue, "k")
+    mine = CompleteItem(c.id, c.lease_token, "done")
+    strangers = [CompleteItem(str(uuid.uuid4()), str(uuid.uuid4())) for _ in range(1000)]
+    with pytest.raises(InvalidArgument):
+        client.claim(queue, "w", completions=[mine, *strangers])  # 1001 reports
+    with pytest.raises(InvalidArgument):
+        client.claim(
+            queue, "w", completions=[mine, *strangers[:500]],
+            failures=[FailItem(str(uuid.uuid4()), str(uuid.uuid4()), "x") for _ in range(500)],
+        )
+    with pytest.raises(InvalidArgument):  # a malformed item: the token is no uuid
+        client.claim(queue, "w", completions=[mine, CompleteItem(str(uuid.uuid4()), "nope")])
+    # Nothing was applied and nothing claimed.
+    assert client.get(job.id).state == "running" and client.get(ready.id).state == "queued"
+    assert [e.event for e in client.iter_events(job.id)] == ["enqueued", "claimed"]
+    # Exactly 1000 is allowed.
+    answer = client.claim(queue, "w", completions=[mine, *strangers[:999]])
+    assert len(answer.reports) == 1000 and answer.reports[0].ok
+    assert not any(r.ok for r in answer.reports[1:])
+    assert [j.id for j in answer] == [ready.id]
+    assert client.get(job.id).result == "done"
 
 
 def test_fencing_stale_worker_gets_lease_lost(client: Client, queue: str) -> None:
@@ -400,8 +480,17 @@ def test_async_client(server: Server, queue: str) -> None:
             ids = [j.id async for j in c.iter_jobs(queue=queue, limit=2)]
             assert sorted(ids) == sorted(j.id for j in jobs)
             claimed = await c.claim(queue, "aw", limit=3)
-            res = await c.complete_batch([CompleteItem(x.id, x.lease_token, 1) for x in claimed])
+            res = await c.complete_batch(
+                [CompleteItem(x.id, x.lease_token, 1) for x in claimed[1:]]
+            )
             assert all(r.ok for r in res)
+            # The last report rides a claim.
+            carried = await c.claim(
+                queue, "aw", completions=[CompleteItem(claimed[0].id, claimed[0].lease_token, 1)]
+            )
+            assert carried == [] and [(r.id, r.ok) for r in carried.reports] == [
+                (claimed[0].id, True)
+            ]
             events = [e.event async for e in c.iter_events(jobs[0].id, limit=1)]
             assert events == ["enqueued", "claimed", "succeeded"]
             assert (await c.get_queue(queue)).counts.succeeded == 3

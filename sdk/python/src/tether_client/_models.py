@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Dict, FrozenSet, List, Optional, Type, TypeVar
+from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Type, TypeVar
 
 T = TypeVar("T")
 
@@ -393,3 +393,51 @@ class CompleteItem:
         if self.result is not None:
             d["result"] = self.result
         return d
+
+
+@dataclass
+class FailItem:
+    """One failure a claim carries (``claim(..., failures=[...])``): the
+    fields of ``fail`` for one job. Optional fields are sent only when not None."""
+
+    id: str
+    lease_token: str
+    error: str
+    retry_after_ms: Optional[int] = None
+    fatal: Optional[bool] = None
+    cancelled: Optional[bool] = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        d: Dict[str, Any] = {"id": self.id, "lease_token": self.lease_token, "error": self.error}
+        if self.retry_after_ms is not None:
+            d["retry_after_ms"] = self.retry_after_ms
+        if self.fatal is not None:
+            d["fatal"] = self.fatal
+        if self.cancelled is not None:
+            d["cancelled"] = self.cancelled
+        return d
+
+
+class ClaimResult(List[ClaimedJob]):
+    """What a claim answers: the claimed jobs (it *is* the list of
+    :class:`ClaimedJob`, in claim order, as a claim always answered) and
+    ``reports``, one :class:`ItemResult` per report the claim carried
+    (completions first, then failures, each in request order; empty when it
+    carried none). A refused report (``ok=False``, ``error`` e.g.
+    ``LeaseLost``) never fails the claim."""
+
+    reports: List[ItemResult]
+
+    def __init__(
+        self, jobs: Iterable[ClaimedJob] = (), reports: Optional[List[ItemResult]] = None
+    ) -> None:
+        super().__init__(jobs)
+        self.reports = [] if reports is None else reports
+
+    @property
+    def jobs(self) -> List[ClaimedJob]:
+        """The claimed jobs as a plain list."""
+        return list(self)
+
+    def __repr__(self) -> str:
+        return f"ClaimResult({list.__repr__(self)}, reports={self.reports!r})"

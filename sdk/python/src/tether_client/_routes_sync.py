@@ -14,12 +14,13 @@ from ._models import (
     ApiKey,
     Backoff,
     BulkReplay,
-    ClaimedJob,
+    ClaimResult,
     CompleteItem,
     CreatedKey,
     CreatedTenant,
     EnqueueResult,
     EventPage,
+    FailItem,
     HeartbeatAck,
     HeartbeatItem,
     ItemResult,
@@ -35,6 +36,7 @@ from ._util import (
     UNSET,
     Time,
     backoff_dict,
+    claim_result,
     enqueue_body,
     item_results,
     pick,
@@ -251,16 +253,32 @@ class SyncRoutes:
         limit: Optional[int] = None,
         lease_ttl_ms: Optional[int] = None,
         wait_ms: Optional[int] = None,
-    ) -> List[ClaimedJob]:
+        completions: Optional[Iterable[CompleteItem]] = None,
+        failures: Optional[Iterable[FailItem]] = None,
+    ) -> ClaimResult:
         """Claims up to ``limit`` ready jobs; with ``wait_ms`` an empty queue
         holds the request until a job is ready or the wait ends. Never
-        retried here (a lost answer's jobs come back when their lease lapses)."""
+        retried here (a lost answer's jobs come back when their lease lapses).
+
+        The claim may carry the previous batch's reports: ``completions`` and
+        ``failures`` (together at most 1000) are applied first, completions
+        then failures, each in order, in the claim's own transaction. The
+        answer is a :class:`ClaimResult`: the list of claimed jobs, whose
+        ``reports`` has one :class:`ItemResult` per carried report in that
+        order (a refused one never fails the claim). Reports are answered
+        only with the claim, so a claim that carries them should use
+        ``wait_ms`` 0. A request bad as a whole (over 1000 reports, a bad
+        item) raises ``InvalidArgument`` and changes nothing."""
         body = pick(worker_id=worker_id, limit=limit, lease_ttl_ms=lease_ttl_ms, wait_ms=wait_ms)
+        complete = [i.to_dict() for i in completions or ()]
+        fail = [i.to_dict() for i in failures or ()]
+        if complete:
+            body["complete"] = complete
+        if fail:
+            body["fail"] = fail
         timeout = None if not wait_ms else wait_ms / 1000 + 30
         return self._call(
-            "POST", f"/v1/queues/{seg(queue)}/claim",
-            lambda d: [ClaimedJob.from_dict(j) for j in d["jobs"]],
-            json=body, timeout=timeout,
+            "POST", f"/v1/queues/{seg(queue)}/claim", claim_result, json=body, timeout=timeout,
         )
 
     def heartbeat(

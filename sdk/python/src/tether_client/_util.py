@@ -7,7 +7,7 @@ from typing import Any, Dict, Iterable, List, Optional, Union
 from urllib.parse import quote
 
 from ._errors import error_from
-from ._models import Backoff, HeartbeatAck, ItemResult
+from ._models import Backoff, ClaimedJob, ClaimResult, HeartbeatAck, ItemResult
 
 
 class _Unset:
@@ -88,15 +88,24 @@ def enqueue_body(
     return body
 
 
+def _item_result(r: Dict[str, Any], heartbeat: bool) -> ItemResult:
+    if r.get("ok"):
+        ack = HeartbeatAck.from_dict(r) if heartbeat else None
+        return ItemResult(id=str(r["id"]), ok=True, ack=ack, raw=r)
+    err = r.get("error") or {}
+    exc = error_from(str(err.get("code")), str(err.get("message", "")), 0)
+    return ItemResult(id=str(r["id"]), ok=False, error=exc, raw=r)
+
+
 def item_results(data: Any, *, heartbeat: bool) -> List[ItemResult]:
     """The per-item answers of a batch heartbeat or complete."""
-    out: List[ItemResult] = []
-    for r in data["results"]:
-        if r.get("ok"):
-            ack = HeartbeatAck.from_dict(r) if heartbeat else None
-            out.append(ItemResult(id=str(r["id"]), ok=True, ack=ack, raw=r))
-        else:
-            err = r.get("error") or {}
-            exc = error_from(str(err.get("code")), str(err.get("message", "")), 0)
-            out.append(ItemResult(id=str(r["id"]), ok=False, error=exc, raw=r))
-    return out
+    return [_item_result(r, heartbeat) for r in data["results"]]
+
+
+def claim_result(data: Any) -> ClaimResult:
+    """A claim's answer: its jobs, and one answer per report it carried
+    (``reports`` is absent when it carried none)."""
+    return ClaimResult(
+        [ClaimedJob.from_dict(j) for j in data["jobs"]],
+        [_item_result(r, False) for r in data.get("reports") or ()],
+    )
