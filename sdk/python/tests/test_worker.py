@@ -13,7 +13,7 @@ import time
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -23,6 +23,7 @@ from tether_client import (
     ClaimedJob,
     Client,
     Fatal,
+    InvalidArgument,
     JobContext,
     Retry,
     RetryAfter,
@@ -598,6 +599,13 @@ class Recorder(WorkerObserver):
     def on_lease_lost(self, op: str, job_id: str, lease_token: str) -> None:
         self.add("lost", op, job_id, lease_token)
 
+    def on_reports_sent(self, via: str, completions: int, failures: int) -> None:
+        self.add("sent", via, completions, failures)
+
+    def sent(self, via: str) -> List[Any]:
+        """(completions, failures) of each request ``via`` that carried reports."""
+        return [(c, f) for v, c, f in self.of("sent") if v == via]
+
     def of(self, kind: str) -> List[Any]:
         with self.lock:
             return [c[1:] for c in self.calls if c[0] == kind]
@@ -755,3 +763,261 @@ def test_observer_sees_transport_errors_and_cannot_break_the_worker(
         wait_for(lambda: client.get_queue(queue).counts.succeeded == 4, timeout=15)
     assert [client.get(i).result for i in ids] == [0, 1, 2, 3]
     assert "on_claim raised" in caplog.text
+
+
+# ---- reports ride claims ------------------------------------------------------
+
+
+def http_requests(client: Client, route: str) -> int:
+    """Requests the server has answered on ``route`` (a route template), read
+    from its Prometheus histogram ``tether_http_request_duration_seconds``."""
+    total = 0
+    for line in client.metrics().splitlines():
+        if line.startswith("tether_http_request_duration_seconds_count{") and (
+            f'route="{route}"' in line
+        ):
+            total += int(float(line.rsplit(" ", 1)[1]))
+    return total
+
+
+def carrying(kwargs: Dict[str, Any]) -> bool:
+    return bool(kwargs.get("completions") or kwargs.get("failures"))
+
+
+def test_the_worker_sends_its_reports_with_its_claims(client: Client, queue: str) -> None:
+    # Slots free as handlers end, and the claim that fills them carries their
+    # completions and failures: far fewer requests than a report route each.
+    seen = Recorder()
+    worker = Worker(client, queue, concurrency=4, claim_wait=0.5, observer=seen)
+
+    @worker.handler("k")
+    async def handler(job: JobContext) -> int:
+        if job.payload % 10 == 0:
+            raise Fatal("a tenth fail")
+        return int(job.payload)
+
+    n = 200
+    client.enqueue_batch([{"queue": queue, "kind": "k", "payload": i} for i in range(n)])
+    complete_before = http_requests(client, "/v1/jobs/complete")
+    fail_before = http_requests(client, "/v1/jobs/{id}/fail")
+    with running(worker):
+        wait_for(lambda: client.get_queue(queue).counts.succeeded == n - n // 10, timeout=60)
+        wait_for(lambda: client.get_queue(queue).counts.failed == n // 10, timeout=10)
+    carried = seen.sent("claim")
+    alone_complete = seen.sent("complete")
+    alone_fail = seen.sent("fail")
+    # Each report went once (no errors, nothing resent), by a claim or alone.
+    assert seen.of("error") == [] and seen.of("lost") == []
+    assert sum(c for c, _ in carried) + sum(c for c, _ in alone_complete) == n - n // 10
+    assert sum(f for _, f in carried) + sum(f for _, f in alone_fail) == n // 10
+    # Most rode claims: without carrying, 4 slots make at least 45 complete requests.
+    assert sum(c for c, _ in carried) >= (n - n // 10) // 2, seen.of("sent")
+    assert sum(f for _, f in carried) >= 1, seen.of("sent")
+    assert len(alone_complete) < n // 20, seen.of("sent")
+    # The server saw the same: only the reports no claim took used their routes.
+    assert http_requests(client, "/v1/jobs/complete") - complete_before == len(alone_complete)
+    assert http_requests(client, "/v1/jobs/{id}/fail") - fail_before == len(alone_fail)
+    for job in client.iter_jobs(queue=queue):
+        assert job.attempt == 1
+        assert job.result == (None if job.payload % 10 == 0 else job.payload)
+        assert events(client, job.id) == [
+            "enqueued", "claimed", "failed" if job.payload % 10 == 0 else "succeeded"
+        ]
+
+
+def test_a_report_does_not_wait_for_a_long_poll(client: Client, queue: str) -> None:
+    # The worker long-polls (5 s) with a free slot when the job ends: no claim
+    # is coming soon, so the completion goes at once by its own route.
+    seen = Recorder()
+    worker = Worker(client, queue, concurrency=2, claim_wait=5.0, observer=seen)
+    ended: List[float] = []
+
+    @worker.handler("k")
+    def handler(job: JobContext) -> str:
+        time.sleep(0.2)  # the worker's next claim is a long-poll by now
+        ended.append(time.monotonic())
+        return "ok"
+
+    with running(worker):
+        time.sleep(0.3)
+        job = client.enqueue(queue, "k")
+        wait_for(lambda: client.get(job.id).state == "succeeded", timeout=10, interval=0.01)
+        took = time.monotonic() - ended[0]
+    assert took < 1.0, took
+    assert seen.sent("complete") == [(1, 0)] and seen.sent("claim") == []
+
+
+def test_a_report_waits_only_moments_for_a_slow_claim(
+    client: Client, queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A claim carrying a report is slow (3 s): a report made meanwhile does
+    # not wait for it, it goes by its own route after CARRY_WAIT.
+    real_claim = AsyncClient.claim
+
+    async def claim(self: AsyncClient, *args: Any, **kwargs: Any) -> Any:
+        if carrying(kwargs):
+            await asyncio.sleep(3.0)
+        return await real_claim(self, *args, **kwargs)
+
+    monkeypatch.setattr(AsyncClient, "claim", claim)
+    seen = Recorder()
+    worker = Worker(client, queue, concurrency=2, claim_wait=0.5, observer=seen)
+    ended: Dict[str, float] = {}
+
+    @worker.handler("k")
+    async def handler(job: JobContext) -> str:
+        await asyncio.sleep(job.payload)
+        ended[job.id] = time.monotonic()
+        return "ok"
+
+    quick = client.enqueue(queue, "k", 0)
+    slow = client.enqueue(queue, "k", 0.5)
+    with running(worker):
+        wait_for(lambda: client.get(slow.id).state == "succeeded", timeout=10, interval=0.01)
+        took = time.monotonic() - ended[slow.id]
+        wait_for(lambda: client.get(quick.id).state == "succeeded", timeout=10)
+    assert took < 1.5, took
+    assert (1, 0) in seen.sent("claim") and (1, 0) in seen.sent("complete")
+    assert seen.of("error") == []
+
+
+@pytest.mark.parametrize("report", ["complete", "fail"])
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_the_reports_of_a_claim_lost_in_transit_are_sent_again(
+    client: Client, queue: str, monkeypatch: pytest.MonkeyPatch, report: str, when: str
+) -> None:
+    # The claim carrying the report gets no answer: it was lost before the
+    # server saw it, or after the server applied it. Either way the report
+    # goes again (by its own route: resending is safe) and counts once.
+    real_claim = AsyncClient.claim
+    cut: List[Dict[str, Any]] = []
+
+    async def claim(self: AsyncClient, *args: Any, **kwargs: Any) -> Any:
+        if carrying(kwargs) and not cut:
+            cut.append(kwargs)
+            if when == "after":
+                await real_claim(self, *args, **kwargs)
+            raise TransportError("connection reset (test)")
+        return await real_claim(self, *args, **kwargs)
+
+    monkeypatch.setattr(AsyncClient, "claim", claim)
+    seen = Recorder()
+    worker = Worker(client, queue, concurrency=1, claim_wait=0.5, observer=seen)
+
+    @worker.handler("k")
+    def handler(job: JobContext) -> str:
+        if report == "fail":
+            raise Fatal("it fails")
+        return "ok"
+
+    job = client.enqueue(queue, "k")
+    end = "succeeded" if report == "complete" else "failed"
+    with running(worker):
+        wait_for(lambda: client.get(job.id).state == end, timeout=15)
+        time.sleep(0.3)
+    assert len(cut) == 1
+    assert seen.of("error") == [("claim", "transport", "TransportError")]
+    assert seen.sent(report) == [(1, 0) if report == "complete" else (0, 1)]
+    assert seen.of("lost") == []
+    done = client.get(job.id)
+    assert done.attempt == 1 and done.result == ("ok" if report == "complete" else None)
+    assert events(client, job.id) == ["enqueued", "claimed", end]
+
+
+def test_a_server_that_refuses_reports_with_claims_gets_them_alone(
+    client: Client, queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An older server refuses the claim's unknown fields (400): the reports
+    # go by their own routes and the worker stops carrying reports.
+    real_claim = AsyncClient.claim
+
+    async def claim(self: AsyncClient, *args: Any, **kwargs: Any) -> Any:
+        if carrying(kwargs):
+            raise InvalidArgument(
+                "malformed JSON body: unknown field `complete`, expected one of "
+                "`worker_id`, `limit`, `lease_ttl_ms`, `wait_ms`", status=400,
+            )
+        return await real_claim(self, *args, **kwargs)
+
+    monkeypatch.setattr(AsyncClient, "claim", claim)
+    seen = Recorder()
+    worker = Worker(client, queue, concurrency=1, claim_wait=0.5, observer=seen)
+
+    @worker.handler("k")
+    def handler(job: JobContext) -> int:
+        return int(job.payload)
+
+    ids = [client.enqueue(queue, "k", i).id for i in range(4)]
+    with running(worker):
+        wait_for(lambda: client.get_queue(queue).counts.succeeded == 4, timeout=15)
+    assert [client.get(i).result for i in ids] == [0, 1, 2, 3]
+    assert seen.sent("claim") == [(1, 0)]
+    assert sum(c for c, _ in seen.sent("complete")) == 4
+    assert seen.of("error") == [("claim", "invalid_argument", "InvalidArgument")]
+
+
+def test_a_claim_refused_for_its_reports_loses_none(client: Client, queue: str) -> None:
+    # The result is too large for a request: the claim carrying it is
+    # refused whole (413). Its report goes alone, is refused alone, and the
+    # attempt fails naming why; the worker goes on claiming.
+    seen = Recorder()
+    worker = Worker(client, queue, concurrency=1, claim_wait=0.5, observer=seen)
+
+    @worker.handler("k")
+    def handler(job: JobContext) -> str:
+        return "x" * (1 << 20) if job.payload == "big" else "small"
+
+    big = client.enqueue(queue, "k", "big", max_attempts=1)
+    with running(worker):
+        wait_for(lambda: client.get(big.id).state == "running")
+        small = client.enqueue(queue, "k", "small")
+        wait_for(lambda: client.get(big.id).state == "failed", timeout=15)
+        wait_for(lambda: client.get(small.id).state == "succeeded", timeout=15)
+    failed = client.get(big.id)
+    assert failed.result is None
+    assert (failed.last_error or "").startswith("the result could not be stored")
+    assert ("claim", "payload_too_large", "PayloadTooLarge") in seen.of("error")
+    assert ("complete", "payload_too_large", "PayloadTooLarge") in seen.of("error")
+    assert client.get(small.id).result == "small"
+    assert events(client, big.id) == ["enqueued", "claimed", "failed"]
+
+
+def test_a_job_whose_report_is_on_its_way_is_not_heartbeated(
+    client: Client, queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A 3 s lease is heartbeated every second while the handler runs; the
+    # claim carrying its completion takes 1.5 s, and no heartbeat for the
+    # job goes out meanwhile (after the report there is no lease to extend).
+    real_claim = AsyncClient.claim
+    real_beat = AsyncClient.heartbeat_batch
+    beats: List[Tuple[float, List[str]]] = []
+
+    async def claim(self: AsyncClient, *args: Any, **kwargs: Any) -> Any:
+        if carrying(kwargs):
+            await asyncio.sleep(1.5)
+        return await real_claim(self, *args, **kwargs)
+
+    async def heartbeat_batch(self: AsyncClient, items: Any) -> Any:
+        items = list(items)
+        beats.append((time.monotonic(), [i.id for i in items]))
+        return await real_beat(self, items)
+
+    monkeypatch.setattr(AsyncClient, "claim", claim)
+    monkeypatch.setattr(AsyncClient, "heartbeat_batch", heartbeat_batch)
+    seen = Recorder()
+    worker = Worker(client, queue, concurrency=1, lease_ttl=3.0, claim_wait=0.5, observer=seen)
+    ended: List[float] = []
+
+    @worker.handler("k")
+    def handler(job: JobContext) -> str:
+        job.cancel_event.wait(2.5)
+        ended.append(time.monotonic())
+        return "ok"
+
+    job = client.enqueue(queue, "k")
+    with running(worker):
+        wait_for(lambda: client.get(job.id).state == "succeeded", timeout=15)
+    assert ended and any(job.id in ids for _, ids in beats), beats
+    assert all(at < ended[0] for at, ids in beats if job.id in ids), (beats, ended)
+    assert seen.sent("claim") == [(1, 0)] and seen.of("error") == []
+    assert events(client, job.id) == ["enqueued", "claimed", "succeeded"]

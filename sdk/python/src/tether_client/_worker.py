@@ -13,11 +13,18 @@ It behaves like tether's Rust worker runtime:
   granted, in one batched request for the jobs due, carrying the progress
   handlers reported; an answer of ``cancel_requested`` sets the job's cancel
   event, and ``lease_lost`` marks the job lost (its outcome will be
-  discarded) and sets the cancel event too.
-- **Completions** are batched: whatever successes are waiting go in one
-  ``POST /v1/jobs/complete``. Failures and snoozes use their own routes;
-  every :class:`Snooze`, however short, is reported, so the job's history
-  shows ``snoozed`` and any worker may claim it when it is due.
+  discarded) and sets the cancel event too. A job whose outcome is on its
+  way is no longer heartbeated (after the report no lease is left).
+- **Reports ride claims**: completions and failures waiting when the worker
+  next claims go in that claim (``complete`` and ``fail``, applied in the
+  claim's transaction: one round trip and one commit for both); such a claim
+  does not long-poll. What no claim takes within ``CARRY_WAIT`` (20 ms), or
+  at once while no claim is coming (the worker long-polls, sleeps or stops),
+  goes by its own route: completions batched in ``POST /v1/jobs/complete``,
+  failures by ``POST /v1/jobs/{id}/fail``; so do the reports of a claim that
+  failed or was refused. Snoozes use their own route; every
+  :class:`Snooze`, however short, is reported, so the job's history shows
+  ``snoozed`` and any worker may claim it when it is due.
   Every report is retried on transport errors and ``unavailable``
   (resending is safe: a repeated report with the same token whose outcome
   already stands is answered like the first). A ``lease_lost`` answer means
@@ -29,12 +36,14 @@ It behaves like tether's Rust worker runtime:
   without handing anything back (the leases lapse and the server requeues
   the jobs).
 - **Observing**: an optional :class:`WorkerObserver` is told of every claim
-  answer, every failed request (each try) and every ``lease_lost`` answer.
+  answer, every failed request (each try), every ``lease_lost`` answer and
+  every request that carried reports (a claim or a report route).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import inspect
 import json
 import logging
@@ -51,6 +60,7 @@ from typing import (
     Any,
     Awaitable,
     Callable,
+    Deque,
     Dict,
     List,
     Optional,
@@ -61,8 +71,17 @@ from typing import (
 )
 
 from ._client import AsyncClient, Client
-from ._errors import Internal, LeaseLost, NotFound, TetherError, Unauthenticated, Unavailable
-from ._models import JSON, ClaimedJob, CompleteItem, HeartbeatItem, ItemResult, Job
+from ._errors import (
+    DecodeError,
+    Internal,
+    InvalidArgument,
+    LeaseLost,
+    NotFound,
+    TetherError,
+    Unauthenticated,
+    Unavailable,
+)
+from ._models import JSON, ClaimedJob, CompleteItem, FailItem, HeartbeatItem, ItemResult, Job
 
 log = logging.getLogger("tether_client.worker")
 
@@ -74,6 +93,10 @@ COMPLETION_BATCH = 250
 """Most completions in one request."""
 COMPLETIONS_IN_FLIGHT = 4
 """Most completion requests in flight at once."""
+CARRY_WAIT = 0.02
+"""Longest a completion or failure waits for a claim to carry it (seconds)
+before it is sent by its own route; while no claim is coming soon (the
+worker long-polls, sleeps or stops) it is sent at once."""
 REPORT_TRIES = 8
 """How often a report (complete, fail, snooze) is tried before the worker gives
 up on it; giving up is safe, the lease lapses and the server requeues the job."""
@@ -161,6 +184,13 @@ class WorkerObserver:
         or a fail or snooze): the token presented no longer owns the job and
         the outcome is discarded. Comes after the matching :meth:`on_error`."""
 
+    def on_reports_sent(self, via: str, completions: int, failures: int) -> None:
+        """A request that carried completions or failures was answered or
+        failed (every try): ``via`` is ``"claim"`` when they rode a claim,
+        ``"complete"`` (``POST /v1/jobs/complete``) or ``"fail"`` (``POST
+        /v1/jobs/{id}/fail``) when they went by their own routes. Snoozes,
+        which have only their own route, are not counted."""
+
 
 def _code_of(error: BaseException) -> str:
     """The code :meth:`WorkerObserver.on_error` is given for ``error``."""
@@ -169,6 +199,15 @@ def _code_of(error: BaseException) -> str:
     if isinstance(error, asyncio.TimeoutError):
         return "timeout"
     return type(error).__name__
+
+
+def _outcome_of(error: BaseException) -> str:
+    """What a report that was answered ``error`` comes to (see ``_submit``)."""
+    if isinstance(error, (LeaseLost, NotFound)):
+        return "lost"
+    if isinstance(error, (Unavailable, Internal)):
+        return f"gave up: {error}"
+    return f"rejected:{error}"
 
 
 def _ms(seconds: float) -> int:
@@ -302,13 +341,34 @@ class _InFlight:
         return self.lease_ttl / 3
 
     def beat_due(self) -> float:
-        """When the next heartbeat is due (monotonic). A job whose outcome is
-        being reported is left alone for one interval (a heartbeat racing the
-        report would only record a spurious ``lease_lost``)."""
-        due = self.last_beat + self.interval
-        if self.reporting_since is not None:
-            return max(due, self.reporting_since + self.interval)
-        return due
+        """When the next heartbeat is due (monotonic). Only for a job whose
+        handler runs: once its outcome is on its way, it is not heartbeated
+        (after the report there is no lease left to extend)."""
+        return self.last_beat + self.interval
+
+
+class _Report:
+    """A completion or failure on its way: ``fut`` answers its outcome."""
+
+    __slots__ = ("direct", "fut", "item", "since")
+
+    def __init__(
+        self, item: Union[CompleteItem, FailItem], fut: asyncio.Future[str], since: float
+    ) -> None:
+        self.item = item
+        self.fut = fut
+        self.since = since
+        """When it was queued (the loop's clock)."""
+        self.direct = False
+        """Only by its own route: a claim that carried it failed or was refused."""
+
+    @property
+    def op(self) -> str:
+        return "complete" if isinstance(self.item, CompleteItem) else "fail"
+
+    def answer(self, outcome: str) -> None:
+        if not self.fut.done():
+            self.fut.set_result(outcome)
 
 
 # How a handler run ended, before it is mapped to a report.
@@ -422,6 +482,13 @@ class Worker:
             except Exception:
                 log.exception("worker observer: on_lease_lost raised")
 
+    def _saw_reports(self, via: str, completions: int, failures: int) -> None:
+        if self.observer is not None:
+            try:
+                self.observer.on_reports_sent(via, completions, failures)
+            except Exception:
+                log.exception("worker observer: on_reports_sent raised")
+
     def _saw_item(self, op: str, job_id: str, token: str, error: BaseException) -> None:
         """A failed item of a batch answer: an error of ``op``, and a lost
         lease when it says so."""
@@ -471,9 +538,18 @@ class Worker:
         self._free = self.concurrency
         self._inflight: Dict[str, _InFlight] = {}
         self._jobs: Set[asyncio.Task[None]] = set()
-        self._completions: asyncio.Queue[Tuple[CompleteItem, asyncio.Future[str]]] = (
-            asyncio.Queue()
-        )
+        self._pending: Deque[_Report] = collections.deque()
+        """Reports waiting for a claim to carry them, or for the completer."""
+        self._direct = 0
+        """How many of them must go by their own routes."""
+        self._pending_changed = asyncio.Event()
+        self._completer_timed = False
+        """Whether the completer sleeps with a deadline (for the oldest report)."""
+        self._claim_soon = False
+        """Whether the fetcher will claim soon (it is not long-polling,
+        sleeping or stopped), so a waiting report may ride that claim."""
+        self._carry = True
+        """Whether claims carry reports (off for a server that refuses them)."""
         self._client = AsyncClient(self._url, self._key, timeout=self._timeout, retries=0)
         installed = self._install_signals(loop) if handle_signals else []
         main = asyncio.ensure_future(self._main())
@@ -579,11 +655,23 @@ class Worker:
             pass
 
     async def _fetch_loop(self) -> None:
+        try:
+            await self._fetch()
+        finally:
+            self._set_claim_soon(False)
+        log.debug("fetcher stopped")
+
+    async def _fetch(self) -> None:
+        """Claims as slots free up. Each claim carries the completions and
+        failures waiting then, and is then no long-poll (``wait_ms`` 0: the
+        reports' answers come back only with the claim's); the next claim
+        without reports long-polls."""
         backoff = MIN_BACKOFF
         target = max(1, min(self.concurrency // 2, MAX_BATCH))
         wait_ms = _ms(self.claim_wait)
         loop = asyncio.get_running_loop()
         while not self._stop.is_set():
+            self._claim_soon = True
             if self._free <= 0:
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
@@ -603,24 +691,53 @@ class Worker:
                 break
             limit = min(self._free, MAX_BATCH)
             self._free -= limit
+            completions, failures = self._take_for_claim()
+            carried = completions + failures  # the order of the answer's reports
+            wait = 0 if carried else wait_ms
+            if wait:
+                self._set_claim_soon(False)
             started = loop.time()
             try:
-                claimed = await self._client.claim(
-                    self.queue,
-                    self.worker_id,
-                    limit=limit,
-                    # Only a TTL the user set: otherwise the queue's applies.
-                    lease_ttl_ms=None if self.lease_ttl is None else _ms(self.lease_ttl),
-                    wait_ms=wait_ms,
-                )
+                try:
+                    claimed = await self._client.claim(
+                        self.queue,
+                        self.worker_id,
+                        limit=limit,
+                        # Only a TTL the user set: otherwise the queue's applies.
+                        lease_ttl_ms=None if self.lease_ttl is None else _ms(self.lease_ttl),
+                        wait_ms=wait,
+                        completions=[
+                            r.item for r in completions if isinstance(r.item, CompleteItem)
+                        ],
+                        failures=[r.item for r in failures if isinstance(r.item, FailItem)],
+                    )
+                finally:
+                    if carried:
+                        self._saw_reports("claim", len(completions), len(failures))
             except TetherError as e:
                 self._free += limit
                 self._saw_error("claim", e)
+                if carried:
+                    # Resending is safe: each goes again by its own route,
+                    # where a bad one is refused alone.
+                    self._send_alone(carried)
+                    if not isinstance(e, (Unavailable, Internal, DecodeError)):
+                        if isinstance(e, InvalidArgument) and "unknown field" in e.message:
+                            self._carry = False
+                            log.warning("the server does not take reports with claims (%s): "
+                                        "reports go by their own routes", e)
+                        else:
+                            log.warning("a claim carrying %d reports was refused (%s): sending "
+                                        "them by their own routes", len(carried), e)
+                        continue  # claim again at once, without them
                 log.warning("claim failed (%s); trying again in %.1f s", e, backoff)
+                self._set_claim_soon(False)
                 await self._sleep_unless_stopped(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF)
                 continue
             backoff = MIN_BACKOFF
+            if carried:
+                self._answer_carried(carried, claimed.reports)
             self._saw_claim(claimed)
             if self._stop.is_set():
                 self._free += limit
@@ -636,11 +753,12 @@ class Worker:
             elapsed = loop.time() - started
             if len(claimed) < limit:
                 if wait_ms == 0:
+                    self._set_claim_soon(False)
                     await self._sleep_unless_stopped(self.poll_interval)
-                elif not claimed and elapsed + EARLY_SLACK < self.claim_wait:
+                elif not claimed and wait and elapsed + EARLY_SLACK < self.claim_wait:
                     # The server did not hold the long-poll: pause, don't spin.
+                    self._set_claim_soon(False)
                     await self._sleep_unless_stopped(min(self.claim_wait - elapsed, EARLY_PAUSE))
-        log.debug("fetcher stopped")
 
     async def _hand_back_unstarted(self, c: ClaimedJob) -> None:
         try:
@@ -674,6 +792,8 @@ class Worker:
                 self._free += 1
                 self._slot_freed.set()
             fl.reporting_since = time.monotonic()
+            # A completion or failure is queued before this task first yields,
+            # so the claim the freed slot lets out finds it waiting to ride.
             await self._report(fl, ended)
         except asyncio.CancelledError:
             raise
@@ -834,24 +954,23 @@ class Worker:
 
     async def _fail(self, fl: _InFlight, fail: Dict[str, Any]) -> None:
         job = fl.claimed
-        try:
-            answer = await self._retrying(
-                "fail", lambda: self._client.fail(job.id, fl.token, **fail)
+        outcome = await self._submit(FailItem(job.id, fl.token, **fail))
+        if outcome.startswith("done"):
+            # "done:<state>" from the fail route; a claim answers no state.
+            state = outcome[5:] or (
+                "failed" if fail.get("fatal") else "cancelled" if fail.get("cancelled") else ""
             )
-        except (LeaseLost, NotFound) as e:
-            if isinstance(e, LeaseLost):
-                self._saw_lost("fail", job.id, fl.token)
+            if state in ("", "queued"):
+                log.info("job %s: attempt failed%s: %s", job.id,
+                         ", retry scheduled" if state else "", fail["error"][-200:])
+            else:
+                log.warning("job %s: %s: %s", job.id, state, fail["error"][-200:])
+        elif outcome == "lost":
             log.warning("job %s: lease lost (another owner has the job): the failure is discarded",
                         job.id)
-            return
-        except TetherError as e:
-            log.error("job %s: could not report the failure (%s); the lease will lapse and the "
-                      "server requeue the job", job.id, e)
-            return
-        if answer.state == "queued":
-            log.info("job %s: attempt failed, retry scheduled: %s", job.id, fail["error"][-200:])
         else:
-            log.warning("job %s: %s: %s", job.id, answer.state, fail["error"][-200:])
+            log.error("job %s: could not report the failure (%s); the lease will lapse and the "
+                      "server requeue the job", job.id, outcome)
 
     async def _snooze(self, fl: _InFlight, delay_ms: int, what: str) -> None:
         job = fl.claimed
@@ -873,9 +992,7 @@ class Worker:
 
     async def _complete(self, fl: _InFlight, result: Any) -> None:
         job = fl.claimed
-        fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self._completions.put_nowait((CompleteItem(job.id, fl.token, result), fut))
-        outcome = await fut
+        outcome = await self._submit(CompleteItem(job.id, fl.token, result))
         if outcome == "done":
             log.debug("job %s succeeded", job.id)
         elif outcome == "lost":
@@ -888,85 +1005,239 @@ class Worker:
             log.error("job %s: could not report the result (%s); the lease will lapse and the "
                       "server requeue the job", job.id, outcome)
 
+    # ---- the reports waiting to be sent ----------------------------------------
+    # A completion or failure waits in self._pending for the next claim to
+    # carry it (one round trip and one commit for the report and the claim).
+    # The completer sends what no claim takes soon by the report's own route:
+    # a report older than CARRY_WAIT, every report while no claim is coming
+    # soon (the fetcher long-polls, sleeps or has stopped), and the reports of
+    # a claim that failed or was refused.
+
+    def _submit(self, item: Union[CompleteItem, FailItem]) -> asyncio.Future[str]:
+        """Queues a report; the future answers its outcome: ``done`` (a
+        failure sent by its own route: ``done:<state>``), ``lost``,
+        ``rejected:<why>`` or ``gave up: <why>``."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[str] = loop.create_future()
+        was_empty = not self._pending
+        self._pending.append(_Report(item, fut, loop.time()))
+        if not self._carrying() or (was_empty and not self._completer_timed):
+            self._pending_changed.set()
+        return fut
+
+    def _carrying(self) -> bool:
+        """Whether a claim is coming soon to carry what is waiting."""
+        return self._claim_soon and self._carry and not self._stop.is_set()
+
+    def _set_claim_soon(self, soon: bool) -> None:
+        self._claim_soon = soon
+        if not soon and self._pending:
+            self._pending_changed.set()
+
+    def _send_alone(self, reports: List[_Report]) -> None:
+        """Hands ``reports`` to the completer, for their own routes."""
+        for r in reports:
+            if not r.fut.done():
+                r.direct = True
+                self._direct += 1
+                self._pending.append(r)
+        self._pending_changed.set()
+
+    def _take_for_claim(self) -> Tuple[List[_Report], List[_Report]]:
+        """The waiting completions and failures a claim may carry (at most
+        MAX_BATCH in all), taken out of the queue."""
+        if not self._carry or not self._pending:
+            return [], []
+        completions: List[_Report] = []
+        failures: List[_Report] = []
+        keep: Deque[_Report] = collections.deque()
+        for r in self._pending:
+            if r.direct or len(completions) + len(failures) >= MAX_BATCH:
+                keep.append(r)
+            elif isinstance(r.item, CompleteItem):
+                completions.append(r)
+            else:
+                failures.append(r)
+        self._pending = keep
+        return completions, failures
+
+    def _take_due(self, now: float) -> Tuple[List[_Report], List[_Report]]:
+        """For the completer: nothing while a claim may still carry what
+        waits; else up to COMPLETION_BATCH completions and every failure."""
+        if not self._pending or (
+            self._carrying() and self._direct == 0 and self._pending[0].since + CARRY_WAIT > now
+        ):
+            return [], []
+        completions: List[_Report] = []
+        failures: List[_Report] = []
+        keep: Deque[_Report] = collections.deque()
+        for r in self._pending:
+            if isinstance(r.item, FailItem):
+                failures.append(r)
+            elif len(completions) < COMPLETION_BATCH:
+                completions.append(r)
+            else:
+                keep.append(r)
+        self._pending = keep
+        self._direct = sum(1 for r in keep if r.direct)
+        return completions, failures
+
+    def _answer_carried(self, carried: List[_Report], results: List[ItemResult]) -> None:
+        """Settles the reports a claim carried from its answer's ``reports``
+        (in the same order); one the server answered with a transient error,
+        or did not answer, goes again by its own route (resending is safe)."""
+        again: List[_Report] = []
+        for i, r in enumerate(carried):
+            res = results[i] if i < len(results) else None
+            if res is None or res.id != r.item.id:
+                again.append(r)
+            elif res.ok:
+                r.answer("done")
+            else:
+                error = res.error or TetherError("the server gave no reason")
+                self._saw_item(r.op, r.item.id, r.item.lease_token, error)
+                if isinstance(error, (Unavailable, Internal)):
+                    again.append(r)
+                else:
+                    r.answer(_outcome_of(error))
+        if again:
+            if not results:
+                # A server that ignores the fields: carrying only costs.
+                self._carry = False
+                log.warning("the server answered none of the %d reports a claim carried: "
+                            "reports go by their own routes", len(carried))
+            elif len(results) < len(carried):
+                log.warning("a claim answered %d of the %d reports it carried: sending the "
+                            "others by their own routes", len(results), len(carried))
+            self._send_alone(again)
+
     async def _completer_loop(self) -> None:
-        in_flight: Set[asyncio.Task[None]] = set()
+        """Sends the reports no claim carries (see above): completions in
+        batches of up to COMPLETION_BATCH, at most COMPLETIONS_IN_FLIGHT
+        batches at once; failures each by the fail route. Ends once the
+        worker is drained and nothing waits."""
+        loop = asyncio.get_running_loop()
+        batches: Set[asyncio.Task[None]] = set()
+        fails: Set[asyncio.Task[None]] = set()
         drained = asyncio.ensure_future(self._drained.wait())
+
+        def track(tasks: Set[asyncio.Task[None]], coro: Awaitable[None]) -> None:
+            t = asyncio.ensure_future(coro)
+            tasks.add(t)
+            t.add_done_callback(tasks.discard)
+
         try:
             while True:
-                while len(in_flight) >= COMPLETIONS_IN_FLIGHT:
-                    await asyncio.wait(set(in_flight), return_when=asyncio.FIRST_COMPLETED)
-                if self._completions.empty():
-                    get = asyncio.ensure_future(self._completions.get())
-                    done, _ = await asyncio.wait(
-                        {get, drained}, return_when=asyncio.FIRST_COMPLETED
+                while len(batches) >= COMPLETIONS_IN_FLIGHT:
+                    await asyncio.wait(set(batches), return_when=asyncio.FIRST_COMPLETED)
+                completions, failures = self._take_due(loop.time())
+                if completions:
+                    track(batches, self._complete_batch(completions))
+                for r in failures:
+                    track(fails, self._fail_alone(r))
+                if completions or failures:
+                    continue
+                if self._drained.is_set() and not self._pending:
+                    break
+                self._pending_changed.clear()
+                timeout: Optional[float] = None
+                if self._pending:
+                    timeout = max(0.0, self._pending[0].since + CARRY_WAIT - loop.time())
+                self._completer_timed = timeout is not None
+                changed = asyncio.ensure_future(self._pending_changed.wait())
+                try:
+                    await asyncio.wait(
+                        {changed, drained}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
                     )
-                    if get not in done:
-                        get.cancel()
-                        break
-                    batch = [get.result()]
-                else:
-                    batch = [self._completions.get_nowait()]
-                while len(batch) < COMPLETION_BATCH and not self._completions.empty():
-                    batch.append(self._completions.get_nowait())
-                t = asyncio.ensure_future(self._complete_batch(batch))
-                in_flight.add(t)
-                t.add_done_callback(in_flight.discard)
-            if in_flight:
-                await asyncio.wait(set(in_flight))
+                finally:
+                    changed.cancel()
+                    self._completer_timed = False
+            if batches or fails:
+                await asyncio.wait(batches | fails)
         finally:
             drained.cancel()
+            for r in self._pending:
+                r.answer("gave up: the completer stopped")
+
+    async def _fail_alone(self, r: _Report) -> None:
+        """One failure by ``POST /v1/jobs/{id}/fail``, retried on transient errors."""
+        item = r.item
+        assert isinstance(item, FailItem)
+
+        async def once() -> Job:
+            try:
+                return await self._client.fail(
+                    item.id, item.lease_token, item.error, retry_after_ms=item.retry_after_ms,
+                    fatal=item.fatal, cancelled=item.cancelled,
+                )
+            finally:
+                self._saw_reports("fail", 0, 1)
+
+        try:
+            answer = await self._retrying("fail", once)
+        except TetherError as e:
+            if isinstance(e, LeaseLost):
+                self._saw_lost("fail", item.id, item.lease_token)
+            r.answer(_outcome_of(e))
+        else:
+            r.answer(f"done:{answer.state}")
+        finally:
+            r.answer("gave up: the completer stopped")
 
     def _completer_of(self, item: CompleteItem) -> Callable[[], Awaitable[List[ItemResult]]]:
-        return lambda: self._client.complete_batch([item])
+        async def once() -> List[ItemResult]:
+            try:
+                return await self._client.complete_batch([item])
+            finally:
+                self._saw_reports("complete", 1, 0)
 
-    async def _complete_batch(self, batch: List[Tuple[CompleteItem, asyncio.Future[str]]]) -> None:
-        items = [item for item, _ in batch]
+        return once
 
-        def answer(fut: asyncio.Future[str], outcome: str) -> None:
-            if not fut.done():
-                fut.set_result(outcome)
+    async def _complete_batch(self, batch: List[_Report]) -> None:
+        """Completions by ``POST /v1/jobs/complete``: the batch, retried on
+        transient errors; one by one when it is refused whole."""
+        items = [r.item for r in batch if isinstance(r.item, CompleteItem)]
 
-        def outcome_of(e: BaseException) -> str:
-            if isinstance(e, (LeaseLost, NotFound)):
-                return "lost"
-            if isinstance(e, (Unavailable, Internal)):
-                return f"gave up: {e}"
-            return f"rejected:{e}"
+        async def once() -> List[ItemResult]:
+            try:
+                return await self._client.complete_batch(items)
+            finally:
+                self._saw_reports("complete", len(items), 0)
 
         try:
             try:
-                results = await self._retrying(
-                    "complete", lambda: self._client.complete_batch(items)
-                )
+                results = await self._retrying("complete", once)
             except TetherError as e:
                 if isinstance(e, (Unavailable, Internal)) or len(batch) == 1:
-                    for _, fut in batch:
-                        answer(fut, outcome_of(e))
+                    for r in batch:
+                        r.answer(_outcome_of(e))
                     return
                 # Refused whole (one oversize result refuses them all): one by one.
-                for item, fut in batch:
+                for r in batch:
+                    item = r.item
+                    assert isinstance(item, CompleteItem)
                     try:
                         one = await self._retrying("complete", self._completer_of(item))
-                        r = one[0]
-                        if not r.ok:
+                        res = one[0]
+                        if not res.ok:
                             self._saw_item("complete", item.id, item.lease_token,
-                                           r.error or Exception("?"))
-                        answer(fut, "done" if r.ok else outcome_of(r.error or Exception("?")))
+                                           res.error or Exception("?"))
+                        r.answer("done" if res.ok else _outcome_of(res.error or Exception("?")))
                     except TetherError as e1:
-                        answer(fut, outcome_of(e1))
+                        r.answer(_outcome_of(e1))
                 return
-            for i, (item, fut) in enumerate(batch):
+            for i, r in enumerate(batch):
                 if i >= len(results):
-                    answer(fut, "gave up: the server answered fewer items than it was given")
+                    r.answer("gave up: the server answered fewer items than it was given")
                 elif results[i].ok:
-                    answer(fut, "done")
+                    r.answer("done")
                 else:
                     error = results[i].error or Exception("unknown error")
-                    self._saw_item("complete", item.id, item.lease_token, error)
-                    answer(fut, outcome_of(error))
+                    self._saw_item("complete", r.item.id, r.item.lease_token, error)
+                    r.answer(_outcome_of(error))
         finally:
-            for _, fut in batch:
-                answer(fut, "gave up: the completer stopped")
+            for r in batch:
+                r.answer("gave up: the completer stopped")
 
     # ---- heartbeats ------------------------------------------------------------
 
@@ -977,7 +1248,10 @@ class Worker:
         backoff = MIN_BACKOFF
         retry_at: Optional[float] = None
         while not self._drained.is_set():
-            due = min((fl.beat_due() for fl in self._inflight.values()), default=None)
+            due = min(
+                (fl.beat_due() for fl in self._inflight.values() if fl.reporting_since is None),
+                default=None,
+            )
             self._beat_at = due if retry_at is None or due is None else min(due, retry_at)
             self._beat_sooner.clear()
             wait = HEARTBEAT_IDLE if self._beat_at is None else self._beat_at - time.monotonic()
@@ -1009,18 +1283,14 @@ class Worker:
         """Heartbeats the jobs due now or within the shortest interval among
         the held ones; answers the shortest interval of a batch that failed,
         if one did."""
-        held = list(self._inflight.values())
+        # A job whose outcome is on its way is not heartbeated: after its
+        # report there is no lease left to extend.
+        held = [fl for fl in self._inflight.values() if fl.reporting_since is None]
         if not held:
             return None
         now = time.monotonic()
         window = min(fl.interval for fl in held)
-        held = [
-            fl
-            for fl in held
-            if (fl.beat_due() <= now + window if fl.reporting_since is None
-                # Reporting: only once the report has taken a whole interval.
-                else now - fl.reporting_since >= fl.interval)
-        ]
+        held = [fl for fl in held if fl.beat_due() <= now + window]
         failed: Optional[float] = None
         for start in range(0, len(held), MAX_BATCH):
             chunk = held[start : start + MAX_BATCH]
@@ -1054,6 +1324,9 @@ class Worker:
                         log.info("job %s: cancel requested: asking the handler to stop",
                                  fl.claimed.id)
                         fl.ctx._cancel()
+                    continue
+                if fl.reporting_since is not None and isinstance(r.error, (LeaseLost, NotFound)):
+                    # Its report got there first: no lease left, nothing lost.
                     continue
                 self._saw_item("heartbeat", fl.claimed.id, fl.token, r.error or Exception("?"))
                 if isinstance(r.error, (LeaseLost, NotFound)):
