@@ -726,7 +726,9 @@ export class Worker {
     try {
       ended = await this.#execute(fl, abandoned);
     } finally {
-      // The slot frees when the handler is done, not after the report's round trip.
+      // The slot frees when the handler is done, not after the report's round trip. The claim loop it wakes
+      // resumes only after this synchronous run: #report queues a complete or fail (#queueReport) before
+      // its first await, so the claim that slot lets out finds the report there and carries it.
       this.#freeSlot();
     }
     fl.reportingSince = performance.now();
