@@ -141,6 +141,10 @@ impl Source for Observed {
         r
     }
 
+    fn report_wait(&self) -> std::time::Duration {
+        self.inner.report_wait()
+    }
+
     async fn heartbeat_many(
         &self,
         tenant: &str,

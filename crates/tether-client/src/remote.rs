@@ -2,7 +2,7 @@
 //! same worker runtime that runs embedded (over an in-process engine) runs
 //! jobs claimed from a tether server.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,6 +26,9 @@ pub const MAX_CLAIM_WAIT: Duration = Duration::from_secs(30);
 const EARLY_SLACK: Duration = Duration::from_millis(250);
 /// Longest pause after an empty claim the server did not hold.
 const EARLY_PAUSE: Duration = Duration::from_secs(1);
+/// Longest wait of a success for a claim to carry it (a fetcher's
+/// gathering of slots and a claim's round trip).
+const REPORT_WAIT: Duration = Duration::from_millis(20);
 
 /// A [`Source`] that takes jobs from a tether server: what a remote worker
 /// runs on. Build workers with [`RemoteSource::worker`] (or
@@ -64,6 +67,9 @@ pub struct RemoteSource {
     /// The shortest lease TTL claimed with so far (ms; `i64::MAX` before the
     /// first claim): a heartbeat round trip must end well within it.
     shortest_lease_ms: Arc<AtomicI64>,
+    /// The server refused a claim's `complete` field as unknown (a server
+    /// from before claims carried reports): send reports on their own.
+    carry_refused: Arc<AtomicBool>,
 }
 
 impl RemoteSource {
@@ -73,6 +79,7 @@ impl RemoteSource {
             client,
             wait: DEFAULT_CLAIM_WAIT,
             shortest_lease_ms: Arc::new(AtomicI64::new(i64::MAX)),
+            carry_refused: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -110,6 +117,31 @@ impl RemoteSource {
                 }
             }
         }
+    }
+
+    /// A claim's reports sent on their own routes, then the claim: for a
+    /// server that does not take reports on claims.
+    async fn report_then_claim(
+        &self,
+        tenant: &str,
+        req: &ClaimRequest,
+        reports: &CarriedReports,
+    ) -> Result<ReportedAndClaimed> {
+        let mut answers = Vec::with_capacity(reports.len());
+        if !reports.complete.is_empty() {
+            answers.extend(self.complete_many(tenant, &reports.complete).await?);
+        }
+        for f in &reports.fail {
+            let r = self
+                .fail(tenant, f.id, f.lease_token, f.failure.clone())
+                .await;
+            answers.push(r.map(drop));
+        }
+        let jobs = self.claim(tenant, req).await?;
+        Ok(ReportedAndClaimed {
+            reports: answers,
+            jobs,
+        })
     }
 
     fn claim_options(&self, req: &ClaimRequest) -> ClaimOptions {
@@ -172,12 +204,8 @@ impl Source for RemoteSource {
         req: &ClaimRequest,
         reports: &CarriedReports,
     ) -> Result<ReportedAndClaimed> {
-        if reports.is_empty() {
-            let jobs = self.claim(tenant, req).await?;
-            return Ok(ReportedAndClaimed {
-                reports: Vec::new(),
-                jobs,
-            });
+        if reports.is_empty() || self.carry_refused.load(Ordering::Relaxed) {
+            return self.report_then_claim(tenant, req, reports).await;
         }
         // No long-poll with reports: their answers come with the claim's,
         // and a worker waits for them (an empty answer sends the runtime
@@ -186,10 +214,19 @@ impl Source for RemoteSource {
             wait_ms: Some(0),
             ..self.claim_options(req)
         };
-        let claimed = self
+        let claimed = match self
             .client
             .report_and_claim(&req.queue, &opts, reports)
-            .await?;
+            .await
+        {
+            Ok(claimed) => claimed,
+            Err(e) => {
+                if is_unknown_field(&e) {
+                    self.carry_refused.store(true, Ordering::Relaxed);
+                }
+                return Err(e.into());
+            }
+        };
         self.note_leases(&claimed.jobs);
         Ok(ReportedAndClaimed {
             reports: (claimed.reports.into_iter())
@@ -199,6 +236,11 @@ impl Source for RemoteSource {
                 .map(|c| c.into_core(tenant))
                 .collect(),
         })
+    }
+
+    /// A claim's round trip: worth a moment's wait for a success to ride it.
+    fn report_wait(&self) -> Duration {
+        REPORT_WAIT
     }
 
     async fn heartbeat_many(
@@ -317,5 +359,42 @@ impl Source for RemoteSource {
 
     async fn prune_empty_queues(&self, _batch: u32) -> Result<u64> {
         Err(maintenance_elsewhere("removing empty queues"))
+    }
+}
+
+/// A 400 naming an unknown field of a claim carrying reports: the server
+/// predates carried reports (its request types refuse unknown fields).
+fn is_unknown_field(e: &crate::Error) -> bool {
+    matches!(e, crate::Error::Api { code: crate::ErrorCode::InvalidArgument, message, .. }
+        if message.contains("unknown field"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_refused_unknown_field_stops_the_carrying() {
+        let api = |code, message: &str| crate::Error::Api {
+            status: 400,
+            code,
+            message: message.to_owned(),
+        };
+        // What a server from before carried reports answers (serde's
+        // deny_unknown_fields wording).
+        let old = api(
+            crate::ErrorCode::InvalidArgument,
+            "invalid request body: unknown field `complete`, expected one of `worker_id`, `limit`",
+        );
+        assert!(is_unknown_field(&old));
+        let bad_report = api(
+            crate::ErrorCode::InvalidArgument,
+            "invalid fail[0].cancelled: a failure is either fatal or a cancel acknowledgement",
+        );
+        assert!(!is_unknown_field(&bad_report));
+        assert!(!is_unknown_field(&api(
+            crate::ErrorCode::PayloadTooLarge,
+            "unknown field"
+        )));
     }
 }

@@ -5,9 +5,10 @@
 //! A completion goes into the outbox before its job's slot frees, so the
 //! claim that slot lets out finds it there. While a fetcher waits for a
 //! slot or gathers slots for a claim, the completions that arrive wait for
-//! that claim, at most [`CARRY_WAIT`]; when no fetcher is about to claim
-//! (each is in a claim's round trip or idle, waiting for work), the
-//! completer takes them at once.
+//! that claim, at most the outbox's `wait` (the source's
+//! [`report_wait`](crate::Source::report_wait): a moment over HTTP, none
+//! in process); when no fetcher is about to claim (each is in a claim's
+//! round trip or idle, waiting for work), the completer takes them at once.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,10 +18,6 @@ use std::time::Duration;
 use tether_core::Completion;
 use tokio::sync::{oneshot, Notify};
 use tokio::time::Instant;
-
-/// Longest wait of a completion for a claim to carry it: a fetcher's
-/// gathering of slots (`FETCH_COOLDOWN`) and a claim's round trip.
-pub(crate) const CARRY_WAIT: Duration = Duration::from_millis(20);
 
 /// A success waiting to be reported, and where its answer goes.
 pub(crate) struct Pending<A> {
@@ -41,6 +38,8 @@ pub(crate) struct Outbox<A> {
     claiming: AtomicUsize,
     /// Something came in, or a claim went without taking everything.
     pub(crate) changed: Notify,
+    /// Longest wait of a completion for a claim to carry it.
+    wait: Duration,
 }
 
 /// A fetcher about to claim: while one is held, completions wait for it.
@@ -57,11 +56,13 @@ impl<A> Drop for Claiming<'_, A> {
 }
 
 impl<A> Outbox<A> {
-    pub(crate) fn new() -> Self {
+    /// An outbox whose completions wait at most `wait` for a claim.
+    pub(crate) fn new(wait: Duration) -> Self {
         Outbox {
             waiting: Mutex::new(VecDeque::new()),
             claiming: AtomicUsize::new(0),
             changed: Notify::new(),
+            wait,
         }
     }
 
@@ -119,27 +120,27 @@ impl<A> Outbox<A> {
 
     /// Up to `max` completions the completer should send now — every one
     /// when `all` (the worker is stopping) or no fetcher is about to claim,
-    /// else those that waited [`CARRY_WAIT`] or may not be carried — and
-    /// when the next one falls due.
+    /// else those that waited the outbox's `wait` or may not be carried —
+    /// and when the next one falls due.
     pub(crate) fn due(
         &self,
         all: bool,
         max: usize,
     ) -> (Vec<(Completion, oneshot::Sender<A>)>, Option<Instant>) {
-        let all = all || self.claiming.load(Ordering::SeqCst) == 0;
+        let all = all || self.wait.is_zero() || self.claiming.load(Ordering::SeqCst) == 0;
         let now = Instant::now();
         let mut waiting = self.lock();
         let mut out = Vec::new();
         let mut kept = VecDeque::new();
         while let Some(p) = waiting.pop_front() {
-            let due = all || !p.carry || p.since + CARRY_WAIT <= now;
+            let due = all || !p.carry || p.since + self.wait <= now;
             if due && out.len() < max {
                 out.push((p.item, p.done));
             } else {
                 kept.push_back(p);
             }
         }
-        let next = kept.iter().map(|p| p.since + CARRY_WAIT).min();
+        let next = kept.iter().map(|p| p.since + self.wait).min();
         *waiting = kept;
         (out, next)
     }
@@ -154,6 +155,8 @@ impl<A> Outbox<A> {
 mod tests {
     use super::*;
     use tether_core::LeaseToken;
+
+    const WAIT: Duration = Duration::from_millis(20);
     use uuid::Uuid;
 
     fn item() -> Completion {
@@ -166,7 +169,7 @@ mod tests {
 
     #[tokio::test]
     async fn completions_wait_for_a_claim_only_while_one_is_coming() {
-        let outbox: Outbox<()> = Outbox::new();
+        let outbox: Outbox<()> = Outbox::new(WAIT);
         let (tx, _rx) = oneshot::channel();
         outbox.push(item(), tx);
         // No fetcher is about to claim: the completer sends it at once.
@@ -184,17 +187,17 @@ mod tests {
         drop(claiming);
         assert!(outbox.is_empty());
 
-        // One the claim did not take falls due after CARRY_WAIT.
+        // One the claim did not take falls due after the wait.
         let _claiming = outbox.claiming();
         let (tx, _rx) = oneshot::channel();
         outbox.push(item(), tx);
-        tokio::time::sleep(CARRY_WAIT).await;
+        tokio::time::sleep(WAIT).await;
         assert_eq!(outbox.due(false, 10).0.len(), 1);
     }
 
     #[tokio::test]
     async fn given_back_completions_are_never_carried_again() {
-        let outbox: Outbox<()> = Outbox::new();
+        let outbox: Outbox<()> = Outbox::new(WAIT);
         let (tx, _rx) = oneshot::channel();
         let _claiming = outbox.claiming();
         outbox.give_back(vec![(item(), tx)]);
@@ -203,8 +206,17 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn without_a_wait_nothing_waits_for_a_claim() {
+        let outbox: Outbox<()> = Outbox::new(Duration::ZERO);
+        let _claiming = outbox.claiming();
+        let (tx, _rx) = oneshot::channel();
+        outbox.push(item(), tx);
+        assert_eq!(outbox.due(false, 10).0.len(), 1);
+    }
+
+    #[tokio::test]
     async fn a_stopping_worker_sends_everything() {
-        let outbox: Outbox<()> = Outbox::new();
+        let outbox: Outbox<()> = Outbox::new(WAIT);
         let _claiming = outbox.claiming();
         for _ in 0..3 {
             let (tx, _rx) = oneshot::channel();

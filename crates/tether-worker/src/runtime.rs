@@ -87,6 +87,7 @@ impl Worker {
     /// # Panics
     /// Outside a Tokio runtime.
     pub fn start(self) -> WorkerHandle {
+        let outbox = Outbox::new(self.source.report_wait());
         let shared = Arc::new(Shared {
             source: self.source,
             config: self.config,
@@ -96,7 +97,7 @@ impl Worker {
             drained: CancellationToken::new(),
             kill: CancellationToken::new(),
             jobs: TaskTracker::new(),
-            outbox: Outbox::new(),
+            outbox,
             leader: Arc::new(AtomicBool::new(false)),
             beat_at: Mutex::new(None),
             beat_sooner: Notify::new(),
@@ -1022,8 +1023,8 @@ const COMPLETION_BATCH: usize = 250;
 const COMPLETIONS_IN_FLIGHT: usize = 4;
 
 /// Sends the completions no claim carries: the ones that came in while no
-/// fetcher was about to claim, the ones a claim left for
-/// [`CARRY_WAIT`](crate::outbox::CARRY_WAIT),
+/// fetcher was about to claim, the ones a claim left for the source's
+/// [`report_wait`](Source::report_wait),
 /// those of a claim that failed, and everything once the worker stops. Up
 /// to [`COMPLETIONS_IN_FLIGHT`] batches of [`COMPLETION_BATCH`] in flight;
 /// a batch gathers whatever is due when it goes. Batches never share a

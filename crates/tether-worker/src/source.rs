@@ -41,6 +41,14 @@ pub trait Source: Send + Sync + 'static {
         reports: &CarriedReports,
     ) -> Result<ReportedAndClaimed>;
 
+    /// How long a success may wait for a claim to carry it (see
+    /// [`Source::report_and_claim`]) before it is sent on its own: worth a
+    /// moment where each request is a network round trip, not in process,
+    /// where a completion's own statement runs beside the claims.
+    fn report_wait(&self) -> Duration {
+        Duration::ZERO
+    }
+
     /// Extends the leases of 1–1000 running jobs (carrying their progress);
     /// one answer per item, in order.
     async fn heartbeat_many(

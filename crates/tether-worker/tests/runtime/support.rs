@@ -234,6 +234,12 @@ impl Source for Probe {
         out
     }
 
+    /// As a remote source's: so the runtime's carrying of completions on
+    /// claims is exercised in process.
+    fn report_wait(&self) -> Duration {
+        Duration::from_millis(20)
+    }
+
     async fn heartbeat_many(
         &self,
         tenant: &str,
