@@ -46,10 +46,11 @@ pub trait Store: Send + Sync + 'static {
     /// Applies the reports a claim carries — the completions as
     /// [`Store::complete_many`] would, then each failure as [`Store::fail`]
     /// would with its `jitters` entry — and then claims as [`Store::claim`],
-    /// all in one transaction where the claim's own rules allow (a
-    /// flow-controlled queue's claim takes its turn before the transaction
-    /// begins, and holds no connection while it waits). One answer per
-    /// report; a refused report never fails the claim.
+    /// in one transaction, except where a queue's claims take turns and the
+    /// reports are better committed just before the turn (PostgreSQL's
+    /// flow-controlled queues); the slots they free count for the claim
+    /// either way. One answer per report; a refused report never fails the
+    /// claim.
     async fn report_and_claim(
         &self,
         tenant: &str,

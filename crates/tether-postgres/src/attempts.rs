@@ -34,12 +34,12 @@ pub(crate) async fn claim(
     // A queue this store's last claim found limited goes straight to the
     // limited claim (which also serves a queue whose limits were removed).
     if store.limited.contains(tenant, &req.queue) {
-        let (_, jobs) = limited_claim(store, tenant, req, None).await?;
+        let jobs = limited_claim(store, tenant, req).await?;
         return Ok(in_claim_order(jobs));
     }
     let outcome = run_claim(&store.db, CLAIM, tenant, req, None).await?;
     let jobs = match outcome.limited {
-        true => limited_claim(store, tenant, req, None).await?.1,
+        true => limited_claim(store, tenant, req).await?,
         false => {
             store.limited.mark(tenant, &req.queue, false);
             outcome.jobs
@@ -55,13 +55,14 @@ pub(crate) async fn report_and_claim(
     jitters: &[f64],
     req: &ClaimRequest,
 ) -> Result<StoredClaim> {
-    let carried = Some((reports, jitters));
     let (applied, jobs) = if store.limited.contains(tenant, &req.queue) {
-        let (applied, jobs) = limited_claim(store, tenant, req, carried).await?;
-        (
-            applied.expect("the limited claim applies the reports it is given"),
-            jobs,
-        )
+        // A flow-controlled queue's claims take turns; the reports are
+        // applied before the turn, each statement on its own, so the turns
+        // stay short. The slots they free count for the claim all the same:
+        // they are committed before the turn's counts are read.
+        let applied = apply_reports(&mut Runner::Pool(&store.db), tenant, reports, jitters).await?;
+        applied.notify(store, tenant);
+        (applied, limited_claim(store, tenant, req).await?)
     } else {
         let mut tx = store.begin().await?;
         let (applied, outcome) = {
@@ -78,7 +79,7 @@ pub(crate) async fn report_and_claim(
             // Found limited only now: the reports are in (committed with
             // the plain claim, which took nothing); the claim takes its
             // turn like any other of the queue.
-            true => limited_claim(store, tenant, req, None).await?.1,
+            true => limited_claim(store, tenant, req).await?,
             false => {
                 store.limited.mark(tenant, &req.queue, false);
                 outcome.jobs
@@ -107,22 +108,14 @@ fn in_claim_order(mut claimed: Vec<ClaimedJob>) -> Vec<ClaimedJob> {
 /// each counting the running jobs, reserved slots and the rate window after
 /// the previous turn committed. This process's claims of the queue wait for
 /// their turn here, in memory, so that at most one of them holds a pooled
-/// connection while it waits for the row. `carried` reports are applied in
-/// the turn's transaction, before the counts, so the slots they free count.
+/// connection while it waits for the row.
 async fn limited_claim(
     store: &PgStore,
     tenant: &str,
     req: &ClaimRequest,
-    carried: Option<(&CarriedReports, &[f64])>,
-) -> Result<(Option<Applied>, Vec<ClaimedJob>)> {
+) -> Result<Vec<ClaimedJob>> {
     let turn = store.limited.turn(tenant, &req.queue).await;
     let mut tx = store.begin().await?;
-    let applied = match carried {
-        Some((reports, jitters)) => {
-            Some(apply_reports(&mut Runner::Conn(tx.conn()), tenant, reports, jitters).await?)
-        }
-        None => None,
-    };
     let settings = sqlx::query(LOCK_QUEUE_LIMITS)
         .bind(tenant)
         .bind(&req.queue)
@@ -180,9 +173,6 @@ async fn limited_claim(
         }
         outcome
     };
-    if let Some(applied) = &applied {
-        applied.notify(store, tenant);
-    }
     store.limited.mark(tenant, &req.queue, limits.any);
     if outcome.throttled {
         tether_core::counters::throttled(tenant, &req.queue);
@@ -191,7 +181,7 @@ async fn limited_claim(
         // Nothing ends to free a rate-limit slot: the window's clock does.
         store.wake_after(tenant, &req.queue, after, jobs);
     }
-    Ok((applied, outcome.jobs))
+    Ok(outcome.jobs)
 }
 
 /// What a claim's carried reports did, to answer them and, after the
