@@ -843,7 +843,9 @@ def test_a_report_does_not_wait_for_a_long_poll(client: Client, queue: str) -> N
         job = client.enqueue(queue, "k")
         wait_for(lambda: client.get(job.id).state == "succeeded", timeout=10, interval=0.01)
         took = time.monotonic() - ended[0]
-    assert took < 1.0, took
+    # Waiting for the long-poll would take most of its 5 s; a stalled host
+    # may take a second or two without that fault.
+    assert took < 4.0, took
     assert seen.sent("complete") == [(1, 0)] and seen.sent("claim") == []
 
 
@@ -856,7 +858,7 @@ def test_a_report_waits_only_moments_for_a_slow_claim(
 
     async def claim(self: AsyncClient, *args: Any, **kwargs: Any) -> Any:
         if carrying(kwargs):
-            await asyncio.sleep(3.0)
+            await asyncio.sleep(5.0)
         return await real_claim(self, *args, **kwargs)
 
     monkeypatch.setattr(AsyncClient, "claim", claim)
@@ -873,10 +875,12 @@ def test_a_report_waits_only_moments_for_a_slow_claim(
     quick = client.enqueue(queue, "k", 0)
     slow = client.enqueue(queue, "k", 0.5)
     with running(worker):
-        wait_for(lambda: client.get(slow.id).state == "succeeded", timeout=10, interval=0.01)
+        wait_for(lambda: client.get(slow.id).state == "succeeded", timeout=15, interval=0.01)
         took = time.monotonic() - ended[slow.id]
-        wait_for(lambda: client.get(quick.id).state == "succeeded", timeout=10)
-    assert took < 1.5, took
+        wait_for(lambda: client.get(quick.id).state == "succeeded", timeout=15)
+    # Waiting for the slow claim would take up to its 5 s; a stalled host
+    # may take a second or two without that fault.
+    assert took < 3.5, took
     assert (1, 0) in seen.sent("claim") and (1, 0) in seen.sent("complete")
     assert seen.of("error") == []
 
