@@ -69,6 +69,7 @@
 //! Results and the full description: `docs/RELIABILITY.md`.
 
 mod check;
+mod clock;
 mod cluster;
 mod faults;
 mod leadership;

@@ -228,6 +228,13 @@ pub fn print(
         ),
     ];
     let mut rows = rows;
+    if s.clock_back_us > 0 {
+        // The history's times can disagree with its order by this much.
+        rows.push((
+            "wall clock stepped back during the run",
+            format!("{:.1} ms", s.clock_back_us as f64 / 1000.0),
+        ));
+    }
     if opts.partitions {
         // The process faults did not happen; the network's did.
         rows.retain(|(k, _)| {

@@ -498,6 +498,7 @@ async fn run(
     partitions: Option<Partitions>,
 ) -> Result<Outcome, String> {
     let t0 = Instant::now();
+    let clock = crate::clock::ClockWatch::start();
     let obs = Arc::new(Mutex::new(Obs::default()));
     if partitions.is_some() {
         // The schema first, then the audit, then the replicas: the audit
@@ -772,6 +773,7 @@ async fn run(
             .then_some(fault_stats.promoted_at.map(|at| (at, SERVERS)))
             .flatten(),
         partitions: partition_facts,
+        clock_back_us: clock.stop(),
     };
     let mut findings = check::check(&jobs, &events, &obs, &cx);
     for p in producer_problems {
