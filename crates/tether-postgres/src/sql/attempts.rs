@@ -2,7 +2,10 @@
 //! extend an attempt, each fenced by the lease token.
 
 /// The CTEs `claimed` (leases the jobs of `picked` at `$now`, with the TTL
-/// of `config`) and `history` (their `claimed` events).
+/// of `config`) and `history` (their `claimed` events). The picked ids are
+/// looked up by primary key as an array: joined as a row set, whose size
+/// the planner cannot know when the limit is a parameter or a subquery,
+/// they were hashed against a sequential scan of the whole jobs table.
 macro_rules! lease_picked {
     ($now:literal) => {
         concat!(
@@ -22,8 +25,8 @@ macro_rules! lease_picked {
             $now,
             ",
             worker_id = $5, progress = NULL
-        FROM picked, config
-        WHERE j.id = picked.id
+        FROM config
+        WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
         RETURNING ",
             job_columns!(),
             ", j.lease_token
@@ -134,6 +137,9 @@ macro_rules! flow_room {
 }
 
 /// How many ready jobs (up to `$3` + 1) the queue has, as the CTE `ready`.
+/// In claim order, which only `jobs_claim` gives without a sort: with
+/// statistics that think most jobs queued, the planner otherwise scans the
+/// whole table for a queue that has none ready.
 macro_rules! ready_count {
     () => {
         "ready AS (
@@ -141,6 +147,7 @@ macro_rules! ready_count {
             WHERE j.tenant = $1 AND j.queue = $2 AND j.state = 'queued'
               AND j.run_at <= statement_timestamp()
               AND (j.expires_at IS NULL OR j.expires_at > statement_timestamp())
+            ORDER BY j.priority DESC, j.run_at, j.id
             LIMIT $3 + 1) x
     )"
     };
@@ -401,14 +408,14 @@ pub(crate) const CLAIM_BY_KEY: &str = concat!(
     ),
     picked AS (
         SELECT j.id FROM tether.jobs j
-        WHERE j.id IN (
+        WHERE j.id = ANY (ARRAY(
             SELECT r.id FROM ranked r, config c
             ORDER BY r.priority DESC,
                      CASE WHEN c.fair THEN r.nth ELSE 0 END,
                      CASE WHEN c.fair THEN r.group_head END,
                      CASE WHEN c.fair THEN r.key END,
                      r.run_at, r.id
-            LIMIT (SELECT n FROM room))
+            LIMIT (SELECT n FROM room)))
           AND j.state = 'queued'
         FOR UPDATE SKIP LOCKED
     ),",

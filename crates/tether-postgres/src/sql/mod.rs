@@ -68,6 +68,8 @@ pub(crate) mod attempts;
 pub(crate) mod enqueue;
 pub(crate) mod jobs;
 pub(crate) mod maintenance;
+#[cfg(test)]
+mod plans;
 pub(crate) mod queues;
 pub(crate) mod schedules;
 pub(crate) mod tenants;
