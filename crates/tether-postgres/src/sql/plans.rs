@@ -1,5 +1,5 @@
-//! The claims' plans: every claim statement finds its jobs through an
-//! index, whatever the planner guesses. After five executions a prepared
+//! The claims' plans: every claim statement, and the reports that follow
+//! it, find their jobs through an index, whatever the planner guesses. After five executions a prepared
 //! statement may run a generic plan, which cannot see its parameters'
 //! values; a claim whose plan then scanned the whole jobs table cost a
 //! read of every job ever kept, per claim. These tests force the generic
@@ -9,7 +9,9 @@
 use serde_json::json;
 use tether_core::{NewJob, NewJobRef, Store, DEFAULT_TENANT};
 
-use super::attempts::{CLAIM, CLAIM_BY_KEY, CLAIM_RESERVED, RESERVE};
+use super::attempts::{
+    CLAIM, CLAIM_BY_KEY, CLAIM_RESERVED, COMPLETE_MANY, HEARTBEAT_MANY, RESERVE,
+};
 use crate::PgStore;
 
 /// The generic plan of `sql` run with `args` (SQL literals), as text.
@@ -70,6 +72,23 @@ async fn claims_never_scan_the_whole_jobs_table() {
             "CLAIM_BY_KEY",
             CLAIM_BY_KEY,
             format!("{tenant}, 'q', 100, NULL, 'w', '', 64"),
+        ),
+        // And the reports that follow every claim.
+        (
+            "COMPLETE_MANY",
+            COMPLETE_MANY,
+            format!(
+                "{tenant}, ARRAY[gen_random_uuid()], ARRAY[gen_random_uuid()], \
+                 ARRAY['{{}}'::jsonb], ARRAY['d']"
+            ),
+        ),
+        (
+            "HEARTBEAT_MANY",
+            HEARTBEAT_MANY,
+            format!(
+                "{tenant}, ARRAY[gen_random_uuid()], ARRAY[gen_random_uuid()], \
+                 ARRAY[NULL::bigint], ARRAY[NULL::jsonb]"
+            ),
         ),
     ];
     for (name, sql, args) in claims {
