@@ -63,9 +63,31 @@ impl Pool {
     /// Starts a transaction.
     pub(crate) async fn begin(&self) -> Result<Tx<'static>, Error> {
         Ok(Tx {
-            inner: self.raw.begin().await?,
+            inner: begin_detached(&self.raw).await?,
             unnamed: self.pooled,
         })
+    }
+}
+
+/// Starts a transaction on a connection of `pool` in a task of its own.
+///
+/// sqlx's `BEGIN` is not cancel-safe on PostgreSQL: a future dropped while
+/// the `BEGIN` is in flight leaves the session inside a transaction that
+/// nothing rolls back, and the pool hands that connection to the next
+/// caller, whose statements then run inside it: uncommitted until some
+/// later `COMMIT`, holding their locks, and stamped with the stale
+/// transaction's `now()`. A request is dropped mid-flight whenever its
+/// client disconnects, so this happened under load. The task finishes the
+/// `BEGIN` whether or not its caller still waits; a transaction nobody
+/// takes is dropped there, which rolls it back before the connection is
+/// reused.
+async fn begin_detached(pool: &PgPool) -> Result<sqlx::Transaction<'static, Postgres>, Error> {
+    let pool = pool.clone();
+    match tokio::spawn(async move { pool.begin().await }).await {
+        Ok(begun) => begun,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        // The runtime is shutting down.
+        Err(_) => Err(Error::PoolClosed),
     }
 }
 
@@ -85,7 +107,7 @@ impl<'p> Executor<'p> for &'p Pool {
         }
         let pool = &self.raw;
         futures_util::stream::once(async move {
-            let mut tx = pool.begin().await?;
+            let mut tx = begin_detached(pool).await?;
             let items: Vec<_> = (&mut *tx).fetch_many(Unnamed(query)).try_collect().await?;
             tx.commit().await?;
             Ok::<_, Error>(futures_util::stream::iter(items.into_iter().map(Ok)))
@@ -104,7 +126,7 @@ impl<'p> Executor<'p> for &'p Pool {
         }
         let pool = &self.raw;
         Box::pin(async move {
-            let mut tx = pool.begin().await?;
+            let mut tx = begin_detached(pool).await?;
             let row = (&mut *tx).fetch_optional(Unnamed(query)).await?;
             tx.commit().await?;
             Ok(row)
@@ -294,6 +316,50 @@ impl<'c, 'a> Executor<'c> for &'c mut Runner<'a> {
         match self {
             Runner::Pool(pool) => (*pool).describe(sql),
             Runner::Conn(conn) => conn.describe(sql),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use sqlx::postgres::PgPoolOptions;
+
+    use super::Pool;
+
+    /// A transaction begun for a caller that is gone before the `BEGIN`
+    /// answers (a request whose client disconnected) is rolled back before
+    /// its connection serves anyone else: on a pool of one connection,
+    /// dropped at every point of the round trip, the next statements each
+    /// run in a transaction of their own.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_begin_whose_caller_is_gone_leaves_no_transaction_open() {
+        let db = tether_conformance::postgres().await;
+        let raw = PgPoolOptions::new()
+            .max_connections(1)
+            .connect(&db.postgres_url().unwrap())
+            .await
+            .unwrap();
+        let pool = Pool::new(raw, false);
+        for i in 0..400u64 {
+            let begin = tokio::time::timeout(Duration::from_micros(i % 200), pool.begin());
+            let _ = begin.await;
+            // An xid taken by one statement outlives it only inside a
+            // transaction block.
+            sqlx::query("SELECT pg_current_xact_id()")
+                .execute(&pool.raw)
+                .await
+                .unwrap();
+            let held: bool =
+                sqlx::query_scalar("SELECT pg_current_xact_id_if_assigned() IS NOT NULL")
+                    .fetch_one(&pool.raw)
+                    .await
+                    .unwrap();
+            assert!(
+                !held,
+                "round {i}: the pool's connection is still inside a transaction"
+            );
         }
     }
 }
