@@ -537,6 +537,7 @@ macro_rules! behaviour_suite {
                 key_max_running_passes_over_full_keys,
                 a_bounded_walk_reaches_every_key_in_turn,
                 concurrent_claimers_never_exceed_key_max_running,
+                claims_follow_the_limits_when_they_change,
                 rate_limit_holds_a_sliding_window,
                 rate_window_wakes_claims_and_fair_claims_share,
             }

@@ -99,6 +99,8 @@ pub struct PgStore {
     notifications: Arc<notify::Notifications>,
     /// Queues this store's claims found limited (see `notify_freed`).
     limited: Arc<tether_core::LimitedQueues>,
+    /// Per-key claims waiting for this process's turn at their queue.
+    key_groups: Arc<attempts::KeyGroups>,
     /// The lease the maintenance passes run under (see `maintenance.rs`).
     fence: Arc<tether_core::MaintenanceFence>,
 }
@@ -149,6 +151,7 @@ impl PgStore {
             db,
             notifications: Arc::new(notify::Notifications::new(listen, alive)),
             limited: Default::default(),
+            key_groups: Default::default(),
             fence: Default::default(),
         })
     }
@@ -169,6 +172,7 @@ impl PgStore {
                 tokio::sync::watch::channel(()).0,
             )),
             limited: Default::default(),
+            key_groups: Default::default(),
             fence: Default::default(),
         })
     }

@@ -148,6 +148,9 @@ pub async fn concurrent_claimers_never_exceed_max_running(db: &TestDb) {
 }
 
 /// Sixteen claims of up to 3 jobs each from `Q` at once; what they got.
+/// Each claimant gets at most what it asked for, every job once, each
+/// under the claimant's own worker id (claims that wait for one turn may
+/// be made together), on the answer and on the job.
 async fn race(db: &TestDb) -> Vec<tether_core::ClaimedJob> {
     let claims = (0..16).map(|i| {
         let engine = db.engine.clone();
@@ -156,13 +159,26 @@ async fn race(db: &TestDb) -> Vec<tether_core::ClaimedJob> {
                 worker_id: format!("racer-{i}"),
                 ..claim_req(Q, 3)
             };
-            ok(engine.claim(T, &req).await)
+            let claimed = ok(engine.claim(T, &req).await);
+            assert!(
+                claimed.len() <= 3,
+                "{} jobs for a claim of 3",
+                claimed.len()
+            );
+            for c in &claimed {
+                assert_eq!(c.job.worker_id.as_deref(), Some(req.worker_id.as_str()));
+                let stored = ok(engine.get(T, c.job.id).await);
+                assert_eq!(stored.worker_id.as_deref(), Some(req.worker_id.as_str()));
+            }
+            claimed
         })
     });
     let mut claimed = Vec::new();
     for c in futures_util::future::join_all(claims).await {
         claimed.extend(c.expect("claimer"));
     }
+    let ids: std::collections::HashSet<_> = claimed.iter().map(|c| c.job.id).collect();
+    assert_eq!(ids.len(), claimed.len(), "a job handed out twice");
     claimed
 }
 
@@ -413,6 +429,33 @@ pub async fn concurrent_claimers_never_exceed_key_max_running(db: &TestDb) {
             ok(db.engine.complete(T, c.job.id, c.lease_token, None).await);
         }
     }
+}
+
+/// Claims that raced under per-key limits, then the limits changed: with
+/// `max_running` 3 in place of `key_max_running`, racing claims hand out
+/// exactly 3 jobs in all whatever their keys; with no limits, a claim
+/// takes what it asks for.
+pub async fn claims_follow_the_limits_when_they_change(db: &TestDb) {
+    for _ in 0..8 {
+        enqueue(db, T, keyed(Q, "k0")).await;
+    }
+    ok(db.engine.configure_queue(T, Q, &key_limit(2)).await);
+    let claimed = race(db).await;
+    assert_eq!(per_key(&claimed).get("k0"), Some(&2));
+    let swap = QueueConfigPatch {
+        key_max_running: Some(None),
+        max_running: Some(Some(3)),
+        ..Default::default()
+    };
+    ok(db.engine.configure_queue(T, Q, &swap).await);
+    for c in &claimed {
+        ok(db.engine.complete(T, c.job.id, c.lease_token, None).await);
+    }
+    let claimed = race(db).await;
+    assert_eq!(claimed.len(), 3, "max_running 3 in place of the key limit");
+    ok(db.engine.configure_queue(T, Q, &max_running(None)).await);
+    let rest = ok(db.engine.claim(T, &claim_req(Q, 10)).await);
+    assert_eq!(rest.len(), 3, "the rest, with no limits");
 }
 
 /// With a rate limit of 5 per second, claimers that keep asking (and

@@ -8,6 +8,11 @@
 /// they were hashed against a sequential scan of the whole jobs table.
 macro_rules! lease_picked {
     ($now:literal) => {
+        lease_picked!($now, "$5", "", "", "")
+    };
+    // `$worker` the claimant's expression, `$from` more FROM items and
+    // `$matching` how their rows match the job, `$returning` more columns.
+    ($now:literal, $worker:literal, $from:literal, $matching:literal, $returning:literal) => {
         concat!(
             "
     claimed AS (
@@ -24,12 +29,20 @@ macro_rules! lease_picked {
             ", updated_at = ",
             $now,
             ",
-            worker_id = $5, progress = NULL
-        FROM config
-        WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
+            worker_id = ",
+            $worker,
+            ", progress = NULL
+        FROM config",
+            $from,
+            "
+        WHERE j.id = ANY (ARRAY(SELECT id FROM picked))",
+            $matching,
+            "
         RETURNING ",
             job_columns!(),
-            ", j.lease_token
+            ", j.lease_token",
+            $returning,
+            "
     ),
     history AS (
         INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, worker_id)
@@ -273,6 +286,12 @@ pub(crate) const CLAIM_RESERVED: &str = concat!(
 /// first keys to appear, which is what the walk (capped at one job a key
 /// when there are that many keys) would take.
 ///
+/// It claims for a group of claimants at once (the claims of one queue that
+/// waited for the same turn): `$5` their worker ids and `$8` how many jobs
+/// each asked for, `$3` the sum. The jobs are dealt out in claim order, the
+/// first claimant's share first; each row answers its claimant's `slot`
+/// (1-based). `$1` tenant, `$2` queue, `$4` lease TTL ms.
+///
 /// The walk visits at most `$7` keys (`tether_core::flow::walk_len`),
 /// starting after `$6` (the last key the queue's previous walk visited,
 /// `''` for the first) and wrapping around; `walked_to` answers where it
@@ -343,10 +362,12 @@ pub(crate) const CLAIM_BY_KEY: &str = concat!(
               LIMIT $3 * 4) w
     ),
     window_heads AS (
+        -- Joined, not a subquery per row: a scan of key_room for each of
+        -- the window's jobs took most of the claim.
         SELECT w.id, w.priority, w.run_at, w.key FROM head_window w
+        LEFT JOIN key_room r ON r.key = w.key
         WHERE w.key IS NULL
-           OR w.nth <= COALESCE((SELECT n FROM key_room r WHERE r.key = w.key),
-                      (SELECT COALESCE(key_max_running, $3::bigint) FROM config))
+           OR w.nth <= COALESCE(r.n, (SELECT COALESCE(key_max_running, $3::bigint) FROM config))
     ),
     by_window AS (
         -- The window holds the claim: no walk over the keys. Not fair: the
@@ -372,8 +393,6 @@ pub(crate) const CLAIM_BY_KEY: &str = concat!(
         FROM room r, config c
     ),
     heads AS (
-        SELECT * FROM window_heads WHERE (SELECT plain FROM by_window)
-        UNION ALL
         SELECT w.id, w.priority, w.run_at, w.key FROM head_window w
         WHERE w.nth = 1 AND (SELECT fair FROM by_window)
         UNION ALL
@@ -407,19 +426,47 @@ pub(crate) const CLAIM_BY_KEY: &str = concat!(
         FROM heads h
     ),
     picked AS (
-        SELECT j.id FROM tether.jobs j
+        SELECT j.id, j.priority, j.run_at FROM tether.jobs j
         WHERE j.id = ANY (ARRAY(
-            SELECT r.id FROM ranked r, config c
-            ORDER BY r.priority DESC,
-                     CASE WHEN c.fair THEN r.nth ELSE 0 END,
-                     CASE WHEN c.fair THEN r.group_head END,
-                     CASE WHEN c.fair THEN r.key END,
-                     r.run_at, r.id
-            LIMIT (SELECT n FROM room)))
+            -- The window held a claim that is not fair: the jobs its keys
+            -- allow, in claim order, with nothing to rank.
+            (SELECT w.id FROM window_heads w
+             WHERE (SELECT plain FROM by_window)
+             ORDER BY w.priority DESC, w.run_at, w.id
+             LIMIT (SELECT n FROM room))
+            UNION ALL
+            (SELECT r.id FROM ranked r, config c
+             WHERE NOT (SELECT plain FROM by_window)
+             ORDER BY r.priority DESC,
+                      CASE WHEN c.fair THEN r.nth ELSE 0 END,
+                      CASE WHEN c.fair THEN r.group_head END,
+                      CASE WHEN c.fair THEN r.key END,
+                      r.run_at, r.id
+             LIMIT (SELECT n FROM room))))
           AND j.state = 'queued'
         FOR UPDATE SKIP LOCKED
+    ),
+    -- The claimants of the group ($5 workers, $8 how many jobs each
+    -- asked for, in the order they came): the picked jobs in claim order,
+    -- dealt out in that order, each claimant's share in a row.
+    claimants AS (
+        SELECT c.worker, c.slot, sum(c.n) OVER (ORDER BY c.slot) - c.n AS after,
+               sum(c.n) OVER (ORDER BY c.slot) AS upto
+        FROM UNNEST($5::text[], $8::bigint[]) WITH ORDINALITY AS c(worker, n, slot)
+    ),
+    assigned AS (
+        SELECT p.id, c.worker, c.slot
+        FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, run_at, id) AS k
+              FROM picked) p
+        JOIN claimants c ON p.k > c.after AND p.k <= c.upto
     ),",
-    lease_picked!("statement_timestamp()"),
+    lease_picked!(
+        "statement_timestamp()",
+        "a.worker",
+        ", assigned a",
+        " AND a.id = j.id",
+        ", a.slot"
+    ),
     ",
     logged AS (
         INSERT INTO tether.queue_claims (tenant, queue, at, jobs)

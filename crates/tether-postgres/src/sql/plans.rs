@@ -71,7 +71,7 @@ async fn claims_never_scan_the_whole_jobs_table() {
         (
             "CLAIM_BY_KEY",
             CLAIM_BY_KEY,
-            format!("{tenant}, 'q', 100, NULL, 'w', '', 64"),
+            format!("{tenant}, 'q', 100, NULL, ARRAY['w'], '', 64, ARRAY[100::bigint]"),
         ),
         // And the reports that follow every claim.
         (
