@@ -70,6 +70,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "tenant_suspension",
         include_str!("../migrations/0011_tenant_suspension.sql"),
     ),
+    (
+        12,
+        "outcome_history_time",
+        include_str!("../migrations/0012_outcome_history_time.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.

@@ -73,6 +73,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "tenant_suspension",
         sql: include_str!("../migrations/0009_tenant_suspension.sql"),
     },
+    Migration {
+        version: 10,
+        name: "outcome_history_time",
+        sql: include_str!("../migrations/0010_outcome_history_time.sql"),
+    },
 ];
 
 /// The newest schema version this build knows.

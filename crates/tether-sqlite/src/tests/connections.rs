@@ -25,10 +25,11 @@ async fn migrations_are_idempotent() {
             (6, "rate_and_keys".to_owned()),
             (7, "history_time".to_owned()),
             (8, "report_digest".to_owned()),
-            (9, "tenant_suspension".to_owned())
+            (9, "tenant_suspension".to_owned()),
+            (10, "outcome_history_time".to_owned())
         ]
     );
-    assert_eq!(SqliteStore::schema_version(), 9);
+    assert_eq!(SqliteStore::schema_version(), 10);
     store.close().await;
 }
 
