@@ -17,7 +17,6 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
-import tether_client._worker as tether_worker
 from conftest import Server, _start, wait_for
 from tether_client import (
     AsyncClient,
@@ -827,12 +826,10 @@ def test_the_worker_sends_its_reports_with_its_claims(client: Client, queue: str
 
 
 def test_a_report_does_not_wait_for_a_long_poll(client: Client, queue: str) -> None:
-    # Both claim loops long-poll (5 s) with a free slot when the job ends: no
-    # claim is coming soon, so the completion goes at once by its own route.
-    # (With two slots, the loop that got the job would wait for its slot and
-    # carry the report at once.)
+    # The worker long-polls (5 s) with a free slot when the job ends: no claim
+    # is coming soon, so the completion goes at once by its own route.
     seen = Recorder()
-    worker = Worker(client, queue, concurrency=4, claim_wait=5.0, observer=seen)
+    worker = Worker(client, queue, concurrency=2, claim_wait=5.0, observer=seen)
     ended: List[float] = []
 
     @worker.handler("k")
@@ -865,9 +862,6 @@ def test_a_report_waits_only_moments_for_a_slow_claim(
         return await real_claim(self, *args, **kwargs)
 
     monkeypatch.setattr(AsyncClient, "claim", claim)
-    # One claim loop: with two, the slow job's own loop would carry its
-    # report (slowly, here) instead of it waiting for the other's claim.
-    monkeypatch.setattr(tether_worker, "CLAIM_LOOPS", 1)
     seen = Recorder()
     worker = Worker(client, queue, concurrency=2, claim_wait=0.5, observer=seen)
     ended: Dict[str, float] = {}

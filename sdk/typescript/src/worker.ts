@@ -152,11 +152,6 @@ const CARRY_WAIT_MS = 20;
 const EARLY_SLACK_MS = 250;
 /** Longest wait for more free slots before claiming into a partly busy worker. */
 const FETCH_COOLDOWN_MS = 5;
-/**
- * Claim loops sharing the slots, each claiming at most its share of them (as the Rust runtime's two
- * fetchers): one claim is in flight while the other's jobs run, instead of every batch waiting a round trip.
- */
-const CLAIM_LOOPS = 2;
 /** Most characters of an error sent with a failure. */
 const ERROR_CHARS = 4000;
 /** The server's lease (ms) when neither the worker nor the queue sets one; assumed only for a claimed job that does not show its lease. */
@@ -346,8 +341,6 @@ export class Worker {
   #inflight = new Map<string, InFlight>();
   /** Handlers running (slots taken). */
   #running = 0;
-  /** Slots kept for the jobs of claims in flight. */
-  #claiming = 0;
   #slotWaiters: Array<() => void> = [];
   #stop = new AbortController();
   /** Aborted when every job's outcome is reported: background loops end. */
@@ -359,11 +352,8 @@ export class Worker {
   #completerWake: (() => void) | undefined;
   /** When the sleeping completer wakes by itself, if it set a timer. */
   #completerWakeAt: number | undefined;
-  /**
-   * For each claim loop, whether it will claim soon (and carry what is pending): false during a long-poll,
-   * a pause, and once it stopped.
-   */
-  #claimSoon: boolean[] = [];
+  /** Whether the claim loop will claim soon (and carry what is pending): false during a long-poll, a pause, and once it stopped. */
+  #claimSoon = true;
   /** Whether claims carry reports (until a server refuses them). */
   #carryReports = true;
   #started = false;
@@ -538,16 +528,6 @@ export class Worker {
 
   #freeSlot() {
     this.#running -= 1;
-    this.#slotsChanged();
-  }
-
-  /** Slots not taken by a handler or kept for a claim in flight. */
-  get #free(): number {
-    return this.concurrency - this.#running - this.#claiming;
-  }
-
-  /** Wakes whoever waits for a free slot (or for the handlers to end). */
-  #slotsChanged() {
     const waiters = this.#slotWaiters;
     this.#slotWaiters = [];
     for (const w of waiters) w();
@@ -556,42 +536,33 @@ export class Worker {
   // ---------------------------------------------------------------- claims
 
   async #fetchLoop(): Promise<void> {
-    const loops = Math.min(CLAIM_LOOPS, this.concurrency);
-    const share = Math.ceil(this.concurrency / loops);
-    this.#claimSoon = Array.from({ length: loops }, () => true);
-    await Promise.all(
-      this.#claimSoon.map(async (_, i) => {
-        try {
-          await this.#claimLoop(i, share);
-        } finally {
-          // No claim of this loop will carry anything any more: without the other's, the completer sends what is left at once.
-          this.#setClaimSoon(i, false);
-        }
-      }),
-    );
+    try {
+      await this.#claimLoop();
+    } finally {
+      // No claim will carry anything any more: the completer sends what is left at once.
+      this.#setClaimSoon(false);
+    }
   }
 
-  /** Claim loop `loop`, claiming at most `share` jobs at once. */
-  async #claimLoop(loop: number, share: number): Promise<void> {
+  async #claimLoop(): Promise<void> {
     const backoff = new Backoff();
     const stop = this.#stop.signal;
     /** Carrying claims refused whole as invalid in a row: a server older than carrying refuses the fields. */
     let refusedCarrying = 0;
     while (!stop.aborted) {
-      if (this.#free <= 0) {
+      if (this.#running >= this.concurrency) {
         await this.#slotFreed();
         continue;
       }
       // A busy worker would claim one job per freed slot; wait briefly for
       // half the slots so claims come in batches. An idle one claims at once.
-      const target = Math.max(1, Math.min(share, Math.floor(this.concurrency / 2)));
+      const target = Math.max(1, Math.floor(this.concurrency / 2));
       const cooldownEnd = Date.now() + FETCH_COOLDOWN_MS;
-      while (this.#free < target && Date.now() < cooldownEnd && !stop.aborted) {
+      while (this.concurrency - this.#running < target && Date.now() < cooldownEnd && !stop.aborted) {
         await this.#slotFreed(Math.max(0, cooldownEnd - Date.now()));
       }
       if (stop.aborted) break;
-      const limit = Math.min(MAX_BATCH, share, this.#free);
-      if (limit <= 0) continue; // the other loop took the slots meanwhile
+      const limit = Math.min(MAX_BATCH, this.concurrency - this.#running);
       // The reports waiting now ride this claim: one request and one commit instead of two.
       const carried = this.#carryReports ? this.#takeCarriable() : [];
       // A claim that carries reports does not long-poll: their answers come back only with the claim's.
@@ -609,18 +580,15 @@ export class Worker {
       if (fail.length > 0) body.fail = fail;
       // The server answers completions first, then failures.
       const order = [...carried.filter((p) => p.kind === "complete"), ...carried.filter((p) => p.kind === "fail")];
-      // While a long-poll is in flight this loop's claim cannot carry what finishes meanwhile.
-      this.#setClaimSoon(loop, waitMs === 0);
+      // While a long-poll is in flight no claim can carry what finishes meanwhile.
+      this.#setClaimSoon(waitMs === 0);
       const started = Date.now();
       let answer: ClaimAnswer;
-      this.#claiming += limit;
       try {
         // Not interrupted by a shutdown: its jobs would be lost until their leases lapse.
         answer = await this.client.claimDetailed(this.queue, body);
         backoff.reset();
       } catch (e) {
-        this.#claiming -= limit;
-        this.#slotsChanged();
         this.#requestFailed("claim", e);
         // In transit or refused whole: its reports go by the old routes, where a bad one is refused alone
         // and a resend with the same token is answered as the first send was.
@@ -636,13 +604,12 @@ export class Worker {
         }
         const delay = backoff.next();
         this.log.warn(`claim failed; trying again in ${Math.round(delay)} ms`, { queue: this.queue, error: String(e), reports: order.length });
-        this.#setClaimSoon(loop, false);
+        this.#setClaimSoon(false);
         await sleep(delay, stop);
-        this.#setClaimSoon(loop, true);
+        this.#setClaimSoon(true);
         continue;
       }
-      this.#claiming -= limit;
-      this.#setClaimSoon(loop, true);
+      this.#setClaimSoon(true);
       if (order.length > 0) refusedCarrying = 0;
       order.forEach((p, i) => this.#answerCarried(p, answer.reports[i]));
       const claimed = answer.jobs;
@@ -651,13 +618,10 @@ export class Worker {
       this.#observe((o) => o.onClaim?.({ workerId, queue, jobs: claimed }));
       if (stop.aborted) {
         // Claimed while stopping: give them straight back.
-        this.#slotsChanged();
         await Promise.all(claimed.map((c) => this.#handBackUnstarted(c)));
         break;
       }
       for (const c of claimed) this.#start(c);
-      // The slots this claim kept and got no job for are free again (for the other loop too).
-      if (claimed.length < limit) this.#slotsChanged();
       if (claimed.length > 0 || carried.length > 0) {
         // More work, or a claim that carried reports did not wait: the next one (long-polling) goes at once.
         continue;
@@ -671,23 +635,23 @@ export class Worker {
         pause = this.pollIntervalMs;
       }
       if (pause !== undefined) {
-        this.#setClaimSoon(loop, false);
+        this.#setClaimSoon(false);
         await sleep(pause, stop);
-        this.#setClaimSoon(loop, true);
+        this.#setClaimSoon(true);
       }
     }
   }
 
-  /** Says whether claim loop `loop` claims soon; the completer sends pending reports at once when no loop does. */
-  #setClaimSoon(loop: number, soon: boolean): void {
-    if (this.#claimSoon[loop] === soon) return;
-    this.#claimSoon[loop] = soon;
-    if (!soon && !this.#claimSoon.includes(true) && this.#pending.length > 0) this.#completerWake?.();
+  /** Says whether a claim is coming soon; the completer sends pending reports at once when none is. */
+  #setClaimSoon(soon: boolean): void {
+    if (this.#claimSoon === soon) return;
+    this.#claimSoon = soon;
+    if (!soon && this.#pending.length > 0) this.#completerWake?.();
   }
 
   /** Whether a claim that carries reports is coming soon. */
   get #carrierSoon(): boolean {
-    return this.#carryReports && this.#claimSoon.includes(true);
+    return this.#claimSoon && this.#carryReports;
   }
 
   /** Takes the reports a claim may carry (at most the server's 1000), oldest first. */

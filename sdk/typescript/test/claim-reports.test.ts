@@ -227,9 +227,8 @@ forEachBackend("claim carrying reports", (server) => {
     const mem = memoryLogger();
     const rec = recorder();
     const wc = new Client({ url: server().url, key: server().key, fetch: rec.fetch });
-    // Four slots, one job: while it runs, both claim loops long-poll an empty queue for 6 s (with two slots
-    // the loop that got the job would wait for its slot and carry the report at once).
-    const worker = new Worker(wc, { queue, concurrency: 4, claimWaitMs: 6_000, handleSignals: false, logger: mem.logger });
+    // Two slots, one job: while it runs, the other slot's claim long-polls an empty queue for 6 s.
+    const worker = new Worker(wc, { queue, concurrency: 2, claimWaitMs: 6_000, handleSignals: false, logger: mem.logger });
     let returnedAt = 0;
     worker.handle("k", async () => {
       await new Promise((r) => setTimeout(r, 500));

@@ -105,10 +105,6 @@ MAX_BACKOFF = 5.0
 EARLY_SLACK = 0.25
 EARLY_PAUSE = 1.0
 FETCH_COOLDOWN = 0.005
-CLAIM_LOOPS = 2
-"""Claim loops sharing the slots, each claiming at most its share of them (as
-the Rust runtime's two fetchers): one claim is in flight while the other's
-jobs run, instead of every batch waiting a round trip."""
 ERROR_TAIL = 2000
 """The server keeps the last 2 000 characters of an error message."""
 DEFAULT_LEASE_TTL = 30.0
@@ -549,10 +545,9 @@ class Worker:
         self._pending_changed = asyncio.Event()
         self._completer_timed = False
         """Whether the completer sleeps with a deadline (for the oldest report)."""
-        self._claim_soon: List[bool] = []
-        """For each claim loop, whether it will claim soon (it is not
-        long-polling, sleeping or stopped), so a waiting report may ride
-        that claim."""
+        self._claim_soon = False
+        """Whether the fetcher will claim soon (it is not long-polling,
+        sleeping or stopped), so a waiting report may ride that claim."""
         self._carry = True
         """Whether claims carry reports (off for a server that refuses them)."""
         self._client = AsyncClient(self._url, self._key, timeout=self._timeout, retries=0)
@@ -660,31 +655,23 @@ class Worker:
             pass
 
     async def _fetch_loop(self) -> None:
-        loops = min(CLAIM_LOOPS, self.concurrency)
-        share = -(-self.concurrency // loops)
-        self._claim_soon = [True] * loops
-
-        async def one(i: int) -> None:
-            try:
-                await self._fetch(i, share)
-            finally:
-                self._set_claim_soon(i, False)
-
-        await asyncio.gather(*(one(i) for i in range(loops)))
+        try:
+            await self._fetch()
+        finally:
+            self._set_claim_soon(False)
         log.debug("fetcher stopped")
 
-    async def _fetch(self, i: int, share: int) -> None:
-        """Claim loop ``i``: claims as slots free up, at most ``share`` jobs
-        at once. Each claim carries the completions and failures waiting
-        then, and is then no long-poll (``wait_ms`` 0: the reports' answers
-        come back only with the claim's); the next claim without reports
-        long-polls."""
+    async def _fetch(self) -> None:
+        """Claims as slots free up. Each claim carries the completions and
+        failures waiting then, and is then no long-poll (``wait_ms`` 0: the
+        reports' answers come back only with the claim's); the next claim
+        without reports long-polls."""
         backoff = MIN_BACKOFF
-        target = max(1, min(self.concurrency // 2, share, MAX_BATCH))
+        target = max(1, min(self.concurrency // 2, MAX_BATCH))
         wait_ms = _ms(self.claim_wait)
         loop = asyncio.get_running_loop()
         while not self._stop.is_set():
-            self._claim_soon[i] = True
+            self._claim_soon = True
             if self._free <= 0:
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
@@ -702,15 +689,13 @@ class Worker:
                         break
             if self._stop.is_set():
                 break
-            limit = min(self._free, share, MAX_BATCH)
-            if limit <= 0:
-                continue  # the other loop took the slots meanwhile
+            limit = min(self._free, MAX_BATCH)
             self._free -= limit
             completions, failures = self._take_for_claim()
             carried = completions + failures  # the order of the answer's reports
             wait = 0 if carried else wait_ms
             if wait:
-                self._set_claim_soon(i, False)
+                self._set_claim_soon(False)
             started = loop.time()
             try:
                 try:
@@ -731,7 +716,6 @@ class Worker:
                         self._saw_reports("claim", len(completions), len(failures))
             except TetherError as e:
                 self._free += limit
-                self._slot_freed.set()
                 self._saw_error("claim", e)
                 if carried:
                     # Resending is safe: each goes again by its own route,
@@ -747,7 +731,7 @@ class Worker:
                                         "them by their own routes", len(carried), e)
                         continue  # claim again at once, without them
                 log.warning("claim failed (%s); trying again in %.1f s", e, backoff)
-                self._set_claim_soon(i, False)
+                self._set_claim_soon(False)
                 await self._sleep_unless_stopped(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF)
                 continue
@@ -757,7 +741,6 @@ class Worker:
             self._saw_claim(claimed)
             if self._stop.is_set():
                 self._free += limit
-                self._slot_freed.set()
                 for c in claimed:
                     await self._hand_back_unstarted(c)
                 break
@@ -766,18 +749,15 @@ class Worker:
             for c in claimed[limit:]:
                 log.warning("the server answered more jobs than asked for; handing %s back", c.id)
                 await self._hand_back_unstarted(c)
-            if len(claimed) < limit:
-                # Slots kept for jobs that did not come are free again (for the other loop too).
-                self._free += limit - len(claimed)
-                self._slot_freed.set()
+            self._free += limit - min(len(claimed), limit)
             elapsed = loop.time() - started
             if len(claimed) < limit:
                 if wait_ms == 0:
-                    self._set_claim_soon(i, False)
+                    self._set_claim_soon(False)
                     await self._sleep_unless_stopped(self.poll_interval)
                 elif not claimed and wait and elapsed + EARLY_SLACK < self.claim_wait:
                     # The server did not hold the long-poll: pause, don't spin.
-                    self._set_claim_soon(i, False)
+                    self._set_claim_soon(False)
                     await self._sleep_unless_stopped(min(self.claim_wait - elapsed, EARLY_PAUSE))
 
     async def _hand_back_unstarted(self, c: ClaimedJob) -> None:
@@ -1047,11 +1027,11 @@ class Worker:
 
     def _carrying(self) -> bool:
         """Whether a claim is coming soon to carry what is waiting."""
-        return self._carry and any(self._claim_soon) and not self._stop.is_set()
+        return self._claim_soon and self._carry and not self._stop.is_set()
 
-    def _set_claim_soon(self, i: int, soon: bool) -> None:
-        self._claim_soon[i] = soon
-        if not soon and self._pending and not any(self._claim_soon):
+    def _set_claim_soon(self, soon: bool) -> None:
+        self._claim_soon = soon
+        if not soon and self._pending:
             self._pending_changed.set()
 
     def _send_alone(self, reports: List[_Report]) -> None:
