@@ -205,7 +205,36 @@ pub async fn run(engine: &Engine, url: &str, pool: &PgPool, scale: &Scale, repor
             alone.len()
         ),
     );
+    // The floors under every HTTP figure, same client and concurrency:
+    // requests that reach no database (`/healthz`), and requests that run
+    // one primary-key read and nothing else (`/readyz`, the cost of the
+    // key lookup every `/v1` request makes).
     let n = scale.enqueue_single;
+    for (name, route) in [
+        ("http_floor_requests_per_s", "healthz"),
+        ("http_floor_one_read_requests_per_s", "readyz"),
+    ] {
+        let (done, took) = crate::workload::concurrently(SINGLE_PRODUCERS, |_| {
+            let client = client.clone();
+            async move {
+                for _ in 0..n / SINGLE_PRODUCERS {
+                    match route {
+                        "healthz" => client.healthz().await,
+                        _ => client.readyz().await,
+                    }
+                    .expect("probe");
+                }
+                (n / SINGLE_PRODUCERS) as u64
+            }
+        })
+        .await;
+        report.add(
+            name,
+            rate(done, took),
+            "requests/s",
+            format!("GET /{route}, {SINGLE_PRODUCERS} in flight, {n} requests"),
+        );
+    }
     crate::pg::reset(pool).await;
     let started = Instant::now();
     let mut handles = Vec::new();

@@ -64,15 +64,30 @@ impl Moves {
     }
 }
 
-/// Pool options that drop connections made before the last move.
+/// A pooled connection idle this long is pinged before it is handed out.
+/// One used more recently is not: under load every statement would
+/// otherwise pay a second round trip (sqlx pings on every acquire by
+/// default), and a connection that died meanwhile fails its statement as
+/// `unavailable`, which callers retry, like one that dies mid-statement.
+const PING_IDLE: Duration = Duration::from_secs(1);
+
+/// Pool options that drop connections made before the last move and ping
+/// those idle for [`PING_IDLE`] or longer (after a database restart in a
+/// quiet period, every pooled connection is dead).
 pub(crate) fn pool_options(max_connections: u32, moves: &Arc<Moves>) -> PgPoolOptions {
     let moves = moves.clone();
     PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(Duration::from_secs(10))
-        .before_acquire(move |_conn, meta| {
+        .test_before_acquire(false)
+        .before_acquire(move |conn, meta| {
             let fresh = !moves.predates(meta.age);
-            Box::pin(async move { Ok(fresh) })
+            Box::pin(async move {
+                if fresh && meta.idle_for >= PING_IDLE {
+                    conn.ping().await?;
+                }
+                Ok(fresh)
+            })
         })
 }
 
