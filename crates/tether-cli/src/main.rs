@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use tether::Signals;
 use tether_cli::cli::ClientCommand;
 use tether_cli::serve::ServeArgs;
 use tether_server::Secrets;
@@ -216,10 +217,10 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
     print!("{}", running.banner());
     use std::io::Write;
     let _ = std::io::stdout().flush();
-    signals.next().await;
+    let _ = signals.next().await;
     tracing::info!("signal received: stopping gracefully (a second signal exits at once)");
     tokio::spawn(async move {
-        signals.next().await;
+        let _ = signals.next().await;
         tracing::warn!("second signal: exiting without waiting");
         std::process::exit(1);
     });
@@ -227,43 +228,4 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
         .stop()
         .await
         .map_err(|e| format!("serving failed: {e}"))
-}
-
-/// SIGTERM and SIGINT (Ctrl-C).
-struct Signals {
-    #[cfg(unix)]
-    term: tokio::signal::unix::Signal,
-    #[cfg(unix)]
-    int: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn install() -> std::io::Result<Signals> {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{signal, SignalKind};
-            Ok(Signals {
-                term: signal(SignalKind::terminate())?,
-                int: signal(SignalKind::interrupt())?,
-            })
-        }
-        #[cfg(not(unix))]
-        {
-            Ok(Signals {})
-        }
-    }
-
-    async fn next(&mut self) {
-        #[cfg(unix)]
-        {
-            tokio::select! {
-                _ = self.term.recv() => {}
-                _ = self.int.recv() => {}
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
 }

@@ -243,6 +243,12 @@ impl Source for RemoteSource {
         REPORT_WAIT
     }
 
+    /// Two: each fetcher of an idle worker holds one of its tenant's
+    /// long-poll places (`max_long_polls_per_tenant`) while it waits.
+    fn fetchers_per_queue(&self) -> usize {
+        2
+    }
+
     async fn heartbeat_many(
         &self,
         _tenant: &str,

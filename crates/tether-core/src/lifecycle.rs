@@ -18,13 +18,53 @@ use uuid::Uuid;
 use crate::error::Error;
 use crate::model::{Backoff, Failure, JobState, LeaseToken};
 
+/// The defaults of a queue that sets none, written once, as literals: the
+/// `DEFAULT_*` constants below take their values from these, and so do the
+/// PostgreSQL statements that need them in their text (built with
+/// `concat!`). The first migrations of both backends wrote the same values
+/// as column defaults; the behaviour suite checks that a new queue gets
+/// these constants on every backend.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! default_max_attempts {
+    () => {
+        5
+    };
+}
+/// See [`default_max_attempts!`].
+#[doc(hidden)]
+#[macro_export]
+macro_rules! default_backoff_base_ms {
+    () => {
+        1000
+    };
+}
+/// See [`default_max_attempts!`].
+#[doc(hidden)]
+#[macro_export]
+macro_rules! default_backoff_cap_ms {
+    () => {
+        3600000
+    };
+}
+/// See [`default_max_attempts!`].
+#[doc(hidden)]
+#[macro_export]
+macro_rules! default_lease_ttl_ms {
+    () => {
+        30000
+    };
+}
+
 /// Attempt budget of a job whose queue sets none.
 ///
-/// This and the backoff defaults, for a queue without a row or a new one:
-/// - PostgreSQL writes them out in
-///   `tether_postgres::sql::enqueue::INSERT_JOBS`,
-///   `tether_postgres::sql::queues::QUEUE_STATS` (and `LIST_QUEUES`) and
-///   `tether_postgres::sql::queues::CONFIGURE_QUEUE`;
+/// This and the other queue defaults, for a queue without a row or a new
+/// one:
+/// - PostgreSQL writes them into its statements' text from the macros
+///   above (`tether_postgres::sql::enqueue::INSERT_JOBS`,
+///   `tether_postgres::sql::queues::QUEUE_STATS` (and `LIST_QUEUES`),
+///   `tether_postgres::sql::queues::CONFIGURE_QUEUE` and the claims of
+///   `tether_postgres::sql::attempts`);
 /// - SQLite binds [`crate::QueueConfig::default`] into
 ///   `tether_sqlite::sql::enqueue::REGISTER_QUEUES`,
 ///   `tether_sqlite::sql::enqueue::insert_jobs_sql`,
@@ -34,20 +74,21 @@ use crate::model::{Backoff, Failure, JobState, LeaseToken};
 /// - both bind them to tell a queue at its defaults when removing empty
 ///   ones: `tether_postgres::sql::maintenance::EMPTY_QUEUES` (and
 ///   `DELETE_EMPTY_QUEUES`), `tether_sqlite::sql::maintenance::PRUNE_EMPTY_QUEUES`.
-pub const DEFAULT_MAX_ATTEMPTS: i32 = 5;
+pub const DEFAULT_MAX_ATTEMPTS: i32 = default_max_attempts!();
 /// Backoff base of a queue that sets none (where it is written: see
 /// [`DEFAULT_MAX_ATTEMPTS`]).
-pub const DEFAULT_BACKOFF_BASE_MS: i64 = 1_000;
+pub const DEFAULT_BACKOFF_BASE_MS: i64 = default_backoff_base_ms!();
 /// Backoff cap of a queue that sets none (where it is written: see
 /// [`DEFAULT_MAX_ATTEMPTS`]).
-pub const DEFAULT_BACKOFF_CAP_MS: i64 = 3_600_000;
+pub const DEFAULT_BACKOFF_CAP_MS: i64 = default_backoff_cap_ms!();
 /// Lease length of a claim that sets none, on a queue that sets none.
 ///
-/// Written out in `tether_postgres::sql::attempts::CLAIM`, bound into
+/// Written into the claims of `tether_postgres::sql::attempts` from
+/// [`default_lease_ttl_ms!`], bound into
 /// `tether_sqlite::sql::attempts::CLAIM` and
 /// `tether_sqlite::sql::attempts::HEARTBEAT` (a lease without a recorded
 /// TTL); for queue rows, see [`DEFAULT_MAX_ATTEMPTS`].
-pub const DEFAULT_LEASE_TTL_MS: i64 = 30_000;
+pub const DEFAULT_LEASE_TTL_MS: i64 = default_lease_ttl_ms!();
 /// How many characters of an error message are kept (the tail): see
 /// [`error_tail`].
 pub const ERROR_TAIL_CHARS: usize = 2_000;

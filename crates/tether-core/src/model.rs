@@ -273,6 +273,18 @@ pub struct ClaimedJob {
 }
 
 impl ClaimedJob {
+    /// Sorts claimed jobs into claim order: priority (highest first), then
+    /// `run_at`, then id. A backend's statement that claims many jobs
+    /// answers them in no defined order; every claim hands them out in this
+    /// one.
+    pub fn sort_in_claim_order(claimed: &mut [ClaimedJob]) {
+        claimed.sort_by(|a, b| {
+            (b.job.priority.cmp(&a.job.priority))
+                .then(a.job.run_at.cmp(&b.job.run_at))
+                .then(a.job.id.cmp(&b.job.id))
+        });
+    }
+
     /// A success with no result for this job, as a batch completion takes it.
     pub fn success(&self) -> Completion {
         Completion {
@@ -646,6 +658,22 @@ pub struct EventPage {
     pub next_cursor: Option<EventCursor>,
 }
 
+impl EventPage {
+    /// A page of at most `limit` events, oldest first, each with its place
+    /// in the history: a full page may have more after it, so its last
+    /// place is the next page's cursor; a short one is the end.
+    pub fn of(found: Vec<(EventCursor, JobEvent)>, limit: usize) -> EventPage {
+        let next_cursor = match found.len() == limit {
+            true => found.last().map(|(at, _)| *at),
+            false => None,
+        };
+        EventPage {
+            events: found.into_iter().map(|(_, e)| e).collect(),
+            next_cursor,
+        }
+    }
+}
+
 /// Filters and page of a job listing (newest first).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct JobFilter {
@@ -711,6 +739,19 @@ pub struct JobPage {
     pub jobs: Vec<Job>,
     /// Pass as `cursor` for the next page; `None` at the end.
     pub next_cursor: Option<Uuid>,
+}
+
+impl JobPage {
+    /// A page of at most `limit` jobs, newest first: a full page may have
+    /// more after it, so its last id is the next page's cursor; a short one
+    /// is the end.
+    pub fn of(jobs: Vec<Job>, limit: usize) -> JobPage {
+        let next_cursor = match jobs.len() == limit {
+            true => jobs.last().map(|j| j.id),
+            false => None,
+        };
+        JobPage { jobs, next_cursor }
+    }
 }
 
 /// Selects dead (or cancelled) jobs of one queue for a bulk replay.

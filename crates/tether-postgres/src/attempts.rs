@@ -93,11 +93,7 @@ pub(crate) async fn report_and_claim(
 
 /// The claim order (see `CLAIM`, which answers in no order).
 fn in_claim_order(mut claimed: Vec<ClaimedJob>) -> Vec<ClaimedJob> {
-    claimed.sort_by(|a, b| {
-        (b.job.priority.cmp(&a.job.priority))
-            .then(a.job.run_at.cmp(&b.job.run_at))
-            .then(a.job.id.cmp(&b.job.id))
-    });
+    ClaimedJob::sort_in_claim_order(&mut claimed);
     claimed
 }
 

@@ -105,12 +105,7 @@ pub(crate) async fn list(store: &PgStore, tenant: &str, filter: &JobFilter) -> R
         .fetch_all(&store.db)
         .await
         .db()?;
-    let next_cursor = if jobs.len() == limit {
-        jobs.last().map(|j| j.id)
-    } else {
-        None
-    };
-    Ok(JobPage { jobs, next_cursor })
+    Ok(JobPage::of(jobs, limit))
 }
 
 pub(crate) async fn events(
@@ -134,15 +129,11 @@ pub(crate) async fn events(
         // the end has none: tell "no such job" apart.
         get(store, tenant, id).await?;
     }
-    let next_cursor = if found.len() == limit as usize {
-        found.last().map(|(seq, _)| EventCursor(*seq))
-    } else {
-        None
-    };
-    Ok(EventPage {
-        events: found.into_iter().map(|(_, e)| e).collect(),
-        next_cursor,
-    })
+    let found = found
+        .into_iter()
+        .map(|(seq, e)| (EventCursor(seq), e))
+        .collect();
+    Ok(EventPage::of(found, limit as usize))
 }
 
 pub(crate) async fn cancel(store: &PgStore, tenant: &str, id: Uuid) -> Result<Job> {

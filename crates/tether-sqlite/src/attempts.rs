@@ -241,13 +241,7 @@ fn decode_claimed(claimed_rows: &[sqlx::sqlite::SqliteRow]) -> Result<Vec<Claime
         })
         .collect::<Result<Vec<_>>>()?;
     // RETURNING has no defined order; hand the jobs out in claim order.
-    claimed.sort_by(|a, b| {
-        b.job
-            .priority
-            .cmp(&a.job.priority)
-            .then(a.job.run_at.cmp(&b.job.run_at))
-            .then(a.job.id.cmp(&b.job.id))
-    });
+    ClaimedJob::sort_in_claim_order(&mut claimed);
     Ok(claimed)
 }
 

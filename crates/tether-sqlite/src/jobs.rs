@@ -90,12 +90,7 @@ pub(crate) async fn list(store: &SqliteStore, tenant: &str, filter: &JobFilter) 
         .await
         .db()?;
     let jobs = found.iter().map(rows::job).collect::<Result<Vec<_>>>()?;
-    let next_cursor = if jobs.len() == limit as usize {
-        jobs.last().map(|job| job.id)
-    } else {
-        None
-    };
-    Ok(JobPage { jobs, next_cursor })
+    Ok(JobPage::of(jobs, limit as usize))
 }
 
 pub(crate) async fn events(
@@ -119,24 +114,15 @@ pub(crate) async fn events(
     if found.is_empty() {
         return Err(Error::JobNotFound(id));
     }
+    // The job's row comes without an event when its page is past the end.
     let mut events = Vec::with_capacity(found.len());
-    let mut last = None;
     for row in &found {
         let seq: Option<i64> = row.try_get("seq").db()?;
         if let Some(seq) = seq {
-            events.push(rows::event(row)?);
-            last = Some(EventCursor(seq));
+            events.push((EventCursor(seq), rows::event(row)?));
         }
     }
-    let next_cursor = if events.len() == limit as usize {
-        last
-    } else {
-        None
-    };
-    Ok(EventPage {
-        events,
-        next_cursor,
-    })
+    Ok(EventPage::of(events, limit as usize))
 }
 
 pub(crate) async fn cancel(store: &SqliteStore, tenant: &str, id: Uuid) -> Result<Job> {

@@ -67,6 +67,7 @@ mod handler;
 mod maintenance;
 mod outbox;
 mod runtime;
+mod signals;
 mod source;
 
 pub use builder::{
@@ -78,4 +79,5 @@ pub use maintenance::{
     Maintenance, MaintenanceHandle, DEFAULT_MAINTENANCE_TICK, DEFAULT_RETENTION, MAINTENANCE_BATCH,
 };
 pub use runtime::{Worker, WorkerHandle};
+pub use signals::Signals;
 pub use source::Source;

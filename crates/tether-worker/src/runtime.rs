@@ -1,5 +1,6 @@
-//! The running worker: one fetcher per queue, one heartbeater, one batching
-//! completer, the maintenance loop, and one task per claimed job.
+//! The running worker: fetchers per queue (see `Source::fetchers_per_queue`),
+//! one heartbeater, one batching completer, the maintenance loop, and one
+//! task per claimed job.
 //!
 //! Ownership of a job's fate is simple on purpose: the job's own task decides
 //! and reports its outcome; the heartbeater only extends leases and fires the
@@ -33,6 +34,7 @@ use crate::builder::{Config, QueueSpec, WorkerBuilder, DEFAULT_LEASE_TTL};
 use crate::handler::{Handler, JobContext, JobError, JobResult};
 use crate::maintenance::Maintenance;
 use crate::outbox::Outbox;
+use crate::signals::Signals;
 use crate::source::Source;
 
 /// Most items in one claim, heartbeat or completion batch (the store's limit).
@@ -129,46 +131,6 @@ impl Worker {
             }
         }
         Ok(())
-    }
-}
-
-/// The process signals that stop a worker.
-struct Signals {
-    #[cfg(unix)]
-    term: tokio::signal::unix::Signal,
-    #[cfg(unix)]
-    int: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn install() -> std::io::Result<Signals> {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{signal, SignalKind};
-            Ok(Signals {
-                term: signal(SignalKind::terminate())?,
-                int: signal(SignalKind::interrupt())?,
-            })
-        }
-        #[cfg(not(unix))]
-        {
-            Ok(Signals {})
-        }
-    }
-
-    async fn next(&mut self) -> std::io::Result<()> {
-        #[cfg(unix)]
-        {
-            tokio::select! {
-                _ = self.term.recv() => {}
-                _ = self.int.recv() => {}
-            }
-            Ok(())
-        }
-        #[cfg(not(unix))]
-        {
-            tokio::signal::ctrl_c().await
-        }
     }
 }
 
@@ -448,7 +410,7 @@ async fn supervise(shared: Arc<Shared>) {
     for q in &shared.config.queues {
         // The queue's slots, shared by its fetchers.
         let slots = Arc::new(Semaphore::new(q.concurrency));
-        for _ in 0..q.concurrency.min(FETCHERS_PER_QUEUE) {
+        for _ in 0..q.concurrency.min(shared.source.fetchers_per_queue()) {
             fetchers.push(tokio::spawn(killable(
                 kill.clone(),
                 fetch_loop(shared.clone(), q.clone(), slots.clone()),
@@ -491,12 +453,6 @@ async fn supervise(shared: Arc<Shared>) {
 /// queue (see `fetch_loop`).
 const FETCH_COOLDOWN: Duration = Duration::from_millis(5);
 
-/// Fetchers per queue (fewer when the queue has fewer slots). They share
-/// the queue's slots, so while one fetcher's claim is on its way the slots
-/// that free up go out in the other's: a busy worker keeps a claim running
-/// in the database beside its completions instead of one claim at a time.
-const FETCHERS_PER_QUEUE: usize = 2;
-
 /// Claims for one queue: as many jobs as there are free slots in `slots`
 /// (which the queue's other fetchers share), then (when the queue had
 /// fewer) waits for a wake-up hint or the poll interval. Each fetcher has
@@ -507,7 +463,7 @@ async fn fetch_loop(shared: Arc<Shared>, queue: QueueSpec, slots: Arc<Semaphore>
     // This fetcher's share of the slots per claim: a claim that took every
     // free slot would leave the other fetcher nothing to claim with while
     // it is on its way.
-    let fetchers = queue.concurrency.min(FETCHERS_PER_QUEUE);
+    let fetchers = queue.concurrency.min(shared.source.fetchers_per_queue());
     let share = (queue.concurrency / fetchers).clamp(1, MAX_BATCH);
     // Subscribe before the first claim: a hint sent between an empty claim
     // and the wait is then kept, never missed.

@@ -88,7 +88,8 @@ use tether_postgres::PgStore;
 #[cfg(feature = "sqlite")]
 use tether_sqlite::SqliteStore;
 pub use tether_worker::{
-    BuildError, JobContext, JobError, JobResult, Source, Worker, WorkerBuilder, WorkerHandle,
+    BuildError, JobContext, JobError, JobResult, Signals, Source, Worker, WorkerBuilder,
+    WorkerHandle,
 };
 
 /// The tenant a client acts for unless told otherwise.

@@ -41,6 +41,9 @@ pub async fn queue_stats_report_counts_ready_scheduled_age_and_leases(db: &TestD
     enqueue(db, T, job(Q).run_at(RunAt::Delay(3_600_000))).await;
     let s = ok(db.engine.queue_stats(T, Q).await);
     assert_eq!((s.ready, s.scheduled, s.oldest_ready_age_ms), (0, 2, 0));
+    // The row the enqueue made has the same defaults (the migrations'
+    // column defaults agree with tether_core::lifecycle).
+    assert_eq!(s.config, QueueConfig::default());
 
     let old = enqueue(db, T, job(Q).priority(-1)).await;
     tokio::time::sleep(Duration::from_millis(300)).await;

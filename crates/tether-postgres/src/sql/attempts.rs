@@ -55,7 +55,7 @@ macro_rules! lease_picked {
 /// The claim of up to `$3` jobs from a queue that is not paused and has no
 /// flow control (`max_running`, `rate_limit`, `key_max_running`, `fair`).
 /// `$1` tenant, `$2` queue, `$4` lease TTL ms (NULL: the queue's, else
-/// `tether_core::lifecycle::DEFAULT_LEASE_TTL_MS` written out), `$5` worker
+/// `tether_core::lifecycle::DEFAULT_LEASE_TTL_MS`, from its macro), `$5` worker
 /// id. Always answers at least one row: the claimed jobs (in no particular
 /// order; sorting the wide rows here cost more than the client's sort by
 /// priority, run_at and id), each with `limited` false, or one row with
@@ -68,7 +68,9 @@ pub const CLAIM: &str = concat!(
         SELECT COALESCE(q.paused, false) AS paused,
                (q.max_running IS NOT NULL OR q.rate_limit_count IS NOT NULL
                 OR q.key_max_running IS NOT NULL OR COALESCE(q.fair, false)) AS limited,
-               COALESCE($4::bigint, q.default_lease_ttl_ms, 30000) AS ttl
+               COALESCE($4::bigint, q.default_lease_ttl_ms, ",
+    tether_core::default_lease_ttl_ms!(),
+    ") AS ttl
         FROM (SELECT 1) one
         LEFT JOIN tether.queues q ON q.tenant = $1 AND q.name = $2
     ),
@@ -112,11 +114,11 @@ pub(crate) const LOCK_QUEUE_LIMITS: &str = "WITH q AS (
 /// its slot when it ends or the reaper takes it back.
 macro_rules! flow_room {
     () => {
-        "config AS (
+        concat!("config AS (
         SELECT COALESCE(q.paused, false) AS paused, q.max_running,
                q.rate_limit_count AS rate_count, q.rate_limit_period_ms AS rate_period,
                q.key_max_running, COALESCE(q.fair, false) AS fair,
-               COALESCE($4::bigint, q.default_lease_ttl_ms, 30000) AS ttl
+               COALESCE($4::bigint, q.default_lease_ttl_ms, ", tether_core::default_lease_ttl_ms!(), ") AS ttl
         FROM (SELECT 1) one
         LEFT JOIN tether.queues q ON q.tenant = $1 AND q.name = $2
     ),
@@ -145,7 +147,7 @@ macro_rules! flow_room {
     trimmed AS (
         DELETE FROM tether.queue_claims w
         WHERE w.tenant = $1 AND w.queue = $2 AND w.at <= statement_timestamp() - interval '1 day'
-    )"
+    )")
     };
 }
 
@@ -237,7 +239,9 @@ pub(crate) const CLAIM_RESERVED: &str = concat!(
     ),
     config AS (
         SELECT q.rate_limit_count AS rate_count,
-               COALESCE($4::bigint, q.default_lease_ttl_ms, 30000) AS ttl
+               COALESCE($4::bigint, q.default_lease_ttl_ms, ",
+    tether_core::default_lease_ttl_ms!(),
+    ") AS ttl
         FROM (SELECT 1) one
         LEFT JOIN tether.queues q ON q.tenant = $1 AND q.name = $2
     ),

@@ -4,8 +4,9 @@
 /// and answers the missing queues (rows with only `missing_queue` set).
 /// `$17` is `QUEUE_ROWS_LOCK`; `$18` the concurrency keys. The lock is taken before any row is
 /// written: both writes join `lk`. Unset attempts/backoff come from the
-/// queue row, else the defaults of `tether_core::lifecycle` (written out).
-pub(crate) const INSERT_JOBS: &str = "WITH input AS (
+/// queue row, else the defaults of `tether_core::lifecycle` (from its `default_*!` macros).
+pub(crate) const INSERT_JOBS: &str = concat!(
+    "WITH input AS (
         SELECT * FROM UNNEST($2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::smallint[],
                              $7::timestamptz[], $8::bigint[], $9::int[], $10::bigint[], $11::bigint[],
                              $12::bigint[], $13::text[], $14::text[], $15::jsonb[], $16::timestamptz[],
@@ -34,9 +35,15 @@ pub(crate) const INSERT_JOBS: &str = "WITH input AS (
             max_attempts, backoff_base_ms, backoff_cap_ms, run_at, created_at, updated_at,
             unique_key, idempotency_key, tags, expires_at, timeout_ms, concurrency_key)
         SELECT i.id, $1, i.queue, i.kind, i.payload, 'queued', i.priority, 0,
-            COALESCE(i.max_attempts, q.max_attempts, 5),
-            COALESCE(i.backoff_base_ms, q.backoff_base_ms, 1000),
-            COALESCE(i.backoff_cap_ms, q.backoff_cap_ms, 3600000),
+            COALESCE(i.max_attempts, q.max_attempts, ",
+    tether_core::default_max_attempts!(),
+    "),
+            COALESCE(i.backoff_base_ms, q.backoff_base_ms, ",
+    tether_core::default_backoff_base_ms!(),
+    "),
+            COALESCE(i.backoff_cap_ms, q.backoff_cap_ms, ",
+    tether_core::default_backoff_cap_ms!(),
+    "),
             COALESCE(i.run_at, now() + i.delay_ms * interval '1 millisecond'),
             now(), now(), i.unique_key, i.idempotency_key,
             ARRAY(SELECT jsonb_array_elements_text(i.tags)), i.expires_at, i.timeout_ms,
@@ -61,7 +68,8 @@ pub(crate) const INSERT_JOBS: &str = "WITH input AS (
     UNION ALL
     SELECT NULL::uuid, NULL::int, NULL::bigint, NULL::bigint, NULL::timestamptz,
            NULL::timestamptz, NULL::timestamptz, queue
-    FROM missing";
+    FROM missing"
+);
 
 /// How many queue rows tenant `$1` has, and how many of the names `$2` have
 /// none.

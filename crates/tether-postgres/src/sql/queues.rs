@@ -17,15 +17,23 @@ macro_rules! count_in_state {
 
 /// Per-queue statistics as a LATERAL subquery over a row `q` that carries
 /// `tenant` and `name`. A queue without a row has the defaults of
-/// `tether_core::lifecycle` (written out).
+/// `tether_core::lifecycle` (from its `default_*!` macros).
 macro_rules! queue_stats_sql {
     ($from:literal) => {
         concat!(
             "SELECT q.name, COALESCE(c.paused, false) AS paused,
-                    COALESCE(c.max_attempts, 5) AS max_attempts,
-                    COALESCE(c.backoff_base_ms, 1000) AS backoff_base_ms,
-                    COALESCE(c.backoff_cap_ms, 3600000) AS backoff_cap_ms,
-                    COALESCE(c.default_lease_ttl_ms, 30000) AS default_lease_ttl_ms,
+                    COALESCE(c.max_attempts, ",
+            tether_core::default_max_attempts!(),
+            ") AS max_attempts,
+                    COALESCE(c.backoff_base_ms, ",
+            tether_core::default_backoff_base_ms!(),
+            ") AS backoff_base_ms,
+                    COALESCE(c.backoff_cap_ms, ",
+            tether_core::default_backoff_cap_ms!(),
+            ") AS backoff_cap_ms,
+                    COALESCE(c.default_lease_ttl_ms, ",
+            tether_core::default_lease_ttl_ms!(),
+            ") AS default_lease_ttl_ms,
                     c.max_running, c.rate_limit_count, c.rate_limit_period_ms, c.key_max_running,
                     COALESCE(c.fair, false) AS fair, s.counts, r.ready, r.scheduled, r.oldest_ready_age_ms, e.expired_leases
              FROM ",
@@ -76,15 +84,24 @@ pub(crate) const RESUME: &str = "UPDATE tether.queues SET paused = false, update
     WHERE tenant = $1 AND name = $2 AND paused";
 
 /// Upserts queue settings: patch fields `$3`–`$6` where set, else the
-/// current value (or, for a new row, the defaults of `tether_core::lifecycle`
-/// written out); each flow-control setting becomes its new value (NULL: no
+/// current value (or, for a new row, the defaults of `tether_core::lifecycle`,
+/// from its macros); each flow-control setting becomes its new value (NULL: no
 /// limit) when its flag is set: `max_running` `$8` when `$7`, the rate limit
 /// `$10`/`$11` when `$9`, `key_max_running` `$13` when `$12`; `fair` becomes
 /// `$14` unless NULL.
-pub(crate) const CONFIGURE_QUEUE: &str = "INSERT INTO tether.queues AS q
+pub(crate) const CONFIGURE_QUEUE: &str = concat!(
+    "INSERT INTO tether.queues AS q
         (tenant, name, max_attempts, backoff_base_ms, backoff_cap_ms, default_lease_ttl_ms,
          max_running, rate_limit_count, rate_limit_period_ms, key_max_running, fair)
-    VALUES ($1, $2, COALESCE($3, 5), COALESCE($4, 1000), COALESCE($5, 3600000), COALESCE($6, 30000),
+    VALUES ($1, $2, COALESCE($3, ",
+    tether_core::default_max_attempts!(),
+    "), COALESCE($4, ",
+    tether_core::default_backoff_base_ms!(),
+    "), COALESCE($5, ",
+    tether_core::default_backoff_cap_ms!(),
+    "), COALESCE($6, ",
+    tether_core::default_lease_ttl_ms!(),
+    "),
             CASE WHEN $7 THEN $8::integer END, CASE WHEN $9 THEN $10::integer END,
             CASE WHEN $9 THEN $11::bigint END, CASE WHEN $12 THEN $13::integer END,
             COALESCE($14::boolean, false))
@@ -98,7 +115,8 @@ pub(crate) const CONFIGURE_QUEUE: &str = "INSERT INTO tether.queues AS q
         rate_limit_period_ms = CASE WHEN $9 THEN $11::bigint ELSE q.rate_limit_period_ms END,
         key_max_running = CASE WHEN $12 THEN $13::integer ELSE q.key_max_running END,
         fair = COALESCE($14::boolean, q.fair),
-        updated_at = now()";
+        updated_at = now()"
+);
 
 /// Removes an empty queue's row (`$1` tenant, `$2` queue), run under the
 /// tenant's queue-rows lock held exclusively; answers one row when it did.
