@@ -304,6 +304,8 @@ pub async fn run(engine: &Engine, url: &str, pool: &PgPool, scale: &Scale, repor
     let (_, n) = scale.e2e[2];
     crate::pg::reset(pool).await;
     enqueue_batches(engine, "http-e2e", n, 2).await;
+    // From the same start as the library's figure it is divided by.
+    crate::pg::vacuum(pool).await;
     let peak = Arc::new(std::sync::Mutex::new(0f64));
     let sampling = Arc::new(AtomicBool::new(true));
     let sampler = {
