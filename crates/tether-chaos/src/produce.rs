@@ -70,7 +70,7 @@ pub fn chunks(seed: u64, jobs: u64) -> Vec<Chunk> {
                 twice.truncate(len as usize);
                 Mode::Singles { twice }
             }
-            m => m,
+            m @ Mode::Batch { .. } => m,
         };
         out.push(Chunk {
             first: next,

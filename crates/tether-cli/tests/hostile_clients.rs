@@ -20,7 +20,7 @@ fn closed_by_server(stream: &mut TcpStream, within: Duration) {
     loop {
         match stream.read(&mut buf) {
             Ok(0) => return,
-            Ok(_) => continue,
+            Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return,
             Err(e) => panic!("the server kept the connection open: {e}"),
         }

@@ -295,7 +295,7 @@ impl HttpClient {
     /// `POST /v1/queues/{queue}/claim` carrying the last batch's reports
     /// (completions, then failures; at most 1 000 together): the server
     /// applies them in the claim's transaction and answers each, as
-    /// [`Client::complete_batch`] does, beside the claimed jobs. A refused
+    /// [`HttpClient::complete_batch`] does, beside the claimed jobs. A refused
     /// report never fails the claim. With `wait_ms`, the reports are applied
     /// at once but answered with the claim, after its wait.
     pub async fn report_and_claim(

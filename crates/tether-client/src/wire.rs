@@ -187,7 +187,7 @@ impl From<HeartbeatAck> for tether_core::HeartbeatAck {
 }
 
 /// The answer of a claim that carried reports
-/// ([`crate::Client::report_and_claim`]).
+/// ([`crate::HttpClient::report_and_claim`]).
 #[derive(Debug)]
 pub struct Claimed {
     /// The claimed jobs, `running`, in claim order.

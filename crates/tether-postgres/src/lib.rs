@@ -11,11 +11,11 @@
 //! its own names.
 //!
 //! The crate reads side by side with `tether-sqlite`: the same files, each
-//! holding the same operations of [`Store`] under the same names.
+//! holding the same operations of [`Store`](tether_core::Store) under the same names.
 //!
 //! | file | what |
 //! | --- | --- |
-//! | `lib.rs` | [`PgStore`], connecting, the [`Store`] impl that hands each operation to its module |
+//! | `lib.rs` | [`PgStore`], connecting, the [`Store`](tether_core::Store) impl that hands each operation to its module |
 //! | `enqueue.rs` | enqueue, and [`enqueue_in`] on the caller's transaction |
 //! | `attempts.rs` | claim, heartbeat, complete, fail, snooze: what a worker does, fenced by the lease token |
 //! | `jobs.rs` | get, list, history, cancel, replay |

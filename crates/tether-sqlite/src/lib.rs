@@ -40,11 +40,11 @@
 //! uses to simulate the passage of time.
 //!
 //! The crate reads side by side with `tether-postgres`: the same files, each
-//! holding the same operations of [`Store`] under the same names.
+//! holding the same operations of [`Store`](tether_core::Store) under the same names.
 //!
 //! | file | what |
 //! | --- | --- |
-//! | `lib.rs` | [`SqliteStore`], opening the file, the [`Store`] impl that hands each operation to its module |
+//! | `lib.rs` | [`SqliteStore`], opening the file, the [`Store`](tether_core::Store) impl that hands each operation to its module |
 //! | `enqueue.rs` | enqueue |
 //! | `attempts.rs` | claim, heartbeat, complete, fail, snooze: what a worker does, fenced by the lease token |
 //! | `jobs.rs` | get, list, history, cancel, replay |

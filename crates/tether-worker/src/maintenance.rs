@@ -142,7 +142,7 @@ impl Maintenance {
                         confirmed = true;
                         Some(lease.token)
                     }
-                    Err(Error::NamedLeaseLost(_)) | Err(Error::LeaseLost(_)) => {
+                    Err(Error::NamedLeaseLost(_) | Error::LeaseLost(_)) => {
                         info!(holder = %self.holder, "maintenance leadership lost to another node");
                         None
                     }

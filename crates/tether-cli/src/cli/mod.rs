@@ -183,7 +183,7 @@ impl CliError {
     }
 }
 
-/// The message is made [`format::visible`] (line breaks kept): it holds
+/// The message is made `format::visible` (line breaks kept): it holds
 /// what the server said (an API error's message and code), which is
 /// printed to the terminal.
 impl fmt::Display for CliError {

@@ -2,7 +2,14 @@
 //! transition, in order, with its attempt.
 
 use chrono::{Duration, Utc};
-use tether_core::{ClaimRequest, EventKind::*, Failure};
+use tether_core::{
+    ClaimRequest,
+    EventKind::{
+        CancelRequested, Cancelled, Claimed, Enqueued, Expired, Failed, LeaseExpired, LeaseLost,
+        Replayed, RetryScheduled, Snoozed, Succeeded,
+    },
+    Failure,
+};
 
 use super::support::*;
 use crate::TestDb;

@@ -179,7 +179,7 @@ impl MJob {
     /// as it stands, nothing changed), else the error code — a different
     /// report with that token is `invalid_state`, any other token
     /// `lease_lost`.
-    fn refusal(&self, token: LeaseToken, report: Report) -> Option<&'static str> {
+    fn refusal(&self, token: LeaseToken, report: Report<'_>) -> Option<&'static str> {
         if self.state == JobState::Running || self.kept != Some(token) {
             Some("lease_lost")
         } else if self.ended_by == Some(report.digest()) {

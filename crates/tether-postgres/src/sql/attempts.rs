@@ -61,8 +61,8 @@ macro_rules! lease_picked {
 /// priority, run_at and id), each with `limited` false, or one row with
 /// NULL job columns whose `limited` says whether the queue has flow control,
 /// which this statement does not apply: the store then takes a turn on the
-/// queue row ([`LOCK_QUEUE_LIMITS`], then [`RESERVE`] and
-/// [`CLAIM_RESERVED`], or [`CLAIM_BY_KEY`]).
+/// queue row (`LOCK_QUEUE_LIMITS`, then `RESERVE` and
+/// `CLAIM_RESERVED`, or `CLAIM_BY_KEY`).
 pub const CLAIM: &str = concat!(
     "WITH config AS (
         SELECT COALESCE(q.paused, false) AS paused,
@@ -583,7 +583,7 @@ pub(crate) const COMPLETE: &str = concat!(
 /// input over the primary key). The caller sends the items in id order,
 /// which such a plan keeps; whatever order the locks come in, a heartbeat
 /// skips rows it finds held instead of waiting (`HEARTBEAT_MANY`), so the
-/// two cannot deadlock. Items it did not complete go to [`SETTLE`].
+/// two cannot deadlock. Items it did not complete go to `SETTLE`.
 pub const COMPLETE_MANY: &str = "WITH done AS (
         UPDATE tether.jobs j
         SET state = 'succeeded', result = i.result, finished_at = now(), updated_at = now(),

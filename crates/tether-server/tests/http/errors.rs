@@ -26,7 +26,7 @@ async fn body_and_query_times_follow_one_rule(db: &TestDb) {
         &'a str,
         Box<dyn Fn(&str) -> (String, Option<Value>) + Send + Sync + 'a>,
     );
-    let uses: Vec<Use> = vec![
+    let uses: Vec<Use<'_>> = vec![
         (
             "run_at",
             Box::new(|t| {

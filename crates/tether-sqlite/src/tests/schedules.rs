@@ -89,7 +89,7 @@ async fn racing_fires_from_two_stores_fire_once() {
             match handle.await.unwrap().unwrap() {
                 FireOutcome::Ran(RunOutcome::Enqueued, Some(id)) => ran.push(id),
                 FireOutcome::Raced => raced += 1,
-                other => panic!("unexpected outcome {other:?}"),
+                other @ FireOutcome::Ran(..) => panic!("unexpected outcome {other:?}"),
             }
         }
         assert_eq!(ran.len(), 1, "round {round}: {ran:?}");
