@@ -1,0 +1,124 @@
+"""The SDK against the server's OpenAPI document (docs/openapi.json of the
+repository, or ``TETHER_OPENAPI_PATH``): the error classes, the routes the
+clients call, and the fields of the models. No server needed.
+
+Each check fails when the document and the SDK disagree, in either
+direction: a route, code or field added to the server and not to the SDK
+(or on purpose left out, which the tables below then say), or one the SDK
+keeps after the server dropped it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Dict, Set
+
+from tether_client import AsyncClient, Client, _models
+from tether_client._errors import ERRORS_BY_CODE
+
+PKG = Path(__file__).resolve().parent.parent
+DOC: Dict[str, Any] = json.loads(
+    Path(os.environ.get("TETHER_OPENAPI_PATH") or PKG / "../../docs/openapi.json").read_text()
+)
+SCHEMAS: Dict[str, Any] = DOC["components"]["schemas"]
+
+# Documented routes the Python clients do not call yet. Adding a method for
+# one means taking it out of here; a new route in the document means adding
+# a method or putting it here.
+NOT_CALLED: Set[str] = {
+    "POST /v1/jobs/cancel",
+    "POST /v1/jobs/replay",
+    "DELETE /v1/queues/{}",
+    "GET /v1/queues/{}/throughput",
+    "GET /v1/workers",
+}
+
+# Routes the clients call before the committed document has them.
+AHEAD: Set[str] = {"GET /v1/whoami"}
+
+# Fields of the workflows contract (jobs that wait for others) that the
+# models carry before the server has them.
+WORKFLOW_FIELDS = {"depends_on", "dependency_failure"}
+
+# The models and the schema each reads: (schema, fields of the schema the
+# model leaves out, fields the model has that the schema does not).
+MODELS = {
+    "Backoff": ("Backoff", set(), set()),
+    # `created`: the enqueue's answer (new or existing job), kept on the job.
+    "Job": ("Job", set(), WORKFLOW_FIELDS | {"created"}),
+    "ClaimedJob": ("ClaimedJob", set(), WORKFLOW_FIELDS | {"created"}),
+    "JobEvent": ("JobEvent", set(), set()),
+    # `waiting`: the workflows' state, ahead of the server like the above.
+    "StateCounts": ("StateCounts", set(), {"waiting"}),
+    "Queue": ("Queue", set(), set()),
+    # A schedule's upcoming and recent runs: `schedule_runs` reads the runs.
+    "Schedule": ("Schedule", {"next_runs", "recent_runs"}, set()),
+    "ScheduleRun": ("ScheduleRun", set(), set()),
+    "Tenant": ("Tenant", set(), set()),
+    "ApiKey": ("ApiKey", set(), set()),
+}
+
+
+def _documented_routes() -> Set[str]:
+    routes = set()
+    for path, ops in DOC["paths"].items():
+        for method in ops:
+            if method in ("get", "post", "patch", "put", "delete"):
+                routes.add(f"{method.upper()} {re.sub(r'{[^}]*}', '{}', path)}")
+    return routes
+
+
+def _called_routes(source: str) -> Set[str]:
+    """The routes a routes module calls: `self._call("METHOD", f"/path..."`
+    (its path parameters written `{seg(x)}`)."""
+    found = set()
+    for method, path in re.findall(r'_call\(\s*"([A-Z]+)",\s*f?"(/[^"]*)"', source):
+        found.add(f"{method} {re.sub(r'{[^}]*}', '{}', path)}")
+    for route in re.findall(r'_probe\(\s*"([a-z]+)"', source):
+        found.add(f"GET /{route}")
+    return found
+
+
+def test_one_error_class_per_documented_error_code() -> None:
+    assert set(ERRORS_BY_CODE) == set(SCHEMAS["ErrorCode"]["enum"])
+
+
+def test_every_documented_route_is_called_or_listed_as_not_called() -> None:
+    documented = _documented_routes()
+    for module in ("_routes_sync.py", "_routes_async.py"):
+        called = _called_routes((PKG / "src/tether_client" / module).read_text())
+        assert called, f"no calls found in {module}: the pattern no longer matches the code"
+        missing = documented - called - NOT_CALLED
+        assert not missing, f"{module}: documented routes neither called nor in NOT_CALLED"
+        extra = called - documented - AHEAD
+        assert not extra, f"{module}: routes called that the document does not have"
+        stale = NOT_CALLED & called
+        assert not stale, f"{module}: routes in NOT_CALLED that are called now"
+    unknown = NOT_CALLED - documented
+    assert not unknown, "NOT_CALLED names routes the document does not have"
+
+
+def test_the_sync_and_async_clients_have_the_same_methods() -> None:
+    def public(cls: type) -> Set[str]:
+        return {n for n in dir(cls) if not n.startswith("_")}
+
+    # Closing is `close` in one and `aclose` in the other, as in httpx.
+    assert public(Client) - {"close"} == public(AsyncClient) - {"aclose"}
+
+
+def test_models_have_the_documented_fields() -> None:
+    for model, (schema, left_out, ahead) in MODELS.items():
+        cls = getattr(_models, model)
+        fields = {f.name for f in dataclasses.fields(cls)} - {"raw"}
+        props = set(SCHEMAS[schema].get("properties", {}))
+        for parent in SCHEMAS[schema].get("allOf", []):
+            ref = parent.get("$ref", "")
+            if ref:
+                props |= set(SCHEMAS[ref.rsplit("/", 1)[1]].get("properties", {}))
+            props |= set(parent.get("properties", {}))
+        assert props - fields == left_out, f"{model}: fields of {schema} the model lacks"
+        assert fields - props == ahead, f"{model}: fields the document's {schema} does not have"
