@@ -302,7 +302,7 @@ function errorText(e: unknown): string {
 
 /** The observer's code of a failed request. */
 function failureCode(e: TetherError): FailureCode {
-  if (!(e instanceof TransportError)) return e.code as ErrorCode;
+  if (!(e instanceof TransportError)) return e.code;
   return e.reason === "network" ? "transport" : e.reason;
 }
 
@@ -497,7 +497,7 @@ export class Worker {
       this.log.info("key checked", { tenant: me.tenant.name, key_id: me.key_id });
     } catch (e) {
       if (e instanceof Unauthenticated || e instanceof PermissionDenied) {
-        throw new Unauthenticated(`the worker's API key was refused (${e.message}): check TETHER_KEY`, e.code as "unauthenticated", e.status);
+        throw new Unauthenticated(`the worker's API key was refused (${e.message}): check TETHER_KEY`, e.code, e.status);
       }
       // A server without the route, or one not answering yet: the claim loop copes (with backoff).
       this.log.warn("could not check the key", { error: String(e) });
@@ -977,7 +977,7 @@ export class Worker {
     }
     if (results) {
       batch.forEach((p, i) => {
-        const r = results![i];
+        const r = results[i];
         if (!r) return p.done({ kind: "gave_up", error: new Error("the server answered fewer items than it was given") });
         if (r.ok) return p.done({ kind: "done", state: "succeeded" });
         this.#itemFailed("complete", p.item, r.error);

@@ -22,7 +22,7 @@ function main(): void {
     logger: stderrLogger("bench worker:", true),
   });
   const pickup = mode === "pickup";
-  worker.handle("noop", async (job) => {
+  worker.handle("noop", (job) => {
     if (pickup) emit(`START ${job.id} ${nowUs()}`);
   });
   runUntilStopped([worker], () => emit("READY"));

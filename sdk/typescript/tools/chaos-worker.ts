@@ -17,10 +17,11 @@ const UNMOVED_SLACK_MS = 50;
 /** Sleeps `ms`; rejects with the abort reason if the worker asks the handler to stop. */
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
+    // The worker aborts with a JobAborted, an Error.
+    if (signal.aborted) return reject(signal.reason as Error);
     const onAbort = () => {
       clearTimeout(t);
-      reject(signal.reason);
+      reject(signal.reason as Error);
     };
     const t = setTimeout(() => {
       signal.removeEventListener("abort", onAbort);
