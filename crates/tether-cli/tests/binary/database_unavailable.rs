@@ -7,7 +7,7 @@
 //! serves again once the database does. The real `tether serve` on a
 //! PostgreSQL database of the test's own.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

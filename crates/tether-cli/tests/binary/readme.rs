@@ -2,7 +2,7 @@
 //! against a real `tether serve` (on a free port instead of 7070) and
 //! completes a job.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -3,7 +3,7 @@
 //! connections open, and long-poll claims with absurd queue names. Each
 //! test fails against a server without the matching bound.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -3,7 +3,7 @@
 //! graceful shutdown with a waiting claim, maintenance failover between
 //! replicas on one PostgreSQL database, and a private data directory.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -2,7 +2,7 @@
 //! after a restart every acknowledged job is there, and the database file
 //! passes `PRAGMA integrity_check`.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -11,7 +11,7 @@
 //! between consecutive fire instants is accepted only where the watcher saw
 //! a stall spanning it. A gap nobody explains, or a doubled instant, fails.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::path::PathBuf;

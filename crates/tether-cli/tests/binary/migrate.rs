@@ -2,7 +2,7 @@
 //! --no-migrate` as a user runs them: the real binary on a SQLite data
 //! directory and on a PostgreSQL database.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

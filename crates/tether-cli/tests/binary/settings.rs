@@ -1,7 +1,7 @@
 //! `tether serve` configured by environment variables alone, as a container
 //! or a unit file does it, and `tether serve --help` naming every variable.
 
-mod common;
+use crate::common;
 
 use common::{call, temp_dir, tether, Server};
 use serde_json::json;

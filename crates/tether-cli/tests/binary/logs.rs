@@ -4,7 +4,7 @@
 //! template, status, latency and tenant, and no key, header or payload is
 //! ever written.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
