@@ -76,3 +76,43 @@ async fn read_only_servers_are_refused_until_one_takes_writes() {
     admin.close().await;
     db.cleanup().await;
 }
+
+/// A pooled connection idle for a second or more is pinged before use
+/// (`failover::pool_options`), so connections the server ended while the
+/// pool was quiet (a restart, an administrator) are replaced, not handed to
+/// a statement that would fail. (Busy connections are not pinged: a
+/// statement on one that died fails as `unavailable`, and callers retry.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_ended_while_idle_are_replaced_before_use() {
+    let db = tether_conformance::postgres().await;
+    let url = db.postgres_url().unwrap();
+    let database = url.rsplit('/').next().unwrap().to_owned();
+    let store = PgStore::connect(&url).await.expect("connects");
+    let jobs = [NewJob::new("q", "k", serde_json::json!({}))];
+    let tenant = tether_core::DEFAULT_TENANT;
+    store
+        .enqueue(tenant, &NewJobRef::mint(&jobs), 10)
+        .await
+        .expect("writes");
+
+    let admin = sqlx::PgPool::connect(&url).await.unwrap();
+    let ended: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE datname = $1 AND pid <> pg_backend_pid()) t",
+    )
+    .bind(&database)
+    .fetch_one(&admin)
+    .await
+    .unwrap();
+    assert!(ended > 0, "the store's connections were ended");
+    // Longer than the ping's threshold; a slower host only makes it longer.
+    tokio::time::sleep(std::time::Duration::from_millis(1_200)).await;
+
+    store
+        .enqueue(tenant, &NewJobRef::mint(&jobs), 10)
+        .await
+        .expect("the dead connection was replaced before the statement");
+    admin.close().await;
+    drop(store);
+    db.cleanup().await;
+}

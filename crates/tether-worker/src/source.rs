@@ -53,8 +53,8 @@ pub trait Source: Send + Sync + 'static {
     /// one queue in flight at once, sharing its slots, so that while one
     /// claim is on its way the slots that free up go out in another. In
     /// process, four kept the database busiest (`pg_runtime_e2e_jobs_per_s`
-    /// 17 754 with two, 20 809 with four, 16 655 with eight: medians of
-    /// paired runs on two cores).
+    /// on two cores: medians of five paired runs 17 976 with two and
+    /// 20 809 with four; 16 399 and 16 655 in two runs with eight).
     fn fetchers_per_queue(&self) -> usize {
         4
     }
