@@ -362,6 +362,8 @@ export class Worker {
   #beatAt: number | undefined;
   /** Wakes the sleeping heartbeater: a new job is due before `#beatAt`. */
   #beatSooner: (() => void) | undefined;
+  /** The heartbeat request on its way, if any (settled, never rejected). */
+  #beatInFlight: Promise<unknown> | undefined;
 
   constructor(client: Client, options: WorkerOptions) {
     this.client = client;
@@ -877,7 +879,11 @@ export class Worker {
     return new Promise<Reported>((done) => this.#queueReport({ kind: "fail", item, done, since: performance.now(), carried: false }));
   }
 
-  #snooze(fl: InFlight, delayMs: number): Promise<Reported> {
+  async #snooze(fl: InFlight, delayMs: number): Promise<Reported> {
+    // A heartbeat of this job sent before its report began (later ones leave it out) must not reach the
+    // server after the snooze: the server would record a lease_lost for the job it just requeued. (A
+    // snooze is one request of its own; completions and failures go in batches and keep that race.)
+    await this.#beatInFlight;
     return this.#retrying("snooze", fl.job, () => this.client.snooze(fl.job.id, { lease_token: fl.job.lease_token, delay_ms: delayMs }).then((j) => j.state));
   }
 
@@ -1064,7 +1070,9 @@ export class Worker {
       const sentAt = performance.now();
       try {
         // Give up after a third of the lease, so a stuck round trip is retried while the leases hold.
-        const results = await this.client.heartbeatBatch(items, { timeoutMs: Math.max(Math.floor(interval), 1000) });
+        const call = this.client.heartbeatBatch(items, { timeoutMs: Math.max(Math.floor(interval), 1000) });
+        this.#beatInFlight = call.catch(() => undefined);
+        const results = await call;
         for (const fl of chunk) fl.lastBeat = sentAt;
         chunk.forEach((fl, j) => {
           const r = results[j];
