@@ -63,6 +63,47 @@ async fn written_since(pool: &PgPool, from: &str, jobs: usize) -> Written {
     }
 }
 
+/// Prints, for one transition, where its WAL went: bytes and records per
+/// job by relation and record type, largest first. The table is for
+/// reading (docs/BENCHMARKS.md quotes it); the BENCH lines are the totals.
+async fn print_breakdown(pool: &PgPool, what: &str, from: &str, jobs: usize) {
+    let to: String = sqlx::query_scalar("SELECT pg_current_wal_flush_lsn()::text")
+        .fetch_one(pool)
+        .await
+        .expect("flushed wal position");
+    let rows = sqlx::query(
+        "WITH r AS (
+             SELECT resource_manager || ' ' || record_type AS record,
+                    substring(block_ref FROM 'rel \\d+/\\d+/(\\d+)')::oid AS node,
+                    record_length + fpi_length AS bytes
+             FROM pg_get_wal_records_info($1::pg_lsn, $2::pg_lsn)
+             WHERE block_ref LIKE '%/' || (SELECT oid FROM pg_database WHERE datname = current_database()) || '/%')
+         SELECT COALESCE(c.relname, '(other)') AS relation, r.record,
+                count(*)::float8 AS records, sum(r.bytes)::float8 AS bytes
+         FROM r LEFT JOIN pg_class c ON c.relfilenode = r.node
+         GROUP BY 1, 2 ORDER BY 4 DESC",
+    )
+    .bind(from)
+    .bind(&to)
+    .fetch_all(pool)
+    .await
+    .expect("pg_walinspect breakdown");
+    println!("\n{what}: WAL per job by relation and record");
+    println!(
+        "{:<28} {:<26} {:>9} {:>9}",
+        "relation", "record", "records", "bytes"
+    );
+    for row in rows {
+        println!(
+            "{:<28} {:<26} {:>9.2} {:>9.1}",
+            row.get::<String, _>("relation"),
+            row.get::<String, _>("record"),
+            row.get::<f64, _>("records") / jobs as f64,
+            row.get::<f64, _>("bytes") / jobs as f64,
+        );
+    }
+}
+
 /// Records the three figures of one transition.
 fn add(report: &mut Report, names: [&'static str; 3], what: &str, w: Written) {
     report.add(names[0], w.wal_bytes, "B/job", format!("{what}: WAL bytes"));
@@ -97,6 +138,7 @@ pub async fn run(engine: &Engine, pool: &PgPool, report: &mut Report) {
         engine.enqueue_many(TENANT, &jobs).await.expect("enqueue");
     }
     let enqueue = written_since(pool, &from, JOBS).await;
+    print_breakdown(pool, "tether enqueue (batches of 100)", &from, JOBS).await;
 
     let req = ClaimRequest {
         queue: "wal".into(),
@@ -115,6 +157,7 @@ pub async fn run(engine: &Engine, pool: &PgPool, report: &mut Report) {
     }
     assert_eq!(claimed.len(), JOBS, "every job claimed");
     let claim = written_since(pool, &from, JOBS).await;
+    print_breakdown(pool, "tether claim 100", &from, JOBS).await;
 
     let from = lsn(pool).await;
     for chunk in claimed.chunks(BATCH) {
@@ -128,6 +171,7 @@ pub async fn run(engine: &Engine, pool: &PgPool, report: &mut Report) {
         }
     }
     let complete = written_since(pool, &from, JOBS).await;
+    print_breakdown(pool, "tether complete 100", &from, JOBS).await;
 
     crate::physical::create(pool).await;
     let from = lsn(pool).await;

@@ -29,7 +29,9 @@ use uuid::Uuid;
 
 use crate::exec::Conn;
 use crate::rows::{self, Db};
-use crate::sql::enqueue::{COUNT_QUEUES, DUPLICATE_CANDIDATES, INSERT_JOBS, REGISTER_QUEUES};
+use crate::sql::enqueue::{
+    COUNT_QUEUES, DUPLICATE_CANDIDATES, INSERT_JOBS, INSERT_KEYED_JOBS, REGISTER_QUEUES,
+};
 use crate::sql::LOCK_TENANT;
 use crate::{notify, PgStore};
 
@@ -288,7 +290,15 @@ async fn insert(
         expires.push(job.expires_at);
         keys.push(job.concurrency_key.as_deref());
     }
-    let rows = sqlx::query(INSERT_JOBS)
+    let keyed = jobs
+        .iter()
+        .any(|r| r.job.idempotency_key.is_some() || r.job.unique_key.is_some());
+    let statement = if keyed {
+        INSERT_KEYED_JOBS
+    } else {
+        INSERT_JOBS
+    };
+    let rows = sqlx::query(statement)
         .bind(tenant)
         .bind(&ids)
         .bind(&queues)

@@ -1,11 +1,10 @@
 //! Statements of `enqueue.rs`.
 
-/// Inserts a batch whose queues all have rows; otherwise inserts nothing
-/// and answers the missing queues (rows with only `missing_queue` set).
-/// `$17` is `QUEUE_ROWS_LOCK`; `$18` the concurrency keys. The lock is taken before any row is
-/// written: both writes join `lk`. Unset attempts/backoff come from the
-/// queue row, else the defaults of `tether_core::lifecycle` (from its `default_*!` macros).
-pub(crate) const INSERT_JOBS: &str = concat!(
+/// The insert of a batch, with `$on_conflict` after the jobs' `INSERT`
+/// (see [`INSERT_JOBS`] and [`INSERT_KEYED_JOBS`]).
+macro_rules! insert_jobs {
+    ($on_conflict:literal) => {
+        concat!(
     "WITH input AS (
         SELECT * FROM UNNEST($2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::smallint[],
                              $7::timestamptz[], $8::bigint[], $9::int[], $10::bigint[], $11::bigint[],
@@ -52,7 +51,9 @@ pub(crate) const INSERT_JOBS: &str = concat!(
         CROSS JOIN lk
         LEFT JOIN tether.queues q ON q.tenant = $1 AND q.name = i.queue
         ORDER BY i.ord
-        ON CONFLICT DO NOTHING
+        ",
+    $on_conflict,
+    "
         -- Only what the database decided: the rest of the job is the input,
         -- and sending the payload back would cost a JSON parse per job.
         RETURNING j.id, j.tenant, j.max_attempts, j.backoff_base_ms, j.backoff_cap_ms, j.run_at,
@@ -69,7 +70,25 @@ pub(crate) const INSERT_JOBS: &str = concat!(
     SELECT NULL::uuid, NULL::int, NULL::bigint, NULL::bigint, NULL::timestamptz,
            NULL::timestamptz, NULL::timestamptz, queue
     FROM missing"
-);
+        )
+    };
+}
+
+/// Inserts a batch whose queues all have rows; otherwise inserts nothing
+/// and answers the missing queues (rows with only `missing_queue` set).
+/// `$17` is `QUEUE_ROWS_LOCK`; `$18` the concurrency keys. The lock is taken before any row is
+/// written: both writes join `lk`. Unset attempts/backoff come from the
+/// queue row, else the defaults of `tether_core::lifecycle` (from its `default_*!` macros).
+/// For a batch with no idempotency or unique key: nothing can conflict
+/// (the ids are new), and an `ON CONFLICT` clause would make every row a
+/// speculative insert, with a confirmation record of 48 bytes of WAL each
+/// (`tether-bench --wal`).
+pub(crate) const INSERT_JOBS: &str = insert_jobs!("");
+
+/// [`INSERT_JOBS`] for a batch with idempotency or unique keys: a job
+/// whose key is taken is not inserted (`DUPLICATE_CANDIDATES` then finds
+/// what holds it).
+pub(crate) const INSERT_KEYED_JOBS: &str = insert_jobs!("ON CONFLICT DO NOTHING");
 
 /// How many queue rows tenant `$1` has, and how many of the names `$2` have
 /// none.
