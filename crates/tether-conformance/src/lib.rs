@@ -467,6 +467,7 @@ macro_rules! behaviour_suite {
                 lapsed_lease_nobody_took_over_still_belongs_to_holder,
                 holder_and_reaper_race_has_one_winner,
                 wrong_token_is_lease_lost,
+                heartbeat_after_the_attempts_own_report_records_no_lease_lost,
                 unknown_id_is_job_not_found,
             }
             clock {

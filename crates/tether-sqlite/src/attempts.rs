@@ -23,8 +23,9 @@ use crate::rows::{self, id_array, to_json_text, Db};
 use crate::sql::attempts::{
     ANY_READY, ANY_UNKEYED, CLAIM, CLAIMED_EVENTS, CLAIM_IDS, COMPLETE, COMPLETE_MANY, COUNT_READY,
     COUNT_RUNNING, FAIL_READ, FAIL_WRITE, HEAD_WINDOW, HEARTBEAT, KEY_HEAD, LEASE_LOST,
-    LEASE_LOST_MANY, LOG_CLAIM, QUEUE_LIMITS, RATE_WINDOW, RUNNING_BY_KEY, SNOOZE, STANDING,
-    STANDING_MANY, SUCCEEDED_EVENTS, TRIM_CLAIMS, UNKEYED_HEAD, WALK_KEYS, WALK_KEYS_UPTO,
+    LEASE_LOST_MANY, LEASE_TOKEN, LOG_CLAIM, QUEUE_LIMITS, RATE_WINDOW, RUNNING_BY_KEY, SNOOZE,
+    STANDING, STANDING_MANY, SUCCEEDED_EVENTS, TRIM_CLAIMS, UNKEYED_HEAD, WALK_KEYS,
+    WALK_KEYS_UPTO,
 };
 use crate::{SqliteStore, Tx};
 
@@ -511,8 +512,7 @@ pub(crate) async fn heartbeat_many(
                 let exists = match lost.get(&hb.id) {
                     Some(&exists) => exists,
                     None => {
-                        let err = lease_lost(&mut tx, tenant, hb.id, "heartbeat").await?;
-                        let exists = matches!(err, Error::LeaseLost(_));
+                        let exists = heartbeat_refused(&mut tx, tenant, hb).await?;
                         lost.insert(hb.id, exists);
                         exists
                     }
@@ -838,6 +838,27 @@ pub(crate) async fn snooze(
     // waiting on its queue hear of it when it is claimable.
     store.notify_when_due(tenant, &job);
     Ok(Reported { job, now: true })
+}
+
+/// A heartbeat's fence did not match: whether the job exists in the
+/// tenant. Records `lease_lost` unless the job still holds the heartbeat's
+/// token: then the attempt's own report (a completion, failure or snooze
+/// that overtook the heartbeat) ended it, and no lease was lost.
+async fn heartbeat_refused(tx: &mut Tx, tenant: &str, hb: &Heartbeat) -> Result<bool> {
+    let held: Option<Option<String>> = sqlx::query_scalar(LEASE_TOKEN)
+        .bind(tenant)
+        .bind(hb.id.to_string())
+        .fetch_optional(&mut **tx)
+        .await
+        .db()?;
+    Ok(match held {
+        None => false,
+        Some(Some(token)) if token == hb.lease_token.0.to_string() => true,
+        Some(_) => matches!(
+            lease_lost(tx, tenant, hb.id, "heartbeat").await?,
+            Error::LeaseLost(_)
+        ),
+    })
 }
 
 /// The fence did not match: records `lease_lost` (detail = the operation) if

@@ -89,6 +89,57 @@ pub async fn stale_token_is_refused_after_takeover_and_changes_nothing(db: &Test
     assert_eq!(done.result, Some(json!("fresh")));
 }
 
+/// A heartbeat that the attempt's own report overtook (a completion, a
+/// retryable failure or a snooze, then the heartbeat sent just before it)
+/// is refused, alone or in a batch, but records no `lease_lost`: no lease
+/// was lost, and the job's history must not say one was.
+pub async fn heartbeat_after_the_attempts_own_report_records_no_lease_lost(db: &TestDb) {
+    let ended = [
+        enqueue(db, T, job(Q)).await,
+        enqueue(db, T, job(Q)).await,
+        enqueue(db, T, job(Q)).await,
+    ];
+    let mut claims = Vec::new();
+    for j in &ended {
+        claims.push(claim_id(db, T, Q, j.id).await);
+    }
+    ok(db
+        .engine
+        .complete(T, ended[0].id, claims[0].lease_token, None)
+        .await);
+    ok(db
+        .engine
+        .fail(T, ended[1].id, claims[1].lease_token, failure("again"))
+        .await);
+    ok(db
+        .engine
+        .snooze(T, ended[2].id, claims[2].lease_token, 60_000)
+        .await);
+
+    expect_lease_lost(db.engine.heartbeat(T, &claims[0].heartbeat()).await);
+    let beats: Vec<Heartbeat> = claims.iter().map(|c| c.heartbeat()).collect();
+    for answer in ok(db.engine.heartbeat_many(T, &beats).await) {
+        expect_lease_lost(answer);
+    }
+    for j in &ended {
+        assert_eq!(
+            count_events(db, T, j.id, EventKind::LeaseLost).await,
+            0,
+            "a heartbeat after the attempt's own report recorded lease_lost"
+        );
+    }
+
+    // A stale token of an earlier attempt still records one.
+    db.make_due(ended[1].id).await;
+    let again = claim_id(db, T, Q, ended[1].id).await;
+    assert_ne!(again.lease_token, claims[1].lease_token);
+    expect_lease_lost(db.engine.heartbeat(T, &claims[1].heartbeat()).await);
+    assert_eq!(
+        count_events(db, T, ended[1].id, EventKind::LeaseLost).await,
+        1
+    );
+}
+
 /// The reaper requeueing a lapsed job is already a new owner: the old
 /// holder is fenced out even before anyone claims it again.
 pub async fn reaper_takeover_alone_fences_the_old_holder(db: &TestDb) {

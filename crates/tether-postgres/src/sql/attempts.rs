@@ -497,7 +497,11 @@ pub(crate) const CLAIM_BY_KEY: &str = concat!(
 /// [`HEARTBEAT_ONE`] waits, for one job at a time. A job named by several
 /// refused items gets one `lease_lost` event per batch (DISTINCT), so a
 /// stale token repeated in a batch cannot grow the job's history by the
-/// batch size.
+/// batch size. A heartbeat that carries the token the job still holds,
+/// while the job is no longer running, comes after the attempt's own
+/// report ended it (a completion, failure or snooze that overtook the
+/// heartbeat): it is refused like any other, but records nothing, since no
+/// lease was lost.
 macro_rules! heartbeat_many {
     ($lock:literal) => {
         concat!(
@@ -523,20 +527,23 @@ macro_rules! heartbeat_many {
         RETURNING j.id, i.token, j.lease_expires_at, j.cancel_requested
     ),
     named AS (
-        SELECT x.id, x.tenant, x.attempt, x.id IN (SELECT id FROM locked) AS locked
+        SELECT x.id, x.tenant, x.attempt, x.id IN (SELECT id FROM locked) AS locked,
+               EXISTS (SELECT 1 FROM input i WHERE i.id = x.id AND i.token = x.lease_token) AS own
         FROM (SELECT DISTINCT id FROM UNNEST($2::uuid[]) AS u(id)) u JOIN tether.jobs x ON x.id = u.id
         WHERE x.tenant = $1
     ),
+    refused AS (
+        SELECT * FROM named n WHERE n.locked AND n.id NOT IN (SELECT id FROM done)
+    ),
     lost AS (
         INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, detail)
-        SELECT n.id, n.tenant, now(), 'lease_lost', n.attempt, 'heartbeat'
-        FROM named n
-        WHERE n.locked AND n.id NOT IN (SELECT id FROM done)
-        RETURNING job_id
+        SELECT r.id, r.tenant, now(), 'lease_lost', r.attempt, 'heartbeat'
+        FROM refused r
+        WHERE NOT r.own
     )
     SELECT id, token, lease_expires_at, cancel_requested, false AS busy FROM done
     UNION ALL
-    SELECT DISTINCT job_id, NULL::uuid, NULL::timestamptz, NULL::boolean, false FROM lost
+    SELECT id, NULL::uuid, NULL::timestamptz, NULL::boolean, false FROM refused
     UNION ALL
     SELECT id, NULL::uuid, NULL::timestamptz, NULL::boolean, true FROM named WHERE NOT locked"
         )

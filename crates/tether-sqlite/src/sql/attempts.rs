@@ -301,6 +301,11 @@ pub(crate) const STANDING: &str = concat!(
     ", report_digest FROM tether_jobs WHERE tenant = ?1 AND id = ?2"
 );
 
+/// The lease token job ?2 of tenant ?1 holds (NULL when none); no row when
+/// the job does not exist there.
+pub(crate) const LEASE_TOKEN: &str =
+    "SELECT lease_token FROM tether_jobs WHERE tenant = ?1 AND id = ?2";
+
 /// Records that a stale token tried operation ?3 on a job of the tenant;
 /// inserts nothing when the job does not exist there.
 pub(crate) const LEASE_LOST: &str = concat!(
