@@ -146,6 +146,36 @@ impl TestDb {
         }
     }
 
+    /// The two tenants every HTTP test starts from: `default` with an admin
+    /// key, and `other` with a key that is not an admin's.
+    pub async fn two_tenants(&self) -> TwoTenants {
+        let default = self
+            .engine
+            .ensure_tenant("default")
+            .await
+            .expect("tenant default");
+        let (_, admin_key) = self
+            .engine
+            .issue_api_key(default.id, Some("admin"), true)
+            .await
+            .expect("admin key of default");
+        let other = self
+            .engine
+            .ensure_tenant("other")
+            .await
+            .expect("tenant other");
+        let (_, other_key) = self
+            .engine
+            .issue_api_key(other.id, Some("other"), false)
+            .await
+            .expect("key of other");
+        TwoTenants {
+            admin_key,
+            other_key,
+            other_id: other.id,
+        }
+    }
+
     /// Closes the store and deletes the database (PostgreSQL: `DROP
     /// DATABASE ... WITH (FORCE)`; SQLite: removes the folder).
     pub async fn cleanup(self) {
@@ -175,6 +205,17 @@ impl TestDb {
             }
         }
     }
+}
+
+/// The keys of [`TestDb::two_tenants`].
+#[derive(Debug, Clone)]
+pub struct TwoTenants {
+    /// An admin key of tenant `default`.
+    pub admin_key: String,
+    /// A key of tenant `other`, not an admin's.
+    pub other_key: String,
+    /// The id of tenant `other`.
+    pub other_id: Uuid,
 }
 
 /// A unique name: `<prefix><pid>_<counter>_<random>`.

@@ -38,7 +38,7 @@ fn metrics() -> Metrics {
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn setup(db: &TestDb) -> Ctx {
-    common::setup_state(db.engine.clone(), |engine| {
+    common::setup_state(db, db.engine.clone(), |engine| {
         AppState::new(engine, ServerConfig::default()).with_metrics(metrics())
     })
     .await

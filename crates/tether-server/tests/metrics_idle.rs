@@ -48,7 +48,7 @@ fn enqueued(text: &str) -> (Vec<(String, String, f64)>, bool) {
 
 async fn series(db: &TestDb) {
     let recorder = tether_server::install_recorder_with(2, IDLE).expect("install");
-    let c = common::setup_state(db.engine.clone(), |engine| {
+    let c = common::setup_state(db, db.engine.clone(), |engine| {
         AppState::new(engine, ServerConfig::default())
             .with_metrics(Metrics::with_recorder(recorder))
     })

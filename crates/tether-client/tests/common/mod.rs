@@ -42,16 +42,8 @@ impl Drop for Server {
 /// Starts a server over `db` on `127.0.0.1:0`, with the default settings.
 pub async fn start(db: &TestDb) -> Server {
     let engine = db.engine.clone();
-    let default = engine.ensure_tenant("default").await.unwrap();
-    let (_, admin_key) = engine
-        .issue_api_key(default.id, Some("admin"), true)
-        .await
-        .unwrap();
-    let other = engine.ensure_tenant("other").await.unwrap();
-    let (_, other_key) = engine
-        .issue_api_key(other.id, Some("other"), false)
-        .await
-        .unwrap();
+    let keys = db.two_tenants().await;
+    let (admin_key, other_key) = (keys.admin_key, keys.other_key);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let app = router(AppState::new(engine.clone(), ServerConfig::default()));
@@ -65,7 +57,7 @@ pub async fn start(db: &TestDb) -> Server {
         base,
         admin_key,
         other_key,
-        other_id: other.id,
+        other_id: keys.other_id,
         engine,
         tasks: vec![serve],
     }

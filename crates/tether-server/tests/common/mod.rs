@@ -27,35 +27,29 @@ pub async fn setup(db: &TestDb) -> Ctx {
 }
 
 pub async fn setup_with(db: &TestDb, config: ServerConfig) -> Ctx {
-    setup_engine(db.engine.clone(), config).await
+    setup_engine(db, db.engine.clone(), config).await
 }
 
-/// A router over `engine` (e.g. with its own limits) and `config`.
-pub async fn setup_engine(engine: tether_core::Engine, config: ServerConfig) -> Ctx {
-    setup_state(engine, |engine| AppState::new(engine, config)).await
+/// A router over `engine` (`db`'s store, e.g. with its own limits) and
+/// `config`.
+pub async fn setup_engine(db: &TestDb, engine: tether_core::Engine, config: ServerConfig) -> Ctx {
+    setup_state(db, engine, |engine| AppState::new(engine, config)).await
 }
 
-/// A router over the state `state` makes of `engine` (e.g. with a metrics
-/// recorder), after the bootstrap tenants and keys are made.
+/// A router over the state `state` makes of `engine` (`db`'s store, e.g.
+/// with a metrics recorder), after `db`'s two tenants and their keys are
+/// made ([`TestDb::two_tenants`]).
 pub async fn setup_state(
+    db: &TestDb,
     engine: tether_core::Engine,
     state: impl FnOnce(tether_core::Engine) -> AppState,
 ) -> Ctx {
-    let default = engine.ensure_tenant("default").await.unwrap();
-    let (_, admin) = engine
-        .issue_api_key(default.id, Some("admin"), true)
-        .await
-        .unwrap();
-    let other = engine.ensure_tenant("other").await.unwrap();
-    let (_, other_key) = engine
-        .issue_api_key(other.id, Some("other"), false)
-        .await
-        .unwrap();
+    let keys = db.two_tenants().await;
     Ctx {
         app: router(state(engine)),
-        admin,
-        other: other_key,
-        other_id: other.id.to_string(),
+        admin: keys.admin_key,
+        other: keys.other_key,
+        other_id: keys.other_id.to_string(),
     }
 }
 

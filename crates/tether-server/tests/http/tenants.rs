@@ -461,7 +461,7 @@ async fn tenant_limits_are_409_and_metrics_are_bounded(db: &TestDb) {
         metrics_max_queues: 2,
         ..ServerConfig::default()
     };
-    let c = common::setup_engine(engine, config).await;
+    let c = common::setup_engine(db, engine, config).await;
     c.enqueue("q1", "k").await;
     c.enqueue("q1", "k").await;
     c.enqueue("q2", "k").await;
