@@ -685,6 +685,10 @@ macro_rules! behaviour_suite {
                 schedule_runs_are_pruned_and_jobs_outlive_schedules,
                 one_pass_fires_hundreds_of_due_schedules_once_each,
                 racing_passes_fire_each_due_schedule_once,
+                a_failed_enqueue_leaves_the_timetable_alone,
+                due_schedules_span_tenants_earliest_first,
+                schedule_rows_round_trip,
+                deleting_a_schedule_takes_its_runs_and_leaves_its_jobs,
             }
         }
     };

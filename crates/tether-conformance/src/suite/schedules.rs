@@ -1,19 +1,24 @@
 //! Invariant 11, cron fires once: a schedule's fire instant produces exactly
 //! one job across concurrent schedulers and crashes; missed fires collapse
 //! into one run; overlap `skip`, disabling and triggering behave as `docs/API.md`
-//! says. These run in real time on per-second schedules.
+//! says. The scheduler's behaviours run in real time on per-second
+//! schedules; the store's side of them (the compare-and-set of a fire, the
+//! due scan, the rows) is driven directly through `Engine::store`, with
+//! instants in the past, so that it does not wait on the clock.
 
 use std::collections::HashSet;
+use std::fmt::Debug;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use serde_json::json;
 use tether_core::cron::CronSchedule;
-use tether_core::schedule::fire_key;
+use tether_core::schedule::{fire_key, Fire, FireOutcome};
 use tether_core::{
-    Completion, Engine, Error, JobFilter, JobState, NewJob, Overlap, RunOutcome, SchedulePatch,
-    ScheduleSpec,
+    Completion, Engine, Error, JobFilter, JobState, NewJob, NewJobRef, Overlap, Result, RunOutcome,
+    Schedule, SchedulePatch, ScheduleRun, ScheduleSpec,
 };
+use uuid::Uuid;
 
 use super::support::*;
 use crate::TestDb;
@@ -21,6 +26,8 @@ use crate::TestDb;
 const EVERY_SECOND: &str = "* * * * * *";
 /// Collapse every missed instant (as after downtime).
 const NO_CATCH_UP: Duration = Duration::ZERO;
+/// Far longer than a wake-up hint takes, far shorter than any poll interval.
+const HINT_WITHIN: Duration = Duration::from_secs(5);
 
 /// A schedule firing once a minute, at the second-of-minute two seconds
 /// from now: soon, and with no other instant within a minute, so a test
@@ -33,6 +40,41 @@ fn soon_once_a_minute() -> String {
 
 fn spec(name: &str, cron: &str) -> ScheduleSpec {
     ScheduleSpec::new(name, cron, "cron-q", "tick").payload(json!({"from": name}))
+}
+
+/// A whole minute `n` minutes before now (cron instants are whole
+/// seconds); negative `n` is in the future.
+fn minutes_ago(n: i64) -> DateTime<Utc> {
+    Utc::now()
+        .duration_trunc(TimeDelta::minutes(1))
+        .expect("truncate")
+        - TimeDelta::minutes(n)
+}
+
+/// The fire a scheduler that read `expected` as the schedule's
+/// `next_run_at` would ask the store for: the run at `expected`, the next
+/// one a minute later.
+fn fire_at(s: &Schedule, expected: DateTime<Utc>) -> Fire {
+    Fire {
+        schedule_id: s.id,
+        tenant: s.tenant.clone(),
+        expected_next_run_at: expected,
+        fire_at: expected,
+        next_run_at: Some(expected + TimeDelta::minutes(1)),
+        job: NewJob::new(&s.spec.queue, &s.spec.kind, s.spec.payload.clone())
+            .idempotency_key(fire_key(s.id, expected)),
+        overlap: s.spec.overlap,
+    }
+}
+
+/// The fire of the schedule's stored `next_run_at`.
+fn fire_next(s: &Schedule) -> Fire {
+    fire_at(s, s.next_run_at.expect("an enabled schedule"))
+}
+
+/// Fires `fire` through the store, with a fresh id for its job.
+async fn fire(db: &TestDb, fire: &Fire) -> FireOutcome {
+    ok(db.engine.store().fire_schedule(fire, Uuid::now_v7()).await)
 }
 
 /// Sleeps until just after `at` (wall clock).
@@ -52,18 +94,65 @@ async fn scheduled_jobs(e: &Engine, tenant: &str) -> Vec<tether_core::Job> {
     ok(e.list(tenant, &filter).await).jobs
 }
 
+/// The ids of the tenant's jobs with idempotency key `key`.
+async fn jobs_with_key(e: &Engine, tenant: &str, key: &str) -> Vec<Uuid> {
+    scheduled_jobs(e, tenant)
+        .await
+        .into_iter()
+        .filter(|j| j.idempotency_key.as_deref() == Some(key))
+        .map(|j| j.id)
+        .collect()
+}
+
+/// Asserts `NotFound` for schedule `id`, with its message.
+#[track_caller]
+fn expect_no_schedule<T: Debug>(r: Result<T>, id: Uuid, what: &str) {
+    match r {
+        Err(Error::NotFound(m)) => assert_eq!(m, format!("schedule {id}"), "{what}"),
+        other => panic!("{what}: expected schedule {id} not found, got {other:?}"),
+    }
+}
+
+/// Asserts `AlreadyExists` for the schedule name `name`, with its message.
+#[track_caller]
+fn expect_name_taken<T: Debug>(r: Result<T>, name: &str) {
+    match r {
+        Err(Error::AlreadyExists(m)) => {
+            assert_eq!(m, format!("schedule \"{name}\""));
+            assert_eq!(
+                Error::AlreadyExists(m).to_string(),
+                format!("schedule \"{name}\" already exists")
+            );
+        }
+        other => panic!("expected the name {name} taken, got {other:?}"),
+    }
+}
+
+/// Subscribes to the scheduled jobs' queue and drains a spurious start-up
+/// hint (e.g. a listener connecting).
+async fn subscribe(db: &TestDb, tenant: &str) -> tether_core::Wakeup {
+    let mut w = db.engine.subscribe(tenant, "cron-q").expect("subscribe");
+    let _ = tokio::time::timeout(Duration::from_millis(300), w.hinted()).await;
+    w
+}
+
+async fn expect_hint(w: &mut tether_core::Wakeup, what: &str) {
+    if tokio::time::timeout(HINT_WITHIN, w.hinted()).await.is_err() {
+        panic!("no wake-up hint within {HINT_WITHIN:?} after {what}");
+    }
+}
+
 /// Create, read, list, patch and delete; names are unique per tenant; a
-/// schedule of another tenant does not exist for this one.
+/// schedule of another tenant does not exist for this one, through the
+/// engine or the store, and nothing of it is touched or fired.
 pub async fn schedules_crud_and_tenant_walls(db: &TestDb) {
     let e = &db.engine;
+    let store = e.store();
     let before = Utc::now();
-    let s = ok(e
-        .create_schedule(
-            "t1",
-            &spec("nightly", "0 3 * * *").timezone("Europe/Berlin"),
-        )
-        .await);
+    let nightly = spec("nightly", "0 3 * * *").timezone("Europe/Berlin");
+    let s = ok(e.create_schedule("t1", &nightly).await);
     assert_eq!(s.tenant, "t1");
+    assert_eq!(s.spec, nightly);
     assert_eq!(s.spec.name, "nightly");
     assert_eq!(s.spec.timezone, "Europe/Berlin");
     assert_eq!(s.spec.overlap, Overlap::Allow);
@@ -73,22 +162,30 @@ pub async fn schedules_crud_and_tenant_walls(db: &TestDb) {
     assert!(
         next > before && next <= before + chrono::Duration::days(1) + chrono::Duration::hours(1)
     );
-    assert_eq!(s.last_run_at, None);
+    assert_eq!((s.last_run_at, s.last_job_id), (None, None));
+    assert_eq!(s.created_at, s.updated_at);
     assert_eq!(ok(e.get_schedule("t1", s.id).await), s);
 
-    expect_code(
+    expect_name_taken(
         e.create_schedule("t1", &spec("nightly", "0 4 * * *")).await,
-        "already_exists",
+        "nightly",
     );
     // Another tenant may use the same name.
     let other = ok(e.create_schedule("t2", &spec("nightly", "0 4 * * *")).await);
     ok(e.create_schedule("t1", &spec("hourly", "0 * * * *")).await);
+    ok(e.create_schedule("t1", &spec("Weekly", "0 5 * * 1")).await);
     let names: Vec<String> = ok(e.list_schedules("t1").await)
         .into_iter()
         .map(|s| s.spec.name)
         .collect();
-    assert_eq!(names, ["hourly", "nightly"], "listed by name");
+    assert_eq!(
+        names,
+        ["Weekly", "hourly", "nightly"],
+        "listed by the bytes of their names"
+    );
 
+    // Timestamps at millisecond precision move on.
+    tick().await;
     let patched = ok(e
         .patch_schedule(
             "t1",
@@ -106,8 +203,8 @@ pub async fn schedules_crud_and_tenant_walls(db: &TestDb) {
     assert_eq!(patched.spec.payload, json!(null));
     assert_eq!(patched.spec.name, "nightly");
     assert_eq!(patched.created_at, s.created_at);
-    assert!(patched.updated_at >= s.updated_at);
-    expect_code(
+    assert!(patched.updated_at > s.updated_at);
+    expect_name_taken(
         e.patch_schedule(
             "t1",
             s.id,
@@ -117,27 +214,77 @@ pub async fn schedules_crud_and_tenant_walls(db: &TestDb) {
             },
         )
         .await,
-        "already_exists",
+        "hourly",
     );
-
-    // The walls: t1 cannot see or touch t2's schedule.
-    expect_code(e.get_schedule("t1", other.id).await, "not_found");
-    expect_code(
-        e.patch_schedule("t1", other.id, &SchedulePatch::default())
-            .await,
-        "not_found",
-    );
-    expect_code(e.schedule_runs("t1", other.id).await, "not_found");
-    expect_code(e.trigger_schedule("t1", other.id).await, "not_found");
-    expect_code(e.delete_schedule("t1", other.id).await, "not_found");
     assert_eq!(
-        ok(e.get_schedule("t2", other.id).await).spec.name,
-        "nightly"
+        ok(e.get_schedule("t1", s.id).await),
+        patched,
+        "a refused rename changes nothing"
     );
+    // The store is usable after the refused update.
+    let renamed = ok(e
+        .patch_schedule(
+            "t1",
+            s.id,
+            &SchedulePatch {
+                name: Some("nightly-2".into()),
+                ..SchedulePatch::default()
+            },
+        )
+        .await);
+    assert_eq!(renamed.spec.name, "nightly-2");
+
+    // The walls: t1 cannot see, touch or fire t2's schedule.
+    let id = other.id;
+    expect_no_schedule(e.get_schedule("t1", id).await, id, "get");
+    expect_no_schedule(
+        e.patch_schedule("t1", id, &SchedulePatch::default()).await,
+        id,
+        "patch",
+    );
+    expect_no_schedule(e.schedule_runs("t1", id).await, id, "runs");
+    expect_no_schedule(e.trigger_schedule("t1", id).await, id, "trigger");
+    expect_no_schedule(e.delete_schedule("t1", id).await, id, "delete");
+    // The store's own guards, which the engine's reads would hide.
+    expect_no_schedule(
+        store.update_schedule("t1", id, &other.spec, None).await,
+        id,
+        "store update",
+    );
+    let orphan = Uuid::now_v7();
+    let job = NewJob::new("cron-q", "tick", json!(null));
+    expect_no_schedule(
+        store
+            .trigger_schedule(
+                "t1",
+                id,
+                NewJobRef {
+                    id: orphan,
+                    job: &job,
+                },
+            )
+            .await,
+        id,
+        "store trigger",
+    );
+    expect_not_found(e.get("t1", orphan).await);
+    let wrong_tenant = Fire {
+        tenant: "t1".into(),
+        ..fire_next(&other)
+    };
+    assert_eq!(
+        fire(db, &wrong_tenant).await,
+        FireOutcome::Raced,
+        "a fire in another tenant's name"
+    );
+    assert_eq!(ok(e.get_schedule("t2", id).await), other, "untouched");
+    assert_eq!(ok(e.list_schedules("t2").await), vec![other.clone()]);
+    assert!(all_jobs(db, "t1").await.is_empty(), "no job made");
+    assert!(all_jobs(db, "t2").await.is_empty(), "no job made");
 
     ok(e.delete_schedule("t1", s.id).await);
-    expect_code(e.get_schedule("t1", s.id).await, "not_found");
-    expect_code(e.delete_schedule("t1", s.id).await, "not_found");
+    expect_no_schedule(e.get_schedule("t1", s.id).await, s.id, "get deleted");
+    expect_no_schedule(e.delete_schedule("t1", s.id).await, s.id, "delete twice");
 }
 
 /// Bad expressions, zones, names and payloads are refused and write
@@ -370,37 +517,70 @@ pub async fn short_gaps_are_caught_up_instant_by_instant(db: &TestDb) {
 
 /// A fire whose job already exists (the scheduler died after enqueueing,
 /// before its transaction committed... or another node enqueued it) makes
-/// no second job: the run refers to the existing one.
+/// no second job: the run refers to the existing one, which stays as it
+/// was, and the id minted for the fire names no job. Firing the same
+/// instant again (the timetable set back onto it) gives the same job. A
+/// fire that does make a job wakes the queue's subscribers.
 pub async fn a_fire_never_makes_a_second_job_for_its_instant(db: &TestDb) {
     let e = &db.engine;
     let s = ok(e
         .create_schedule("t", &spec("soon", &soon_once_a_minute()))
         .await);
     let at = s.next_run_at.unwrap();
+    let key = fire_key(s.id, at);
     let existing = ok(e
         .enqueue(
             "t",
-            NewJob::new("cron-q", "tick", json!("early")).idempotency_key(fire_key(s.id, at)),
+            NewJob::new("cron-q", "tick", json!("early")).idempotency_key(key.clone()),
         )
         .await)
     .job;
     sleep_past(at, 200).await;
     ok(e.fire_due_schedules(100, NO_CATCH_UP).await);
-    let jobs = scheduled_jobs(e, "t").await;
-    let for_instant: Vec<_> = jobs
-        .iter()
-        .filter(|j| j.idempotency_key.as_deref() == Some(fire_key(s.id, at).as_str()))
-        .collect();
-    assert_eq!(for_instant.len(), 1, "one job for the instant");
-    assert_eq!(for_instant[0].id, existing.id);
+    assert_eq!(
+        jobs_with_key(e, "t", &key).await,
+        [existing.id],
+        "one job for the instant"
+    );
+    assert_eq!(get(db, "t", existing.id).await.payload, json!("early"));
     let runs = ok(e.schedule_runs("t", s.id).await);
     assert_eq!(runs[0].fire_at, at);
     assert_eq!(runs[0].job_id, Some(existing.id));
+    let after = ok(e.get_schedule("t", s.id).await);
+    assert_eq!(after.last_job_id, Some(existing.id));
+    assert_eq!(after.last_run_at, Some(at));
+    assert!(after.next_run_at.unwrap() > at, "the timetable moved on");
+
+    // The same instant again, through the store with a fresh id.
+    let store = e.store();
+    let back = ok(store.update_schedule("t", s.id, &s.spec, Some(at)).await);
+    let again = fire_next(&back);
+    let fresh = Uuid::now_v7();
+    assert_eq!(
+        ok(store.fire_schedule(&again, fresh).await),
+        FireOutcome::Ran(RunOutcome::Enqueued, Some(existing.id))
+    );
+    expect_not_found(e.get("t", fresh).await);
+    assert_eq!(jobs_with_key(e, "t", &key).await, [existing.id]);
+    let runs = ok(e.schedule_runs("t", s.id).await);
+    assert_eq!(runs.len(), 2);
+    assert!(runs.iter().all(|r| r.job_id == Some(existing.id)));
+    let after = ok(e.get_schedule("t", s.id).await);
+    assert_eq!(after.last_job_id, Some(existing.id));
+    assert_eq!(after.next_run_at, again.next_run_at);
+
+    // A fire that makes a job wakes the queue's subscribers.
+    let mut w = subscribe(db, "t").await;
+    match fire(db, &fire_next(&after)).await {
+        FireOutcome::Ran(RunOutcome::Enqueued, Some(id)) => assert_ne!(id, existing.id),
+        other => panic!("the next instant's fire: {other:?}"),
+    }
+    expect_hint(&mut w, "a fire that made a job").await;
 }
 
 /// Overlap `skip`: while the previous run's job is queued or running, a fire
-/// enqueues nothing and records a `skipped` run; once it finished, fires
-/// enqueue again.
+/// enqueues nothing and records a `skipped` run (the timetable moves on, the
+/// last job stays the schedule's); once it finished, fires enqueue again.
 pub async fn overlap_skip_records_skipped_runs(db: &TestDb) {
     let e = &db.engine;
     let s = ok(e
@@ -409,16 +589,42 @@ pub async fn overlap_skip_records_skipped_runs(db: &TestDb) {
     sleep_past(s.next_run_at.unwrap(), 100).await;
     assert_eq!(ok(e.fire_due_schedules(100, NO_CATCH_UP).await).enqueued, 1);
     let first = ok(e.get_schedule("t", s.id).await);
+    let job1 = first.last_job_id.expect("the first fire's job");
+    // The instant each fire was stamped with (a late pass may collapse
+    // several into the latest, so read it back rather than predict it).
+    let mut instants = vec![first.last_run_at.expect("fired")];
 
+    // After a skipped fire: stamped, moved on, the last job kept.
+    let skipped = |now: &Schedule, instants: &mut Vec<DateTime<Utc>>| {
+        let stamped = now.last_run_at.expect("fired");
+        assert!(
+            stamped > *instants.last().unwrap(),
+            "{stamped} is a new instant"
+        );
+        assert!(
+            now.next_run_at.unwrap() > stamped,
+            "skipped runs advance the timetable"
+        );
+        assert_eq!(
+            now.last_job_id,
+            Some(job1),
+            "a skipped run keeps the last job"
+        );
+        instants.push(stamped);
+    };
     // Still queued: skipped.
     sleep_past(first.next_run_at.unwrap(), 100).await;
     let report = ok(e.fire_due_schedules(100, NO_CATCH_UP).await);
     assert_eq!((report.enqueued, report.skipped), (0, 1), "{report:?}");
+    let now = ok(e.get_schedule("t", s.id).await);
+    skipped(&now, &mut instants);
     // Running: skipped.
     let claimed = claim_one(db, "t", "cron-q").await;
-    let now = ok(e.get_schedule("t", s.id).await);
+    assert_eq!(claimed.job.id, job1);
     sleep_past(now.next_run_at.unwrap(), 100).await;
     assert_eq!(ok(e.fire_due_schedules(100, NO_CATCH_UP).await).skipped, 1);
+    let now = ok(e.get_schedule("t", s.id).await);
+    skipped(&now, &mut instants);
     // Finished: enqueued again.
     let done = Completion {
         id: claimed.job.id,
@@ -428,29 +634,33 @@ pub async fn overlap_skip_records_skipped_runs(db: &TestDb) {
     ok(e.complete_many("t", &[done]).await)
         .into_iter()
         .for_each(|r| r.expect("completed"));
-    let now = ok(e.get_schedule("t", s.id).await);
     sleep_past(now.next_run_at.unwrap(), 100).await;
     assert_eq!(ok(e.fire_due_schedules(100, NO_CATCH_UP).await).enqueued, 1);
+    let now = ok(e.get_schedule("t", s.id).await);
+    let job4 = now.last_job_id.expect("a new last job");
+    assert_ne!(job4, job1);
+    instants.push(now.last_run_at.expect("fired"));
 
-    let outcomes: Vec<RunOutcome> = ok(e.schedule_runs("t", s.id).await)
-        .into_iter()
-        .rev()
-        .map(|r| r.outcome)
+    let runs = ok(e.schedule_runs("t", s.id).await);
+    let seen: Vec<_> = runs
+        .iter()
+        .map(|r| (r.fire_at, r.outcome, r.job_id))
         .collect();
     assert_eq!(
-        outcomes,
+        seen,
         [
-            RunOutcome::Enqueued,
-            RunOutcome::Skipped,
-            RunOutcome::Skipped,
-            RunOutcome::Enqueued
-        ]
+            (instants[3], RunOutcome::Enqueued, Some(job4)),
+            (instants[2], RunOutcome::Skipped, None),
+            (instants[1], RunOutcome::Skipped, None),
+            (instants[0], RunOutcome::Enqueued, Some(job1)),
+        ],
+        "newest first"
     );
-    let runs = ok(e.schedule_runs("t", s.id).await);
-    assert!(runs
-        .iter()
-        .filter(|r| r.outcome == RunOutcome::Skipped)
-        .all(|r| r.job_id.is_none()));
+    assert_eq!(
+        ok(e.store().schedule_runs("t", s.id, 2).await),
+        runs[..2],
+        "the newest two"
+    );
     assert_eq!(scheduled_jobs(e, "t").await.len(), 2);
 }
 
@@ -506,13 +716,34 @@ pub async fn disabled_schedules_do_not_fire_or_replay(db: &TestDb) {
     assert_eq!(off.next_run_at, None);
     tokio::time::sleep(Duration::from_millis(1_200)).await;
     assert_eq!(ok(e.fire_due_schedules(100, NO_CATCH_UP).await).total(), 0);
+
+    // Disabled even with a due next_run_at handed to the store (as from a
+    // stale read): not due, no next instant, and a fire of it races.
+    let store = e.store();
+    let past = minutes_ago(1);
+    let stale = ok(store
+        .update_schedule("t", s.id, &off.spec, Some(past))
+        .await);
+    assert!(!stale.spec.enabled);
+    assert!(ok(store.due_schedules(10).await).1.is_empty());
+    assert_eq!(ok(store.next_schedule_due().await).1, None);
+    assert_eq!(fire(db, &fire_at(&stale, past)).await, FireOutcome::Raced);
+    assert_eq!(ok(e.schedule_runs("t", s.id).await).len(), 1);
+    assert_eq!(scheduled_jobs(e, "t").await.len(), 1);
 }
 
-/// A trigger runs the schedule now: one job, one run; the timetable stays.
+/// A trigger runs the schedule now: one job, one run stamped by the
+/// database's clock no later than its job was made; the timetable stays;
+/// the queue's subscribers are woken. Through the store, the run's job is
+/// the one handed in, under its id.
 pub async fn trigger_runs_now_and_keeps_the_timetable(db: &TestDb) {
     let e = &db.engine;
+    let store = e.store();
     let s = ok(e.create_schedule("t", &spec("daily", "0 3 * * *")).await);
+    let mut w = subscribe(db, "t").await;
+    let (before, _) = ok(store.next_schedule_due().await);
     let job = ok(e.trigger_schedule("t", s.id).await);
+    expect_hint(&mut w, "a trigger").await;
     assert_eq!(job.queue, "cron-q");
     assert_eq!(job.kind, "tick");
     assert_eq!(job.state, JobState::Queued);
@@ -521,35 +752,78 @@ pub async fn trigger_runs_now_and_keeps_the_timetable(db: &TestDb) {
     assert_ne!(again.id, job.id, "every trigger is a run of its own");
     let after = ok(e.get_schedule("t", s.id).await);
     assert_eq!(after.next_run_at, s.next_run_at);
-    assert!(after.last_run_at.is_some());
     assert_eq!(after.last_job_id, Some(again.id));
     let runs = ok(e.schedule_runs("t", s.id).await);
     assert_eq!(runs.len(), 2);
     assert_eq!(runs[0].job_id, Some(again.id), "newest first");
     assert_eq!(runs[1].job_id, Some(job.id));
     assert!(runs.iter().all(|r| r.outcome == RunOutcome::Enqueued));
+    assert_eq!(after.last_run_at, Some(runs[0].fire_at));
+    for (run, job) in runs.iter().zip([&again, &job]) {
+        assert!(
+            run.fire_at >= before && run.fire_at <= job.created_at,
+            "run stamped {} outside [{before}, {}]",
+            run.fire_at,
+            job.created_at
+        );
+    }
+
+    let new = NewJob::new("cron-q", "tick", json!({"manual": true}))
+        .idempotency_key(tether_core::schedule::trigger_key(s.id));
+    let id = Uuid::now_v7();
+    let manual = ok(store
+        .trigger_schedule("t", s.id, NewJobRef { id, job: &new })
+        .await);
+    assert_eq!(manual.id, id);
+    assert_eq!(manual.payload, json!({"manual": true}));
+    let after = ok(e.get_schedule("t", s.id).await);
+    assert_eq!(after.next_run_at, s.next_run_at);
+    assert_eq!(after.last_job_id, Some(id));
+    let runs = ok(e.schedule_runs("t", s.id).await);
+    assert_eq!(runs.len(), 3);
+    assert_eq!(
+        runs[0],
+        ScheduleRun {
+            fire_at: after.last_run_at.expect("stamped"),
+            job_id: Some(id),
+            outcome: RunOutcome::Enqueued,
+        }
+    );
 }
 
-/// Runs older than the retention window are pruned; deleting a schedule
-/// deletes its runs but not its jobs.
+/// Runs older than the retention window are pruned, at most a batch at a
+/// time (a retention beyond the range of a timestamp keeps everything);
+/// their jobs stay, and outlive the schedule.
 pub async fn schedule_runs_are_pruned_and_jobs_outlive_schedules(db: &TestDb) {
     let e = &db.engine;
     let s = ok(e.create_schedule("t", &spec("daily", "0 3 * * *")).await);
-    let job = ok(e.trigger_schedule("t", s.id).await);
-    ok(e.trigger_schedule("t", s.id).await);
+    let mut jobs = Vec::new();
+    for _ in 0..3 {
+        jobs.push(ok(e.trigger_schedule("t", s.id).await).id);
+    }
+    assert_eq!(
+        ok(e.prune_schedule_runs(i64::MAX, 100).await),
+        0,
+        "a retention beyond any timestamp keeps everything"
+    );
     assert_eq!(
         ok(e.prune_schedule_runs(3_600_000, 100).await),
         0,
         "young runs stay"
     );
     tick().await;
-    assert_eq!(ok(e.prune_schedule_runs(0, 1).await), 1, "bounded by batch");
-    assert_eq!(ok(e.prune_schedule_runs(0, 100).await), 1);
+    assert_eq!(ok(e.prune_schedule_runs(0, 2).await), 2, "bounded by batch");
+    assert_eq!(ok(e.prune_schedule_runs(0, 2).await), 1);
+    assert_eq!(ok(e.prune_schedule_runs(0, 2).await), 0);
     assert!(ok(e.schedule_runs("t", s.id).await).is_empty());
+    let mut kept: Vec<Uuid> = scheduled_jobs(e, "t").await.iter().map(|j| j.id).collect();
+    kept.sort();
+    jobs.sort();
+    assert_eq!(kept, jobs, "pruning runs leaves their jobs");
     ok(e.delete_schedule("t", s.id).await);
     assert_eq!(
-        get(db, "t", job.id).await.id,
-        job.id,
+        get(db, "t", jobs[0]).await.id,
+        jobs[0],
         "the job outlives its schedule"
     );
 }
@@ -773,4 +1047,222 @@ pub async fn racing_passes_fire_each_due_schedule_once(db: &TestDb) {
         // due of what they found.
         assert!(after.next_run_at.expect("enabled") > before);
     }
+}
+
+/// The compare-and-set, the job and the run commit together: a fire whose
+/// enqueue fails (a job only the engine's validation would have refused,
+/// so the insert fails inside the fire's transaction) leaves the timetable,
+/// the runs and the jobs as they were, and the same fire can then happen.
+pub async fn a_failed_enqueue_leaves_the_timetable_alone(db: &TestDb) {
+    let store = db.engine.store();
+    let s = ok(store
+        .create_schedule(
+            "t",
+            &spec("s", "* * * * *"),
+            Some(minutes_ago(10)),
+            u32::MAX,
+        )
+        .await);
+    let mut bad = fire_next(&s);
+    bad.job = bad.job.priority(1_000);
+    let refused = store.fire_schedule(&bad, Uuid::now_v7()).await;
+    assert!(refused.is_err(), "{refused:?}");
+    assert_eq!(ok(store.get_schedule("t", s.id).await), s);
+    assert!(ok(store.schedule_runs("t", s.id, 10).await).is_empty());
+    assert!(all_jobs(db, "t").await.is_empty());
+    // The store is clean and the fire can happen.
+    let good = fire_next(&s);
+    let FireOutcome::Ran(RunOutcome::Enqueued, Some(job)) = fire(db, &good).await else {
+        panic!("the fire after the failed one enqueues");
+    };
+    assert_eq!(
+        jobs_with_key(&db.engine, "t", &fire_key(s.id, good.fire_at)).await,
+        [job]
+    );
+    let after = ok(store.get_schedule("t", s.id).await);
+    assert_eq!(after.next_run_at, good.next_run_at);
+    assert_eq!(after.last_job_id, Some(job));
+}
+
+/// The scheduler's reads: the enabled schedules of every tenant that are
+/// due by the database's clock, earliest first, bounded by the limit, and
+/// the earliest instant of any; a disabled schedule is neither, even if
+/// created with a due instant.
+pub async fn due_schedules_span_tenants_earliest_first(db: &TestDb) {
+    let store = db.engine.store();
+    let before = Utc::now() - TimeDelta::seconds(5);
+    let (now, due) = ok(store.due_schedules(10).await);
+    assert!(due.is_empty());
+    assert!(now > before, "the database's clock: {now}");
+    assert!(
+        (Utc::now() - now).num_seconds().abs() < 5,
+        "the database's clock: {now}"
+    );
+    let (now2, next) = ok(store.next_schedule_due().await);
+    assert!(now2 >= now);
+    assert_eq!(next, None);
+
+    let spec = |name: &str| spec(name, "* * * * *");
+    let late = ok(store
+        .create_schedule("b", &spec("late"), Some(minutes_ago(3)), u32::MAX)
+        .await);
+    let later = ok(store
+        .create_schedule("a", &spec("later"), Some(minutes_ago(1)), u32::MAX)
+        .await);
+    ok(store
+        .create_schedule("a", &spec("future"), Some(minutes_ago(-5)), u32::MAX)
+        .await);
+    ok(store
+        .create_schedule(
+            "c",
+            &spec("off").enabled(false),
+            Some(minutes_ago(10)),
+            u32::MAX,
+        )
+        .await);
+
+    let (_, due) = ok(store.due_schedules(10).await);
+    assert_eq!(due, vec![late.clone(), later]);
+    let (_, due) = ok(store.due_schedules(1).await);
+    assert_eq!(due, vec![late.clone()]);
+    assert!(ok(store.due_schedules(0).await).1.is_empty());
+    let (_, next) = ok(store.next_schedule_due().await);
+    assert_eq!(next, late.next_run_at);
+}
+
+/// Every field of a schedule round-trips, any JSON payload included (the
+/// default one is JSON null); an update replaces the definition and
+/// `next_run_at` and keeps the runs and `last_*`, and a fire of the old
+/// timetable then races; schedules are listed by name.
+pub async fn schedule_rows_round_trip(db: &TestDb) {
+    let store = db.engine.store();
+    let plain = ScheduleSpec::new("plain", "* * * * *", "q", "k");
+    assert_eq!(plain.payload, json!(null));
+    for (i, payload) in [
+        json!(null),
+        json!(0),
+        json!("text ✓"),
+        json!([1, {"a": null}]),
+        json!({"nested": {"list": [true, false], "n": -1.5}}),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let spec = ScheduleSpec::new(format!("p{i}"), "0 30 2 * * *", "q", "k")
+            .timezone("Europe/Berlin")
+            .payload(payload)
+            .enabled(false)
+            .overlap(Overlap::Skip);
+        let s = ok(store.create_schedule("t", &spec, None, u32::MAX).await);
+        assert_eq!(s.spec, spec);
+        assert_eq!(s.next_run_at, None);
+        assert_eq!((s.last_run_at, s.last_job_id), (None, None));
+        assert_eq!(s.created_at, s.updated_at);
+        assert_eq!(ok(store.get_schedule("t", s.id).await), s);
+    }
+    let next = minutes_ago(-30);
+    let s = ok(store
+        .create_schedule("t", &plain, Some(next), u32::MAX)
+        .await);
+    assert_eq!(s.spec, plain);
+    assert_eq!(s.spec.payload, json!(null));
+    assert_eq!(s.next_run_at, Some(next));
+    assert_eq!(ok(store.get_schedule("t", s.id).await), s);
+
+    let t0 = minutes_ago(10);
+    let main = spec("main", "* * * * *");
+    let s = ok(store.create_schedule("t", &main, Some(t0), u32::MAX).await);
+    let FireOutcome::Ran(RunOutcome::Enqueued, Some(job)) = fire(db, &fire_next(&s)).await else {
+        panic!("the fire enqueues");
+    };
+    let renamed = spec("main-renamed", "* * * * *")
+        .payload(json!({"v": 2}))
+        .overlap(Overlap::Skip);
+    let later = t0 + TimeDelta::minutes(10);
+    let updated = ok(store
+        .update_schedule("t", s.id, &renamed, Some(later))
+        .await);
+    assert_eq!(updated.spec, renamed);
+    assert_eq!(updated.next_run_at, Some(later));
+    assert_eq!(updated.last_run_at, Some(t0));
+    assert_eq!(updated.last_job_id, Some(job));
+    assert_eq!(updated.created_at, s.created_at);
+    assert!(updated.updated_at >= s.updated_at);
+    assert_eq!(ok(store.get_schedule("t", s.id).await), updated);
+    assert_eq!(ok(store.schedule_runs("t", s.id, 10).await).len(), 1);
+    // The old timetable no longer fires.
+    let old = fire_at(&s, t0 + TimeDelta::minutes(1));
+    assert_eq!(fire(db, &old).await, FireOutcome::Raced);
+
+    let names: Vec<String> = ok(store.list_schedules("t").await)
+        .into_iter()
+        .map(|s| s.spec.name)
+        .collect();
+    assert_eq!(
+        names,
+        ["main-renamed", "p0", "p1", "p2", "p3", "p4", "plain"],
+        "listed by name"
+    );
+}
+
+/// Deleting a schedule deletes its runs (and only its own: pruning then
+/// finds only the other schedule's run) but not its jobs; a deleted
+/// schedule is not found, cannot be triggered, and a refused trigger leaves
+/// no job behind.
+pub async fn deleting_a_schedule_takes_its_runs_and_leaves_its_jobs(db: &TestDb) {
+    let e = &db.engine;
+    let store = e.store();
+    let s = ok(store
+        .create_schedule(
+            "t",
+            &spec("s", "* * * * *"),
+            Some(minutes_ago(10)),
+            u32::MAX,
+        )
+        .await);
+    let keep = ok(store
+        .create_schedule(
+            "t",
+            &spec("keep", "* * * * *"),
+            Some(minutes_ago(10)),
+            u32::MAX,
+        )
+        .await);
+    fire(db, &fire_next(&s)).await;
+    fire(db, &fire_next(&keep)).await;
+    let triggered = ok(e.trigger_schedule("t", s.id).await);
+    assert_eq!(ok(e.schedule_runs("t", s.id).await).len(), 2);
+
+    ok(e.delete_schedule("t", s.id).await);
+    expect_no_schedule(e.get_schedule("t", s.id).await, s.id, "get");
+    expect_no_schedule(e.schedule_runs("t", s.id).await, s.id, "runs");
+    expect_no_schedule(e.delete_schedule("t", s.id).await, s.id, "delete twice");
+    expect_no_schedule(e.trigger_schedule("t", s.id).await, s.id, "trigger");
+    let orphan = Uuid::now_v7();
+    let job = NewJob::new("cron-q", "tick", json!(null));
+    expect_no_schedule(
+        store
+            .trigger_schedule(
+                "t",
+                s.id,
+                NewJobRef {
+                    id: orphan,
+                    job: &job,
+                },
+            )
+            .await,
+        s.id,
+        "store trigger",
+    );
+    expect_not_found(e.get("t", orphan).await);
+
+    assert_eq!(ok(e.schedule_runs("t", keep.id).await).len(), 1);
+    tick().await;
+    assert_eq!(
+        ok(e.prune_schedule_runs(0, 100).await),
+        1,
+        "only the other schedule's run is left"
+    );
+    get(db, "t", triggered.id).await;
+    assert_eq!(scheduled_jobs(e, "t").await.len(), 3, "the jobs stay");
 }
