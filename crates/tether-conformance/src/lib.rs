@@ -681,6 +681,7 @@ macro_rules! behaviour_suite {
                 a_fire_never_makes_a_second_job_for_its_instant,
                 overlap_skip_records_skipped_runs,
                 disabled_schedules_do_not_fire_or_replay,
+                a_disabled_schedule_keeps_no_next_run_even_if_given_one,
                 trigger_runs_now_and_keeps_the_timetable,
                 schedule_runs_are_pruned_and_jobs_outlive_schedules,
                 one_pass_fires_hundreds_of_due_schedules_once_each,

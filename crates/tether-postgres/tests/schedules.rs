@@ -5,8 +5,8 @@
 //! which runs on PostgreSQL directly and behind PgBouncer. What stays here
 //! needs what the suite's one engine cannot give: several stores with their
 //! own pools racing (standing in for server replicas), or the SQL rows
-//! themselves (a JSON null payload, the stored `next_run_at` of a disabled
-//! schedule, a triggered run stamped with its job's transaction time).
+//! themselves (a JSON null payload, a triggered run stamped with its job's
+//! transaction time).
 //!
 //! Each test gets a fresh database from the conformance harness
 //! (`tether_conformance::postgres`), dropped when the test passes.
@@ -269,54 +269,6 @@ async fn a_null_payload_is_stored_as_json_null() {
             .payload,
         Value::Null
     );
-    pool.close().await;
-    drop(store);
-    db.drop().await;
-}
-
-/// Disabling clears `next_run_at` in the row even when the caller passes
-/// one (the UPDATE's `CASE WHEN enabled`); SQLite stores what it is given
-/// and leaves it out of its scans instead. Either way a disabled schedule
-/// is neither due nor fired, which the suite checks on both.
-#[tokio::test]
-async fn disabling_clears_next_run_at_even_if_one_is_passed() {
-    let db = TestDb::new().await;
-    let store = db.store().await;
-    let spec = ScheduleSpec::new("s", "0 * * * *", "q", "k");
-    let next = minutes_ago(-30);
-    let s = store
-        .create_schedule("t", &spec, Some(next), u32::MAX)
-        .await
-        .expect("create");
-    let disabled = spec.clone().enabled(false).payload(json!("new"));
-    let u = store
-        .update_schedule("t", s.id, &disabled, Some(next))
-        .await
-        .expect("disable");
-    assert_eq!(u.spec, disabled);
-    assert_eq!(u.next_run_at, None);
-    assert_eq!(u.created_at, s.created_at);
-    assert!(u.updated_at > s.updated_at);
-    let pool = db.pool().await;
-    let stored: Option<DateTime<Utc>> =
-        sqlx::query_scalar("SELECT next_run_at FROM tether.schedules WHERE id = $1")
-            .bind(s.id)
-            .fetch_one(&pool)
-            .await
-            .expect("row");
-    assert_eq!(stored, None);
-    // Created disabled with an instant: none stored either.
-    let off = store
-        .create_schedule(
-            "t",
-            &ScheduleSpec::new("off", "0 * * * *", "q", "k").enabled(false),
-            Some(next),
-            u32::MAX,
-        )
-        .await
-        .expect("create disabled");
-    assert_eq!(off.next_run_at, None);
-
     pool.close().await;
     drop(store);
     db.drop().await;

@@ -664,6 +664,42 @@ pub async fn overlap_skip_records_skipped_runs(db: &TestDb) {
     assert_eq!(scheduled_jobs(e, "t").await.len(), 2);
 }
 
+/// A store asked to keep a next run for a disabled schedule keeps none,
+/// on create and on update: a disabled schedule has no next run, whatever
+/// its caller computed.
+pub async fn a_disabled_schedule_keeps_no_next_run_even_if_given_one(db: &TestDb) {
+    let store = db.engine.store();
+    let spec = ScheduleSpec::new("s", "0 * * * *", "q", "k");
+    let next = Utc::now()
+        .duration_trunc(TimeDelta::minutes(1))
+        .expect("truncate")
+        + TimeDelta::minutes(30);
+    let s = ok(store
+        .create_schedule("t", &spec, Some(next), u32::MAX)
+        .await);
+    assert_eq!(s.next_run_at, Some(next));
+    let disabled = spec.clone().enabled(false).payload(json!("new"));
+    let u = ok(store
+        .update_schedule("t", s.id, &disabled, Some(next))
+        .await);
+    assert_eq!(u.spec, disabled);
+    assert_eq!(u.next_run_at, None);
+    assert_eq!(u.created_at, s.created_at);
+    assert!(u.updated_at > s.updated_at);
+    assert_eq!(ok(store.get_schedule("t", s.id).await).next_run_at, None);
+
+    let off = ok(store
+        .create_schedule(
+            "t",
+            &ScheduleSpec::new("off", "0 * * * *", "q", "k").enabled(false),
+            Some(next),
+            u32::MAX,
+        )
+        .await);
+    assert_eq!(off.next_run_at, None);
+    assert_eq!(ok(store.get_schedule("t", off.id).await).next_run_at, None);
+}
+
 /// A disabled schedule does not fire; re-enabling it starts from now and
 /// does not replay the time it was off.
 pub async fn disabled_schedules_do_not_fire_or_replay(db: &TestDb) {

@@ -5,11 +5,12 @@ pub(crate) const COUNT_SCHEDULES: &str = "SELECT count(*) FROM tether_schedules 
 
 /// Creates a schedule unless the tenant already uses its name (the UNIQUE
 /// (tenant, name) constraint decides; no row comes back then). ?1 tenant,
-/// ?2 id, ?3–?11 the definition (see `bind_spec`).
+/// ?2 id, ?3–?11 the definition (see `bind_spec`); the next run ?11 is
+/// kept only when the schedule is enabled.
 pub(crate) const CREATE_SCHEDULE: &str = concat!(
     "INSERT INTO tether_schedules (tenant, id, name, cron, timezone, queue, kind, payload, ",
     "enabled, overlap, next_run_at, created_at, updated_at) ",
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ",
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, CASE WHEN ?9 THEN ?11 END, ",
     now_ms!(),
     ", ",
     now_ms!(),
@@ -33,7 +34,7 @@ pub(crate) const LIST_SCHEDULES: &str = concat!(
 /// [`CREATE_SCHEDULE`]); `last_*` and the runs stay.
 pub(crate) const UPDATE_SCHEDULE: &str = concat!(
     "UPDATE tether_schedules SET name = ?3, cron = ?4, timezone = ?5, queue = ?6, kind = ?7, ",
-    "payload = ?8, enabled = ?9, overlap = ?10, next_run_at = ?11, updated_at = ",
+    "payload = ?8, enabled = ?9, overlap = ?10, next_run_at = CASE WHEN ?9 THEN ?11 END, updated_at = ",
     now_ms!(),
     " WHERE tenant = ?1 AND id = ?2 RETURNING ",
     schedule_columns!()
