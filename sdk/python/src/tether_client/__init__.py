@@ -39,6 +39,7 @@ from ._errors import (
     Unavailable,
     UnsupportedMediaType,
 )
+from ._handler import Fatal, JobContext, Retry, RetryAfter, Snooze, WorkerObserver
 from ._models import (
     ApiKey,
     Backoff,
@@ -64,7 +65,7 @@ from ._models import (
     Tenant,
     WhoAmI,
 )
-from ._worker import Fatal, JobContext, Retry, RetryAfter, Snooze, Worker, WorkerObserver
+from ._worker import Worker
 
 __version__ = "0.1.0"
 

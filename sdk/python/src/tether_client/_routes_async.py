@@ -48,6 +48,7 @@ from ._util import (
 
 T = TypeVar("T")
 
+
 class AsyncRoutes:
     """The API routes of :class:`tether_client.AsyncClient`."""
 
@@ -92,10 +93,20 @@ class AsyncRoutes:
         (``depends_on``, ...) as they are. Retried on transport errors and
         ``unavailable`` only when ``idempotency_key`` is given."""
         body = enqueue_body(
-            queue, kind, payload, priority=priority, run_at=run_at, delay_ms=delay_ms,
-            max_attempts=max_attempts, timeout_ms=timeout_ms,
-            idempotency_key=idempotency_key, unique_key=unique_key, tags=tags,
-            expires_at=expires_at, backoff=backoff, concurrency_key=concurrency_key,
+            queue,
+            kind,
+            payload,
+            priority=priority,
+            run_at=run_at,
+            delay_ms=delay_ms,
+            max_attempts=max_attempts,
+            timeout_ms=timeout_ms,
+            idempotency_key=idempotency_key,
+            unique_key=unique_key,
+            tags=tags,
+            expires_at=expires_at,
+            backoff=backoff,
+            concurrency_key=concurrency_key,
             extra=extra,
         )
 
@@ -118,9 +129,11 @@ class AsyncRoutes:
         ]
         retry = bool(entries) and all(e.get("idempotency_key") for e in entries)
         return await self._call(
-            "POST", "/v1/jobs/batch",
+            "POST",
+            "/v1/jobs/batch",
             lambda d: [EnqueueResult.from_dict(r) for r in d["results"]],
-            json={"jobs": entries}, retry=retry,
+            json={"jobs": entries},
+            retry=retry,
         )
 
     # ---- reading and managing jobs ----------------------------------------
@@ -128,7 +141,10 @@ class AsyncRoutes:
     async def get(self, job_id: str) -> Job:
         """A job by id (``GET /v1/jobs/{id}``)."""
         return await self._call(
-            "GET", f"/v1/jobs/{seg(job_id)}", lambda d: Job.from_dict(d["job"]), retry=True,
+            "GET",
+            f"/v1/jobs/{seg(job_id)}",
+            lambda d: Job.from_dict(d["job"]),
+            retry=True,
         )
 
     async def list(
@@ -156,8 +172,11 @@ class AsyncRoutes:
         """One page of a job's history, oldest first (``GET /v1/jobs/{id}/events``);
         use ``iter_events`` for all of it."""
         return await self._call(
-            "GET", f"/v1/jobs/{seg(job_id)}/events", EventPage.from_dict,
-            params=pick(limit=limit, cursor=cursor), retry=True,
+            "GET",
+            f"/v1/jobs/{seg(job_id)}/events",
+            EventPage.from_dict,
+            params=pick(limit=limit, cursor=cursor),
+            retry=True,
         )
 
     async def cancel(self, job_id: str) -> Job:
@@ -171,7 +190,9 @@ class AsyncRoutes:
         """Queues a finished job (failed, cancelled or succeeded) again with attempt 0."""
         body = pick(expires_at=time_str(expires_at))
         return await self._call(
-            "POST", f"/v1/jobs/{seg(job_id)}/replay", lambda d: Job.from_dict(d["job"]),
+            "POST",
+            f"/v1/jobs/{seg(job_id)}/replay",
+            lambda d: Job.from_dict(d["job"]),
             json=body,
         )
 
@@ -212,14 +233,18 @@ class AsyncRoutes:
     async def pause(self, queue: str) -> Queue:
         """Pauses a queue: claims hand out nothing until it is resumed."""
         return await self._call(
-            "POST", f"/v1/queues/{seg(queue)}/pause", lambda d: Queue.from_dict(d["queue"]),
+            "POST",
+            f"/v1/queues/{seg(queue)}/pause",
+            lambda d: Queue.from_dict(d["queue"]),
             retry=True,
         )
 
     async def resume(self, queue: str) -> Queue:
         """Resumes a paused queue."""
         return await self._call(
-            "POST", f"/v1/queues/{seg(queue)}/resume", lambda d: Queue.from_dict(d["queue"]),
+            "POST",
+            f"/v1/queues/{seg(queue)}/resume",
+            lambda d: Queue.from_dict(d["queue"]),
             retry=True,
         )
 
@@ -236,13 +261,17 @@ class AsyncRoutes:
         copy them. ``settings`` passes newer fields (``max_running``,
         ``rate_limit``, ...) as they are, ``None`` included (which clears them)."""
         body: Dict[str, Any] = pick(
-            max_attempts=max_attempts, backoff=backoff_dict(backoff),
+            max_attempts=max_attempts,
+            backoff=backoff_dict(backoff),
             default_lease_ttl_ms=default_lease_ttl_ms,
         )
         body.update(settings)
         return await self._call(
-            "PATCH", f"/v1/queues/{seg(queue)}", lambda d: Queue.from_dict(d["queue"]),
-            json=body, retry=True,
+            "PATCH",
+            f"/v1/queues/{seg(queue)}",
+            lambda d: Queue.from_dict(d["queue"]),
+            json=body,
+            retry=True,
         )
 
     # ---- the worker protocol -----------------------------------------------
@@ -280,7 +309,11 @@ class AsyncRoutes:
             body["fail"] = fail
         timeout = None if not wait_ms else wait_ms / 1000 + 30
         return await self._call(
-            "POST", f"/v1/queues/{seg(queue)}/claim", claim_result, json=body, timeout=timeout,
+            "POST",
+            f"/v1/queues/{seg(queue)}/claim",
+            claim_result,
+            json=body,
+            timeout=timeout,
         )
 
     async def heartbeat(
@@ -309,7 +342,9 @@ class AsyncRoutes:
         """Marks a job succeeded with ``result``."""
         body = pick(lease_token=lease_token, result=result)
         return await self._call(
-            "POST", f"/v1/jobs/{seg(job_id)}/complete", lambda d: Job.from_dict(d["job"]),
+            "POST",
+            f"/v1/jobs/{seg(job_id)}/complete",
+            lambda d: Job.from_dict(d["job"]),
             json=body,
         )
 
@@ -335,8 +370,11 @@ class AsyncRoutes:
         ``retry_after_ms`` later when given), ``failed`` when ``fatal`` or out
         of attempts, ``cancelled`` with ``cancelled=True``."""
         body = pick(
-            lease_token=lease_token, error=error, retry_after_ms=retry_after_ms,
-            fatal=fatal, cancelled=cancelled,
+            lease_token=lease_token,
+            error=error,
+            retry_after_ms=retry_after_ms,
+            fatal=fatal,
+            cancelled=cancelled,
         )
         return await self._call(
             "POST", f"/v1/jobs/{seg(job_id)}/fail", lambda d: Job.from_dict(d["job"]), json=body
@@ -347,7 +385,9 @@ class AsyncRoutes:
         back: "not now, not my fault"."""
         body = {"lease_token": lease_token, "delay_ms": delay_ms}
         return await self._call(
-            "POST", f"/v1/jobs/{seg(job_id)}/snooze", lambda d: Job.from_dict(d["job"]),
+            "POST",
+            f"/v1/jobs/{seg(job_id)}/snooze",
+            lambda d: Job.from_dict(d["job"]),
             json=body,
         )
 
@@ -367,8 +407,14 @@ class AsyncRoutes:
     ) -> Schedule:
         """Creates a cron schedule (5 fields, or 6 with seconds first)."""
         body = pick(
-            name=name, cron=cron, queue=queue, kind=kind, payload=payload,
-            timezone=timezone, enabled=enabled, overlap=overlap,
+            name=name,
+            cron=cron,
+            queue=queue,
+            kind=kind,
+            payload=payload,
+            timezone=timezone,
+            enabled=enabled,
+            overlap=overlap,
         )
         return await self._call(
             "POST", "/v1/schedules", lambda d: Schedule.from_dict(d["schedule"]), json=body
@@ -377,23 +423,29 @@ class AsyncRoutes:
     async def get_schedule(self, schedule_id: str) -> Schedule:
         """A schedule by id."""
         return await self._call(
-            "GET", f"/v1/schedules/{seg(schedule_id)}",
-            lambda d: Schedule.from_dict(d["schedule"]), retry=True,
+            "GET",
+            f"/v1/schedules/{seg(schedule_id)}",
+            lambda d: Schedule.from_dict(d["schedule"]),
+            retry=True,
         )
 
     async def list_schedules(self) -> List[Schedule]:
         """Every schedule of the tenant, by name."""
         return await self._call(
-            "GET", "/v1/schedules",
-            lambda d: [Schedule.from_dict(s) for s in d["schedules"]], retry=True,
+            "GET",
+            "/v1/schedules",
+            lambda d: [Schedule.from_dict(s) for s in d["schedules"]],
+            retry=True,
         )
 
     async def patch_schedule(self, schedule_id: str, **changes: Any) -> Schedule:
         """Changes any create field (``cron=``, ``enabled=``, ``payload=``, ...);
         ``next_run_at`` is computed again from now."""
         return await self._call(
-            "PATCH", f"/v1/schedules/{seg(schedule_id)}",
-            lambda d: Schedule.from_dict(d["schedule"]), json=changes,
+            "PATCH",
+            f"/v1/schedules/{seg(schedule_id)}",
+            lambda d: Schedule.from_dict(d["schedule"]),
+            json=changes,
         )
 
     async def delete_schedule(self, schedule_id: str) -> None:
@@ -403,14 +455,17 @@ class AsyncRoutes:
     async def schedule_runs(self, schedule_id: str) -> List[ScheduleRun]:
         """The newest runs of a schedule, newest first."""
         return await self._call(
-            "GET", f"/v1/schedules/{seg(schedule_id)}/runs",
-            lambda d: [ScheduleRun.from_dict(r) for r in d["runs"]], retry=True,
+            "GET",
+            f"/v1/schedules/{seg(schedule_id)}/runs",
+            lambda d: [ScheduleRun.from_dict(r) for r in d["runs"]],
+            retry=True,
         )
 
     async def trigger_schedule(self, schedule_id: str) -> Job:
         """Runs a schedule now, outside its timetable; answers the new job."""
         return await self._call(
-            "POST", f"/v1/schedules/{seg(schedule_id)}/trigger",
+            "POST",
+            f"/v1/schedules/{seg(schedule_id)}/trigger",
             lambda d: Job.from_dict(d["job"]),
         )
 
@@ -426,8 +481,11 @@ class AsyncRoutes:
         now), as the scheduler computes them."""
         params = pick(cron=cron, timezone=timezone, count=count, **{"from": time_str(start)})
         return await self._call(
-            "GET", "/v1/cron/preview", lambda d: [str(t) for t in d["times"]],
-            params=params, retry=True,
+            "GET",
+            "/v1/cron/preview",
+            lambda d: [str(t) for t in d["times"]],
+            params=params,
+            retry=True,
         )
 
     # ---- tenants and keys --------------------------------------------------------
@@ -443,7 +501,9 @@ class AsyncRoutes:
     async def list_tenants(self) -> List[Tenant]:
         """Every tenant (admin only)."""
         return await self._call(
-            "GET", "/v1/tenants", lambda d: [Tenant.from_dict(t) for t in d["tenants"]],
+            "GET",
+            "/v1/tenants",
+            lambda d: [Tenant.from_dict(t) for t in d["tenants"]],
             retry=True,
         )
 
@@ -454,16 +514,20 @@ class AsyncRoutes:
         ``suspended_at``; the ``default`` tenant cannot be suspended
         (``InvalidArgument``)."""
         return await self._call(
-            "POST", f"/v1/tenants/{seg(tenant_id)}/suspend",
-            lambda d: Tenant.from_dict(d["tenant"]), retry=True,
+            "POST",
+            f"/v1/tenants/{seg(tenant_id)}/suspend",
+            lambda d: Tenant.from_dict(d["tenant"]),
+            retry=True,
         )
 
     async def resume_tenant(self, tenant_id: str) -> Tenant:
         """Resumes a suspended tenant (admin only): its keys work again.
         Resuming an active tenant changes nothing."""
         return await self._call(
-            "POST", f"/v1/tenants/{seg(tenant_id)}/resume",
-            lambda d: Tenant.from_dict(d["tenant"]), retry=True,
+            "POST",
+            f"/v1/tenants/{seg(tenant_id)}/resume",
+            lambda d: Tenant.from_dict(d["tenant"]),
+            retry=True,
         )
 
     async def create_key(
@@ -472,15 +536,19 @@ class AsyncRoutes:
         """Issues a key for a tenant (admin only; ``admin=True`` only in the
         ``default`` tenant)."""
         return await self._call(
-            "POST", f"/v1/tenants/{seg(tenant_id)}/keys", CreatedKey.from_dict,
+            "POST",
+            f"/v1/tenants/{seg(tenant_id)}/keys",
+            CreatedKey.from_dict,
             json=pick(name=name, admin=admin),
         )
 
     async def list_keys(self, tenant_id: str) -> List[ApiKey]:
         """A tenant's keys, revoked ones included, oldest first (admin only)."""
         return await self._call(
-            "GET", f"/v1/tenants/{seg(tenant_id)}/keys",
-            lambda d: [ApiKey.from_dict(k) for k in d["keys"]], retry=True,
+            "GET",
+            f"/v1/tenants/{seg(tenant_id)}/keys",
+            lambda d: [ApiKey.from_dict(k) for k in d["keys"]],
+            retry=True,
         )
 
     async def revoke_key(self, key_id: str) -> None:

@@ -55,7 +55,6 @@ import time
 import traceback
 import uuid
 import warnings
-from datetime import datetime
 from typing import (
     Any,
     Awaitable,
@@ -81,7 +80,20 @@ from ._errors import (
     Unauthenticated,
     Unavailable,
 )
-from ._models import JSON, ClaimedJob, CompleteItem, FailItem, HeartbeatItem, ItemResult, Job
+from ._handler import (
+    Fatal,
+    Handler,
+    JobContext,
+    Retry,
+    RetryAfter,
+    Snooze,
+    WorkerObserver,
+    _code_of,
+    _granted_lease,
+    _ms,
+    _outcome_of,
+)
+from ._models import ClaimedJob, CompleteItem, FailItem, HeartbeatItem, ItemResult, Job
 
 log = logging.getLogger("tether_client.worker")
 
@@ -107,215 +119,8 @@ EARLY_PAUSE = 1.0
 FETCH_COOLDOWN = 0.005
 ERROR_TAIL = 2000
 """The server keeps the last 2 000 characters of an error message."""
-DEFAULT_LEASE_TTL = 30.0
-"""The server's lease (seconds) when neither the worker nor the queue sets one;
-assumed only for a claimed job that does not show its lease."""
 HEARTBEAT_IDLE = 3600.0
 """Longest sleep of the heartbeater while it holds jobs (a job due sooner wakes it)."""
-
-
-class RetryAfter(Exception):
-    """Raise from a handler to fail the attempt and retry exactly ``seconds``
-    later (the upstream said when), instead of the queue's backoff."""
-
-    def __init__(self, seconds: float, message: Optional[str] = None) -> None:
-        super().__init__(message or f"retry after {seconds} s")
-        self.seconds = seconds
-        self.message = message or f"retry after {seconds} s"
-
-
-class Snooze(Exception):
-    """Raise from a handler to put the job back for ``seconds`` without
-    counting the attempt: "not now, not my fault" (a rate limit, a busy
-    resource). Always reported to the server, however short: the job's
-    history shows ``snoozed`` and any worker may claim it when it is due."""
-
-    def __init__(self, seconds: float = 0.0) -> None:
-        super().__init__(f"snooze {seconds} s")
-        self.seconds = seconds
-
-
-class Retry(Exception):
-    """Raise from a handler to fail the attempt retryably with exactly
-    ``message`` as the job's error (no traceback appended); the job is
-    retried with the queue's backoff, or ``failed`` when out of attempts."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class Fatal(Exception):
-    """Raise from a handler to fail the job for good: no more attempts."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class WorkerObserver:
-    """What a :class:`Worker` sees on the wire, for metrics and logging.
-
-    Subclass it and override the methods you need (each does nothing here),
-    then pass an instance as ``Worker(..., observer=...)``. The methods are
-    called synchronously on the worker's event loop, so they must be quick
-    and must not block; an exception raised in one is logged and swallowed,
-    never breaking the worker.
-
-    ``op`` is the request: ``"claim"``, ``"heartbeat"``, ``"complete"``,
-    ``"fail"`` or ``"snooze"``.
-    """
-
-    def on_claim(self, worker_id: str, jobs: List[ClaimedJob]) -> None:
-        """A claim answered ``jobs`` (never empty; each with its
-        ``lease_token``), called as soon as the answer arrives, before any
-        of their handlers starts."""
-
-    def on_error(self, op: str, code: str, error: BaseException) -> None:
-        """A request failed: every try (retried ones too), and every failed
-        item of a batch answer. ``code`` is the API error code
-        (``"unavailable"``, ``"lease_lost"``, ...), ``"transport"`` when no
-        answer came, ``"timeout"`` when the worker gave up waiting for a
-        heartbeat, ``"decode"`` for an answer it could not read; ``error``
-        is the exception."""
-
-    def on_lease_lost(self, op: str, job_id: str, lease_token: str) -> None:
-        """The server answered ``lease_lost`` for ``job_id`` (a batch item,
-        or a fail or snooze): the token presented no longer owns the job and
-        the outcome is discarded. Comes after the matching :meth:`on_error`."""
-
-    def on_reports_sent(self, via: str, completions: int, failures: int) -> None:
-        """A request that carried completions or failures was answered or
-        failed (every try): ``via`` is ``"claim"`` when they rode a claim,
-        ``"complete"`` (``POST /v1/jobs/complete``) or ``"fail"`` (``POST
-        /v1/jobs/{id}/fail``) when they went by their own routes. Snoozes,
-        which have only their own route, are not counted."""
-
-
-def _code_of(error: BaseException) -> str:
-    """The code :meth:`WorkerObserver.on_error` is given for ``error``."""
-    if isinstance(error, TetherError):
-        return error.code
-    if isinstance(error, asyncio.TimeoutError):
-        return "timeout"
-    return type(error).__name__
-
-
-def _outcome_of(error: BaseException) -> str:
-    """What a report that was answered ``error`` comes to (see ``_submit``)."""
-    if isinstance(error, (LeaseLost, NotFound)):
-        return "lost"
-    if isinstance(error, (Unavailable, Internal)):
-        return f"gave up: {error}"
-    return f"rejected:{error}"
-
-
-def _ms(seconds: float) -> int:
-    return max(0, round(seconds * 1000))
-
-
-def _instant(text: Optional[str]) -> Optional[datetime]:
-    """An RFC 3339 time as the server writes it (``...Z``), or None."""
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
-    except ValueError:
-        return None
-
-
-def _granted_lease(job: Job, asked: Optional[float]) -> float:
-    """The lease (seconds) a claim granted ``job``: ``lease_expires_at`` minus
-    ``heartbeat_at``, both set by the claim on the server's clock; else what
-    the worker asked for, else the server's default (30 s)."""
-    expires = _instant(job.lease_expires_at)
-    since = _instant(job.heartbeat_at or job.started_at)
-    if expires is not None and since is not None:
-        seconds = (expires - since).total_seconds()
-        if 1.0 <= seconds <= 3600.0:
-            return seconds
-    return asked if asked is not None else DEFAULT_LEASE_TTL
-
-
-class JobContext:
-    """What a handler gets: the job, progress reporting and cancellation.
-
-    ``id``, ``queue``, ``kind``, ``payload``, ``attempt`` and ``max_attempts``
-    are the claimed job's; ``job`` is the whole :class:`Job`.
-    """
-
-    def __init__(self, job: ClaimedJob, worker_id: str, loop: asyncio.AbstractEventLoop) -> None:
-        self.job: Job = job
-        self.id: str = job.id
-        self.queue: str = job.queue
-        self.kind: str = job.kind
-        self.payload: JSON = job.payload
-        self.attempt: int = job.attempt
-        self.max_attempts: int = job.max_attempts
-        self.worker_id: str = worker_id
-        # Made on first use: most handlers never look (and a threading.Event
-        # costs more than the rest of this object).
-        self._cancel_event: Optional[threading.Event] = None
-        self._async_cancel = asyncio.Event()
-        self._on_cancel: Optional[Callable[[], None]] = None
-        """Called at the first cancel (the worker's watch of a handler that
-        ignores it)."""
-        self._loop = loop
-        self._lock = threading.Lock()
-        self._progress: Tuple[bool, JSON] = (False, None)
-
-    @property
-    def cancel_event(self) -> threading.Event:
-        """Set when the job should stop (a cancel request, a lost lease, the
-        timeout, the end of the shutdown grace). Sync handlers can
-        ``job.cancel_event.wait(seconds)`` instead of ``time.sleep``."""
-        with self._lock:
-            if self._cancel_event is None:
-                self._cancel_event = threading.Event()
-                if self._async_cancel.is_set():
-                    self._cancel_event.set()
-            return self._cancel_event
-
-    @property
-    def cancelled(self) -> bool:
-        """Whether the handler has been asked to stop."""
-        return self._async_cancel.is_set()
-
-    async def wait_cancelled(self) -> None:
-        """Returns once the handler has been asked to stop (for async handlers)."""
-        await self._async_cancel.wait()
-
-    def progress(self, value: JSON) -> None:
-        """Records progress (any JSON); the next heartbeat sends it. Thread-safe."""
-        with self._lock:
-            self._progress = (True, value)
-
-    def _take_progress(self) -> Tuple[bool, JSON]:
-        with self._lock:
-            p, self._progress = self._progress, (False, None)
-            return p
-
-    def _restore_progress(self, value: JSON) -> None:
-        with self._lock:
-            if not self._progress[0]:
-                self._progress = (True, value)
-
-    def _cancel(self) -> None:
-        """Called on the event loop's thread."""
-        first = not self._async_cancel.is_set()
-        with self._lock:  # against a cancel_event being made now
-            self._async_cancel.set()
-            event = self._cancel_event
-        if event is not None:
-            event.set()
-        if first and self._on_cancel is not None:
-            self._on_cancel()
-
-    def __repr__(self) -> str:
-        return f"JobContext(id={self.id!r}, kind={self.kind!r}, attempt={self.attempt})"
-
-
-Handler = Callable[[JobContext], Any]
 
 
 class _InFlight:
@@ -724,11 +529,18 @@ class Worker:
                     if not isinstance(e, (Unavailable, Internal, DecodeError)):
                         if isinstance(e, InvalidArgument) and "unknown field" in e.message:
                             self._carry = False
-                            log.warning("the server does not take reports with claims (%s): "
-                                        "reports go by their own routes", e)
+                            log.warning(
+                                "the server does not take reports with claims (%s): "
+                                "reports go by their own routes",
+                                e,
+                            )
                         else:
-                            log.warning("a claim carrying %d reports was refused (%s): sending "
-                                        "them by their own routes", len(carried), e)
+                            log.warning(
+                                "a claim carrying %d reports was refused (%s): sending "
+                                "them by their own routes",
+                                len(carried),
+                                e,
+                            )
                         continue  # claim again at once, without them
                 log.warning("claim failed (%s); trying again in %.1f s", e, backoff)
                 self._set_claim_soon(False)
@@ -829,9 +641,7 @@ class Worker:
             except RuntimeError:
                 pass  # the loop is gone (aborted): nobody waits for this job
 
-        threading.Thread(
-            target=target, name=f"tether-job-{ctx.id[:8]}", daemon=True
-        ).start()
+        threading.Thread(target=target, name=f"tether-job-{ctx.id[:8]}", daemon=True).start()
         return fut
 
     async def _execute(self, fl: _InFlight) -> _Ended:
@@ -961,16 +771,25 @@ class Worker:
                 "failed" if fail.get("fatal") else "cancelled" if fail.get("cancelled") else ""
             )
             if state in ("", "queued"):
-                log.info("job %s: attempt failed%s: %s", job.id,
-                         ", retry scheduled" if state else "", fail["error"][-200:])
+                log.info(
+                    "job %s: attempt failed%s: %s",
+                    job.id,
+                    ", retry scheduled" if state else "",
+                    fail["error"][-200:],
+                )
             else:
                 log.warning("job %s: %s: %s", job.id, state, fail["error"][-200:])
         elif outcome == "lost":
-            log.warning("job %s: lease lost (another owner has the job): the failure is discarded",
-                        job.id)
+            log.warning(
+                "job %s: lease lost (another owner has the job): the failure is discarded", job.id
+            )
         else:
-            log.error("job %s: could not report the failure (%s); the lease will lapse and the "
-                      "server requeue the job", job.id, outcome)
+            log.error(
+                "job %s: could not report the failure (%s); the lease will lapse and the "
+                "server requeue the job",
+                job.id,
+                outcome,
+            )
 
     async def _snooze(self, fl: _InFlight, delay_ms: int, what: str) -> None:
         job = fl.claimed
@@ -981,12 +800,17 @@ class Worker:
         except (LeaseLost, NotFound) as e:
             if isinstance(e, LeaseLost):
                 self._saw_lost("snooze", job.id, fl.token)
-            log.warning("job %s: lease lost (another owner has the job): the snooze is discarded",
-                        job.id)
+            log.warning(
+                "job %s: lease lost (another owner has the job): the snooze is discarded", job.id
+            )
             return
         except TetherError as e:
-            log.error("job %s: could not snooze (%s); the lease will lapse and the server "
-                      "requeue the job", job.id, e)
+            log.error(
+                "job %s: could not snooze (%s); the lease will lapse and the server "
+                "requeue the job",
+                job.id,
+                e,
+            )
             return
         log.info("job %s: %s (now %s)", job.id, what, answer.state)
 
@@ -996,14 +820,19 @@ class Worker:
         if outcome == "done":
             log.debug("job %s succeeded", job.id)
         elif outcome == "lost":
-            log.warning("job %s: lease lost (another owner has the job): the result is discarded",
-                        job.id)
+            log.warning(
+                "job %s: lease lost (another owner has the job): the result is discarded", job.id
+            )
         elif outcome.startswith("rejected:"):
             log.warning("job %s: the result was refused; failing the attempt", job.id)
             await self._fail(fl, {"error": f"the result could not be stored: {outcome[9:]}"})
         else:
-            log.error("job %s: could not report the result (%s); the lease will lapse and the "
-                      "server requeue the job", job.id, outcome)
+            log.error(
+                "job %s: could not report the result (%s); the lease will lapse and the "
+                "server requeue the job",
+                job.id,
+                outcome,
+            )
 
     # ---- the reports waiting to be sent ----------------------------------------
     # A completion or failure waits in self._pending for the next claim to
@@ -1104,11 +933,18 @@ class Worker:
             if not results:
                 # A server that ignores the fields: carrying only costs.
                 self._carry = False
-                log.warning("the server answered none of the %d reports a claim carried: "
-                            "reports go by their own routes", len(carried))
+                log.warning(
+                    "the server answered none of the %d reports a claim carried: "
+                    "reports go by their own routes",
+                    len(carried),
+                )
             elif len(results) < len(carried):
-                log.warning("a claim answered %d of the %d reports it carried: sending the "
-                            "others by their own routes", len(results), len(carried))
+                log.warning(
+                    "a claim answered %d of the %d reports it carried: sending the "
+                    "others by their own routes",
+                    len(results),
+                    len(carried),
+                )
             self._send_alone(again)
 
     async def _completer_loop(self) -> None:
@@ -1167,8 +1003,12 @@ class Worker:
         async def once() -> Job:
             try:
                 return await self._client.fail(
-                    item.id, item.lease_token, item.error, retry_after_ms=item.retry_after_ms,
-                    fatal=item.fatal, cancelled=item.cancelled,
+                    item.id,
+                    item.lease_token,
+                    item.error,
+                    retry_after_ms=item.retry_after_ms,
+                    fatal=item.fatal,
+                    cancelled=item.cancelled,
                 )
             finally:
                 self._saw_reports("fail", 0, 1)
@@ -1220,8 +1060,9 @@ class Worker:
                         one = await self._retrying("complete", self._completer_of(item))
                         res = one[0]
                         if not res.ok:
-                            self._saw_item("complete", item.id, item.lease_token,
-                                           res.error or Exception("?"))
+                            self._saw_item(
+                                "complete", item.id, item.lease_token, res.error or Exception("?")
+                            )
                         r.answer("done" if res.ok else _outcome_of(res.error or Exception("?")))
                     except TetherError as e1:
                         r.answer(_outcome_of(e1))
@@ -1259,7 +1100,8 @@ class Worker:
             sooner = asyncio.ensure_future(self._beat_sooner.wait())
             try:
                 await asyncio.wait(
-                    {drained, sooner}, timeout=max(0.0, wait),
+                    {drained, sooner},
+                    timeout=max(0.0, wait),
                     return_when=asyncio.FIRST_COMPLETED,
                 )
             finally:
@@ -1321,8 +1163,9 @@ class Worker:
                 if r.ok:
                     if r.ack is not None and r.ack.cancel_requested and not fl.cancel_requested:
                         fl.cancel_requested = True
-                        log.info("job %s: cancel requested: asking the handler to stop",
-                                 fl.claimed.id)
+                        log.info(
+                            "job %s: cancel requested: asking the handler to stop", fl.claimed.id
+                        )
                         fl.ctx._cancel()
                     continue
                 if fl.reporting_since is not None and isinstance(r.error, (LeaseLost, NotFound)):
@@ -1332,8 +1175,10 @@ class Worker:
                 if isinstance(r.error, (LeaseLost, NotFound)):
                     if fl.reporting_since is None and not fl.lost:
                         fl.lost = True
-                        log.warning("job %s: heartbeat: lease lost to another owner; "
-                                    "stopping the handler", fl.claimed.id)
+                        log.warning(
+                            "job %s: heartbeat: lease lost to another owner; stopping the handler",
+                            fl.claimed.id,
+                        )
                         fl.ctx._cancel()
                 else:
                     log.warning("job %s: heartbeat refused: %s", fl.claimed.id, r.error)

@@ -1,0 +1,234 @@
+"""What a handler sees and raises: its job's context, the outcomes it can
+ask for (retry after a delay, snooze, fail for good), and the observer a
+worker reports to. The worker that runs handlers is in ``_worker``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from datetime import datetime
+from typing import (
+    Any,
+    Callable,
+    List,
+    Optional,
+    Tuple,
+)
+
+from ._errors import (
+    Internal,
+    LeaseLost,
+    NotFound,
+    TetherError,
+    Unavailable,
+)
+from ._models import JSON, ClaimedJob, Job
+
+DEFAULT_LEASE_TTL = 30.0
+"""The server's lease (seconds) when neither the worker nor the queue sets one;
+assumed only for a claimed job that does not show its lease."""
+
+
+class RetryAfter(Exception):
+    """Raise from a handler to fail the attempt and retry exactly ``seconds``
+    later (the upstream said when), instead of the queue's backoff."""
+
+    def __init__(self, seconds: float, message: Optional[str] = None) -> None:
+        super().__init__(message or f"retry after {seconds} s")
+        self.seconds = seconds
+        self.message = message or f"retry after {seconds} s"
+
+
+class Snooze(Exception):
+    """Raise from a handler to put the job back for ``seconds`` without
+    counting the attempt: "not now, not my fault" (a rate limit, a busy
+    resource). Always reported to the server, however short: the job's
+    history shows ``snoozed`` and any worker may claim it when it is due."""
+
+    def __init__(self, seconds: float = 0.0) -> None:
+        super().__init__(f"snooze {seconds} s")
+        self.seconds = seconds
+
+
+class Retry(Exception):
+    """Raise from a handler to fail the attempt retryably with exactly
+    ``message`` as the job's error (no traceback appended); the job is
+    retried with the queue's backoff, or ``failed`` when out of attempts."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class Fatal(Exception):
+    """Raise from a handler to fail the job for good: no more attempts."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class WorkerObserver:
+    """What a :class:`Worker` sees on the wire, for metrics and logging.
+
+    Subclass it and override the methods you need (each does nothing here),
+    then pass an instance as ``Worker(..., observer=...)``. The methods are
+    called synchronously on the worker's event loop, so they must be quick
+    and must not block; an exception raised in one is logged and swallowed,
+    never breaking the worker.
+
+    ``op`` is the request: ``"claim"``, ``"heartbeat"``, ``"complete"``,
+    ``"fail"`` or ``"snooze"``.
+    """
+
+    def on_claim(self, worker_id: str, jobs: List[ClaimedJob]) -> None:
+        """A claim answered ``jobs`` (never empty; each with its
+        ``lease_token``), called as soon as the answer arrives, before any
+        of their handlers starts."""
+
+    def on_error(self, op: str, code: str, error: BaseException) -> None:
+        """A request failed: every try (retried ones too), and every failed
+        item of a batch answer. ``code`` is the API error code
+        (``"unavailable"``, ``"lease_lost"``, ...), ``"transport"`` when no
+        answer came, ``"timeout"`` when the worker gave up waiting for a
+        heartbeat, ``"decode"`` for an answer it could not read; ``error``
+        is the exception."""
+
+    def on_lease_lost(self, op: str, job_id: str, lease_token: str) -> None:
+        """The server answered ``lease_lost`` for ``job_id`` (a batch item,
+        or a fail or snooze): the token presented no longer owns the job and
+        the outcome is discarded. Comes after the matching :meth:`on_error`."""
+
+    def on_reports_sent(self, via: str, completions: int, failures: int) -> None:
+        """A request that carried completions or failures was answered or
+        failed (every try): ``via`` is ``"claim"`` when they rode a claim,
+        ``"complete"`` (``POST /v1/jobs/complete``) or ``"fail"`` (``POST
+        /v1/jobs/{id}/fail``) when they went by their own routes. Snoozes,
+        which have only their own route, are not counted."""
+
+
+def _code_of(error: BaseException) -> str:
+    """The code :meth:`WorkerObserver.on_error` is given for ``error``."""
+    if isinstance(error, TetherError):
+        return error.code
+    if isinstance(error, asyncio.TimeoutError):
+        return "timeout"
+    return type(error).__name__
+
+
+def _outcome_of(error: BaseException) -> str:
+    """What a report that was answered ``error`` comes to (see ``_submit``)."""
+    if isinstance(error, (LeaseLost, NotFound)):
+        return "lost"
+    if isinstance(error, (Unavailable, Internal)):
+        return f"gave up: {error}"
+    return f"rejected:{error}"
+
+
+def _ms(seconds: float) -> int:
+    return max(0, round(seconds * 1000))
+
+
+def _instant(text: Optional[str]) -> Optional[datetime]:
+    """An RFC 3339 time as the server writes it (``...Z``), or None."""
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+    except ValueError:
+        return None
+
+
+def _granted_lease(job: Job, asked: Optional[float]) -> float:
+    """The lease (seconds) a claim granted ``job``: ``lease_expires_at`` minus
+    ``heartbeat_at``, both set by the claim on the server's clock; else what
+    the worker asked for, else the server's default (30 s)."""
+    expires = _instant(job.lease_expires_at)
+    since = _instant(job.heartbeat_at or job.started_at)
+    if expires is not None and since is not None:
+        seconds = (expires - since).total_seconds()
+        if 1.0 <= seconds <= 3600.0:
+            return seconds
+    return asked if asked is not None else DEFAULT_LEASE_TTL
+
+
+class JobContext:
+    """What a handler gets: the job, progress reporting and cancellation.
+
+    ``id``, ``queue``, ``kind``, ``payload``, ``attempt`` and ``max_attempts``
+    are the claimed job's; ``job`` is the whole :class:`Job`.
+    """
+
+    def __init__(self, job: ClaimedJob, worker_id: str, loop: asyncio.AbstractEventLoop) -> None:
+        self.job: Job = job
+        self.id: str = job.id
+        self.queue: str = job.queue
+        self.kind: str = job.kind
+        self.payload: JSON = job.payload
+        self.attempt: int = job.attempt
+        self.max_attempts: int = job.max_attempts
+        self.worker_id: str = worker_id
+        # Made on first use: most handlers never look (and a threading.Event
+        # costs more than the rest of this object).
+        self._cancel_event: Optional[threading.Event] = None
+        self._async_cancel = asyncio.Event()
+        self._on_cancel: Optional[Callable[[], None]] = None
+        """Called at the first cancel (the worker's watch of a handler that
+        ignores it)."""
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._progress: Tuple[bool, JSON] = (False, None)
+
+    @property
+    def cancel_event(self) -> threading.Event:
+        """Set when the job should stop (a cancel request, a lost lease, the
+        timeout, the end of the shutdown grace). Sync handlers can
+        ``job.cancel_event.wait(seconds)`` instead of ``time.sleep``."""
+        with self._lock:
+            if self._cancel_event is None:
+                self._cancel_event = threading.Event()
+                if self._async_cancel.is_set():
+                    self._cancel_event.set()
+            return self._cancel_event
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the handler has been asked to stop."""
+        return self._async_cancel.is_set()
+
+    async def wait_cancelled(self) -> None:
+        """Returns once the handler has been asked to stop (for async handlers)."""
+        await self._async_cancel.wait()
+
+    def progress(self, value: JSON) -> None:
+        """Records progress (any JSON); the next heartbeat sends it. Thread-safe."""
+        with self._lock:
+            self._progress = (True, value)
+
+    def _take_progress(self) -> Tuple[bool, JSON]:
+        with self._lock:
+            p, self._progress = self._progress, (False, None)
+            return p
+
+    def _restore_progress(self, value: JSON) -> None:
+        with self._lock:
+            if not self._progress[0]:
+                self._progress = (True, value)
+
+    def _cancel(self) -> None:
+        """Called on the event loop's thread."""
+        first = not self._async_cancel.is_set()
+        with self._lock:  # against a cancel_event being made now
+            self._async_cancel.set()
+            event = self._cancel_event
+        if event is not None:
+            event.set()
+        if first and self._on_cancel is not None:
+            self._on_cancel()
+
+    def __repr__(self) -> str:
+        return f"JobContext(id={self.id!r}, kind={self.kind!r}, attempt={self.attempt})"
+
+
+Handler = Callable[[JobContext], Any]
