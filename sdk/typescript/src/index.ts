@@ -5,7 +5,9 @@
 
 export { Client, isTransient } from "./client.js";
 export type { CallOptions, ClaimAnswer, ClaimRequest, ClientOptions, CronPreviewQuery, EventsQuery, ListQuery } from "./client.js";
-export { Worker, JobAborted } from "./worker.js";
+export { Worker } from "./worker.js";
+export type { WorkerOptions } from "./worker.js";
+export { JobAborted } from "./handler.js";
 export type {
   ClaimEvent,
   FailureCode,
@@ -16,8 +18,7 @@ export type {
   RequestErrorEvent,
   WorkerObserver,
   WorkerOp,
-  WorkerOptions,
-} from "./worker.js";
+} from "./handler.js";
 export {
   AlreadyExists,
   ERROR_CLASSES,

@@ -13,97 +13,11 @@
 import { Client, isTransient, sleep } from "./client.js";
 import { errorFromApi, Fatal, Internal, InvalidArgument, LeaseLost, NotFound, PayloadTooLarge, PermissionDenied, Retry, RetryAfter, Snooze, TetherError, TransportError, Unauthenticated } from "./errors.js";
 import type { ClaimAnswer } from "./client.js";
-import type { ClaimBody, ClaimedJob, CompleteItem, ErrorCode, ErrorDetail, FailBody, FailItem, Job, Json, ReportResult } from "./types.js";
+import type { ClaimBody, ClaimedJob, CompleteItem, ErrorDetail, FailBody, FailItem, Job, Json, ReportResult } from "./types.js";
+import { JobAborted } from "./handler.js";
+import type { FailureCode, Handler, JobContext, Logger, WorkerObserver, WorkerOp } from "./handler.js";
 import { hostname } from "node:os";
 import { randomUUID } from "node:crypto";
-
-/** Why a handler's `ctx.signal` was aborted (its `reason`). */
-export class JobAborted extends Error {
-  readonly why: "cancel" | "timeout" | "shutdown" | "lease_lost";
-  constructor(why: JobAborted["why"], message: string) {
-    super(message);
-    this.name = "JobAborted";
-    this.why = why;
-  }
-}
-
-/** What a handler gets besides its job. */
-export interface JobContext {
-  /**
-   * Aborted when the handler should stop: a cancel was requested, the job's
-   * `timeout_ms` elapsed, its lease was lost, or the shutdown grace ended.
-   * `signal.reason` is a {@link JobAborted} saying which.
-   */
-  readonly signal: AbortSignal;
-  /** Aborted as soon as the worker starts shutting down (the grace period begins). */
-  readonly shutdown: AbortSignal;
-  /** Records progress (any JSON); the next heartbeat carries it to the server. */
-  progress(value: Json): void;
-  /** This worker's id. */
-  readonly workerId: string;
-}
-
-/** A handler: resolves with the job's result (any JSON; `undefined` is none). */
-export type Handler = (job: Job, ctx: JobContext) => Promise<Json | void> | Json | void;
-
-/** Where the worker writes what it does. */
-export interface Logger {
-  debug(msg: string, fields?: Record<string, unknown>): void;
-  info(msg: string, fields?: Record<string, unknown>): void;
-  warn(msg: string, fields?: Record<string, unknown>): void;
-  error(msg: string, fields?: Record<string, unknown>): void;
-}
-
-/** A request the worker makes to the server. */
-export type WorkerOp = "claim" | "heartbeat" | "complete" | "fail" | "snooze";
-
-/**
- * Why a request failed: the API error code, or, when there was no usable
- * answer, `transport` (refused, reset, …), `timeout` (no answer in time) or
- * `decode` (an answer that could not be read).
- */
-export type FailureCode = ErrorCode | "transport" | "timeout" | "decode";
-
-/** A claim answer, as it arrived (before any of its handlers start). */
-export interface ClaimEvent {
-  workerId: string;
-  queue: string;
-  /** The claimed jobs, with their lease tokens. Empty when the long-poll ended without work. */
-  jobs: readonly ClaimedJob[];
-}
-
-/** A failed request (each try of a retried one), or one failed item of a batch answer or of the reports a claim carried. */
-export interface RequestErrorEvent {
-  workerId: string;
-  op: WorkerOp;
-  code: FailureCode;
-  error: TetherError;
-  /** The job, for `fail`, `snooze` and an item of a batch; absent for a whole request (claim, batch). */
-  jobId?: string;
-}
-
-/** A `lease_lost` answer: another owner has the job; the outcome presented with `leaseToken` was refused. */
-export interface LeaseLostEvent {
-  workerId: string;
-  op: Exclude<WorkerOp, "claim">;
-  jobId: string;
-  /** The token the worker presented. */
-  leaseToken: string;
-}
-
-/**
- * Sees what the worker sees, for metrics and logs. Every callback is
- * optional and called synchronously as the answer arrives; one that throws
- * is logged and ignored (it cannot break the worker). Keep them quick.
- */
-export interface WorkerObserver {
-  /** Every claim answer, as soon as it arrives. */
-  onClaim?(event: ClaimEvent): void;
-  /** Every failed request (every try), every failed item of a heartbeat or complete batch, and every refused report a claim carried. */
-  onError?(event: RequestErrorEvent): void;
-  /** Every `lease_lost` answer (per item for heartbeat and complete batches and a claim's reports); `onError` is called for it too. */
-  onLeaseLost?(event: LeaseLostEvent): void;
-}
 
 /** Options of a {@link Worker}. */
 export interface WorkerOptions {
