@@ -183,7 +183,7 @@ pub fn plan(seed: u64, n: u64) -> Plan {
         0..=549 => Plan::Ok { sleep_ms: r % 25 },
         550..=669 => Plan::Flaky {
             fails: 1 + (r % 2) as i32,
-            retry_after_ms: (r % 3 == 0).then_some(150 + r % 100),
+            retry_after_ms: r.is_multiple_of(3).then_some(150 + r % 100),
         },
         670..=699 => Plan::AlwaysRetry,
         700..=729 => Plan::Fatal,

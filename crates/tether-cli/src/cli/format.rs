@@ -296,7 +296,7 @@ pub(crate) fn duration_ms(ms: i64) -> String {
         0..=999 => format!("{ms}ms"),
         1_000..=59_999 => {
             let tenths = (ms + 50) / 100;
-            if tenths % 10 == 0 {
+            if tenths.is_multiple_of(10) {
                 format!("{}s", tenths / 10)
             } else {
                 format!("{}.{}s", tenths / 10, tenths % 10)
