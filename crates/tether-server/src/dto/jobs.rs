@@ -295,7 +295,7 @@ pub struct JobDone {
     /// The job's id.
     pub id: Uuid,
     /// Always `true`.
-    #[schema(schema_with = super::workers::ok_true)]
+    #[schema(schema_with = super::attempts::ok_true)]
     pub ok: bool,
     /// The job after the operation.
     pub job: JobDto,

@@ -3,20 +3,20 @@
 //! One module per OpenAPI tag; this one holds what several tags share.
 //! The bounds of fields come from the validators' constants (`bounds.rs`).
 
-mod admin;
+mod attempts;
 mod bounds;
 mod jobs;
 mod queues;
 mod schedules;
 mod service;
-mod workers;
+mod tenants;
 
-pub use admin::*;
+pub use attempts::*;
 pub use jobs::*;
 pub use queues::*;
 pub use schedules::*;
 pub use service::*;
-pub use workers::*;
+pub use tenants::*;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize, Serializer};
@@ -33,10 +33,10 @@ pub(crate) fn bound(doc: &mut OpenApi) {
     let all = [
         field_bounds(),
         jobs::field_bounds(),
-        workers::field_bounds(),
+        attempts::field_bounds(),
         queues::field_bounds(),
         schedules::field_bounds(),
-        admin::field_bounds(),
+        tenants::field_bounds(),
     ];
     bounds::apply(doc, all.into_iter().flatten());
 }

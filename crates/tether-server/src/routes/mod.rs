@@ -1,5 +1,6 @@
 //! Every route of the service, in one list ([`api`]), and their handlers,
-//! one module per OpenAPI tag. Each handler carries its OpenAPI description:
+//! one module per topic, named as in every other layer (the OpenAPI
+//! tags `workers` and `admin` are `attempts.rs` and `tenants.rs`). Each handler carries its OpenAPI description:
 //! a doc comment's first line is the operation's summary, the rest its
 //! description.
 //!
@@ -9,12 +10,12 @@
 //! the request outlives the server's time limit. Routes with a body also
 //! answer 400, 413 and 415.
 
-pub(crate) mod admin;
+pub(crate) mod attempts;
 pub(crate) mod jobs;
 pub(crate) mod queues;
 pub(crate) mod schedules;
 pub(crate) mod service;
-pub(crate) mod workers;
+pub(crate) mod tenants;
 
 use axum::Json;
 use utoipa_axum::router::OpenApiRouter;
@@ -47,14 +48,14 @@ pub(crate) fn api(
         .routes(routes!(jobs::replay))
         .routes(routes!(jobs::cancel_many))
         .routes(routes!(jobs::replay_many))
-        .routes(routes!(workers::claim))
-        .routes(routes!(workers::heartbeat))
-        .routes(routes!(workers::heartbeat_many))
-        .routes(routes!(workers::complete))
-        .routes(routes!(workers::complete_many))
-        .routes(routes!(workers::fail))
-        .routes(routes!(workers::snooze))
-        .routes(routes!(workers::list_workers))
+        .routes(routes!(attempts::claim))
+        .routes(routes!(attempts::heartbeat))
+        .routes(routes!(attempts::heartbeat_many))
+        .routes(routes!(attempts::complete))
+        .routes(routes!(attempts::complete_many))
+        .routes(routes!(attempts::fail))
+        .routes(routes!(attempts::snooze))
+        .routes(routes!(attempts::list_workers))
         .routes(routes!(queues::list_queues))
         .routes(routes!(
             queues::get_queue,
@@ -77,11 +78,11 @@ pub(crate) fn api(
         .routes(routes!(schedules::schedule_runs))
         .routes(routes!(schedules::trigger_schedule))
         .routes(routes!(schedules::cron_preview))
-        .routes(routes!(admin::create_tenant, admin::list_tenants))
-        .routes(routes!(admin::suspend_tenant))
-        .routes(routes!(admin::resume_tenant))
-        .routes(routes!(admin::create_key, admin::list_keys))
-        .routes(routes!(admin::revoke_key))
+        .routes(routes!(tenants::create_tenant, tenants::list_tenants))
+        .routes(routes!(tenants::suspend_tenant))
+        .routes(routes!(tenants::resume_tenant))
+        .routes(routes!(tenants::create_key, tenants::list_keys))
+        .routes(routes!(tenants::revoke_key))
         .routes(routes!(service::whoami));
     // `/metrics` needs a key too, but checks it itself: it joins the keyed
     // routes after the guard.

@@ -1,4 +1,4 @@
-//! `admin`: tenants and keys, for admin keys only (`GET /metrics` is in
+//! The `admin` tag (the tenants topic): tenants and keys, for admin keys only (`GET /metrics` is in
 //! `metrics.rs`).
 
 use axum::extract::{Path, State};

@@ -1,4 +1,4 @@
-//! `admin`: tenants and API keys.
+//! The `admin` tag (the tenants topic): tenants and API keys.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

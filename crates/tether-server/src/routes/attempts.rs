@@ -1,4 +1,4 @@
-//! `workers`: claiming jobs and reporting on them, under a lease.
+//! The `workers` tag (the attempts topic): claiming jobs and reporting on them, under a lease.
 
 use std::time::Duration;
 

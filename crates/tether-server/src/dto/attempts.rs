@@ -1,4 +1,4 @@
-//! `workers`: claims, heartbeats, completions, failures and snoozes.
+//! The `workers` tag (the attempts topic): claims, heartbeats, completions, failures and snoozes.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
