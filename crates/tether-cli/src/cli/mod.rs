@@ -11,7 +11,6 @@
 //! API's JSON as one document. Exit codes: 0 ok, 1 the operation failed (an
 //! API or transport error), 2 a usage error.
 
-mod admin;
 mod dlq;
 mod enqueue;
 mod format;
@@ -19,6 +18,7 @@ mod jobs;
 mod queues;
 mod schedules;
 mod stats;
+mod tenants;
 mod workers;
 
 use std::ffi::OsString;
@@ -48,9 +48,9 @@ pub enum ClientCommand {
     /// Cron schedules: list, add, remove, runs, preview, enable, disable, trigger.
     Schedules(schedules::SchedulesArgs),
     /// Tenants (admin key).
-    Tenants(admin::TenantsArgs),
+    Tenants(tenants::TenantsArgs),
     /// API keys (admin key).
-    Keys(admin::KeysArgs),
+    Keys(tenants::KeysArgs),
     /// Per-queue health at a glance, optionally refreshing.
     Stats(stats::StatsArgs),
     /// Who holds running jobs now: worker, queues, running, last heartbeat.
@@ -144,8 +144,8 @@ pub async fn run(command: ClientCommand) -> Result<(), CliError> {
         ClientCommand::Queues(args) => queues::run(args).await,
         ClientCommand::Dlq(args) => dlq::run(args).await,
         ClientCommand::Schedules(args) => schedules::run(args).await,
-        ClientCommand::Tenants(args) => admin::run_tenants(args).await,
-        ClientCommand::Keys(args) => admin::run_keys(args).await,
+        ClientCommand::Tenants(args) => tenants::run_tenants(args).await,
+        ClientCommand::Keys(args) => tenants::run_keys(args).await,
         ClientCommand::Stats(args) => stats::run(args).await,
         ClientCommand::Workers(args) => workers::run(args).await,
     }
