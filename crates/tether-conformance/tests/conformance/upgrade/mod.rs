@@ -1,7 +1,6 @@
 //! Upgrades in place: each module makes a database as an older tether left
 //! it (on PostgreSQL, SQLite or both), migrates it and checks that what was
-//! there still reads and works. One test binary for all of them, so that CI
-//! links the tree once for them.
+//! there still reads and works.
 
 mod flow_control;
 mod from_version_3;
