@@ -2,7 +2,7 @@
 //! `routes::api` (each handler's `#[utoipa::path]`), the schemas of `dto/`
 //! and `error.rs`, and served at `GET /openapi.json`.
 //!
-//! `docs/openapi.json` is a committed copy; `tests/openapi.rs` fails when
+//! `docs/openapi.json` is a committed copy; `tests/http/openapi.rs` fails when
 //! it differs from what this module makes.
 
 use std::sync::OnceLock;

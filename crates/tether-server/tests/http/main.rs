@@ -1,11 +1,15 @@
 //! HTTP-level tests of the `/v1` API, each on PostgreSQL and SQLite, driving
-//! the router in-process.
+//! the router in-process; the OpenAPI document; and the dashboard, in a
+//! real browser. One binary, so that CI links the tree once for them (the
+//! `/metrics` tests have binaries of their own: the recorder is global).
 
 #[path = "../common/mod.rs"]
 mod common;
+mod dashboard;
 mod errors;
 mod jobs;
 mod neighbours;
+mod openapi;
 mod operators;
 mod polling;
 mod schedules;

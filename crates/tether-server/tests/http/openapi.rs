@@ -2,7 +2,7 @@
 //! it without a key, it documents exactly the routes of `docs/API.md`, and
 //! real requests and answers fit its schemas.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 
@@ -19,7 +19,7 @@ const API_MD: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../do
 /// Every route `docs/API.md` names before its "Planned" section (which
 /// includes the batch heartbeat, an addition, see `docs/http.md`). Not
 /// here, on purpose: the dashboard's page (`GET /`), a web page, not an API
-/// operation (`tests/dashboard.rs` tests it and its static files).
+/// operation (`tests/http/dashboard.rs` tests it and its static files).
 fn api_md_routes() -> BTreeSet<(String, String)> {
     let reference = API_MD.split("\n## Planned").next().unwrap();
     let mut routes = BTreeSet::new();
@@ -67,7 +67,7 @@ fn committed_document_is_current() {
     assert!(
         committed == fresh,
         "docs/openapi.json differs from the document the code generates; regenerate it with \
-         `TETHER_UPDATE_OPENAPI=1 cargo test -p tether-server --test openapi` and commit it"
+         `TETHER_UPDATE_OPENAPI=1 cargo test -p tether-server --test http -- openapi` and commit it"
     );
 }
 

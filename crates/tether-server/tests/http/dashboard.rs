@@ -7,7 +7,7 @@
 //! `tests/browser/node_modules` it fails with the command that installs them
 //! (`scripts/test` installs both).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
