@@ -675,21 +675,23 @@ macro_rules! behaviour_suite {
             schedules {
                 schedules_crud_and_tenant_walls,
                 bad_schedules_are_refused_and_write_nothing,
+                a_disabled_schedule_keeps_no_next_run_even_if_given_one,
+                schedule_runs_are_pruned_and_jobs_outlive_schedules,
+                schedule_rows_round_trip,
+                deleting_a_schedule_takes_its_runs_and_leaves_its_jobs,
+            }
+            schedule_fires {
                 concurrent_schedulers_fire_each_instant_once,
                 missed_fires_collapse_into_one_run,
                 short_gaps_are_caught_up_instant_by_instant,
                 a_fire_never_makes_a_second_job_for_its_instant,
                 overlap_skip_records_skipped_runs,
                 disabled_schedules_do_not_fire_or_replay,
-                a_disabled_schedule_keeps_no_next_run_even_if_given_one,
                 trigger_runs_now_and_keeps_the_timetable,
-                schedule_runs_are_pruned_and_jobs_outlive_schedules,
                 one_pass_fires_hundreds_of_due_schedules_once_each,
                 racing_passes_fire_each_due_schedule_once,
                 a_failed_enqueue_leaves_the_timetable_alone,
                 due_schedules_span_tenants_earliest_first,
-                schedule_rows_round_trip,
-                deleting_a_schedule_takes_its_runs_and_leaves_its_jobs,
             }
         }
     };

@@ -25,6 +25,7 @@ pub mod replay;
 pub mod reports;
 pub mod retention;
 pub mod retry;
+pub mod schedule_fires;
 pub mod schedules;
 pub mod tenants;
 pub mod validation;
