@@ -204,9 +204,11 @@ pub async fn jobs_are_found_by_id_prefix_and_creation_time(db: &TestDb) {
     let full = target.id.to_string();
     for prefix in [
         full.clone(),
-        // Past the id's 48-bit millisecond (ids of one millisecond share
-        // their first 12 digits, which failed this when two jobs met there).
-        full[..23].to_uppercase(),
+        // Past the id's millisecond and its counter (24 hex digits): ids made
+        // in one millisecond share their first 12 digits, and the counter
+        // that orders them within it makes the next few alike too (20
+        // digits failed this when two jobs met in one millisecond).
+        full[..28].to_uppercase(),
         full.replace('-', ""),
     ] {
         let found = list(JobFilter {

@@ -199,7 +199,9 @@ pub async fn schedules_crud_and_tenant_walls(db: &TestDb) {
     assert_eq!(patched.spec.payload, json!(null));
     assert_eq!(patched.spec.name, "nightly");
     assert_eq!(patched.created_at, s.created_at);
-    assert!(patched.updated_at > s.updated_at);
+    // Not earlier: SQLite keeps milliseconds, and a patch in the create's
+    // millisecond reads the same instant.
+    assert!(patched.updated_at >= s.updated_at);
     expect_name_taken(
         e.patch_schedule(
             "t1",
@@ -400,7 +402,10 @@ pub async fn a_disabled_schedule_keeps_no_next_run_even_if_given_one(db: &TestDb
     assert_eq!(u.spec, disabled);
     assert_eq!(u.next_run_at, None);
     assert_eq!(u.created_at, s.created_at);
-    assert!(u.updated_at > s.updated_at);
+    assert!(
+        u.updated_at >= s.updated_at,
+        "not earlier (SQLite keeps milliseconds)"
+    );
     assert_eq!(ok(store.get_schedule("t", s.id).await).next_run_at, None);
 
     let off = ok(store
