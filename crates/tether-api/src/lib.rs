@@ -246,3 +246,55 @@ pub(crate) mod schemas {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use chrono::{DateTime, Utc};
+    use serde_json::{json, Value};
+    use tether_core::NewJob;
+
+    use super::*;
+
+    #[test]
+    fn requests_refuse_unknown_fields_and_carry_only_set_ones() {
+        let bad = json!({"queue": "q", "kind": "k", "bogus": 1});
+        assert!(serde_json::from_value::<EnqueueRequest>(bad).is_err());
+        let req = EnqueueRequest::from(NewJob::new("q", "k", Value::Null));
+        assert_eq!(
+            serde_json::to_value(&req).unwrap(),
+            json!({"queue": "q", "kind": "k"})
+        );
+        // A patch tells "remove the limit" (null) from "keep it" (absent).
+        let patch = QueueConfigBody {
+            max_running: Some(None),
+            ..QueueConfigBody::default()
+        };
+        let sent = serde_json::to_value(patch).unwrap();
+        assert_eq!(sent, json!({"max_running": null}));
+        assert_eq!(
+            serde_json::from_value::<QueueConfigBody>(sent).unwrap(),
+            patch
+        );
+    }
+
+    #[test]
+    fn answers_are_written_with_milliseconds_and_read_leniently() {
+        let at: DateTime<Utc> = "2030-01-02T03:04:05.678Z".parse().unwrap();
+        let run = ScheduleRun {
+            fire_at: at,
+            job_id: None,
+            outcome: "enqueued".to_owned(),
+        };
+        let mut sent = serde_json::to_value(&run).unwrap();
+        assert_eq!(sent["fire_at"], "2030-01-02T03:04:05.678Z");
+        sent["added_later"] = json!(true);
+        assert_eq!(serde_json::from_value::<ScheduleRun>(sent).unwrap(), run);
+        // Fields an older server lacks take their defaults.
+        let old = json!({
+            "error": {"code": "teleported"},
+        });
+        let body: ErrorBody = serde_json::from_value(old).unwrap();
+        assert_eq!(body.error.code, "teleported");
+        assert_eq!(body.error.message, "");
+    }
+}
