@@ -32,20 +32,17 @@ pub struct ItemResult<T> {
     pub result: crate::Result<T>,
 }
 
-/// A time as the server takes it: RFC 3339 in UTC with at most
-/// microseconds (the finest it keeps; it refuses more digits), so
-/// nanoseconds are cut here.
-pub(crate) fn time(t: &DateTime<Utc>) -> String {
-    use chrono::SubsecRound;
-    t.trunc_subsecs(6)
-        .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
-}
-
-/// [`time`]'s cut on a time a request body carries (the body writes it
-/// with chrono's own encoding).
+/// A time as the server takes it: at most microseconds (the finest it
+/// keeps; it refuses more digits), so nanoseconds are cut here. Request
+/// bodies write it with chrono's own RFC 3339 encoding.
 pub(crate) fn sent_time(t: DateTime<Utc>) -> DateTime<Utc> {
     use chrono::SubsecRound;
     t.trunc_subsecs(6)
+}
+
+/// [`sent_time`] as a query string writes it: RFC 3339 in UTC.
+pub(crate) fn time(t: &DateTime<Utc>) -> String {
+    sent_time(*t).to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
 }
 
 /// `{"results": [...]}` of a batch answer.
