@@ -159,8 +159,8 @@ pub struct CreateKeyResponse {
     pub api_key: String,
 }
 
-#[cfg(feature = "openapi")]
 /// The bounds of this topic's fields (see `bounds.rs`).
+#[cfg(feature = "openapi")]
 pub(crate) fn field_bounds() -> Vec<crate::bounds::FieldBound> {
     use crate::bounds::{field, length};
     use tether_core::validate::MAX_NAME_LEN;
