@@ -65,11 +65,23 @@ pub use client::{HttpClient, HttpClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT
 pub use error::{Error, ErrorCode, Result};
 pub use remote::{RemoteSource, DEFAULT_CLAIM_WAIT, MAX_CLAIM_WAIT};
 pub use wire::{
-    ApiKey, BulkReplay, BulkReplayed, ClaimOptions, Claimed, ClaimedJob, CreatedKey, CreatedTenant,
-    CronPreview, Enqueued, EventPage, EventQuery, HeartbeatAck, ItemResult, Job, JobEvent, JobPage,
-    JobQuery, NewKey, Percentiles, Queue, Schedule, ScheduleRun, StateCounts, Tenant, TenantRef,
-    Throughput, ThroughputMinute, Whoami, WorkerInfo,
+    BulkReplay, ClaimOptions, Claimed, CronPreview, EventQuery, ItemResult, JobQuery, NewKey,
 };
+
+/// The API's bodies, shared with the server (see [`api`]): answers under
+/// the names this client has always given them.
+pub use tether_api::{
+    ApiKey, BulkReplayResponse as BulkReplayed, ClaimedJob, CreateKeyResponse as CreatedKey,
+    CreateTenantResponse as CreatedTenant, EnqueueResponse as Enqueued,
+    EventListResponse as EventPage, HeartbeatResponse as HeartbeatAck, Job, JobEvent,
+    JobListResponse as JobPage, Percentiles, Queue, Schedule, ScheduleRun, StateCounts, Tenant,
+    TenantRef, ThroughputMinute, ThroughputResponse as Throughput, WhoamiResponse as Whoami,
+    WorkerInfo,
+};
+
+/// Every request and response body of the API ([`tether_api`]), e.g. to
+/// build a request by hand or to read an answer's raw form.
+pub use tether_api as api;
 
 /// Request types shared with the embedded library: what to enqueue, and the
 /// shapes of heartbeats, completions, failures, queue settings and

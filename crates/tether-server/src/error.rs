@@ -3,16 +3,14 @@
 //! document. Codes, statuses and meanings come from [`ErrorCode`], the one
 //! error table (in `tether-core`).
 
-use std::borrow::Cow;
-
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
+use tether_api::{ErrorBody, ErrorDetail, ItemFailure};
 use tether_core::ErrorCode;
 use utoipa::openapi::response::{Response as DocResponse, ResponseBuilder};
-use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr};
-use utoipa::{PartialSchema, ToResponse, ToSchema};
+use utoipa::{ToResponse, ToSchema};
+use uuid::Uuid;
 
 /// An error answer: status, stable machine-readable code, human message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,7 +75,7 @@ impl ApiError {
     /// The `{"code", "message"}` object (also used per item in batch answers).
     pub(crate) fn detail(&self) -> ErrorDetail {
         ErrorDetail {
-            code: self.code,
+            code: self.code.as_str().to_owned(),
             message: self.message.clone(),
         }
     }
@@ -114,48 +112,13 @@ impl IntoResponse for ApiError {
 /// Result alias of the handlers.
 pub type ApiResult<T> = Result<T, ApiError>;
 
-/// The body of every error answer: `{"error": {"code", "message"}}`.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-#[schema(as = Error)]
-pub(crate) struct ErrorBody {
-    /// What went wrong.
-    pub error: ErrorDetail,
-}
-
-/// An error: a stable machine-readable code and a message for humans.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub(crate) struct ErrorDetail {
-    /// Machine-readable; the HTTP status follows from it.
-    #[schema(value_type = ErrorCodeSchema)]
-    pub code: ErrorCode,
-    /// For humans; not stable.
-    pub message: String,
-}
-
-/// Schema of the error codes (the `code` of [`ErrorDetail`]), made from
-/// [`ErrorCode::ALL`] so the document lists exactly the codes the server knows.
-pub(crate) struct ErrorCodeSchema;
-
-impl PartialSchema for ErrorCodeSchema {
-    fn schema() -> RefOr<Schema> {
-        let table: Vec<String> = ErrorCode::ALL
-            .iter()
-            .map(|code| format!("`{code}` ({})", code.status()))
-            .collect();
-        ObjectBuilder::new()
-            .schema_type(Type::String)
-            .enum_values(Some(ErrorCode::ALL.iter().map(|code| code.as_str())))
-            .description(Some(format!(
-                "A machine-readable error code and the status it comes with: {}.",
-                table.join(", ")
-            )))
-            .into()
-    }
-}
-
-impl ToSchema for ErrorCodeSchema {
-    fn name() -> Cow<'static, str> {
-        Cow::Borrowed("ErrorCode")
+/// The failed item about job `id` of a batch answer: the error the item
+/// would have had alone.
+pub(crate) fn item_failure(id: Uuid, e: tether_core::Error) -> ItemFailure {
+    ItemFailure {
+        id,
+        ok: false,
+        error: ApiError::from(e).detail(),
     }
 }
 
@@ -211,7 +174,6 @@ error_responses! {
 mod tests {
     use super::*;
     use tether_core::{Error, JobState};
-    use uuid::Uuid;
 
     #[test]
     fn every_core_error_maps_to_the_api_table() {

@@ -9,9 +9,9 @@ use tether_core::{
     ReplayFilter, ScheduleSpec,
 };
 
-use crate::dto::*;
 use crate::error::ApiError;
 use crate::extract::parse_json;
+use tether_api::*;
 
 /// The route decoders the fuzz target picks from.
 pub const ROUTES: [&str; 13] = [

@@ -28,7 +28,6 @@ pub mod admin_key;
 mod connections;
 mod dashboard;
 pub mod data_dir;
-mod dto;
 mod error;
 mod extract;
 #[doc(hidden)]
@@ -62,7 +61,7 @@ pub use standalone::{
 };
 
 /// The default longest `wait_ms` of a claim ([`ServerConfig::max_wait_ms`]).
-pub(crate) const DEFAULT_MAX_WAIT_MS: i64 = 30_000;
+pub(crate) const DEFAULT_MAX_WAIT_MS: i64 = tether_api::DEFAULT_MAX_WAIT_MS;
 
 /// Settings of the HTTP service.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! The OpenAPI document of the HTTP API, generated from the routes of
-//! `routes::api` (each handler's `#[utoipa::path]`), the schemas of `dto/`
-//! and `error.rs`, and served at `GET /openapi.json`.
+//! `routes::api` (each handler's `#[utoipa::path]`), the schemas of
+//! `tether-api` and `error.rs`, and served at `GET /openapi.json`.
 //!
 //! `docs/openapi.json` is a committed copy; `tests/http/openapi.rs` fails when
 //! it differs from what this module makes.
@@ -38,7 +38,7 @@ const API_KEY: &str = "api_key";
             `{\"error\": {\"code\", \"message\"}}`.",
         license(name = "MIT OR Apache-2.0", identifier = "MIT OR Apache-2.0"),
     ),
-    components(schemas(crate::error::ErrorBody), responses(
+    components(schemas(tether_api::ErrorBody), responses(
         BadRequest,
         Unauthenticated,
         PermissionDenied,
@@ -164,7 +164,7 @@ fn operations(item: &mut PathItem) -> impl Iterator<Item = &mut Operation> {
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut doc = crate::routes::api(|v1| v1).into_openapi();
     OptionalBodies.modify(&mut doc);
-    crate::dto::bound(&mut doc);
+    tether_api::bound(&mut doc);
     doc
 }
 

@@ -28,36 +28,22 @@ impl HttpClient {
         reports: &CarriedReports,
     ) -> Result<Claimed> {
         let call = self.call(Method::POST, &["v1", "queues", queue, "claim"])?;
-        let mut body = Map::new();
-        body.insert("worker_id".into(), opts.worker_id.clone().into());
-        if let Some(n) = opts.limit {
-            body.insert("limit".into(), n.into());
-        }
-        if let Some(ms) = opts.lease_ttl_ms {
-            body.insert("lease_ttl_ms".into(), ms.into());
-        }
-        let wait = opts.wait_ms.unwrap_or(0).max(0);
-        if let Some(ms) = opts.wait_ms {
-            body.insert("wait_ms".into(), ms.into());
-        }
+        let mut claim = opts.body();
         if !reports.complete.is_empty() {
-            let items = reports.complete.iter().map(completion_body).collect();
-            body.insert("complete".into(), Value::Array(items));
+            let items = reports.complete.iter().cloned().map(CompleteItem::from);
+            claim.complete = Some(items.collect());
         }
         if !reports.fail.is_empty() {
-            let items = reports.fail.iter().map(|f| {
-                let mut v = failure_body(f.lease_token, &f.failure);
-                v["id"] = json!(f.id);
-                v
-            });
-            body.insert("fail".into(), Value::Array(items.collect()));
+            let items = reports.fail.iter().cloned().map(FailItem::from);
+            claim.fail = Some(items.collect());
         }
+        let wait = opts.wait_ms.unwrap_or(0).max(0);
         let req = self
             .request(&call, true)
             .timeout(self.timeout + Duration::from_millis(wait as u64))
-            .json(&Value::Object(body));
+            .json(&claim);
         let bytes = self.send(req).await?;
-        let env: JobsEnvelope = decode(&call, &bytes)?;
+        let env: ClaimAnswer = decode(&call, &bytes)?;
         Ok(Claimed {
             jobs: env.jobs,
             reports: env.reports.into_iter().map(BatchItem::into_unit).collect(),
@@ -71,7 +57,7 @@ impl HttpClient {
         let id = hb.id.to_string();
         self.post(
             &["v1", "jobs", &id, "heartbeat"],
-            Some(&heartbeat_body(hb, false)),
+            Some(&body(&HeartbeatBody::from(hb.clone()))),
         )
         .await
     }
@@ -82,11 +68,11 @@ impl HttpClient {
         &self,
         items: &[Heartbeat],
     ) -> Result<Vec<ItemResult<HeartbeatAck>>> {
-        let items: Vec<Value> = items.iter().map(|h| heartbeat_body(h, true)).collect();
+        let items = items.iter().cloned().map(HeartbeatItem::from).collect();
         let env: ResultsEnvelope<BatchItem> = self
             .post(
                 &["v1", "jobs", "heartbeat"],
-                Some(&json!({ "items": items })),
+                Some(&body(&HeartbeatManyBody { items })),
             )
             .await?;
         Ok(env
@@ -115,13 +101,13 @@ impl HttpClient {
         lease_token: LeaseToken,
         result: Option<Value>,
     ) -> Result<Job> {
-        let mut body = json!({ "lease_token": lease_token });
-        if let Some(r) = result {
-            body["result"] = r;
-        }
+        let complete = CompleteBody {
+            lease_token,
+            result,
+        };
         let id = id.to_string();
-        let env: JobEnvelope = self
-            .post(&["v1", "jobs", &id, "complete"], Some(&body))
+        let env: JobResponse = self
+            .post(&["v1", "jobs", &id, "complete"], Some(&body(&complete)))
             .await?;
         Ok(env.job)
     }
@@ -129,11 +115,11 @@ impl HttpClient {
     /// `POST /v1/jobs/complete`: completes 1–1000 jobs; one answer per item,
     /// in order.
     pub async fn complete_batch(&self, items: &[Completion]) -> Result<Vec<ItemResult<()>>> {
-        let items: Vec<Value> = items.iter().map(completion_body).collect();
+        let items = items.iter().cloned().map(CompleteItem::from).collect();
         let env: ResultsEnvelope<BatchItem> = self
             .post(
                 &["v1", "jobs", "complete"],
-                Some(&json!({ "items": items })),
+                Some(&body(&CompleteManyBody { items })),
             )
             .await?;
         Ok(env.results.into_iter().map(BatchItem::into_unit).collect())
@@ -144,19 +130,24 @@ impl HttpClient {
     /// `failed` when fatal or out of attempts, or `cancelled` when
     /// `failure.cancelled` acknowledges a cancel request.
     pub async fn fail(&self, id: Uuid, lease_token: LeaseToken, failure: &Failure) -> Result<Job> {
-        let body = failure_body(lease_token, failure);
+        let fail = FailBody::new(lease_token, failure.clone());
         let id = id.to_string();
-        let env: JobEnvelope = self.post(&["v1", "jobs", &id, "fail"], Some(&body)).await?;
+        let env: JobResponse = self
+            .post(&["v1", "jobs", &id, "fail"], Some(&body(&fail)))
+            .await?;
         Ok(env.job)
     }
 
     /// `POST /v1/jobs/{id}/snooze`: "not now" — back to `queued` at now +
     /// `delay_ms` with the attempt given back.
     pub async fn snooze(&self, id: Uuid, lease_token: LeaseToken, delay_ms: i64) -> Result<Job> {
-        let body = json!({ "lease_token": lease_token, "delay_ms": delay_ms });
+        let snooze = SnoozeBody {
+            lease_token,
+            delay_ms,
+        };
         let id = id.to_string();
-        let env: JobEnvelope = self
-            .post(&["v1", "jobs", &id, "snooze"], Some(&body))
+        let env: JobResponse = self
+            .post(&["v1", "jobs", &id, "snooze"], Some(&body(&snooze)))
             .await?;
         Ok(env.job)
     }
@@ -165,47 +156,7 @@ impl HttpClient {
 
     /// `GET /v1/workers`: who holds the tenant's running jobs now.
     pub async fn list_workers(&self) -> Result<Vec<WorkerInfo>> {
-        let env: WorkersEnvelope = self.get(&["v1", "workers"]).await?;
+        let env: WorkerListResponse = self.get(&["v1", "workers"]).await?;
         Ok(env.workers)
     }
-}
-
-/// The wire form of one heartbeat (`with_id` for the batch route).
-fn heartbeat_body(hb: &Heartbeat, with_id: bool) -> Value {
-    let mut v = json!({ "lease_token": hb.lease_token });
-    if with_id {
-        v["id"] = hb.id.to_string().into();
-    }
-    if let Some(ms) = hb.lease_ttl_ms {
-        v["lease_ttl_ms"] = ms.into();
-    }
-    if let Some(p) = &hb.progress {
-        v["progress"] = p.clone();
-    }
-    v
-}
-
-/// One completion as `POST /v1/jobs/complete` and a claim's `complete` take it.
-fn completion_body(c: &Completion) -> Value {
-    let mut v = json!({ "id": c.id, "lease_token": c.lease_token });
-    if let Some(r) = &c.result {
-        v["result"] = r.clone();
-    }
-    v
-}
-
-/// A failure as `POST /v1/jobs/{id}/fail` takes it (a claim's `fail` items
-/// add the `id`).
-fn failure_body(lease_token: LeaseToken, failure: &Failure) -> Value {
-    let mut body = json!({ "lease_token": lease_token, "error": failure.error });
-    if let Some(ms) = failure.retry_after_ms {
-        body["retry_after_ms"] = ms.into();
-    }
-    if failure.fatal {
-        body["fatal"] = true.into();
-    }
-    if failure.cancelled {
-        body["cancelled"] = true.into();
-    }
-    body
 }

@@ -8,7 +8,8 @@ impl HttpClient {
     /// key) was returned instead.
     pub async fn enqueue(&self, job: NewJob) -> Result<Enqueued> {
         let call = self.call(Method::POST, &["v1", "jobs"])?;
-        self.json(call, Some(&wire::enqueue_body(&job))).await
+        self.json(call, Some(&body(&wire::enqueue_request(&job))))
+            .await
     }
 
     /// Enqueues a typed job on its kind's default queue. For other settings
@@ -21,9 +22,12 @@ impl HttpClient {
     /// `POST /v1/jobs/batch`: enqueues 1–1000 jobs all-or-nothing; answers
     /// in request order.
     pub async fn enqueue_batch(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
-        let jobs: Vec<Value> = jobs.iter().map(wire::enqueue_body).collect();
-        let env: ResultsEnvelope<Enqueued> = self
-            .post(&["v1", "jobs", "batch"], Some(&json!({ "jobs": jobs })))
+        let jobs = jobs.iter().map(wire::enqueue_request).collect();
+        let env: BatchEnqueueResponse = self
+            .post(
+                &["v1", "jobs", "batch"],
+                Some(&body(&BatchEnqueueRequest { jobs })),
+            )
             .await?;
         Ok(env.results)
     }

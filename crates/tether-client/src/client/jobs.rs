@@ -6,15 +6,18 @@ impl HttpClient {
     /// `POST /v1/jobs/cancel`: cancels 1–500 jobs, each as
     /// [`HttpClient::cancel`] would; one answer per id, in order.
     pub async fn cancel_jobs(&self, ids: &[Uuid]) -> Result<Vec<ItemResult<Job>>> {
-        self.bulk(&["v1", "jobs", "cancel"], json!({ "ids": ids }))
-            .await
+        let ids = JobIdsBody { ids: ids.to_vec() };
+        self.bulk(&["v1", "jobs", "cancel"], body(&ids)).await
     }
 
     /// `POST /v1/jobs/replay`: replays 1–500 finished jobs, each as
     /// [`HttpClient::replay`] would; one answer per id, in order.
     pub async fn replay_jobs(&self, ids: &[Uuid]) -> Result<Vec<ItemResult<Job>>> {
-        self.bulk(&["v1", "jobs", "replay"], json!({ "ids": ids }))
-            .await
+        let ids = ReplayIdsBody {
+            ids: ids.to_vec(),
+            expires_at: None,
+        };
+        self.bulk(&["v1", "jobs", "replay"], body(&ids)).await
     }
 
     async fn bulk(&self, route: &[&str], body: Value) -> Result<Vec<ItemResult<Job>>> {
@@ -35,7 +38,7 @@ impl HttpClient {
     /// `GET /v1/jobs/{id}`.
     pub async fn get_job(&self, id: Uuid) -> Result<Job> {
         let id = id.to_string();
-        let env: JobEnvelope = self.get(&["v1", "jobs", &id]).await?;
+        let env: JobResponse = self.get(&["v1", "jobs", &id]).await?;
         Ok(env.job)
     }
 
@@ -43,7 +46,7 @@ impl HttpClient {
     /// [`JobPage::next_cursor`] for the next one.
     pub async fn list_jobs(&self, query: &JobQuery) -> Result<JobPage> {
         let call = self.call(Method::GET, &["v1", "jobs"])?;
-        let req = self.request(&call, true).query(&query.pairs());
+        let req = self.request(&call, true).query(&query.query());
         let bytes = self.send(req).await?;
         decode(&call, &bytes)
     }
@@ -53,7 +56,7 @@ impl HttpClient {
     pub async fn events_page(&self, id: Uuid, query: &EventQuery) -> Result<EventPage> {
         let id = id.to_string();
         let call = self.call(Method::GET, &["v1", "jobs", &id, "events"])?;
-        let req = self.request(&call, true).query(&query.pairs());
+        let req = self.request(&call, true).query(&query.query());
         let bytes = self.send(req).await?;
         decode(&call, &bytes)
     }
@@ -81,7 +84,7 @@ impl HttpClient {
     /// `invalid_state`.
     pub async fn cancel(&self, id: Uuid) -> Result<Job> {
         let id = id.to_string();
-        let env: JobEnvelope = self.post(&["v1", "jobs", &id, "cancel"], None).await?;
+        let env: JobResponse = self.post(&["v1", "jobs", &id, "cancel"], None).await?;
         Ok(env.job)
     }
 
@@ -95,9 +98,13 @@ impl HttpClient {
     /// expiry (`None`: none).
     pub async fn replay_with(&self, id: Uuid, expires_at: Option<DateTime<Utc>>) -> Result<Job> {
         let id = id.to_string();
-        let body = expires_at.map(|at| json!({ "expires_at": wire::time(&at) }));
-        let env: JobEnvelope = self
-            .post(&["v1", "jobs", &id, "replay"], body.as_ref())
+        let replay = expires_at.map(|at| {
+            body(&ReplayBody {
+                expires_at: Some(wire::sent_time(at)),
+            })
+        });
+        let env: JobResponse = self
+            .post(&["v1", "jobs", &id, "replay"], replay.as_ref())
             .await?;
         Ok(env.job)
     }
@@ -118,26 +125,8 @@ impl HttpClient {
         queue: &str,
         filter: &BulkReplay,
     ) -> Result<BulkReplayed> {
-        let mut body = Map::new();
-        if let Some(s) = filter.state {
-            body.insert("state".into(), s.as_str().into());
-        }
-        if let Some(k) = &filter.kind {
-            body.insert("kind".into(), k.clone().into());
-        }
-        if let Some(n) = filter.limit {
-            body.insert("limit".into(), n.into());
-        }
-        if let Some(cursor) = &filter.cursor {
-            body.insert("cursor".into(), cursor.clone().into());
-        }
-        if let Some(at) = filter.expires_at {
-            body.insert("expires_at".into(), wire::time(&at).into());
-        }
-        self.post(
-            &["v1", "queues", queue, "replay"],
-            Some(&Value::Object(body)),
-        )
-        .await
+        let replay = filter.body()?;
+        self.post(&["v1", "queues", queue, "replay"], Some(&body(&replay)))
+            .await
     }
 }

@@ -8,7 +8,8 @@ use chrono::{DateTime, Utc};
 use reqwest::header::{HeaderValue, AUTHORIZATION};
 use reqwest::{Method, RequestBuilder, Url};
 use serde::de::DeserializeOwned;
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::Value;
 use tether_core::{
     CarriedReports, Completion, Failure, Heartbeat, JobArgs, LeaseToken, NewJob, QueueConfigPatch,
     SchedulePatch, ScheduleSpec,
@@ -17,6 +18,11 @@ use uuid::Uuid;
 
 use crate::error::{Error, ErrorCode, Result};
 use crate::wire::{self, *};
+use crate::{
+    BulkReplayed, CreatedKey, CreatedTenant, Enqueued, EventPage, HeartbeatAck, JobPage,
+    Throughput, Whoami,
+};
+use tether_api::*;
 
 mod attempts;
 mod enqueue;
@@ -265,6 +271,11 @@ impl HttpClient {
     // ----- producing --------------------------------------------------------
 }
 
+/// A request body as JSON (the API's bodies always are).
+fn body(b: &impl Serialize) -> Value {
+    serde_json::to_value(b).expect("a request body serializes to JSON")
+}
+
 fn decode<T: DeserializeOwned>(call: &Call, bytes: &[u8]) -> Result<T> {
     serde_json::from_slice(bytes).map_err(|source| Error::Decode {
         route: call.route.clone(),
@@ -274,7 +285,7 @@ fn decode<T: DeserializeOwned>(call: &Call, bytes: &[u8]) -> Result<T> {
 
 /// The typed error of an answer with a non-2xx status.
 fn api_error(status: u16, body: &[u8]) -> Error {
-    match serde_json::from_slice::<ErrorEnvelope>(body) {
+    match serde_json::from_slice::<ErrorBody>(body) {
         Ok(env) => match ErrorCode::parse(&env.error.code) {
             Some(code) => Error::Api {
                 status,
@@ -328,7 +339,7 @@ impl BatchItem {
     }
 }
 
-fn item_error(body: Option<ErrorBody>) -> Error {
+fn item_error(body: Option<ErrorDetail>) -> Error {
     match body {
         Some(b) => match ErrorCode::parse(&b.code) {
             Some(code) => Error::Api {

@@ -7,22 +7,25 @@ impl HttpClient {
     /// fire instant after now. A name the tenant already uses is 409
     /// `already_exists`; a bad expression or time zone is 400.
     pub async fn create_schedule(&self, spec: &ScheduleSpec) -> Result<Schedule> {
-        let env: ScheduleEnvelope = self
-            .post(&["v1", "schedules"], Some(&wire::schedule_body(spec)))
+        let env: ScheduleResponse = self
+            .post(
+                &["v1", "schedules"],
+                Some(&body(&CreateScheduleBody::from(spec.clone()))),
+            )
             .await?;
         Ok(env.schedule)
     }
 
     /// `GET /v1/schedules`: every schedule of the tenant, by name.
     pub async fn list_schedules(&self) -> Result<Vec<Schedule>> {
-        let env: SchedulesEnvelope = self.get(&["v1", "schedules"]).await?;
+        let env: ScheduleListResponse = self.get(&["v1", "schedules"]).await?;
         Ok(env.schedules)
     }
 
     /// `GET /v1/schedules/{id}`.
     pub async fn get_schedule(&self, id: Uuid) -> Result<Schedule> {
         let id = id.to_string();
-        let env: ScheduleEnvelope = self.get(&["v1", "schedules", &id]).await?;
+        let env: ScheduleResponse = self.get(&["v1", "schedules", &id]).await?;
         Ok(env.schedule)
     }
 
@@ -32,8 +35,8 @@ impl HttpClient {
     pub async fn patch_schedule(&self, id: Uuid, patch: &SchedulePatch) -> Result<Schedule> {
         let id = id.to_string();
         let call = self.call(Method::PATCH, &["v1", "schedules", &id])?;
-        let env: ScheduleEnvelope = self
-            .json(call, Some(&wire::schedule_patch_body(patch)))
+        let env: ScheduleResponse = self
+            .json(call, Some(&body(&PatchScheduleBody::from(patch.clone()))))
             .await?;
         Ok(env.schedule)
     }
@@ -51,7 +54,7 @@ impl HttpClient {
     /// `GET /v1/schedules/{id}/runs`: the newest runs, newest first.
     pub async fn schedule_runs(&self, id: Uuid) -> Result<Vec<ScheduleRun>> {
         let id = id.to_string();
-        let env: RunsEnvelope = self.get(&["v1", "schedules", &id, "runs"]).await?;
+        let env: ScheduleRunListResponse = self.get(&["v1", "schedules", &id, "runs"]).await?;
         Ok(env.runs)
     }
 
@@ -59,7 +62,7 @@ impl HttpClient {
     /// timetable; answers the job it enqueued.
     pub async fn trigger_schedule(&self, id: Uuid) -> Result<Job> {
         let id = id.to_string();
-        let env: JobEnvelope = self
+        let env: JobResponse = self
             .post(&["v1", "schedules", &id, "trigger"], None)
             .await?;
         Ok(env.job)
@@ -70,9 +73,9 @@ impl HttpClient {
     /// scheduler's own code.
     pub async fn cron_preview(&self, preview: &CronPreview) -> Result<Vec<DateTime<Utc>>> {
         let call = self.call(Method::GET, &["v1", "cron", "preview"])?;
-        let req = self.request(&call, true).query(&preview.pairs());
+        let req = self.request(&call, true).query(&preview.query());
         let bytes = self.send(req).await?;
-        let env: TimesEnvelope = decode(&call, &bytes)?;
+        let env: CronPreviewResponse = decode(&call, &bytes)?;
         Ok(env.times)
     }
 

@@ -5,13 +5,15 @@ use super::*;
 impl HttpClient {
     /// `POST /v1/tenants` (admin): creates a tenant and its first key.
     pub async fn create_tenant(&self, name: &str) -> Result<CreatedTenant> {
-        self.post(&["v1", "tenants"], Some(&json!({ "name": name })))
-            .await
+        let tenant = CreateTenantBody {
+            name: name.to_owned(),
+        };
+        self.post(&["v1", "tenants"], Some(&body(&tenant))).await
     }
 
     /// `GET /v1/tenants` (admin).
     pub async fn list_tenants(&self) -> Result<Vec<Tenant>> {
-        let env: TenantsEnvelope = self.get(&["v1", "tenants"]).await?;
+        let env: TenantListResponse = self.get(&["v1", "tenants"]).await?;
         Ok(env.tenants)
     }
 
@@ -20,7 +22,7 @@ impl HttpClient {
     /// acting for it may only read — until [`HttpClient::resume_tenant`].
     pub async fn suspend_tenant(&self, tenant_id: Uuid) -> Result<Tenant> {
         let id = tenant_id.to_string();
-        let env: TenantEnvelope = self.post(&["v1", "tenants", &id, "suspend"], None).await?;
+        let env: TenantResponse = self.post(&["v1", "tenants", &id, "suspend"], None).await?;
         Ok(env.tenant)
     }
 
@@ -28,22 +30,15 @@ impl HttpClient {
     /// keys work again and its schedules fire from their next instant.
     pub async fn resume_tenant(&self, tenant_id: Uuid) -> Result<Tenant> {
         let id = tenant_id.to_string();
-        let env: TenantEnvelope = self.post(&["v1", "tenants", &id, "resume"], None).await?;
+        let env: TenantResponse = self.post(&["v1", "tenants", &id, "resume"], None).await?;
         Ok(env.tenant)
     }
 
     /// `POST /v1/tenants/{tenant_id}/keys` (admin): issues a key for a
     /// tenant (`admin: true` only for the `default` tenant).
     pub async fn create_key(&self, tenant_id: Uuid, key: &NewKey) -> Result<CreatedKey> {
-        let mut body = Map::new();
-        if let Some(name) = &key.name {
-            body.insert("name".into(), name.clone().into());
-        }
-        if key.admin {
-            body.insert("admin".into(), true.into());
-        }
         let id = tenant_id.to_string();
-        self.post(&["v1", "tenants", &id, "keys"], Some(&Value::Object(body)))
+        self.post(&["v1", "tenants", &id, "keys"], Some(&body(&key.body())))
             .await
     }
 
@@ -51,7 +46,7 @@ impl HttpClient {
     /// revoked ones included, oldest first.
     pub async fn list_keys(&self, tenant_id: Uuid) -> Result<Vec<ApiKey>> {
         let id = tenant_id.to_string();
-        let env: KeysEnvelope = self.get(&["v1", "tenants", &id, "keys"]).await?;
+        let env: KeyListResponse = self.get(&["v1", "tenants", &id, "keys"]).await?;
         Ok(env.keys)
     }
 

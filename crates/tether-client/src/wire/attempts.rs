@@ -1,55 +1,10 @@
-//! The worker's side: claimed jobs, claim options, heartbeat answers,
-//! and the workers holding jobs.
+//! The worker's side: claim options and the answer of a claim that
+//! carried reports.
 
-use super::*;
+use serde::Deserialize;
+use tether_api::{ClaimBody, ClaimedJob};
 
-/// A job handed to a claimer: the job object plus its lease token.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ClaimedJob {
-    /// The job, `running`.
-    #[serde(flatten)]
-    pub job: Job,
-    /// Proves ownership: heartbeat, complete, fail and snooze need it.
-    pub lease_token: LeaseToken,
-}
-
-impl ClaimedJob {
-    /// A completion of this job with no result, for `complete_batch` (as
-    /// [`tether_core::ClaimedJob::success`]).
-    pub fn success(&self) -> tether_core::Completion {
-        tether_core::Completion {
-            id: self.job.id,
-            lease_token: self.lease_token,
-            result: None,
-        }
-    }
-
-    /// The engine's form (see [`Job::into_core`] for `tenant`).
-    pub fn into_core(self, tenant: &str) -> tether_core::ClaimedJob {
-        tether_core::ClaimedJob {
-            job: self.job.into_core(tenant),
-            lease_token: self.lease_token,
-        }
-    }
-}
-
-/// The answer to a heartbeat.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HeartbeatAck {
-    /// The extended lease's end.
-    pub lease_expires_at: DateTime<Utc>,
-    /// Someone asked for the job to be cancelled: the handler should stop.
-    pub cancel_requested: bool,
-}
-
-impl From<HeartbeatAck> for tether_core::HeartbeatAck {
-    fn from(a: HeartbeatAck) -> Self {
-        tether_core::HeartbeatAck {
-            lease_expires_at: a.lease_expires_at,
-            cancel_requested: a.cancel_requested,
-        }
-    }
-}
+use super::{BatchItem, ItemResult};
 
 /// The answer of a claim that carried reports
 /// ([`crate::HttpClient::report_and_claim`]).
@@ -103,22 +58,26 @@ impl ClaimOptions {
         self.wait_ms = Some(ms);
         self
     }
+
+    /// The claim's body, without reports.
+    pub(crate) fn body(&self) -> ClaimBody {
+        ClaimBody {
+            worker_id: self.worker_id.clone(),
+            limit: self.limit,
+            lease_ttl_ms: self.lease_ttl_ms,
+            wait_ms: self.wait_ms,
+            complete: None,
+            fail: None,
+        }
+    }
 }
 
-/// A worker holding running jobs (`GET /v1/workers`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WorkerInfo {
-    /// The id it claims with.
-    pub worker_id: String,
-    /// The queues of its running jobs, by name.
-    pub queues: Vec<String>,
-    /// How many jobs it holds.
-    pub running: u64,
-    /// Its latest heartbeat on any of them (its claim before the first).
-    pub last_heartbeat_at: Option<DateTime<Utc>>,
-}
-
+/// The answer of a claim, its reports read item by item (see
+/// [`BatchItem`]).
 #[derive(Deserialize)]
-pub(crate) struct WorkersEnvelope {
-    pub(crate) workers: Vec<WorkerInfo>,
+pub(crate) struct ClaimAnswer {
+    pub(crate) jobs: Vec<ClaimedJob>,
+    /// The answers to the reports a claim carried (absent when none).
+    #[serde(default)]
+    pub(crate) reports: Vec<BatchItem>,
 }

@@ -1,30 +1,23 @@
-//! The bodies of the API, field for field as in `docs/API.md`, in one file
-//! per topic (named as the backends' files are); this one holds what the
-//! topics share: per-item answers, times, error bodies.
+//! What of the API's wire is the client's own; the bodies themselves are
+//! [`tether_api`]'s. Here: per-item answers of batches (read item by item,
+//! leniently), the builders of queries and request options, and the times
+//! the client sends (cut to what the server keeps).
 //!
 //! Answers are decoded leniently (fields a newer server adds are ignored);
 //! requests carry only the fields that are set.
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Deserializer, Serialize};
-use serde_json::{Map, Value};
-use tether_core::{
-    Backoff, EventKind, JobState, LeaseToken, NewJob, Overlap, RateLimit, RunAt, RunOutcome,
-    SchedulePatch, ScheduleSpec,
-};
+use serde::Deserialize;
+use tether_api::{ErrorDetail, Job};
 use uuid::Uuid;
 
 mod attempts;
-mod enqueue;
 mod jobs;
-mod queues;
 mod schedules;
 mod tenants;
 
 pub use attempts::*;
-pub use enqueue::*;
 pub use jobs::*;
-pub use queues::*;
 pub use schedules::*;
 pub use tenants::*;
 
@@ -39,41 +32,36 @@ pub struct ItemResult<T> {
     pub result: crate::Result<T>,
 }
 
-/// RFC 3339 in UTC, as the API writes times (`2026-11-29T23:00:00.123Z`).
-/// A time as the server takes it: RFC 3339 in UTC with at most
-/// microseconds (the finest it keeps; it refuses more digits), so
-/// nanoseconds are cut here.
-pub(crate) fn time(t: &DateTime<Utc>) -> String {
+/// A time as the server takes it: at most microseconds (the finest it
+/// keeps; it refuses more digits), so nanoseconds are cut here. Request
+/// bodies write it with chrono's own RFC 3339 encoding.
+pub(crate) fn sent_time(t: DateTime<Utc>) -> DateTime<Utc> {
     use chrono::SubsecRound;
     t.trunc_subsecs(6)
-        .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
 }
 
+/// [`sent_time`] as a query string writes it: RFC 3339 in UTC.
+pub(crate) fn time(t: &DateTime<Utc>) -> String {
+    sent_time(*t).to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+}
+
+/// `{"results": [...]}` of a batch answer.
 #[derive(Deserialize)]
 pub(crate) struct ResultsEnvelope<T> {
     pub(crate) results: Vec<T>,
 }
 
-/// The `{"code", "message"}` of an error answer or a failed batch item.
-#[derive(Deserialize)]
-pub(crate) struct ErrorBody {
-    pub(crate) code: String,
-    #[serde(default)]
-    pub(crate) message: String,
-}
-
-#[derive(Deserialize)]
-pub(crate) struct ErrorEnvelope {
-    pub(crate) error: ErrorBody,
-}
-
 /// One item of a batch answer, before it becomes an [`ItemResult`].
+///
+/// The API's item types are untagged enums, which cannot tell a failed
+/// item from a done one when unknown fields are ignored; this reads `ok`
+/// and takes what the item carries.
 #[derive(Deserialize)]
 pub(crate) struct BatchItem {
     pub(crate) id: Uuid,
     pub(crate) ok: bool,
     #[serde(default)]
-    pub(crate) error: Option<ErrorBody>,
+    pub(crate) error: Option<ErrorDetail>,
     #[serde(default)]
     pub(crate) lease_expires_at: Option<DateTime<Utc>>,
     #[serde(default)]
@@ -86,7 +74,9 @@ pub(crate) struct BatchItem {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
+    use tether_api::{JobEvent, PatchScheduleBody, Queue, ScheduleRun};
+    use tether_core::{Backoff, NewJob, Overlap, RunAt, SchedulePatch, ScheduleSpec};
 
     #[test]
     fn enqueue_body_carries_every_set_field_and_nothing_else() {
@@ -104,8 +94,9 @@ mod tests {
                 base_ms: 10,
                 cap_ms: 20,
             });
+        let body = |job: &NewJob| serde_json::to_value(enqueue_request(job)).unwrap();
         assert_eq!(
-            enqueue_body(&full),
+            body(&full),
             json!({
                 "queue": "q", "kind": "k", "payload": {"a": 1}, "priority": 7,
                 "run_at": "2030-01-02T03:04:05.678Z", "max_attempts": 3,
@@ -117,9 +108,11 @@ mod tests {
         // Nanoseconds are cut to the microseconds the server takes.
         let fine: DateTime<Utc> = "2030-01-02T03:04:05.123456789Z".parse().unwrap();
         assert_eq!(time(&fine), "2030-01-02T03:04:05.123456Z");
+        let at_fine = NewJob::new("q", "k", Value::Null).run_at(RunAt::At(fine));
+        assert_eq!(body(&at_fine)["run_at"], "2030-01-02T03:04:05.123456Z");
         let delayed = NewJob::new("q", "k", Value::Null).run_at(RunAt::Delay(250));
         assert_eq!(
-            enqueue_body(&delayed),
+            body(&delayed),
             json!({"queue": "q", "kind": "k", "delay_ms": 250})
         );
     }
@@ -128,13 +121,14 @@ mod tests {
     fn schedule_bodies_carry_what_is_set() {
         let spec = ScheduleSpec::new("nightly", "0 3 * * *", "q", "k");
         assert_eq!(
-            schedule_body(&spec),
+            serde_json::to_value(tether_api::CreateScheduleBody::from(spec)).unwrap(),
             json!({
                 "name": "nightly", "cron": "0 3 * * *", "timezone": "UTC", "queue": "q",
                 "kind": "k", "payload": null, "enabled": true, "overlap": "allow",
             })
         );
-        assert_eq!(schedule_patch_body(&SchedulePatch::default()), json!({}));
+        let patch_body = |p: SchedulePatch| serde_json::to_value(PatchScheduleBody::from(p));
+        assert_eq!(patch_body(SchedulePatch::default()).unwrap(), json!({}));
         let patch = SchedulePatch {
             payload: Some(Value::Null),
             enabled: Some(false),
@@ -142,7 +136,7 @@ mod tests {
             ..SchedulePatch::default()
         };
         assert_eq!(
-            schedule_patch_body(&patch),
+            patch_body(patch).unwrap(),
             json!({"payload": null, "enabled": false, "overlap": "skip"})
         );
         let from: DateTime<Utc> = "2026-03-07T12:00:00Z".parse().unwrap();
@@ -151,13 +145,13 @@ mod tests {
             .from(from)
             .count(3);
         assert_eq!(
-            preview.pairs(),
-            vec![
-                ("cron", "30 2 * * *".to_owned()),
-                ("timezone", "America/New_York".to_owned()),
-                ("from", "2026-03-07T12:00:00Z".to_owned()),
-                ("count", "3".to_owned()),
-            ]
+            preview.query(),
+            tether_api::CronPreviewQuery {
+                cron: "30 2 * * *".to_owned(),
+                timezone: Some("America/New_York".to_owned()),
+                from: Some("2026-03-07T12:00:00Z".to_owned()),
+                count: Some("3".to_owned()),
+            }
         );
         let run: ScheduleRun = serde_json::from_value(json!({
             "fire_at": "2030-01-02T03:04:05.678Z", "job_id": null, "outcome": "postponed",

@@ -7,10 +7,10 @@ use axum::Json;
 use tether_core::{CarriedReports, ClaimRequest, Completion, Failure, FailureReport, Heartbeat};
 
 use super::{job, job_id};
-use crate::dto::*;
-use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::error::{item_failure, ApiError, ApiResult};
 use crate::extract::{ApiJson, Caller};
 use crate::AppState;
+use tether_api::*;
 
 /// Claim ready jobs from a queue.
 ///
@@ -92,7 +92,7 @@ pub(crate) async fn claim(
         (reports.ids().zip(first.reports))
             .map(|(id, r)| match r {
                 Ok(()) => CompleteResult::Done(CompleteDone { id, ok: true }),
-                Err(e) => CompleteResult::Failed(ItemFailure::new(id, e)),
+                Err(e) => CompleteResult::Failed(item_failure(id, e)),
             })
             .collect()
     });
@@ -193,7 +193,7 @@ pub(crate) async fn heartbeat_many(
                 lease_expires_at: ack.lease_expires_at,
                 cancel_requested: ack.cancel_requested,
             }),
-            Err(e) => HeartbeatResult::Failed(ItemFailure::new(item.id, e)),
+            Err(e) => HeartbeatResult::Failed(item_failure(item.id, e)),
         })
         .collect();
     Ok(Json(HeartbeatManyResponse { results }))
@@ -256,7 +256,7 @@ pub(crate) async fn complete_many(
                 id: item.id,
                 ok: true,
             }),
-            Err(e) => CompleteResult::Failed(ItemFailure::new(item.id, e)),
+            Err(e) => CompleteResult::Failed(item_failure(item.id, e)),
         })
         .collect();
     Ok(Json(CompleteManyResponse { results }))

@@ -7,10 +7,10 @@ use tether_core::{EventCursor, EventQuery, IdPrefix, JobFilter, JobState};
 use uuid::Uuid;
 
 use super::{job, job_id, non_empty, query_time};
-use crate::dto::*;
-use crate::error::{ApiError, ApiResult, BadRequest, ErrorBody};
+use crate::error::{item_failure, ApiError, ApiResult, BadRequest};
 use crate::extract::{ApiJson, ApiQuery, Caller, OptionalJson};
 use crate::AppState;
+use tether_api::*;
 
 /// Enqueue a job.
 ///
@@ -68,7 +68,7 @@ pub(crate) async fn enqueue_batch(
         .into_iter()
         .enumerate()
         .map(|(i, j)| j.into_new_job(&format!("jobs[{i}]")))
-        .collect::<ApiResult<Vec<_>>>()?;
+        .collect::<Result<Vec<_>, _>>()?;
     let out = st.engine.enqueue_many(caller.tenant(), &jobs).await?;
     Ok(Json(BatchEnqueueResponse {
         results: out.into_iter().map(Into::into).collect(),
@@ -124,7 +124,7 @@ pub(crate) async fn list_jobs(
     let page = st.engine.list(caller.tenant(), &filter).await?;
     Ok(Json(JobListResponse {
         jobs: page.jobs.into_iter().map(Into::into).collect(),
-        next_cursor: page.next_cursor,
+        next_cursor: page.next_cursor.map(|c| c.to_string()),
     }))
 }
 
@@ -186,7 +186,7 @@ pub(crate) async fn job_events(
     let page = st.engine.events_page(caller.tenant(), id, &query).await?;
     Ok(Json(EventListResponse {
         events: page.events.into_iter().map(Into::into).collect(),
-        next_cursor: page.next_cursor,
+        next_cursor: page.next_cursor.map(|c| c.to_string()),
     }))
 }
 
@@ -267,10 +267,7 @@ pub(crate) async fn cancel_many(
     bulk_ids(&body.ids)?;
     let mut results = Vec::with_capacity(body.ids.len());
     for id in body.ids {
-        results.push(JobResult::new(
-            id,
-            st.engine.cancel(caller.tenant(), id).await,
-        ));
+        results.push(job_result(id, st.engine.cancel(caller.tenant(), id).await));
     }
     Ok(Json(JobResultsResponse { results }))
 }
@@ -310,9 +307,21 @@ pub(crate) async fn replay_many(
             .engine
             .replay_with(caller.tenant(), id, body.expires_at)
             .await;
-        results.push(JobResult::new(id, outcome));
+        results.push(job_result(id, outcome));
     }
     Ok(Json(JobResultsResponse { results }))
+}
+
+/// The outcome of a bulk operation on job `id`, as its entry in the answer.
+fn job_result(id: Uuid, outcome: tether_core::Result<tether_core::Job>) -> JobResult {
+    match outcome {
+        Ok(job) => JobResult::Done(Box::new(JobDone {
+            id,
+            ok: true,
+            job: job.into(),
+        })),
+        Err(e) => JobResult::Failed(item_failure(id, e)),
+    }
 }
 
 /// A bulk operation names 1 to a page of jobs (`MAX_PAGE`): what an

@@ -22,9 +22,9 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use crate::dto::JobResponse;
 use crate::error::{ApiError, ApiResult};
 use crate::{metrics, openapi, AppState};
+use tether_api::JobResponse;
 
 /// The one list of routes. `routes!` routes each handler at the method and
 /// path of its `#[utoipa::path]` and adds that operation to the OpenAPI

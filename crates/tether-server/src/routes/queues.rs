@@ -5,10 +5,10 @@ use axum::http::StatusCode;
 use axum::Json;
 use tether_core::{JobState, ReplayFilter};
 
-use crate::dto::*;
-use crate::error::{ApiResult, BadRequest, ErrorBody};
+use crate::error::{ApiResult, BadRequest};
 use crate::extract::{ApiJson, ApiQuery, Caller, OptionalJson};
 use crate::AppState;
+use tether_api::*;
 
 fn queue(q: tether_core::QueueStats) -> Json<QueueResponse> {
     Json(q.into())
@@ -162,7 +162,7 @@ pub(crate) async fn replay_queue(
     let out = st.engine.replay_many(caller.tenant(), &filter).await?;
     Ok(Json(BulkReplayResponse {
         replayed: out.replayed,
-        next_cursor: out.next_cursor,
+        next_cursor: out.next_cursor.map(|c| c.to_string()),
     }))
 }
 

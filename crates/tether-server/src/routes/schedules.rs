@@ -8,10 +8,10 @@ use tether_core::{Engine, Error, MAX_LISTED_RUNS};
 use uuid::Uuid;
 
 use super::{job, non_empty, query_number, query_time};
-use crate::dto::*;
-use crate::error::{ApiError, ApiResult, BadRequest, ErrorBody};
+use crate::error::{ApiError, ApiResult, BadRequest};
 use crate::extract::{ApiJson, ApiQuery, Caller};
 use crate::AppState;
+use tether_api::*;
 
 /// A schedule id from the path; anything that is not a UUID names no
 /// schedule.
@@ -93,10 +93,10 @@ pub(crate) async fn list_schedules(
                 .map(Into::into)
                 .collect()
         });
-        let mut dto = ScheduleDto::from(s);
-        dto.recent_runs = recent_runs;
-        dto.next_runs = next_runs;
-        out.push(dto);
+        let mut schedule = Schedule::from(s);
+        schedule.recent_runs = recent_runs;
+        schedule.next_runs = next_runs;
+        out.push(schedule);
     }
     Ok(Json(ScheduleListResponse { schedules: out }))
 }

@@ -7,10 +7,10 @@ use axum::Json;
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::dto::*;
 use crate::error::{ApiError, Unavailable};
 use crate::extract::Caller;
 use crate::AppState;
+use tether_api::*;
 
 /// Who the key is.
 ///

@@ -7,10 +7,10 @@ use axum::Json;
 use tether_core::Error;
 use uuid::Uuid;
 
-use crate::dto::*;
-use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, Caller, OptionalJson};
 use crate::AppState;
+use tether_api::*;
 
 /// Create a tenant (admin).
 ///

@@ -4,7 +4,7 @@
 //!
 //! utoipa's `minimum`, `maximum`, `max_length` and `max_items` attributes
 //! take only literals, so:
-//! - a body's fields are bounded by the `bounds()` list of their module,
+//! - a body's fields are bounded by the `field_bounds()` list of their topic,
 //!   applied to the generated document by schema and field ([`field!`]
 //!   does not compile for a field that does not exist, and [`apply`]
 //!   panics, in the document's tests, for one the document lacks);
