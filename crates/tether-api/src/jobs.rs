@@ -560,48 +560,25 @@ pub use self::openapi::{EventsLimit, ListLimit};
 /// This topic's schemas that the derive cannot make, and its field bounds.
 #[cfg(feature = "openapi")]
 mod openapi {
-    use std::borrow::Cow;
-
     use tether_core::validate::{
         DEFAULT_EVENT_PAGE, MAX_ATTEMPTS_RANGE, MAX_BATCH, MAX_DURATION_MS, MAX_EVENT_PAGE,
         MAX_KEY_LEN, MAX_PAGE, MAX_TAGS, PRIORITY_RANGE,
     };
-    use utoipa::openapi::schema::Schema;
-    use utoipa::openapi::RefOr;
-    use utoipa::{PartialSchema, ToSchema};
 
     use super::*;
     use crate::bounds::{at_most_items, count, field, items, length, range, FieldBound};
 
-    /// Schema of the `limit` of `GET /v1/jobs`.
-    pub struct ListLimit;
+    schema_of!(
+        /// Schema of the `limit` of `GET /v1/jobs`.
+        ListLimit as "ListLimit" =>
+        count(MAX_PAGE, 50)
+    );
 
-    impl PartialSchema for ListLimit {
-        fn schema() -> RefOr<Schema> {
-            count(MAX_PAGE, 50).into()
-        }
-    }
-
-    impl ToSchema for ListLimit {
-        fn name() -> Cow<'static, str> {
-            Cow::Borrowed("ListLimit")
-        }
-    }
-
-    /// Schema of the `limit` of `GET /v1/jobs/{id}/events`.
-    pub struct EventsLimit;
-
-    impl PartialSchema for EventsLimit {
-        fn schema() -> RefOr<Schema> {
-            count(MAX_EVENT_PAGE, DEFAULT_EVENT_PAGE).into()
-        }
-    }
-
-    impl ToSchema for EventsLimit {
-        fn name() -> Cow<'static, str> {
-            Cow::Borrowed("EventsLimit")
-        }
-    }
+    schema_of!(
+        /// Schema of the `limit` of `GET /v1/jobs/{id}/events`.
+        EventsLimit as "EventsLimit" =>
+        count(MAX_EVENT_PAGE, DEFAULT_EVENT_PAGE)
+    );
 
     /// The bounds of this topic's fields (see `bounds.rs`).
     pub(crate) fn field_bounds() -> Vec<FieldBound> {

@@ -17,6 +17,29 @@
 //! OpenAPI schemas (doc comments become the document's descriptions) and
 //! [`bound`] sets the fields' bounds from the validators' constants.
 
+/// A named schema the derives cannot make: a unit type `$ty` whose schema
+/// is `$schema` and whose name in the document is `$name` (limits, enums
+/// listed from the core's constants, the error codes).
+#[cfg(feature = "openapi")]
+macro_rules! schema_of {
+    ($(#[$doc:meta])* $ty:ident as $name:literal => $schema:expr) => {
+        $(#[$doc])*
+        pub struct $ty;
+
+        impl utoipa::PartialSchema for $ty {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                $schema.into()
+            }
+        }
+
+        impl utoipa::ToSchema for $ty {
+            fn name() -> std::borrow::Cow<'static, str> {
+                std::borrow::Cow::Borrowed($name)
+            }
+        }
+    };
+}
+
 mod attempts;
 #[cfg(feature = "openapi")]
 mod bounds;
@@ -134,13 +157,10 @@ pub use schemas::*;
 /// the core's tables list.
 #[cfg(feature = "openapi")]
 pub(crate) mod schemas {
-    use std::borrow::Cow;
 
     use tether_core::validate::MAX_NAME_LEN;
     use tether_core::{ErrorCode, EventKind, JobState};
-    use utoipa::openapi::schema::{Object, ObjectBuilder, Schema, Type};
-    use utoipa::openapi::RefOr;
-    use utoipa::{PartialSchema, ToSchema};
+    use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 
     /// A string schema with these values only.
     pub(crate) fn string_enum<'a>(
@@ -154,77 +174,45 @@ pub(crate) mod schemas {
             .build()
     }
 
-    /// Schema of [`JobState`], with the values the core knows.
-    pub struct JobStateSchema;
+    schema_of!(
+        /// Schema of [`JobState`], with the values the core knows.
+        JobStateSchema as "JobState" =>
+        string_enum(
+            "Where a job is in its lifecycle: `queued` (waiting, possibly not before \
+             `run_at`), `running` (claimed, under a lease), and the terminal `succeeded`, \
+             `failed` (the dead-letter queue) and `cancelled`.",
+            JobState::ALL.map(JobState::as_str),
+        )
+    );
 
-    impl PartialSchema for JobStateSchema {
-        fn schema() -> RefOr<Schema> {
-            string_enum(
-                "Where a job is in its lifecycle: `queued` (waiting, possibly not before \
-                 `run_at`), `running` (claimed, under a lease), and the terminal `succeeded`, \
-                 `failed` (the dead-letter queue) and `cancelled`.",
-                JobState::ALL.map(JobState::as_str),
-            )
-            .into()
-        }
-    }
+    schema_of!(
+        /// Schema of [`EventKind`], with the values the core knows.
+        EventKindSchema as "EventKind" =>
+        string_enum(
+            "A transition in a job's history.",
+            EventKind::ALL.map(EventKind::as_str),
+        )
+    );
 
-    impl ToSchema for JobStateSchema {
-        fn name() -> Cow<'static, str> {
-            Cow::Borrowed("JobState")
-        }
-    }
+    schema_of!(
+        /// Schema of the names of queues, kinds, tags, tenants and schedules.
+        NameSchema as "Name" =>
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .min_length(Some(1))
+            .max_length(Some(MAX_NAME_LEN))
+            .pattern(Some("^[A-Za-z0-9._:-]+$"))
+            .description(Some(format!(
+                "A queue, kind, tag, tenant or schedule name: 1–{MAX_NAME_LEN} characters \
+                 of `[A-Za-z0-9._:-]`."
+            )))
+    );
 
-    /// Schema of [`EventKind`], with the values the core knows.
-    pub struct EventKindSchema;
-
-    impl PartialSchema for EventKindSchema {
-        fn schema() -> RefOr<Schema> {
-            string_enum(
-                "A transition in a job's history.",
-                EventKind::ALL.map(EventKind::as_str),
-            )
-            .into()
-        }
-    }
-
-    impl ToSchema for EventKindSchema {
-        fn name() -> Cow<'static, str> {
-            Cow::Borrowed("EventKind")
-        }
-    }
-
-    /// Schema of the names of queues, kinds, tags, tenants and schedules.
-    pub struct NameSchema;
-
-    impl PartialSchema for NameSchema {
-        fn schema() -> RefOr<Schema> {
-            ObjectBuilder::new()
-                .schema_type(Type::String)
-                .min_length(Some(1))
-                .max_length(Some(MAX_NAME_LEN))
-                .pattern(Some("^[A-Za-z0-9._:-]+$"))
-                .description(Some(format!(
-                    "A queue, kind, tag, tenant or schedule name: 1–{MAX_NAME_LEN} characters \
-                     of `[A-Za-z0-9._:-]`."
-                )))
-                .into()
-        }
-    }
-
-    impl ToSchema for NameSchema {
-        fn name() -> Cow<'static, str> {
-            Cow::Borrowed("Name")
-        }
-    }
-
-    /// Schema of the error codes (the `code` of [`ErrorDetail`](crate::ErrorDetail)),
-    /// made from [`ErrorCode::ALL`] so the document lists exactly the codes the
-    /// server knows.
-    pub struct ErrorCodeSchema;
-
-    impl PartialSchema for ErrorCodeSchema {
-        fn schema() -> RefOr<Schema> {
+    schema_of!(
+        /// Schema of the error codes (the `code` of [`ErrorDetail`](crate::ErrorDetail)),
+        /// made from [`ErrorCode::ALL`] so the document lists exactly the codes the
+        /// server knows.
+        ErrorCodeSchema as "ErrorCode" => {
             let table: Vec<String> = ErrorCode::ALL
                 .iter()
                 .map(|code| format!("`{code}` ({})", code.status()))
@@ -236,15 +224,8 @@ pub(crate) mod schemas {
                     "A machine-readable error code and the status it comes with: {}.",
                     table.join(", ")
                 )))
-                .into()
         }
-    }
-
-    impl ToSchema for ErrorCodeSchema {
-        fn name() -> Cow<'static, str> {
-            Cow::Borrowed("ErrorCode")
-        }
-    }
+    );
 }
 
 #[cfg(test)]

@@ -377,32 +377,18 @@ pub use self::openapi::ThroughputMinutes;
 /// This topic's schemas that the derive cannot make, and its field bounds.
 #[cfg(feature = "openapi")]
 mod openapi {
-    use std::borrow::Cow;
-
     use tether_core::validate::{
         LEASE_TTL_RANGE, MAX_ATTEMPTS_RANGE, MAX_REPLAY, MAX_RUNNING_RANGE, RATE_PERIOD_RANGE,
     };
-    use utoipa::openapi::schema::Schema;
-    use utoipa::openapi::RefOr;
-    use utoipa::{PartialSchema, ToSchema};
 
     use super::*;
     use crate::bounds::{count, field, range, FieldBound};
 
-    /// Schema of `minutes` of `GET /v1/queues/{queue}/throughput`.
-    pub struct ThroughputMinutes;
-
-    impl PartialSchema for ThroughputMinutes {
-        fn schema() -> RefOr<Schema> {
-            count(*tether_core::THROUGHPUT_MINUTES.end(), 60).into()
-        }
-    }
-
-    impl ToSchema for ThroughputMinutes {
-        fn name() -> Cow<'static, str> {
-            Cow::Borrowed("ThroughputMinutes")
-        }
-    }
+    schema_of!(
+        /// Schema of `minutes` of `GET /v1/queues/{queue}/throughput`.
+        ThroughputMinutes as "ThroughputMinutes" =>
+        count(*tether_core::THROUGHPUT_MINUTES.end(), 60)
+    );
 
     /// The bounds of this topic's fields (see `bounds.rs`).
     pub(crate) fn field_bounds() -> Vec<FieldBound> {

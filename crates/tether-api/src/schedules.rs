@@ -372,88 +372,45 @@ pub use self::openapi::{ListedRuns, OverlapSchema, PreviewCount, RunOutcomeSchem
 /// This topic's schemas that the derive cannot make, and its field bounds.
 #[cfg(feature = "openapi")]
 mod openapi {
-    use std::borrow::Cow;
-
     use tether_core::cron::MAX_INPUT_LEN;
     use tether_core::{MAX_LISTED_RUNS, MAX_PREVIEW};
-    use utoipa::openapi::schema::Schema;
-    use utoipa::openapi::RefOr;
-    use utoipa::{PartialSchema, ToSchema};
 
     use super::*;
     use crate::bounds::{count, field, length, FieldBound};
     use crate::schemas::string_enum;
 
-    /// Schema of [`Overlap`], with the values the core knows.
-    pub struct OverlapSchema;
+    schema_of!(
+        /// Schema of [`Overlap`], with the values the core knows.
+        OverlapSchema as "Overlap" =>
+        string_enum(
+            "What a schedule does while the job of its previous run is still `queued` or \
+             `running`: `allow` enqueues anyway (the default), `skip` enqueues nothing and \
+             records the run as `skipped`.",
+            [Overlap::Allow, Overlap::Skip].map(Overlap::as_str),
+        )
+    );
 
-    impl PartialSchema for OverlapSchema {
-        fn schema() -> RefOr<Schema> {
-            string_enum(
-                "What a schedule does while the job of its previous run is still `queued` or \
-                 `running`: `allow` enqueues anyway (the default), `skip` enqueues nothing and \
-                 records the run as `skipped`.",
-                [Overlap::Allow, Overlap::Skip].map(Overlap::as_str),
-            )
-            .into()
-        }
-    }
+    schema_of!(
+        /// Schema of [`RunOutcome`], with the values the core knows.
+        RunOutcomeSchema as "RunOutcome" =>
+        string_enum(
+            "What a run of a schedule did: `enqueued` a job, or `skipped` (overlap `skip` \
+             while the previous run's job was unfinished).",
+            [RunOutcome::Enqueued, RunOutcome::Skipped].map(RunOutcome::as_str),
+        )
+    );
 
-    impl ToSchema for OverlapSchema {
-        fn name() -> Cow<'static, str> {
-            Cow::Borrowed("Overlap")
-        }
-    }
+    schema_of!(
+        /// Schema of the `count` of `GET /v1/cron/preview`.
+        PreviewCount as "PreviewCount" =>
+        count(MAX_PREVIEW, 5)
+    );
 
-    /// Schema of [`RunOutcome`], with the values the core knows.
-    pub struct RunOutcomeSchema;
-
-    impl PartialSchema for RunOutcomeSchema {
-        fn schema() -> RefOr<Schema> {
-            string_enum(
-                "What a run of a schedule did: `enqueued` a job, or `skipped` (overlap `skip` \
-                 while the previous run's job was unfinished).",
-                [RunOutcome::Enqueued, RunOutcome::Skipped].map(RunOutcome::as_str),
-            )
-            .into()
-        }
-    }
-
-    impl ToSchema for RunOutcomeSchema {
-        fn name() -> Cow<'static, str> {
-            Cow::Borrowed("RunOutcome")
-        }
-    }
-
-    /// Schema of the `count` of `GET /v1/cron/preview`.
-    pub struct PreviewCount;
-
-    impl PartialSchema for PreviewCount {
-        fn schema() -> RefOr<Schema> {
-            count(MAX_PREVIEW, 5).into()
-        }
-    }
-
-    impl ToSchema for PreviewCount {
-        fn name() -> Cow<'static, str> {
-            Cow::Borrowed("PreviewCount")
-        }
-    }
-
-    /// Schema of `runs` and `next` of `GET /v1/schedules`.
-    pub struct ListedRuns;
-
-    impl PartialSchema for ListedRuns {
-        fn schema() -> RefOr<Schema> {
-            count(MAX_LISTED_RUNS, 1).into()
-        }
-    }
-
-    impl ToSchema for ListedRuns {
-        fn name() -> Cow<'static, str> {
-            Cow::Borrowed("ListedRuns")
-        }
-    }
+    schema_of!(
+        /// Schema of `runs` and `next` of `GET /v1/schedules`.
+        ListedRuns as "ListedRuns" =>
+        count(MAX_LISTED_RUNS, 1)
+    );
 
     /// The bounds of this topic's fields (see `bounds.rs`).
     pub(crate) fn field_bounds() -> Vec<FieldBound> {

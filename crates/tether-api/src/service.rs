@@ -35,31 +35,17 @@ pub use self::openapi::HealthSchema;
 /// The health answer's schema (the server writes that body itself).
 #[cfg(feature = "openapi")]
 mod openapi {
-    use std::borrow::Cow;
-
-    use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
-    use utoipa::openapi::RefOr;
-    use utoipa::{PartialSchema, ToSchema};
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
 
     use crate::schemas::string_enum;
 
-    /// Schema of the answer of `/healthz` and `/readyz`: `{"status": "ok"}`.
-    pub struct HealthSchema;
-
-    impl PartialSchema for HealthSchema {
-        fn schema() -> RefOr<Schema> {
-            ObjectBuilder::new()
-                .schema_type(Type::Object)
-                .property("status", string_enum("Always `ok`.", ["ok"]))
-                .required("status")
-                .description(Some("The service is up (`/healthz`) or ready (`/readyz`)."))
-                .into()
-        }
-    }
-
-    impl ToSchema for HealthSchema {
-        fn name() -> Cow<'static, str> {
-            Cow::Borrowed("Health")
-        }
-    }
+    schema_of!(
+        /// Schema of the answer of `/healthz` and `/readyz`: `{"status": "ok"}`.
+        HealthSchema as "Health" =>
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .property("status", string_enum("Always `ok`.", ["ok"]))
+            .required("status")
+            .description(Some("The service is up (`/healthz`) or ready (`/readyz`)."))
+    );
 }
