@@ -3,6 +3,7 @@
 //! move to a promoted standby mid-run is proven by `tether-chaos
 //! --failover`, which runs a real primary and standby.)
 
+use sqlx::Connection as _;
 use tether_core::{NewJob, NewJobRef, Store};
 use tether_postgres::PgStore;
 
@@ -51,11 +52,13 @@ async fn read_only_servers_are_refused_until_one_takes_writes() {
     let direct = db.postgres_url().unwrap();
     let database = direct.rsplit('/').next().unwrap().to_owned();
     // Every new session of this database is read-only, as on a standby.
-    let admin = sqlx::PgPool::connect(&direct).await.unwrap();
+    // One session, begun before that, undoes it: a pool could open its
+    // next connection after the ALTER, read-only, and fail the RESET.
+    let mut admin = sqlx::PgConnection::connect(&direct).await.unwrap();
     sqlx::raw_sql(&format!(
         "ALTER DATABASE \"{database}\" SET default_transaction_read_only = on"
     ))
-    .execute(&admin)
+    .execute(&mut admin)
     .await
     .unwrap();
     let url = with_host_before(&direct, "localhost:5432");
@@ -67,7 +70,7 @@ async fn read_only_servers_are_refused_until_one_takes_writes() {
     sqlx::raw_sql(&format!(
         "ALTER DATABASE \"{database}\" RESET default_transaction_read_only"
     ))
-    .execute(&admin)
+    .execute(&mut admin)
     .await
     .unwrap();
     PgStore::connect(&url)
