@@ -76,7 +76,7 @@ async fn read_only_servers_are_refused_until_one_takes_writes() {
     PgStore::connect(&url)
         .await
         .expect("a writable host is found");
-    admin.close().await;
+    admin.close().await.unwrap();
     db.cleanup().await;
 }
 
