@@ -3,12 +3,12 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tether_core::{EventKind, JobState, NewJob, RunAt};
+use tether_core::{Dependency, DependencyFailure, EventKind, JobState, NewJob, RunAt};
 use uuid::Uuid;
 
 use crate::{time, Backoff, ItemFailure};
 #[cfg(feature = "openapi")]
-use crate::{EventKindSchema, JobStateSchema, NameSchema};
+use crate::{DependencyFailureSchema, EventKindSchema, JobStateSchema, NameSchema};
 
 /// The job object of the API (no tenant, never the lease token).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -97,6 +97,14 @@ pub struct Job {
     /// Whatever JSON the worker last sent with a heartbeat.
     #[cfg_attr(feature = "openapi", schema(required))]
     pub progress: Option<Value>,
+    /// The jobs it waits (or waited) for, in the order given at enqueue.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required))]
+    pub depends_on: Vec<Uuid>,
+    /// What it does when a dependency fails.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required, value_type = DependencyFailureSchema))]
+    pub dependency_failure: DependencyFailure,
 }
 
 impl From<tether_core::Job> for Job {
@@ -128,6 +136,8 @@ impl From<tether_core::Job> for Job {
             lease_expires_at: j.lease_expires_at,
             heartbeat_at: j.heartbeat_at,
             progress: j.progress,
+            depends_on: j.depends_on,
+            dependency_failure: j.dependency_failure,
         }
     }
 }
@@ -169,6 +179,8 @@ impl Job {
             lease_expires_at: self.lease_expires_at,
             heartbeat_at: self.heartbeat_at,
             progress: self.progress,
+            depends_on: self.depends_on,
+            dependency_failure: self.dependency_failure,
         }
     }
 }
@@ -278,6 +290,21 @@ pub struct EnqueueRequest {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<NameSchema>))]
     pub concurrency_key: Option<String>,
+    /// Existing jobs of the tenant (at most 100 in all with
+    /// `depends_on_entries`) this one waits for: it is created `waiting`
+    /// and queued once they succeeded. An unknown id is a 400.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub depends_on: Option<Vec<Uuid>>,
+    /// In a batch only: the earlier entries of the same batch (by index)
+    /// this one waits for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Vec<u32>>))]
+    pub depends_on_entries: Option<Vec<usize>>,
+    /// What it does when a dependency ends `failed` or `cancelled`
+    /// (default `cancel`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<DependencyFailureSchema>))]
+    pub dependency_failure: Option<DependencyFailure>,
 }
 
 impl EnqueueRequest {
@@ -313,6 +340,15 @@ impl EnqueueRequest {
             tags: self.tags.unwrap_or_default(),
             expires_at: self.expires_at,
             concurrency_key: self.concurrency_key,
+            depends_on: (self.depends_on.into_iter().flatten().map(Dependency::Job))
+                .chain(
+                    self.depends_on_entries
+                        .into_iter()
+                        .flatten()
+                        .map(Dependency::Entry),
+                )
+                .collect(),
+            dependency_failure: self.dependency_failure.unwrap_or_default(),
         })
     }
 }
@@ -341,8 +377,24 @@ impl From<NewJob> for EnqueueRequest {
             expires_at: job.expires_at,
             backoff: job.backoff.map(Into::into),
             concurrency_key: job.concurrency_key,
+            depends_on: some_if_any(job.depends_on.iter().filter_map(|d| match d {
+                Dependency::Job(id) => Some(*id),
+                Dependency::Entry(_) => None,
+            })),
+            depends_on_entries: some_if_any(job.depends_on.iter().filter_map(|d| match d {
+                Dependency::Entry(i) => Some(*i),
+                Dependency::Job(_) => None,
+            })),
+            dependency_failure: (job.dependency_failure != DependencyFailure::default())
+                .then_some(job.dependency_failure),
         }
     }
+}
+
+/// The items, or `None` when there are none (a field left out).
+fn some_if_any<T>(items: impl Iterator<Item = T>) -> Option<Vec<T>> {
+    let items: Vec<T> = items.collect();
+    (!items.is_empty()).then_some(items)
 }
 
 /// `POST /v1/jobs/batch`.
@@ -472,6 +524,10 @@ pub struct ListQuery {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", param(value_type = Option<String>, format = DateTime))]
     pub created_before: Option<String>,
+    /// Only the jobs that wait (or waited) directly for this job.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(value_type = Option<String>, format = Uuid))]
+    pub depends_on: Option<String>,
 }
 
 /// `GET /v1/jobs/{id}/events` query. Empty parameters are unset; unknown

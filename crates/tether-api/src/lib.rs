@@ -49,6 +49,7 @@ mod schedules;
 mod service;
 mod tenants;
 pub mod time;
+mod workflows;
 
 pub use attempts::*;
 pub use jobs::*;
@@ -56,6 +57,7 @@ pub use queues::*;
 pub use schedules::*;
 pub use service::*;
 pub use tenants::*;
+pub use workflows::*;
 
 use serde::{Deserialize, Serialize};
 
@@ -178,9 +180,9 @@ pub(crate) mod schemas {
         /// Schema of [`JobState`], with the values the core knows.
         JobStateSchema as "JobState" =>
         string_enum(
-            "Where a job is in its lifecycle: `queued` (waiting, possibly not before \
-             `run_at`), `running` (claimed, under a lease), and the terminal `succeeded`, \
-             `failed` (the dead-letter queue) and `cancelled`.",
+            "Where a job is in its lifecycle: `waiting` (for its dependencies), `queued` \
+             (ready, possibly not before `run_at`), `running` (claimed, under a lease), and \
+             the terminal `succeeded`, `failed` (the dead-letter queue) and `cancelled`.",
             JobState::ALL.map(JobState::as_str),
         )
     );
@@ -191,6 +193,17 @@ pub(crate) mod schemas {
         string_enum(
             "A transition in a job's history.",
             EventKind::ALL.map(EventKind::as_str),
+        )
+    );
+
+    schema_of!(
+        /// Schema of [`DependencyFailure`](tether_core::DependencyFailure).
+        DependencyFailureSchema as "DependencyFailure" =>
+        string_enum(
+            "What a waiting job does when a dependency ends `failed` or `cancelled`: \
+             `cancel` (it is cancelled, and so is everything that waits for it) or `run` \
+             (it runs once every dependency has ended, whatever the outcome).",
+            tether_core::DependencyFailure::ALL.map(tether_core::DependencyFailure::as_str),
         )
     );
 

@@ -13,6 +13,10 @@ use crate::{JobStateSchema, NameSchema};
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StateCounts {
+    /// Waiting for their dependencies.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required))]
+    pub waiting: i64,
     /// Queued, ready or scheduled.
     pub queued: i64,
     /// Running.
@@ -28,6 +32,7 @@ pub struct StateCounts {
 impl From<tether_core::StateCounts> for StateCounts {
     fn from(c: tether_core::StateCounts) -> Self {
         StateCounts {
+            waiting: c.waiting,
             queued: c.queued,
             running: c.running,
             succeeded: c.succeeded,

@@ -494,6 +494,16 @@ macro_rules! behaviour_suite {
     ($constructor:path) => {
         $crate::__behaviour_tests! {
             $constructor;
+            workflows {
+                a_dependent_waits_until_its_dependencies_succeed,
+                dependencies_that_already_ended_count_at_enqueue,
+                a_failure_cancels_the_graph_downstream,
+                every_path_that_ends_a_job_moves_its_dependents,
+                a_batch_enqueues_a_graph,
+                bad_dependencies_write_nothing,
+                concurrent_ends_release_exactly_once,
+                replay_waits_for_dependencies_again,
+            }
             claim {
                 one_owner_under_eight_concurrent_claimers,
                 claim_returns_at_most_limit_jobs,

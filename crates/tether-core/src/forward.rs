@@ -2,7 +2,7 @@
 //!
 //! `tether-postgres` and `tether-sqlite` lay out their files the same way
 //! (`enqueue.rs`, `attempts.rs`, `jobs.rs`, `queues.rs`, `maintenance.rs`,
-//! `tenants.rs`, `schedules.rs`), each with a function named after every
+//! `tenants.rs`, `schedules.rs`, `workflows.rs`), each with a function named after every
 //! [`Store`](crate::Store) method it implements. [`forward_store!`] writes
 //! the trait impl that forwards each method to that function, so the map
 //! from method to file lives here only, and a backend that strays from the
@@ -161,6 +161,14 @@ macro_rules! forward_store {
                 limit: u32,
             ) -> $crate::Result<$crate::EventPage> {
                 jobs::events(self, tenant, id, cursor, limit).await
+            }
+
+            async fn dependencies(
+                &self,
+                tenant: &str,
+                id: $crate::__forward::Uuid,
+            ) -> $crate::Result<Vec<$crate::DependencyJob>> {
+                workflows::dependencies(self, tenant, id).await
             }
 
             async fn queue_stats(

@@ -10,10 +10,10 @@ use uuid::Uuid;
 use crate::error::{Error, Result};
 use crate::keys::{ApiKeyInfo, OperatorKeySetup, StoredKey, Tenant, TenantStatus};
 use crate::model::{
-    BulkReplayed, CarriedReports, ClaimRequest, ClaimedJob, Completed, Completion, Enqueued,
-    EventCursor, EventPage, Failure, Heartbeat, HeartbeatAck, Job, JobFilter, JobPage, Lease,
-    LeaseToken, QueueConfigPatch, QueueStats, QueueThroughput, ReapReport, ReplayFilter, Reported,
-    StoredClaim, WorkerSummary,
+    BulkReplayed, CarriedReports, ClaimRequest, ClaimedJob, Completed, Completion, DependencyJob,
+    Enqueued, EventCursor, EventPage, Failure, Heartbeat, HeartbeatAck, Job, JobFilter, JobPage,
+    Lease, LeaseToken, QueueConfigPatch, QueueStats, QueueThroughput, ReapReport, ReplayFilter,
+    Reported, StoredClaim, WorkerSummary,
 };
 use crate::schedule::{Fire, FireOutcome, FireRef, Schedule, ScheduleRun, ScheduleSpec};
 use crate::wakeup::Wakeup;
@@ -154,6 +154,11 @@ pub trait Store: Send + Sync + 'static {
         cursor: Option<EventCursor>,
         limit: u32,
     ) -> Result<EventPage>;
+
+    /// The jobs job `id` waits (or waited) for, in the order it names them:
+    /// what its handler reads to use their results. `JobNotFound` if the
+    /// tenant has no such job; a dependency removed by retention is left out.
+    async fn dependencies(&self, tenant: &str, id: Uuid) -> Result<Vec<DependencyJob>>;
 
     /// One queue's stats (zeros and defaults for a queue never used).
     async fn queue_stats(&self, tenant: &str, queue: &str) -> Result<QueueStats>;

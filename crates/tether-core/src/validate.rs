@@ -5,8 +5,8 @@ use chrono::{DateTime, NaiveDate, Utc};
 
 use crate::error::{Error, Result};
 use crate::model::{
-    Backoff, CarriedReports, ClaimRequest, Completion, EventQuery, Failure, Heartbeat, JobFilter,
-    JobState, NewJob, QueueConfigPatch, ReplayFilter, RunAt,
+    Backoff, CarriedReports, ClaimRequest, Completion, Dependency, EventQuery, Failure, Heartbeat,
+    JobFilter, JobState, NewJob, QueueConfigPatch, ReplayFilter, RunAt, MAX_DEPENDENCIES,
 };
 
 /// Most jobs in one enqueue, claim or completion batch.
@@ -308,6 +308,12 @@ pub fn max_attempts(field: &str, value: i32) -> Result<()> {
 
 /// One job to enqueue; `field` prefixes the names in errors (e.g. `jobs[3]`).
 pub fn new_job(field: &str, job: &NewJob, limits: &Limits) -> Result<()> {
+    new_job_at(field, job, limits, None)
+}
+
+/// [`new_job`] for the `index`-th entry of a batch (`None`: a single job,
+/// which cannot name batch entries).
+fn new_job_at(field: &str, job: &NewJob, limits: &Limits, index: Option<usize>) -> Result<()> {
     let f = |name: &str| {
         if field.is_empty() {
             name.to_owned()
@@ -359,14 +365,70 @@ pub fn new_job(field: &str, job: &NewJob, limits: &Limits) -> Result<()> {
     for (i, tag) in job.tags.iter().enumerate() {
         name(&f(&format!("tags[{i}]")), tag)?;
     }
+    dependencies(&f, &job.depends_on, index)
+}
+
+/// A job's dependencies: at most [`MAX_DEPENDENCIES`], none twice, batch
+/// entries only in a batch and only earlier ones (so a batch's graph has
+/// no cycle).
+fn dependencies(
+    f: &dyn Fn(&str) -> String,
+    deps: &[Dependency],
+    index: Option<usize>,
+) -> Result<()> {
+    if deps.len() > MAX_DEPENDENCIES {
+        return Err(Error::invalid(
+            f("depends_on"),
+            format!(
+                "at most {MAX_DEPENDENCIES} dependencies, got {}",
+                deps.len()
+            ),
+        ));
+    }
+    for (i, dep) in deps.iter().enumerate() {
+        let field = match dep {
+            Dependency::Job(_) => "depends_on",
+            Dependency::Entry(_) => "depends_on_entries",
+        };
+        if deps[..i].contains(dep) {
+            return Err(Error::invalid(
+                f(field),
+                format!("names {} twice", dep_name(dep)),
+            ));
+        }
+        if let Dependency::Entry(entry) = dep {
+            match index {
+                None => {
+                    return Err(Error::invalid(
+                        f(field),
+                        "names batch entries, which only a batch has",
+                    ))
+                }
+                Some(own) if *entry >= own => {
+                    return Err(Error::invalid(
+                        f(field),
+                        format!("may name only earlier entries of the batch (this is entry {own}), got {entry}"),
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+    }
     Ok(())
+}
+
+fn dep_name(dep: &Dependency) -> String {
+    match dep {
+        Dependency::Job(id) => format!("job {id}"),
+        Dependency::Entry(i) => format!("entry {i}"),
+    }
 }
 
 /// A batch of jobs to enqueue.
 pub fn new_jobs(jobs: &[NewJob], limits: &Limits) -> Result<()> {
     batch_len("jobs", jobs.len(), MAX_BATCH)?;
     for (i, job) in jobs.iter().enumerate() {
-        new_job(&format!("jobs[{i}]"), job, limits)?;
+        new_job_at(&format!("jobs[{i}]"), job, limits, Some(i))?;
     }
     Ok(())
 }

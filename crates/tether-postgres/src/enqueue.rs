@@ -61,10 +61,12 @@ pub(crate) async fn enqueue(
     // run if the first wrote nothing; creating queue rows is a transaction
     // of its own before), which is all-or-nothing without a transaction:
     // two round trips fewer. A single job is the same with keys.
-    let one_statement = jobs.len() == 1
-        || jobs
-            .iter()
-            .all(|r| r.job.idempotency_key.is_none() && r.job.unique_key.is_none());
+    // Dependencies take more statements (see `workflows::attach`).
+    let one_statement = jobs.iter().all(|r| r.job.depends_on.is_empty())
+        && (jobs.len() == 1
+            || jobs
+                .iter()
+                .all(|r| r.job.idempotency_key.is_none() && r.job.unique_key.is_none()));
     let answers = if one_statement && !store.db.pooled() {
         // (Behind a transaction pooler every statement needs one.)
         let mut conn = store.db.raw().acquire().await.db()?;
@@ -239,7 +241,9 @@ pub(crate) async fn enqueue_on(
     if !pending.is_empty() {
         return Err(Error::enqueue_kept_racing(pending.len()));
     }
-    Ok(answers.into_iter().map(|a| a.expect("resolved")).collect())
+    let mut answers: Vec<Enqueued> = answers.into_iter().map(|a| a.expect("resolved")).collect();
+    crate::workflows::attach(conn, tenant, jobs, &mut answers).await?;
+    Ok(answers)
 }
 
 /// One INSERT round: the jobs created, or (nothing written) the queues of
@@ -371,5 +375,7 @@ fn created_job(tenant: &str, new: &NewJobRef<'_>, row: &PgRow) -> Result<Job, sq
         lease_expires_at: None,
         heartbeat_at: None,
         progress: None,
+        depends_on: Vec::new(),
+        dependency_failure: job.dependency_failure,
     })
 }

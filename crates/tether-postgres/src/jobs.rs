@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use crate::rows::{self, is_unique_violation, Db};
 use crate::sql::jobs::{CANCEL, EVENTS, REPLAY, REPLAY_MANY, SELECT_JOB, WORKERS};
-use crate::PgStore;
+use crate::{workflows, PgStore};
 
 /// Page size of a listing that does not set one.
 const DEFAULT_PAGE: u32 = 50;
@@ -64,7 +64,7 @@ pub(crate) async fn list(store: &PgStore, tenant: &str, filter: &JobFilter) -> R
             " FROM tether.jobs j WHERE j.tenant = qs.tenant AND j.queue = qs.name"
         ));
         // A literal, not a parameter: the planner must see which partial
-        // index applies. `as_str` is one of five fixed words.
+        // index applies. `as_str` is one of six fixed words.
         q.push(" AND j.state = '").push(state.as_str()).push("'");
         if let Some(kind) = &filter.kind {
             q.push(" AND j.kind = ").push_bind(kind);
@@ -89,6 +89,11 @@ pub(crate) async fn list(store: &PgStore, tenant: &str, filter: &JobFilter) -> R
         }
         if let Some(before) = filter.created_before {
             q.push(" AND j.created_at < ").push_bind(before);
+        }
+        if let Some(dependency) = filter.depends_on {
+            q.push(" AND j.id IN (SELECT d.job_id FROM tether.job_dependencies d WHERE d.depends_on = ")
+                .push_bind(dependency)
+                .push(")");
         }
         q.push(" ORDER BY j.id DESC LIMIT ").push_bind(limit as i64);
         q.push(") j");
@@ -156,11 +161,14 @@ pub(crate) async fn replay(
     id: Uuid,
     expires_at: Option<DateTime<Utc>>,
 ) -> Result<Job> {
+    // A transaction: a job with dependencies is settled against them
+    // before the replay commits.
+    let mut tx = store.begin().await?;
     let row = sqlx::query(REPLAY)
         .bind(id)
         .bind(tenant)
         .bind(expires_at)
-        .fetch_optional(&store.db)
+        .fetch_optional(&mut tx.conn())
         .await
         .map_err(|e| {
             if is_unique_violation(&e) {
@@ -170,8 +178,19 @@ pub(crate) async fn replay(
             }
         })?;
     match prior_state_and_job(row, id)? {
-        (Some(job), _) => {
-            store.notify(tenant, &job.queue, 1);
+        (Some(mut job), _) => {
+            if job.state == JobState::Waiting {
+                if let Some((_, state)) = workflows::enter_waiting(&mut tx.conn(), tenant, &[id])
+                    .await?
+                    .pop()
+                {
+                    job.state = state;
+                }
+            }
+            tx.commit().await.db()?;
+            if job.state == JobState::Queued {
+                store.notify(tenant, &job.queue, 1);
+            }
             Ok(job)
         }
         (None, state) => Err(Error::not_replayable(id, state)),
@@ -184,6 +203,7 @@ pub(crate) async fn replay_many(
     filter: &ReplayFilter,
 ) -> Result<BulkReplayed> {
     let limit = filter.limit.unwrap_or(DEFAULT_REPLAY);
+    let mut tx = store.begin().await?;
     let row = sqlx::query(REPLAY_MANY)
         .bind(tenant)
         .bind(&filter.queue)
@@ -192,7 +212,7 @@ pub(crate) async fn replay_many(
         .bind(i64::from(limit))
         .bind(filter.cursor)
         .bind(filter.expires_at)
-        .fetch_one(&store.db)
+        .fetch_one(&mut tx.conn())
         .await
         .map_err(|e| {
             if is_unique_violation(&e) {
@@ -204,6 +224,9 @@ pub(crate) async fn replay_many(
     let replayed: i64 = row.try_get("replayed").db()?;
     let scanned: i64 = row.try_get("scanned").db()?;
     let last: Option<Uuid> = row.try_get("last").db()?;
+    let waiting: Vec<Uuid> = row.try_get("waiting").db()?;
+    workflows::enter_waiting(&mut tx.conn(), tenant, &waiting).await?;
+    tx.commit().await.db()?;
     if replayed > 0 {
         store.notify(tenant, &filter.queue, replayed as usize);
     }

@@ -46,6 +46,7 @@ mod tenants;
 #[cfg(feature = "testing")]
 mod testing;
 mod url;
+mod workflows;
 
 pub use enqueue::enqueue_in;
 #[cfg(feature = "testing")]

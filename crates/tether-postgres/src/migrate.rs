@@ -75,6 +75,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "outcome_history_time",
         include_str!("../migrations/0012_outcome_history_time.sql"),
     ),
+    (
+        13,
+        "dependencies",
+        include_str!("../migrations/0013_dependencies.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.

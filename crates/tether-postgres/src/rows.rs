@@ -129,6 +129,13 @@ pub(crate) fn job(row: &PgRow) -> Result<Job, sqlx::Error> {
         lease_expires_at: row.try_get("lease_expires_at")?,
         heartbeat_at: row.try_get("heartbeat_at")?,
         progress: row.try_get("progress")?,
+        depends_on: row
+            .try_get::<Option<Vec<uuid::Uuid>>, _>("depends_on")?
+            .unwrap_or_default(),
+        dependency_failure: row
+            .try_get::<String, _>("dependency_failure")?
+            .parse()
+            .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
     })
 }
 

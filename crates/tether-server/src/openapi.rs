@@ -50,6 +50,7 @@ const API_KEY: &str = "api_key";
     modifiers(&BearerKey),
     tags(
         (name = "jobs", description = "Producing and managing jobs."),
+        (name = "workflows", description = "Jobs that wait for other jobs."),
         (name = "workers", description = "Claiming jobs and reporting on them, under a lease."),
         (name = "queues", description = "Queue stats, settings, pausing and bulk replay."),
         (name = "schedules", description = "Cron timetables that enqueue jobs, their runs, and a preview of cron expressions."),

@@ -182,7 +182,7 @@ pub(crate) async fn enqueue_on(
         }
     }
     // Every entry must have an answer before anything is committed.
-    let out = out
+    let mut out = out
         .into_iter()
         .zip(jobs)
         .map(|(answer, entry)| {
@@ -194,6 +194,7 @@ pub(crate) async fn enqueue_on(
             })
         })
         .collect::<Result<Vec<_>>>()?;
+    crate::workflows::attach(conn, tenant, jobs, &mut out).await?;
     Ok(out)
 }
 

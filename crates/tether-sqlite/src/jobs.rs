@@ -9,11 +9,12 @@ use tether_core::{
 };
 use uuid::Uuid;
 
-use crate::rows::{self, is_unique_violation, Db};
+use crate::rows::{self, id_array, is_unique_violation, Db};
 use crate::sql::jobs::{
-    ACTIVE_HOLDER, CANCEL_QUEUED, EVENTS, INSERT_EVENT, REPLAY, REPLAYED_EVENTS, REPLAY_MANY,
-    REPLAY_SCAN, REQUEST_CANCEL, SELECT_JOB, WORKERS,
+    ACTIVE_HOLDER, CANCEL_QUEUED, COUNT_QUEUED, EVENTS, INSERT_EVENT, REPLAY, REPLAYED_EVENTS,
+    REPLAY_MANY, REPLAY_SCAN, REQUEST_CANCEL, SELECT_JOB, WORKERS,
 };
+use crate::workflows::{self, take_released, take_released_after, Released};
 use crate::SqliteStore;
 
 /// Page size of a listing that does not set one.
@@ -53,6 +54,13 @@ pub(crate) async fn list(store: &SqliteStore, tenant: &str, filter: &JobFilter) 
     if let Some(tag) = &filter.tag {
         sql.push_str(" AND EXISTS (SELECT 1 FROM json_each(tags) WHERE value = ?)");
         binds.push(tag.clone());
+    }
+    if let Some(dependency) = filter.depends_on {
+        // Its direct dependents, through the primary key of the edges.
+        sql.push_str(
+            " AND id IN (SELECT d.job_id FROM tether_job_dependencies AS d WHERE d.depends_on = ?)",
+        );
+        binds.push(dependency.to_string());
     }
     if let Some(cursor) = filter.cursor {
         sql.push_str(" AND id < ?");
@@ -129,7 +137,7 @@ pub(crate) async fn cancel(store: &SqliteStore, tenant: &str, id: Uuid) -> Resul
     let mut tx = store.begin().await?;
     let job = fetch_job(&mut tx, tenant, id).await?;
     let (sql, event) = match job.state {
-        JobState::Queued => (CANCEL_QUEUED, EventKind::Cancelled),
+        JobState::Queued | JobState::Waiting => (CANCEL_QUEUED, EventKind::Cancelled),
         JobState::Running if !job.cancel_requested => (REQUEST_CANCEL, EventKind::CancelRequested),
         // Already asked: the request is recorded once.
         JobState::Running => {
@@ -144,8 +152,14 @@ pub(crate) async fn cancel(store: &SqliteStore, tenant: &str, id: Uuid) -> Resul
         .await
         .db()?;
     let job = rows::job(&row)?;
+    // A cancelled job that others wait for cancels or releases them.
+    let mut released = Released::new();
+    if job.state == JobState::Cancelled {
+        take_released_after(&mut tx, std::slice::from_ref(&row), &mut released).await?;
+    }
     record(&mut tx, &job, event, job.worker_id.as_deref(), None).await?;
     tx.commit().await.db()?;
+    store.notify_released(&released);
     Ok(job)
 }
 
@@ -185,10 +199,18 @@ pub(crate) async fn replay(
                 rows::db_err(e)
             }
         })?;
-    let job = rows::job(&row)?;
+    let mut job = rows::job(&row)?;
     record(&mut tx, &job, EventKind::Replayed, None, None).await?;
+    if job.state == JobState::Waiting {
+        workflows::settle(&mut tx, &[id.to_string()]).await?;
+        // Anything settling moved in turn is this job only (see `attach`).
+        take_released(&mut tx, &mut Released::new()).await?;
+        job = fetch_job(&mut tx, tenant, id).await?;
+    }
     tx.commit().await.db()?;
-    store.notify(tenant, &job.queue, 1);
+    if job.state == JobState::Queued {
+        store.notify(tenant, &job.queue, 1);
+    }
     Ok(job)
 }
 
@@ -223,9 +245,42 @@ pub(crate) async fn replay_many(
         .fetch_all(&mut *tx)
         .await
         .db()?;
-    let n = SqliteStore::finish_bulk(tx, &replayed, REPLAYED_EVENTS).await?;
-    if n > 0 {
-        store.notify(tenant, &filter.queue, n as usize);
+    let mut waiting = Vec::new();
+    for row in &replayed {
+        if row.try_get::<&str, _>("state").db()? == JobState::Waiting.as_str() {
+            waiting.push(row.try_get::<String, _>("id").db()?);
+        }
+    }
+    let mut ready = replayed.len() - waiting.len();
+    if !waiting.is_empty() {
+        // Settled after the `replayed` events, so that a job cancelled at
+        // once for a failed dependency has its `cancelled` event after them.
+        let ids: Vec<String> = replayed
+            .iter()
+            .map(|row| row.try_get::<String, _>("id"))
+            .collect::<std::result::Result<_, _>>()
+            .db()?;
+        sqlx::query(REPLAYED_EVENTS)
+            .bind(id_array(ids.iter().map(String::as_str)))
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        workflows::settle(&mut tx, &waiting).await?;
+        // What settling moved in turn is among these jobs (see `attach`).
+        take_released(&mut tx, &mut Released::new()).await?;
+        let queued: i64 = sqlx::query_scalar(COUNT_QUEUED)
+            .bind(id_array(waiting.iter().map(String::as_str)))
+            .fetch_one(&mut *tx)
+            .await
+            .db()?;
+        ready += queued as usize;
+        tx.commit().await.db()?;
+    } else {
+        SqliteStore::finish_bulk(tx, &replayed, REPLAYED_EVENTS).await?;
+    }
+    let n = replayed.len() as u64;
+    if ready > 0 {
+        store.notify(tenant, &filter.queue, ready);
     }
     let next_cursor = match last {
         Some(last) if scanned == i64::from(limit) => Some(rows::uuid(&last)?),
@@ -238,7 +293,7 @@ pub(crate) async fn replay_many(
 }
 
 /// Runs a "select the job, then decide" operation's first step.
-async fn fetch_job(conn: &mut SqliteConnection, tenant: &str, id: Uuid) -> Result<Job> {
+pub(crate) async fn fetch_job(conn: &mut SqliteConnection, tenant: &str, id: Uuid) -> Result<Job> {
     let row = sqlx::query(SELECT_JOB)
         .bind(tenant)
         .bind(id.to_string())

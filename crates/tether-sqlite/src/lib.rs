@@ -52,6 +52,7 @@
 //! | `maintenance.rs` | the reaper, expiry, pruning, named leases |
 //! | `tenants.rs` | tenants, API keys, the server-secret check |
 //! | `schedules.rs` | schedules and their runs |
+//! | `workflows.rs` | jobs that wait for other jobs (the release and cascade are triggers of migration 11) |
 //! | `sql/` | the statements, one file per module above |
 //! | `rows.rs` | rows to the model, driver errors to tether's |
 //! | `migrate.rs` | the schema's migrations |
@@ -73,6 +74,7 @@ mod tenants;
 mod testing;
 #[cfg(test)]
 mod tests;
+mod workflows;
 
 #[cfg(feature = "testing")]
 pub use testing::{migrate_up_to, migrate_up_to_without_checksums};
@@ -86,7 +88,7 @@ use sqlx::sqlite::{
 };
 use sqlx::{Row, Sqlite, Transaction};
 use tether_core::migrations::SchemaStatus;
-use tether_core::{Enqueued, Result};
+use tether_core::{Enqueued, JobState, Result};
 
 use crate::rows::{id_array, Db};
 
@@ -148,7 +150,14 @@ impl SqliteStore {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(BUSY_TIMEOUT)
-            .foreign_keys(true);
+            .foreign_keys(true)
+            // The trigger that releases or cancels what waits for a job
+            // that ended (migration 11) fires itself for the jobs it
+            // cancels (one level down: they release their `run`
+            // dependents); SQLite allows that only with this pragma. The
+            // other triggers are migration 11's too, and no statement uses
+            // REPLACE (whose deletes it would make fire delete triggers).
+            .pragma("recursive_triggers", "ON");
         let writer = connect(
             || {
                 SqlitePoolOptions::new()
@@ -266,9 +275,24 @@ impl SqliteStore {
     }
 
     /// Sends the wake-up hints of an enqueue that was just committed: one per
-    /// job it created (an existing job that was returned wakes nobody).
+    /// job it created (an existing job that was returned wakes nobody), but
+    /// none for a job created `waiting` for its dependencies (or cancelled
+    /// at once for one that failed): its release hints its queue.
     pub(crate) fn notify_created(&self, tenant: &str, answers: &[Enqueued]) {
-        self.wakeups.notify_created(tenant, answers);
+        if answers.iter().all(|a| a.job.state == JobState::Queued) {
+            self.wakeups.notify_created(tenant, answers);
+            return;
+        }
+        let mut queues: std::collections::BTreeMap<&str, usize> = Default::default();
+        for answer in answers
+            .iter()
+            .filter(|a| a.created && a.job.state == JobState::Queued)
+        {
+            *queues.entry(answer.job.queue.as_str()).or_default() += 1;
+        }
+        for (queue, jobs) in queues {
+            self.notify(tenant, queue, jobs);
+        }
     }
 
     /// Ends a transaction that changed nothing without the cost of a commit.

@@ -5,11 +5,12 @@
 use sqlx::Row;
 use tether_core::{Error, JobState, Lease, LeaseToken, QueueConfig, ReapReport, Result};
 
-use crate::rows::{self, Db};
+use crate::rows::{self, id_array, Db};
 use crate::sql::maintenance::{
-    ACQUIRE_LEASE, EXPIRE, EXPIRED_EVENTS, LEASE_EXPIRED_EVENTS, LEASE_HOLDS, PRUNE,
+    ACQUIRE_LEASE, EXPIRE, EXPIRED_EVENTS, LEASE_EXPIRED_EVENTS, LEASE_HOLDS, PRUNE, PRUNE_EDGES,
     PRUNE_EMPTY_QUEUES, PRUNE_EVENTS, REAP, RELEASE_LEASE, RENEW_LEASE,
 };
+use crate::workflows::{take_released_after, Released};
 use crate::{SqliteStore, Tx};
 
 /// `last_error` of a queued job that passed its `expires_at`.
@@ -90,6 +91,8 @@ pub(crate) async fn reap_lapsed_leases(store: &SqliteStore, batch: u32) -> Resul
             1,
         );
     }
+    let mut released = Released::new();
+    take_released_after(&mut tx, &reaped, &mut released).await?;
     SqliteStore::finish_bulk(tx, &reaped, LEASE_EXPIRED_EVENTS).await?;
     // Requeued jobs are ready now, and every reaped job freed a slot of its
     // queue's limit: the queue's waiting claims may take them.
@@ -98,6 +101,7 @@ pub(crate) async fn reap_lapsed_leases(store: &SqliteStore, batch: u32) -> Resul
             (row.try_get("tenant").db()?, row.try_get("queue").db()?);
         store.notify(tenant, queue, 1);
     }
+    store.notify_released(&released);
     Ok(report)
 }
 
@@ -111,7 +115,11 @@ pub(crate) async fn expire_jobs(store: &SqliteStore, batch: u32) -> Result<u64> 
         .fetch_all(&mut *tx)
         .await
         .db()?;
-    SqliteStore::finish_bulk(tx, &expired, EXPIRED_EVENTS).await
+    let mut released = Released::new();
+    take_released_after(&mut tx, &expired, &mut released).await?;
+    let n = SqliteStore::finish_bulk(tx, &expired, EXPIRED_EVENTS).await?;
+    store.notify_released(&released);
+    Ok(n)
 }
 
 pub(crate) async fn prune_finished(
@@ -128,6 +136,18 @@ pub(crate) async fn prune_finished(
         .fetch_all(&mut *tx)
         .await
         .db()?;
+    if !pruned.is_empty() {
+        let ids = pruned
+            .iter()
+            .map(|row| row.try_get::<&str, _>("id"))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .db()?;
+        sqlx::query(PRUNE_EDGES)
+            .bind(id_array(ids))
+            .execute(&mut *tx)
+            .await
+            .db()?;
+    }
     SqliteStore::finish_bulk(tx, &pruned, PRUNE_EVENTS).await
 }
 

@@ -78,6 +78,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "outcome_history_time",
         sql: include_str!("../migrations/0010_outcome_history_time.sql"),
     },
+    Migration {
+        version: 11,
+        name: "dependencies",
+        sql: include_str!("../migrations/0011_dependencies.sql"),
+    },
 ];
 
 /// The newest schema version this build knows.

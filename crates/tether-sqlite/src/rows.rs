@@ -167,7 +167,29 @@ pub(crate) fn job(row: &SqliteRow) -> Result<Job> {
         lease_expires_at: opt_ts(row.try_get("lease_expires_at").db()?)?,
         heartbeat_at: opt_ts(row.try_get("heartbeat_at").db()?)?,
         progress: opt_json(row.try_get("progress").db()?)?,
+        depends_on: id_list(row.try_get("depends_on").db()?)?,
+        dependency_failure: row
+            .try_get::<&str, _>("dependency_failure")
+            .db()?
+            .parse()
+            .map_err(corrupt)?,
     })
+}
+
+/// A JSON array of ids (`depends_on`), NULL for none.
+pub(crate) fn id_list(text: Option<&str>) -> Result<Vec<Uuid>> {
+    let Some(text) = text else {
+        return Ok(Vec::new());
+    };
+    let ids: Vec<&str> =
+        serde_json::from_str(text).map_err(|e| corrupt(format!("bad id list: {e}")))?;
+    ids.into_iter().map(uuid).collect()
+}
+
+/// Whether a row holding `job_columns!` is of a job that others wait for:
+/// then its end may have released some (see `workflows::take_released`).
+pub(crate) fn has_dependents(row: &SqliteRow) -> Result<bool> {
+    row.try_get("has_dependents").db()
 }
 
 /// The lease token of a row holding `job_columns!` (claims only).
@@ -280,6 +302,7 @@ pub(crate) fn queue_stats(row: &SqliteRow) -> Result<QueueStats> {
     let ready: i64 = row.try_get("n_ready").db()?;
     let oldest_ready: Option<i64> = row.try_get("oldest_ready").db()?;
     let counts = StateCounts {
+        waiting: row.try_get("n_waiting").db()?,
         queued,
         running: row.try_get("n_running").db()?,
         succeeded: row.try_get("n_succeeded").db()?,

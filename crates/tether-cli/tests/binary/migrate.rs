@@ -9,8 +9,8 @@ use std::path::Path;
 use common::{temp_dir, tether, Run, Server};
 use sqlx::Connection;
 
-/// The newest SQLite migration (10: the outcome-only history time index).
-const LATEST_SQLITE: i64 = 10;
+/// The newest SQLite migration (11: dependencies).
+const LATEST_SQLITE: i64 = 11;
 
 fn status(target: &[&str]) -> Run {
     let mut args = vec!["migrate", "status", "--json"];

@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 use tether_api::{BulkReplayBody, EnqueueRequest, EventsQuery, ListQuery};
 use tether_core::{JobState, NewJob};
+use uuid::Uuid;
 
 use super::sent_time;
 
@@ -58,6 +59,8 @@ pub struct JobQuery {
     pub created_after: Option<DateTime<Utc>>,
     /// Only jobs created before this instant.
     pub created_before: Option<DateTime<Utc>>,
+    /// Only the jobs that wait directly for this job.
+    pub depends_on: Option<Uuid>,
 }
 
 impl JobQuery {
@@ -108,6 +111,12 @@ impl JobQuery {
         self
     }
 
+    /// Only the jobs that wait directly for job `id`.
+    pub fn depends_on(mut self, id: Uuid) -> Self {
+        self.depends_on = Some(id);
+        self
+    }
+
     /// The query string.
     pub(crate) fn query(&self) -> ListQuery {
         ListQuery {
@@ -120,6 +129,7 @@ impl JobQuery {
             id_prefix: self.id_prefix.clone(),
             created_after: self.created_after.as_ref().map(tether_api::time::format),
             created_before: self.created_before.as_ref().map(tether_api::time::format),
+            depends_on: self.depends_on.map(|id| id.to_string()),
         }
     }
 }
@@ -136,6 +146,7 @@ impl From<tether_core::JobFilter> for JobQuery {
             id_prefix: f.id_prefix.map(|p| p.as_str().to_owned()),
             created_after: f.created_after,
             created_before: f.created_before,
+            depends_on: f.depends_on,
         }
     }
 }

@@ -30,5 +30,6 @@ pub mod schedules;
 pub mod tenants;
 pub mod validation;
 pub mod wakeups;
+pub mod workflows;
 
 pub(crate) mod support;

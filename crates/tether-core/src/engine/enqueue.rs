@@ -11,6 +11,13 @@ impl Engine {
         validate::name("tenant", tenant)?;
         // Validated on its own so that errors name `queue`, not `jobs[0].queue`.
         validate::new_job("", &job, &self.limits)?;
+        if !job.depends_on.is_empty() {
+            // Alone: an unknown dependency fails this job, not a group.
+            let out = self
+                .store_enqueue(tenant, std::slice::from_ref(&job))
+                .await?;
+            return Ok(out.into_iter().next().expect("one answer per job"));
+        }
         let out = self
             .group_commit
             .enqueue(tenant, job, self.limits.max_queues_per_tenant)

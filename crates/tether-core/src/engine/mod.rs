@@ -19,10 +19,10 @@ use crate::keys::{
 };
 use crate::lifecycle;
 use crate::model::{
-    BulkReplayed, CarriedReports, ClaimRequest, ClaimedJob, Completion, Enqueued, EventPage,
-    EventQuery, Failure, FailureReport, Heartbeat, HeartbeatAck, Job, JobEvent, JobFilter, JobPage,
-    Lease, LeaseToken, NewJob, QueueConfigPatch, QueueStats, QueueThroughput, ReapReport,
-    ReplayFilter, ReportedAndClaimed, WorkerSummary, THROUGHPUT_MINUTES,
+    BulkReplayed, CarriedReports, ClaimRequest, ClaimedJob, Completion, DependencyJob, Enqueued,
+    EventPage, EventQuery, Failure, FailureReport, Heartbeat, HeartbeatAck, Job, JobEvent,
+    JobFilter, JobPage, Lease, LeaseToken, NewJob, QueueConfigPatch, QueueStats, QueueThroughput,
+    ReapReport, ReplayFilter, ReportedAndClaimed, WorkerSummary, THROUGHPUT_MINUTES,
 };
 use crate::schedule::{
     self, Fire, FireOutcome, FireRef, FireReport, RunOutcome, Schedule, SchedulePatch, ScheduleRun,

@@ -43,6 +43,10 @@ pub struct NewJob {
     pub expires_at: Option<DateTime<Utc>>,
     /// Groups jobs for the queue's `key_max_running` and `fair` claims.
     pub concurrency_key: Option<String>,
+    /// The jobs it waits for (at most [`MAX_DEPENDENCIES`]).
+    pub depends_on: Vec<Dependency>,
+    /// What it does when a dependency fails.
+    pub dependency_failure: DependencyFailure,
 }
 
 impl NewJob {
@@ -62,6 +66,8 @@ impl NewJob {
             tags: Vec::new(),
             expires_at: None,
             concurrency_key: None,
+            depends_on: Vec::new(),
+            dependency_failure: DependencyFailure::Cancel,
         }
     }
 
@@ -134,6 +140,25 @@ impl NewJob {
     /// Sets the concurrency key (see `key_max_running` and `fair`).
     pub fn concurrency_key(mut self, key: impl Into<String>) -> Self {
         self.concurrency_key = Some(key.into());
+        self
+    }
+
+    /// Waits for the existing job `id`: created `waiting`, queued once its
+    /// dependencies succeeded.
+    pub fn after(mut self, id: Uuid) -> Self {
+        self.depends_on.push(Dependency::Job(id));
+        self
+    }
+
+    /// Waits for the `index`-th job of the same batch (an earlier one).
+    pub fn after_entry(mut self, index: usize) -> Self {
+        self.depends_on.push(Dependency::Entry(index));
+        self
+    }
+
+    /// Sets what the job does when a dependency fails.
+    pub fn dependency_failure(mut self, rule: DependencyFailure) -> Self {
+        self.dependency_failure = rule;
         self
     }
 }

@@ -7,6 +7,8 @@ use super::*;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
+    /// Waiting for its dependencies: not claimable until they end.
+    Waiting,
     /// Waiting to be claimed (possibly not before `run_at`).
     Queued,
     /// Claimed by a worker that holds its lease.
@@ -22,7 +24,8 @@ pub enum JobState {
 
 impl JobState {
     /// All states, in lifecycle order.
-    pub const ALL: [JobState; 5] = [
+    pub const ALL: [JobState; 6] = [
+        JobState::Waiting,
         JobState::Queued,
         JobState::Running,
         JobState::Succeeded,
@@ -33,6 +36,7 @@ impl JobState {
     /// The state's name as stored and shown (`queued`, `running`, ...).
     pub fn as_str(self) -> &'static str {
         match self {
+            JobState::Waiting => "waiting",
             JobState::Queued => "queued",
             JobState::Running => "running",
             JobState::Succeeded => "succeeded",
@@ -62,6 +66,16 @@ impl fmt::Display for JobState {
 pub struct UnknownName {
     what: &'static str,
     value: String,
+}
+
+impl UnknownName {
+    /// `value` is not the name of any `what`.
+    pub fn new(what: &'static str, value: impl Into<String>) -> Self {
+        UnknownName {
+            what,
+            value: value.into(),
+        }
+    }
 }
 
 impl FromStr for JobState {
@@ -106,11 +120,13 @@ pub enum EventKind {
     Replayed,
     /// The job passed its `expires_at` before it could run.
     Expired,
+    /// Its dependencies ended as it waited for: queued.
+    Released,
 }
 
 impl EventKind {
     /// All event kinds.
-    pub const ALL: [EventKind; 12] = [
+    pub const ALL: [EventKind; 13] = [
         EventKind::Enqueued,
         EventKind::Claimed,
         EventKind::RetryScheduled,
@@ -123,6 +139,7 @@ impl EventKind {
         EventKind::Cancelled,
         EventKind::Replayed,
         EventKind::Expired,
+        EventKind::Released,
     ];
 
     /// The event's name as stored and shown.
@@ -140,6 +157,7 @@ impl EventKind {
             EventKind::Cancelled => "cancelled",
             EventKind::Replayed => "replayed",
             EventKind::Expired => "expired",
+            EventKind::Released => "released",
         }
     }
 }
@@ -242,6 +260,10 @@ pub struct Job {
     pub heartbeat_at: Option<DateTime<Utc>>,
     /// Whatever the worker last sent with a heartbeat.
     pub progress: Option<Value>,
+    /// The jobs it waits for (or waited for), in the order given.
+    pub depends_on: Vec<Uuid>,
+    /// What it does when a dependency fails.
+    pub dependency_failure: DependencyFailure,
 }
 
 /// One event of a job's history.
@@ -338,6 +360,8 @@ pub struct JobFilter {
     pub created_after: Option<DateTime<Utc>>,
     /// Only jobs created before this instant.
     pub created_before: Option<DateTime<Utc>>,
+    /// Only the jobs that depend directly on this one.
+    pub depends_on: Option<Uuid>,
 }
 
 /// The first hex digits of a job id (1 to 32; dashes are ignored), as an

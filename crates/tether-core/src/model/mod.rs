@@ -19,9 +19,11 @@ mod enqueue;
 mod jobs;
 mod maintenance;
 mod queues;
+mod workflows;
 
 pub use attempts::*;
 pub use enqueue::*;
 pub use jobs::*;
 pub use maintenance::*;
 pub use queues::*;
+pub use workflows::*;

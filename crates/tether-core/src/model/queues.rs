@@ -122,6 +122,8 @@ where
 /// Number of jobs per state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct StateCounts {
+    /// Waiting for their dependencies.
+    pub waiting: i64,
     /// Queued (ready or scheduled).
     pub queued: i64,
     /// Running.
@@ -138,6 +140,7 @@ impl StateCounts {
     /// Adds `n` jobs in `state`.
     pub fn add(&mut self, state: JobState, n: i64) {
         match state {
+            JobState::Waiting => self.waiting += n,
             JobState::Queued => self.queued += n,
             JobState::Running => self.running += n,
             JobState::Succeeded => self.succeeded += n,

@@ -22,13 +22,14 @@ pub(crate) const CANCEL: &str = concat!(
     ),
     done AS (
         UPDATE tether.jobs j
-        SET state = CASE WHEN cur.state = 'queued' THEN 'cancelled' ELSE j.state END,
+        SET state = CASE WHEN cur.state IN ('queued', 'waiting') THEN 'cancelled' ELSE j.state END,
             cancel_requested = (cur.state = 'running'),
-            finished_at = CASE WHEN cur.state = 'queued' THEN now() ELSE j.finished_at END,
-            updated_at = now()
+            finished_at = CASE WHEN cur.state IN ('queued', 'waiting') THEN now() ELSE j.finished_at END,
+            waiting_on = 0, updated_at = now()
         FROM cur
         WHERE j.id = cur.id
-          AND (cur.state = 'queued' OR (cur.state = 'running' AND NOT cur.cancel_requested))
+          AND (cur.state IN ('queued', 'waiting')
+               OR (cur.state = 'running' AND NOT cur.cancel_requested))
         RETURNING ",
     job_columns!(),
     "
@@ -45,14 +46,16 @@ pub(crate) const CANCEL: &str = concat!(
 
 /// Replays one finished job (any final state: a succeeded one runs
 /// again): `$3` its new `expires_at` (NULL clears it, or an
-/// expired job would expire again at once).
+/// expired job would expire again at once). A job with dependencies goes
+/// back to `waiting`, to be settled against them (`workflows::enter_waiting`).
 pub(crate) const REPLAY: &str = concat!(
     "WITH cur AS (
         SELECT id, state FROM tether.jobs WHERE id = $1 AND tenant = $2 FOR UPDATE
     ),
     done AS (
         UPDATE tether.jobs j
-        SET state = 'queued', attempt = 0, run_at = now(), cancel_requested = false,
+        SET state = CASE WHEN j.depends_on IS NULL THEN 'queued' ELSE 'waiting' END,
+            attempt = 0, run_at = now(), cancel_requested = false,
             finished_at = NULL, result = NULL, lease_token = NULL, lease_expires_at = NULL,
             progress = NULL, expires_at = $3, updated_at = now()
         FROM cur
@@ -73,7 +76,8 @@ pub(crate) const REPLAY: &str = concat!(
 /// candidates are the first `$5` matching jobs with an id above `$6` (the
 /// cursor; NULL: from the start); `$7` is the new `expires_at`. Answers how
 /// many were replayed, how many were candidates and the last candidate's id
-/// (the next round's cursor).
+/// (the next round's cursor), and the replayed jobs that went back to
+/// `waiting` (see [`REPLAY`]).
 pub(crate) const REPLAY_MANY: &str = "WITH candidates AS (
         SELECT id, unique_key FROM tether.jobs
         WHERE tenant = $1 AND queue = $2 AND state = $3 AND ($4::text IS NULL OR kind = $4)
@@ -94,12 +98,13 @@ pub(crate) const REPLAY_MANY: &str = "WITH candidates AS (
     ),
     done AS (
         UPDATE tether.jobs j
-        SET state = 'queued', attempt = 0, run_at = now(), cancel_requested = false,
+        SET state = CASE WHEN j.depends_on IS NULL THEN 'queued' ELSE 'waiting' END,
+            attempt = 0, run_at = now(), cancel_requested = false,
             finished_at = NULL, result = NULL, lease_token = NULL, lease_expires_at = NULL,
             progress = NULL, expires_at = $7, updated_at = now()
         FROM chosen
         WHERE j.id = chosen.id
-        RETURNING j.id, j.tenant, j.updated_at
+        RETURNING j.id, j.tenant, j.updated_at, j.state
     ),
     history AS (
         INSERT INTO tether.job_events (job_id, tenant, at, event, attempt)
@@ -107,7 +112,8 @@ pub(crate) const REPLAY_MANY: &str = "WITH candidates AS (
     )
     SELECT (SELECT count(*) FROM done) AS replayed,
            (SELECT count(*) FROM candidates) AS scanned,
-           (SELECT id FROM candidates ORDER BY id DESC LIMIT 1) AS last";
+           (SELECT id FROM candidates ORDER BY id DESC LIMIT 1) AS last,
+           ARRAY(SELECT id FROM done WHERE state = 'waiting') AS waiting";
 
 /// The workers holding running jobs of tenant `$1`.
 pub(crate) const WORKERS: &str = "SELECT worker_id,

@@ -117,6 +117,9 @@ pub(crate) const PRUNE: &str = concat!(
     history AS (
         DELETE FROM tether.job_events WHERE job_id = ANY (ARRAY(SELECT id FROM old))
     ),
+    edges AS (
+        DELETE FROM tether.job_dependencies WHERE job_id = ANY (ARRAY(SELECT id FROM old))
+    ),
     done AS (
         DELETE FROM tether.jobs WHERE ctid = ANY (ARRAY(SELECT ctid FROM old)) RETURNING 1
     )

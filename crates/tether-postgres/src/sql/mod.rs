@@ -32,7 +32,7 @@ macro_rules! job_columns {
          j.max_attempts, j.backoff_base_ms, j.backoff_cap_ms, j.run_at, j.created_at, j.started_at, \
          j.finished_at, j.updated_at, j.last_error, j.unique_key, j.idempotency_key, j.tags, \
          j.expires_at, j.timeout_ms, j.cancel_requested, j.worker_id, j.lease_expires_at, \
-         j.heartbeat_at, j.progress, j.concurrency_key"
+         j.heartbeat_at, j.progress, j.concurrency_key, j.depends_on, j.dependency_failure"
     };
 }
 
@@ -51,6 +51,7 @@ macro_rules! schedule_columns {
 macro_rules! queue_holds_jobs {
     () => {
         "(EXISTS (SELECT 1 FROM tether.jobs j WHERE j.tenant = q.tenant AND j.queue = q.name AND j.state = 'queued')
+          OR EXISTS (SELECT 1 FROM tether.jobs j WHERE j.tenant = q.tenant AND j.queue = q.name AND j.state = 'waiting')
           OR EXISTS (SELECT 1 FROM tether.jobs j WHERE j.tenant = q.tenant AND j.queue = q.name AND j.state = 'running')
           OR EXISTS (SELECT 1 FROM tether.jobs j WHERE j.tenant = q.tenant AND j.queue = q.name
                      AND j.state IN ('succeeded', 'failed', 'cancelled')))"
@@ -73,3 +74,4 @@ mod plans;
 pub(crate) mod queues;
 pub(crate) mod schedules;
 pub(crate) mod tenants;
+pub(crate) mod workflows;

@@ -43,6 +43,7 @@ macro_rules! queue_stats_sql {
              CROSS JOIN LATERAL (
                  SELECT COALESCE(jsonb_object_agg(state, n) FILTER (WHERE n > 0), '{}') AS counts
                  FROM (",
+            count_in_state!("waiting"), " UNION ALL ",
             count_in_state!("queued"), " UNION ALL ",
             count_in_state!("running"), " UNION ALL ",
             count_in_state!("succeeded"), " UNION ALL ",

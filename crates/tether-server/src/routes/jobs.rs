@@ -120,6 +120,10 @@ pub(crate) async fn list_jobs(
         id_prefix,
         created_after: query_time("created_after", q.created_after)?,
         created_before: query_time("created_before", q.created_before)?,
+        depends_on: non_empty(q.depends_on)
+            .map(|s| Uuid::try_parse(&s))
+            .transpose()
+            .map_err(|_| ApiError::invalid_field("depends_on", "not a job id"))?,
     };
     let page = st.engine.list(caller.tenant(), &filter).await?;
     Ok(Json(JobListResponse {

@@ -16,6 +16,7 @@ pub(crate) mod queues;
 pub(crate) mod schedules;
 pub(crate) mod service;
 pub(crate) mod tenants;
+pub(crate) mod workflows;
 
 use axum::Json;
 use utoipa_axum::router::OpenApiRouter;
@@ -44,6 +45,7 @@ pub(crate) fn api(
         .routes(routes!(jobs::enqueue_batch))
         .routes(routes!(jobs::get_job))
         .routes(routes!(jobs::job_events))
+        .routes(routes!(workflows::job_dependencies))
         .routes(routes!(jobs::cancel))
         .routes(routes!(jobs::replay))
         .routes(routes!(jobs::cancel_many))

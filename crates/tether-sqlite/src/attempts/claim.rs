@@ -52,10 +52,11 @@ pub(crate) async fn report_and_claim(
         false => None,
     };
     let mut tx = store.begin().await?;
+    let mut released = Released::new();
     let (completed, mut ended) = match reports.complete.is_empty() {
         true => (Vec::new(), HashMap::new()),
         false => {
-            complete_many_in(&mut tx, tenant, &reports.complete)
+            complete_many_in(&mut tx, tenant, &reports.complete, &mut released)
                 .await?
                 .0
         }
@@ -69,6 +70,7 @@ pub(crate) async fn report_and_claim(
             item.lease_token,
             &item.failure,
             *jitter,
+            &mut released,
         )
         .await?
         .0;
@@ -77,12 +79,14 @@ pub(crate) async fn report_and_claim(
         }
         failed.push(reported);
     }
-    // Completions first, so the slots they free count for the claim.
+    // Completions first, so the slots they free (and the jobs they
+    // released) count for the claim.
     let claimed_rows = claim_in(store, &mut tx, tenant, req).await?;
     tx.commit().await.db()?;
     for (queue, jobs) in ended {
         store.notify_freed(tenant, &queue, jobs);
     }
+    store.notify_released(&released);
     for reported in failed.iter().flatten() {
         if reported.now {
             store.notify_when_due(tenant, &reported.job);

@@ -27,6 +27,7 @@ use crate::sql::attempts::{
     STANDING, STANDING_MANY, SUCCEEDED_EVENTS, TRIM_CLAIMS, UNKEYED_HEAD, WALK_KEYS,
     WALK_KEYS_UPTO,
 };
+use crate::workflows::{take_released_after, Released};
 use crate::{SqliteStore, Tx};
 
 mod claim;
@@ -107,6 +108,8 @@ pub(crate) async fn complete(
         return settle_unfenced(tx, tenant, id, token, report).await;
     };
     let job = rows::job(&row)?;
+    let mut released = Released::new();
+    take_released_after(&mut tx, std::slice::from_ref(&row), &mut released).await?;
     record(
         &mut tx,
         &job,
@@ -117,6 +120,7 @@ pub(crate) async fn complete(
     .await?;
     tx.commit().await.db()?;
     store.notify_freed(tenant, &job.queue, 1);
+    store.notify_released(&released);
     Ok(Reported { job, now: true })
 }
 
@@ -129,7 +133,8 @@ pub(crate) async fn complete_many(
         return Ok(Vec::new());
     }
     let mut tx = store.begin().await?;
-    let (answers, changed) = complete_many_in(&mut tx, tenant, items).await?;
+    let mut released = Released::new();
+    let (answers, changed) = complete_many_in(&mut tx, tenant, items, &mut released).await?;
     if changed {
         tx.commit().await.db()?;
     } else {
@@ -138,6 +143,7 @@ pub(crate) async fn complete_many(
     for (queue, jobs) in answers.1 {
         store.notify_freed(tenant, &queue, jobs);
     }
+    store.notify_released(&released);
     Ok(answers.0)
 }
 
@@ -145,11 +151,14 @@ pub(crate) async fn complete_many(
 type BatchAnswers = (Vec<Result<Completed>>, HashMap<String, usize>);
 
 /// Completes a batch in the write transaction `tx`; answers its items and
-/// whether it wrote anything (the caller commits, or rolls back if not).
+/// whether it wrote anything (the caller commits, or rolls back if not),
+/// and adds the jobs the completions released to `released` (to hint after
+/// the commit).
 async fn complete_many_in(
     tx: &mut Tx,
     tenant: &str,
     items: &[Completion],
+    released: &mut Released,
 ) -> Result<(BatchAnswers, bool)> {
     let mut batch = Vec::with_capacity(items.len() * 4);
     for item in items {
@@ -188,6 +197,7 @@ async fn complete_many_in(
         jobs.insert(rows::uuid(row.try_get("id").db()?)?, (standing, Some(now)));
     }
     if !done.is_empty() {
+        take_released_after(tx, &done, released).await?;
         let ids: Vec<String> = jobs.keys().map(Uuid::to_string).collect();
         sqlx::query(SUCCEEDED_EVENTS)
             .bind(id_array(ids.iter().map(String::as_str)))
@@ -278,12 +288,15 @@ pub(crate) async fn fail(
     jitter: f64,
 ) -> Result<Reported> {
     let mut tx = store.begin().await?;
-    let (reported, changed) = fail_in(&mut tx, tenant, id, token, failure, jitter).await?;
+    let mut released = Released::new();
+    let (reported, changed) =
+        fail_in(&mut tx, tenant, id, token, failure, jitter, &mut released).await?;
     if changed {
         tx.commit().await.db()?;
     } else {
         SqliteStore::finish_unchanged(tx).await?;
     }
+    store.notify_released(&released);
     let reported = reported?;
     if reported.now {
         store.notify_freed(tenant, &reported.job.queue, 1);
@@ -294,7 +307,9 @@ pub(crate) async fn fail(
 
 /// Ends an attempt with a failure in the write transaction `tx`, or settles
 /// the report; answers it and whether it wrote anything (the caller
-/// commits, or rolls back if not).
+/// commits, or rolls back if not). A failure that ended the job adds what
+/// it released (`run` dependents) to `released`.
+#[allow(clippy::too_many_arguments)]
 async fn fail_in(
     tx: &mut Tx,
     tenant: &str,
@@ -302,6 +317,7 @@ async fn fail_in(
     token: LeaseToken,
     failure: &Failure,
     jitter: f64,
+    released: &mut Released,
 ) -> Result<(Result<Reported>, bool)> {
     let report = Report::Fail(failure);
     let error = lifecycle::error_tail(&failure.error);
@@ -347,6 +363,7 @@ async fn fail_in(
         .await
         .db()?;
     let job = rows::job(&row)?;
+    take_released_after(tx, std::slice::from_ref(&row), released).await?;
     record(tx, &job, event, job.worker_id.as_deref(), Some(&error)).await?;
     Ok((Ok(Reported { job, now: true }), true))
 }
@@ -373,6 +390,9 @@ pub(crate) async fn snooze(
         return settle_unfenced(tx, tenant, id, token, report).await;
     };
     let job = rows::job(&row)?;
+    // Cancelled (asked while it ran): what waits for it moved.
+    let mut released = Released::new();
+    take_released_after(&mut tx, std::slice::from_ref(&row), &mut released).await?;
     let event = if job.state == JobState::Cancelled {
         EventKind::Cancelled
     } else {
@@ -389,6 +409,7 @@ pub(crate) async fn snooze(
     .await?;
     tx.commit().await.db()?;
     store.notify_freed(tenant, &job.queue, 1);
+    store.notify_released(&released);
     // Handed back now (e.g. by a worker shutting down) or later: the claims
     // waiting on its queue hear of it when it is claimable.
     store.notify_when_due(tenant, &job);

@@ -222,7 +222,8 @@ pub(crate) const COMPLETE: &str = concat!(
 /// Completes a batch (?2: flat JSON array `[id, token, result, digest,
 /// ...]`) in one statement; answers each completed job's id, the token and
 /// digest it recorded (which tell the item that completed it when the batch
-/// names the job twice), queue and attempt times (for the metrics). The unary `+` keeps SQLite from driving the join from the
+/// names the job twice), queue and attempt times (for the metrics), and
+/// whether others wait for it (`workflows::take_released_after`). The unary `+` keeps SQLite from driving the join from the
 /// (tenant, state) index, which would scan every running job of the tenant
 /// once per item: the plan walks the batch and looks each job up by primary
 /// key.
@@ -235,7 +236,7 @@ pub(crate) const COMPLETE_MANY: &str = concat!(
     unpack!("?2", "4", ["0" => "id", "1" => "t", "2" => "r", "3" => "d"]),
     ") AS c WHERE tether_jobs.id = c.id AND +tether_jobs.tenant = ?1 ",
     "AND tether_jobs.lease_token = c.t AND +tether_jobs.state = 'running' ",
-    "RETURNING id, lease_token, report_digest, queue, started_at, finished_at"
+    "RETURNING id, lease_token, report_digest, queue, started_at, finished_at, has_dependents"
 );
 
 /// `succeeded` events of the jobs just completed (?1: JSON array of ids).

@@ -21,8 +21,10 @@ pub(crate) const INSERT_EVENT: &str = "INSERT INTO tether_job_events \
      (job_id, tenant, at, event, attempt, worker_id, detail) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
 
+/// Cancels a queued or waiting job (a waiting one waits no more; what
+/// waits for it is moved by the trigger of migration 11).
 pub(crate) const CANCEL_QUEUED: &str = concat!(
-    "UPDATE tether_jobs SET state = 'cancelled', finished_at = ",
+    "UPDATE tether_jobs SET state = 'cancelled', waiting_on = 0, finished_at = ",
     now_ms!(),
     ", updated_at = ",
     now_ms!(),
@@ -44,11 +46,13 @@ pub(crate) const ACTIVE_HOLDER: &str =
 
 /// The SET clause of a replay: a fresh attempt budget, due now, and the
 /// `expires_at` bound as `$expires` (NULL clears it, or an expired job would
-/// expire again at once).
+/// expire again at once). A job with dependencies goes back to `waiting`,
+/// to be settled against them (`workflows::settle`).
 macro_rules! replay_set {
     ($expires:literal) => {
         concat!(
-            "UPDATE tether_jobs SET state = 'queued', attempt = 0, run_at = ",
+            "UPDATE tether_jobs SET state = CASE WHEN depends_on IS NULL THEN 'queued' ",
+            "ELSE 'waiting' END, attempt = 0, run_at = ",
             now_ms!(),
             ", cancel_requested = 0, finished_at = NULL, result = NULL, lease_token = NULL, ",
             "lease_expires_at = NULL, progress = NULL, expires_at = ",
@@ -102,8 +106,12 @@ pub(crate) const REPLAY_MANY: &str = concat!(
     "NOT EXISTS (SELECT 1 FROM tether_jobs AS a WHERE a.tenant = ?1 ",
     "AND a.unique_key = c.unique_key AND a.state IN ('queued', 'running')) ",
     "AND c.id = (SELECT min(o.id) FROM c AS o WHERE o.unique_key = c.unique_key))) ",
-    "RETURNING id"
+    "RETURNING id, state"
 );
+
+/// How many of the jobs ?1 (a JSON array of ids) are queued.
+pub(crate) const COUNT_QUEUED: &str = "SELECT count(*) FROM tether_jobs \
+     WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'queued'";
 
 /// `replayed` events (?1: JSON array of ids).
 pub(crate) const REPLAYED_EVENTS: &str = events_of_ids!("updated_at", "replayed", "NULL", "NULL");

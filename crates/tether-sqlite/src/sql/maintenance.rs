@@ -34,7 +34,7 @@ pub(crate) const REAP: &str = concat!(
     " WHERE id IN (SELECT id FROM tether_jobs WHERE state = 'running' AND lease_expires_at < ",
     now_ms!(),
     " ORDER BY lease_expires_at LIMIT ?1) ",
-    "RETURNING id, state, tenant, queue"
+    "RETURNING id, state, tenant, queue, has_dependents"
 );
 
 /// `lease_expired` events, detail = the new state (?1: JSON array of ids).
@@ -49,7 +49,7 @@ pub(crate) const EXPIRE: &str = concat!(
     " WHERE id IN (SELECT id FROM tether_jobs WHERE state = 'queued' ",
     "AND expires_at IS NOT NULL AND expires_at < ",
     now_ms!(),
-    " ORDER BY expires_at LIMIT ?1) RETURNING id"
+    " ORDER BY expires_at LIMIT ?1) RETURNING id, has_dependents"
 );
 
 /// `expired` events, detail = the instant missed, as ISO 8601 UTC with
@@ -73,6 +73,12 @@ pub(crate) const PRUNE: &str = concat!(
 
 pub(crate) const PRUNE_EVENTS: &str =
     "DELETE FROM tether_job_events WHERE job_id IN (SELECT value FROM json_each(?1))";
+
+/// The edges of pruned jobs ?1 (a JSON array of ids) to what they waited
+/// for. Edges from them to their dependents stay: a dependency pruned
+/// counts as met (`sql::workflows::SETTLE_EDGES`).
+pub(crate) const PRUNE_EDGES: &str =
+    "DELETE FROM tether_job_dependencies WHERE job_id IN (SELECT value FROM json_each(?1))";
 
 /// Takes a named lease if it is free or lapsed, in one statement: the
 /// upsert's WHERE leaves a live holder's row alone (and returns nothing).

@@ -33,14 +33,16 @@ macro_rules! new_token {
     };
 }
 
-/// The columns [`crate::rows::job`] reads, plus the lease token for claims.
+/// The columns [`crate::rows::job`] reads, plus the lease token for claims
+/// and `has_dependents` for the statements that end jobs (whether the end
+/// may have released others: see `workflows::take_released`).
 macro_rules! job_columns {
     () => {
         "id, tenant, queue, kind, payload, result, state, priority, attempt, max_attempts, \
          backoff_base_ms, backoff_cap_ms, run_at, created_at, started_at, finished_at, \
          updated_at, last_error, unique_key, idempotency_key, tags, expires_at, timeout_ms, \
          cancel_requested, worker_id, lease_token, lease_expires_at, heartbeat_at, progress, \
-         concurrency_key"
+         concurrency_key, depends_on, dependency_failure, has_dependents"
     };
 }
 
@@ -93,3 +95,4 @@ pub(crate) mod maintenance;
 pub(crate) mod queues;
 pub(crate) mod schedules;
 pub(crate) mod tenants;
+pub(crate) mod workflows;

@@ -26,10 +26,11 @@ async fn migrations_are_idempotent() {
             (7, "history_time".to_owned()),
             (8, "report_digest".to_owned()),
             (9, "tenant_suspension".to_owned()),
-            (10, "outcome_history_time".to_owned())
+            (10, "outcome_history_time".to_owned()),
+            (11, "dependencies".to_owned())
         ]
     );
-    assert_eq!(SqliteStore::schema_version(), 10);
+    assert_eq!(SqliteStore::schema_version(), 11);
     store.close().await;
 }
 
@@ -98,6 +99,12 @@ async fn pragmas_hold_on_every_connection() {
             .await
             .unwrap();
         assert_eq!(foreign_keys, 1);
+        // The cascade of `tether_jobs_dependency_ended` (migration 11).
+        let recursive: i64 = sqlx::query_scalar("PRAGMA recursive_triggers")
+            .fetch_one(&mut **conn)
+            .await
+            .unwrap();
+        assert_eq!(recursive, 1);
         let busy: i64 = sqlx::query_scalar("PRAGMA busy_timeout")
             .fetch_one(&mut **conn)
             .await

@@ -4,11 +4,13 @@
 //!
 //! By topic: `connections` (the file, its migrations and connections,
 //! transaction hygiene, durability), `jobs` (smoke tests of the lifecycle
-//! on SQLite), `schedules` (what is particular to SQLite about them).
+//! on SQLite), `schedules` (what is particular to SQLite about them),
+//! `workflows` (dependencies: the cascade by trigger, wake-ups, the upgrade).
 
 mod connections;
 mod jobs;
 mod schedules;
+mod workflows;
 
 use std::path::PathBuf;
 use std::sync::Arc;

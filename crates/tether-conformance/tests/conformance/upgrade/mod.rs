@@ -2,6 +2,7 @@
 //! it (on PostgreSQL, SQLite or both), migrates it and checks that what was
 //! there still reads and works.
 
+mod dependencies;
 mod flow_control;
 mod from_version_3;
 mod outcome_history;

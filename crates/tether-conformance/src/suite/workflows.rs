@@ -1,0 +1,350 @@
+//! Invariant 16, dependencies order work: a job waits until every
+//! dependency succeeded (or, with `run`, ended), the release or the cascade
+//! commits with the dependency's final transition on every path that ends a
+//! job, and a failure cancels the graph downstream.
+
+use chrono::{Duration, Utc};
+use serde_json::json;
+use tether_core::{Completion, DependencyFailure, EventKind, JobFilter, JobState, ReplayFilter};
+use uuid::Uuid;
+
+use super::support::*;
+use crate::TestDb;
+
+/// Claims `id` and completes it with `result`.
+async fn succeed(db: &TestDb, id: Uuid, result: serde_json::Value) {
+    let c = claim_id(db, T, Q, id).await;
+    ok(db.engine.complete(T, id, c.lease_token, Some(result)).await);
+}
+
+/// Claims `id` and fails it for good.
+async fn fail_for_good(db: &TestDb, id: Uuid) {
+    let c = claim_id(db, T, Q, id).await;
+    ok(db.engine.fail(T, id, c.lease_token, fatal("broken")).await);
+}
+
+async fn state(db: &TestDb, id: Uuid) -> JobState {
+    get(db, T, id).await.state
+}
+
+/// The detail of the job's last event.
+async fn last_detail(db: &TestDb, id: Uuid) -> Option<serde_json::Value> {
+    let last = ok(db.engine.events(T, id).await).pop().unwrap();
+    last.detail.map(|d| serde_json::from_str(&d).unwrap())
+}
+
+/// A job is created `waiting`, is not claimable, and is queued (event
+/// `released`) once its dependency succeeded; its dependencies read back
+/// with their results, in the order given.
+pub async fn a_dependent_waits_until_its_dependencies_succeed(db: &TestDb) {
+    let a = enqueue(db, T, job(Q)).await;
+    let b = enqueue(db, T, job(Q)).await;
+    let c = enqueue(db, T, job(Q).after(b.id).after(a.id)).await;
+    assert_eq!(c.state, JobState::Waiting);
+    assert_eq!(c.depends_on, vec![b.id, a.id]);
+    assert_eq!(get(db, T, c.id).await, c, "the answer is the stored job");
+    assert_eq!(ok(db.engine.queue_stats(T, Q).await).counts.waiting, 1);
+
+    succeed(db, a.id, json!({"from": "a"})).await;
+    assert_eq!(state(db, c.id).await, JobState::Waiting);
+    succeed(db, b.id, json!({"from": "b"})).await;
+    assert_eq!(state(db, c.id).await, JobState::Queued);
+    assert_eq!(
+        history(db, T, c.id).await,
+        vec![(EventKind::Enqueued, 0), (EventKind::Released, 0)]
+    );
+    let deps = ok(db.engine.dependencies(T, c.id).await);
+    let got: Vec<_> = deps
+        .iter()
+        .map(|d| (d.id, d.state, d.result.clone()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (b.id, JobState::Succeeded, Some(json!({"from": "b"}))),
+            (a.id, JobState::Succeeded, Some(json!({"from": "a"}))),
+        ]
+    );
+    assert!(ok(db.engine.dependencies(T, a.id).await).is_empty());
+    expect_not_found(db.engine.dependencies(T, Uuid::now_v7()).await);
+    expect_not_found(db.engine.dependencies(T2, c.id).await);
+    claim_id(db, T, Q, c.id).await;
+}
+
+/// Dependencies that already ended count at once: succeeded ones are met
+/// (the job is created `queued`), a failed one cancels a `cancel` job and
+/// is met for a `run` one.
+pub async fn dependencies_that_already_ended_count_at_enqueue(db: &TestDb) {
+    let done = enqueue(db, T, job(Q)).await;
+    succeed(db, done.id, json!(1)).await;
+    let broken = enqueue(db, T, job(Q)).await;
+    fail_for_good(db, broken.id).await;
+
+    let ready = enqueue(db, T, job(Q).after(done.id)).await;
+    assert_eq!(ready.state, JobState::Queued);
+    assert_eq!(
+        history(db, T, ready.id).await,
+        vec![(EventKind::Enqueued, 0)]
+    );
+
+    let doomed = enqueue(db, T, job(Q).after(done.id).after(broken.id)).await;
+    assert_eq!(doomed.state, JobState::Cancelled);
+    assert!(get(db, T, doomed.id).await.finished_at.is_some());
+    assert_eq!(
+        last_detail(db, doomed.id).await,
+        Some(json!({"dependency": broken.id, "state": "failed"}))
+    );
+
+    let anyway = enqueue(
+        db,
+        T,
+        job(Q)
+            .after(broken.id)
+            .dependency_failure(DependencyFailure::Run),
+    )
+    .await;
+    assert_eq!(anyway.state, JobState::Queued);
+    assert_eq!(anyway.dependency_failure, DependencyFailure::Run);
+}
+
+/// A failure cancels every `cancel` job downstream (each with one
+/// `cancelled` event naming the job it came through), while a `run` job
+/// is released once all its dependencies ended.
+pub async fn a_failure_cancels_the_graph_downstream(db: &TestDb) {
+    let a = enqueue(db, T, job(Q)).await;
+    let other = enqueue(db, T, job(Q)).await;
+    let b = enqueue(db, T, job(Q).after(a.id)).await;
+    let c = enqueue(db, T, job(Q).after(b.id)).await;
+    let d = enqueue(db, T, job(Q).after(b.id).after(c.id)).await;
+    let summary = enqueue(
+        db,
+        T,
+        job(Q)
+            .after(c.id)
+            .after(other.id)
+            .dependency_failure(DependencyFailure::Run),
+    )
+    .await;
+
+    fail_for_good(db, a.id).await;
+    for (id, through, how) in [(b.id, a.id, "failed"), (c.id, b.id, "cancelled")] {
+        assert_eq!(state(db, id).await, JobState::Cancelled);
+        assert_eq!(count_events(db, T, id, EventKind::Cancelled).await, 1);
+        assert_eq!(
+            last_detail(db, id).await,
+            Some(json!({"dependency": through, "state": how}))
+        );
+    }
+    assert_eq!(state(db, d.id).await, JobState::Cancelled);
+    assert_eq!(count_events(db, T, d.id, EventKind::Cancelled).await, 1);
+    // `summary` still waits for `other`.
+    assert_eq!(state(db, summary.id).await, JobState::Waiting);
+    succeed(db, other.id, json!(null)).await;
+    assert_eq!(state(db, summary.id).await, JobState::Queued);
+    claim_id(db, T, Q, summary.id).await;
+}
+
+/// Every path that ends a job moves what waits for it: batch complete,
+/// cancel, the reaper, expiry.
+pub async fn every_path_that_ends_a_job_moves_its_dependents(db: &TestDb) {
+    // Batch completion releases.
+    let a = enqueue(db, T, job(Q)).await;
+    let after_a = enqueue(db, T, job(Q).after(a.id)).await;
+    let c = claim_id(db, T, Q, a.id).await;
+    ok(db
+        .engine
+        .complete_many(
+            T,
+            &[Completion {
+                id: a.id,
+                lease_token: c.lease_token,
+                result: None,
+            }],
+        )
+        .await);
+    assert_eq!(state(db, after_a.id).await, JobState::Queued);
+    claim_id(db, T, Q, after_a.id).await;
+
+    // Cancelling a queued dependency cancels; cancelling a waiting job
+    // cancels it at once.
+    let b = enqueue(db, T, job("other")).await;
+    let after_b = enqueue(db, T, job("other").after(b.id)).await;
+    let after_after_b = enqueue(db, T, job("other").after(after_b.id)).await;
+    let cancelled = ok(db.engine.cancel(T, after_after_b.id).await);
+    assert_eq!(cancelled.state, JobState::Cancelled);
+    ok(db.engine.cancel(T, b.id).await);
+    assert_eq!(state(db, after_b.id).await, JobState::Cancelled);
+
+    // The reaper failing an exhausted job cancels.
+    let r = enqueue(db, T, job(Q).max_attempts(1)).await;
+    let after_r = enqueue(db, T, job(Q).after(r.id)).await;
+    claim_id(db, T, Q, r.id).await;
+    db.lapse_lease(r.id).await;
+    ok(db.engine.reap_lapsed_leases(100).await);
+    assert_eq!(state(db, r.id).await, JobState::Failed);
+    assert_eq!(state(db, after_r.id).await, JobState::Cancelled);
+
+    // Expiry cancels.
+    let past = Utc::now() - Duration::seconds(60);
+    let e = enqueue(db, T, job("late").expires_at(past)).await;
+    let after_e = enqueue(db, T, job("late").after(e.id)).await;
+    ok(db.engine.expire_jobs(100).await);
+    assert_eq!(state(db, e.id).await, JobState::Failed);
+    assert_eq!(state(db, after_e.id).await, JobState::Cancelled);
+}
+
+/// A batch is a whole graph: entries name earlier entries, the graph is
+/// written at once, and `depends_on` lists a job's direct dependents.
+pub async fn a_batch_enqueues_a_graph(db: &TestDb) {
+    let out = ok(db
+        .engine
+        .enqueue_many(
+            T,
+            &[
+                job(Q),
+                job(Q).after_entry(0),
+                job(Q).after_entry(0).after_entry(1),
+            ],
+        )
+        .await);
+    let ids: Vec<Uuid> = out.iter().map(|e| e.job.id).collect();
+    let states: Vec<JobState> = out.iter().map(|e| e.job.state).collect();
+    assert_eq!(
+        states,
+        vec![JobState::Queued, JobState::Waiting, JobState::Waiting]
+    );
+    assert_eq!(out[2].job.depends_on, vec![ids[0], ids[1]]);
+    for e in &out {
+        assert_eq!(
+            get(db, T, e.job.id).await,
+            e.job,
+            "the answer is the stored job"
+        );
+    }
+    let dependents = ok(db
+        .engine
+        .list(
+            T,
+            &JobFilter {
+                depends_on: Some(ids[0]),
+                ..JobFilter::default()
+            },
+        )
+        .await);
+    let listed: Vec<Uuid> = dependents.jobs.iter().map(|j| j.id).collect();
+    assert_eq!(listed, vec![ids[2], ids[1]], "newest first");
+
+    succeed(db, ids[0], json!(null)).await;
+    assert_eq!(state(db, ids[1]).await, JobState::Queued);
+    assert_eq!(state(db, ids[2]).await, JobState::Waiting);
+    succeed(db, ids[1], json!(null)).await;
+    assert_eq!(state(db, ids[2]).await, JobState::Queued);
+    claim_id(db, T, Q, ids[2]).await;
+
+    // An entry whose dependency is already failed cancels the entries after it.
+    let broken = enqueue(db, T, job(Q)).await;
+    fail_for_good(db, broken.id).await;
+    let out = ok(db
+        .engine
+        .enqueue_many(T, &[job(Q).after(broken.id), job(Q).after_entry(0)])
+        .await);
+    assert_eq!(out[0].job.state, JobState::Cancelled);
+    assert_eq!(state(db, out[1].job.id).await, JobState::Cancelled);
+}
+
+/// An unknown dependency (or another tenant's job) is a 400 naming the
+/// field, and nothing is written; bad shapes are refused before any write.
+pub async fn bad_dependencies_write_nothing(db: &TestDb) {
+    let theirs = enqueue(db, T2, job(Q)).await;
+    let e = expect_invalid(
+        db.engine
+            .enqueue_many(T, &[job(Q), job(Q).after_entry(0).after(Uuid::now_v7())])
+            .await,
+    );
+    assert!(e.to_string().contains("jobs[1].depends_on"), "{e}");
+    let e = expect_invalid(db.engine.enqueue(T, job(Q).after(theirs.id)).await);
+    assert!(e.to_string().contains("depends_on"), "{e}");
+    assert!(all_jobs(db, T).await.is_empty(), "nothing was written");
+
+    let mine = enqueue(db, T, job(Q)).await;
+    for bad in [
+        vec![job(Q).after_entry(0)],
+        vec![job(Q), job(Q).after_entry(1)],
+        vec![job(Q), job(Q).after_entry(0).after_entry(0)],
+        vec![job(Q).after(mine.id).after(mine.id)],
+    ] {
+        expect_invalid(db.engine.enqueue_many(T, &bad).await);
+    }
+    expect_invalid(db.engine.enqueue(T, job(Q).after_entry(0)).await);
+    let too_many = (0..=tether_core::MAX_DEPENDENCIES).fold(job(Q), |j, _| j.after(mine.id));
+    expect_invalid(db.engine.enqueue(T, too_many).await);
+    assert_eq!(all_jobs(db, T).await.len(), 1);
+}
+
+/// Two dependencies ending in two transactions at the same moment release
+/// their dependent exactly once; a dependency ending while its dependent is
+/// being enqueued is never missed.
+pub async fn concurrent_ends_release_exactly_once(db: &TestDb) {
+    for _ in 0..25 {
+        let a = enqueue(db, T, job(Q)).await;
+        let b = enqueue(db, T, job(Q)).await;
+        let c = enqueue(db, T, job(Q).after(a.id).after(b.id)).await;
+        let ca = claim_id(db, T, Q, a.id).await;
+        let cb = claim_id(db, T, Q, b.id).await;
+        let (ra, rb) = tokio::join!(
+            db.engine.complete(T, a.id, ca.lease_token, None),
+            db.engine.complete(T, b.id, cb.lease_token, None),
+        );
+        ok(ra);
+        ok(rb);
+        assert_eq!(state(db, c.id).await, JobState::Queued);
+        assert_eq!(count_events(db, T, c.id, EventKind::Released).await, 1);
+        claim_id(db, T, Q, c.id).await;
+
+        let d = enqueue(db, T, job(Q)).await;
+        let cd = claim_id(db, T, Q, d.id).await;
+        let (done, dependent) = tokio::join!(
+            db.engine.complete(T, d.id, cd.lease_token, None),
+            db.engine.enqueue(T, job(Q).after(d.id)),
+        );
+        ok(done);
+        let dependent = ok(dependent).job;
+        assert_eq!(
+            state(db, dependent.id).await,
+            JobState::Queued,
+            "a dependent enqueued as its dependency ended was stranded"
+        );
+        claim_id(db, T, Q, dependent.id).await;
+    }
+}
+
+/// A replayed job with dependencies goes back to `waiting` and is settled
+/// like a new one; replaying the failed dependency and then its cancelled
+/// dependent runs both in order.
+pub async fn replay_waits_for_dependencies_again(db: &TestDb) {
+    let a = enqueue(db, T, job(Q)).await;
+    let b = enqueue(db, T, job(Q).after(a.id)).await;
+    fail_for_good(db, a.id).await;
+    assert_eq!(state(db, b.id).await, JobState::Cancelled);
+
+    // Replayed while its dependency is still failed: cancelled again.
+    let again = ok(db.engine.replay(T, b.id).await);
+    assert_eq!(again.state, JobState::Cancelled);
+
+    ok(db.engine.replay(T, a.id).await);
+    let waiting = ok(db.engine.replay(T, b.id).await);
+    assert_eq!(waiting.state, JobState::Waiting);
+    succeed(db, a.id, json!(null)).await;
+    assert_eq!(state(db, b.id).await, JobState::Queued);
+
+    // Bulk replay settles too.
+    let c = enqueue(db, T, job("bulk")).await;
+    let d = enqueue(db, T, job("bulk").after(c.id)).await;
+    ok(db.engine.cancel(T, c.id).await);
+    assert_eq!(state(db, d.id).await, JobState::Cancelled);
+    let mut filter = ReplayFilter::failed("bulk");
+    filter.state = JobState::Cancelled;
+    assert_eq!(ok(db.engine.replay_many(T, &filter).await).replayed, 2);
+    assert_eq!(state(db, c.id).await, JobState::Queued);
+    assert_eq!(state(db, d.id).await, JobState::Waiting);
+}
