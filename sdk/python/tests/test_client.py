@@ -33,6 +33,7 @@ from tether_client import (
     Unauthenticated,
     Unavailable,
     UnsupportedMediaType,
+    batch_entry,
 )
 from tether_client._errors import error_from_body
 
@@ -496,5 +497,119 @@ def test_async_client(server: Server, queue: str) -> None:
             assert (await c.get_queue(queue)).counts.succeeded == 3
             with pytest.raises(NotFound):
                 await c.get(str(uuid.uuid4()))
+
+    asyncio.run(main())
+
+
+# ---- jobs that wait for other jobs ------------------------------------------------
+
+
+def test_a_dependent_waits_until_its_dependency_succeeds(client: Client, queue: str) -> None:
+    a = client.enqueue(queue, "a", 1)
+    # A Job stands for its id.
+    b = client.enqueue(queue, "b", 2, depends_on=[a])
+    assert b.state == "waiting" and b.depends_on == [a.id] and b.dependency_failure == "cancel"
+    assert a.depends_on == [] and a.dependency_failure == "cancel"
+    counts = client.get_queue(queue).counts
+    assert (counts.waiting, counts.queued) == (1, 1)
+    assert [j.id for j in client.list(depends_on=a.id).jobs] == [b.id]
+    assert [j.id for j in client.iter_jobs(queue=queue, state="waiting")] == [b.id]
+    assert client.list(depends_on=b.id).jobs == []
+    [dep] = client.dependencies(b.id)
+    assert (dep.id, dep.kind, dep.state, dep.result) == (a.id, "a", "queued", None)
+    assert dep.finished_at is None and dep.raw["id"] == a.id
+    assert client.dependencies(a.id) == []
+
+    # Only A can be claimed; its completion releases B in the same transaction.
+    claimed = client.claim(queue, "w", limit=10)
+    assert [c.id for c in claimed] == [a.id]
+    client.complete(a.id, claimed[0].lease_token, {"sum": 41})
+    b = client.get(b.id)
+    assert b.state == "queued"
+    assert [e.event for e in client.iter_events(b.id)] == ["enqueued", "released"]
+    [dep] = client.dependencies(b.id)
+    assert dep.state == "succeeded" and dep.result == {"sum": 41} and dep.finished_at
+    assert client.get_queue(queue).counts.waiting == 0
+
+    # A dependency that already succeeded counts at once.
+    c = client.enqueue(queue, "c", depends_on=[a.id, b.id], dependency_failure="run")
+    assert c.state == "waiting" and c.depends_on == [a.id, b.id]
+    assert c.dependency_failure == "run"
+    d = client.enqueue(queue, "d", depends_on=[a.id])
+    assert d.state == "queued"
+
+
+def test_a_failed_dependency_cancels_a_cancel_dependent(client: Client, queue: str) -> None:
+    a = client.enqueue(queue, "a", max_attempts=1)
+    cancel = client.enqueue(queue, "b", depends_on=[a.id])
+    grandchild = client.enqueue(queue, "c", depends_on=[cancel.id])
+    run = client.enqueue(queue, "d", depends_on=[a.id], dependency_failure="run")
+    [c] = client.claim(queue, "w", limit=10)
+    assert c.id == a.id
+    assert client.fail(a.id, c.lease_token, "boom").state == "failed"
+    # `cancel` dependents are cancelled through the whole graph; `run` ones run.
+    for job_id in (cancel.id, grandchild.id):
+        job = client.get(job_id)
+        assert job.state == "cancelled", job
+        last = list(client.iter_events(job_id))[-1]
+        assert last.event == "cancelled" and last.detail is not None
+    assert a.id in str(list(client.iter_events(cancel.id))[-1].detail)
+    assert client.get(run.id).state == "queued"
+    [dep] = client.dependencies(run.id)
+    assert dep.state == "failed" and dep.last_error == "boom"
+    # A dependency failed already applies the rule at enqueue.
+    assert client.enqueue(queue, "e", depends_on=[a.id]).state == "cancelled"
+
+
+def test_an_unknown_dependency_is_an_invalid_argument(client: Client, queue: str) -> None:
+    with pytest.raises(InvalidArgument) as e:
+        client.enqueue(queue, "b", depends_on=[str(uuid.uuid4())])
+    assert "depends_on" in str(e.value)
+    with pytest.raises(InvalidArgument):
+        client.enqueue(queue, "b", depends_on=["not-a-uuid"])
+    with pytest.raises(InvalidArgument):
+        client.enqueue(queue, "b", dependency_failure="later")  # type: ignore[arg-type]
+    assert client.list(queue=queue).jobs == []
+    with pytest.raises(NotFound):
+        client.dependencies(str(uuid.uuid4()))
+
+
+def test_a_batch_enqueues_a_graph(client: Client, queue: str) -> None:
+    results = client.enqueue_batch(
+        [
+            batch_entry(queue, "thumb", 0),
+            batch_entry(queue, "thumb", 1),
+            batch_entry(queue, "publish", depends_on_entries=[0, 1]),
+            # A plain dict works as well; Job objects stand for their ids.
+            {"queue": queue, "kind": "summary", "depends_on_entries": [2],
+             "dependency_failure": "run"},
+        ]
+    )
+    t0, t1, publish, summary = (r.job for r in results)
+    assert [t0.state, t1.state, publish.state, summary.state] == [
+        "queued", "queued", "waiting", "waiting"]
+    assert publish.depends_on == [t0.id, t1.id] and summary.depends_on == [publish.id]
+    assert summary.dependency_failure == "run"
+    more = client.enqueue_batch([{"queue": queue, "kind": "x", "depends_on": [t0]}])
+    assert more[0].job.depends_on == [t0.id] and more[0].job.state == "waiting"
+    with pytest.raises(InvalidArgument) as e:
+        # An entry may wait only for earlier entries (so a graph has no cycle).
+        client.enqueue_batch(
+            [batch_entry(queue, "a", depends_on_entries=[1]), batch_entry(queue, "b")]
+        )
+    assert "depends_on_entries" in str(e.value)
+    assert len(list(client.iter_jobs(queue=queue))) == 5
+
+
+def test_the_async_client_reads_dependencies(server: Server, queue: str) -> None:
+    async def main() -> None:
+        async with AsyncClient(server.url, server.key) as c:
+            a = await c.enqueue(queue, "a")
+            b = await c.enqueue(queue, "b", depends_on=[a.id], dependency_failure="run")
+            assert b.state == "waiting"
+            assert [j.id for j in (await c.list(depends_on=a.id)).jobs] == [b.id]
+            [dep] = await c.dependencies(b.id)
+            assert dep.id == a.id and dep.state == "queued"
+            assert [j.id async for j in c.iter_jobs(depends_on=a.id)] == [b.id]
 
     asyncio.run(main())

@@ -15,9 +15,9 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Dict, Set
+from typing import Any, Dict, Set, get_args
 
-from tether_client import AsyncClient, Client, _models
+from tether_client import AsyncClient, Client, DependencyFailure, _models
 from tether_client._errors import ERRORS_BY_CODE
 
 PKG = Path(__file__).resolve().parent.parent
@@ -40,20 +40,16 @@ NOT_CALLED: Set[str] = {
 # Routes the clients call before the committed document has them.
 AHEAD: Set[str] = {"GET /v1/whoami"}
 
-# Fields of the workflows contract (jobs that wait for others) that the
-# models carry before the server has them.
-WORKFLOW_FIELDS = {"depends_on", "dependency_failure"}
-
 # The models and the schema each reads: (schema, fields of the schema the
 # model leaves out, fields the model has that the schema does not).
 MODELS = {
     "Backoff": ("Backoff", set(), set()),
     # `created`: the enqueue's answer (new or existing job), kept on the job.
-    "Job": ("Job", set(), WORKFLOW_FIELDS | {"created"}),
-    "ClaimedJob": ("ClaimedJob", set(), WORKFLOW_FIELDS | {"created"}),
+    "Job": ("Job", set(), {"created"}),
+    "ClaimedJob": ("ClaimedJob", set(), {"created"}),
     "JobEvent": ("JobEvent", set(), set()),
-    # `waiting`: the workflows' state, ahead of the server like the above.
-    "StateCounts": ("StateCounts", set(), {"waiting"}),
+    "DependencyJob": ("DependencyJob", set(), set()),
+    "StateCounts": ("StateCounts", set(), set()),
     "Queue": ("Queue", set(), set()),
     # A schedule's upcoming and recent runs: `schedule_runs` reads the runs.
     "Schedule": ("Schedule", {"next_runs", "recent_runs"}, set()),
@@ -122,3 +118,7 @@ def test_models_have_the_documented_fields() -> None:
             props |= set(parent.get("properties", {}))
         assert props - fields == left_out, f"{model}: fields of {schema} the model lacks"
         assert fields - props == ahead, f"{model}: fields the document's {schema} does not have"
+
+
+def test_the_dependency_failure_values_are_the_documented_ones() -> None:
+    assert set(get_args(DependencyFailure)) == set(SCHEMAS["DependencyFailure"]["enum"])

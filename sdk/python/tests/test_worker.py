@@ -1027,3 +1027,71 @@ def test_a_job_whose_report_is_on_its_way_is_not_heartbeated(
     assert all(at < ended[0] for at, ids in beats if job.id in ids), (beats, ended)
     assert seen.sent("claim") == [(1, 0)] and seen.of("error") == []
     assert events(client, job.id) == ["enqueued", "claimed", "succeeded"]
+
+
+def test_a_handler_reads_its_dependencies_results(client: Client, queue: str) -> None:
+    worker = Worker(client, queue, concurrency=4, claim_wait=0.5)
+    seen: Dict[str, Any] = {}
+
+    @worker.handler("parent")
+    def parent(job: JobContext) -> Any:
+        seen["parent"] = job.dependencies()  # none: answered without a request
+        return {"n": job.payload * 10}
+
+    @worker.handler("sync_child")
+    def sync_child(job: JobContext) -> Any:
+        deps = job.dependencies()
+        seen["sync_child"] = deps
+        return sum(d.result["n"] for d in deps)
+
+    @worker.handler("async_child")
+    async def async_child(job: JobContext) -> Any:
+        try:
+            job.dependencies()  # would block the worker's loop
+        except RuntimeError as e:
+            seen["blocking"] = str(e)
+        deps = await job.dependencies_async()
+        seen["async_child"] = deps
+        return [d.id for d in deps]
+
+    a = client.enqueue(queue, "parent", 1)
+    b = client.enqueue(queue, "parent", 2)
+    sync_job = client.enqueue(queue, "sync_child", depends_on=[a, b])
+    async_job = client.enqueue(queue, "async_child", depends_on=[b.id])
+    assert client.get(sync_job.id).state == "waiting"
+    with running(worker):
+        for job_id in (sync_job.id, async_job.id):
+            settled(client, job_id, "succeeded")
+    assert client.get(sync_job.id).result == 30
+    assert client.get(async_job.id).result == [b.id]
+    assert seen["parent"] == []
+    assert [(d.id, d.state, d.result) for d in seen["sync_child"]] == [
+        (a.id, "succeeded", {"n": 10}),
+        (b.id, "succeeded", {"n": 20}),
+    ]
+    assert "dependencies_async" in seen["blocking"]
+    assert [e for e in events(client, sync_job.id)][:3] == ["enqueued", "released", "claimed"]
+
+
+def test_a_failed_dependency_never_runs_a_cancel_dependent(client: Client, queue: str) -> None:
+    worker = Worker(client, queue, concurrency=2, claim_wait=0.5)
+    ran: List[str] = []
+
+    @worker.handler("parent")
+    def parent(job: JobContext) -> None:
+        raise Fatal("no luck")
+
+    @worker.handler("child")
+    def child(job: JobContext) -> Any:
+        ran.append(job.id)
+        return [(d.state, d.last_error) for d in job.dependencies()]
+
+    a = client.enqueue(queue, "parent")
+    cancel = client.enqueue(queue, "child", depends_on=[a.id])
+    run = client.enqueue(queue, "child", depends_on=[a.id], dependency_failure="run")
+    with running(worker):
+        settled(client, run.id, "succeeded")
+    assert client.get(a.id).state == "failed"
+    assert client.get(cancel.id).state == "cancelled"
+    assert ran == [run.id]
+    assert client.get(run.id).result == [["failed", "no luck"]]

@@ -16,6 +16,8 @@ import type {
   CreateKeyResponse,
   CreateScheduleBody,
   CreateTenantResponse,
+  DependenciesResponse,
+  DependencyJob,
   EnqueueRequest,
   EnqueueResponse,
   EventListResponse,
@@ -71,6 +73,8 @@ export interface ListQuery {
   tag?: string;
   limit?: number;
   cursor?: string;
+  /** Only the jobs that wait (or waited) directly for this job id. */
+  depends_on?: string;
 }
 
 /** Paging of `GET /v1/jobs/{id}/events`. */
@@ -293,6 +297,14 @@ export class Client {
   /** Every job matching `query`, page after page. */
   async *listAll(query: ListQuery = {}, opts?: CallOptions): AsyncGenerator<Job> {
     for await (const page of this.listPages(query, opts)) yield* page.jobs;
+  }
+
+  /**
+   * `GET /v1/jobs/{id}/dependencies`: the jobs `id` waits (or waited) for, in the order it named them, with
+   * their states and results (a handler has `ctx.dependencies()`). One removed by retention is left out.
+   */
+  async dependencies(id: string, opts?: CallOptions): Promise<DependencyJob[]> {
+    return (await this.#request<DependenciesResponse>({ method: "GET", path: `/v1/jobs/${enc(id)}/dependencies`, retry: true, opts })).jobs;
   }
 
   /** `GET /v1/jobs/{id}/events`: one page of the history, oldest first. */

@@ -3,7 +3,7 @@
 // handlers is in worker.ts.
 
 import type { TetherError } from "./errors.js";
-import type { ClaimedJob, ErrorCode, Job, Json } from "./types.js";
+import type { ClaimedJob, DependencyJob, ErrorCode, Job, Json } from "./types.js";
 
 /** Why a handler's `ctx.signal` was aborted (its `reason`). */
 export class JobAborted extends Error {
@@ -27,6 +27,12 @@ export interface JobContext {
   readonly shutdown: AbortSignal;
   /** Records progress (any JSON); the next heartbeat carries it to the server. */
   progress(value: Json): void;
+  /**
+   * The jobs this one waited for (`job.depends_on`), in that order, with their `state` and `result`
+   * (`GET /v1/jobs/{id}/dependencies`): how a handler uses its parents' results. `[]` without a request
+   * for a job without dependencies; retried like every read of the client.
+   */
+  dependencies(): Promise<DependencyJob[]>;
   /** This worker's id. */
   readonly workerId: string;
 }

@@ -8,8 +8,14 @@
 /** Any JSON value (payloads, results, progress). */
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
-/** A job's state. */
-export type JobState = "queued" | "running" | "succeeded" | "failed" | "cancelled";
+/** A job's state: `waiting` for its dependencies, `queued` (ready), `running`, then a final one. */
+export type JobState = "waiting" | "queued" | "running" | "succeeded" | "failed" | "cancelled";
+
+/**
+ * What a waiting job does when a dependency ends `failed` or `cancelled`: `cancel` (it is cancelled, and so
+ * is everything that waits for it with `cancel`) or `run` (it runs once every dependency has ended).
+ */
+export type DependencyFailure = "cancel" | "run";
 
 /** A history event's name. */
 export type EventKind =
@@ -24,7 +30,8 @@ export type EventKind =
   | "cancel_requested"
   | "cancelled"
   | "replayed"
-  | "expired";
+  | "expired"
+  | "released";
 
 /** Every error code an API error can carry. */
 export type ErrorCode =
@@ -82,6 +89,10 @@ export interface Job {
   lease_expires_at: string | null;
   heartbeat_at: string | null;
   progress: Json;
+  /** The jobs it waits (or waited) for, in the order given at enqueue. */
+  depends_on: string[];
+  /** What it does when a dependency fails or is cancelled. */
+  dependency_failure: DependencyFailure;
 }
 
 /** A claimed job: the job plus the lease token only its claimer sees. */
@@ -115,6 +126,15 @@ export interface EnqueueRequest {
   backoff?: Backoff | null;
   /** Groups the job for its queue's `key_max_running` and `fair` claims. */
   concurrency_key?: string | null;
+  /**
+   * Existing jobs of the tenant this one waits for (at most 100 in all with `depends_on_entries`): it is
+   * created `waiting` and queued once they all succeeded. An unknown id is `InvalidArgument`.
+   */
+  depends_on?: string[] | null;
+  /** In a batch only: the earlier entries of the same batch (by index) this one waits for. */
+  depends_on_entries?: number[] | null;
+  /** What it does when a dependency ends `failed` or `cancelled` (default `cancel`). */
+  dependency_failure?: DependencyFailure | null;
 }
 
 export interface EnqueueResponse {
@@ -137,6 +157,25 @@ export interface JobResponse {
 export interface JobListResponse {
   jobs: Job[];
   next_cursor: string | null;
+}
+
+/** One dependency of a job, as its handler reads it (`GET /v1/jobs/{id}/dependencies`). */
+export interface DependencyJob {
+  id: string;
+  kind: string;
+  /** Where it is now. */
+  state: JobState;
+  /** What its handler returned, once it succeeded. */
+  result: Json;
+  /** The last 2 000 characters of its last error. */
+  last_error: string | null;
+  /** When it ended. */
+  finished_at: string | null;
+}
+
+/** `GET /v1/jobs/{id}/dependencies`: the job's dependencies in the order it named them. */
+export interface DependenciesResponse {
+  jobs: DependencyJob[];
 }
 
 export interface EventListResponse {
@@ -297,6 +336,8 @@ export interface BulkReplayResponse {
 
 /** Jobs of a queue per state. */
 export interface StateCounts {
+  /** Waiting for their dependencies. */
+  waiting: number;
   queued: number;
   running: number;
   succeeded: number;

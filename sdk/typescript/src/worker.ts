@@ -688,6 +688,8 @@ export class Worker {
       progress: (value: Json) => {
         fl.progress = { value };
       },
+      // A job without dependencies (or from a server older than them) has none to read.
+      dependencies: () => (fl.job.depends_on?.length ? this.client.dependencies(fl.job.id) : Promise.resolve([])),
     };
     // Strip the lease token: handlers get the job as the API shows it.
     const { lease_token: _token, ...job } = fl.job;

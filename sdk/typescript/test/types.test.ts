@@ -191,6 +191,7 @@ const ROUTES: Record<string, string> = {
   "GET /v1/jobs/{id}": "get",
   "POST /v1/jobs/{id}/cancel": "cancel",
   "POST /v1/jobs/{id}/complete": "complete",
+  "GET /v1/jobs/{id}/dependencies": "dependencies",
   "GET /v1/jobs/{id}/events": "events",
   "POST /v1/jobs/{id}/fail": "fail",
   "POST /v1/jobs/{id}/heartbeat": "heartbeat",

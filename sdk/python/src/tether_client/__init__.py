@@ -49,6 +49,8 @@ from ._models import (
     CompleteItem,
     CreatedKey,
     CreatedTenant,
+    DependencyFailure,
+    DependencyJob,
     EnqueueResult,
     EventPage,
     FailItem,
@@ -65,6 +67,7 @@ from ._models import (
     Tenant,
     WhoAmI,
 )
+from ._util import batch_entry
 from ._worker import Worker
 
 __version__ = "0.1.0"
@@ -82,6 +85,8 @@ __all__ = [
     "CreatedKey",
     "CreatedTenant",
     "DecodeError",
+    "DependencyFailure",
+    "DependencyJob",
     "EnqueueResult",
     "EventPage",
     "FailItem",
@@ -117,4 +122,5 @@ __all__ = [
     "WhoAmI",
     "Worker",
     "WorkerObserver",
+    "batch_entry",
 ]

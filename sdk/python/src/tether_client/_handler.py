@@ -10,6 +10,7 @@ import threading
 from datetime import datetime
 from typing import (
     Any,
+    Awaitable,
     Callable,
     List,
     Optional,
@@ -23,7 +24,7 @@ from ._errors import (
     TetherError,
     Unavailable,
 )
-from ._models import JSON, ClaimedJob, Job
+from ._models import JSON, ClaimedJob, DependencyJob, Job
 
 DEFAULT_LEASE_TTL = 30.0
 """The server's lease (seconds) when neither the worker nor the queue sets one;
@@ -158,9 +159,18 @@ class JobContext:
 
     ``id``, ``queue``, ``kind``, ``payload``, ``attempt`` and ``max_attempts``
     are the claimed job's; ``job`` is the whole :class:`Job`.
+    :meth:`dependencies` (or ``await`` :meth:`dependencies_async`) reads the
+    jobs it waited for, with their results.
     """
 
-    def __init__(self, job: ClaimedJob, worker_id: str, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        job: ClaimedJob,
+        worker_id: str,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        read_dependencies: Optional[Callable[[str], Awaitable[List[DependencyJob]]]] = None,
+    ) -> None:
         self.job: Job = job
         self.id: str = job.id
         self.queue: str = job.queue
@@ -177,6 +187,7 @@ class JobContext:
         """Called at the first cancel (the worker's watch of a handler that
         ignores it)."""
         self._loop = loop
+        self._read_dependencies = read_dependencies
         self._lock = threading.Lock()
         self._progress: Tuple[bool, JSON] = (False, None)
 
@@ -200,6 +211,36 @@ class JobContext:
     async def wait_cancelled(self) -> None:
         """Returns once the handler has been asked to stop (for async handlers)."""
         await self._async_cancel.wait()
+
+    def dependencies(self) -> List[DependencyJob]:
+        """The jobs this one waited for, in the order it named them, with their
+        ``state`` and ``result`` (``GET /v1/jobs/{id}/dependencies``): how a
+        handler uses its parents' results. Empty for a job without
+        dependencies. Blocks: call it from a plain (sync) handler; an
+        ``async def`` handler awaits :meth:`dependencies_async` instead.
+        Retried on ``unavailable`` and transport errors, like a client's reads."""
+        try:
+            running: Optional[asyncio.AbstractEventLoop] = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            raise RuntimeError(
+                "ctx.dependencies() blocks the worker's event loop: "
+                "in an async def handler, use await ctx.dependencies_async()"
+            )
+        if not self.job.depends_on:
+            return []
+        if self._loop.is_closed():
+            raise RuntimeError("the worker has stopped")
+        return asyncio.run_coroutine_threadsafe(self.dependencies_async(), self._loop).result()
+
+    async def dependencies_async(self) -> List[DependencyJob]:
+        """:meth:`dependencies` for ``async def`` handlers (on the worker's loop)."""
+        if not self.job.depends_on:
+            return []
+        if self._read_dependencies is None:
+            raise RuntimeError("this JobContext was not made by a Worker: it cannot read")
+        return await self._read_dependencies(self.id)
 
     def progress(self, value: JSON) -> None:
         """Records progress (any JSON); the next heartbeat sends it. Thread-safe."""

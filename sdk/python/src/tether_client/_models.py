@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Type, TypeVar
+from typing import Any, Dict, FrozenSet, Iterable, List, Literal, Optional, Type, TypeVar
 
 T = TypeVar("T")
 
 JSON = Any
 """Any JSON value: what payloads, results and progress are."""
+
+DependencyFailure = Literal["cancel", "run"]
+"""What a waiting job does when a dependency ends ``failed`` or ``cancelled``:
+``"cancel"`` (it is cancelled, and so is everything waiting for it with
+``cancel``) or ``"run"`` (it runs once every dependency has ended)."""
 
 
 _FIELDS: Dict[type, FrozenSet[str]] = {}
@@ -80,9 +85,12 @@ class Job:
     lease_expires_at: Optional[str] = None
     heartbeat_at: Optional[str] = None
     progress: JSON = None
-    depends_on: Optional[List[str]] = None
+    depends_on: List[str] = field(default_factory=list)
+    """The jobs it waits (or waited) for, in the order given at enqueue."""
     concurrency_key: Optional[str] = None
-    dependency_failure: Optional[str] = None
+    dependency_failure: DependencyFailure = "cancel"
+    """What it does when a dependency ends ``failed`` or ``cancelled``:
+    ``cancel`` (it is cancelled too) or ``run`` (it runs once they all ended)."""
     created: Optional[bool] = None
     """Only on enqueue answers: whether this request made the job (False: an
     existing job with the same idempotency or unique key was answered)."""
@@ -133,6 +141,25 @@ class JobPage:
 
 
 @dataclass
+class DependencyJob:
+    """One dependency of a job (``GET /v1/jobs/{id}/dependencies``), as its
+    handler reads it: its state, and its ``result`` once it succeeded (or
+    ``last_error`` once it failed)."""
+
+    id: str = ""
+    kind: str = ""
+    state: str = ""
+    result: JSON = None
+    last_error: Optional[str] = None
+    finished_at: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> DependencyJob:
+        return _build(cls, data)
+
+
+@dataclass
 class JobEvent:
     """One entry of a job's history."""
 
@@ -163,14 +190,15 @@ class EventPage:
 
 @dataclass
 class StateCounts:
-    """How many jobs of a queue are in each state."""
+    """How many jobs of a queue are in each state (``waiting``: for their
+    dependencies)."""
 
+    waiting: int = 0
     queued: int = 0
     running: int = 0
     succeeded: int = 0
     failed: int = 0
     cancelled: int = 0
-    waiting: int = 0
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod

@@ -9,7 +9,7 @@ and regenerate.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, List, Optional, TypeVar, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, TypeVar, Union
 
 from ._models import (
     JSON,
@@ -20,6 +20,8 @@ from ._models import (
     CompleteItem,
     CreatedKey,
     CreatedTenant,
+    DependencyFailure,
+    DependencyJob,
     EnqueueResult,
     EventPage,
     FailItem,
@@ -38,6 +40,7 @@ from ._util import (
     UNSET,
     Time,
     backoff_dict,
+    batch_entries,
     claim_result,
     enqueue_body,
     item_results,
@@ -84,14 +87,24 @@ class AsyncRoutes:
         expires_at: Optional[Time] = None,
         backoff: Union[Backoff, Dict[str, int], None] = None,
         concurrency_key: Optional[str] = None,
+        depends_on: Optional[Iterable[Union[str, Job]]] = None,
+        dependency_failure: Optional[DependencyFailure] = None,
         **extra: Any,
     ) -> Job:
         """Enqueues a job (``POST /v1/jobs``). The answer's ``created`` is False
         when an existing job with the same idempotency or active unique key was
         answered instead. ``concurrency_key`` groups the job for its queue's
-        ``key_max_running`` and ``fair`` claims. ``extra`` passes newer fields
-        (``depends_on``, ...) as they are. Retried on transport errors and
-        ``unavailable`` only when ``idempotency_key`` is given."""
+        ``key_max_running`` and ``fair`` claims.
+
+        ``depends_on`` (job ids, or :class:`Job` objects) makes it wait for
+        those jobs: it is created ``waiting`` and queued once they all
+        succeeded; ``dependency_failure`` says what it does when one fails or
+        is cancelled: ``"cancel"`` (the default: it is cancelled too) or
+        ``"run"`` (it runs once they all ended). An unknown id raises
+        ``InvalidArgument`` and enqueues nothing.
+
+        ``extra`` passes newer fields as they are. Retried on transport
+        errors and ``unavailable`` only when ``idempotency_key`` is given."""
         body = enqueue_body(
             queue,
             kind,
@@ -107,6 +120,8 @@ class AsyncRoutes:
             expires_at=expires_at,
             backoff=backoff,
             concurrency_key=concurrency_key,
+            depends_on=depends_on,
+            dependency_failure=dependency_failure,
             extra=extra,
         )
 
@@ -118,15 +133,15 @@ class AsyncRoutes:
         retry = idempotency_key is not None
         return await self._call("POST", "/v1/jobs", parse, json=body, retry=retry)
 
-    async def enqueue_batch(self, jobs: Iterable[Dict[str, Any]]) -> List[EnqueueResult]:
-        """Enqueues 1 to 1000 jobs at once (``POST /v1/jobs/batch``); each entry is a
-        dict of enqueue fields (``queue``, ``kind``, ``payload``, ...). One bad
-        entry refuses the whole batch. Retried only when every entry has an
-        idempotency key."""
-        entries = [
-            {k: (time_str(v) if k in ("run_at", "expires_at") else v) for k, v in j.items()}
-            for j in jobs
-        ]
+    async def enqueue_batch(self, jobs: Iterable[Mapping[str, Any]]) -> List[EnqueueResult]:
+        """Enqueues 1 to 1000 jobs at once (``POST /v1/jobs/batch``), all or
+        nothing; each entry is a dict of enqueue fields (``queue``, ``kind``,
+        ``payload``, ...), or one :func:`tether_client.batch_entry` made with
+        typed arguments. An entry's ``depends_on_entries`` names earlier
+        entries of the same batch (by index) it waits for, so a whole graph
+        is enqueued at once. One bad entry refuses the whole batch. Retried
+        only when every entry has an idempotency key."""
+        entries = batch_entries(jobs)
         retry = bool(entries) and all(e.get("idempotency_key") for e in entries)
         return await self._call(
             "POST",
@@ -156,15 +171,36 @@ class AsyncRoutes:
         tag: Optional[str] = None,
         limit: Optional[int] = None,
         cursor: Optional[str] = None,
+        depends_on: Optional[str] = None,
         **filters: Any,
     ) -> JobPage:
         """One page of jobs, newest first (``GET /v1/jobs``); pass the page's
         ``next_cursor`` as ``cursor`` for the next one, or use ``iter_jobs``.
-        ``state="failed"`` is the dead-letter queue."""
+        ``state="failed"`` is the dead-letter queue; ``depends_on=id`` lists
+        the jobs that wait (or waited) directly for job ``id``."""
         params = pick(
-            queue=queue, state=state, kind=kind, tag=tag, limit=limit, cursor=cursor, **filters
+            queue=queue,
+            state=state,
+            kind=kind,
+            tag=tag,
+            limit=limit,
+            cursor=cursor,
+            depends_on=depends_on,
+            **filters,
         )
         return await self._call("GET", "/v1/jobs", JobPage.from_dict, params=params, retry=True)
+
+    async def dependencies(self, job_id: str) -> List[DependencyJob]:
+        """A job's dependencies, in the order it named them, with their states
+        and results (``GET /v1/jobs/{id}/dependencies``): what a handler reads
+        to use its parents' results (a worker's handler has
+        ``ctx.dependencies()``). One removed by retention is left out."""
+        return await self._call(
+            "GET",
+            f"/v1/jobs/{seg(job_id)}/dependencies",
+            lambda d: [DependencyJob.from_dict(j) for j in d["jobs"]],
+            retry=True,
+        )
 
     async def events(
         self, job_id: str, *, limit: Optional[int] = None, cursor: Optional[str] = None

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, Dict, Iterable, List, Optional, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
 from urllib.parse import quote
 
 from ._errors import error_from
-from ._models import Backoff, ClaimedJob, ClaimResult, HeartbeatAck, ItemResult
+from ._models import (
+    JSON,
+    Backoff,
+    ClaimedJob,
+    ClaimResult,
+    DependencyFailure,
+    HeartbeatAck,
+    ItemResult,
+    Job,
+)
 
 
 class _Unset:
@@ -66,7 +75,10 @@ def enqueue_body(
     expires_at: Optional[Time],
     backoff: Union[Backoff, Dict[str, int], None],
     concurrency_key: Optional[str] = None,
-    extra: Dict[str, Any],
+    depends_on: Optional[Iterable[Union[str, Job]]] = None,
+    depends_on_entries: Optional[Iterable[int]] = None,
+    dependency_failure: Optional[DependencyFailure] = None,
+    extra: Mapping[str, Any],
 ) -> Dict[str, Any]:
     body: Dict[str, Any] = {"queue": queue, "kind": kind, "payload": payload}
     body.update(
@@ -82,10 +94,84 @@ def enqueue_body(
             expires_at=time_str(expires_at),
             backoff=backoff_dict(backoff),
             concurrency_key=concurrency_key,
+            depends_on=job_ids(depends_on),
+            depends_on_entries=None if depends_on_entries is None else list(depends_on_entries),
+            dependency_failure=dependency_failure,
         )
     )
     body.update(extra)
     return body
+
+
+def job_ids(jobs: Optional[Iterable[Union[str, Job]]]) -> Optional[List[str]]:
+    """Job ids, from ids or :class:`Job` objects."""
+    if jobs is None:
+        return None
+    return [j.id if isinstance(j, Job) else str(j) for j in jobs]
+
+
+def batch_entry(
+    queue: str,
+    kind: str,
+    payload: JSON = None,
+    *,
+    priority: Optional[int] = None,
+    run_at: Optional[Time] = None,
+    delay_ms: Optional[int] = None,
+    max_attempts: Optional[int] = None,
+    timeout_ms: Optional[int] = None,
+    idempotency_key: Optional[str] = None,
+    unique_key: Optional[str] = None,
+    tags: Optional[Iterable[str]] = None,
+    expires_at: Optional[Time] = None,
+    backoff: Union[Backoff, Dict[str, int], None] = None,
+    concurrency_key: Optional[str] = None,
+    depends_on: Optional[Iterable[Union[str, Job]]] = None,
+    depends_on_entries: Optional[Iterable[int]] = None,
+    dependency_failure: Optional[DependencyFailure] = None,
+    **extra: Any,
+) -> Dict[str, Any]:
+    """One entry of ``enqueue_batch``, from the arguments of ``enqueue``
+    (typed), plus ``depends_on_entries``: the indexes of earlier entries of
+    the same batch this one waits for."""
+    return enqueue_body(
+        queue,
+        kind,
+        payload,
+        priority=priority,
+        run_at=run_at,
+        delay_ms=delay_ms,
+        max_attempts=max_attempts,
+        timeout_ms=timeout_ms,
+        idempotency_key=idempotency_key,
+        unique_key=unique_key,
+        tags=tags,
+        expires_at=expires_at,
+        backoff=backoff,
+        concurrency_key=concurrency_key,
+        depends_on=depends_on,
+        depends_on_entries=depends_on_entries,
+        dependency_failure=dependency_failure,
+        extra=extra,
+    )
+
+
+def batch_entries(jobs: Iterable[Mapping[str, Any]]) -> List[Dict[str, Any]]:
+    """The entries of a batch enqueue as sent: times as RFC 3339 text, a
+    ``Backoff`` as its dict, ``depends_on`` as job ids."""
+    entries = []
+    for j in jobs:
+        entry: Dict[str, Any] = {}
+        for k, v in j.items():
+            if k in ("run_at", "expires_at"):
+                v = time_str(v)
+            elif k == "backoff" and isinstance(v, Backoff):
+                v = v.to_dict()
+            elif k == "depends_on" and v is not None:
+                v = job_ids(v)
+            entry[k] = v
+        entries.append(entry)
+    return entries
 
 
 def _item_result(r: Dict[str, Any], heartbeat: bool) -> ItemResult:

@@ -93,7 +93,15 @@ from ._handler import (
     _ms,
     _outcome_of,
 )
-from ._models import ClaimedJob, CompleteItem, FailItem, HeartbeatItem, ItemResult, Job
+from ._models import (
+    ClaimedJob,
+    CompleteItem,
+    DependencyJob,
+    FailItem,
+    HeartbeatItem,
+    ItemResult,
+    Job,
+)
 
 log = logging.getLogger("tether_client.worker")
 
@@ -119,6 +127,9 @@ EARLY_PAUSE = 1.0
 FETCH_COOLDOWN = 0.005
 ERROR_TAIL = 2000
 """The server keeps the last 2 000 characters of an error message."""
+READ_TRIES = 5
+"""How often a handler's read (``ctx.dependencies()``) is tried while it meets
+``unavailable`` or no answer, as a client's reads are (1 + its 4 retries)."""
 HEARTBEAT_IDLE = 3600.0
 """Longest sleep of the heartbeater while it holds jobs (a job due sooner wakes it)."""
 
@@ -582,7 +593,7 @@ class Worker:
 
     def _spawn(self, claimed: ClaimedJob) -> None:
         loop = asyncio.get_running_loop()
-        ctx = JobContext(claimed, self.worker_id, loop)
+        ctx = JobContext(claimed, self.worker_id, loop, read_dependencies=self._dependencies)
         fl = _InFlight(claimed, ctx, _granted_lease(claimed, self.lease_ttl))
         self._inflight[claimed.id] = fl
         due = fl.beat_due()
@@ -592,6 +603,25 @@ class Worker:
         task = asyncio.ensure_future(self._run_job(fl))
         self._jobs.add(task)
         task.add_done_callback(self._jobs.discard)
+
+    async def _dependencies(self, job_id: str) -> List[DependencyJob]:
+        """A running job's dependencies, for its handler (``ctx.dependencies()``):
+        a read, tried again with backoff on ``unavailable`` and transport
+        errors (the worker's own client never retries)."""
+        delay = MIN_BACKOFF
+        tries = 0
+        while True:
+            tries += 1
+            try:
+                return await self._client.dependencies(job_id)
+            except Unavailable as e:
+                if tries >= READ_TRIES:
+                    raise
+                log.warning(
+                    "reading the dependencies of job %s failed (%s); trying again", job_id, e
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, MAX_BACKOFF)
 
     # ---- running one job ---------------------------------------------------------
 
