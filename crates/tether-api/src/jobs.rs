@@ -59,7 +59,8 @@ pub struct Job {
     /// The last 2 000 characters of the last error message.
     #[cfg_attr(feature = "openapi", schema(required))]
     pub last_error: Option<String>,
-    /// At most one active (`queued` or `running`) job of the tenant has it.
+    /// At most one active (`waiting`, `queued` or `running`) job of the
+    /// tenant has it.
     #[cfg_attr(feature = "openapi", schema(required))]
     pub unique_key: Option<String>,
     /// At most one job of the tenant (any state, within retention) has it.
@@ -105,6 +106,10 @@ pub struct Job {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(required, value_type = DependencyFailureSchema))]
     pub dependency_failure: DependencyFailure,
+    /// The workflow it belongs to.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required))]
+    pub workflow_id: Option<Uuid>,
 }
 
 impl From<tether_core::Job> for Job {
@@ -138,6 +143,7 @@ impl From<tether_core::Job> for Job {
             progress: j.progress,
             depends_on: j.depends_on,
             dependency_failure: j.dependency_failure,
+            workflow_id: j.workflow_id,
         }
     }
 }
@@ -181,6 +187,7 @@ impl Job {
             progress: self.progress,
             depends_on: self.depends_on,
             dependency_failure: self.dependency_failure,
+            workflow_id: self.workflow_id,
         }
     }
 }
@@ -265,8 +272,8 @@ pub struct EnqueueRequest {
     /// A second enqueue with this key answers the existing job (200).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
-    /// While a `queued` or `running` job has this key, an enqueue with it
-    /// answers that job (200).
+    /// While a `waiting`, `queued` or `running` job has this key, an enqueue
+    /// with it answers that job (200).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unique_key: Option<String>,
     /// Free labels for filtering.
@@ -305,6 +312,10 @@ pub struct EnqueueRequest {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<DependencyFailureSchema>))]
     pub dependency_failure: Option<DependencyFailure>,
+    /// Joins this running workflow of the tenant (its `depends_on` may name
+    /// any job, of the workflow or not). A finished workflow is a 409.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workflow_id: Option<Uuid>,
 }
 
 impl EnqueueRequest {
@@ -349,6 +360,7 @@ impl EnqueueRequest {
                 )
                 .collect(),
             dependency_failure: self.dependency_failure.unwrap_or_default(),
+            workflow_id: self.workflow_id,
         })
     }
 }
@@ -387,6 +399,7 @@ impl From<NewJob> for EnqueueRequest {
             })),
             dependency_failure: (job.dependency_failure != DependencyFailure::default())
                 .then_some(job.dependency_failure),
+            workflow_id: job.workflow_id,
         }
     }
 }
@@ -404,6 +417,10 @@ fn some_if_any<T>(items: impl Iterator<Item = T>) -> Option<Vec<T>> {
 pub struct BatchEnqueueRequest {
     /// The jobs; one invalid entry rejects the whole batch.
     pub jobs: Vec<EnqueueRequest>,
+    /// Makes the batch's jobs one new workflow (their entries then name no
+    /// `workflow_id` of their own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<crate::NewWorkflowBody>,
 }
 
 /// `POST /v1/jobs/{id}/replay` (the body may be omitted).
@@ -528,6 +545,10 @@ pub struct ListQuery {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", param(value_type = Option<String>, format = Uuid))]
     pub depends_on: Option<String>,
+    /// Only the jobs of this workflow.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(value_type = Option<String>, format = Uuid))]
+    pub workflow_id: Option<String>,
 }
 
 /// `GET /v1/jobs/{id}/events` query. Empty parameters are unset; unknown
@@ -584,8 +605,12 @@ impl From<tether_core::Enqueued> for EnqueueResponse {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BatchEnqueueResponse {
-    /// One per requested job, in request order.
+    /// One per requested job, in request order; when a `workflow` key led
+    /// to an existing workflow, that workflow's jobs, oldest first.
     pub results: Vec<EnqueueResponse>,
+    /// The workflow the batch made (or its key led to), when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow_id: Option<Uuid>,
 }
 
 /// One page of `GET /v1/jobs`.

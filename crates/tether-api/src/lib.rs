@@ -208,6 +208,27 @@ pub(crate) mod schemas {
     );
 
     schema_of!(
+        /// Schema of [`WorkflowState`](tether_core::WorkflowState).
+        WorkflowStateSchema as "WorkflowState" =>
+        string_enum(
+            "Where a workflow is, derived from its jobs: `running` while any job is \
+             unfinished, then `succeeded` if every job succeeded, `failed` if any failed, \
+             else `cancelled`.",
+            tether_core::WorkflowState::ALL.map(tether_core::WorkflowState::as_str),
+        )
+    );
+
+    schema_of!(
+        /// Schema of [`RetryMode`](tether_core::RetryMode).
+        RetryModeSchema as "RetryMode" =>
+        string_enum(
+            "Which jobs a workflow retry puts back: `failed`, or `failed_and_downstream` \
+             (also every finished job of the workflow downstream of them).",
+            tether_core::RetryMode::ALL.map(tether_core::RetryMode::as_str),
+        )
+    );
+
+    schema_of!(
         /// Schema of the names of queues, kinds, tags, tenants and schedules.
         NameSchema as "Name" =>
         ObjectBuilder::new()

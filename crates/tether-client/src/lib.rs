@@ -1,6 +1,7 @@
 //! The Rust SDK of tether's HTTP API: a typed [`HttpClient`] for every `/v1`
 //! route of a tether server (`tether serve`) — enqueue, claim, heartbeat,
-//! complete, fail, snooze, cancel, replay, job and queue reads, queue
+//! complete, fail, snooze, cancel, replay, job and queue reads (a job's
+//! dependencies included), queue
 //! settings, schedules and cron previews, tenants and keys — with typed
 //! errors ([`Error`], [`ErrorCode`]), and a remote worker: the same worker
 //! runtime as an embedded tether deployment ([`tether_worker`]), fed by the
@@ -72,7 +73,7 @@ pub use wire::{
 /// the names this client has always given them.
 pub use tether_api::{
     ApiKey, BulkReplayResponse as BulkReplayed, ClaimedJob, CreateKeyResponse as CreatedKey,
-    CreateTenantResponse as CreatedTenant, EnqueueResponse as Enqueued,
+    CreateTenantResponse as CreatedTenant, DependencyJob, EnqueueResponse as Enqueued,
     EventListResponse as EventPage, HeartbeatResponse as HeartbeatAck, Job, JobEvent,
     JobListResponse as JobPage, Percentiles, Queue, Schedule, ScheduleRun, StateCounts, Tenant,
     TenantRef, ThroughputMinute, ThroughputResponse as Throughput, WhoamiResponse as Whoami,
@@ -87,9 +88,9 @@ pub use tether_api as api;
 /// shapes of heartbeats, completions, failures, queue settings and
 /// schedules.
 pub use tether_core::{
-    Backoff, CarriedReports, Completion, EventKind, Failure, FailureReport, Heartbeat, JobArgs,
-    JobState, LeaseToken, NewJob, Overlap, QueueConfigPatch, RateLimit, RunAt, RunOutcome,
-    SchedulePatch, ScheduleSpec,
+    Backoff, CarriedReports, Completion, DependencyFailure, EventKind, Failure, FailureReport,
+    Heartbeat, JobArgs, JobState, LeaseToken, NewJob, Overlap, QueueConfigPatch, RateLimit, RunAt,
+    RunOutcome, SchedulePatch, ScheduleSpec,
 };
 
 /// The worker runtime a remote worker runs on (see [`HttpClient::worker`]).

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tether_core::{
-    CarriedReports, ClaimRequest, ClaimedJob, Completion, Error, Failure, FireReport, Heartbeat,
-    HeartbeatAck, JobState, Lease, LeaseToken, ReapReport, ReportedAndClaimed, Result, Wakeup,
+    CarriedReports, ClaimRequest, ClaimedJob, Completion, DependencyJob, Error, Failure,
+    FireReport, Heartbeat, HeartbeatAck, JobState, Lease, LeaseToken, ReapReport,
+    ReportedAndClaimed, Result, Wakeup,
 };
 use tether_worker::{Source, Worker, WorkerBuilder};
 use uuid::Uuid;
@@ -48,6 +49,8 @@ const REPORT_WAIT: Duration = Duration::from_millis(20);
 ///   retried while the leases still hold), **completions** in one
 ///   `POST /v1/jobs/complete`; **fail** and
 ///   **snooze** use their per-job routes and answer the job's new state.
+///   A handler's [`JobContext::dependencies`](tether_worker::JobContext::dependencies)
+///   is `GET /v1/jobs/{id}/dependencies`.
 /// - **Tenants:** the API key decides the tenant. The runtime's tenant
 ///   setting ([`WorkerBuilder::tenant`]) is not sent anywhere; it only labels
 ///   the worker's logs and fills [`tether_core::Job::tenant`] of the jobs
@@ -312,6 +315,13 @@ impl Source for RemoteSource {
         }
     }
 
+    async fn dependencies(&self, _tenant: &str, id: Uuid) -> Result<Vec<DependencyJob>> {
+        match self.client.dependencies(id).await {
+            Ok(jobs) => Ok(jobs.into_iter().map(dependency_into_core).collect()),
+            Err(e) => Err(e.into_core_for_job(id)),
+        }
+    }
+
     fn subscribe(&self, _tenant: &str, _queue: &str) -> Wakeup {
         if self.wait.is_zero() {
             // No long-poll: a wake-up that never comes, so the runtime's
@@ -365,6 +375,18 @@ impl Source for RemoteSource {
 
     async fn prune_empty_queues(&self, _batch: u32) -> Result<u64> {
         Err(maintenance_elsewhere("removing empty queues"))
+    }
+}
+
+/// A dependency as the worker runtime's handlers read it.
+fn dependency_into_core(d: crate::DependencyJob) -> DependencyJob {
+    DependencyJob {
+        id: d.id,
+        kind: d.kind,
+        state: d.state,
+        result: d.result,
+        last_error: d.last_error,
+        finished_at: d.finished_at,
     }
 }
 

@@ -28,6 +28,7 @@ tether_conformance::both_backends!(
     cancel_during_a_run_reaches_the_handler,
     graceful_shutdown_loses_nothing,
     an_idle_worker_is_woken_by_the_long_poll,
+    handlers_read_their_dependencies_over_http,
 );
 
 #[derive(Serialize, Deserialize)]
@@ -521,4 +522,79 @@ async fn maintenance_is_left_to_the_server() {
         .build()
         .unwrap();
     assert!(!worker.worker_id().is_empty());
+}
+
+#[derive(Serialize, Deserialize)]
+struct Rendered {
+    pages: i64,
+}
+
+/// A → B over HTTP: B's handler reads A's result from its context, typed
+/// and untyped (`GET /v1/jobs/{id}/dependencies`); a job without
+/// dependencies reads none.
+async fn handlers_read_their_dependencies_over_http(db: &TestDb) {
+    let s = start(db).await;
+    let c = &s.admin;
+    let a = c
+        .enqueue(NewJob::new("graph", "render", json!({"pages": 7})))
+        .await
+        .unwrap()
+        .job
+        .id;
+    let b = c
+        .enqueue(NewJob::new("graph", "publish", Value::Null).after(a))
+        .await
+        .unwrap()
+        .job;
+    assert_eq!(b.state, JobState::Waiting);
+    let lonely = c
+        .enqueue(NewJob::new("graph", "publish", Value::Null))
+        .await
+        .unwrap()
+        .job
+        .id;
+    let worker = quick_worker(c)
+        .queue("graph", 2)
+        .handler("render", |ctx| async move {
+            Ok(Some(json!({ "pages": ctx.job().payload["pages"] })))
+        })
+        .handler("publish", |ctx| async move {
+            let deps = ctx.dependencies().await?;
+            let typed = match ctx.job().depends_on.first() {
+                Some(id) => ctx
+                    .dependency_result::<Rendered>(*id)
+                    .await?
+                    .map(|r| r.pages),
+                None => None,
+            };
+            Ok(Some(json!({
+                "deps": deps.iter().map(|d| json!({
+                    "id": d.id, "kind": d.kind, "state": d.state.as_str(), "result": d.result,
+                })).collect::<Vec<_>>(),
+                "typed": typed,
+            })))
+        })
+        .build()
+        .unwrap();
+    let handle = worker.start();
+    let done = s
+        .wait_for_state(b.id, JobState::Succeeded, Duration::from_secs(20))
+        .await;
+    let alone = s
+        .wait_for_state(lonely, JobState::Succeeded, Duration::from_secs(20))
+        .await;
+    handle.shutdown();
+    handle.join().await;
+    assert_eq!(
+        done.result,
+        Some(json!({
+            "deps": [{"id": a, "kind": "render", "state": "succeeded", "result": {"pages": 7}}],
+            "typed": 7,
+        }))
+    );
+    assert_eq!(alone.result, Some(json!({ "deps": [], "typed": null })));
+    assert!(
+        events(c, b.id).await.contains(&EventKind::Released),
+        "released by its dependency's success"
+    );
 }

@@ -503,6 +503,13 @@ macro_rules! behaviour_suite {
                 bad_dependencies_write_nothing,
                 concurrent_ends_release_exactly_once,
                 replay_waits_for_dependencies_again,
+                a_workflow_is_a_graph_enqueued_at_once,
+                a_workflow_key_answers_the_existing_workflow,
+                jobs_join_a_running_workflow,
+                workflows_list_by_state_and_name,
+                cancelling_a_workflow_stops_every_unfinished_job,
+                retrying_a_workflow_puts_failed_jobs_back,
+                a_waiting_job_holds_its_unique_key,
             }
             claim {
                 one_owner_under_eight_concurrent_claimers,

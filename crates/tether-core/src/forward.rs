@@ -171,6 +171,50 @@ macro_rules! forward_store {
                 workflows::dependencies(self, tenant, id).await
             }
 
+            async fn enqueue_workflow(
+                &self,
+                tenant: &str,
+                id: $crate::__forward::Uuid,
+                workflow: &$crate::NewWorkflow,
+                jobs: &[$crate::NewJobRef<'_>],
+                max_queues: u32,
+            ) -> $crate::Result<$crate::WorkflowEnqueued> {
+                workflows::enqueue_workflow(self, tenant, id, workflow, jobs, max_queues).await
+            }
+
+            async fn get_workflow(
+                &self,
+                tenant: &str,
+                id: $crate::__forward::Uuid,
+            ) -> $crate::Result<$crate::WorkflowGraph> {
+                workflows::get_workflow(self, tenant, id).await
+            }
+
+            async fn list_workflows(
+                &self,
+                tenant: &str,
+                filter: &$crate::WorkflowFilter,
+            ) -> $crate::Result<$crate::WorkflowPage> {
+                workflows::list_workflows(self, tenant, filter).await
+            }
+
+            async fn cancel_workflow(
+                &self,
+                tenant: &str,
+                id: $crate::__forward::Uuid,
+            ) -> $crate::Result<$crate::WorkflowCancelled> {
+                workflows::cancel_workflow(self, tenant, id).await
+            }
+
+            async fn retry_workflow(
+                &self,
+                tenant: &str,
+                id: $crate::__forward::Uuid,
+                mode: $crate::RetryMode,
+            ) -> $crate::Result<u64> {
+                workflows::retry_workflow(self, tenant, id, mode).await
+            }
+
             async fn queue_stats(
                 &self,
                 tenant: &str,

@@ -12,8 +12,9 @@ use crate::keys::{ApiKeyInfo, OperatorKeySetup, StoredKey, Tenant, TenantStatus}
 use crate::model::{
     BulkReplayed, CarriedReports, ClaimRequest, ClaimedJob, Completed, Completion, DependencyJob,
     Enqueued, EventCursor, EventPage, Failure, Heartbeat, HeartbeatAck, Job, JobFilter, JobPage,
-    Lease, LeaseToken, QueueConfigPatch, QueueStats, QueueThroughput, ReapReport, ReplayFilter,
-    Reported, StoredClaim, WorkerSummary,
+    Lease, LeaseToken, NewWorkflow, QueueConfigPatch, QueueStats, QueueThroughput, ReapReport,
+    ReplayFilter, Reported, RetryMode, StoredClaim, WorkerSummary, WorkflowCancelled,
+    WorkflowEnqueued, WorkflowFilter, WorkflowGraph, WorkflowPage,
 };
 use crate::schedule::{Fire, FireOutcome, FireRef, Schedule, ScheduleRun, ScheduleSpec};
 use crate::wakeup::Wakeup;
@@ -159,6 +160,36 @@ pub trait Store: Send + Sync + 'static {
     /// what its handler reads to use their results. `JobNotFound` if the
     /// tenant has no such job; a dependency removed by retention is left out.
     async fn dependencies(&self, tenant: &str, id: Uuid) -> Result<Vec<DependencyJob>>;
+
+    /// Creates workflow `id` of `jobs` (each already carrying `workflow_id`
+    /// `id`), all or nothing, in one transaction. With an idempotency key
+    /// the tenant already used, answers that workflow and its jobs and
+    /// writes nothing.
+    async fn enqueue_workflow(
+        &self,
+        tenant: &str,
+        id: Uuid,
+        workflow: &NewWorkflow,
+        jobs: &[NewJobRef<'_>],
+        max_queues: u32,
+    ) -> Result<WorkflowEnqueued>;
+
+    /// One workflow with its whole graph. `NotFound` if the tenant has no
+    /// such workflow.
+    async fn get_workflow(&self, tenant: &str, id: Uuid) -> Result<WorkflowGraph>;
+
+    /// Workflows newest first, filtered, one page at a time.
+    async fn list_workflows(&self, tenant: &str, filter: &WorkflowFilter) -> Result<WorkflowPage>;
+
+    /// Cancels every unfinished job of a workflow: waiting and queued ones
+    /// at once, running ones cooperatively (as a single cancel does).
+    async fn cancel_workflow(&self, tenant: &str, id: Uuid) -> Result<WorkflowCancelled>;
+
+    /// Replays a workflow's failed jobs (and, with
+    /// [`RetryMode::FailedAndDownstream`], every finished job of the
+    /// workflow downstream of them); each goes back to `queued`, or to
+    /// `waiting` and is settled against its dependencies. Answers how many.
+    async fn retry_workflow(&self, tenant: &str, id: Uuid, mode: RetryMode) -> Result<u64>;
 
     /// One queue's stats (zeros and defaults for a queue never used).
     async fn queue_stats(&self, tenant: &str, queue: &str) -> Result<QueueStats>;

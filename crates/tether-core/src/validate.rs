@@ -6,7 +6,8 @@ use chrono::{DateTime, NaiveDate, Utc};
 use crate::error::{Error, Result};
 use crate::model::{
     Backoff, CarriedReports, ClaimRequest, Completion, Dependency, EventQuery, Failure, Heartbeat,
-    JobFilter, JobState, NewJob, QueueConfigPatch, ReplayFilter, RunAt, MAX_DEPENDENCIES,
+    JobFilter, JobState, NewJob, NewWorkflow, QueueConfigPatch, ReplayFilter, RunAt,
+    WorkflowFilter, MAX_DEPENDENCIES,
 };
 
 /// Most jobs in one enqueue, claim or completion batch.
@@ -528,6 +529,34 @@ pub fn job_filter(filter: &JobFilter) -> Result<()> {
     }
     if let Some(t) = &filter.created_before {
         instant("created_before", t)?;
+    }
+    Ok(())
+}
+
+/// A new workflow and its jobs: a name, a key if any, and jobs that do not
+/// name a workflow of their own (they join the new one).
+pub fn new_workflow(workflow: &NewWorkflow, jobs: &[NewJob], limits: &Limits) -> Result<()> {
+    name("workflow.name", &workflow.name)?;
+    if let Some(k) = &workflow.idempotency_key {
+        key("workflow.idempotency_key", k)?;
+    }
+    new_jobs(jobs, limits)?;
+    if let Some(i) = jobs.iter().position(|j| j.workflow_id.is_some()) {
+        return Err(Error::invalid(
+            format!("jobs[{i}].workflow_id"),
+            "the jobs of a new workflow join it; workflow_id is for adding jobs to an existing one",
+        ));
+    }
+    Ok(())
+}
+
+/// A workflow listing's filters.
+pub fn workflow_filter(filter: &WorkflowFilter) -> Result<()> {
+    if let Some(n) = &filter.name {
+        name("name", n)?;
+    }
+    if let Some(limit) = filter.limit {
+        batch_len("limit", limit as usize, MAX_PAGE as usize)?;
     }
     Ok(())
 }

@@ -62,7 +62,9 @@ pub(crate) async fn enqueue(
     // of its own before), which is all-or-nothing without a transaction:
     // two round trips fewer. A single job is the same with keys.
     // Dependencies take more statements (see `workflows::attach`).
-    let one_statement = jobs.iter().all(|r| r.job.depends_on.is_empty())
+    let one_statement = jobs
+        .iter()
+        .all(|r| r.job.depends_on.is_empty() && r.job.workflow_id.is_none())
         && (jobs.len() == 1
             || jobs
                 .iter()
@@ -75,9 +77,12 @@ pub(crate) async fn enqueue(
         // A batch may take several rounds when it races with other
         // enqueues; the transaction keeps it all-or-nothing across them.
         let mut tx = store.begin().await?;
-        let answers = enqueue_on(&mut tx.conn(), tenant, jobs, Some(max_queues)).await?;
-        tx.commit().await.db()?;
-        answers
+        let out = async {
+            crate::workflows::check_appends(&mut tx.conn(), tenant, jobs).await?;
+            enqueue_on(&mut tx.conn(), tenant, jobs, Some(max_queues)).await
+        }
+        .await;
+        tx.finish(out).await?
     };
     store.notify_created(tenant, &answers);
     Ok(answers)
@@ -100,13 +105,9 @@ pub async fn enqueue_in(
     tether_core::validate::name("tenant", tenant)?;
     tether_core::validate::new_jobs(jobs, limits)?;
     let mut conn = Conn::direct(conn);
-    let answers = enqueue_on(
-        &mut conn,
-        tenant,
-        &NewJobRef::mint(jobs),
-        Some(limits.max_queues_per_tenant),
-    )
-    .await?;
+    let jobs = NewJobRef::mint(jobs);
+    crate::workflows::check_appends(&mut conn, tenant, &jobs).await?;
+    let answers = enqueue_on(&mut conn, tenant, &jobs, Some(limits.max_queues_per_tenant)).await?;
     notify::notify_in(&mut conn, tenant, &answers).await?;
     Ok(answers)
 }
@@ -270,6 +271,7 @@ async fn insert(
     let mut tags = Vec::with_capacity(n);
     let mut expires = Vec::with_capacity(n);
     let mut keys = Vec::with_capacity(n);
+    let mut workflows: Vec<Option<Uuid>> = Vec::with_capacity(n);
     for r in jobs {
         let job = r.job;
         ids.push(r.id);
@@ -293,6 +295,7 @@ async fn insert(
         tags.push(Value::from(job.tags.clone()));
         expires.push(job.expires_at);
         keys.push(job.concurrency_key.as_deref());
+        workflows.push(job.workflow_id);
     }
     let keyed = jobs
         .iter()
@@ -321,6 +324,7 @@ async fn insert(
         .bind(&expires)
         .bind(QUEUE_ROWS_LOCK)
         .bind(&keys)
+        .bind(&workflows)
         .fetch_all(&mut *conn)
         .await
         .db()?;
@@ -377,5 +381,6 @@ fn created_job(tenant: &str, new: &NewJobRef<'_>, row: &PgRow) -> Result<Job, sq
         progress: None,
         depends_on: Vec::new(),
         dependency_failure: job.dependency_failure,
+        workflow_id: job.workflow_id,
     })
 }

@@ -253,6 +253,26 @@ impl Tx<'_> {
     pub(crate) async fn rollback(self) -> Result<(), Error> {
         self.inner.rollback().await
     }
+
+    /// Commits when `out` is a success, rolls back at once otherwise, and
+    /// answers `out`. A transaction that locked rows must not wait for
+    /// its connection's next use to let them go (sqlx rolls back a dropped
+    /// one only then, in a task of its own): a claim meanwhile would skip
+    /// the rows as taken.
+    pub(crate) async fn finish<T>(self, out: tether_core::Result<T>) -> tether_core::Result<T> {
+        use crate::rows::Db;
+        match out {
+            Ok(value) => {
+                self.commit().await.db()?;
+                Ok(value)
+            }
+            Err(e) => {
+                // The error that ended it is the one to report.
+                let _ = self.rollback().await;
+                Err(e)
+            }
+        }
+    }
 }
 
 /// Where a store function's statements run: on the pool, each statement on

@@ -90,6 +90,9 @@ pub(crate) async fn list(store: &PgStore, tenant: &str, filter: &JobFilter) -> R
         if let Some(before) = filter.created_before {
             q.push(" AND j.created_at < ").push_bind(before);
         }
+        if let Some(workflow) = filter.workflow_id {
+            q.push(" AND j.workflow_id = ").push_bind(workflow);
+        }
         if let Some(dependency) = filter.depends_on {
             q.push(" AND j.id IN (SELECT d.job_id FROM tether.job_dependencies d WHERE d.depends_on = ")
                 .push_bind(dependency)
@@ -164,37 +167,39 @@ pub(crate) async fn replay(
     // A transaction: a job with dependencies is settled against them
     // before the replay commits.
     let mut tx = store.begin().await?;
-    let row = sqlx::query(REPLAY)
-        .bind(id)
-        .bind(tenant)
-        .bind(expires_at)
-        .fetch_optional(&mut tx.conn())
-        .await
-        .map_err(|e| {
-            if is_unique_violation(&e) {
-                Error::replay_unique_key_held(id)
-            } else {
-                rows::db_err(e)
-            }
-        })?;
-    match prior_state_and_job(row, id)? {
-        (Some(mut job), _) => {
-            if job.state == JobState::Waiting {
-                if let Some((_, state)) = workflows::enter_waiting(&mut tx.conn(), tenant, &[id])
-                    .await?
-                    .pop()
-                {
-                    job.state = state;
+    let out: Result<Job> = async {
+        let row = sqlx::query(REPLAY)
+            .bind(id)
+            .bind(tenant)
+            .bind(expires_at)
+            .fetch_optional(&mut tx.conn())
+            .await
+            .map_err(|e| {
+                if is_unique_violation(&e) {
+                    Error::replay_unique_key_held(id)
+                } else {
+                    rows::db_err(e)
                 }
+            })?;
+        match prior_state_and_job(row, id)? {
+            (Some(mut job), _) => {
+                if job.state == JobState::Waiting {
+                    let settled = workflows::enter_waiting(&mut tx.conn(), tenant, &[id]).await?;
+                    if let Some((_, state)) = settled.last() {
+                        job.state = *state;
+                    }
+                }
+                Ok(job)
             }
-            tx.commit().await.db()?;
-            if job.state == JobState::Queued {
-                store.notify(tenant, &job.queue, 1);
-            }
-            Ok(job)
+            (None, state) => Err(Error::not_replayable(id, state)),
         }
-        (None, state) => Err(Error::not_replayable(id, state)),
     }
+    .await;
+    let job = tx.finish(out).await?;
+    if job.state == JobState::Queued {
+        store.notify(tenant, &job.queue, 1);
+    }
+    Ok(job)
 }
 
 pub(crate) async fn replay_many(
@@ -204,29 +209,34 @@ pub(crate) async fn replay_many(
 ) -> Result<BulkReplayed> {
     let limit = filter.limit.unwrap_or(DEFAULT_REPLAY);
     let mut tx = store.begin().await?;
-    let row = sqlx::query(REPLAY_MANY)
-        .bind(tenant)
-        .bind(&filter.queue)
-        .bind(filter.state.as_str())
-        .bind(filter.kind.as_deref())
-        .bind(i64::from(limit))
-        .bind(filter.cursor)
-        .bind(filter.expires_at)
-        .fetch_one(&mut tx.conn())
-        .await
-        .map_err(|e| {
-            if is_unique_violation(&e) {
-                Error::replay_raced()
-            } else {
-                rows::db_err(e)
-            }
-        })?;
-    let replayed: i64 = row.try_get("replayed").db()?;
-    let scanned: i64 = row.try_get("scanned").db()?;
-    let last: Option<Uuid> = row.try_get("last").db()?;
-    let waiting: Vec<Uuid> = row.try_get("waiting").db()?;
-    workflows::enter_waiting(&mut tx.conn(), tenant, &waiting).await?;
-    tx.commit().await.db()?;
+    let out: Result<(i64, i64, Option<Uuid>)> = async {
+        let row = sqlx::query(REPLAY_MANY)
+            .bind(tenant)
+            .bind(&filter.queue)
+            .bind(filter.state.as_str())
+            .bind(filter.kind.as_deref())
+            .bind(i64::from(limit))
+            .bind(filter.cursor)
+            .bind(filter.expires_at)
+            .fetch_one(&mut tx.conn())
+            .await
+            .map_err(|e| {
+                if is_unique_violation(&e) {
+                    Error::replay_raced()
+                } else {
+                    rows::db_err(e)
+                }
+            })?;
+        let waiting: Vec<Uuid> = row.try_get("waiting").db()?;
+        workflows::enter_waiting(&mut tx.conn(), tenant, &waiting).await?;
+        Ok((
+            row.try_get("replayed").db()?,
+            row.try_get("scanned").db()?,
+            row.try_get("last").db()?,
+        ))
+    }
+    .await;
+    let (replayed, scanned, last) = tx.finish(out).await?;
     if replayed > 0 {
         store.notify(tenant, &filter.queue, replayed as usize);
     }

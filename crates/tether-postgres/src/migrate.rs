@@ -80,6 +80,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "dependencies",
         include_str!("../migrations/0013_dependencies.sql"),
     ),
+    (
+        14,
+        "workflows",
+        include_str!("../migrations/0014_workflows.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.

@@ -136,6 +136,7 @@ pub(crate) fn job(row: &PgRow) -> Result<Job, sqlx::Error> {
             .try_get::<String, _>("dependency_failure")?
             .parse()
             .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
+        workflow_id: row.try_get("workflow_id")?,
     })
 }
 

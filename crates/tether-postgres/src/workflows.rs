@@ -2,19 +2,38 @@
 //! `waiting`, and a job's dependencies as its handler reads them. A
 //! dependency's end releases or cancels what waits for it by the trigger of
 //! migration 13, in the transaction of whatever statement ended it.
+//!
+//! Workflows: a new workflow's batch, appends to an unfinished one, its
+//! graph, listing, cancel and retry. A workflow's state is derived from its
+//! jobs when read (migration 14 says why).
 
 use std::collections::HashSet;
 
+use chrono::{DateTime, Utc};
+use sqlx::postgres::PgRow;
 use sqlx::Row;
-use tether_core::{Dependency, DependencyJob, Enqueued, Error, JobState, NewJobRef, Result};
+use tether_core::{
+    Dependency, DependencyJob, Enqueued, Error, JobState, NewJobRef, NewWorkflow, Result,
+    RetryMode, StateCounts, Workflow, WorkflowCancelled, WorkflowEnqueued, WorkflowFilter,
+    WorkflowGraph, WorkflowJob, WorkflowPage, MAX_WORKFLOW_JOBS,
+};
 use uuid::Uuid;
 
+use crate::enqueue::enqueue_on;
 use crate::exec::Conn;
 use crate::rows::{self, Db};
 use crate::sql::workflows::{
-    ATTACH_DEPENDENCIES, DEPENDENCIES, LOCK_DEPENDENCIES, SETTLE_WAITING, WAITING_DEPENDENCIES,
+    ATTACH_DEPENDENCIES, CANCEL_WORKFLOW, CHECK_APPENDS, DEPENDENCIES, INSERT_WORKFLOW,
+    LIST_WORKFLOWS, LOCK_DEPENDENCIES, LOCK_WORKFLOW, RETRY_WORKFLOW, SETTLE_WAITING,
+    WAITING_DEPENDENCIES, WORKFLOW, WORKFLOW_BY_KEY, WORKFLOW_GRAPH, WORKFLOW_JOBS,
 };
 use crate::PgStore;
+
+/// Page size of a workflow listing that does not set one.
+const DEFAULT_PAGE: u32 = 50;
+/// How many workflows a listing with a state filter looks at per page,
+/// as a multiple of the page size (the state is derived, not indexed).
+const STATE_SCAN: u32 = 10;
 
 /// Gives the jobs an enqueue just created (on `conn`, inside its
 /// transaction) their dependencies: locks the existing jobs they name
@@ -183,4 +202,331 @@ pub(crate) async fn dependencies(
         crate::jobs::get(store, tenant, id).await?;
     }
     Ok(found)
+}
+
+/// Checks, on `conn` inside the enqueue's transaction, that the workflows
+/// the jobs join exist in the tenant, are unfinished and have room, and
+/// holds them (share lock) until it ends. Errors name the first job that
+/// joins the workflow at fault.
+pub(crate) async fn check_appends(
+    conn: &mut Conn<'_>,
+    tenant: &str,
+    jobs: &[NewJobRef<'_>],
+) -> Result<()> {
+    let mut ids: Vec<Uuid> = jobs.iter().filter_map(|r| r.job.workflow_id).collect();
+    if ids.is_empty() {
+        return Ok(());
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    let rows = sqlx::query(CHECK_APPENDS)
+        .bind(tenant)
+        .bind(&ids)
+        .fetch_all(&mut *conn)
+        .await
+        .db()?;
+    let field = |id: Uuid| {
+        let i = jobs
+            .iter()
+            .position(|r| r.job.workflow_id == Some(id))
+            .unwrap_or(0);
+        match jobs.len() {
+            1 => "workflow_id".to_owned(),
+            _ => format!("jobs[{i}].workflow_id"),
+        }
+    };
+    for id in &ids {
+        let Some(row) = rows
+            .iter()
+            .find(|row| row.try_get::<Uuid, _>("id").ok() == Some(*id))
+        else {
+            return Err(Error::invalid(field(*id), format!("no workflow {id}")));
+        };
+        if !row.try_get::<bool, _>("open").db()? {
+            return Err(Error::Conflict(format!(
+                "workflow {id} has finished: jobs can join a workflow only while it runs"
+            )));
+        }
+        let held: i64 = row.try_get("jobs").db()?;
+        let adding = jobs
+            .iter()
+            .filter(|r| r.job.workflow_id == Some(*id))
+            .count();
+        if held as usize + adding > MAX_WORKFLOW_JOBS {
+            return Err(Error::invalid(
+                field(*id),
+                format!("workflow {id} holds {held} jobs; at most {MAX_WORKFLOW_JOBS} in all"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// See `Store::enqueue_workflow`.
+pub(crate) async fn enqueue_workflow(
+    store: &PgStore,
+    tenant: &str,
+    id: Uuid,
+    workflow: &NewWorkflow,
+    jobs: &[NewJobRef<'_>],
+    max_queues: u32,
+) -> Result<WorkflowEnqueued> {
+    let mut tx = store.begin().await?;
+    let out: Result<WorkflowEnqueued> = async {
+        let inserted: Option<Uuid> = sqlx::query_scalar(INSERT_WORKFLOW)
+            .bind(id)
+            .bind(tenant)
+            .bind(&workflow.name)
+            .bind(workflow.idempotency_key.as_deref())
+            .fetch_optional(&mut tx.conn())
+            .await
+            .db()?;
+        if inserted.is_none() {
+            // The key is taken: answer that workflow, write nothing.
+            let existing: Uuid = sqlx::query_scalar(WORKFLOW_BY_KEY)
+                .bind(tenant)
+                .bind(workflow.idempotency_key.as_deref())
+                .fetch_one(&mut tx.conn())
+                .await
+                .db()?;
+            let found = sqlx::query(WORKFLOW_JOBS)
+                .bind(existing)
+                .bind(tenant)
+                .bind(MAX_WORKFLOW_JOBS as i64)
+                .try_map(|row| rows::job(&row))
+                .fetch_all(&mut tx.conn())
+                .await
+                .db()?;
+            let graph = read_graph(&mut tx.conn(), tenant, existing).await?;
+            let jobs = found
+                .into_iter()
+                .map(|job| Enqueued {
+                    job,
+                    created: false,
+                })
+                .collect();
+            return Ok(WorkflowEnqueued {
+                workflow: graph.workflow,
+                jobs,
+                created: false,
+            });
+        }
+        let answers = enqueue_on(&mut tx.conn(), tenant, jobs, Some(max_queues)).await?;
+        let graph = read_graph(&mut tx.conn(), tenant, id).await?;
+        Ok(WorkflowEnqueued {
+            workflow: graph.workflow,
+            jobs: answers,
+            created: true,
+        })
+    }
+    .await;
+    let out = tx.finish(out).await?;
+    if out.created {
+        store.notify_created(tenant, &out.jobs);
+    }
+    Ok(out)
+}
+
+/// See `Store::get_workflow`.
+pub(crate) async fn get_workflow(store: &PgStore, tenant: &str, id: Uuid) -> Result<WorkflowGraph> {
+    let mut tx = store.begin().await?;
+    let out = read_graph(&mut tx.conn(), tenant, id).await;
+    tx.finish(out).await
+}
+
+/// The workflow and its graph, read on `conn`.
+async fn read_graph(conn: &mut Conn<'_>, tenant: &str, id: Uuid) -> Result<WorkflowGraph> {
+    let row = sqlx::query(WORKFLOW)
+        .bind(id)
+        .bind(tenant)
+        .fetch_optional(&mut *conn)
+        .await
+        .db()?
+        .ok_or_else(|| Error::NotFound(format!("workflow {id}")))?;
+    let jobs = sqlx::query(WORKFLOW_GRAPH)
+        .bind(id)
+        .bind(tenant)
+        .bind(MAX_WORKFLOW_JOBS as i64)
+        .fetch_all(&mut *conn)
+        .await
+        .db()?;
+    let mut counts = StateCounts::default();
+    let mut last: Option<DateTime<Utc>> = None;
+    let mut graph = Vec::with_capacity(jobs.len());
+    for job in &jobs {
+        let state: String = job.try_get("state").db()?;
+        let state = state.parse::<JobState>().map_err(rows::corrupt)?;
+        counts.add(state, 1);
+        let finished: Option<DateTime<Utc>> = job.try_get("finished_at").db()?;
+        last = last.max(finished);
+        graph.push(WorkflowJob {
+            id: job.try_get("id").db()?,
+            kind: job.try_get("kind").db()?,
+            state,
+            depends_on: job
+                .try_get::<Option<Vec<Uuid>>, _>("depends_on")
+                .db()?
+                .unwrap_or_default(),
+        });
+    }
+    Ok(WorkflowGraph {
+        workflow: workflow_of(&row, counts, last)?,
+        jobs: graph,
+    })
+}
+
+/// A workflow from its row (`id`, `name`, `idempotency_key`,
+/// `created_at`), its jobs' counts and their latest end.
+fn workflow_of(
+    row: &PgRow,
+    counts: StateCounts,
+    last_finished_at: Option<DateTime<Utc>>,
+) -> Result<Workflow> {
+    Ok(Workflow::judged(
+        row.try_get("id").db()?,
+        row.try_get("name").db()?,
+        row.try_get("idempotency_key").db()?,
+        row.try_get("created_at").db()?,
+        counts,
+        last_finished_at,
+    ))
+}
+
+/// See `Store::list_workflows`: newest first; with a state filter, a page
+/// looks at up to [`STATE_SCAN`] times its size and may come back short
+/// with a cursor to go on from.
+pub(crate) async fn list_workflows(
+    store: &PgStore,
+    tenant: &str,
+    filter: &WorkflowFilter,
+) -> Result<WorkflowPage> {
+    let limit = filter.limit.unwrap_or(DEFAULT_PAGE);
+    let scan = match filter.state {
+        Some(_) => limit * STATE_SCAN,
+        None => limit,
+    };
+    let rows = sqlx::query(LIST_WORKFLOWS)
+        .bind(tenant)
+        .bind(filter.name.as_deref())
+        .bind(filter.cursor)
+        .bind(i64::from(scan))
+        .fetch_all(&store.db)
+        .await
+        .db()?;
+    let mut workflows = Vec::new();
+    let mut next_cursor = None;
+    for (i, row) in rows.iter().enumerate() {
+        let mut counts = StateCounts::default();
+        for state in JobState::ALL {
+            let n: i64 = row.try_get(state.as_str()).db()?;
+            counts.add(state, n);
+        }
+        let workflow = workflow_of(row, counts, row.try_get("last_finished_at").db()?)?;
+        if filter.state.is_none_or(|want| want == workflow.state) {
+            workflows.push(workflow);
+        }
+        if workflows.len() == limit as usize {
+            // A full page: more may follow this one.
+            next_cursor = Some(rows[i].try_get("id").db()?);
+            break;
+        }
+        if i + 1 == scan as usize {
+            next_cursor = Some(row.try_get("id").db()?);
+        }
+    }
+    Ok(WorkflowPage {
+        workflows,
+        next_cursor,
+    })
+}
+
+/// See `Store::cancel_workflow`.
+pub(crate) async fn cancel_workflow(
+    store: &PgStore,
+    tenant: &str,
+    id: Uuid,
+) -> Result<WorkflowCancelled> {
+    let mut tx = store.begin().await?;
+    let out: Result<(i64, i64)> = async {
+        lock_workflow(&mut tx.conn(), tenant, id).await?;
+        let row = sqlx::query(CANCEL_WORKFLOW)
+            .bind(id)
+            .bind(tenant)
+            .fetch_one(&mut tx.conn())
+            .await
+            .db()?;
+        Ok((
+            row.try_get("cancelled").db()?,
+            row.try_get("cancel_requested").db()?,
+        ))
+    }
+    .await;
+    let (cancelled, cancel_requested) = tx.finish(out).await?;
+    Ok(WorkflowCancelled {
+        cancelled: cancelled as u64,
+        cancel_requested: cancel_requested as u64,
+    })
+}
+
+/// See `Store::retry_workflow`.
+pub(crate) async fn retry_workflow(
+    store: &PgStore,
+    tenant: &str,
+    id: Uuid,
+    mode: RetryMode,
+) -> Result<u64> {
+    let mut tx = store.begin().await?;
+    let out: Result<Vec<(Uuid, String)>> = async {
+        lock_workflow(&mut tx.conn(), tenant, id).await?;
+        let rows = sqlx::query(RETRY_WORKFLOW)
+            .bind(id)
+            .bind(tenant)
+            .bind(mode == RetryMode::FailedAndDownstream)
+            .fetch_all(&mut tx.conn())
+            .await
+            .map_err(|e| {
+                if rows::is_unique_violation(&e) {
+                    Error::Conflict(format!(
+                        "a job of workflow {id} has a unique key that another active job \
+                         holds; nothing was retried"
+                    ))
+                } else {
+                    rows::db_err(e)
+                }
+            })?;
+        let mut back = Vec::with_capacity(rows.len());
+        let mut waiting = Vec::new();
+        for row in &rows {
+            let job: Uuid = row.try_get("id").db()?;
+            let state: String = row.try_get("state").db()?;
+            if state == JobState::Waiting.as_str() {
+                waiting.push(job);
+            }
+            back.push((job, row.try_get("queue").db()?));
+        }
+        enter_waiting(&mut tx.conn(), tenant, &waiting).await?;
+        Ok(back)
+    }
+    .await;
+    let back = tx.finish(out).await?;
+    let mut queues: Vec<&str> = back.iter().map(|(_, queue)| queue.as_str()).collect();
+    queues.sort_unstable();
+    queues.dedup();
+    for queue in queues {
+        store.notify(tenant, queue, back.len());
+    }
+    Ok(back.len() as u64)
+}
+
+/// Locks workflow `id` of the tenant for a cancel or retry; `NotFound` if
+/// there is none.
+async fn lock_workflow(conn: &mut Conn<'_>, tenant: &str, id: Uuid) -> Result<()> {
+    sqlx::query(LOCK_WORKFLOW)
+        .bind(id)
+        .bind(tenant)
+        .fetch_optional(&mut *conn)
+        .await
+        .db()?
+        .ok_or_else(|| Error::NotFound(format!("workflow {id}")))?;
+    Ok(())
 }

@@ -12,7 +12,7 @@ const TENANT = 'tether.tenant'; // the id of the tenant an admin key is looking 
 // Clamped to 1 s .. 1 h: a link with refresh_ms=1 would make whoever opens
 // it refresh back to back, and timers past 2^31 ms fire at once.
 const REFRESH_MS = refreshInterval(new URLSearchParams(location.search).get('refresh_ms'));
-const STATES = ['queued', 'running', 'succeeded', 'failed', 'cancelled'];
+const STATES = ['waiting', 'queued', 'running', 'succeeded', 'failed', 'cancelled'];
 const PAGE_SIZES = ['10', '25', '50', '100'];
 const BULK_MAX = 500; // ids per POST /v1/jobs/cancel or /replay
 const $ = (selector) => document.querySelector(selector);
@@ -268,7 +268,7 @@ function go(view, params) {
 
 async function overview() {
   const { queues } = await api('GET', '/v1/queues');
-  const head = ['Queue', 'Status', ['Queued'], ['Ready'], ['Scheduled'], ['Running'], ['Succeeded'], ['Failed'],
+  const head = ['Queue', 'Status', ['Queued'], ['Ready'], ['Scheduled'], ['Waiting'], ['Running'], ['Succeeded'], ['Failed'],
     ['Cancelled'], ['Oldest ready'], ['Expired leases'], ''];
   const num = (name, value, content) => el('td', { class: 'num', 'data-count': name }, content ?? value);
   const rows = queues.map((q) => {
@@ -282,6 +282,10 @@ async function overview() {
       num('queued', q.counts.queued),
       num('ready', q.ready),
       num('scheduled', q.scheduled),
+      // Waiting for their dependencies: not claimable yet.
+      num('waiting', q.counts.waiting, q.counts.waiting
+        ? link(`#/jobs?${new URLSearchParams({ queue: q.name, state: 'waiting' })}`, q.counts.waiting, 'jobs waiting for their dependencies')
+        : '0'),
       // A queue with a limit shows how close it is: running / max_running.
       q.max_running == null
         ? num('running', q.counts.running)
@@ -569,7 +573,7 @@ async function queue(r) {
     : button('Pause', () => api('POST', `${path}/pause`).then(() => `Queue ${q.name} paused.`));
   // A queue that holds no job can be removed (a typo'd name, say).
   const c = q.counts;
-  const empty = c.queued + c.running + c.succeeded + c.failed + c.cancelled === 0;
+  const empty = c.waiting + c.queued + c.running + c.succeeded + c.failed + c.cancelled === 0;
   const remove = button('Remove queue', async () => {
     await api('DELETE', path);
     location.hash = '#/';
@@ -581,6 +585,7 @@ async function queue(r) {
   const stats = el('div', { class: 'stats', id: 'queue-counts' },
     stat('queued', q.counts.queued, link(jobsOf({ state: 'queued' }), q.counts.queued)),
     stat('ready', q.ready), stat('scheduled', q.scheduled),
+    stat('waiting', q.counts.waiting, link(jobsOf({ state: 'waiting' }), q.counts.waiting)),
     stat('running', q.counts.running, link(jobsOf({ state: 'running' }), q.counts.running)),
     stat('succeeded', q.counts.succeeded),
     stat('failed', q.counts.failed, link(`#/dlq?queue=${enc(q.name)}`, q.counts.failed)),
@@ -609,7 +614,8 @@ async function queue(r) {
   return { toolbar, content };
 }
 
-const LABELS = { id_prefix: 'id or prefix', created_after: 'created from', created_before: 'created before' };
+const LABELS = { id_prefix: 'id or prefix', created_after: 'created from', created_before: 'created before', depends_on: 'waits for' };
+const PLACEHOLDERS = { depends_on: 'a job id' };
 // Filters typed as a local date and time; sent to the API as UTC instants.
 const TIMES = ['created_after', 'created_before'];
 
@@ -622,7 +628,7 @@ function filterBar(view, params, fields, ...extra) {
         el('option', { value: '' }, 'any'), STATES.map((s) => el('option', { value: s, selected: s === value }, s)))
       : TIMES.includes(f)
         ? el('input', { name: f, value, type: 'datetime-local', step: 1 })
-        : el('input', { name: f, value, placeholder: `any ${LABELS[f] || f}`, spellcheck: 'false', autocomplete: 'off' });
+        : el('input', { name: f, value, placeholder: PLACEHOLDERS[f] || `any ${LABELS[f] || f}`, spellcheck: 'false', autocomplete: 'off' });
     form.append(el('label', {}, el('span', {}, LABELS[f] || f), input));
   }
   const limit = params.get('limit') || '50';
@@ -673,7 +679,7 @@ const errorCell = (j) => el('td', { class: 'error-text', title: j.last_error || 
 
 async function jobs(r) {
   lastList = location.hash;
-  const filters = ['queue', 'state', 'kind', 'tag', 'id_prefix', 'created_after', 'created_before'];
+  const filters = ['queue', 'state', 'kind', 'tag', 'id_prefix', 'created_after', 'created_before', 'depends_on'];
   // A whole id typed into the search opens that job.
   const wanted = (r.params.get('id_prefix') || '').trim();
   if (/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(wanted)) {
@@ -752,11 +758,60 @@ async function jobHistory(path) {
   return events;
 }
 
+/** Most jobs that wait for a job its page lists (one page of the list). */
+const DEPENDENTS_SHOWN = 100;
+
+/** What a job waits for, in the order it named them, with their states:
+ * `deps` is GET /v1/jobs/{id}/dependencies (one removed by retention is
+ * missing from it, and shown as such). */
+function dependenciesTable(j, deps) {
+  const byId = new Map(deps.map((d) => [d.id, d]));
+  const rows = j.depends_on.map((id) => {
+    const d = byId.get(id);
+    if (!d) {
+      return el('tr', { 'data-id': id, 'data-state': 'removed' },
+        el('td', { class: 'mono' }, link(`#/jobs/${enc(id)}`, id)), el('td', {}, '—'),
+        el('td', { class: 'muted' }, 'removed by retention'), el('td', {}, '—'), el('td', {}, ''));
+    }
+    return el('tr', { 'data-id': d.id, 'data-state': d.state },
+      el('td', { class: 'mono' }, link(`#/jobs/${enc(d.id)}`, d.id)), el('td', {}, d.kind),
+      el('td', {}, badge(d.state)), el('td', {}, when(d.finished_at, true)),
+      el('td', { class: 'error-text', title: d.last_error || '' }, truncate(d.last_error, 80)));
+  });
+  const done = deps.filter((d) => d.state === 'succeeded').length;
+  const rule = j.dependency_failure === 'run'
+    ? 'If one fails or is cancelled, this job still runs once they have all ended.'
+    : 'If one fails or is cancelled, this job is cancelled too.';
+  return [
+    el('p', { class: 'muted', id: 'dependency-rule' }, `${done} of ${plural(j.depends_on.length, 'dependency', 'dependencies')} succeeded. ${rule}`),
+    table(['Job', 'Kind', 'State', 'Finished', 'Last error'], rows, { id: 'dependencies' }),
+  ];
+}
+
+/** The jobs that wait for this one (first page of ?depends_on=). */
+function dependentsTable(j, page) {
+  const rows = page.jobs.map((d) => el('tr', { 'data-id': d.id, 'data-state': d.state },
+    el('td', { class: 'mono' }, link(`#/jobs/${enc(d.id)}`, d.id)), el('td', {}, d.queue), el('td', {}, d.kind),
+    el('td', {}, badge(d.state))));
+  return [
+    table(['Job', 'Queue', 'Kind', 'State'], rows, { id: 'dependents' }),
+    page.next_cursor
+      ? el('p', {}, link(`#/jobs?${new URLSearchParams({ depends_on: j.id })}`, 'All the jobs that wait for this one'))
+      : null,
+  ];
+}
+
 async function job(r) {
   const path = `/v1/jobs/${enc(r.id)}`;
   const [{ job: j }, events] = await Promise.all([api('GET', path), jobHistory(path)]);
+  // What it waits for (only a job that names some has any to read) and
+  // what waits for it.
+  const [deps, waiters] = await Promise.all([
+    j.depends_on.length ? api('GET', `${path}/dependencies`).then((d) => d.jobs) : [],
+    api('GET', `/v1/jobs?${new URLSearchParams({ depends_on: j.id, limit: String(DEPENDENTS_SHOWN) })}`),
+  ]);
   const actions = [];
-  if ((j.state === 'queued' || j.state === 'running') && !j.cancel_requested) {
+  if ((j.state === 'waiting' || j.state === 'queued' || j.state === 'running') && !j.cancel_requested) {
     actions.push(button('Cancel', () => api('POST', `${path}/cancel`).then(() => 'Cancel sent.'), 'Cancel this job?'));
   }
   if (j.state === 'failed' || j.state === 'cancelled') {
@@ -788,6 +843,12 @@ async function job(r) {
     section(`payload:${j.id}`, 'Payload', json(j.payload)),
     section(`result:${j.id}`, 'Result', json(j.result)),
     section(`progress:${j.id}`, 'Progress', json(j.progress)),
+    j.depends_on.length
+      ? section(`dependencies:${j.id}`, `Waits for (${j.depends_on.length})`, dependenciesTable(j, deps))
+      : null,
+    waiters.jobs.length
+      ? section(`dependents:${j.id}`, `Waited for by (${waiters.jobs.length}${waiters.next_cursor ? '+' : ''})`, dependentsTable(j, waiters))
+      : null,
     section(`history:${j.id}`, `History (${events.length})`, history));
   const toolbar = [el('p', {}, link(lastList, '← back to the list')), el('h1', {}, `Job ${j.kind}`, el('small', { class: 'mono' }, ` ${j.id}`))];
   return { toolbar, content };

@@ -142,7 +142,7 @@ pub const FAMILIES: &[Family] = &[
         "Reports (complete, fail, snooze) the worker runtime could not deliver."),
     // The database, at scrape time (render_gauges).
     database("tether_queue_jobs", &["tenant", "queue", "state"],
-        "Jobs per queue and state, read from the database."),
+        "Jobs per queue and state (waiting, queued, running, succeeded, failed, cancelled), read from the database."),
     database("tether_queue_ready_jobs", &["tenant", "queue"],
         "Queued jobs whose run_at has come."),
     database("tether_queue_scheduled_jobs", &["tenant", "queue"],
@@ -352,12 +352,14 @@ type Samples = Vec<(Option<&'static str>, f64)>;
 /// stats.
 type Gauge = (&'static str, fn(&QueueStats) -> Samples);
 
-/// Keeps at most `max` queues, those with the most unfinished and failed
-/// jobs (ties: by tenant and name), in tenant-and-name order; answers how
-/// many were left out.
+/// Keeps at most `max` queues, those with the most unfinished (waiting,
+/// queued, running) and failed jobs (ties: by tenant and name), in
+/// tenant-and-name order; answers how many were left out.
 fn keep_busiest(queues: &mut Vec<(String, QueueStats)>, max: usize) -> usize {
-    let weight =
-        |q: &QueueStats| q.counts.queued + q.counts.running + q.counts.failed + q.expired_leases;
+    let weight = |q: &QueueStats| {
+        let c = &q.counts;
+        c.waiting + c.queued + c.running + c.failed + q.expired_leases
+    };
     let by_name = |a: &(String, QueueStats), b: &(String, QueueStats)| {
         a.0.cmp(&b.0).then_with(|| a.1.name.cmp(&b.1.name))
     };
@@ -376,6 +378,7 @@ fn render_gauges(queues: &[(String, QueueStats)], omitted: usize) -> String {
         ("tether_queue_jobs", |q| {
             let c = &q.counts;
             vec![
+                (Some("waiting"), c.waiting as f64),
                 (Some("queued"), c.queued as f64),
                 (Some("running"), c.running as f64),
                 (Some("succeeded"), c.succeeded as f64),

@@ -21,6 +21,7 @@ use tether_server::{AppState, Kind, Metrics, ServerConfig, FAMILIES};
 tether_conformance::both_backends!(
     histograms_count_every_claim_and_report,
     the_scrape_is_well_formed_prometheus_text,
+    queue_gauges_count_waiting_jobs,
 );
 
 /// The process's recorder, installed once (it is global); shared by the
@@ -458,4 +459,76 @@ async fn the_scrape_is_well_formed_prometheus_text(db: &TestDb) {
             assert_eq!(les, want, "{}{labels:?}", family.name);
         }
     }
+}
+
+/// `tether_queue_jobs{state="waiting"}`: the jobs that wait for their
+/// dependencies, per queue, beside the other states; a job released by its
+/// dependency's success moves to `queued`.
+async fn queue_gauges_count_waiting_jobs(db: &TestDb) {
+    let _serial = SERIAL.lock().await;
+    let c = setup(db).await;
+    let parent = c.enqueue("flow", "parent").await;
+    let child = json!({"queue": "flow", "kind": "child", "depends_on": [parent]});
+    let child = c.post("/v1/jobs", child).await;
+    assert_eq!(child.expect(201)["job"]["state"], "waiting");
+    queue_jobs_reach(
+        &c,
+        "flow",
+        &[("waiting", 1.0), ("queued", 1.0), ("succeeded", 0.0)],
+    )
+    .await;
+    // One series per state, in lifecycle order.
+    let s = scrape(&c).await;
+    let states: Vec<&str> = (s.samples.iter())
+        .filter(|x| x.name == "tether_queue_jobs" && x.labels["queue"] == "flow")
+        .map(|x| x.labels["state"].as_str())
+        .collect();
+    assert_eq!(
+        states,
+        [
+            "waiting",
+            "queued",
+            "running",
+            "succeeded",
+            "failed",
+            "cancelled"
+        ]
+    );
+    // The parent succeeds: the child is released, nothing waits any more.
+    let (id, token) = c.claim_one("flow").await;
+    assert_eq!(id, parent);
+    c.post(
+        &format!("/v1/jobs/{id}/complete"),
+        json!({"lease_token": token}),
+    )
+    .await
+    .expect(200);
+    queue_jobs_reach(
+        &c,
+        "flow",
+        &[("waiting", 0.0), ("queued", 1.0), ("succeeded", 1.0)],
+    )
+    .await;
+}
+
+/// Scrapes until `tether_queue_jobs` of `queue` (tenant `default`) reads
+/// `want` per state (the gauges are cached for `GAUGE_CACHE`).
+async fn queue_jobs_reach(c: &Ctx, queue: &str, want: &[(&str, f64)]) {
+    tether_conformance::eventually(
+        &format!("tether_queue_jobs of {queue} to read {want:?}"),
+        std::time::Duration::from_secs(10),
+        || async {
+            let s = scrape(c).await;
+            want.iter()
+                .all(|(state, n)| {
+                    let labels = [("tenant", "default"), ("queue", queue), ("state", state)];
+                    let labels = (labels.iter())
+                        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                        .collect();
+                    s.value("tether_queue_jobs", &labels) == Some(*n)
+                })
+                .then_some(())
+        },
+    )
+    .await
 }

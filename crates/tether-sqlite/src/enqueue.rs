@@ -28,6 +28,7 @@ pub(crate) async fn enqueue(
         return Ok(Vec::new());
     }
     let mut tx = store.begin().await?;
+    crate::workflows::check_appends(&mut tx, tenant, jobs).await?;
     let out = enqueue_on(&mut tx, tenant, jobs, Some(max_queues)).await?;
     tx.commit().await.db()?;
     store.notify_created(tenant, &out);
@@ -228,7 +229,8 @@ fn bind_entry<'q>(
         .bind(job.unique_key.as_deref())
         .bind(tags)
         .bind(job.expires_at.map(|at| at.timestamp_millis()))
-        .bind(job.concurrency_key.as_deref()))
+        .bind(job.concurrency_key.as_deref())
+        .bind(job.workflow_id.map(|id| id.to_string())))
 }
 
 /// `LimitReached` if tenant has more than `max` queue rows (counted on the

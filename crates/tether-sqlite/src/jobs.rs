@@ -55,6 +55,11 @@ pub(crate) async fn list(store: &SqliteStore, tenant: &str, filter: &JobFilter) 
         sql.push_str(" AND EXISTS (SELECT 1 FROM json_each(tags) WHERE value = ?)");
         binds.push(tag.clone());
     }
+    if let Some(workflow) = filter.workflow_id {
+        // Through the partial index of a workflow's jobs.
+        sql.push_str(" AND workflow_id = ?");
+        binds.push(workflow.to_string());
+    }
     if let Some(dependency) = filter.depends_on {
         // Its direct dependents, through the primary key of the edges.
         sql.push_str(

@@ -83,6 +83,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "dependencies",
         sql: include_str!("../migrations/0011_dependencies.sql"),
     },
+    Migration {
+        version: 12,
+        name: "workflows",
+        sql: include_str!("../migrations/0012_workflows.sql"),
+    },
 ];
 
 /// The newest schema version this build knows.

@@ -173,6 +173,11 @@ pub(crate) fn job(row: &SqliteRow) -> Result<Job> {
             .db()?
             .parse()
             .map_err(corrupt)?,
+        workflow_id: row
+            .try_get::<Option<&str>, _>("workflow_id")
+            .db()?
+            .map(uuid)
+            .transpose()?,
     })
 }
 

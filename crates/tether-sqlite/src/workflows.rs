@@ -16,21 +16,41 @@
 //! waits for runs no statement more. (sqlx's update hook could tell the
 //! same without the column, but it is called for every row every write
 //! changes, and is lost whenever the pool reopens the connection.)
+//!
+//! Workflows: a new workflow's batch, appends to an unfinished one, its
+//! graph, listing, cancel and retry. A workflow's state is derived from its
+//! jobs when read (migration 12 says why).
 
 use std::collections::{BTreeMap, HashSet};
 
+use chrono::{DateTime, Utc};
 use sqlx::sqlite::SqliteRow;
-use sqlx::{Row, SqliteConnection};
-use tether_core::{Dependency, DependencyJob, Enqueued, Error, NewJobRef, Result};
+use sqlx::{Connection, Row, SqliteConnection};
+use tether_core::{
+    Dependency, DependencyJob, Enqueued, Error, JobState, NewJobRef, NewWorkflow, Result,
+    RetryMode, StateCounts, Workflow, WorkflowCancelled, WorkflowEnqueued, WorkflowFilter,
+    WorkflowGraph, WorkflowJob, WorkflowPage, MAX_WORKFLOW_JOBS,
+};
 use uuid::Uuid;
 
+use crate::enqueue::enqueue_on;
 use crate::rows::{self, id_array, Db};
 use crate::sql::enqueue::SELECT_JOBS;
+use crate::sql::jobs::REPLAYED_EVENTS;
 use crate::sql::workflows::{
-    DEPENDENCIES, ENTER_WAITING, FIND_JOBS, INSERT_EDGES, MARK_DEPENDED, SETTLE_COUNTS,
-    SETTLE_DONE, SETTLE_EDGES, SETTLE_FATAL, SETTLE_STATES, TAKE_RELEASES,
+    list_workflows_sql, CANCEL_WORKFLOW, CANCEL_WORKFLOW_EDGES, CANCEL_WORKFLOW_EVENTS,
+    CHECK_APPENDS, DEPENDENCIES, ENTER_WAITING, FIND_JOBS, INSERT_EDGES, INSERT_WORKFLOW,
+    MARK_DEPENDED, QUEUED_BY_QUEUE, RETRY_WORKFLOW, SETTLE_COUNTS, SETTLE_DONE, SETTLE_EDGES,
+    SETTLE_FATAL, SETTLE_STATES, TAKE_RELEASES, WORKFLOW, WORKFLOW_BY_KEY, WORKFLOW_GRAPH,
+    WORKFLOW_JOBS,
 };
 use crate::SqliteStore;
+
+/// Page size of a workflow listing that does not set one.
+const DEFAULT_PAGE: u32 = 50;
+/// How many workflows a listing with a state filter looks at per page,
+/// as a multiple of the page size (the state is derived, not indexed).
+const STATE_SCAN: u32 = 10;
 
 /// Jobs released in a transaction, by tenant and queue: the hints to send
 /// after its commit ([`SqliteStore::notify_released`]).
@@ -240,4 +260,376 @@ pub(crate) async fn dependencies(
         crate::jobs::fetch_job(&mut conn, tenant, id).await?;
     }
     Ok(found)
+}
+
+/// Checks, on `conn` inside the enqueue's write transaction, that the
+/// workflows the jobs join exist in the tenant, are unfinished and have
+/// room (the write lock holds them so until the commit). Errors name the
+/// first job that joins the workflow at fault.
+pub(crate) async fn check_appends(
+    conn: &mut SqliteConnection,
+    tenant: &str,
+    jobs: &[NewJobRef<'_>],
+) -> Result<()> {
+    let mut ids: Vec<Uuid> = jobs.iter().filter_map(|r| r.job.workflow_id).collect();
+    if ids.is_empty() {
+        return Ok(());
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    let texts: Vec<String> = ids.iter().map(Uuid::to_string).collect();
+    let rows = sqlx::query(CHECK_APPENDS)
+        .bind(tenant)
+        .bind(id_array(texts.iter().map(String::as_str)))
+        .fetch_all(&mut *conn)
+        .await
+        .db()?;
+    let field = |id: Uuid| {
+        let i = jobs
+            .iter()
+            .position(|r| r.job.workflow_id == Some(id))
+            .unwrap_or(0);
+        match jobs.len() {
+            1 => "workflow_id".to_owned(),
+            _ => format!("jobs[{i}].workflow_id"),
+        }
+    };
+    for (id, text) in ids.iter().zip(&texts) {
+        let Some(row) = rows
+            .iter()
+            .find(|row| row.try_get::<&str, _>("id").ok() == Some(text.as_str()))
+        else {
+            return Err(Error::invalid(field(*id), format!("no workflow {id}")));
+        };
+        if !row.try_get::<bool, _>("open").db()? {
+            return Err(Error::Conflict(format!(
+                "workflow {id} has finished: jobs can join a workflow only while it runs"
+            )));
+        }
+        let held: i64 = row.try_get("jobs").db()?;
+        let adding = jobs
+            .iter()
+            .filter(|r| r.job.workflow_id == Some(*id))
+            .count();
+        if held as usize + adding > MAX_WORKFLOW_JOBS {
+            return Err(Error::invalid(
+                field(*id),
+                format!("workflow {id} holds {held} jobs; at most {MAX_WORKFLOW_JOBS} in all"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// See `Store::enqueue_workflow`.
+pub(crate) async fn enqueue_workflow(
+    store: &SqliteStore,
+    tenant: &str,
+    id: Uuid,
+    workflow: &NewWorkflow,
+    jobs: &[NewJobRef<'_>],
+    max_queues: u32,
+) -> Result<WorkflowEnqueued> {
+    let mut tx = store.begin().await?;
+    let inserted: Option<String> = sqlx::query_scalar(INSERT_WORKFLOW)
+        .bind(id.to_string())
+        .bind(tenant)
+        .bind(&workflow.name)
+        .bind(workflow.idempotency_key.as_deref())
+        .fetch_optional(&mut *tx)
+        .await
+        .db()?;
+    if inserted.is_none() {
+        // The key is taken: answer that workflow, write nothing.
+        let existing: String = sqlx::query_scalar(WORKFLOW_BY_KEY)
+            .bind(tenant)
+            .bind(workflow.idempotency_key.as_deref())
+            .fetch_one(&mut *tx)
+            .await
+            .db()?;
+        let found = sqlx::query(WORKFLOW_JOBS)
+            .bind(&existing)
+            .bind(tenant)
+            .bind(MAX_WORKFLOW_JOBS as i64)
+            .fetch_all(&mut *tx)
+            .await
+            .db()?;
+        let found = found.iter().map(rows::job).collect::<Result<Vec<_>>>()?;
+        let graph = read_graph(&mut tx, tenant, rows::uuid(&existing)?).await?;
+        SqliteStore::finish_unchanged(tx).await?;
+        return Ok(WorkflowEnqueued {
+            workflow: graph.workflow,
+            jobs: found
+                .into_iter()
+                .map(|job| Enqueued {
+                    job,
+                    created: false,
+                })
+                .collect(),
+            created: false,
+        });
+    }
+    let answers = enqueue_on(&mut tx, tenant, jobs, Some(max_queues)).await?;
+    let graph = read_graph(&mut tx, tenant, id).await?;
+    tx.commit().await.db()?;
+    store.notify_created(tenant, &answers);
+    Ok(WorkflowEnqueued {
+        workflow: graph.workflow,
+        jobs: answers,
+        created: true,
+    })
+}
+
+/// See `Store::get_workflow`: one read transaction, so the workflow and
+/// its graph come from one snapshot.
+pub(crate) async fn get_workflow(
+    store: &SqliteStore,
+    tenant: &str,
+    id: Uuid,
+) -> Result<WorkflowGraph> {
+    let mut conn = store.reader.acquire().await.db()?;
+    let mut tx = conn.begin().await.db()?;
+    let graph = read_graph(&mut tx, tenant, id).await?;
+    tx.rollback().await.db()?;
+    Ok(graph)
+}
+
+/// The workflow and its graph, read on `conn`.
+async fn read_graph(conn: &mut SqliteConnection, tenant: &str, id: Uuid) -> Result<WorkflowGraph> {
+    let key = id.to_string();
+    let row = sqlx::query(WORKFLOW)
+        .bind(&key)
+        .bind(tenant)
+        .fetch_optional(&mut *conn)
+        .await
+        .db()?
+        .ok_or_else(|| Error::NotFound(format!("workflow {id}")))?;
+    let jobs = sqlx::query(WORKFLOW_GRAPH)
+        .bind(&key)
+        .bind(tenant)
+        .bind(MAX_WORKFLOW_JOBS as i64)
+        .fetch_all(&mut *conn)
+        .await
+        .db()?;
+    let mut counts = StateCounts::default();
+    let mut last: Option<DateTime<Utc>> = None;
+    let mut graph = Vec::with_capacity(jobs.len());
+    for job in &jobs {
+        let state: &str = job.try_get("state").db()?;
+        let state = state.parse::<JobState>().map_err(rows::corrupt)?;
+        counts.add(state, 1);
+        last = last.max(rows::opt_ts(job.try_get("finished_at").db()?)?);
+        graph.push(WorkflowJob {
+            id: rows::uuid(job.try_get("id").db()?)?,
+            kind: job.try_get("kind").db()?,
+            state,
+            depends_on: rows::id_list(job.try_get("depends_on").db()?)?,
+        });
+    }
+    Ok(WorkflowGraph {
+        workflow: workflow_of(&row, counts, last)?,
+        jobs: graph,
+    })
+}
+
+/// A workflow from its row (`id`, `name`, `idempotency_key`,
+/// `created_at`), its jobs' counts and their latest end.
+fn workflow_of(
+    row: &SqliteRow,
+    counts: StateCounts,
+    last_finished_at: Option<DateTime<Utc>>,
+) -> Result<Workflow> {
+    Ok(Workflow::judged(
+        rows::uuid(row.try_get("id").db()?)?,
+        row.try_get("name").db()?,
+        row.try_get("idempotency_key").db()?,
+        rows::ts(row.try_get("created_at").db()?)?,
+        counts,
+        last_finished_at,
+    ))
+}
+
+/// See `Store::list_workflows`: newest first; with a state filter, a page
+/// looks at up to [`STATE_SCAN`] times its size and may come back short
+/// with a cursor to go on from.
+pub(crate) async fn list_workflows(
+    store: &SqliteStore,
+    tenant: &str,
+    filter: &WorkflowFilter,
+) -> Result<WorkflowPage> {
+    let limit = filter.limit.unwrap_or(DEFAULT_PAGE);
+    let scan = match filter.state {
+        Some(_) => limit * STATE_SCAN,
+        None => limit,
+    };
+    let sql = list_workflows_sql(filter.name.is_some(), filter.cursor.is_some());
+    let mut conn = store.reader.acquire().await.db()?;
+    let rows = sqlx::query(sql)
+        .bind(tenant)
+        .bind(filter.name.as_deref())
+        .bind(filter.cursor.map(|id| id.to_string()))
+        .bind(i64::from(scan))
+        .fetch_all(&mut *conn)
+        .await
+        .db()?;
+    let mut workflows = Vec::new();
+    let mut next_cursor = None;
+    for (i, row) in rows.iter().enumerate() {
+        let mut counts = StateCounts::default();
+        for state in JobState::ALL {
+            let n: i64 = row.try_get(state.as_str()).db()?;
+            counts.add(state, n);
+        }
+        let last = rows::opt_ts(row.try_get("last_finished_at").db()?)?;
+        let workflow = workflow_of(row, counts, last)?;
+        let id = workflow.id;
+        if filter.state.is_none_or(|want| want == workflow.state) {
+            workflows.push(workflow);
+        }
+        if workflows.len() == limit as usize {
+            // A full page: more may follow this one.
+            next_cursor = Some(id);
+            break;
+        }
+        if i + 1 == scan as usize {
+            next_cursor = Some(id);
+        }
+    }
+    Ok(WorkflowPage {
+        workflows,
+        next_cursor,
+    })
+}
+
+/// See `Store::cancel_workflow`: what waits for the jobs cancelled outside
+/// the workflow is moved by the trigger (see `CANCEL_WORKFLOW_EDGES`), and
+/// hinted after the commit when released.
+pub(crate) async fn cancel_workflow(
+    store: &SqliteStore,
+    tenant: &str,
+    id: Uuid,
+) -> Result<WorkflowCancelled> {
+    let mut tx = store.begin().await?;
+    find_workflow(&mut tx, tenant, id).await?;
+    let key = id.to_string();
+    sqlx::query(CANCEL_WORKFLOW_EDGES)
+        .bind(&key)
+        .bind(tenant)
+        .execute(&mut *tx)
+        .await
+        .db()?;
+    let moved = sqlx::query(CANCEL_WORKFLOW)
+        .bind(&key)
+        .bind(tenant)
+        .fetch_all(&mut *tx)
+        .await
+        .db()?;
+    if moved.is_empty() {
+        SqliteStore::finish_unchanged(tx).await?;
+        return Ok(WorkflowCancelled::default());
+    }
+    let mut done = WorkflowCancelled::default();
+    let mut ids = Vec::with_capacity(moved.len());
+    let mut depended = false;
+    for row in &moved {
+        if row.try_get::<&str, _>("state").db()? == JobState::Cancelled.as_str() {
+            done.cancelled += 1;
+            depended |= rows::has_dependents(row)?;
+        } else {
+            done.cancel_requested += 1;
+        }
+        ids.push(row.try_get::<String, _>("id").db()?);
+    }
+    sqlx::query(CANCEL_WORKFLOW_EVENTS)
+        .bind(id_array(ids.iter().map(String::as_str)))
+        .execute(&mut *tx)
+        .await
+        .db()?;
+    let mut released = Released::new();
+    if depended {
+        take_released(&mut tx, &mut released).await?;
+    }
+    tx.commit().await.db()?;
+    store.notify_released(&released);
+    Ok(done)
+}
+
+/// See `Store::retry_workflow`.
+pub(crate) async fn retry_workflow(
+    store: &SqliteStore,
+    tenant: &str,
+    id: Uuid,
+    mode: RetryMode,
+) -> Result<u64> {
+    let mut tx = store.begin().await?;
+    find_workflow(&mut tx, tenant, id).await?;
+    let replayed = sqlx::query(RETRY_WORKFLOW)
+        .bind(id.to_string())
+        .bind(tenant)
+        .bind(mode == RetryMode::FailedAndDownstream)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(|e| {
+            if rows::is_unique_violation(&e) {
+                Error::Conflict(format!(
+                    "a job of workflow {id} has a unique key that another active job holds; \
+                     nothing was retried"
+                ))
+            } else {
+                rows::db_err(e)
+            }
+        })?;
+    if replayed.is_empty() {
+        SqliteStore::finish_unchanged(tx).await?;
+        return Ok(0);
+    }
+    let mut ids = Vec::with_capacity(replayed.len());
+    let mut waiting = Vec::new();
+    for row in &replayed {
+        let job: String = row.try_get("id").db()?;
+        if row.try_get::<&str, _>("state").db()? == JobState::Waiting.as_str() {
+            waiting.push(job.clone());
+        }
+        ids.push(job);
+    }
+    let ids = id_array(ids.iter().map(String::as_str));
+    // Settled after the `replayed` events, so that a job cancelled at once
+    // for a failed dependency has its `cancelled` event after them.
+    sqlx::query(REPLAYED_EVENTS)
+        .bind(&ids)
+        .execute(&mut *tx)
+        .await
+        .db()?;
+    if !waiting.is_empty() {
+        settle(&mut tx, &waiting).await?;
+        // What settling moved in turn is among these jobs (see `attach`):
+        // counted below.
+        take_released(&mut tx, &mut Released::new()).await?;
+    }
+    let ready = sqlx::query(QUEUED_BY_QUEUE)
+        .bind(&ids)
+        .fetch_all(&mut *tx)
+        .await
+        .db()?;
+    tx.commit().await.db()?;
+    for row in &ready {
+        let queue: &str = row.try_get("queue").db()?;
+        let n: i64 = row.try_get("n").db()?;
+        store.notify(tenant, queue, n as usize);
+    }
+    Ok(replayed.len() as u64)
+}
+
+/// Workflow `id` of the tenant, before a cancel or retry (under the write
+/// lock, which PostgreSQL's `LOCK_WORKFLOW` stands for); `NotFound` if
+/// there is none.
+async fn find_workflow(conn: &mut SqliteConnection, tenant: &str, id: Uuid) -> Result<()> {
+    sqlx::query(WORKFLOW)
+        .bind(id.to_string())
+        .bind(tenant)
+        .fetch_optional(&mut *conn)
+        .await
+        .db()?
+        .ok_or_else(|| Error::NotFound(format!("workflow {id}")))?;
+    Ok(())
 }

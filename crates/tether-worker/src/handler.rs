@@ -7,12 +7,14 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
-use tether_core::{Job, JobArgs};
+use tether_core::{DependencyJob, Job, JobArgs, JobState};
 use uuid::Uuid;
 
-use crate::runtime::InFlight;
+use crate::runtime::{retrying, InFlight};
+use crate::source::Source;
 
 /// What a handler answers: `Ok` with an optional result (stored on the job)
 /// or a [`JobError`] saying what should happen to the job instead.
@@ -105,10 +107,13 @@ impl<E: std::error::Error> From<E> for JobError {
 }
 
 /// What a handler gets besides its arguments: the claimed job, cooperative
-/// cancellation and a way to report progress. Cheap to clone.
+/// cancellation, a way to report progress and its dependencies' results.
+/// Cheap to clone.
 #[derive(Clone)]
 pub struct JobContext {
     pub(crate) inflight: Arc<InFlight>,
+    /// Where the job came from: what [`JobContext::dependencies`] reads.
+    pub(crate) source: Arc<dyn Source>,
 }
 
 impl fmt::Debug for JobContext {
@@ -159,6 +164,65 @@ impl JobContext {
             .progress
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = Some(progress);
+    }
+
+    /// The jobs this one waited for ([`Job::depends_on`]), in the order it
+    /// named them, with their states and results: how a handler uses its
+    /// parents' results. Read from where the worker takes its jobs (the
+    /// engine, or the server's `GET /v1/jobs/{id}/dependencies` for a
+    /// remote worker) at each call, retried a few times while that source
+    /// is unavailable; `[]` without a read for a job without dependencies.
+    /// A dependency removed by retention is left out.
+    ///
+    /// A job waiting with the `cancel` rule (the default) runs only once
+    /// every dependency succeeded; with `run`, a dependency may have ended
+    /// `failed` or `cancelled` (its `last_error` says why).
+    pub async fn dependencies(&self) -> tether_core::Result<Vec<DependencyJob>> {
+        let job = &self.inflight.job;
+        if job.depends_on.is_empty() {
+            return Ok(Vec::new());
+        }
+        retrying("reading the job's dependencies", || {
+            self.source.dependencies(&job.tenant, job.id)
+        })
+        .await
+    }
+
+    /// The result of dependency `id`, decoded into `T`; `None` when it has
+    /// none (it did not succeed, returned nothing, or was removed by
+    /// retention). Reads every dependency (see [`Self::dependencies`]); to
+    /// use several, read them once with that method instead.
+    ///
+    /// A job that does not depend on `id`, or a result that does not decode
+    /// into `T`, is a [`JobError::Fatal`] (no retry can change it); a read
+    /// that fails is a [`JobError::Retry`].
+    pub async fn dependency_result<T: DeserializeOwned>(
+        &self,
+        id: Uuid,
+    ) -> Result<Option<T>, JobError> {
+        let job = &self.inflight.job;
+        if !job.depends_on.contains(&id) {
+            return Err(JobError::Fatal(format!(
+                "job {} does not depend on job {id}",
+                job.id
+            )));
+        }
+        let found = self.dependencies().await?.into_iter().find(|d| d.id == id);
+        let Some(DependencyJob {
+            result: Some(result),
+            state: JobState::Succeeded,
+            kind,
+            ..
+        }) = found
+        else {
+            return Ok(None);
+        };
+        T::deserialize(result).map(Some).map_err(|e| {
+            JobError::Fatal(format!(
+                "result of dependency {id} (kind {kind:?}) does not decode into {}: {e}",
+                std::any::type_name::<T>()
+            ))
+        })
     }
 }
 

@@ -51,6 +51,11 @@
 //!   history shows it; [`JobError::Cancelled`] → cancelled. A panic is
 //!   a retryable failure naming the panic; a job's `timeout_ms` drops the
 //!   handler and fails the attempt.
+//! - A job that waited for others ([`tether_core::NewJob::after`]) reads
+//!   them, with their states and results, through
+//!   [`JobContext::dependencies`] (or one typed result with
+//!   [`JobContext::dependency_result`]), from the same source it was
+//!   claimed from: the engine, or the server for a remote worker.
 //!
 //! # Observability
 //! Each attempt runs in a `tracing` span `job` with `job_id`, `tenant`,

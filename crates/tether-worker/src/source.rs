@@ -4,8 +4,9 @@ use async_trait::async_trait;
 use std::time::Duration;
 
 use tether_core::{
-    CarriedReports, ClaimRequest, ClaimedJob, Completion, Engine, Failure, FireReport, Heartbeat,
-    HeartbeatAck, JobState, Lease, LeaseToken, ReapReport, ReportedAndClaimed, Result, Wakeup,
+    CarriedReports, ClaimRequest, ClaimedJob, Completion, DependencyJob, Engine, Error, Failure,
+    FireReport, Heartbeat, HeartbeatAck, JobState, Lease, LeaseToken, ReapReport,
+    ReportedAndClaimed, Result, Wakeup,
 };
 use uuid::Uuid;
 
@@ -88,6 +89,20 @@ pub trait Source: Send + Sync + 'static {
         token: LeaseToken,
         delay_ms: i64,
     ) -> Result<JobState>;
+
+    /// The jobs job `id` waits (or waited) for, in the order it names them,
+    /// with their states and results: what
+    /// [`JobContext::dependencies`](crate::JobContext::dependencies) reads.
+    /// The default answers `invalid_argument` (a source of its own that
+    /// wraps another should forward it); the engine's and the HTTP client's
+    /// sources read them.
+    async fn dependencies(&self, tenant: &str, id: Uuid) -> Result<Vec<DependencyJob>> {
+        let _ = (tenant, id);
+        Err(Error::invalid(
+            "dependencies",
+            "this worker's source does not read dependencies",
+        ))
+    }
 
     /// Hints that `queue` may have ready jobs. The runtime subscribes before
     /// its first claim and treats hints as hints: it polls as well.
@@ -182,6 +197,10 @@ impl Source for Engine {
         Ok(Engine::snooze(self, tenant, id, token, delay_ms)
             .await?
             .state)
+    }
+
+    async fn dependencies(&self, tenant: &str, id: Uuid) -> Result<Vec<DependencyJob>> {
+        Engine::dependencies(self, tenant, id).await
     }
 
     fn subscribe(&self, tenant: &str, queue: &str) -> Wakeup {

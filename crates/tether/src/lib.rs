@@ -78,10 +78,10 @@ pub use database::{redact, Database};
 pub use tether_core::migrations;
 use tether_core::migrations::SchemaStatus;
 pub use tether_core::{
-    lifecycle, validate, Backoff, ClaimRequest, ClaimedJob, Completion, Engine, Enqueued, Error,
-    EventKind, Failure, Heartbeat, HeartbeatAck, Job, JobArgs, JobEvent, JobFilter, JobPage,
-    JobState, LeaseToken, Limits, NewJob, QueueConfig, QueueConfigPatch, QueueStats, ReplayFilter,
-    Result, RunAt, StateCounts, Store,
+    lifecycle, validate, Backoff, ClaimRequest, ClaimedJob, Completion, DependencyFailure,
+    DependencyJob, Engine, Enqueued, Error, EventKind, Failure, Heartbeat, HeartbeatAck, Job,
+    JobArgs, JobEvent, JobFilter, JobPage, JobState, LeaseToken, Limits, NewJob, QueueConfig,
+    QueueConfigPatch, QueueStats, ReplayFilter, Result, RunAt, StateCounts, Store,
 };
 #[cfg(feature = "postgres")]
 use tether_postgres::PgStore;

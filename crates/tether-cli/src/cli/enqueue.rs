@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use tether_client::{Backoff, NewJob, RunAt};
+use tether_client::{Backoff, DependencyFailure, JobState, NewJob, RunAt};
 
 use super::format;
 use super::{out, CliError, Conn, Ctx};
@@ -61,6 +61,19 @@ pub struct EnqueueArgs {
     /// Largest delay between retries [default: the queue's].
     #[arg(long, value_parser = super::millis, value_name = "DURATION")]
     backoff_cap: Option<i64>,
+    /// Wait for this job (an id, or its first hex digits) to succeed first;
+    /// repeat for more. The job is created `waiting` until they all did.
+    #[arg(long = "after", value_name = "ID")]
+    after: Vec<String>,
+    /// What the job does when a job it waits for fails or is cancelled:
+    /// `cancel` it too, or `run` once they all ended [default: cancel].
+    #[arg(long, value_parser = dependency_failure, value_name = "cancel|run", requires = "after")]
+    dependency_failure: Option<DependencyFailure>,
+}
+
+fn dependency_failure(text: &str) -> Result<DependencyFailure, String> {
+    text.parse()
+        .map_err(|_| format!("unknown rule {text:?} (use cancel or run)"))
 }
 
 pub(crate) async fn run(args: EnqueueArgs) -> Result<(), CliError> {
@@ -100,13 +113,24 @@ pub(crate) async fn run(args: EnqueueArgs) -> Result<(), CliError> {
     if let Some(b) = backoff(&ctx, &args.queue, args.backoff_base, args.backoff_cap).await? {
         job = job.backoff(b);
     }
+    for after in &args.after {
+        job = job.after(super::jobs::resolve_id(&ctx, after).await?);
+    }
+    if let Some(rule) = args.dependency_failure {
+        job = job.dependency_failure(rule);
+    }
     let answer = ctx.call(ctx.client.enqueue(job)).await?;
     if ctx.json {
         return ctx.print_json(&answer);
     }
     let job = &answer.job;
     let now = Utc::now();
-    let when = if job.run_at > now {
+    let when = if job.state == JobState::Waiting {
+        format!(
+            "waiting for {}",
+            format::plural(job.depends_on.len() as u64, "job")
+        )
+    } else if job.run_at > now {
         format!(
             "runs {} ({})",
             format::time(job.run_at),

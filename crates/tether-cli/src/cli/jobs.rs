@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use clap::Subcommand;
-use tether_client::{Job, JobEvent, JobPage, JobQuery, JobState};
+use tether_client::{DependencyJob, Job, JobEvent, JobPage, JobQuery, JobState};
 use uuid::Uuid;
 
 use super::format::{self, Table};
@@ -21,7 +21,8 @@ pub struct JobsArgs {
 enum JobsCommand {
     /// List jobs, newest first.
     Ls(ListArgs),
-    /// One job: its fields, payload, result, progress and history.
+    /// One job: its fields, payload, result, progress, what it waits for,
+    /// what waits for it, and its history.
     Show {
         /// The job's id, or its first hex digits (at least 4) if they name one job.
         id: String,
@@ -31,7 +32,7 @@ enum JobsCommand {
         /// The job's id, or its first hex digits (at least 4) if they name one job.
         id: String,
     },
-    /// Cancel a job: a queued one at once, a running one is asked to stop.
+    /// Cancel a job: a waiting or queued one at once, a running one is asked to stop.
     /// Without an id: every job the selection names (--queue, with
     /// --state, --kind, --tag), in batches, asking first when it is more than one.
     Cancel {
@@ -60,7 +61,7 @@ struct Selection {
     /// Every job of this queue...
     #[arg(long, conflicts_with = "id")]
     queue: Option<String>,
-    /// ...in this state (cancel: queued or running; replay: succeeded,
+    /// ...in this state (cancel: waiting, queued or running; replay: succeeded,
     /// failed or cancelled) [default: cancel queued, replay failed].
     #[arg(long, value_parser = super::job_state, requires = "queue")]
     state: Option<JobState>,
@@ -81,7 +82,7 @@ struct ListArgs {
     /// Only this queue.
     #[arg(long)]
     queue: Option<String>,
-    /// Only this state: queued, running, succeeded, failed or cancelled.
+    /// Only this state: waiting, queued, running, succeeded, failed or cancelled.
     #[arg(long, value_parser = super::job_state)]
     state: Option<JobState>,
     /// Only this kind.
@@ -100,6 +101,10 @@ struct ListArgs {
     /// Only jobs created before this (an RFC 3339 time, or a duration ago).
     #[arg(long, value_name = "TIME|AGO", value_parser = instant_or_ago)]
     created_before: Option<DateTime<Utc>>,
+    /// Only the jobs that wait directly for this job (an id, or its first
+    /// hex digits).
+    #[arg(long, value_name = "ID")]
+    depends_on: Option<String>,
     #[command(flatten)]
     page: PageArgs,
 }
@@ -132,6 +137,10 @@ pub(crate) async fn run(args: JobsArgs) -> Result<(), CliError> {
     let ctx = Ctx::new(&args.conn)?;
     match args.command {
         JobsCommand::Ls(ls) => {
+            let depends_on = match &ls.depends_on {
+                Some(id) => Some(resolve_id(&ctx, id).await?),
+                None => None,
+            };
             let query = JobQuery {
                 queue: ls.queue,
                 state: ls.state,
@@ -140,6 +149,7 @@ pub(crate) async fn run(args: JobsArgs) -> Result<(), CliError> {
                 id_prefix: ls.id_prefix,
                 created_after: ls.created_after,
                 created_before: ls.created_before,
+                depends_on,
                 ..JobQuery::default()
             };
             let page = list(&ctx, query, &ls.page).await?;
@@ -152,20 +162,52 @@ pub(crate) async fn run(args: JobsArgs) -> Result<(), CliError> {
         JobsCommand::Show { id } => {
             let id = resolve_id(&ctx, &id).await?;
             let job = ctx.call(ctx.client.get_job(id)).await?;
+            let dependencies = if job.depends_on.is_empty() {
+                Vec::new()
+            } else {
+                ctx.call(ctx.client.dependencies(id)).await?
+            };
+            let dependents_query = JobQuery::new().depends_on(id).limit(DEPENDENTS_SHOWN);
+            let dependents = ctx.call(ctx.client.list_jobs(&dependents_query)).await?;
             let events = ctx.call(ctx.client.events(id)).await?;
             if ctx.json {
                 #[derive(serde::Serialize)]
                 struct JobWithHistory<'a> {
                     job: &'a Job,
+                    dependencies: &'a [DependencyJob],
+                    dependents: &'a [Job],
                     events: &'a [JobEvent],
                 }
                 return ctx.print_json(&JobWithHistory {
                     job: &job,
+                    dependencies: &dependencies,
+                    dependents: &dependents.jobs,
                     events: &events,
                 });
             }
             let now = Utc::now();
             let mut text = job_fields(&job, now);
+            if !job.depends_on.is_empty() {
+                text.push_str(&format!(
+                    "\nwaits for ({} if one fails):\n",
+                    match job.dependency_failure {
+                        tether_client::DependencyFailure::Cancel => "cancelled",
+                        tether_client::DependencyFailure::Run => "runs anyway",
+                    }
+                ));
+                let table = dependencies_table(&job.depends_on, &dependencies, now);
+                text.push_str(&indent(&table.render(width_less(2))));
+            }
+            if !dependents.jobs.is_empty() {
+                text.push_str("\nwaited for by:\n");
+                let table = dependents_table(&dependents.jobs, now);
+                text.push_str(&indent(&table.render(width_less(2))));
+                if dependents.next_cursor.is_some() {
+                    text.push_str(&format!(
+                        "  ... and more: tether jobs ls --depends-on {id} --all\n"
+                    ));
+                }
+            }
             text.push_str("\nhistory:\n");
             text.push_str(&indent(&events_table(&events, now).render(width_less(2))));
             out(&text);
@@ -330,6 +372,49 @@ fn job_fields(job: &Job, now: DateTime<Utc>) -> String {
     format::fields_and_blocks(&pairs, &blocks)
 }
 
+/// Most jobs that wait for a job `jobs show` lists (one page).
+const DEPENDENTS_SHOWN: u32 = 50;
+
+/// What a job waits for, in the order it named them; one removed by
+/// retention is listed as such.
+fn dependencies_table(ids: &[Uuid], found: &[DependencyJob], now: DateTime<Utc>) -> Table {
+    let mut t = Table::new(&["ID", "KIND", "STATE", "FINISHED", "LAST ERROR"]).flex("LAST ERROR");
+    for id in ids {
+        let row = match found.iter().find(|d| d.id == *id) {
+            Some(d) => vec![
+                d.id.to_string(),
+                d.kind.clone(),
+                d.state.to_string(),
+                format::ago_opt(d.finished_at, now),
+                d.last_error.clone().unwrap_or_default(),
+            ],
+            None => vec![
+                id.to_string(),
+                String::new(),
+                "(removed by retention)".to_owned(),
+                String::new(),
+                String::new(),
+            ],
+        };
+        t.row(row);
+    }
+    t
+}
+
+/// The jobs that wait for a job.
+fn dependents_table(jobs: &[Job], now: DateTime<Utc>) -> Table {
+    let mut t = Table::new(&["ID", "QUEUE", "KIND", "STATE"]);
+    for job in jobs {
+        t.row(vec![
+            job.id.to_string(),
+            job.queue.clone(),
+            job.kind.clone(),
+            state_label(job, now),
+        ]);
+    }
+    t
+}
+
 fn events_table(events: &[JobEvent], now: DateTime<Utc>) -> Table {
     let mut t = Table::new(&["AT", "AGE", "EVENT", "ATTEMPT", "WORKER", "DETAIL"])
         .flex("DETAIL")
@@ -360,7 +445,7 @@ const MIN_PREFIX: usize = 4;
 
 /// The job `text` names: a whole id, or the first hex digits of exactly
 /// one job's id (as copied from a narrow table or a log line).
-async fn resolve_id(ctx: &Ctx, text: &str) -> Result<Uuid, CliError> {
+pub(crate) async fn resolve_id(ctx: &Ctx, text: &str) -> Result<Uuid, CliError> {
     if let Ok(id) = Uuid::try_parse(text) {
         return Ok(id);
     }

@@ -386,10 +386,12 @@ pub(crate) fn json_value(text: &str) -> Result<serde_json::Value, String> {
     serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))
 }
 
-/// Parses a job state (`queued`, `running`, `succeeded`, `failed`,
-/// `cancelled`).
+/// Parses a job state (`waiting`, `queued`, `running`, `succeeded`,
+/// `failed`, `cancelled`).
 pub(crate) fn job_state(text: &str) -> Result<tether_client::JobState, String> {
     text.parse().map_err(|_| {
-        format!("unknown state {text:?} (use queued, running, succeeded, failed or cancelled)")
+        format!(
+            "unknown state {text:?} (use waiting, queued, running, succeeded, failed or cancelled)"
+        )
     })
 }

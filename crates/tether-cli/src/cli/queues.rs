@@ -101,6 +101,7 @@ pub(crate) async fn run(args: QueuesArgs) -> Result<(), CliError> {
                 "STATUS",
                 "READY",
                 "SCHEDULED",
+                "WAITING",
                 "RUNNING",
                 "SUCCEEDED",
                 "FAILED",
@@ -116,6 +117,7 @@ pub(crate) async fn run(args: QueuesArgs) -> Result<(), CliError> {
             .numeric(&[
                 "READY",
                 "SCHEDULED",
+                "WAITING",
                 "RUNNING",
                 "SUCCEEDED",
                 "FAILED",
@@ -128,6 +130,7 @@ pub(crate) async fn run(args: QueuesArgs) -> Result<(), CliError> {
                     if q.paused { "paused" } else { "active" }.to_owned(),
                     q.ready.to_string(),
                     q.scheduled.to_string(),
+                    q.counts.waiting.to_string(),
                     q.counts.running.to_string(),
                     q.counts.succeeded.to_string(),
                     q.counts.failed.to_string(),
@@ -343,6 +346,7 @@ fn show(ctx: &Ctx, q: &Queue) -> Result<(), CliError> {
                 c.queued, q.ready, q.scheduled
             ),
         ),
+        ("waiting", c.waiting.to_string()),
         ("running", c.running.to_string()),
         ("succeeded", c.succeeded.to_string()),
         ("failed", c.failed.to_string()),

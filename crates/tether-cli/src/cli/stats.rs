@@ -116,6 +116,7 @@ fn render(queues: &[Queue], stuck_after: i64) -> String {
         "QUEUED",
         "READY",
         "SCHEDULED",
+        "WAITING",
         "RUNNING",
         "SUCCEEDED",
         "FAILED",
@@ -127,6 +128,7 @@ fn render(queues: &[Queue], stuck_after: i64) -> String {
         "QUEUED",
         "READY",
         "SCHEDULED",
+        "WAITING",
         "RUNNING",
         "SUCCEEDED",
         "FAILED",
@@ -138,6 +140,7 @@ fn render(queues: &[Queue], stuck_after: i64) -> String {
     for q in queues {
         let c = &q.counts;
         total.queued += c.queued;
+        total.waiting += c.waiting;
         total.running += c.running;
         total.succeeded += c.succeeded;
         total.failed += c.failed;
@@ -148,6 +151,7 @@ fn render(queues: &[Queue], stuck_after: i64) -> String {
             c.queued.to_string(),
             q.ready.to_string(),
             q.scheduled.to_string(),
+            c.waiting.to_string(),
             c.running.to_string(),
             c.succeeded.to_string(),
             c.failed.to_string(),
@@ -162,9 +166,10 @@ fn render(queues: &[Queue], stuck_after: i64) -> String {
     }
     let mut text = t.render(format::terminal_width());
     text.push_str(&format!(
-        "\n{}: {} queued, {} running, {} succeeded, {} failed, {} cancelled\n",
+        "\n{}: {} queued, {} waiting, {} running, {} succeeded, {} failed, {} cancelled\n",
         format::plural(queues.len() as u64, "queue"),
         total.queued,
+        total.waiting,
         total.running,
         total.succeeded,
         total.failed,

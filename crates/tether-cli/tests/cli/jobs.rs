@@ -506,3 +506,164 @@ async fn succeeded_jobs_are_replayed_in_bulk_and_unfit_ones_skipped() {
         assert_eq!(job["tags"], json!(["urgent"]), "{job}");
     }
 }
+
+/// Dependencies: `enqueue --after` (repeatable, by id or prefix) and
+/// `--dependency-failure`, `jobs ls --depends-on` and `--state waiting`,
+/// `jobs show` with what a job waits for and what waits for it, and the
+/// waiting count of `queues show` and `stats`.
+#[tokio::test]
+async fn jobs_wait_for_other_jobs() {
+    let s = Setup::sqlite("cli-deps");
+    let enqueue = |args: &[&str]| {
+        let mut all = vec!["enqueue", "pipeline"];
+        all.extend_from_slice(args);
+        all.push("--json");
+        s.cli(&all).ok().json()["job"].clone()
+    };
+    let a = enqueue(&["render"]);
+    let a_id = a["id"].as_str().unwrap().to_owned();
+    assert_eq!(a["state"], "queued");
+    let b = enqueue(&["publish", "--after", &a_id]);
+    let b_id = b["id"].as_str().unwrap().to_owned();
+    assert_eq!(b["state"], "waiting");
+    assert_eq!(b["depends_on"], json!([a_id]));
+    assert_eq!(b["dependency_failure"], "cancel");
+    let c = enqueue(&[
+        "summary",
+        "--after",
+        &a_id,
+        "--after",
+        &b_id,
+        "--dependency-failure",
+        "run",
+    ]);
+    let c_id = c["id"].as_str().unwrap().to_owned();
+    assert_eq!(c["state"], "waiting");
+    assert_eq!(c["depends_on"], json!([a_id, b_id]));
+    assert_eq!(c["dependency_failure"], "run");
+    // The human answer says what it waits for; a prefix names the job.
+    let prefix = &c_id[..c_id.len() - 4];
+    let out = s
+        .cli(&["enqueue", "other", "notify", "--after", prefix])
+        .ok();
+    assert!(
+        out.stdout.contains("(kind notify, waiting for 1 job)"),
+        "{}",
+        out.stdout
+    );
+    let d_id = out.stdout.split_whitespace().nth(2).unwrap().to_owned();
+    assert_eq!(s.job(&d_id).await["depends_on"], json!([c_id]));
+
+    // Refusals: a rule that is not one, a rule without --after (usage,
+    // exit 2); a job that does not exist (the server's 400, exit 1).
+    let bad = s
+        .cli(&[
+            "enqueue",
+            "q",
+            "k",
+            "--after",
+            &a_id,
+            "--dependency-failure",
+            "maybe",
+        ])
+        .expect(2);
+    assert!(bad.stderr.contains("use cancel or run"), "{}", bad.stderr);
+    s.cli(&["enqueue", "q", "k", "--dependency-failure", "run"])
+        .expect(2);
+    let missing = uuid::Uuid::now_v7().to_string();
+    let refused = s.cli(&["enqueue", "q", "k", "--after", &missing]).expect(1);
+    assert!(
+        refused.stderr.starts_with("error: invalid_argument: ")
+            && refused.stderr.contains("depends_on"),
+        "{}",
+        refused.stderr
+    );
+
+    // ls: the jobs that wait for one, and the waiting state.
+    let waiters = s
+        .cli(&["jobs", "ls", "--depends-on", &a_id, "--json"])
+        .ok()
+        .json();
+    assert_eq!(ids(&waiters, "jobs"), vec![c_id.clone(), b_id.clone()]);
+    let waiting = s
+        .cli(&["jobs", "ls", "--state", "waiting", "--json"])
+        .ok()
+        .json();
+    assert_eq!(
+        ids(&waiting, "jobs"),
+        vec![d_id.clone(), c_id.clone(), b_id.clone()]
+    );
+    let table = s.cli(&["jobs", "ls", "--depends-on", &b_id]).ok().stdout;
+    assert!(
+        table.contains(&c_id) && table.contains("waiting") && !table.contains(&a_id),
+        "{table}"
+    );
+    s.cli(&["jobs", "ls", "--depends-on", "nope"]).expect(2);
+
+    // show: what C waits for, in its order, with states; what waits for A.
+    let shown = s.cli(&["jobs", "show", &c_id]).ok().stdout;
+    let waits = shown
+        .split("waits for (runs anyway if one fails):\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no dependencies in:\n{shown}"));
+    let waits = waits.split("\n\n").next().unwrap();
+    let lines: Vec<&str> = waits.lines().collect();
+    assert!(lines[0].contains("STATE"), "{waits}");
+    assert!(
+        lines[1].contains(&a_id) && lines[1].contains("render") && lines[1].contains("queued"),
+        "{waits}"
+    );
+    assert!(
+        lines[2].contains(&b_id) && lines[2].contains("publish") && lines[2].contains("waiting"),
+        "{waits}"
+    );
+    assert!(shown.contains("waited for by:"), "{shown}");
+    assert!(shown.contains(&d_id), "{shown}");
+    let shown = s.cli(&["jobs", "show", &a_id]).ok().stdout;
+    assert!(!shown.contains("waits for ("), "{shown}");
+    let by = shown
+        .split("waited for by:\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no dependents in:\n{shown}"));
+    let by = by.split("\n\n").next().unwrap();
+    assert!(by.contains(&b_id) && by.contains(&c_id), "{by}");
+    let shown = s.cli(&["jobs", "show", &b_id]).ok().stdout;
+    assert!(
+        shown.contains("waits for (cancelled if one fails):"),
+        "{shown}"
+    );
+    let doc = s.cli(&["jobs", "show", &c_id, "--json"]).ok().json();
+    let deps = doc["dependencies"].as_array().unwrap();
+    let states: Vec<(&str, &str)> = deps
+        .iter()
+        .map(|d| (d["id"].as_str().unwrap(), d["state"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        states,
+        [(a_id.as_str(), "queued"), (b_id.as_str(), "waiting")]
+    );
+    assert_eq!(ids(&doc, "dependents"), vec![d_id.clone()]);
+    assert_eq!(doc["events"][0]["event"], "enqueued");
+    let doc = s.cli(&["jobs", "show", &d_id, "--json"]).ok().json();
+    assert_eq!(doc["dependents"], json!([]));
+
+    // Counts: the waiting jobs of a queue, in queues show and stats.
+    let queue = s.cli(&["queues", "show", "pipeline"]).ok().stdout;
+    let line = queue
+        .lines()
+        .find(|l| l.starts_with("waiting"))
+        .unwrap_or_else(|| panic!("no waiting count in:\n{queue}"));
+    assert!(line.ends_with(" 2"), "{line}");
+    let stats = s.cli(&["stats"]).ok().stdout;
+    assert!(stats.contains("WAITING"), "{stats}");
+    assert!(stats.contains(", 3 waiting,"), "{stats}");
+
+    // A succeeds: B is released, C still waits for B (A shows succeeded).
+    assert_eq!(s.succeed_all("pipeline").await, vec![a_id.clone()]);
+    assert_eq!(s.job(&b_id).await["state"], "queued");
+    let doc = s.cli(&["jobs", "show", &c_id, "--json"]).ok().json();
+    assert_eq!(doc["dependencies"][0]["state"], "succeeded");
+    assert_eq!(doc["dependencies"][0]["result"], json!({"ok": true}));
+    assert_eq!(doc["dependencies"][1]["state"], "queued");
+    assert_eq!(doc["job"]["state"], "waiting");
+}

@@ -26,7 +26,10 @@ impl HttpClient {
         let env: BatchEnqueueResponse = self
             .post(
                 &["v1", "jobs", "batch"],
-                Some(&body(&BatchEnqueueRequest { jobs })),
+                Some(&body(&BatchEnqueueRequest {
+                    jobs,
+                    workflow: None,
+                })),
             )
             .await?;
         Ok(env.results)

@@ -31,6 +31,7 @@ mod queues;
 mod schedules;
 mod service;
 mod tenants;
+mod workflows;
 
 /// Default limit of one request (a long-poll claim gets its `wait_ms` on top).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);

@@ -61,6 +61,8 @@ pub struct JobQuery {
     pub created_before: Option<DateTime<Utc>>,
     /// Only the jobs that wait directly for this job.
     pub depends_on: Option<Uuid>,
+    /// Only the jobs of this workflow.
+    pub workflow_id: Option<Uuid>,
 }
 
 impl JobQuery {
@@ -117,6 +119,12 @@ impl JobQuery {
         self
     }
 
+    /// Only the jobs of workflow `id`.
+    pub fn workflow_id(mut self, id: Uuid) -> Self {
+        self.workflow_id = Some(id);
+        self
+    }
+
     /// The query string.
     pub(crate) fn query(&self) -> ListQuery {
         ListQuery {
@@ -130,6 +138,7 @@ impl JobQuery {
             created_after: self.created_after.as_ref().map(tether_api::time::format),
             created_before: self.created_before.as_ref().map(tether_api::time::format),
             depends_on: self.depends_on.map(|id| id.to_string()),
+            workflow_id: self.workflow_id.map(|id| id.to_string()),
         }
     }
 }
@@ -147,6 +156,7 @@ impl From<tether_core::JobFilter> for JobQuery {
             created_after: f.created_after,
             created_before: f.created_before,
             depends_on: f.depends_on,
+            workflow_id: f.workflow_id,
         }
     }
 }

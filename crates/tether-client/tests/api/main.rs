@@ -10,6 +10,7 @@ mod flow;
 mod jobs;
 mod operators;
 mod schedules;
+mod workflows;
 
 use std::time::{Duration, Instant};
 
@@ -17,9 +18,10 @@ use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tether_client::{
-    Backoff, BulkReplay, ClaimOptions, Completion, CronPreview, Error, ErrorCode, EventKind,
-    Failure, Heartbeat, HttpClient, JobArgs, JobQuery, JobState, LeaseToken, NewJob, NewKey,
-    Overlap, QueueConfigPatch, RateLimit, RunAt, RunOutcome, SchedulePatch, ScheduleSpec,
+    Backoff, BulkReplay, ClaimOptions, Completion, CronPreview, DependencyFailure, Error,
+    ErrorCode, EventKind, Failure, Heartbeat, HttpClient, JobArgs, JobQuery, JobState, LeaseToken,
+    NewJob, NewKey, Overlap, QueueConfigPatch, RateLimit, RunAt, RunOutcome, SchedulePatch,
+    ScheduleSpec,
 };
 use tether_conformance::TestDb;
 use uuid::Uuid;

@@ -1,11 +1,16 @@
 //! Invariant 16, dependencies order work: a job waits until every
 //! dependency succeeded (or, with `run`, ended), the release or the cascade
 //! commits with the dependency's final transition on every path that ends a
-//! job, and a failure cancels the graph downstream.
+//! job, and a failure cancels the graph downstream. And workflows: named
+//! graphs, read, cancelled and retried whole, their state derived from
+//! their jobs.
 
 use chrono::{Duration, Utc};
 use serde_json::json;
-use tether_core::{Completion, DependencyFailure, EventKind, JobFilter, JobState, ReplayFilter};
+use tether_core::{
+    Completion, DependencyFailure, EventKind, JobFilter, JobState, NewWorkflow, ReplayFilter,
+    RetryMode, WorkflowFilter, WorkflowState,
+};
 use uuid::Uuid;
 
 use super::support::*;
@@ -347,4 +352,320 @@ pub async fn replay_waits_for_dependencies_again(db: &TestDb) {
     assert_eq!(ok(db.engine.replay_many(T, &filter).await).replayed, 2);
     assert_eq!(state(db, c.id).await, JobState::Queued);
     assert_eq!(state(db, d.id).await, JobState::Waiting);
+}
+
+fn flow(name: &str) -> NewWorkflow {
+    NewWorkflow {
+        name: name.into(),
+        idempotency_key: None,
+    }
+}
+
+/// A workflow's batch is one graph written at once: its jobs carry its id,
+/// its graph reads back whole, its state follows its jobs (running, then
+/// succeeded with the last job's end as `finished_at`).
+pub async fn a_workflow_is_a_graph_enqueued_at_once(db: &TestDb) {
+    let out = ok(db
+        .engine
+        .enqueue_workflow(
+            T,
+            &flow("publish"),
+            &[
+                job(Q),
+                job(Q).after_entry(0),
+                job(Q).after_entry(0).after_entry(1),
+            ],
+        )
+        .await);
+    assert!(out.created);
+    let w = out.workflow.clone();
+    assert_eq!(
+        (w.name.as_str(), w.state),
+        ("publish", WorkflowState::Running)
+    );
+    assert_eq!((w.counts.queued, w.counts.waiting), (1, 2));
+    assert_eq!(w.finished_at, None);
+    let ids: Vec<Uuid> = out.jobs.iter().map(|e| e.job.id).collect();
+    for e in &out.jobs {
+        assert_eq!(e.job.workflow_id, Some(w.id));
+        assert_eq!(
+            get(db, T, e.job.id).await,
+            e.job,
+            "the answer is the stored job"
+        );
+    }
+    let graph = ok(db.engine.get_workflow(T, w.id).await);
+    assert_eq!(graph.workflow, w);
+    let edges: Vec<(Uuid, Vec<Uuid>)> = graph
+        .jobs
+        .iter()
+        .map(|j| (j.id, j.depends_on.clone()))
+        .collect();
+    assert_eq!(
+        edges,
+        vec![
+            (ids[0], vec![]),
+            (ids[1], vec![ids[0]]),
+            (ids[2], vec![ids[0], ids[1]]),
+        ]
+    );
+    let listed = ok(db
+        .engine
+        .list(
+            T,
+            &JobFilter {
+                workflow_id: Some(w.id),
+                ..JobFilter::default()
+            },
+        )
+        .await);
+    assert_eq!(listed.jobs.len(), 3);
+
+    for id in &ids {
+        succeed(db, *id, json!(null)).await;
+    }
+    let done = ok(db.engine.get_workflow(T, w.id).await).workflow;
+    assert_eq!(done.state, WorkflowState::Succeeded);
+    assert_eq!(done.counts.succeeded, 3);
+    assert_eq!(done.finished_at, get(db, T, ids[2]).await.finished_at);
+    expect_code(db.engine.get_workflow(T2, w.id).await, "not_found");
+    expect_code(db.engine.get_workflow(T, Uuid::now_v7()).await, "not_found");
+}
+
+/// A second batch with the same workflow key answers the existing workflow
+/// and its jobs and writes nothing.
+pub async fn a_workflow_key_answers_the_existing_workflow(db: &TestDb) {
+    let keyed = NewWorkflow {
+        name: "nightly".into(),
+        idempotency_key: Some("2026-12-06".into()),
+    };
+    let first = ok(db
+        .engine
+        .enqueue_workflow(T, &keyed, &[job(Q), job(Q).after_entry(0)])
+        .await);
+    let again = ok(db
+        .engine
+        .enqueue_workflow(T, &keyed, &[job(Q), job(Q), job(Q)])
+        .await);
+    assert!(!again.created);
+    assert_eq!(again.workflow.id, first.workflow.id);
+    let ids = |o: &tether_core::WorkflowEnqueued| -> Vec<Uuid> {
+        o.jobs.iter().map(|e| e.job.id).collect()
+    };
+    assert_eq!(ids(&again), ids(&first));
+    assert!(again.jobs.iter().all(|e| !e.created));
+    assert_eq!(all_jobs(db, T).await.len(), 2, "nothing was written");
+    // Another tenant's key is its own.
+    assert!(ok(db.engine.enqueue_workflow(T2, &keyed, &[job(Q)]).await).created);
+}
+
+/// Jobs join a running workflow later (a handler fanning out), waiting for
+/// any of its jobs; a finished workflow takes no more, an unknown or
+/// another tenant's is refused, and nothing is written.
+pub async fn jobs_join_a_running_workflow(db: &TestDb) {
+    let out = ok(db
+        .engine
+        .enqueue_workflow(T, &flow("import"), &[job(Q)])
+        .await);
+    let (w, root) = (out.workflow.id, out.jobs[0].job.id);
+    let child = enqueue(db, T, job(Q).workflow(w).after(root)).await;
+    assert_eq!(child.workflow_id, Some(w));
+    assert_eq!(child.state, JobState::Waiting);
+    let batch = ok(db
+        .engine
+        .enqueue_many(T, &[job(Q).workflow(w), job(Q).workflow(w).after_entry(0)])
+        .await);
+    assert_eq!(ok(db.engine.get_workflow(T, w).await).jobs.len(), 4);
+
+    let e = expect_invalid(db.engine.enqueue(T, job(Q).workflow(Uuid::now_v7())).await);
+    assert!(e.to_string().contains("workflow_id"), "{e}");
+    let theirs = ok(db.engine.enqueue_workflow(T2, &flow("x"), &[job(Q)]).await);
+    expect_invalid(
+        db.engine
+            .enqueue(T, job(Q).workflow(theirs.workflow.id))
+            .await,
+    );
+    let e = expect_invalid(
+        db.engine
+            .enqueue_many(T, &[job(Q), job(Q).workflow(Uuid::now_v7())])
+            .await,
+    );
+    assert!(e.to_string().contains("jobs[1].workflow_id"), "{e}");
+
+    for id in [root, child.id, batch[0].job.id, batch[1].job.id] {
+        succeed(db, id, json!(null)).await;
+    }
+    assert_eq!(
+        ok(db.engine.get_workflow(T, w).await).workflow.state,
+        WorkflowState::Succeeded
+    );
+    expect_code(
+        db.engine.enqueue(T, job(Q).workflow(w)).await,
+        "invalid_state",
+    );
+    assert_eq!(ok(db.engine.get_workflow(T, w).await).jobs.len(), 4);
+    // A new workflow's jobs cannot name another workflow.
+    expect_invalid(
+        db.engine
+            .enqueue_workflow(T, &flow("y"), &[job(Q).workflow(w)])
+            .await,
+    );
+}
+
+/// A workflow is `failed` when every job finished and one failed,
+/// `cancelled` when none failed and one was cancelled; listings filter by
+/// state and name and page newest first.
+pub async fn workflows_list_by_state_and_name(db: &TestDb) {
+    let mut made = Vec::new();
+    for name in ["a", "b", "a", "b", "a"] {
+        made.push(ok(db
+            .engine
+            .enqueue_workflow(T, &flow(name), &[job(Q)])
+            .await));
+    }
+    let job_of = |i: usize| made[i].jobs[0].job.id;
+    fail_for_good(db, job_of(0)).await;
+    ok(db.engine.cancel(T, job_of(1)).await);
+    succeed(db, job_of(2), json!(null)).await;
+    for (i, want) in [
+        WorkflowState::Failed,
+        WorkflowState::Cancelled,
+        WorkflowState::Succeeded,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let got = ok(db.engine.get_workflow(T, made[i].workflow.id).await);
+        assert_eq!(got.workflow.state, want);
+    }
+
+    let list = |filter: WorkflowFilter| async move {
+        let page = ok(db.engine.list_workflows(T, &filter).await);
+        let ids: Vec<Uuid> = page.workflows.iter().map(|w| w.id).collect();
+        (ids, page.next_cursor)
+    };
+    let id = |i: usize| made[i].workflow.id;
+    let (all, _) = list(WorkflowFilter::default()).await;
+    assert_eq!(all, vec![id(4), id(3), id(2), id(1), id(0)], "newest first");
+    let running = WorkflowFilter {
+        state: Some(WorkflowState::Running),
+        ..WorkflowFilter::default()
+    };
+    assert_eq!(list(running).await.0, vec![id(4), id(3)]);
+    let named_a = WorkflowFilter {
+        name: Some("a".into()),
+        limit: Some(2),
+        ..WorkflowFilter::default()
+    };
+    let (first, cursor) = list(named_a.clone()).await;
+    assert_eq!(first, vec![id(4), id(2)]);
+    let (rest, end) = list(WorkflowFilter { cursor, ..named_a }).await;
+    assert_eq!((rest, end), (vec![id(0)], None));
+    assert!(ok(db
+        .engine
+        .list_workflows(T2, &WorkflowFilter::default())
+        .await)
+    .workflows
+    .is_empty());
+}
+
+/// Cancelling a workflow cancels its waiting and queued jobs at once and
+/// asks its running ones to stop; jobs outside it that wait for its jobs
+/// are cancelled by the cascade.
+pub async fn cancelling_a_workflow_stops_every_unfinished_job(db: &TestDb) {
+    let out = ok(db
+        .engine
+        .enqueue_workflow(T, &flow("w"), &[job(Q), job(Q), job(Q).after_entry(0)])
+        .await);
+    let ids: Vec<Uuid> = out.jobs.iter().map(|e| e.job.id).collect();
+    let outside = enqueue(db, T, job("other").after(ids[1])).await;
+    claim_id(db, T, Q, ids[0]).await;
+    let done = ok(db.engine.cancel_workflow(T, out.workflow.id).await);
+    assert_eq!((done.cancelled, done.cancel_requested), (2, 1));
+    assert!(get(db, T, ids[0]).await.cancel_requested);
+    assert_eq!(state(db, ids[1]).await, JobState::Cancelled);
+    assert_eq!(state(db, ids[2]).await, JobState::Cancelled);
+    assert_eq!(state(db, outside.id).await, JobState::Cancelled);
+    let again = ok(db.engine.cancel_workflow(T, out.workflow.id).await);
+    assert_eq!((again.cancelled, again.cancel_requested), (0, 0));
+    expect_code(
+        db.engine.cancel_workflow(T2, out.workflow.id).await,
+        "not_found",
+    );
+}
+
+/// Retrying a workflow replays its failed jobs; with downstream, also what
+/// their failure cancelled or ran anyway, which wait for them again;
+/// succeeded jobs elsewhere in the graph are left alone.
+pub async fn retrying_a_workflow_puts_failed_jobs_back(db: &TestDb) {
+    let out = ok(db
+        .engine
+        .enqueue_workflow(
+            T,
+            &flow("w"),
+            &[
+                job(Q),
+                job(Q).after_entry(0),
+                job(Q)
+                    .after_entry(0)
+                    .dependency_failure(DependencyFailure::Run),
+                job(Q),
+            ],
+        )
+        .await);
+    let w = out.workflow.id;
+    let ids: Vec<Uuid> = out.jobs.iter().map(|e| e.job.id).collect();
+    fail_for_good(db, ids[0]).await;
+    succeed(db, ids[2], json!("ran anyway")).await;
+    succeed(db, ids[3], json!(null)).await;
+    assert_eq!(state(db, ids[1]).await, JobState::Cancelled);
+    assert_eq!(
+        ok(db.engine.get_workflow(T, w).await).workflow.state,
+        WorkflowState::Failed
+    );
+
+    assert_eq!(
+        ok(db.engine.retry_workflow(T, w, RetryMode::Failed).await),
+        1
+    );
+    assert_eq!(state(db, ids[0]).await, JobState::Queued);
+    assert_eq!(state(db, ids[1]).await, JobState::Cancelled);
+    fail_for_good(db, ids[0]).await;
+
+    let back = ok(db
+        .engine
+        .retry_workflow(T, w, RetryMode::FailedAndDownstream)
+        .await);
+    assert_eq!(back, 3);
+    assert_eq!(state(db, ids[0]).await, JobState::Queued);
+    assert_eq!(state(db, ids[1]).await, JobState::Waiting);
+    assert_eq!(state(db, ids[2]).await, JobState::Waiting);
+    assert_eq!(
+        state(db, ids[3]).await,
+        JobState::Succeeded,
+        "not downstream"
+    );
+    assert_eq!(
+        ok(db.engine.get_workflow(T, w).await).workflow.state,
+        WorkflowState::Running
+    );
+    succeed(db, ids[0], json!(null)).await;
+    assert_eq!(state(db, ids[1]).await, JobState::Queued);
+    assert_eq!(state(db, ids[2]).await, JobState::Queued);
+    expect_code(
+        db.engine.retry_workflow(T2, w, RetryMode::Failed).await,
+        "not_found",
+    );
+}
+
+/// A waiting job is work to come: it holds its unique key, as a queued or
+/// running job does, until it ends.
+pub async fn a_waiting_job_holds_its_unique_key(db: &TestDb) {
+    let a = enqueue(db, T, job(Q)).await;
+    let waiting = enqueue(db, T, job(Q).after(a.id).unique_key("receipt:1")).await;
+    let again = ok(db.engine.enqueue(T, job(Q).unique_key("receipt:1")).await);
+    assert!(!again.created);
+    assert_eq!(again.job.id, waiting.id);
+    ok(db.engine.cancel(T, waiting.id).await);
+    assert!(ok(db.engine.enqueue(T, job(Q).unique_key("receipt:1")).await).created);
 }

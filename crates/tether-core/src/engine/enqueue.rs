@@ -11,8 +11,9 @@ impl Engine {
         validate::name("tenant", tenant)?;
         // Validated on its own so that errors name `queue`, not `jobs[0].queue`.
         validate::new_job("", &job, &self.limits)?;
-        if !job.depends_on.is_empty() {
-            // Alone: an unknown dependency fails this job, not a group.
+        if !job.depends_on.is_empty() || job.workflow_id.is_some() {
+            // Alone: an unknown dependency or workflow fails this job, not
+            // a group.
             let out = self
                 .store_enqueue(tenant, std::slice::from_ref(&job))
                 .await?;

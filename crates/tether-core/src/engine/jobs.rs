@@ -3,12 +3,6 @@
 use super::*;
 
 impl Engine {
-    /// The jobs job `id` waits (or waited) for, in the order it names
-    /// them, with their states and results (see [`Store::dependencies`]).
-    pub async fn dependencies(&self, tenant: &str, id: Uuid) -> Result<Vec<DependencyJob>> {
-        self.store.dependencies(tenant, id).await
-    }
-
     /// Cancels a queued job, or asks a running one to stop.
     pub async fn cancel(&self, tenant: &str, id: Uuid) -> Result<Job> {
         validate::name("tenant", tenant)?;

@@ -21,8 +21,10 @@ use crate::lifecycle;
 use crate::model::{
     BulkReplayed, CarriedReports, ClaimRequest, ClaimedJob, Completion, DependencyJob, Enqueued,
     EventPage, EventQuery, Failure, FailureReport, Heartbeat, HeartbeatAck, Job, JobEvent,
-    JobFilter, JobPage, Lease, LeaseToken, NewJob, QueueConfigPatch, QueueStats, QueueThroughput,
-    ReapReport, ReplayFilter, ReportedAndClaimed, WorkerSummary, THROUGHPUT_MINUTES,
+    JobFilter, JobPage, Lease, LeaseToken, NewJob, NewWorkflow, QueueConfigPatch, QueueStats,
+    QueueThroughput, ReapReport, ReplayFilter, ReportedAndClaimed, RetryMode, WorkerSummary,
+    WorkflowCancelled, WorkflowEnqueued, WorkflowFilter, WorkflowGraph, WorkflowPage,
+    THROUGHPUT_MINUTES,
 };
 use crate::schedule::{
     self, Fire, FireOutcome, FireRef, FireReport, RunOutcome, Schedule, SchedulePatch, ScheduleRun,
@@ -71,6 +73,7 @@ mod maintenance;
 mod queues;
 mod schedules;
 mod tenants;
+mod workflows;
 
 impl Engine {
     /// An engine over `store` with default limits.

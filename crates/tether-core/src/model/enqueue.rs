@@ -47,6 +47,8 @@ pub struct NewJob {
     pub depends_on: Vec<Dependency>,
     /// What it does when a dependency fails.
     pub dependency_failure: DependencyFailure,
+    /// The unfinished workflow it joins (an append), if any.
+    pub workflow_id: Option<Uuid>,
 }
 
 impl NewJob {
@@ -68,6 +70,7 @@ impl NewJob {
             concurrency_key: None,
             depends_on: Vec::new(),
             dependency_failure: DependencyFailure::Cancel,
+            workflow_id: None,
         }
     }
 
@@ -153,6 +156,12 @@ impl NewJob {
     /// Waits for the `index`-th job of the same batch (an earlier one).
     pub fn after_entry(mut self, index: usize) -> Self {
         self.depends_on.push(Dependency::Entry(index));
+        self
+    }
+
+    /// Joins the unfinished workflow `id` (a graph that grows at run time).
+    pub fn workflow(mut self, id: Uuid) -> Self {
+        self.workflow_id = Some(id);
         self
     }
 

@@ -238,7 +238,8 @@ pub struct Job {
     pub updated_at: DateTime<Utc>,
     /// The tail of the last error message (at most 2 000 characters).
     pub last_error: Option<String>,
-    /// At most one active (`queued`/`running`) job per tenant has this key.
+    /// At most one active (`waiting`/`queued`/`running`) job per tenant has
+    /// this key.
     pub unique_key: Option<String>,
     /// At most one job per tenant (any state, within retention) has this key.
     pub idempotency_key: Option<String>,
@@ -264,6 +265,8 @@ pub struct Job {
     pub depends_on: Vec<Uuid>,
     /// What it does when a dependency fails.
     pub dependency_failure: DependencyFailure,
+    /// The workflow it belongs to, if any.
+    pub workflow_id: Option<Uuid>,
 }
 
 /// One event of a job's history.
@@ -362,6 +365,8 @@ pub struct JobFilter {
     pub created_before: Option<DateTime<Utc>>,
     /// Only the jobs that depend directly on this one.
     pub depends_on: Option<Uuid>,
+    /// Only the jobs of this workflow.
+    pub workflow_id: Option<Uuid>,
 }
 
 /// The first hex digits of a job id (1 to 32; dashes are ignored), as an

@@ -85,3 +85,218 @@ impl From<Job> for DependencyJob {
         }
     }
 }
+
+/// A new workflow: a named graph of jobs enqueued as one batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewWorkflow {
+    /// What it is (a name: `[A-Za-z0-9._:-]`, 1–128 characters).
+    pub name: String,
+    /// A second batch with this key answers the existing workflow and its
+    /// jobs, and writes nothing.
+    pub idempotency_key: Option<String>,
+}
+
+/// Where a workflow is, derived from its jobs (see [`WorkflowState::of`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkflowState {
+    /// Some job has not finished.
+    Running,
+    /// Every job succeeded.
+    Succeeded,
+    /// Every job finished and one failed.
+    Failed,
+    /// Every job finished, none failed, one was cancelled.
+    Cancelled,
+}
+
+impl WorkflowState {
+    /// All states.
+    pub const ALL: [WorkflowState; 4] = [
+        WorkflowState::Running,
+        WorkflowState::Succeeded,
+        WorkflowState::Failed,
+        WorkflowState::Cancelled,
+    ];
+
+    /// The state's name as shown.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkflowState::Running => "running",
+            WorkflowState::Succeeded => "succeeded",
+            WorkflowState::Failed => "failed",
+            WorkflowState::Cancelled => "cancelled",
+        }
+    }
+
+    /// The state of a workflow whose jobs are in `counts`: `running` while
+    /// any job is unfinished, then `succeeded` if every job succeeded,
+    /// `failed` if any failed, else `cancelled`. The one place this rule
+    /// is written: stores count, the core judges.
+    pub fn of(counts: &StateCounts) -> WorkflowState {
+        if counts.waiting + counts.queued + counts.running > 0 {
+            WorkflowState::Running
+        } else if counts.failed > 0 {
+            WorkflowState::Failed
+        } else if counts.cancelled > 0 {
+            WorkflowState::Cancelled
+        } else {
+            WorkflowState::Succeeded
+        }
+    }
+}
+
+impl fmt::Display for WorkflowState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for WorkflowState {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        WorkflowState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == s)
+            .ok_or_else(|| UnknownName::new("workflow state", s))
+    }
+}
+
+/// A workflow as listed: what it is and where its jobs are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Workflow {
+    /// Server-made, time-ordered (UUID v7).
+    pub id: Uuid,
+    /// Its name.
+    pub name: String,
+    /// The key it was created with, if any.
+    pub idempotency_key: Option<String>,
+    /// Derived from its jobs.
+    pub state: WorkflowState,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+    /// When its last job finished, once every job has.
+    pub finished_at: Option<DateTime<Utc>>,
+    /// Its jobs per state.
+    pub counts: StateCounts,
+}
+
+impl Workflow {
+    /// A workflow from what a store read: its row, its jobs' counts and
+    /// the latest `finished_at` among them; the state and whether it is
+    /// finished are the core's to judge.
+    pub fn judged(
+        id: Uuid,
+        name: String,
+        idempotency_key: Option<String>,
+        created_at: DateTime<Utc>,
+        counts: StateCounts,
+        last_finished_at: Option<DateTime<Utc>>,
+    ) -> Workflow {
+        let state = WorkflowState::of(&counts);
+        Workflow {
+            id,
+            name,
+            idempotency_key,
+            state,
+            created_at,
+            finished_at: (state != WorkflowState::Running)
+                .then_some(last_finished_at)
+                .flatten(),
+            counts,
+        }
+    }
+}
+
+/// One job of a workflow's graph.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkflowJob {
+    /// The job's id.
+    pub id: Uuid,
+    /// Its handler name.
+    pub kind: String,
+    /// Where it is.
+    pub state: JobState,
+    /// What it waits (or waited) for.
+    pub depends_on: Vec<Uuid>,
+}
+
+/// A workflow with its whole graph.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkflowGraph {
+    /// The workflow.
+    pub workflow: Workflow,
+    /// Its jobs (at most [`MAX_WORKFLOW_JOBS`]), oldest first.
+    pub jobs: Vec<WorkflowJob>,
+}
+
+/// Most jobs one workflow may hold (batch and appends together).
+pub const MAX_WORKFLOW_JOBS: usize = 10_000;
+
+/// Filters and page of a workflow listing (newest first).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct WorkflowFilter {
+    /// Only workflows in this state.
+    pub state: Option<WorkflowState>,
+    /// Only workflows of this name.
+    pub name: Option<String>,
+    /// Page size, 1..=500 (unset: 50).
+    pub limit: Option<u32>,
+    /// Continue after this workflow id (from a previous page).
+    pub cursor: Option<Uuid>,
+}
+
+/// One page of a workflow listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkflowPage {
+    /// The workflows, newest first.
+    pub workflows: Vec<Workflow>,
+    /// Pass as `cursor` for the next page; `None` at the end. A page with a
+    /// state filter may hold fewer than its limit and still have a next
+    /// page: a listing looks at a bounded number of workflows per page.
+    pub next_cursor: Option<Uuid>,
+}
+
+/// What a new workflow's batch answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkflowEnqueued {
+    /// The workflow (new, or the one its idempotency key led to).
+    pub workflow: Workflow,
+    /// Its jobs: the batch's, in request order; or, when the key led to an
+    /// existing workflow, that workflow's jobs, oldest first.
+    pub jobs: Vec<Enqueued>,
+    /// False when an existing workflow was returned and nothing written.
+    pub created: bool,
+}
+
+/// Which jobs a workflow retry puts back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RetryMode {
+    /// The failed jobs only.
+    Failed,
+    /// The failed jobs and every finished job downstream of them.
+    FailedAndDownstream,
+}
+
+impl RetryMode {
+    /// Both modes.
+    pub const ALL: [RetryMode; 2] = [RetryMode::Failed, RetryMode::FailedAndDownstream];
+
+    /// The mode's name as sent.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RetryMode::Failed => "failed",
+            RetryMode::FailedAndDownstream => "failed_and_downstream",
+        }
+    }
+}
+
+/// What a workflow cancel did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WorkflowCancelled {
+    /// Jobs cancelled at once (waiting or queued).
+    pub cancelled: u64,
+    /// Running jobs asked to stop.
+    pub cancel_requested: u64,
+}

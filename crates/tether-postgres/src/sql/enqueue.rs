@@ -9,11 +9,11 @@ macro_rules! insert_jobs {
         SELECT * FROM UNNEST($2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::smallint[],
                              $7::timestamptz[], $8::bigint[], $9::int[], $10::bigint[], $11::bigint[],
                              $12::bigint[], $13::text[], $14::text[], $15::jsonb[], $16::timestamptz[],
-                             $18::text[])
+                             $18::text[], $19::uuid[])
             WITH ORDINALITY
             AS t(id, queue, kind, payload, priority, run_at, delay_ms, max_attempts,
                  backoff_base_ms, backoff_cap_ms, timeout_ms, idempotency_key, unique_key,
-                 tags, expires_at, concurrency_key, ord)
+                 tags, expires_at, concurrency_key, workflow_id, ord)
     ),
     missing AS (
         SELECT DISTINCT i.queue FROM input i
@@ -32,7 +32,8 @@ macro_rules! insert_jobs {
     inserted AS (
         INSERT INTO tether.jobs AS j (id, tenant, queue, kind, payload, state, priority, attempt,
             max_attempts, backoff_base_ms, backoff_cap_ms, run_at, created_at, updated_at,
-            unique_key, idempotency_key, tags, expires_at, timeout_ms, concurrency_key)
+            unique_key, idempotency_key, tags, expires_at, timeout_ms, concurrency_key,
+            workflow_id)
         SELECT i.id, $1, i.queue, i.kind, i.payload, 'queued', i.priority, 0,
             COALESCE(i.max_attempts, q.max_attempts, ",
     tether_core::default_max_attempts!(),
@@ -46,7 +47,7 @@ macro_rules! insert_jobs {
             COALESCE(i.run_at, now() + i.delay_ms * interval '1 millisecond'),
             now(), now(), i.unique_key, i.idempotency_key,
             ARRAY(SELECT jsonb_array_elements_text(i.tags)), i.expires_at, i.timeout_ms,
-            i.concurrency_key
+            i.concurrency_key, i.workflow_id
         FROM input i
         CROSS JOIN lk
         LEFT JOIN tether.queues q ON q.tenant = $1 AND q.name = i.queue
@@ -76,7 +77,8 @@ macro_rules! insert_jobs {
 
 /// Inserts a batch whose queues all have rows; otherwise inserts nothing
 /// and answers the missing queues (rows with only `missing_queue` set).
-/// `$17` is `QUEUE_ROWS_LOCK`; `$18` the concurrency keys. The lock is taken before any row is
+/// `$17` is `QUEUE_ROWS_LOCK`; `$18` the concurrency keys; `$19` the
+/// workflows the jobs join. The lock is taken before any row is
 /// written: both writes join `lk`. Unset attempts/backoff come from the
 /// queue row, else the defaults of `tether_core::lifecycle` (from its `default_*!` macros).
 /// For a batch with no idempotency or unique key: nothing can conflict
@@ -109,5 +111,5 @@ pub(crate) const DUPLICATE_CANDIDATES: &str = concat!(
     " FROM tether.jobs j
       WHERE j.tenant = $1
         AND (j.idempotency_key = ANY($2)
-             OR (j.unique_key = ANY($3) AND j.state IN ('queued', 'running')))"
+             OR (j.unique_key = ANY($3) AND j.state IN ('waiting', 'queued', 'running')))"
 );

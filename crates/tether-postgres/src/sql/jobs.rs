@@ -93,7 +93,7 @@ pub(crate) const REPLAY_MANY: &str = "WITH candidates AS (
          WHERE c.unique_key IS NOT NULL
            AND NOT EXISTS (SELECT 1 FROM tether.jobs a
                            WHERE a.tenant = $1 AND a.unique_key = c.unique_key
-                             AND a.state IN ('queued', 'running'))
+                             AND a.state IN ('waiting', 'queued', 'running'))
          ORDER BY c.unique_key, c.id)
     ),
     done AS (

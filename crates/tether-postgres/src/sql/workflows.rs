@@ -116,3 +116,130 @@ pub(crate) const DEPENDENCIES: &str = concat!(
 pub(crate) const WAITING_DEPENDENCIES: &str =
     "SELECT DISTINCT d.id FROM tether.jobs j CROSS JOIN LATERAL UNNEST(j.depends_on) AS d(id)
     WHERE j.id = ANY($1::uuid[]) ORDER BY d.id";
+
+/// Creates workflow `$1` of tenant `$2` named `$3` with key `$4`; no row
+/// when the key is taken ([`WORKFLOW_BY_KEY`] then finds the holder).
+pub(crate) const INSERT_WORKFLOW: &str =
+    "INSERT INTO tether.workflows (id, tenant, name, idempotency_key, created_at)
+    VALUES ($1, $2, $3, $4, now())
+    ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING id";
+
+/// The workflow of tenant `$1` that holds idempotency key `$2`.
+pub(crate) const WORKFLOW_BY_KEY: &str =
+    "SELECT id FROM tether.workflows WHERE tenant = $1 AND idempotency_key = $2";
+
+/// Workflow `$1` of tenant `$2`.
+pub(crate) const WORKFLOW: &str = "SELECT id, name, idempotency_key, created_at
+    FROM tether.workflows WHERE id = $1 AND tenant = $2";
+
+/// Workflow `$1` of tenant `$2`, locked until the transaction ends, so that
+/// a cancel or a retry of it runs alone and an append does not overlap it.
+pub(crate) const LOCK_WORKFLOW: &str = "SELECT id, name, idempotency_key, created_at
+    FROM tether.workflows WHERE id = $1 AND tenant = $2 FOR UPDATE";
+
+/// The graph of workflow `$1` of tenant `$2`: its first `$3` jobs, oldest
+/// first, with what each waits for and when it finished.
+pub(crate) const WORKFLOW_GRAPH: &str =
+    "SELECT id, kind, state, depends_on, finished_at FROM tether.jobs
+    WHERE workflow_id = $1 AND tenant = $2 ORDER BY id LIMIT $3";
+
+/// The jobs of workflow `$1` of tenant `$2`, whole, oldest first (the
+/// answer of a batch whose key led to an existing workflow).
+pub(crate) const WORKFLOW_JOBS: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    " FROM tether.jobs j WHERE j.workflow_id = $1 AND j.tenant = $2 ORDER BY j.id LIMIT $3"
+);
+
+/// A page of tenant `$1`'s workflows, newest first: named `$2` (NULL: any),
+/// with ids below `$3` (NULL: from the newest), at most `$4`; each with its
+/// jobs' counts per state and their latest `finished_at`.
+pub(crate) const LIST_WORKFLOWS: &str = "SELECT w.id, w.name, w.idempotency_key, w.created_at, c.*
+    FROM tether.workflows w
+    CROSS JOIN LATERAL (
+        SELECT count(*) FILTER (WHERE state = 'waiting') AS waiting,
+               count(*) FILTER (WHERE state = 'queued') AS queued,
+               count(*) FILTER (WHERE state = 'running') AS running,
+               count(*) FILTER (WHERE state = 'succeeded') AS succeeded,
+               count(*) FILTER (WHERE state = 'failed') AS failed,
+               count(*) FILTER (WHERE state = 'cancelled') AS cancelled,
+               max(finished_at) AS last_finished_at
+        FROM tether.jobs j WHERE j.workflow_id = w.id
+    ) c
+    WHERE w.tenant = $1 AND ($2::text IS NULL OR w.name = $2)
+      AND ($3::uuid IS NULL OR w.id < $3)
+    ORDER BY w.id DESC
+    LIMIT $4";
+
+/// The workflows `$2` of tenant `$1` that jobs are about to join, locked
+/// in share mode until the transaction ends (a cancel or retry of one of
+/// them waits for the append, and the other way round): each with how many
+/// jobs it holds and whether one is unfinished.
+pub(crate) const CHECK_APPENDS: &str = "SELECT w.id,
+        (SELECT count(*) FROM tether.jobs j WHERE j.workflow_id = w.id) AS jobs,
+        EXISTS (SELECT 1 FROM tether.jobs j
+                WHERE j.workflow_id = w.id AND j.state IN ('waiting', 'queued', 'running')) AS open
+    FROM tether.workflows w
+    WHERE w.tenant = $1 AND w.id = ANY($2::uuid[])
+    ORDER BY w.id
+    FOR SHARE OF w";
+
+/// Cancels the unfinished jobs of workflow `$1` of tenant `$2` (locked by
+/// [`LOCK_WORKFLOW`]): waiting and queued ones at once, running ones are
+/// asked to stop, as `jobs::CANCEL` does one job. Answers how many of each.
+pub(crate) const CANCEL_WORKFLOW: &str = "WITH cur AS (
+        SELECT id, state, cancel_requested FROM tether.jobs
+        WHERE workflow_id = $1 AND tenant = $2 AND state IN ('waiting', 'queued', 'running')
+        ORDER BY id
+        FOR UPDATE
+    ),
+    done AS (
+        UPDATE tether.jobs j
+        SET state = CASE WHEN cur.state = 'running' THEN j.state ELSE 'cancelled' END,
+            cancel_requested = (cur.state = 'running'),
+            finished_at = CASE WHEN cur.state = 'running' THEN j.finished_at ELSE now() END,
+            waiting_on = 0, updated_at = now()
+        FROM cur
+        WHERE j.id = cur.id AND (cur.state <> 'running' OR NOT cur.cancel_requested)
+        RETURNING j.id, j.tenant, j.state, j.attempt, j.worker_id, j.updated_at
+    ),
+    history AS (
+        INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, worker_id)
+        SELECT id, tenant, updated_at,
+               CASE state WHEN 'cancelled' THEN 'cancelled' ELSE 'cancel_requested' END,
+               attempt, worker_id
+        FROM done
+    )
+    SELECT count(*) FILTER (WHERE state = 'cancelled') AS cancelled,
+           count(*) FILTER (WHERE state = 'running') AS cancel_requested
+    FROM done";
+
+/// Replays the failed jobs of workflow `$1` of tenant `$2` (locked by
+/// [`LOCK_WORKFLOW`]) and, when `$3`, every finished job of the workflow
+/// downstream of them (through finished jobs only): each goes back as a
+/// replay puts a job back (`jobs::REPLAY`), to `waiting` when it has
+/// dependencies. Answers the jobs put back with their new state.
+pub(crate) const RETRY_WORKFLOW: &str = "WITH RECURSIVE picked (id) AS (
+        SELECT id FROM tether.jobs
+        WHERE workflow_id = $1 AND tenant = $2 AND state = 'failed'
+      UNION
+        SELECT d.job_id FROM picked p
+        JOIN tether.job_dependencies d ON d.depends_on = p.id
+        JOIN tether.jobs j ON j.id = d.job_id
+        WHERE $3 AND j.workflow_id = $1 AND j.state IN ('succeeded', 'failed', 'cancelled')
+    ),
+    done AS (
+        UPDATE tether.jobs j
+        SET state = CASE WHEN j.depends_on IS NULL THEN 'queued' ELSE 'waiting' END,
+            attempt = 0, run_at = now(), cancel_requested = false,
+            finished_at = NULL, result = NULL, lease_token = NULL, lease_expires_at = NULL,
+            progress = NULL, expires_at = NULL, updated_at = now()
+        WHERE j.id IN (SELECT id FROM picked) AND j.state IN ('succeeded', 'failed', 'cancelled')
+        RETURNING j.id, j.tenant, j.queue, j.state, j.updated_at
+    ),
+    history AS (
+        INSERT INTO tether.job_events (job_id, tenant, at, event, attempt)
+        SELECT id, tenant, updated_at, 'replayed', 0 FROM done
+    )
+    SELECT id, queue, state FROM done ORDER BY id";

@@ -47,7 +47,10 @@ pub(crate) async fn enqueue(
 /// Enqueue many jobs at once.
 ///
 /// All or nothing: one invalid entry rejects the whole batch and writes
-/// nothing. Each entry is deduplicated like a single enqueue.
+/// nothing. Each entry is deduplicated like a single enqueue. Entries may
+/// wait for earlier entries (`depends_on_entries`), and with `workflow` the
+/// batch is one new workflow (a second batch with its idempotency key
+/// answers that workflow and its jobs and writes nothing).
 #[utoipa::path(
     post,
     path = "/v1/jobs/batch",
@@ -69,9 +72,20 @@ pub(crate) async fn enqueue_batch(
         .enumerate()
         .map(|(i, j)| j.into_new_job(&format!("jobs[{i}]")))
         .collect::<Result<Vec<_>, _>>()?;
-    let out = st.engine.enqueue_many(caller.tenant(), &jobs).await?;
+    let Some(workflow) = body.workflow else {
+        let out = st.engine.enqueue_many(caller.tenant(), &jobs).await?;
+        return Ok(Json(BatchEnqueueResponse {
+            results: out.into_iter().map(Into::into).collect(),
+            workflow_id: None,
+        }));
+    };
+    let out = st
+        .engine
+        .enqueue_workflow(caller.tenant(), &workflow.into(), &jobs)
+        .await?;
     Ok(Json(BatchEnqueueResponse {
-        results: out.into_iter().map(Into::into).collect(),
+        results: out.jobs.into_iter().map(Into::into).collect(),
+        workflow_id: Some(out.workflow.id),
     }))
 }
 
@@ -124,6 +138,10 @@ pub(crate) async fn list_jobs(
             .map(|s| Uuid::try_parse(&s))
             .transpose()
             .map_err(|_| ApiError::invalid_field("depends_on", "not a job id"))?,
+        workflow_id: non_empty(q.workflow_id)
+            .map(|s| Uuid::try_parse(&s))
+            .transpose()
+            .map_err(|_| ApiError::invalid_field("workflow_id", "not a workflow id"))?,
     };
     let page = st.engine.list(caller.tenant(), &filter).await?;
     Ok(Json(JobListResponse {

@@ -3,7 +3,7 @@
 // starts a real server over a seeded database and passes in the environment:
 // TETHER_URL, TETHER_KEY (admin), the seeded ids (FAILED_JOB, FAILED_JOB2,
 // RUNNING_JOB, XSS_JOB, SCHEDULE_ID, SUCCEEDED_JOB, RETRIED_JOB,
-// CANCELLED_JOB), a second tenant (OTHER_TENANT, its OTHER_QUEUE and
+// CANCELLED_JOB, and PARENT_JOB with WAITING_JOB, which waits for it), a second tenant (OTHER_TENANT, its OTHER_QUEUE and
 // OTHER_JOB, and its non-admin OTHER_KEY) and SCREENSHOT_DIR. The expected
 // counts below mirror that seed. Exit code 0 means every check passed.
 import assert from 'node:assert/strict';
@@ -26,6 +26,8 @@ const SCHEDULE_ID = need('SCHEDULE_ID');
 const SUCCEEDED_JOB = need('SUCCEEDED_JOB'); // images: succeeded,
 const RETRIED_JOB = need('RETRIED_JOB'); // failed once, waiting out an hour's backoff,
 const CANCELLED_JOB = need('CANCELLED_JOB'); // cancelled before it ran
+const PARENT_JOB = need('PARENT_JOB'); // pipeline: queued,
+const WAITING_JOB = need('WAITING_JOB'); // and a job waiting for it (its one dependency)
 const OTHER_TENANT = need('OTHER_TENANT'); // a second tenant, with one queue of its own
 const OTHER_QUEUE = need('OTHER_QUEUE');
 const OTHER_JOB = need('OTHER_JOB'); // its one job
@@ -162,6 +164,7 @@ try {
     ['emails', 'queued', '5'], ['emails', 'ready', '4'], ['emails', 'scheduled', '1'], ['emails', 'paused', 'active'],
     ['reports', 'queued', '1'], ['reports', 'running', '1 / 3'], ['reports', 'failed', '1'],
     ['billing', 'failed', '1'], ['billing', 'expired_leases', '0'],
+    ['pipeline', 'queued', '1'], ['pipeline', 'waiting', '1'], ['emails', 'waiting', '0'],
   ]) await expectText(cell(queue, name), expected);
   assert.notEqual(await text(cell('emails', 'oldest_ready')), '—');
   await shot('overview');
@@ -359,7 +362,7 @@ try {
 
   step('jobs: all jobs, then the state filter');
   await nav('Jobs', 'jobs');
-  await until('12 jobs listed', async () => (await rows('jobs').count()) === 12 || (await rows('jobs').count()));
+  await until('14 jobs listed', async () => (await rows('jobs').count()) === 14 || (await rows('jobs').count()));
   await page.selectOption('#filters select[name=state]', 'failed');
   await settled();
   await until('2 failed jobs', async () => {
@@ -436,6 +439,48 @@ try {
   await waitRenders(2);
   assert.equal(await page.locator('details[data-key^="payload:"]').evaluate((d) => d.open), false);
   await page.locator('details[data-key^="payload:"] summary').click();
+
+  step('dependencies: the waiting state in the filter and its badge; the jobs that wait for a job');
+  await visit('#/jobs');
+  assert.deepEqual(await page.locator('#filters select[name=state] option').allTextContents(),
+    ['any', 'waiting', 'queued', 'running', 'succeeded', 'failed', 'cancelled']);
+  await page.selectOption('#filters select[name=state]', 'waiting');
+  await settled();
+  assert.match(page.url(), /state=waiting/);
+  await until('the one waiting job', async () => (await ids('jobs')).join() === WAITING_JOB || (await ids('jobs')));
+  await expectText(`#jobs tr[data-id="${WAITING_JOB}"] .badge.waiting`, 'waiting');
+  await visit(`#/jobs?depends_on=${PARENT_JOB}`);
+  await until('the jobs waiting for the parent', async () => (await ids('jobs')).join() === WAITING_JOB || (await ids('jobs')));
+  assert.equal(await page.inputValue('#filters input[name=depends_on]'), PARENT_JOB);
+
+  step('dependencies: a waiting job\'s page lists what it waits for (with states, linked); the parent\'s what waits for it');
+  await visit(`#/jobs/${WAITING_JOB}`);
+  await page.locator('.job[data-state=waiting]').waitFor();
+  await expectText(`#dependencies tr[data-id="${PARENT_JOB}"] .badge`, 'queued');
+  await expectText('#dependency-rule', '0 of 1 dependency succeeded. If one fails or is cancelled, this job is cancelled too.');
+  assert.equal(await page.locator('details[data-key^="dependents:"]').count(), 0, 'nothing waits for it');
+  assert.equal(await page.locator('.actions button', { hasText: 'Cancel' }).count(), 1, 'a waiting job can be cancelled');
+  await shot('job-waiting');
+  await page.locator(`#dependencies tr[data-id="${PARENT_JOB}"] a`).click();
+  await settled();
+  assert.equal(await page.evaluate(() => location.hash), `#/jobs/${PARENT_JOB}`);
+  await page.locator('.job[data-state=queued]').waitFor();
+  assert.equal(await page.locator('details[data-key^="dependencies:"]').count(), 0, 'it waits for nothing');
+  await expectText('details[data-key^="dependents:"] summary', 'Waited for by (1)');
+  await expectText(`#dependents tr[data-id="${WAITING_JOB}"] .badge.waiting`, 'waiting');
+  await shot('job-waited-for');
+  await page.locator(`#dependents tr[data-id="${WAITING_JOB}"] a`).click();
+  await settled();
+  await page.locator('.job[data-state=waiting]').waitFor();
+
+  step('dependencies: the queue view counts its waiting jobs, linked to them');
+  await visit('#/queues/pipeline');
+  await expectText('#queue-counts [data-count="waiting"] strong', '1');
+  await page.locator('#queue-counts [data-count="waiting"] a').click();
+  await settled();
+  assert.match(page.url(), /queue=pipeline/);
+  assert.match(page.url(), /state=waiting/);
+  await until('the waiting job', async () => (await ids('jobs')).join() === WAITING_JOB || (await ids('jobs')));
 
   step('dead letters: replay one and see it leave');
   await nav('Dead letters', 'dlq');
@@ -709,7 +754,8 @@ try {
     return { width: document.documentElement.scrollWidth, out: out.slice(0, 10) };
   });
   for (const [hash, name] of [['#/', 'overview-800'], ['#/queues/images', 'queue-chart-800'], ['#/jobs', null], ['#/dlq', null],
-    [`#/jobs/${FAILED_JOB}`, null], ['#/schedules', 'schedules-800'], ['#/workers', null]]) {
+    [`#/jobs/${FAILED_JOB}`, null], [`#/jobs/${WAITING_JOB}`, 'job-waiting-800'], [`#/jobs/${PARENT_JOB}`, null],
+    ['#/schedules', 'schedules-800'], ['#/workers', null]]) {
     await visit(hash);
     await sleep(200);
     const seen = await overflowing();

@@ -271,6 +271,14 @@ async fn browser(db: &TestDb) {
         .await
         .expect(200);
 
+    // pipeline: a job queued, and one waiting for it (dependencies).
+    let parent = json!({"queue": "pipeline", "kind": "render"});
+    let parent_job = id(c.post("/v1/jobs", parent).await.expect(201), "job");
+    let child = json!({"queue": "pipeline", "kind": "publish", "depends_on": [parent_job]});
+    let waiting = c.post("/v1/jobs", child).await;
+    assert_eq!(waiting.expect(201)["job"]["state"], "waiting");
+    let waiting_job = id(waiting.expect(201), "job");
+
     // A schedule with one run (its job lands in reports, queued).
     let schedule = json!({"name": "nightly-report", "cron": "0 3 * * *",
         "timezone": "Europe/Berlin", "queue": "reports", "kind": "build_report",
@@ -310,6 +318,8 @@ async fn browser(db: &TestDb) {
         ("SUCCEEDED_JOB", succeeded_job),
         ("RETRIED_JOB", retried_job),
         ("CANCELLED_JOB", cancelled_job),
+        ("PARENT_JOB", parent_job),
+        ("WAITING_JOB", waiting_job),
         ("OTHER_TENANT", "other".to_owned()),
         ("OTHER_QUEUE", "other-queue".to_owned()),
         ("OTHER_JOB", other_job),

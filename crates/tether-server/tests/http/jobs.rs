@@ -692,7 +692,7 @@ async fn queue_routes(db: &TestDb) {
     let u = &unused.expect(200)["queue"];
     assert_eq!(
         u["counts"],
-        json!({"queued": 0, "running": 0, "succeeded": 0, "failed": 0, "cancelled": 0})
+        json!({"waiting": 0, "queued": 0, "running": 0, "succeeded": 0, "failed": 0, "cancelled": 0})
     );
     assert_eq!(u["oldest_ready_age_ms"], 0);
     // Pause: enqueue accepted, no claims; resume.

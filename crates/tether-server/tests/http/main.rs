@@ -14,6 +14,7 @@ mod operators;
 mod polling;
 mod schedules;
 mod tenants;
+mod workflows;
 
 use std::time::{Duration, Instant};
 
@@ -22,7 +23,7 @@ use serde_json::{json, Value};
 use tether_conformance::TestDb;
 use tether_server::ServerConfig;
 
-const JOB_FIELDS: [&str; 26] = [
+const JOB_FIELDS: [&str; 29] = [
     "id",
     "queue",
     "kind",
@@ -49,6 +50,9 @@ const JOB_FIELDS: [&str; 26] = [
     "lease_expires_at",
     "heartbeat_at",
     "progress",
+    "depends_on",
+    "dependency_failure",
+    "workflow_id",
 ];
 
 fn is_rfc3339_utc(v: &Value) -> bool {

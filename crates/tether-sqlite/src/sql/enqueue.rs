@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 pub(crate) const INSERT_CHUNKS: [usize; 3] = [32, 8, 1];
 
 /// Values bound per enqueued row (see `insert_jobs_sql`).
-pub(crate) const ROW_PARAMS: usize = 17;
+pub(crate) const ROW_PARAMS: usize = 18;
 
 /// Registers the queues of an enqueue batch (?2: JSON array of names).
 pub(crate) const REGISTER_QUEUES: &str = concat!(
@@ -29,8 +29,8 @@ pub(crate) const COUNT_QUEUES: &str = "SELECT count(*) FROM tether_queues WHERE 
 /// the tenant, the default attempts/backoff (for a queue without a row),
 /// [`ROW_PARAMS`] values per row bound by `bind_entry` (ordinal, id, queue,
 /// kind, payload, priority, run_at, delay, max_attempts, backoff base, cap,
-/// timeout, idempotency key, unique key, tags, expires_at, concurrency key),
-/// and the tenant
+/// timeout, idempotency key, unique key, tags, expires_at, concurrency key,
+/// workflow), and the tenant
 /// again. They are anonymous `?` on purpose: for numbered or named ones,
 /// sqlx looks each name up with `sqlite3_bind_parameter_name`, a linear scan,
 /// which makes binding 500 values quadratic.
@@ -54,7 +54,7 @@ pub(crate) fn insert_jobs_sql(rows: usize) -> &'static str {
             "INSERT INTO tether_jobs (id, tenant, queue, kind, payload, state, priority, ",
             "attempt, max_attempts, backoff_base_ms, backoff_cap_ms, run_at, created_at, ",
             "updated_at, idempotency_key, unique_key, tags, expires_at, timeout_ms, ",
-            "cancel_requested, concurrency_key) ",
+            "cancel_requested, concurrency_key, workflow_id) ",
             "SELECT v.column2, ?, v.column3, v.column4, v.column5, 'queued', v.column6, 0, ",
             "COALESCE(v.column9, q.max_attempts, ?), ",
             "COALESCE(v.column10, q.backoff_base_ms, ?), ",
@@ -65,7 +65,8 @@ pub(crate) fn insert_jobs_sql(rows: usize) -> &'static str {
             now_ms!(),
             ", ",
             now_ms!(),
-            ", v.column13, v.column14, v.column15, v.column16, v.column12, 0, v.column17 FROM (VALUES "
+            ", v.column13, v.column14, v.column15, v.column16, v.column12, 0, v.column17, ",
+            "v.column18 FROM (VALUES "
         ));
         let row = format!("({})", vec!["?"; ROW_PARAMS].join(", "));
         sql.push_str(&vec![row; rows].join(", "));
@@ -89,7 +90,7 @@ pub(crate) const DUPLICATE_CANDIDATES: &str = "SELECT e.value ->> 'idx' AS idx, 
      (SELECT k.id FROM tether_jobs AS k \
       WHERE k.tenant = ?1 AND k.idempotency_key = e.value ->> 'ik') AS ik_id, \
      (SELECT u.id FROM tether_jobs AS u WHERE u.tenant = ?1 AND u.unique_key = e.value ->> 'uk' \
-      AND u.state IN ('queued', 'running')) AS uk_id \
+      AND u.state IN ('waiting', 'queued', 'running')) AS uk_id \
      FROM json_each(?2) AS e";
 
 /// Jobs by id (?1: JSON array of ids).

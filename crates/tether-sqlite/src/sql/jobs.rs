@@ -39,30 +39,11 @@ pub(crate) const REQUEST_CANCEL: &str = concat!(
     job_columns!()
 );
 
-/// The active job holding a unique key, other than ?3.
+/// The unfinished job (waiting, queued or running) holding a unique key,
+/// other than ?3.
 pub(crate) const ACTIVE_HOLDER: &str =
     "SELECT id FROM tether_jobs WHERE tenant = ?1 AND unique_key = ?2 \
-     AND state IN ('queued', 'running') AND id <> ?3 LIMIT 1";
-
-/// The SET clause of a replay: a fresh attempt budget, due now, and the
-/// `expires_at` bound as `$expires` (NULL clears it, or an expired job would
-/// expire again at once). A job with dependencies goes back to `waiting`,
-/// to be settled against them (`workflows::settle`).
-macro_rules! replay_set {
-    ($expires:literal) => {
-        concat!(
-            "UPDATE tether_jobs SET state = CASE WHEN depends_on IS NULL THEN 'queued' ",
-            "ELSE 'waiting' END, attempt = 0, run_at = ",
-            now_ms!(),
-            ", cancel_requested = 0, finished_at = NULL, result = NULL, lease_token = NULL, ",
-            "lease_expires_at = NULL, progress = NULL, expires_at = ",
-            $expires,
-            ", updated_at = ",
-            now_ms!(),
-            " "
-        )
-    };
-}
+     AND state IN ('waiting', 'queued', 'running') AND id <> ?3 LIMIT 1";
 
 /// Replays job ?1 with ?2 as its new `expires_at`.
 pub(crate) const REPLAY: &str = concat!(
@@ -104,7 +85,7 @@ pub(crate) const REPLAY_MANY: &str = concat!(
     replay_set!("?7"),
     "WHERE id IN (SELECT c.id FROM c WHERE c.unique_key IS NULL OR (",
     "NOT EXISTS (SELECT 1 FROM tether_jobs AS a WHERE a.tenant = ?1 ",
-    "AND a.unique_key = c.unique_key AND a.state IN ('queued', 'running')) ",
+    "AND a.unique_key = c.unique_key AND a.state IN ('waiting', 'queued', 'running')) ",
     "AND c.id = (SELECT min(o.id) FROM c AS o WHERE o.unique_key = c.unique_key))) ",
     "RETURNING id, state"
 );

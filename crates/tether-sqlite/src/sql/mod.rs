@@ -42,7 +42,7 @@ macro_rules! job_columns {
          backoff_base_ms, backoff_cap_ms, run_at, created_at, started_at, finished_at, \
          updated_at, last_error, unique_key, idempotency_key, tags, expires_at, timeout_ms, \
          cancel_requested, worker_id, lease_token, lease_expires_at, heartbeat_at, progress, \
-         concurrency_key, depends_on, dependency_failure, has_dependents"
+         concurrency_key, depends_on, dependency_failure, has_dependents, workflow_id"
     };
 }
 
@@ -84,6 +84,27 @@ macro_rules! unpack {
             "SELECT key / ", $n, " AS idx",
             $(", max(CASE key % ", $n, " WHEN ", $i, " THEN value END) AS ", $col,)+
             " FROM json_each(", $param, ") GROUP BY key / ", $n
+        )
+    };
+}
+
+/// The SET clause of a replay (`jobs::REPLAY`, `REPLAY_MANY`, and
+/// `workflows::RETRY_WORKFLOW`): a fresh attempt budget, due now, and the
+/// `expires_at` bound as `$expires` (NULL clears it, or an expired job would
+/// expire again at once). A job with dependencies goes back to `waiting`,
+/// to be settled against them (`workflows::settle`).
+macro_rules! replay_set {
+    ($expires:literal) => {
+        concat!(
+            "UPDATE tether_jobs SET state = CASE WHEN depends_on IS NULL THEN 'queued' ",
+            "ELSE 'waiting' END, attempt = 0, run_at = ",
+            now_ms!(),
+            ", cancel_requested = 0, finished_at = NULL, result = NULL, lease_token = NULL, ",
+            "lease_expires_at = NULL, progress = NULL, expires_at = ",
+            $expires,
+            ", updated_at = ",
+            now_ms!(),
+            " "
         )
     };
 }

@@ -111,3 +111,146 @@ pub(crate) const DEPENDENCIES: &str = concat!(
     "(SELECT w.depends_on FROM tether_jobs AS w WHERE w.id = ?1 AND w.tenant = ?2))) AS d ",
     "ON tether_jobs.id = d.dep WHERE tether_jobs.tenant = ?2 ORDER BY d.ord"
 );
+
+/// Creates workflow ?1 of tenant ?2 named ?3 with key ?4; no row when the
+/// key is taken ([`WORKFLOW_BY_KEY`] then finds the holder).
+pub(crate) const INSERT_WORKFLOW: &str = concat!(
+    "INSERT INTO tether_workflows (id, tenant, name, idempotency_key, created_at) ",
+    "VALUES (?1, ?2, ?3, ?4, ",
+    now_ms!(),
+    ") ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING ",
+    "RETURNING id"
+);
+
+/// The workflow of tenant ?1 that holds idempotency key ?2.
+pub(crate) const WORKFLOW_BY_KEY: &str =
+    "SELECT id FROM tether_workflows WHERE tenant = ?1 AND idempotency_key = ?2";
+
+/// Workflow ?1 of tenant ?2. (No lock as PostgreSQL's `LOCK_WORKFLOW`: a
+/// cancel or retry runs under the write lock, alone.)
+pub(crate) const WORKFLOW: &str = "SELECT id, name, idempotency_key, created_at \
+     FROM tether_workflows WHERE id = ?1 AND tenant = ?2";
+
+/// The graph of workflow ?1 of tenant ?2: its first ?3 jobs, oldest first,
+/// with what each waits for and when it finished.
+pub(crate) const WORKFLOW_GRAPH: &str =
+    "SELECT id, kind, state, depends_on, finished_at FROM tether_jobs \
+     WHERE workflow_id = ?1 AND tenant = ?2 ORDER BY id LIMIT ?3";
+
+/// The jobs of workflow ?1 of tenant ?2, whole, oldest first (the answer of
+/// a batch whose key led to an existing workflow).
+pub(crate) const WORKFLOW_JOBS: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    " FROM tether_jobs WHERE workflow_id = ?1 AND tenant = ?2 ORDER BY id LIMIT ?3"
+);
+
+/// A page of tenant ?1's workflows, newest first (the filters present
+/// are spliced in by [`list_workflows_sql`]), each with its jobs' counts
+/// per state and their latest `finished_at`.
+macro_rules! list_workflows {
+    ($filters:literal) => {
+        concat!(
+            "SELECT w.id AS id, w.name AS name, w.idempotency_key AS idempotency_key, ",
+            "w.created_at AS created_at, ",
+            "count(j.id) FILTER (WHERE j.state = 'waiting') AS waiting, ",
+            "count(j.id) FILTER (WHERE j.state = 'queued') AS queued, ",
+            "count(j.id) FILTER (WHERE j.state = 'running') AS running, ",
+            "count(j.id) FILTER (WHERE j.state = 'succeeded') AS succeeded, ",
+            "count(j.id) FILTER (WHERE j.state = 'failed') AS failed, ",
+            "count(j.id) FILTER (WHERE j.state = 'cancelled') AS cancelled, ",
+            "max(j.finished_at) AS last_finished_at ",
+            "FROM (SELECT id, name, idempotency_key, created_at FROM tether_workflows ",
+            "WHERE tenant = ?1",
+            $filters,
+            " ORDER BY id DESC LIMIT ?4) AS w ",
+            "LEFT JOIN tether_jobs AS j ON j.workflow_id = w.id ",
+            "GROUP BY w.id ORDER BY w.id DESC"
+        )
+    };
+}
+
+/// [`list_workflows!`] with the filters present: named ?2, with ids below
+/// ?3 (each shape its own statement, so that it can use its index;
+/// `(?2 IS NULL OR …)` would defeat SQLite's index selection).
+pub(crate) fn list_workflows_sql(named: bool, after: bool) -> &'static str {
+    match (named, after) {
+        (false, false) => list_workflows!(""),
+        (true, false) => list_workflows!(" AND name = ?2"),
+        (false, true) => list_workflows!(" AND id < ?3"),
+        (true, true) => list_workflows!(" AND name = ?2 AND id < ?3"),
+    }
+}
+
+/// The workflows ?2 (a JSON array of ids) of tenant ?1 that jobs are about
+/// to join, each with how many jobs it holds and whether one is unfinished.
+/// (Under the write lock: no cancel or retry can overlap the append.)
+pub(crate) const CHECK_APPENDS: &str = "SELECT w.id AS id, \
+     (SELECT count(*) FROM tether_jobs AS j WHERE j.workflow_id = w.id) AS jobs, \
+     EXISTS (SELECT 1 FROM tether_jobs AS j WHERE j.workflow_id = w.id \
+             AND j.state IN ('waiting', 'queued', 'running')) AS open \
+     FROM tether_workflows AS w \
+     WHERE w.tenant = ?1 AND w.id IN (SELECT value FROM json_each(?2))";
+
+/// Cancelling workflow ?1 of tenant ?2, first step: marks met every edge
+/// into its waiting jobs, which the second step cancels anyway. So the
+/// trigger, as the second step's rows end one by one, neither cancels
+/// (with a `cancelled` event naming a dependency) nor releases a job of
+/// the workflow that the statement has not reached yet: each of them is
+/// cancelled by the workflow's cancel, as on PostgreSQL, whose trigger
+/// runs after the whole statement. What waits for them outside the
+/// workflow is still moved by the trigger. (Entering `waiting` again, by a
+/// replay, sets every edge of a job afresh.)
+pub(crate) const CANCEL_WORKFLOW_EDGES: &str = "UPDATE tether_job_dependencies SET met = 1 \
+     WHERE met = 0 AND job_id IN (SELECT id FROM tether_jobs \
+     WHERE workflow_id = ?1 AND tenant = ?2 AND state = 'waiting')";
+
+/// Second step: cancels the unfinished jobs of the workflow, waiting and
+/// queued ones at once, running ones are asked to stop (once), as
+/// `jobs::CANCEL_QUEUED` and `jobs::REQUEST_CANCEL` do one job. Answers
+/// each job moved, its new state and whether others wait for it.
+pub(crate) const CANCEL_WORKFLOW: &str = concat!(
+    "UPDATE tether_jobs SET ",
+    "state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END, ",
+    "cancel_requested = (state = 'running'), ",
+    "finished_at = CASE WHEN state = 'running' THEN finished_at ELSE ",
+    now_ms!(),
+    " END, waiting_on = 0, updated_at = ",
+    now_ms!(),
+    " WHERE workflow_id = ?1 AND tenant = ?2 AND (state IN ('waiting', 'queued') ",
+    "OR (state = 'running' AND cancel_requested = 0)) ",
+    "RETURNING id, state, has_dependents"
+);
+
+/// Third step: the events of the jobs the second moved (?1: a JSON array
+/// of ids), `cancelled` or `cancel_requested`.
+pub(crate) const CANCEL_WORKFLOW_EVENTS: &str = concat!(
+    "INSERT INTO tether_job_events (job_id, tenant, at, event, attempt, worker_id, detail) ",
+    "SELECT id, tenant, updated_at, CASE state WHEN 'cancelled' THEN 'cancelled' ",
+    "ELSE 'cancel_requested' END, attempt, worker_id, NULL ",
+    "FROM tether_jobs WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY id"
+);
+
+/// Replays the failed jobs of workflow ?1 of tenant ?2 and, when ?3, every
+/// finished job of the workflow downstream of them (through finished jobs
+/// only): each goes back as a replay puts a job back (`jobs::REPLAY`,
+/// `expires_at` cleared), to `waiting` when it has dependencies (then
+/// settled, `workflows::settle`). Answers the jobs put back with their new
+/// state.
+pub(crate) const RETRY_WORKFLOW: &str = concat!(
+    "WITH RECURSIVE picked (id) AS (",
+    "SELECT id FROM tether_jobs WHERE workflow_id = ?1 AND tenant = ?2 AND state = 'failed' ",
+    "UNION ",
+    "SELECT d.job_id FROM picked AS p ",
+    "JOIN tether_job_dependencies AS d ON d.depends_on = p.id ",
+    "JOIN tether_jobs AS j ON j.id = d.job_id ",
+    "WHERE ?3 AND j.workflow_id = ?1 AND j.state IN ('succeeded', 'failed', 'cancelled')) ",
+    replay_set!("NULL"),
+    "WHERE id IN (SELECT id FROM picked) AND state IN ('succeeded', 'failed', 'cancelled') ",
+    "RETURNING id, queue, state"
+);
+
+/// How many of the jobs ?1 (a JSON array of ids) are queued, per queue
+/// (the wake-ups of a retry).
+pub(crate) const QUEUED_BY_QUEUE: &str = "SELECT queue, count(*) AS n FROM tether_jobs \
+     WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'queued' GROUP BY queue";

@@ -27,10 +27,11 @@ async fn migrations_are_idempotent() {
             (8, "report_digest".to_owned()),
             (9, "tenant_suspension".to_owned()),
             (10, "outcome_history_time".to_owned()),
-            (11, "dependencies".to_owned())
+            (11, "dependencies".to_owned()),
+            (12, "workflows".to_owned())
         ]
     );
-    assert_eq!(SqliteStore::schema_version(), 11);
+    assert_eq!(SqliteStore::schema_version(), 12);
     store.close().await;
 }
 

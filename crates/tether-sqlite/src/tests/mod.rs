@@ -5,7 +5,8 @@
 //! By topic: `connections` (the file, its migrations and connections,
 //! transaction hygiene, durability), `jobs` (smoke tests of the lifecycle
 //! on SQLite), `schedules` (what is particular to SQLite about them),
-//! `workflows` (dependencies: the cascade by trigger, wake-ups, the upgrade).
+//! `workflows` (dependencies and workflows: the cascade by trigger, wake-ups,
+//! the upgrades).
 
 mod connections;
 mod jobs;

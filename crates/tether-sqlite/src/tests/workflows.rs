@@ -1,9 +1,14 @@
 //! Jobs that wait for other jobs, where SQLite differs from PostgreSQL:
-//! the cascade by trigger recursion, the wake-ups of released jobs, and the
-//! migration that rebuilt `tether_jobs`. (The behaviour itself is proven by
+//! the cascade by trigger recursion, the wake-ups of released jobs, the
+//! migration that rebuilt `tether_jobs`; and workflows: a cancel against
+//! the trigger that runs row by row, the wake-ups of a cancel and a retry,
+//! the migration that added them. (The behaviour itself is proven by
 //! `tether-conformance`.)
 
-use tether_core::{DependencyFailure, JobEvent};
+use tether_core::{
+    DependencyFailure, JobEvent, NewWorkflow, RetryMode, WorkflowCancelled, WorkflowEnqueued,
+    WorkflowFilter, WorkflowState,
+};
 
 use super::*;
 
@@ -544,6 +549,7 @@ async fn the_upgrade_keeps_jobs_and_indexes() {
             "tether_jobs_tenant_state",
             "tether_jobs_unique_active",
             "tether_jobs_waiting",
+            "tether_jobs_workflow",
         ]
     );
     let dependent = enqueue(&store, &[NewJob::new("new", "k", json!(2)).after(old)]).await;
@@ -554,5 +560,195 @@ async fn the_upgrade_keeps_jobs_and_indexes() {
         store.get("t", dependent[0].job.id).await.unwrap().state,
         JobState::Queued
     );
+    store.close().await;
+}
+
+/// A new workflow's batch, through the store.
+async fn enqueue_workflow(store: &SqliteStore, name: &str, jobs: &[NewJob]) -> WorkflowEnqueued {
+    let id = Uuid::now_v7();
+    let jobs: Vec<NewJob> = jobs.iter().cloned().map(|j| j.workflow(id)).collect();
+    let flow = NewWorkflow {
+        name: name.to_owned(),
+        idempotency_key: None,
+    };
+    store
+        .enqueue_workflow("t", id, &flow, &enqueue_refs(&jobs), u32::MAX)
+        .await
+        .unwrap()
+}
+
+/// Cancelling a workflow cancels each of its waiting jobs itself, once,
+/// even when the trigger of a job of the workflow cancelled earlier in the
+/// same statement would have reached it (PostgreSQL's trigger runs after
+/// the whole statement): one `cancelled` event each, without a dependency
+/// named. What waits outside the workflow is moved by the trigger, and a
+/// job released there has its queue woken.
+#[tokio::test]
+async fn cancelling_a_workflow_cancels_its_jobs_once_and_moves_the_rest() {
+    let db = TempDb::new();
+    let store = SqliteStore::open(&db.0).await.unwrap();
+    // a → b → c inside; c → out (cancel) and c → run (run) outside.
+    let out = enqueue_workflow(
+        &store,
+        "chain",
+        &[
+            NewJob::new("a", "k", json!(0)),
+            NewJob::new("b", "k", json!(1)).after_entry(0),
+            NewJob::new("b", "k", json!(2)).after_entry(1),
+        ],
+    )
+    .await;
+    let ids: Vec<Uuid> = out.jobs.iter().map(|e| e.job.id).collect();
+    let outside = enqueue(
+        &store,
+        &[
+            NewJob::new("o", "k", json!(3)).after(ids[2]),
+            NewJob::new("r", "k", json!(4))
+                .after(ids[2])
+                .dependency_failure(DependencyFailure::Run),
+        ],
+    )
+    .await;
+    let mut wakeup = store.subscribe("t", "r");
+    let done = store.cancel_workflow("t", out.workflow.id).await.unwrap();
+    assert_eq!((done.cancelled, done.cancel_requested), (3, 0));
+    for id in &ids {
+        assert_eq!(
+            store.get("t", *id).await.unwrap().state,
+            JobState::Cancelled
+        );
+        let events = events_of(&store, *id).await;
+        assert_eq!(count(&events, EventKind::Cancelled), 1, "{events:?}");
+        assert_eq!(events.last().unwrap().detail, None, "{events:?}");
+    }
+    let o = outside[0].job.id;
+    assert_eq!(store.get("t", o).await.unwrap().state, JobState::Cancelled);
+    let events = events_of(&store, o).await;
+    assert_eq!(count(&events, EventKind::Cancelled), 1, "{events:?}");
+    assert!(events.last().unwrap().detail.is_some(), "{events:?}");
+    let r = outside[1].job.id;
+    assert_eq!(store.get("t", r).await.unwrap().state, JobState::Queued);
+    tokio::time::timeout(std::time::Duration::from_secs(2), wakeup.hinted())
+        .await
+        .expect("the released job's queue is woken");
+    let graph = store.get_workflow("t", out.workflow.id).await.unwrap();
+    assert_eq!(graph.workflow.state, WorkflowState::Cancelled);
+    assert!(graph.workflow.finished_at.is_some());
+    // Nothing left to cancel.
+    let again = store.cancel_workflow("t", out.workflow.id).await.unwrap();
+    assert_eq!(again, WorkflowCancelled::default());
+    store.close().await;
+}
+
+/// A retry puts the failed job back (queued, woken) and, downstream, what
+/// its failure cancelled, waiting for it again.
+#[tokio::test]
+async fn retrying_a_workflow_settles_and_wakes() {
+    let db = TempDb::new();
+    let store = SqliteStore::open(&db.0).await.unwrap();
+    let out = enqueue_workflow(
+        &store,
+        "pair",
+        &[
+            NewJob::new("a", "k", json!(0)),
+            NewJob::new("b", "k", json!(1)).after_entry(0),
+        ],
+    )
+    .await;
+    let (a, b) = (out.jobs[0].job.id, out.jobs[1].job.id);
+    claim_and_fail(&store, "a").await;
+    assert_eq!(store.get("t", b).await.unwrap().state, JobState::Cancelled);
+    let mut wakeup = store.subscribe("t", "a");
+    let n = store
+        .retry_workflow("t", out.workflow.id, RetryMode::FailedAndDownstream)
+        .await
+        .unwrap();
+    assert_eq!(n, 2);
+    tokio::time::timeout(std::time::Duration::from_secs(2), wakeup.hinted())
+        .await
+        .expect("the retried job's queue is woken");
+    assert_eq!(store.get("t", a).await.unwrap().state, JobState::Queued);
+    assert_eq!(store.get("t", b).await.unwrap().state, JobState::Waiting);
+    claim_and_complete(&store, "a").await;
+    assert_eq!(store.get("t", b).await.unwrap().state, JobState::Queued);
+    let filter = JobFilter {
+        workflow_id: Some(out.workflow.id),
+        ..JobFilter::default()
+    };
+    let listed: Vec<Uuid> = store
+        .list("t", &filter)
+        .await
+        .unwrap()
+        .jobs
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(listed, vec![b, a]);
+    store.close().await;
+}
+
+/// A file at schema 11 with jobs in it: the upgrade adds the workflows'
+/// table and the jobs' column in place, the old jobs belong to no
+/// workflow, and workflows then work, appends included; a waiting job
+/// holds its unique key.
+#[tokio::test]
+async fn the_workflows_upgrade_keeps_jobs() {
+    let db = TempDb::new();
+    let old: Uuid = "00000000-0000-4000-8000-000000000001".parse().unwrap();
+    {
+        let options = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(&db.0)
+            .create_if_missing(true)
+            .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal);
+        let pool = sqlx::sqlite::SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await
+            .unwrap();
+        crate::migrate::run_up_to(&pool, 11).await.unwrap();
+        sqlx::raw_sql(
+            "INSERT INTO tether_jobs (id, tenant, queue, kind, payload, state, priority, attempt,
+                 max_attempts, backoff_base_ms, backoff_cap_ms, run_at, created_at, updated_at,
+                 tags)
+             VALUES ('00000000-0000-4000-8000-000000000001', 't', 'old', 'k', '{}',
+                 'queued', 0, 0, 5, 1000, 60000, 1000, 1000, 1000, '[]');",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        pool.close().await;
+    }
+    let store = SqliteStore::open(&db.0).await.unwrap();
+    let job = store.get("t", old).await.unwrap();
+    assert_eq!((job.state, job.workflow_id), (JobState::Queued, None));
+    let out = enqueue_workflow(
+        &store,
+        "after",
+        &[NewJob::new("new", "k", json!(1)).after(old)],
+    )
+    .await;
+    let w = out.workflow.id;
+    assert_eq!(out.jobs[0].job.workflow_id, Some(w));
+    assert_eq!(out.jobs[0].job.state, JobState::Waiting);
+    let appended = enqueue(&store, &[NewJob::new("new", "k", json!(2)).workflow(w)]).await;
+    assert_eq!(appended[0].job.workflow_id, Some(w));
+    // A waiting job now holds its unique key (the index is remade).
+    let held = enqueue(
+        &store,
+        &[NewJob::new("new", "k", json!(3)).after(old).unique_key("u")],
+    )
+    .await;
+    assert_eq!(held[0].job.state, JobState::Waiting);
+    let again = enqueue(&store, &[NewJob::new("new", "k", json!(4)).unique_key("u")]).await;
+    assert_eq!((again[0].created, again[0].job.id), (false, held[0].job.id));
+    let graph = store.get_workflow("t", w).await.unwrap();
+    assert_eq!(graph.jobs.len(), 2);
+    assert_eq!(graph.jobs[0].depends_on, vec![old]);
+    assert_eq!(graph.workflow.counts.waiting, 1);
+    let page = store
+        .list_workflows("t", &WorkflowFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(page.workflows, vec![graph.workflow]);
     store.close().await;
 }

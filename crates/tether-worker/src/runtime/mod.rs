@@ -370,7 +370,7 @@ impl Backoff {
 
 /// Calls `f` until it succeeds, fails for good, or [`REPORT_TRIES`] tries
 /// failed transiently.
-async fn retrying<T, F, Fut>(what: &str, mut f: F) -> Result<T, Error>
+pub(crate) async fn retrying<T, F, Fut>(what: &str, mut f: F) -> Result<T, Error>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, Error>>,

@@ -24,7 +24,7 @@ pub(super) async fn run_job(shared: Arc<Shared>, fl: Arc<InFlight>, permit: Owne
     let handler = shared.handlers.get(&fl.job.kind).cloned();
     let started = Instant::now();
     let ended = match handler {
-        Some(h) => execute(&fl, h).await,
+        Some(h) => execute(&fl, shared.source.clone(), h).await,
         None => Ended::NoHandler,
     };
     let labels = [
@@ -56,11 +56,16 @@ pub(super) async fn run_job(shared: Arc<Shared>, fl: Arc<InFlight>, permit: Owne
 /// Runs the handler until it answers, panics, times out, ignores a
 /// cancellation for a lease TTL, or is abandoned at shutdown. A snooze is
 /// an answer like any other: it is reported, never slept here.
-pub(super) async fn execute(fl: &Arc<InFlight>, handler: Handler) -> Ended {
+pub(super) async fn execute(
+    fl: &Arc<InFlight>,
+    source: Arc<dyn Source>,
+    handler: Handler,
+) -> Ended {
     let timeout_ms = fl.job.timeout_ms.filter(|ms| *ms > 0);
     let deadline = timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms as u64));
     let ctx = JobContext {
         inflight: fl.clone(),
+        source,
     };
     // Calling the handler inside the future catches a panic while it builds
     // its future as well as one while it runs.

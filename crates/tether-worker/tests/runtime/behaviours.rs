@@ -9,7 +9,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tether_conformance::TestDb;
 use tether_core::lifecycle::MAINTENANCE_LEASE;
-use tether_core::{Backoff, ClaimRequest, EventKind, JobArgs, JobState, NewJob, QueueConfigPatch};
+use tether_core::{
+    Backoff, ClaimRequest, DependencyFailure, EventKind, JobArgs, JobState, NewJob,
+    QueueConfigPatch,
+};
 use tether_worker::{JobError, Worker};
 
 use super::support::*;
@@ -1366,6 +1369,101 @@ pub async fn handlers_see_their_attempt(db: &TestDb) {
     assert_eq!(done.state, JobState::Succeeded);
     assert_eq!(done.attempt, 3);
     assert_eq!(last.load(Ordering::SeqCst), 3);
+    handle.shutdown();
+    handle.join().await;
+}
+
+#[derive(Serialize, Deserialize)]
+struct Doubled {
+    n: i64,
+}
+
+/// A → B: B's handler reads A's result, typed or not; with `run`, a
+/// dependent of a failed job reads the failure; a job without
+/// dependencies reads none.
+pub async fn handlers_read_their_dependencies(db: &TestDb) {
+    let handle = worker(db)
+        .queue(Q, 4)
+        .handler("parent", |ctx| async move {
+            if ctx.job().payload["fail"] == json!(true) {
+                return Err(JobError::fatal("no luck"));
+            }
+            let n = ctx.job().payload["n"].as_i64().unwrap_or_default();
+            Ok(Some(json!({ "n": n * 2 })))
+        })
+        .handler("child", |ctx| async move {
+            let deps = ctx.dependencies().await?;
+            let parent = ctx.job().depends_on.first().copied();
+            let typed = match parent {
+                Some(id) => ctx
+                    .dependency_result::<Doubled>(id)
+                    .await?
+                    .map(|d| json!(d.n)),
+                None => None,
+            };
+            let stranger = ctx.dependency_result::<Doubled>(ctx.id()).await;
+            Ok(Some(json!({
+                "ids": deps.iter().map(|d| d.id).collect::<Vec<_>>(),
+                "kinds": deps.iter().map(|d| d.kind.clone()).collect::<Vec<_>>(),
+                "states": deps.iter().map(|d| d.state.as_str()).collect::<Vec<_>>(),
+                "results": deps.iter().map(|d| d.result.clone()).collect::<Vec<_>>(),
+                "errors": deps.iter().map(|d| d.last_error.clone()).collect::<Vec<_>>(),
+                "finished": deps.iter().all(|d| d.finished_at.is_some()),
+                "typed": typed,
+                "stranger": matches!(stranger, Err(JobError::Fatal(_))),
+            })))
+        })
+        .build()
+        .unwrap()
+        .start();
+    let graph = db
+        .engine
+        .enqueue_many(
+            T,
+            &[
+                NewJob::new(Q, "parent", json!({ "n": 21 })),
+                NewJob::new(Q, "child", json!({})).after_entry(0),
+                NewJob::new(Q, "parent", json!({ "fail": true })).max_attempts(1),
+                NewJob::new(Q, "child", json!({}))
+                    .after_entry(2)
+                    .dependency_failure(DependencyFailure::Run),
+                NewJob::new(Q, "child", json!({})),
+            ],
+        )
+        .await
+        .unwrap();
+    let ids: Vec<_> = graph.iter().map(|e| e.job.id).collect();
+
+    let b = job_where(db, ids[1], "B after A", 10 * SEC, |j| j.state.is_terminal()).await;
+    assert_eq!(b.state, JobState::Succeeded, "{:?}", b.last_error);
+    assert_eq!(
+        b.result.unwrap(),
+        json!({
+            "ids": [ids[0]], "kinds": ["parent"], "states": ["succeeded"],
+            "results": [{ "n": 42 }], "errors": [null], "finished": true,
+            "typed": 42, "stranger": true,
+        })
+    );
+
+    let g = job_where(db, ids[3], "G after F failed", 10 * SEC, |j| {
+        j.state.is_terminal()
+    })
+    .await;
+    assert_eq!(g.state, JobState::Succeeded, "{:?}", g.last_error);
+    let g = g.result.unwrap();
+    assert_eq!(g["states"], json!(["failed"]));
+    assert_eq!(g["results"], json!([null]));
+    assert_eq!(g["typed"], json!(null), "a failed dependency has no result");
+    assert!(g["errors"][0].as_str().unwrap().contains("no luck"), "{g}");
+
+    let lonely = job_where(db, ids[4], "a job without dependencies", 10 * SEC, |j| {
+        j.state.is_terminal()
+    })
+    .await;
+    assert_eq!(lonely.state, JobState::Succeeded, "{:?}", lonely.last_error);
+    let lonely = lonely.result.unwrap();
+    assert_eq!(lonely["ids"], json!([]));
+    assert_eq!(lonely["typed"], json!(null));
     handle.shutdown();
     handle.join().await;
 }

@@ -46,6 +46,7 @@ tether_conformance::both_backends! {
     a_source_outage_is_survived,
     completions_are_batched,
     handlers_see_their_attempt,
+    handlers_read_their_dependencies,
 }
 
 /// PostgreSQL: the worker runs on one store (its own pool and listener), the

@@ -8,9 +8,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tether_conformance::TestDb;
 use tether_core::{
-    CarriedReports, ClaimRequest, ClaimedJob, Completion, Engine, Error, EventKind, Failure,
-    Heartbeat, HeartbeatAck, Job, JobFilter, JobState, Lease, LeaseToken, NewJob, ReapReport,
-    ReportedAndClaimed, Result, Wakeup,
+    CarriedReports, ClaimRequest, ClaimedJob, Completion, DependencyJob, Engine, Error, EventKind,
+    Failure, Heartbeat, HeartbeatAck, Job, JobFilter, JobState, Lease, LeaseToken, NewJob,
+    ReapReport, ReportedAndClaimed, Result, Wakeup,
 };
 use tether_worker::{Source, Worker, WorkerBuilder};
 use tokio::sync::watch;
@@ -278,6 +278,11 @@ impl Source for Probe {
     ) -> Result<JobState> {
         self.check()?;
         Source::snooze(&self.engine, tenant, id, token, delay_ms).await
+    }
+
+    async fn dependencies(&self, tenant: &str, id: Uuid) -> Result<Vec<DependencyJob>> {
+        self.check()?;
+        self.engine.dependencies(tenant, id).await
     }
 
     fn subscribe(&self, tenant: &str, queue: &str) -> Wakeup {

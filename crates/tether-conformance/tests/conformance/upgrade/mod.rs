@@ -10,3 +10,4 @@ mod rate_and_keys;
 mod report_digest;
 mod state_indexes;
 mod suspension;
+mod workflows;
