@@ -23,6 +23,7 @@
 //! | `maintenance.rs` | the reaper, expiry, pruning, named leases |
 //! | `tenants.rs` | tenants, API keys, the server-secret check |
 //! | `schedules.rs` | schedules and their runs |
+//! | `workflows.rs` | jobs that wait for other jobs (the release and cascade are the trigger of migration 13), and workflows: named graphs of them |
 //! | `sql/` | the statements, one file per module above |
 //! | `rows.rs` | rows to the model, driver errors to tether's |
 //! | `migrate.rs` | the schema's migrations |
