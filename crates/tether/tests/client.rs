@@ -121,6 +121,38 @@ async fn postgres_by_url_with_transactional_enqueue() {
         .await
         .expect("committed");
     assert_eq!(job.state, JobState::Queued);
+
+    // A graph of typed jobs, in the caller's transaction: all or nothing.
+    let small = Resize {
+        image: "cat.png".into(),
+        width: 64,
+    };
+    let graph = [
+        NewJob::for_args(&small).expect("serializes"),
+        NewJob::for_args(&small)
+            .expect("serializes")
+            .after_entry(0)
+            .after(job.id),
+    ];
+    let mut tx = pool.begin().await.expect("begin");
+    let made = client
+        .enqueue_in(&mut tx, &graph)
+        .await
+        .expect("graph in tx");
+    tx.commit().await.expect("commit");
+    assert_eq!(made[1].job.state, JobState::Waiting);
+    assert_eq!(made[1].job.depends_on, vec![made[0].job.id, job.id]);
+    let mut tx = pool.begin().await.expect("begin");
+    let unknown = NewJob::new("q", "k", json!(3)).after(made[0].job.id).after(
+        "0190d000-0000-7000-8000-000000000001"
+            .parse()
+            .expect("a uuid"),
+    );
+    assert!(matches!(
+        client.enqueue_in(&mut tx, &[unknown]).await,
+        Err(Error::Invalid { .. })
+    ));
+    tx.rollback().await.expect("rollback");
     pool.close().await;
     db.cleanup().await;
 }
