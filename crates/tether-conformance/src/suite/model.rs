@@ -9,6 +9,10 @@
 //! job ready, no unclaimed ready job of higher priority) and the model then
 //! adopts the backend's choice, because equal timestamps may order either
 //! way at millisecond precision.
+//!
+//! Some new jobs wait for an earlier job (one dependency each, `cancel` or
+//! `run`): the model settles every waiting job after every step, by the
+//! rule of invariant 16, whichever operation ended its dependency.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,8 +23,8 @@ use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::json;
 use tether_core::lifecycle::{fail_outcome, lapse_outcome, FailOutcome, Report};
 use tether_core::{
-    Backoff, ClaimRequest, Completion, Error, Failure, Heartbeat, JobFilter, JobState, LeaseToken,
-    NewJob, QueueConfigPatch, RunAt,
+    Backoff, ClaimRequest, Completion, DependencyFailure, Error, Failure, Heartbeat, JobFilter,
+    JobState, LeaseToken, NewJob, QueueConfigPatch, RunAt,
 };
 use uuid::Uuid;
 
@@ -40,6 +44,9 @@ struct NewSpec {
     max_attempts: i32,
     unique: Option<u8>,
     idem: Option<u8>,
+    /// Waits for an earlier job (picked among those before the batch),
+    /// with `run` when true.
+    after: Option<(Index, bool)>,
 }
 
 /// Which token an operation presents.
@@ -88,15 +95,17 @@ fn spec() -> impl Strategy<Value = NewSpec> {
         1i32..=3,
         prop::option::weighted(0.35, 0u8..2),
         prop::option::weighted(0.25, 0u8..3),
+        prop::option::weighted(0.3, (any::<Index>(), any::<bool>())),
     )
         .prop_map(
-            |(queue, priority, delayed, max_attempts, unique, idem)| NewSpec {
+            |(queue, priority, delayed, max_attempts, unique, idem, after)| NewSpec {
                 queue,
                 priority,
                 delayed,
                 max_attempts,
                 unique,
                 idem,
+                after,
             },
         )
 }
@@ -154,11 +163,16 @@ struct MJob {
     /// The digest of the report that ended the attempt of `kept`.
     ended_by: Option<String>,
     lapsed: bool,
+    /// The job it waits for (an index of the model) and its rule.
+    dep: Option<(usize, DependencyFailure)>,
 }
 
 impl MJob {
     fn active(&self) -> bool {
-        matches!(self.state, JobState::Queued | JobState::Running)
+        matches!(
+            self.state,
+            JobState::Waiting | JobState::Queued | JobState::Running
+        )
     }
 
     fn token(&self, t: Tok) -> LeaseToken {
@@ -204,6 +218,39 @@ struct Model {
     jobs: Vec<MJob>,
     paused: [bool; 2],
     tokens_seen: HashSet<Uuid>,
+}
+
+impl Model {
+    /// Moves every waiting job whose dependency has ended: queued when it
+    /// succeeded (or ended at all, with `run`), cancelled when it failed or
+    /// was cancelled (with `cancel`), again until nothing moves (a
+    /// cancellation cascades down a chain).
+    fn settle_waiting(&mut self) {
+        loop {
+            let mut moved = false;
+            for i in 0..self.jobs.len() {
+                let Some((d, rule)) = self.jobs[i].dep else {
+                    continue;
+                };
+                if self.jobs[i].state != JobState::Waiting {
+                    continue;
+                }
+                let next = match self.jobs[d].state {
+                    JobState::Succeeded => JobState::Queued,
+                    JobState::Failed | JobState::Cancelled => match rule {
+                        DependencyFailure::Run => JobState::Queued,
+                        DependencyFailure::Cancel => JobState::Cancelled,
+                    },
+                    _ => continue,
+                };
+                self.jobs[i].state = next;
+                moved = true;
+            }
+            if !moved {
+                break;
+            }
+        }
+    }
 }
 
 type Check = std::result::Result<(), String>;
@@ -282,9 +329,25 @@ impl Case<'_> {
         let t = self.tenant.as_str();
         match op {
             Op::Enqueue(specs) => {
-                let news: Vec<NewJob> = specs
+                // Dependencies name jobs from before the batch.
+                let before = self.m.jobs.len();
+                let deps: Vec<Option<(usize, DependencyFailure)>> = specs
                     .iter()
                     .map(|s| {
+                        let (i, run) = s.after.as_ref()?;
+                        (before > 0).then(|| {
+                            let rule = match run {
+                                true => DependencyFailure::Run,
+                                false => DependencyFailure::Cancel,
+                            };
+                            (i.index(before), rule)
+                        })
+                    })
+                    .collect();
+                let news: Vec<NewJob> = specs
+                    .iter()
+                    .zip(&deps)
+                    .map(|(s, dep)| {
                         let mut n = NewJob::new(QUEUES[s.queue as usize], "mk", json!({}))
                             .priority(s.priority)
                             .max_attempts(s.max_attempts);
@@ -297,6 +360,9 @@ impl Case<'_> {
                         if let Some(k) = s.idem {
                             n = n.idempotency_key(format!("i{k}"));
                         }
+                        if let Some((d, rule)) = dep {
+                            n = n.after(self.m.jobs[*d].id).dependency_failure(*rule);
+                        }
                         n
                     })
                     .collect();
@@ -307,7 +373,8 @@ impl Case<'_> {
                     out.len(),
                     specs.len()
                 );
-                for (k, (s, got)) in specs.iter().zip(&out).enumerate() {
+                let mut created = Vec::new();
+                for (k, ((s, got), dep)) in specs.iter().zip(&out).zip(&deps).enumerate() {
                     let by_idem = s
                         .idem
                         .and_then(|i| self.m.jobs.iter().position(|j| j.idem == Some(i)));
@@ -334,9 +401,8 @@ impl Case<'_> {
                                 got.job.id
                             );
                             ensure!(
-                                got.job.state == JobState::Queued && got.job.attempt == 0,
-                                "new job is {} attempt {}",
-                                got.job.state,
+                                got.job.attempt == 0,
+                                "new job has attempt {}",
                                 got.job.attempt
                             );
                             ensure!(
@@ -344,11 +410,15 @@ impl Case<'_> {
                                 "a new job reused id {}",
                                 got.job.id
                             );
+                            created.push((k, self.m.jobs.len()));
                             self.m.jobs.push(MJob {
                                 id: got.job.id,
                                 queue: s.queue,
                                 priority: s.priority,
-                                state: JobState::Queued,
+                                state: match dep {
+                                    Some(_) => JobState::Waiting,
+                                    None => JobState::Queued,
+                                },
                                 attempt: 0,
                                 max_attempts: s.max_attempts,
                                 ready: !s.delayed,
@@ -359,9 +429,19 @@ impl Case<'_> {
                                 kept: None,
                                 ended_by: None,
                                 lapsed: false,
+                                dep: *dep,
                             });
                         }
                     }
+                }
+                self.m.settle_waiting();
+                for (k, idx) in created {
+                    ensure!(
+                        out[k].job.state == self.m.jobs[idx].state,
+                        "new job #{idx} is {}, expected {}",
+                        out[k].job.state,
+                        self.m.jobs[idx].state
+                    );
                 }
             }
             Op::Claim { queue, limit } => {
@@ -623,12 +703,12 @@ impl Case<'_> {
                 let r = e.cancel(t, self.m.jobs[idx].id).await;
                 let j = &mut self.m.jobs[idx];
                 match j.state {
-                    JobState::Queued => {
+                    JobState::Queued | JobState::Waiting => {
                         let job = expect_ok(r, "cancel")?;
                         j.settle(JobState::Cancelled);
                         ensure!(
                             job.state == JobState::Cancelled,
-                            "cancelled queued job is {}",
+                            "cancelled queued or waiting job is {}",
                             job.state
                         );
                     }
@@ -676,9 +756,15 @@ impl Case<'_> {
                             j.attempt = 0;
                             j.cancel_requested = false;
                             j.kept = None;
+                            if j.dep.is_some() {
+                                // Back to waiting, settled as at enqueue.
+                                j.state = JobState::Waiting;
+                                self.m.settle_waiting();
+                            }
+                            let want = self.m.jobs[idx].state;
                             ensure!(
-                                job.state == JobState::Queued && job.attempt == 0,
-                                "replayed job is {} attempt {}",
+                                job.state == want && job.attempt == 0,
+                                "replayed job is {} attempt {}, expected {want} attempt 0",
                                 job.state,
                                 job.attempt
                             );
@@ -741,6 +827,8 @@ impl Case<'_> {
                 self.m.paused[*q as usize] = pause;
             }
         }
+        // Whatever ended a dependency moved what waited for it.
+        self.m.settle_waiting();
         Ok(())
     }
 
@@ -799,6 +887,7 @@ impl Case<'_> {
                 .filter(|j| j.state == JobState::Running && j.lapsed)
                 .count() as i64;
             let want = (
+                count(JobState::Waiting),
                 count(JobState::Queued),
                 count(JobState::Running),
                 count(JobState::Succeeded),
@@ -810,6 +899,7 @@ impl Case<'_> {
                 self.m.paused[q],
             );
             let got = (
+                s.counts.waiting,
                 s.counts.queued,
                 s.counts.running,
                 s.counts.succeeded,
@@ -822,7 +912,7 @@ impl Case<'_> {
             );
             ensure!(
                 got == want,
-                "queue {name} stats (queued, running, succeeded, failed, cancelled, ready, scheduled, expired_leases, paused) = {got:?}, model {want:?}"
+                "queue {name} stats (waiting, queued, running, succeeded, failed, cancelled, ready, scheduled, expired_leases, paused) = {got:?}, model {want:?}"
             );
         }
         Ok(())
@@ -868,8 +958,8 @@ async fn run_case(db: &TestDb, tenant: String, ops: &[Op]) -> Check {
     Ok(())
 }
 
-/// Random sequences of 30–60 operations (enqueue with priorities, delays
-/// and keys; claim; heartbeat; complete and complete_many; fail of every
+/// Random sequences of 30–60 operations (enqueue with priorities, delays,
+/// keys and a dependency on an earlier job; claim; heartbeat; complete and complete_many; fail of every
 /// kind; snooze; cancel; replay; lease lapse and reap; make_due; pause and
 /// resume), with valid, stale and random tokens, run against the reference
 /// model and the backend; every result, every job's state, attempt and
