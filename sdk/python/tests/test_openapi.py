@@ -17,7 +17,14 @@ import re
 from pathlib import Path
 from typing import Any, Dict, Set, get_args
 
-from tether_client import AsyncClient, Client, DependencyFailure, _models
+from tether_client import (
+    AsyncClient,
+    Client,
+    DependencyFailure,
+    RetryMode,
+    WorkflowState,
+    _models,
+)
 from tether_client._errors import ERRORS_BY_CODE
 
 PKG = Path(__file__).resolve().parent.parent
@@ -56,6 +63,12 @@ MODELS = {
     "ScheduleRun": ("ScheduleRun", set(), set()),
     "Tenant": ("Tenant", set(), set()),
     "ApiKey": ("ApiKey", set(), set()),
+    "Workflow": ("Workflow", set(), set()),
+    # `GET /v1/workflows/{id}`: the workflow's fields and its graph.
+    "WorkflowDetail": ("WorkflowResponse", set(), set()),
+    "WorkflowJob": ("WorkflowJob", set(), set()),
+    "WorkflowCancel": ("WorkflowCancelResponse", set(), set()),
+    "WorkflowRetry": ("WorkflowRetryResponse", set(), set()),
 }
 
 
@@ -122,3 +135,27 @@ def test_models_have_the_documented_fields() -> None:
 
 def test_the_dependency_failure_values_are_the_documented_ones() -> None:
     assert set(get_args(DependencyFailure)) == set(SCHEMAS["DependencyFailure"]["enum"])
+
+
+def test_the_workflow_enums_are_the_documented_ones() -> None:
+    assert set(get_args(WorkflowState)) == set(SCHEMAS["WorkflowState"]["enum"])
+    assert set(get_args(RetryMode)) == set(SCHEMAS["RetryMode"]["enum"])
+
+
+def test_a_batch_entry_has_the_documented_enqueue_fields() -> None:
+    """Every field of an enqueue (and a batch entry) is an argument of
+    ``batch_entry`` (``enqueue`` takes the same, minus ``depends_on_entries``),
+    and the batch body the workflow builder sends has the documented fields."""
+    import inspect
+
+    from tether_client import WorkflowBuilder, batch_entry
+
+    params = set(inspect.signature(batch_entry).parameters) - {"extra"}
+    assert params == set(SCHEMAS["EnqueueRequest"]["properties"])
+    enqueue = set(inspect.signature(Client.enqueue).parameters) - {"self", "extra"}
+    assert enqueue == params - {"depends_on_entries"}
+    wf = WorkflowBuilder("w", idempotency_key="k")
+    wf.add("q", "k")
+    body = wf.to_request()
+    assert set(body) == set(SCHEMAS["BatchEnqueueRequest"]["properties"])
+    assert set(body["workflow"]) == set(SCHEMAS["NewWorkflowBody"]["properties"])

@@ -1,4 +1,5 @@
-"""The repository README's Python example, run as written against a real server."""
+"""The repository README's Python example, and the SDK README's workflow
+example, run as written against a real server."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from conftest import Server, wait_for
 from tether_client import Client
 
 README = Path(__file__).resolve().parents[3] / "README.md"
+SDK_README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def readme_example() -> str:
@@ -49,3 +51,26 @@ def test_the_readme_example_finishes_its_job(
             proc.wait()
     assert proc.returncode == 0, out
     assert "sending to ada@example.com" in out, out
+
+
+def test_the_sdk_readme_workflow_example_runs_to_succeeded(
+    server: Server, client: Client, tmp_path: Path
+) -> None:
+    section = SDK_README.read_text(encoding="utf-8").split("\n## Workflows", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert blocks, "the SDK README's Workflows section has a python block"
+    script = tmp_path / "publish.py"
+    script.write_text(str(blocks[0]), encoding="utf-8")
+    env = dict(os.environ, TETHER_URL=server.url, TETHER_KEY=server.key)
+    proc = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    match = re.search(r"workflow (\S+) publish \S+ waiting", proc.stdout)
+    assert match, proc.stdout
+    graph = client.get_workflow(match.group(1))
+    assert graph.state == "succeeded", graph
+    assert sorted(j.kind for j in graph.jobs) == ["notify", "notify", "publish", "thumbnail",
+                                                 "thumbnail"]
+    assert "succeeded [" in proc.stdout

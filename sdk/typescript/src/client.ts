@@ -3,8 +3,10 @@
 // class per API error code.
 
 import { errorFromApi, TransportError, Unavailable } from "./errors.js";
+import type { EnqueuedWorkflow, WorkflowBuilder } from "./workflow.js";
 import type {
   ApiKey,
+  BatchEnqueueResponse,
   BulkReplayBody,
   BulkReplayResponse,
   ClaimBody,
@@ -49,6 +51,13 @@ import type {
   Tenant,
   TenantResponse,
   WhoamiResponse,
+  Workflow,
+  WorkflowCancelResponse,
+  WorkflowListResponse,
+  WorkflowResponse,
+  WorkflowRetryBody,
+  WorkflowRetryResponse,
+  WorkflowState,
 } from "./types.js";
 
 /** Options of a {@link Client}. */
@@ -75,6 +84,17 @@ export interface ListQuery {
   cursor?: string;
   /** Only the jobs that wait (or waited) directly for this job id. */
   depends_on?: string;
+  /** Only the jobs of this workflow. */
+  workflow_id?: string;
+}
+
+/** Filters of `GET /v1/workflows`. */
+export interface WorkflowListQuery {
+  state?: WorkflowState;
+  name?: string;
+  /** Page size, 1–500 (default 50). */
+  limit?: number;
+  cursor?: string;
 }
 
 /** Paging of `GET /v1/jobs/{id}/events`. */
@@ -271,6 +291,20 @@ export class Client {
     return r.results;
   }
 
+  /**
+   * `POST /v1/jobs/batch` with `workflow`: enqueues a {@link WorkflowBuilder}'s jobs as one new workflow, all
+   * or nothing, and answers an {@link EnqueuedWorkflow}: its `workflowId`, and `job(entry)` for the job each
+   * entry became. With the builder's `idempotency_key` already used, answers that workflow (`created: false`)
+   * and writes nothing; retried, then, like a read (or when every entry has an idempotency key).
+   */
+  async enqueueWorkflow(workflow: WorkflowBuilder, opts?: CallOptions): Promise<EnqueuedWorkflow> {
+    const body = workflow.toRequest();
+    if (body.jobs.length === 0) throw new RangeError(`workflow ${JSON.stringify(workflow.name)} has no jobs: add() at least one`);
+    const retry = !!body.workflow?.idempotency_key || body.jobs.every((j) => !!j.idempotency_key);
+    const r = await this.#request<BatchEnqueueResponse>({ method: "POST", path: "/v1/jobs/batch", body, retry, opts });
+    return workflow.resolve(r);
+  }
+
   // ---------------------------------------------------------------- managing
 
   /** `GET /v1/jobs/{id}`. */
@@ -388,6 +422,47 @@ export class Client {
   /** `PATCH /v1/queues/{queue}`: settings that later jobs copy. */
   async configureQueue(queue: string, body: QueueConfigBody, opts?: CallOptions): Promise<Queue> {
     return (await this.#request<{ queue: Queue }>({ method: "PATCH", path: `/v1/queues/${enc(queue)}`, body, retry: true, opts })).queue;
+  }
+
+  // ---------------------------------------------------------------- workflows
+
+  /** `GET /v1/workflows`: one page, newest first. With `state`, a page may be short (even empty) and still have a `next_cursor`. */
+  listWorkflows(query: WorkflowListQuery = {}, opts?: CallOptions): Promise<WorkflowListResponse> {
+    return this.#request({ method: "GET", path: "/v1/workflows", query: { ...query }, retry: true, opts });
+  }
+
+  /** Every workflow matching `query`, newest first, following `next_cursor`. */
+  async *listWorkflowsAll(query: WorkflowListQuery = {}, opts?: CallOptions): AsyncGenerator<Workflow> {
+    let cursor = query.cursor;
+    for (;;) {
+      const page = await this.listWorkflows({ ...query, cursor }, opts);
+      yield* page.workflows;
+      if (!page.next_cursor) return;
+      cursor = page.next_cursor;
+    }
+  }
+
+  /** `GET /v1/workflows/{id}`: the workflow and its whole graph (`jobs`, oldest first, with `depends_on`; jobs added at run time included). */
+  getWorkflow(id: string, opts?: CallOptions): Promise<WorkflowResponse> {
+    return this.#request({ method: "GET", path: `/v1/workflows/${enc(id)}`, retry: true, opts });
+  }
+
+  /**
+   * `POST /v1/workflows/{id}/cancel`: every unfinished job of the workflow, waiting and queued ones at once,
+   * running ones cooperatively (`cancel_requested`). A finished workflow changes nothing, so it is retried.
+   */
+  cancelWorkflow(id: string, opts?: CallOptions): Promise<WorkflowCancelResponse> {
+    return this.#request({ method: "POST", path: `/v1/workflows/${enc(id)}/cancel`, retry: true, opts });
+  }
+
+  /**
+   * `POST /v1/workflows/{id}/retry`: replays the failed jobs (attempt 0, result cleared); with `mode:
+   * "failed_and_downstream"` also every finished job downstream of them, which waits for them again.
+   * Succeeded jobs not downstream are left alone; a unique key another active job holds is `InvalidState`
+   * and nothing changes.
+   */
+  retryWorkflow(id: string, body: WorkflowRetryBody, opts?: CallOptions): Promise<WorkflowRetryResponse> {
+    return this.#request({ method: "POST", path: `/v1/workflows/${enc(id)}/retry`, body, retry: false, opts });
   }
 
   // ---------------------------------------------------------------- working

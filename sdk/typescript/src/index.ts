@@ -4,7 +4,9 @@
 // guarantees as tether's Rust worker runtime.
 
 export { Client, isTransient } from "./client.js";
-export type { CallOptions, ClaimAnswer, ClaimRequest, ClientOptions, CronPreviewQuery, EventsQuery, ListQuery } from "./client.js";
+export type { CallOptions, ClaimAnswer, ClaimRequest, ClientOptions, CronPreviewQuery, EventsQuery, ListQuery, WorkflowListQuery } from "./client.js";
+export { EnqueuedWorkflow, MAX_WORKFLOW_ENTRIES, WorkflowBuilder, WorkflowEntry } from "./workflow.js";
+export type { WorkflowDependency, WorkflowOptions, WorkflowStep } from "./workflow.js";
 export { Worker } from "./worker.js";
 export type { WorkerOptions } from "./worker.js";
 export { JobAborted } from "./handler.js";

@@ -17,6 +17,18 @@ export type JobState = "waiting" | "queued" | "running" | "succeeded" | "failed"
  */
 export type DependencyFailure = "cancel" | "run";
 
+/**
+ * Where a workflow is, derived from its jobs when read: `running` while any job is unfinished, then
+ * `succeeded` if every job succeeded, `failed` if any failed, else `cancelled`.
+ */
+export type WorkflowState = "running" | "succeeded" | "failed" | "cancelled";
+
+/**
+ * Which jobs a workflow retry puts back: `failed` (its failed jobs), or `failed_and_downstream` (also every
+ * finished job of the workflow downstream of them: what their failure cancelled or ran anyway).
+ */
+export type RetryMode = "failed" | "failed_and_downstream";
+
 /** A history event's name. */
 export type EventKind =
   | "enqueued"
@@ -93,6 +105,8 @@ export interface Job {
   depends_on: string[];
   /** What it does when a dependency fails or is cancelled. */
   dependency_failure: DependencyFailure;
+  /** The workflow it belongs to, if any: a handler passes it on enqueue to add jobs to its own workflow. */
+  workflow_id: string | null;
 }
 
 /** A claimed job: the job plus the lease token only its claimer sees. */
@@ -135,6 +149,11 @@ export interface EnqueueRequest {
   depends_on_entries?: number[] | null;
   /** What it does when a dependency ends `failed` or `cancelled` (default `cancel`). */
   dependency_failure?: DependencyFailure | null;
+  /**
+   * Joins this running workflow of the tenant (its `depends_on` may name any job). A finished workflow is
+   * `InvalidState`, an unknown one `InvalidArgument`. Not in the entries of a batch that makes a workflow.
+   */
+  workflow_id?: string | null;
 }
 
 export interface EnqueueResponse {
@@ -144,10 +163,73 @@ export interface EnqueueResponse {
 
 export interface BatchEnqueueRequest {
   jobs: EnqueueRequest[];
+  /** Makes the batch's jobs one new workflow. */
+  workflow?: NewWorkflowBody | null;
 }
 
 export interface BatchEnqueueResponse {
+  /** In request order; when a `workflow` key led to an existing workflow, that workflow's jobs, oldest first. */
   results: EnqueueResponse[];
+  /** The workflow the batch made (or its key led to), when it had one. */
+  workflow_id?: string | null;
+}
+
+/** `workflow` of a batch: the batch's jobs form one new workflow. */
+export interface NewWorkflowBody {
+  name: string;
+  /** A second batch with this key answers the existing workflow and its jobs, and writes nothing (1–255 characters). */
+  idempotency_key?: string | null;
+}
+
+/** A workflow as listed: a named graph of jobs, its state derived from theirs. */
+export interface Workflow {
+  id: string;
+  name: string;
+  idempotency_key: string | null;
+  state: WorkflowState;
+  created_at: string;
+  /** When its last job finished, once every job has. */
+  finished_at: string | null;
+  /** Its jobs per state. */
+  counts: StateCounts;
+}
+
+/** One job of a workflow's graph. */
+export interface WorkflowJob {
+  id: string;
+  kind: string;
+  state: JobState;
+  /** What it waits (or waited) for. */
+  depends_on: string[];
+}
+
+/** `GET /v1/workflows/{id}`: the workflow's fields and its whole graph. */
+export interface WorkflowResponse extends Workflow {
+  /** Its jobs (at most 10 000), oldest first, with their edges; jobs added at run time included. */
+  jobs: WorkflowJob[];
+}
+
+/** One page of `GET /v1/workflows`, newest first. */
+export interface WorkflowListResponse {
+  workflows: Workflow[];
+  /** `null` at the end. With a `state` filter a page may hold fewer than `limit` (even none) and still have one. */
+  next_cursor: string | null;
+}
+
+/** `POST /v1/workflows/{id}/cancel`: jobs cancelled at once (waiting or queued), and running jobs asked to stop. */
+export interface WorkflowCancelResponse {
+  cancelled: number;
+  cancel_requested: number;
+}
+
+/** `POST /v1/workflows/{id}/retry`. */
+export interface WorkflowRetryBody {
+  mode: RetryMode;
+}
+
+/** `POST /v1/workflows/{id}/retry`: jobs put back (`queued`, or `waiting` for their dependencies). */
+export interface WorkflowRetryResponse {
+  replayed: number;
 }
 
 export interface JobResponse {
@@ -334,7 +416,7 @@ export interface BulkReplayResponse {
   next_cursor: string | null;
 }
 
-/** Jobs of a queue per state. */
+/** Jobs of a queue (or a workflow) per state. */
 export interface StateCounts {
   /** Waiting for their dependencies. */
   waiting: number;

@@ -219,6 +219,10 @@ const ROUTES: Record<string, string> = {
   "POST /v1/tenants/{tenant_id}/suspend": "suspendTenant",
   "POST /v1/tenants/{tenant_id}/resume": "resumeTenant",
   "GET /v1/whoami": "whoami",
+  "GET /v1/workflows": "listWorkflows",
+  "GET /v1/workflows/{id}": "getWorkflow",
+  "POST /v1/workflows/{id}/cancel": "cancelWorkflow",
+  "POST /v1/workflows/{id}/retry": "retryWorkflow",
 };
 /** Routes the client has before the committed document does. */
 const ROUTES_AHEAD = new Set(["GET /v1/whoami"]);

@@ -61,14 +61,23 @@ from ._models import (
     JobEvent,
     JobPage,
     Queue,
+    RetryMode,
     Schedule,
     ScheduleRun,
     StateCounts,
     Tenant,
     WhoAmI,
+    Workflow,
+    WorkflowCancel,
+    WorkflowDetail,
+    WorkflowJob,
+    WorkflowPage,
+    WorkflowRetry,
+    WorkflowState,
 )
 from ._util import batch_entry
 from ._worker import Worker
+from ._workflow import EnqueuedWorkflow, WorkflowBuilder, WorkflowEntry
 
 __version__ = "0.1.0"
 
@@ -88,6 +97,7 @@ __all__ = [
     "DependencyFailure",
     "DependencyJob",
     "EnqueueResult",
+    "EnqueuedWorkflow",
     "EventPage",
     "FailItem",
     "Fatal",
@@ -109,6 +119,7 @@ __all__ = [
     "Queue",
     "Retry",
     "RetryAfter",
+    "RetryMode",
     "Schedule",
     "ScheduleRun",
     "Snooze",
@@ -122,5 +133,14 @@ __all__ = [
     "WhoAmI",
     "Worker",
     "WorkerObserver",
+    "Workflow",
+    "WorkflowBuilder",
+    "WorkflowCancel",
+    "WorkflowDetail",
+    "WorkflowEntry",
+    "WorkflowJob",
+    "WorkflowPage",
+    "WorkflowRetry",
+    "WorkflowState",
     "batch_entry",
 ]

@@ -11,7 +11,7 @@ from typing import Any, AsyncIterator, Callable, Dict, Iterator, Optional, TypeV
 import httpx
 
 from ._errors import DecodeError, TetherError, TransportError, Unavailable, error_from_body
-from ._models import Job, JobEvent
+from ._models import Job, JobEvent, Workflow, WorkflowState
 from ._routes_async import AsyncRoutes
 from ._routes_sync import SyncRoutes
 from ._util import UNSET
@@ -179,6 +179,23 @@ class Client(_Configured, SyncRoutes):
                 return
             cursor = page.next_cursor
 
+    def iter_workflows(
+        self,
+        *,
+        state: Optional[WorkflowState] = None,
+        name: Optional[str] = None,
+        limit: Optional[int] = None,
+        cursor: Optional[str] = None,
+    ) -> Iterator[Workflow]:
+        """Every workflow matching the filters of :meth:`list_workflows`, newest
+        first, page after page (with ``state``, some pages may be short or empty)."""
+        while True:
+            page = self.list_workflows(state=state, name=name, limit=limit, cursor=cursor)
+            yield from page.workflows
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
     def iter_events(self, job_id: str, *, limit: Optional[int] = None) -> Iterator[JobEvent]:
         """A job's whole history, oldest first, page after page."""
         cursor: Optional[str] = None
@@ -258,6 +275,24 @@ class AsyncClient(_Configured, AsyncRoutes):
             page = await self.list(cursor=cursor, **filters)
             for job in page.jobs:
                 yield job
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    async def iter_workflows(
+        self,
+        *,
+        state: Optional[WorkflowState] = None,
+        name: Optional[str] = None,
+        limit: Optional[int] = None,
+        cursor: Optional[str] = None,
+    ) -> AsyncIterator[Workflow]:
+        """Every workflow matching the filters of :meth:`list_workflows`, newest
+        first, page after page (with ``state``, some pages may be short or empty)."""
+        while True:
+            page = await self.list_workflows(state=state, name=name, limit=limit, cursor=cursor)
+            for workflow in page.workflows:
+                yield workflow
             if not page.next_cursor:
                 return
             cursor = page.next_cursor

@@ -157,10 +157,12 @@ def _granted_lease(job: Job, asked: Optional[float]) -> float:
 class JobContext:
     """What a handler gets: the job, progress reporting and cancellation.
 
-    ``id``, ``queue``, ``kind``, ``payload``, ``attempt`` and ``max_attempts``
-    are the claimed job's; ``job`` is the whole :class:`Job`.
-    :meth:`dependencies` (or ``await`` :meth:`dependencies_async`) reads the
-    jobs it waited for, with their results.
+    ``id``, ``queue``, ``kind``, ``payload``, ``attempt``, ``max_attempts``
+    and ``workflow_id`` are the claimed job's; ``job`` is the whole
+    :class:`Job`. :meth:`dependencies` (or ``await``
+    :meth:`dependencies_async`) reads the jobs it waited for, with their
+    results. A handler fans out into its own workflow with
+    ``client.enqueue(..., workflow_id=ctx.workflow_id, depends_on=[...])``.
     """
 
     def __init__(
@@ -178,6 +180,8 @@ class JobContext:
         self.payload: JSON = job.payload
         self.attempt: int = job.attempt
         self.max_attempts: int = job.max_attempts
+        self.workflow_id: Optional[str] = job.workflow_id
+        """The workflow the job belongs to (None outside one)."""
         self.worker_id: str = worker_id
         # Made on first use: most handlers never look (and a threading.Event
         # costs more than the rest of this object).

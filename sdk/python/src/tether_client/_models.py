@@ -21,6 +21,16 @@ DependencyFailure = Literal["cancel", "run"]
 ``"cancel"`` (it is cancelled, and so is everything waiting for it with
 ``cancel``) or ``"run"`` (it runs once every dependency has ended)."""
 
+WorkflowState = Literal["running", "succeeded", "failed", "cancelled"]
+"""Where a workflow is, derived from its jobs when read: ``"running"`` while
+any job is unfinished, then ``"succeeded"`` if every job succeeded,
+``"failed"`` if any failed, else ``"cancelled"``."""
+
+RetryMode = Literal["failed", "failed_and_downstream"]
+"""Which jobs a workflow retry puts back: ``"failed"`` (its failed jobs), or
+``"failed_and_downstream"`` (also every finished job of the workflow
+downstream of them: what their failure cancelled or ran anyway)."""
+
 
 _FIELDS: Dict[type, FrozenSet[str]] = {}
 """Each dataclass's field names but ``raw`` (a worker reads thousands of jobs
@@ -91,6 +101,9 @@ class Job:
     dependency_failure: DependencyFailure = "cancel"
     """What it does when a dependency ends ``failed`` or ``cancelled``:
     ``cancel`` (it is cancelled too) or ``run`` (it runs once they all ended)."""
+    workflow_id: Optional[str] = None
+    """The workflow it belongs to, if any: a handler passes it as
+    ``enqueue(..., workflow_id=...)`` to add jobs to its own workflow."""
     created: Optional[bool] = None
     """Only on enqueue answers: whether this request made the job (False: an
     existing job with the same idempotency or unique key was answered)."""
@@ -190,8 +203,8 @@ class EventPage:
 
 @dataclass
 class StateCounts:
-    """How many jobs of a queue are in each state (``waiting``: for their
-    dependencies)."""
+    """How many jobs of a queue (or a workflow) are in each state
+    (``waiting``: for their dependencies)."""
 
     waiting: int = 0
     queued: int = 0
@@ -203,6 +216,102 @@ class StateCounts:
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> StateCounts:
+        return _build(cls, data)
+
+
+@dataclass
+class Workflow:
+    """A workflow as listed (``GET /v1/workflows``): a named graph of jobs,
+    its ``state`` derived from theirs (see :data:`WorkflowState`) and
+    ``counts`` its jobs per state. ``finished_at`` is the last job's, once
+    every job has finished."""
+
+    id: str = ""
+    name: str = ""
+    idempotency_key: Optional[str] = None
+    state: WorkflowState = "running"
+    created_at: str = ""
+    finished_at: Optional[str] = None
+    counts: StateCounts = field(default_factory=StateCounts)
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> Workflow:
+        return _build(cls, data, counts=StateCounts.from_dict(data.get("counts") or {}))
+
+
+@dataclass
+class WorkflowJob:
+    """One job of a workflow's graph: its id, kind, state, and the jobs it
+    waits (or waited) for."""
+
+    id: str = ""
+    kind: str = ""
+    state: str = ""
+    depends_on: List[str] = field(default_factory=list)
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> WorkflowJob:
+        return _build(cls, data)
+
+
+@dataclass
+class WorkflowDetail(Workflow):
+    """A workflow with its whole graph (``GET /v1/workflows/{id}``): ``jobs``
+    oldest first, jobs added at run time included."""
+
+    jobs: List[WorkflowJob] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> WorkflowDetail:
+        return _build(
+            cls,
+            data,
+            counts=StateCounts.from_dict(data.get("counts") or {}),
+            jobs=[WorkflowJob.from_dict(j) for j in data.get("jobs") or ()],
+        )
+
+
+@dataclass
+class WorkflowPage:
+    """One page of ``GET /v1/workflows`` (newest first). With a ``state``
+    filter a page may hold fewer than ``limit`` (even none) and still have a
+    ``next_cursor``."""
+
+    workflows: List[Workflow]
+    next_cursor: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> WorkflowPage:
+        return _build(cls, data, workflows=[Workflow.from_dict(w) for w in data["workflows"]])
+
+
+@dataclass
+class WorkflowCancel:
+    """What cancelling a workflow did: ``cancelled`` jobs at once (waiting or
+    queued), ``cancel_requested`` running ones asked to stop."""
+
+    cancelled: int = 0
+    cancel_requested: int = 0
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> WorkflowCancel:
+        return _build(cls, data)
+
+
+@dataclass
+class WorkflowRetry:
+    """What retrying a workflow did: ``replayed`` jobs put back (``queued``,
+    or ``waiting`` for their dependencies)."""
+
+    replayed: int = 0
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> WorkflowRetry:
         return _build(cls, data)
 
 

@@ -31,10 +31,16 @@ from ._models import (
     Job,
     JobPage,
     Queue,
+    RetryMode,
     Schedule,
     ScheduleRun,
     Tenant,
     WhoAmI,
+    WorkflowCancel,
+    WorkflowDetail,
+    WorkflowPage,
+    WorkflowRetry,
+    WorkflowState,
 )
 from ._util import (
     UNSET,
@@ -48,6 +54,7 @@ from ._util import (
     seg,
     time_str,
 )
+from ._workflow import EnqueuedWorkflow, WorkflowBuilder
 
 T = TypeVar("T")
 
@@ -89,6 +96,7 @@ class AsyncRoutes:
         concurrency_key: Optional[str] = None,
         depends_on: Optional[Iterable[Union[str, Job]]] = None,
         dependency_failure: Optional[DependencyFailure] = None,
+        workflow_id: Optional[str] = None,
         **extra: Any,
     ) -> Job:
         """Enqueues a job (``POST /v1/jobs``). The answer's ``created`` is False
@@ -102,6 +110,11 @@ class AsyncRoutes:
         is cancelled: ``"cancel"`` (the default: it is cancelled too) or
         ``"run"`` (it runs once they all ended). An unknown id raises
         ``InvalidArgument`` and enqueues nothing.
+
+        ``workflow_id`` adds the job to that running workflow (a handler
+        fanning out at run time passes ``ctx.workflow_id``); its
+        ``depends_on`` may name any job. A finished workflow raises
+        ``InvalidState``, an unknown one ``InvalidArgument``.
 
         ``extra`` passes newer fields as they are. Retried on transport
         errors and ``unavailable`` only when ``idempotency_key`` is given."""
@@ -122,6 +135,7 @@ class AsyncRoutes:
             concurrency_key=concurrency_key,
             depends_on=depends_on,
             dependency_failure=dependency_failure,
+            workflow_id=workflow_id,
             extra=extra,
         )
 
@@ -151,6 +165,22 @@ class AsyncRoutes:
             retry=retry,
         )
 
+    async def enqueue_workflow(self, workflow: WorkflowBuilder) -> EnqueuedWorkflow:
+        """Enqueues a :class:`tether_client.WorkflowBuilder`'s jobs as one new
+        workflow (``POST /v1/jobs/batch`` with ``workflow``), all or nothing;
+        answers an :class:`tether_client.EnqueuedWorkflow`: the
+        ``workflow_id``, and ``job(entry)`` for the job each entry became.
+        With the builder's ``idempotency_key`` already used, answers that
+        workflow (``created`` False) and writes nothing. Retried when the
+        builder has an idempotency key (or every entry has one)."""
+        body = workflow.to_request()
+        if not body["jobs"]:
+            raise ValueError(f"workflow {workflow.name!r} has no jobs: add() at least one")
+        retry = workflow.idempotency_key is not None or all(
+            e.get("idempotency_key") for e in body["jobs"]
+        )
+        return await self._call("POST", "/v1/jobs/batch", workflow._answer, json=body, retry=retry)
+
     # ---- reading and managing jobs ----------------------------------------
 
     async def get(self, job_id: str) -> Job:
@@ -172,12 +202,14 @@ class AsyncRoutes:
         limit: Optional[int] = None,
         cursor: Optional[str] = None,
         depends_on: Optional[str] = None,
+        workflow_id: Optional[str] = None,
         **filters: Any,
     ) -> JobPage:
         """One page of jobs, newest first (``GET /v1/jobs``); pass the page's
         ``next_cursor`` as ``cursor`` for the next one, or use ``iter_jobs``.
         ``state="failed"`` is the dead-letter queue; ``depends_on=id`` lists
-        the jobs that wait (or waited) directly for job ``id``."""
+        the jobs that wait (or waited) directly for job ``id``;
+        ``workflow_id`` the jobs of a workflow."""
         params = pick(
             queue=queue,
             state=state,
@@ -186,6 +218,7 @@ class AsyncRoutes:
             limit=limit,
             cursor=cursor,
             depends_on=depends_on,
+            workflow_id=workflow_id,
             **filters,
         )
         return await self._call("GET", "/v1/jobs", JobPage.from_dict, params=params, retry=True)
@@ -250,6 +283,61 @@ class AsyncRoutes:
         )
         return await self._call(
             "POST", f"/v1/queues/{seg(queue)}/replay", BulkReplay.from_dict, json=body
+        )
+
+    # ---- workflows -----------------------------------------------------------
+
+    async def list_workflows(
+        self,
+        *,
+        state: Optional[WorkflowState] = None,
+        name: Optional[str] = None,
+        limit: Optional[int] = None,
+        cursor: Optional[str] = None,
+    ) -> WorkflowPage:
+        """One page of workflows, newest first (``GET /v1/workflows``); pass the
+        page's ``next_cursor`` as ``cursor`` for the next one, or use
+        ``iter_workflows``. With ``state`` a page may hold fewer than
+        ``limit`` (even none) and still have a ``next_cursor``."""
+        params = pick(state=state, name=name, limit=limit, cursor=cursor)
+        return await self._call(
+            "GET", "/v1/workflows", WorkflowPage.from_dict, params=params, retry=True
+        )
+
+    async def get_workflow(self, workflow_id: str) -> WorkflowDetail:
+        """A workflow and its whole graph (``GET /v1/workflows/{id}``): its
+        ``jobs`` oldest first, each with ``depends_on``, jobs added at run
+        time included."""
+        return await self._call(
+            "GET",
+            f"/v1/workflows/{seg(workflow_id)}",
+            WorkflowDetail.from_dict,
+            retry=True,
+        )
+
+    async def cancel_workflow(self, workflow_id: str) -> WorkflowCancel:
+        """Cancels every unfinished job of a workflow: waiting and queued ones
+        at once, running ones cooperatively (``cancel_requested``). A finished
+        workflow changes nothing. Retried: a resend cancels nothing more."""
+        return await self._call(
+            "POST",
+            f"/v1/workflows/{seg(workflow_id)}/cancel",
+            WorkflowCancel.from_dict,
+            retry=True,
+        )
+
+    async def retry_workflow(self, workflow_id: str, mode: RetryMode) -> WorkflowRetry:
+        """Replays a workflow's failed jobs (attempt 0, result cleared); with
+        ``mode="failed_and_downstream"`` also every finished job downstream
+        of them (what their failure cancelled, or ran anyway), which waits
+        for them again. Succeeded jobs not downstream are left alone. A job
+        whose unique key another active job holds raises ``InvalidState``
+        and nothing changes."""
+        return await self._call(
+            "POST",
+            f"/v1/workflows/{seg(workflow_id)}/retry",
+            WorkflowRetry.from_dict,
+            json={"mode": mode},
         )
 
     # ---- queues ------------------------------------------------------------

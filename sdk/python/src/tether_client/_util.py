@@ -78,6 +78,7 @@ def enqueue_body(
     depends_on: Optional[Iterable[Union[str, Job]]] = None,
     depends_on_entries: Optional[Iterable[int]] = None,
     dependency_failure: Optional[DependencyFailure] = None,
+    workflow_id: Optional[str] = None,
     extra: Mapping[str, Any],
 ) -> Dict[str, Any]:
     body: Dict[str, Any] = {"queue": queue, "kind": kind, "payload": payload}
@@ -97,6 +98,7 @@ def enqueue_body(
             depends_on=job_ids(depends_on),
             depends_on_entries=None if depends_on_entries is None else list(depends_on_entries),
             dependency_failure=dependency_failure,
+            workflow_id=workflow_id,
         )
     )
     body.update(extra)
@@ -129,11 +131,13 @@ def batch_entry(
     depends_on: Optional[Iterable[Union[str, Job]]] = None,
     depends_on_entries: Optional[Iterable[int]] = None,
     dependency_failure: Optional[DependencyFailure] = None,
+    workflow_id: Optional[str] = None,
     **extra: Any,
 ) -> Dict[str, Any]:
     """One entry of ``enqueue_batch``, from the arguments of ``enqueue``
     (typed), plus ``depends_on_entries``: the indexes of earlier entries of
-    the same batch this one waits for."""
+    the same batch this one waits for. (A graph that should be a workflow
+    is easier to write with :class:`tether_client.WorkflowBuilder`.)"""
     return enqueue_body(
         queue,
         kind,
@@ -152,6 +156,7 @@ def batch_entry(
         depends_on=depends_on,
         depends_on_entries=depends_on_entries,
         dependency_failure=dependency_failure,
+        workflow_id=workflow_id,
         extra=extra,
     )
 
