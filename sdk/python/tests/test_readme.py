@@ -1,5 +1,5 @@
-"""The repository README's Python example, and the SDK README's workflow
-example, run as written against a real server."""
+"""The repository README's Python examples (a worker, and a workflow whose
+job reads its parents' results), run as written against a real server."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from conftest import Server, wait_for
 from tether_client import Client
 
 README = Path(__file__).resolve().parents[3] / "README.md"
-SDK_README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def readme_example() -> str:
@@ -53,13 +52,13 @@ def test_the_readme_example_finishes_its_job(
     assert "sending to ada@example.com" in out, out
 
 
-def test_the_sdk_readme_workflow_example_runs_to_succeeded(
+def test_the_readme_workflow_example_runs_to_succeeded(
     server: Server, client: Client, tmp_path: Path
 ) -> None:
-    section = SDK_README.read_text(encoding="utf-8").split("\n## Workflows", 1)[1]
-    section = section.split("\n## ", 1)[0]
+    section = README.read_text(encoding="utf-8").split("\n### From Python", 1)[1]
+    section = section.split("\n## ", 1)[0].split("\n### ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
-    assert blocks, "the SDK README's Workflows section has a python block"
+    assert blocks, "the README's graph example from Python has a python block"
     script = tmp_path / "publish.py"
     script.write_text(str(blocks[0]), encoding="utf-8")
     env = dict(os.environ, TETHER_URL=server.url, TETHER_KEY=server.key)
