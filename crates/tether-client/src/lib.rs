@@ -1,7 +1,8 @@
 //! The Rust SDK of tether's HTTP API: a typed [`HttpClient`] for every `/v1`
 //! route of a tether server (`tether serve`) — enqueue, claim, heartbeat,
 //! complete, fail, snooze, cancel, replay, job and queue reads (a job's
-//! dependencies included), queue
+//! dependencies included), workflows (enqueue a graph, read, list, cancel
+//! and retry it whole), queue
 //! settings, schedules and cron previews, tenants and keys — with typed
 //! errors ([`Error`], [`ErrorCode`]), and a remote worker: the same worker
 //! runtime as an embedded tether deployment ([`tether_worker`]), fed by the
@@ -67,6 +68,7 @@ pub use error::{Error, ErrorCode, Result};
 pub use remote::{RemoteSource, DEFAULT_CLAIM_WAIT, MAX_CLAIM_WAIT};
 pub use wire::{
     BulkReplay, ClaimOptions, Claimed, CronPreview, EventQuery, ItemResult, JobQuery, NewKey,
+    WorkflowEnqueued, WorkflowQuery,
 };
 
 /// The API's bodies, shared with the server (see [`api`]): answers under
@@ -77,7 +79,8 @@ pub use tether_api::{
     EventListResponse as EventPage, HeartbeatResponse as HeartbeatAck, Job, JobEvent,
     JobListResponse as JobPage, Percentiles, Queue, Schedule, ScheduleRun, StateCounts, Tenant,
     TenantRef, ThroughputMinute, ThroughputResponse as Throughput, WhoamiResponse as Whoami,
-    WorkerInfo,
+    WorkerInfo, Workflow, WorkflowCancelResponse as WorkflowCancelled, WorkflowJob,
+    WorkflowListResponse as WorkflowPage, WorkflowResponse as WorkflowGraph,
 };
 
 /// Every request and response body of the API ([`tether_api`]), e.g. to
@@ -89,8 +92,8 @@ pub use tether_api as api;
 /// schedules.
 pub use tether_core::{
     Backoff, CarriedReports, Completion, DependencyFailure, EventKind, Failure, FailureReport,
-    Heartbeat, JobArgs, JobState, LeaseToken, NewJob, Overlap, QueueConfigPatch, RateLimit, RunAt,
-    RunOutcome, SchedulePatch, ScheduleSpec,
+    Heartbeat, JobArgs, JobState, LeaseToken, NewJob, NewWorkflow, Overlap, QueueConfigPatch,
+    RateLimit, RetryMode, RunAt, RunOutcome, SchedulePatch, ScheduleSpec, WorkflowState,
 };
 
 /// The worker runtime a remote worker runs on (see [`HttpClient::worker`]).

@@ -13,6 +13,7 @@ const TENANT = 'tether.tenant'; // the id of the tenant an admin key is looking 
 // it refresh back to back, and timers past 2^31 ms fire at once.
 const REFRESH_MS = refreshInterval(new URLSearchParams(location.search).get('refresh_ms'));
 const STATES = ['waiting', 'queued', 'running', 'succeeded', 'failed', 'cancelled'];
+const WORKFLOW_STATES = ['running', 'succeeded', 'failed', 'cancelled'];
 const PAGE_SIZES = ['10', '25', '50', '100'];
 const BULK_MAX = 500; // ids per POST /v1/jobs/cancel or /replay
 const $ = (selector) => document.querySelector(selector);
@@ -254,7 +255,8 @@ function route() {
   const params = new URLSearchParams(query);
   if (parts[0] === 'jobs' && parts[1]) return { view: 'job', id: parts[1], params };
   if (parts[0] === 'queues' && parts[1]) return { view: 'queue', name: parts[1], params };
-  const view = { jobs: 'jobs', dlq: 'dlq', schedules: 'schedules', workers: 'workers' }[parts[0]] || 'overview';
+  if (parts[0] === 'workflows' && parts[1]) return { view: 'workflow', id: parts[1], params };
+  const view = { jobs: 'jobs', workflows: 'workflows', dlq: 'dlq', schedules: 'schedules', workers: 'workers' }[parts[0]] || 'overview';
   return { view, params };
 }
 
@@ -614,18 +616,22 @@ async function queue(r) {
   return { toolbar, content };
 }
 
-const LABELS = { id_prefix: 'id or prefix', created_after: 'created from', created_before: 'created before', depends_on: 'waits for' };
-const PLACEHOLDERS = { depends_on: 'a job id' };
+const LABELS = { id_prefix: 'id or prefix', created_after: 'created from', created_before: 'created before', depends_on: 'waits for',
+  workflow_id: 'workflow' };
+const PLACEHOLDERS = { depends_on: 'a job id', workflow_id: 'a workflow id' };
 // Filters typed as a local date and time; sent to the API as UTC instants.
 const TIMES = ['created_after', 'created_before'];
 
+/** The filters of a list, in the URL. A field is a name, or [name,
+ * choices] for a menu other than the job states. */
 function filterBar(view, params, fields, ...extra) {
   const form = el('form', { class: 'filters', role: 'search', id: 'filters' });
-  for (const f of fields) {
+  for (const field of fields) {
+    const [f, choices] = Array.isArray(field) ? field : [field, field === 'state' ? STATES : null];
     const value = params.get(f) || '';
-    const input = f === 'state'
+    const input = choices
       ? el('select', { name: f, onchange: () => form.requestSubmit() },
-        el('option', { value: '' }, 'any'), STATES.map((s) => el('option', { value: s, selected: s === value }, s)))
+        el('option', { value: '' }, 'any'), choices.map((s) => el('option', { value: s, selected: s === value }, s)))
       : TIMES.includes(f)
         ? el('input', { name: f, value, type: 'datetime-local', step: 1 })
         : el('input', { name: f, value, placeholder: PLACEHOLDERS[f] || `any ${LABELS[f] || f}`, spellcheck: 'false', autocomplete: 'off' });
@@ -679,7 +685,7 @@ const errorCell = (j) => el('td', { class: 'error-text', title: j.last_error || 
 
 async function jobs(r) {
   lastList = location.hash;
-  const filters = ['queue', 'state', 'kind', 'tag', 'id_prefix', 'created_after', 'created_before', 'depends_on'];
+  const filters = ['queue', 'state', 'kind', 'tag', 'id_prefix', 'created_after', 'created_before', 'depends_on', 'workflow_id'];
   // A whole id typed into the search opens that job.
   const wanted = (r.params.get('id_prefix') || '').trim();
   if (/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(wanted)) {
@@ -826,6 +832,7 @@ async function job(r) {
     ['id', j.id], ['queue', j.queue], ['kind', j.kind], ['state', badge(j.state)],
     ['attempt', `${j.attempt} of ${j.max_attempts}`], ['priority', j.priority],
     ['tags', j.tags.length ? j.tags.map((t) => el('span', { class: 'tag' }, t)) : '—'],
+    ['workflow', j.workflow_id ? el('span', { id: 'job-workflow', class: 'mono' }, link(`#/workflows/${enc(j.workflow_id)}`, j.workflow_id, 'the workflow and its graph')) : '—'],
     ['created', when(j.created_at)], ['run at', when(j.run_at)], ['started', when(j.started_at)],
     ['finished', when(j.finished_at)], ['updated', when(j.updated_at)], ['expires', when(j.expires_at)],
     ['timeout', j.timeout_ms ? dur(j.timeout_ms) : '—'], ['worker', j.worker_id || '—'],
@@ -851,6 +858,188 @@ async function job(r) {
       : null,
     section(`history:${j.id}`, `History (${events.length})`, history));
   const toolbar = [el('p', {}, link(lastList, '← back to the list')), el('h1', {}, `Job ${j.kind}`, el('small', { class: 'mono' }, ` ${j.id}`))];
+  return { toolbar, content };
+}
+
+// ---------------------------------------------------------------- workflows
+
+/** A workflow's jobs per state, each count linked to those jobs. */
+function workflowCounts(w, attrs) {
+  const chips = STATES.filter((st) => w.counts[st] > 0).map((st) => link(
+    `#/jobs?${new URLSearchParams({ workflow_id: w.id, state: st })}`,
+    el('span', { class: `badge ${st}`, 'data-count': st }, `${w.counts[st]} ${st}`), `its ${st} jobs`));
+  return el('span', { class: 'counts', ...attrs }, chips.length ? chips : el('span', { class: 'muted' }, 'no jobs'));
+}
+
+const jobTotal = (w) => STATES.reduce((sum, st) => sum + (w.counts[st] || 0), 0);
+
+async function workflowList(r) {
+  lastList = location.hash;
+  const filters = [['state', WORKFLOW_STATES], 'name'];
+  const q = new URLSearchParams();
+  for (const f of ['state', 'name', 'cursor']) if (r.params.get(f)) q.set(f, r.params.get(f));
+  q.set('limit', r.params.get('limit') || '50');
+  const page = await api('GET', `/v1/workflows?${q}`);
+  const rows = page.workflows.map((w) => {
+    const open = (e) => { if (!e.target.closest('a, button, input, label')) location.hash = `#/workflows/${enc(w.id)}`; };
+    return el('tr', { 'data-id': w.id, 'data-state': w.state, class: 'clickable', onclick: open },
+      el('td', {}, link(`#/workflows/${enc(w.id)}`, w.name, 'its graph'), el('br'), el('small', { class: 'mono muted' }, w.id)),
+      el('td', {}, badge(w.state)),
+      el('td', { class: 'num', 'data-count': 'jobs' }, jobTotal(w)),
+      el('td', {}, workflowCounts(w)),
+      el('td', { class: 'age' }, when(w.created_at, true)),
+      el('td', { class: 'age' }, when(w.finished_at, true)));
+  });
+  // A state is derived when read: a filtered page looks at a bounded
+  // number of workflows and may be short with more to come.
+  const short = r.params.get('state') && page.next_cursor && page.workflows.length < Number(q.get('limit'));
+  const content = [
+    page.workflows.length
+      ? table(['Workflow', 'State', ['Jobs'], 'Jobs by state', 'Created', 'Finished'], rows, { id: 'workflows' })
+      : el('p', { class: 'muted', id: 'workflows-empty' }, page.next_cursor ? 'None on this page: Next looks further.' : 'No workflows match.'),
+    short && page.workflows.length ? el('p', { class: 'muted' }, 'This page looked at a bounded number of workflows: Next looks further.') : null,
+    pager('workflows', r.params, page.next_cursor)];
+  return { toolbar: [el('h1', {}, 'Workflows'), filterBar('workflows', r.params, filters)], content };
+}
+
+/** Most jobs a workflow's graph is drawn with (past that, the list only). */
+const GRAPH_MAX = 2000;
+const NODE_W = 172;
+const NODE_H = 44;
+const GAP_X = 56;
+const GAP_Y = 14;
+const PAD = 12;
+
+/**
+ * Where each job of a graph goes: columns by depth (the longest chain of
+ * dependencies inside the workflow above it), and in each column, rows
+ * ordered by where the job's dependencies are (their mean height), so edges
+ * stay short. Dependencies outside the workflow are kept aside.
+ */
+function layout(jobs) {
+  const index = new Map(jobs.map((j, i) => [j.id, i]));
+  const parents = jobs.map((j) => [...new Set(j.depends_on.filter((d) => index.has(d)).map((d) => index.get(d)))]);
+  const outside = jobs.map((j) => j.depends_on.filter((d) => !index.has(d)));
+  const waiters = jobs.map(() => []);
+  parents.forEach((ps, i) => ps.forEach((p) => waiters[p].push(i)));
+  const pending = parents.map((ps) => ps.length);
+  const depth = jobs.map(() => 0);
+  // Kahn's order (a cycle, which the server never makes, stays at depth 0).
+  const order = [];
+  pending.forEach((n, i) => { if (!n) order.push(i); });
+  for (let k = 0; k < order.length; k += 1) {
+    const p = order[k];
+    for (const i of waiters[p]) {
+      depth[i] = Math.max(depth[i], depth[p] + 1);
+      pending[i] -= 1;
+      if (pending[i] === 0) order.push(i);
+    }
+  }
+  const columns = [];
+  jobs.forEach((_, i) => { (columns[depth[i]] ||= []).push(i); });
+  const tallest = Math.max(1, ...columns.map((c) => c.length));
+  const height = PAD * 2 + tallest * NODE_H + (tallest - 1) * GAP_Y;
+  const x = [];
+  const y = [];
+  columns.forEach((col, d) => {
+    if (d > 0) {
+      const mean = (i) => parents[i].reduce((sum, p) => sum + y[p], 0) / Math.max(1, parents[i].length);
+      col.sort((a, b) => mean(a) - mean(b) || a - b);
+    }
+    const top = PAD + ((tallest - col.length) * (NODE_H + GAP_Y)) / 2;
+    col.forEach((i, row) => {
+      x[i] = PAD + d * (NODE_W + GAP_X);
+      y[i] = top + row * (NODE_H + GAP_Y);
+    });
+  });
+  const width = PAD * 2 + columns.length * NODE_W + (columns.length - 1) * GAP_X;
+  return { parents, outside, depth, x, y, width, height };
+}
+
+/** A workflow's graph as an SVG: one box per job (coloured by its state,
+ * linked to its page) in columns by depth, a line from each dependency to
+ * the job that waits for it. */
+function workflowGraph(jobs) {
+  const g = layout(jobs);
+  const edges = [];
+  jobs.forEach((j, i) => {
+    for (const p of g.parents[i]) {
+      const x1 = g.x[p] + NODE_W;
+      const y1 = g.y[p] + NODE_H / 2;
+      const x2 = g.x[i];
+      const y2 = g.y[i] + NODE_H / 2;
+      const bend = GAP_X / 2;
+      edges.push(svg('path', { class: `edge ${jobs[p].state}`, 'data-from': jobs[p].id, 'data-to': j.id, 'marker-end': 'url(#arrow)',
+        d: `M${x1},${y1} C${x1 + bend},${y1} ${x2 - bend},${y2} ${x2},${y2}` }));
+    }
+  });
+  const nodes = jobs.map((j, i) => {
+    const outside = g.outside[i].length ? `; also waits for ${plural(g.outside[i].length, 'job')} outside the workflow` : '';
+    return svg('a', { href: `#/jobs/${enc(j.id)}`, class: 'node-link' },
+      svg('g', { class: `node ${STATES.includes(j.state) ? j.state : ''}`, 'data-id': j.id, 'data-state': j.state, 'data-depth': g.depth[i],
+        transform: `translate(${g.x[i]},${g.y[i]})` },
+      svg('title', {}, `${j.kind}: ${j.state} (job ${j.id})${outside}`),
+      svg('rect', { width: NODE_W, height: NODE_H, rx: 6 }),
+      svg('text', { x: 10, y: 18, class: 'kind' }, truncate(j.kind, 22)),
+      svg('text', { x: 10, y: 35, class: 'meta' }, `…${j.id.slice(-8)} · ${j.state}${g.outside[i].length ? ' ↑' : ''}`)));
+  });
+  return svg('svg', { class: 'dag', id: 'workflow-graph', width: g.width, height: g.height, viewBox: `0 0 ${g.width} ${g.height}`,
+    role: 'img', 'aria-label': `the workflow's ${plural(jobs.length, 'job')} and what each waits for` },
+  svg('defs', {}, svg('marker', { id: 'arrow', viewBox: '0 0 8 8', refX: 8, refY: 4, markerWidth: 7, markerHeight: 7, orient: 'auto' },
+    svg('path', { d: 'M0,0 L8,4 L0,8 z' }))),
+  edges, nodes);
+}
+
+/** The graph's jobs as a list: each linked, with what it waits for. */
+function workflowJobs(jobs) {
+  const ids = new Set(jobs.map((j) => j.id));
+  const rows = jobs.map((j) => el('tr', { 'data-id': j.id, 'data-state': j.state },
+    el('td', { class: 'mono' }, link(`#/jobs/${enc(j.id)}`, j.id)), el('td', {}, j.kind), el('td', {}, badge(j.state)),
+    el('td', { class: 'mono' }, j.depends_on.length
+      ? j.depends_on.map((d, n) => [n ? ', ' : '', link(`#/jobs/${enc(d)}`, `…${d.slice(-8)}`, ids.has(d) ? d : `${d} (outside the workflow)`)])
+      : '—')));
+  return table(['Job', 'Kind', 'State', 'Waits for'], rows, { id: 'workflow-jobs' });
+}
+
+async function workflow(r) {
+  lastList = location.hash; // "back" from one of its jobs comes here
+  const path = `/v1/workflows/${enc(r.id)}`;
+  const w = await api('GET', path);
+  const actions = [];
+  if (w.state === 'running') {
+    const cancel = button('Cancel workflow', () => api('POST', `${path}/cancel`).then((d) =>
+      `Cancelled ${plural(d.cancelled, 'job')} at once; asked ${plural(d.cancel_requested, 'running job')} to stop.`),
+    'Cancel every unfinished job of this workflow?');
+    cancel.id = 'workflow-cancel';
+    actions.push(cancel);
+  }
+  if (w.counts.failed > 0) {
+    const retry = button('Retry failed', () => api('POST', `${path}/retry`, { mode: 'failed' }).then((d) => `Put back ${plural(d.replayed, 'job')}.`));
+    retry.id = 'workflow-retry';
+    const downstream = button('Retry failed and downstream', () => api('POST', `${path}/retry`, { mode: 'failed_and_downstream' })
+      .then((d) => `Put back ${plural(d.replayed, 'job')}.`),
+    'Retry the failed jobs and every finished job downstream of them (cancelled by their failure, or run anyway)?');
+    downstream.id = 'workflow-retry-downstream';
+    actions.push(retry, downstream);
+  }
+  const fields = [
+    ['name', w.name], ['id', w.id], ['state', badge(w.state)], ['idempotency key', w.idempotency_key || '—'],
+    ['created', when(w.created_at)], ['finished', when(w.finished_at)],
+    ['jobs', [el('span', { 'data-count': 'jobs' }, String(jobTotal(w))), ' ', link(`#/jobs?${new URLSearchParams({ workflow_id: w.id })}`, 'in the jobs list')]],
+  ];
+  const drawn = w.jobs.length > GRAPH_MAX
+    ? el('p', { class: 'muted', id: 'graph-too-big' }, `${plural(w.jobs.length, 'job')}: too many to draw here; they are listed below.`)
+    : el('div', { class: 'graph' }, workflowGraph(w.jobs));
+  const content = el('div', { class: 'workflow', 'data-state': w.state },
+    el('div', { class: 'actions' }, badge(w.state), actions),
+    el('dl', { class: 'fields' }, fields.map(([name, value]) => [el('dt', {}, name), el('dd', {}, value)])),
+    el('section', { class: 'card', id: 'graph' },
+      el('h2', {}, `Graph (${plural(w.jobs.length, 'job')})`),
+      el('div', { class: 'legend' }, workflowCounts(w, { id: 'workflow-counts' })),
+      el('p', { class: 'muted' }, 'Jobs in columns by depth, each after what it waits for; a box opens the job. Jobs added at run time are drawn too.'),
+      drawn),
+    section(`workflow-jobs:${w.id}`, `Jobs (${w.jobs.length})`, workflowJobs(w.jobs), w.jobs.length > GRAPH_MAX));
+  const toolbar = [el('p', {}, link('#/workflows', '← all workflows')), el('h1', {}, `Workflow ${w.name}`, el('small', { class: 'mono' }, ` ${w.id}`))];
   return { toolbar, content };
 }
 
@@ -983,7 +1172,7 @@ async function workers() {
   };
 }
 
-const VIEWS = { overview, queue, jobs, dlq, job, schedules, workers };
+const VIEWS = { overview, queue, jobs, workflows: workflowList, workflow, dlq, job, schedules, workers };
 
 // ---------------------------------------------------------------- shell
 
@@ -1073,7 +1262,7 @@ async function render() {
   const fresh = hash !== shown;
   for (const a of document.querySelectorAll('#nav a')) {
     const current = a.dataset.view === r.view || (r.view === 'job' && a.dataset.view === 'jobs')
-      || (r.view === 'queue' && a.dataset.view === 'overview');
+      || (r.view === 'queue' && a.dataset.view === 'overview') || (r.view === 'workflow' && a.dataset.view === 'workflows');
     if (current) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
   }
   inflight += 1;

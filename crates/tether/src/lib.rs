@@ -80,8 +80,10 @@ use tether_core::migrations::SchemaStatus;
 pub use tether_core::{
     lifecycle, validate, Backoff, ClaimRequest, ClaimedJob, Completion, DependencyFailure,
     DependencyJob, Engine, Enqueued, Error, EventKind, Failure, Heartbeat, HeartbeatAck, Job,
-    JobArgs, JobEvent, JobFilter, JobPage, JobState, LeaseToken, Limits, NewJob, QueueConfig,
-    QueueConfigPatch, QueueStats, ReplayFilter, Result, RunAt, StateCounts, Store,
+    JobArgs, JobEvent, JobFilter, JobPage, JobState, LeaseToken, Limits, NewJob, NewWorkflow,
+    QueueConfig, QueueConfigPatch, QueueStats, ReplayFilter, Result, RetryMode, RunAt, StateCounts,
+    Store, Workflow, WorkflowCancelled, WorkflowEnqueued, WorkflowFilter, WorkflowGraph,
+    WorkflowJob, WorkflowPage, WorkflowState,
 };
 #[cfg(feature = "postgres")]
 use tether_postgres::PgStore;
@@ -167,6 +169,23 @@ impl Client {
     /// Enqueues 1–1000 jobs all-or-nothing; answers in order.
     pub async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
         self.engine.enqueue_many(&self.tenant, jobs).await
+    }
+
+    /// Enqueues 1–1000 jobs all-or-nothing as one new workflow: a named
+    /// graph (their `depends_on` may name earlier entries,
+    /// [`NewJob::after_entry`]) read, cancelled and retried whole through
+    /// the engine (`get_workflow`, `list_workflows`, `cancel_workflow`,
+    /// `retry_workflow`). A second call with the same idempotency key
+    /// answers the existing workflow and writes nothing. Jobs join it at
+    /// run time with [`NewJob::workflow`].
+    pub async fn enqueue_workflow(
+        &self,
+        workflow: &NewWorkflow,
+        jobs: &[NewJob],
+    ) -> Result<WorkflowEnqueued> {
+        self.engine
+            .enqueue_workflow(&self.tenant, workflow, jobs)
+            .await
     }
 
     /// Enqueues a typed job on its kind's default queue. For other settings

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use tether::{Client, Error, JobArgs, JobState, NewJob};
+use tether::{Client, Error, JobArgs, JobState, NewJob, NewWorkflow, WorkflowState};
 
 #[derive(Debug, PartialEq, Serialize, Deserialize)]
 struct Resize {
@@ -71,6 +71,34 @@ async fn typed_round_trip(client: &Client) {
     assert!(client.with_tenant("not a name").is_err());
 }
 
+/// A workflow through the façade: one graph enqueued, read whole.
+async fn workflow_round_trip(client: &Client) {
+    let new = NewWorkflow {
+        name: "publish".into(),
+        idempotency_key: Some("post-1".into()),
+    };
+    let jobs = [
+        NewJob::new("wf", "render", json!(1)),
+        NewJob::new("wf", "publish", json!(2)).after_entry(0),
+    ];
+    let made = client
+        .enqueue_workflow(&new, &jobs)
+        .await
+        .expect("workflow");
+    assert!(made.created);
+    assert_eq!(made.jobs[1].job.workflow_id, Some(made.workflow.id));
+    let again = client.enqueue_workflow(&new, &jobs).await.expect("again");
+    assert!(!again.created);
+    assert_eq!(again.workflow.id, made.workflow.id);
+    let graph = client
+        .engine()
+        .get_workflow(client.tenant(), made.workflow.id)
+        .await
+        .expect("read");
+    assert_eq!(graph.workflow.state, WorkflowState::Running);
+    assert_eq!(graph.jobs[1].depends_on, vec![made.jobs[0].job.id]);
+}
+
 #[tokio::test]
 async fn sqlite_by_path_and_by_url() {
     let path = temp_path("sqlite");
@@ -78,6 +106,7 @@ async fn sqlite_by_path_and_by_url() {
         .await
         .expect("open by path");
     typed_round_trip(&by_path).await;
+    workflow_round_trip(&by_path).await;
     let by_url = Client::connect(&format!("sqlite://{}", path.display()))
         .await
         .expect("open by url");
@@ -86,7 +115,7 @@ async fn sqlite_by_path_and_by_url() {
         .list(by_url.tenant(), &Default::default())
         .await
         .expect("list");
-    assert_eq!(listed.jobs.len(), 2, "the same file, seen through the URL");
+    assert_eq!(listed.jobs.len(), 4, "the same file, seen through the URL");
     assert!(Client::connect("sqlite://").await.is_err());
     std::fs::remove_dir_all(path.parent().expect("dir")).ok();
 }
@@ -97,6 +126,7 @@ async fn postgres_by_url_with_transactional_enqueue() {
     let url = db.postgres_url().expect("postgres url");
     let client = Client::connect(&url).await.expect("connect");
     typed_round_trip(&client).await;
+    workflow_round_trip(&client).await;
 
     let pool = sqlx::PgPool::connect(&url).await.expect("app pool");
     let mut tx = pool.begin().await.expect("begin");

@@ -69,6 +69,15 @@ pub struct EnqueueArgs {
     /// `cancel` it too, or `run` once they all ended [default: cancel].
     #[arg(long, value_parser = dependency_failure, value_name = "cancel|run", requires = "after")]
     dependency_failure: Option<DependencyFailure>,
+    /// Join this running workflow (its whole id): the job becomes part of
+    /// its graph, as a handler fanning out at run time would add it.
+    #[arg(long, value_name = "ID", value_parser = workflow_id)]
+    workflow: Option<uuid::Uuid>,
+}
+
+fn workflow_id(text: &str) -> Result<uuid::Uuid, String> {
+    uuid::Uuid::try_parse(text.trim())
+        .map_err(|_| format!("{text:?} is not a workflow id (the whole id)"))
 }
 
 fn dependency_failure(text: &str) -> Result<DependencyFailure, String> {
@@ -119,6 +128,9 @@ pub(crate) async fn run(args: EnqueueArgs) -> Result<(), CliError> {
     if let Some(rule) = args.dependency_failure {
         job = job.dependency_failure(rule);
     }
+    if let Some(id) = args.workflow {
+        job = job.workflow(id);
+    }
     let answer = ctx.call(ctx.client.enqueue(job)).await?;
     if ctx.json {
         return ctx.print_json(&answer);
@@ -139,9 +151,13 @@ pub(crate) async fn run(args: EnqueueArgs) -> Result<(), CliError> {
     } else {
         "ready now".to_owned()
     };
+    let workflow = job
+        .workflow_id
+        .map(|w| format!(", in workflow {w}"))
+        .unwrap_or_default();
     if answer.created {
         out(&format!(
-            "enqueued job {} on queue {} (kind {}, {when})\n",
+            "enqueued job {} on queue {} (kind {}, {when}{workflow})\n",
             job.id, job.queue, job.kind
         ));
     } else {

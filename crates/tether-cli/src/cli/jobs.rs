@@ -105,8 +105,16 @@ struct ListArgs {
     /// hex digits).
     #[arg(long, value_name = "ID")]
     depends_on: Option<String>,
+    /// Only the jobs of this workflow (its whole id).
+    #[arg(long, value_name = "ID", value_parser = workflow_id)]
+    workflow: Option<Uuid>,
     #[command(flatten)]
     page: PageArgs,
+}
+
+fn workflow_id(text: &str) -> Result<Uuid, String> {
+    Uuid::try_parse(text.trim())
+        .map_err(|_| format!("{text:?} is not a workflow id (the whole id)"))
 }
 
 /// Paging options shared by `jobs ls` and `dlq ls`.
@@ -150,6 +158,7 @@ pub(crate) async fn run(args: JobsArgs) -> Result<(), CliError> {
                 created_after: ls.created_after,
                 created_before: ls.created_before,
                 depends_on,
+                workflow_id: ls.workflow,
                 ..JobQuery::default()
             };
             let page = list(&ctx, query, &ls.page).await?;
@@ -353,6 +362,12 @@ fn job_fields(job: &Job, now: DateTime<Utc>) -> String {
         (
             "cancel requested",
             if job.cancel_requested { "yes" } else { "" }.to_owned(),
+        ),
+        (
+            "workflow",
+            job.workflow_id
+                .map(|w| format!("{w} (tether workflows show {w})"))
+                .unwrap_or_default(),
         ),
         ("idempotency key", opt(&job.idempotency_key)),
         ("unique key", opt(&job.unique_key)),

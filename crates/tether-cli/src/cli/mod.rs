@@ -1,5 +1,6 @@
 //! The operator commands of the `tether` binary: `enqueue`, `jobs`,
-//! `queues`, `dlq`, `schedules`, `tenants`, `keys`, `stats` and `workers`
+//! `workflows`, `queues`, `dlq`, `schedules`, `tenants`, `keys`, `stats` and
+//! `workers`
 //! (docs/cli.md describes each). They talk to
 //! a tether server over its HTTP API through the Rust SDK
 //! ([`tether_client::HttpClient`]), never to the database.
@@ -20,6 +21,7 @@ mod schedules;
 mod stats;
 mod tenants;
 mod workers;
+mod workflows;
 
 use std::ffi::OsString;
 use std::fmt;
@@ -41,6 +43,8 @@ pub enum ClientCommand {
     Enqueue(enqueue::EnqueueArgs),
     /// List, inspect, cancel and replay jobs.
     Jobs(jobs::JobsArgs),
+    /// Workflows (graphs of jobs): list, show the graph, cancel and retry whole.
+    Workflows(workflows::WorkflowsArgs),
     /// Queue health, settings and throughput; pause, resume and remove.
     Queues(queues::QueuesArgs),
     /// The dead-letter queue (failed jobs): list and replay.
@@ -141,6 +145,7 @@ pub async fn run(command: ClientCommand) -> Result<(), CliError> {
     match command {
         ClientCommand::Enqueue(args) => enqueue::run(args).await,
         ClientCommand::Jobs(args) => jobs::run(args).await,
+        ClientCommand::Workflows(args) => workflows::run(args).await,
         ClientCommand::Queues(args) => queues::run(args).await,
         ClientCommand::Dlq(args) => dlq::run(args).await,
         ClientCommand::Schedules(args) => schedules::run(args).await,

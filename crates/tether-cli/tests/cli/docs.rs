@@ -64,6 +64,7 @@ fn every_example_of_docs_cli_md_parses() {
     for command in [
         "enqueue",
         "jobs",
+        "workflows",
         "queues",
         "dlq",
         "schedules",

@@ -12,6 +12,7 @@ mod schedules;
 mod smoke;
 mod tenants;
 mod terminal;
+mod workflows;
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -23,12 +24,16 @@ use common::{call, temp_dir, tether, Run, Server};
 use reqwest::Method;
 use serde_json::{json, Value};
 
-/// A server on a fresh SQLite data directory, and the CLI pointed at it.
+/// A server on a fresh SQLite data directory (or a PostgreSQL database),
+/// and the CLI pointed at it.
 struct Setup {
     server: Option<Server>,
     dir: PathBuf,
     key: String,
     url: String,
+    /// The CLI is given the key in TETHER_KEY (a server whose admin key
+    /// came from TETHER_ADMIN_KEY writes no admin.key).
+    key_in_env: bool,
 }
 
 impl Setup {
@@ -43,6 +48,27 @@ impl Setup {
             dir,
             key,
             url,
+            key_in_env: false,
+        }
+    }
+
+    /// A server on the PostgreSQL database at `database_url`.
+    fn postgres(tag: &str, database_url: &str) -> Setup {
+        let dir = temp_dir(tag);
+        let key = format!("cli-{tag}-admin-key-0123456789");
+        let server = Server::start(
+            &dir,
+            &["--database-url", database_url],
+            &[("TETHER_ADMIN_KEY", &key)],
+        );
+        assert!(server.banner.contains("postgres"), "{}", server.banner);
+        let url = format!("http://{}", server.addr);
+        Setup {
+            server: Some(server),
+            dir,
+            key,
+            url,
+            key_in_env: true,
         }
     }
 
@@ -61,11 +87,14 @@ impl Setup {
     }
 
     fn cli_stdin(&self, args: &[&str], stdin: Option<&str>) -> Run {
-        tether(
-            args,
-            &[("TETHER_URL", &self.url), ("TETHER_DATA_DIR", self.dir())],
-            stdin,
-        )
+        let mut env = vec![
+            ("TETHER_URL", self.url.as_str()),
+            ("TETHER_DATA_DIR", self.dir()),
+        ];
+        if self.key_in_env {
+            env.push(("TETHER_KEY", &self.key));
+        }
+        tether(args, &env, stdin)
     }
 
     /// `GET path` with the admin key; the status and body.

@@ -11,8 +11,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 use tether_core::{
-    CarriedReports, Completion, Failure, Heartbeat, JobArgs, LeaseToken, NewJob, QueueConfigPatch,
-    SchedulePatch, ScheduleSpec,
+    CarriedReports, Completion, Failure, Heartbeat, JobArgs, LeaseToken, NewJob, NewWorkflow,
+    QueueConfigPatch, RetryMode, SchedulePatch, ScheduleSpec,
 };
 use uuid::Uuid;
 
@@ -20,7 +20,7 @@ use crate::error::{Error, ErrorCode, Result};
 use crate::wire::{self, *};
 use crate::{
     BulkReplayed, CreatedKey, CreatedTenant, Enqueued, EventPage, HeartbeatAck, JobPage,
-    Throughput, Whoami,
+    Throughput, Whoami, WorkflowCancelled, WorkflowGraph, WorkflowPage,
 };
 use tether_api::*;
 

@@ -15,11 +15,13 @@ mod attempts;
 mod jobs;
 mod schedules;
 mod tenants;
+mod workflows;
 
 pub use attempts::*;
 pub use jobs::*;
 pub use schedules::*;
 pub use tenants::*;
+pub use workflows::*;
 
 /// One item of a batch answer (`POST /v1/jobs/heartbeat`,
 /// `POST /v1/jobs/complete`, a claim's `reports`), in request order.

@@ -20,8 +20,9 @@ use serde_json::{json, Value};
 use tether_client::{
     Backoff, BulkReplay, ClaimOptions, Completion, CronPreview, DependencyFailure, Error,
     ErrorCode, EventKind, Failure, Heartbeat, HttpClient, JobArgs, JobQuery, JobState, LeaseToken,
-    NewJob, NewKey, Overlap, QueueConfigPatch, RateLimit, RunAt, RunOutcome, SchedulePatch,
-    ScheduleSpec,
+    NewJob, NewKey, NewWorkflow, Overlap, QueueConfigPatch, RateLimit, RetryMode, RunAt,
+    RunOutcome, SchedulePatch, ScheduleSpec, WorkflowGraph, WorkflowPage, WorkflowQuery,
+    WorkflowState,
 };
 use tether_conformance::TestDb;
 use uuid::Uuid;

@@ -5,7 +5,9 @@
 // RUNNING_JOB, XSS_JOB, SCHEDULE_ID, SUCCEEDED_JOB, RETRIED_JOB,
 // CANCELLED_JOB, and PARENT_JOB with WAITING_JOB, which waits for it), a second tenant (OTHER_TENANT, its OTHER_QUEUE and
 // OTHER_JOB, and its non-admin OTHER_KEY) and SCREENSHOT_DIR. The expected
-// counts below mirror that seed. Exit code 0 means every check passed.
+// counts below mirror that seed. The workflow steps make their own graph
+// (queue `flows`) late, so that the counts before them stay the seed's.
+// Exit code 0 means every check passed.
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
@@ -48,6 +50,22 @@ async function api(method, route, tenant) {
   const res = await fetch(`${BASE}${route}`, { method, headers });
   assert.ok(res.ok, `${method} ${route}: ${res.status}`);
   return res.json();
+}
+
+/** A POST with the admin key and a JSON body; answers the JSON. */
+async function post(route, body) {
+  const res = await fetch(`${BASE}${route}`, {
+    method: 'POST', headers: { Authorization: `Bearer ${KEY}`, 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+  });
+  const text = await res.text();
+  assert.ok(res.ok, `POST ${route}: ${res.status} ${text}`);
+  return JSON.parse(text);
+}
+
+/** Claims the ready jobs of `queue` as a worker would: id → lease token. */
+async function claim(queue) {
+  const { jobs } = await post(`/v1/queues/${queue}/claim`, { worker_id: 'flow-worker', limit: 10 });
+  return new Map(jobs.map((j) => [j.id, j.lease_token]));
 }
 
 /** Milliseconds as the page writes a percentile under a second. */
@@ -735,6 +753,139 @@ try {
   await settled();
   await page.locator('.job').waitFor();
 
+  step('workflows: a graph enqueued as one batch, grown at run time, listed with its counts');
+  // fetch, then resize and thumb, then publish after both; fetch succeeds
+  // and its handler adds notify (after publish) at run time; resize fails
+  // for good (publish, then notify, are cancelled by the cascade) while
+  // thumb runs.
+  const seeded = await post('/v1/jobs/batch', {
+    workflow: { name: 'publish-post', idempotency_key: 'post-7' },
+    jobs: [
+      { queue: 'flows', kind: 'fetch' },
+      { queue: 'flows', kind: 'resize', depends_on_entries: [0] },
+      { queue: 'flows', kind: 'thumb', depends_on_entries: [0] },
+      { queue: 'flows', kind: 'publish', depends_on_entries: [1, 2] },
+    ],
+  });
+  const WF = seeded.workflow_id;
+  const [FETCH, RESIZE, THUMB, PUBLISH] = seeded.results.map((r) => r.job.id);
+  let tokens = await claim('flows');
+  assert.deepEqual([...tokens.keys()], [FETCH]);
+  await post(`/v1/jobs/${FETCH}/complete`, { lease_token: tokens.get(FETCH) });
+  const NOTIFY = (await post('/v1/jobs', { queue: 'flows', kind: 'notify', workflow_id: WF, depends_on: [PUBLISH] })).job.id;
+  tokens = await claim('flows');
+  assert.deepEqual([...tokens.keys()].sort(), [RESIZE, THUMB].sort());
+  await post(`/v1/jobs/${RESIZE}/fail`, { lease_token: tokens.get(RESIZE), error: 'no luck', fatal: true });
+  const thumbToken = tokens.get(THUMB);
+  const graphOf = async () => new Map((await api('GET', `/v1/workflows/${WF}`)).jobs.map((j) => [j.id, j.state]));
+  assert.deepEqual(Object.fromEntries(await graphOf()), {
+    [FETCH]: 'succeeded', [RESIZE]: 'failed', [THUMB]: 'running', [PUBLISH]: 'cancelled', [NOTIFY]: 'cancelled',
+  });
+  await nav('Workflows', 'workflows');
+  const wfRow = `#workflows tr[data-id="${WF}"]`;
+  await expectText(`${wfRow} .badge`, 'running');
+  await expectText(`${wfRow} td[data-count="jobs"]`, '5');
+  for (const [st, n] of [['succeeded', 1], ['failed', 1], ['running', 1], ['cancelled', 2]]) {
+    await expectText(`${wfRow} .counts [data-count="${st}"]`, `${n} ${st}`);
+  }
+  assert.equal(await page.locator(`${wfRow} .counts [data-count="waiting"]`).count(), 0, 'no waiting job, no chip');
+  assert.deepEqual(await page.locator('#filters select[name=state] option').allTextContents(),
+    ['any', 'running', 'succeeded', 'failed', 'cancelled']);
+  await page.selectOption('#filters select[name=state]', 'failed');
+  await settled();
+  assert.match(page.url(), /#\/workflows\?state=failed/);
+  await page.locator('#workflows-empty').waitFor();
+  await page.selectOption('#filters select[name=state]', 'running');
+  await settled();
+  await page.locator(wfRow).waitFor();
+  await shot('workflows');
+  // A count opens those jobs in the jobs list.
+  await page.locator(`${wfRow} .counts a`, { hasText: 'cancelled' }).click();
+  await settled();
+  await until('the cancelled jobs of the workflow', async () => (await ids('jobs')).sort().join() === [PUBLISH, NOTIFY].sort().join() || (await ids('jobs')));
+  assert.equal(await page.inputValue('#filters input[name=workflow_id]'), WF);
+
+  step('a workflow\'s page draws its graph: every job (notify, added at run time, too) in columns by depth, with its state and links');
+  await visit('#/workflows');
+  await page.locator(`${wfRow} a`, { hasText: 'publish-post' }).click();
+  await settled();
+  assert.equal(await page.evaluate(() => location.hash), `#/workflows/${WF}`);
+  const node = (id) => `#workflow-graph g.node[data-id="${id}"]`;
+  const drawnStates = () => page.locator('#workflow-graph g.node').evaluateAll((gs) => Object.fromEntries(gs.map((g) => [g.dataset.id, g.dataset.state])));
+  const graphMatches = (what) => until(what, async () => {
+    const want = Object.fromEntries(await graphOf());
+    const seen = await drawnStates();
+    return JSON.stringify(Object.entries(seen).sort()) === JSON.stringify(Object.entries(want).sort()) || { seen, want };
+  });
+  await graphMatches('the graph as the API reads it');
+  assert.equal(await page.locator('#workflow-graph g.node').count(), 5);
+  for (const [id, depth] of [[FETCH, 0], [RESIZE, 1], [THUMB, 1], [PUBLISH, 2], [NOTIFY, 3]]) {
+    assert.equal(await page.locator(node(id)).getAttribute('data-depth'), String(depth), `the depth of ${id}`);
+  }
+  // Columns left to right by depth; each box is coloured by its state.
+  const boxes = await page.locator('#workflow-graph g.node').evaluateAll((gs) => Object.fromEntries(gs.map((g) => {
+    const r = g.getBoundingClientRect();
+    return [g.dataset.id, { x: Math.round(r.x), fill: getComputedStyle(g.querySelector('rect')).fill }];
+  })));
+  assert.equal(boxes[RESIZE].x, boxes[THUMB].x);
+  assert.ok(boxes[FETCH].x < boxes[RESIZE].x && boxes[RESIZE].x < boxes[PUBLISH].x && boxes[PUBLISH].x < boxes[NOTIFY].x, JSON.stringify(boxes));
+  assert.notEqual(boxes[RESIZE].fill, boxes[THUMB].fill, 'failed and running look different');
+  assert.notEqual(boxes[FETCH].fill, boxes[PUBLISH].fill, 'succeeded and cancelled look different');
+  assert.match(await page.locator(`${node(NOTIFY)} text.meta`).textContent(), new RegExp(`…${NOTIFY.slice(-8)} · cancelled`));
+  assert.equal(await page.locator(`${node(PUBLISH)} text.kind`).textContent(), 'publish');
+  // One line per dependency.
+  const edges = await page.locator('#workflow-graph path.edge').evaluateAll((ps) => ps.map((p) => `${p.dataset.from}>${p.dataset.to}`).sort());
+  assert.deepEqual(edges, [`${FETCH}>${RESIZE}`, `${FETCH}>${THUMB}`, `${RESIZE}>${PUBLISH}`, `${THUMB}>${PUBLISH}`, `${PUBLISH}>${NOTIFY}`].sort());
+  await expectText('#workflow-counts [data-count="cancelled"]', '2 cancelled');
+  await expectText('.workflow .fields [data-count="jobs"]', '5');
+  assert.equal(await page.locator('#workflow-cancel').count(), 1, 'a running workflow can be cancelled');
+  assert.equal(await page.locator('#workflow-retry').count(), 1, 'one failed: it can be retried');
+  await shot('workflow');
+  // A box opens its job, whose page links back to the workflow.
+  await page.locator(`${node(NOTIFY)}`).click();
+  await settled();
+  assert.equal(await page.evaluate(() => location.hash), `#/jobs/${NOTIFY}`);
+  await page.locator('.job[data-state=cancelled]').waitFor();
+  await expectText('#job-workflow a', WF);
+  await page.locator('#job-workflow a').click();
+  await settled();
+  assert.equal(await page.evaluate(() => location.hash), `#/workflows/${WF}`);
+  // The list below the graph: every job, linked, with what it waits for.
+  await page.locator('details[data-key^="workflow-jobs:"] summary').click();
+  await until('the list of its jobs', async () => (await ids('workflow-jobs')).join() === [FETCH, RESIZE, THUMB, PUBLISH, NOTIFY].join() || (await ids('workflow-jobs')));
+  await page.locator('details[data-key^="workflow-jobs:"] summary').click();
+
+  step('a workflow\'s page: thumb succeeds (failed, redrawn), retry failed, retry failed and downstream (asked first), cancel');
+  await post(`/v1/jobs/${THUMB}/complete`, { lease_token: thumbToken });
+  await page.locator('.workflow[data-state=failed]').waitFor();
+  await graphMatches('thumb succeeded, drawn');
+  assert.equal(await page.locator('#workflow-cancel').count(), 0, 'a finished workflow has nothing to cancel');
+  await page.click('#workflow-retry');
+  await page.locator('#flash', { hasText: 'Put back 1 job.' }).waitFor();
+  await page.locator('.workflow[data-state=running]').waitFor();
+  await graphMatches('resize back in its queue, publish still cancelled');
+  assert.equal(await page.locator(node(RESIZE)).getAttribute('data-state'), 'queued');
+  assert.equal(await page.locator(node(PUBLISH)).getAttribute('data-state'), 'cancelled');
+  tokens = await claim('flows');
+  await post(`/v1/jobs/${RESIZE}/fail`, { lease_token: tokens.get(RESIZE), error: 'no luck again', fatal: true });
+  await page.locator('.workflow[data-state=failed]').waitFor();
+  asked = dialogs.length;
+  await page.click('#workflow-retry-downstream');
+  await page.locator('#flash', { hasText: 'Put back 3 jobs.' }).waitFor();
+  assert.match(dialogs[asked], /^Retry the failed jobs and every finished job downstream/);
+  await graphMatches('resize queued, publish and notify waiting again');
+  for (const [id, st] of [[RESIZE, 'queued'], [PUBLISH, 'waiting'], [NOTIFY, 'waiting']]) {
+    assert.equal(await page.locator(node(id)).getAttribute('data-state'), st);
+  }
+  asked = dialogs.length;
+  await page.click('#workflow-cancel');
+  await page.locator('#flash', { hasText: 'Cancelled 3 jobs at once; asked 0 running jobs to stop.' }).waitFor();
+  assert.equal(dialogs[asked], 'Cancel every unfinished job of this workflow?');
+  await page.locator('.workflow[data-state=cancelled]').waitFor();
+  await graphMatches('every unfinished job cancelled');
+  assert.equal((await api('GET', `/v1/workflows/${WF}`)).state, 'cancelled');
+  await shot('workflow-cancelled');
+
   step('every view fits an 800 px window: only a table\'s own box scrolls sideways');
   await page.setViewportSize({ width: 800, height: 860 });
   await page.locator('#view h1').click(); // out of the search field: refreshes go on
@@ -755,7 +906,7 @@ try {
   });
   for (const [hash, name] of [['#/', 'overview-800'], ['#/queues/images', 'queue-chart-800'], ['#/jobs', null], ['#/dlq', null],
     [`#/jobs/${FAILED_JOB}`, null], [`#/jobs/${WAITING_JOB}`, 'job-waiting-800'], [`#/jobs/${PARENT_JOB}`, null],
-    ['#/schedules', 'schedules-800'], ['#/workers', null]]) {
+    ['#/schedules', 'schedules-800'], ['#/workers', null], ['#/workflows', null], [`#/workflows/${WF}`, 'workflow-800']]) {
     await visit(hash);
     await sleep(200);
     const seen = await overflowing();
