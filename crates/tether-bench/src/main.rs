@@ -7,6 +7,7 @@
 //! cargo run --release -p tether-bench -- --quick # smaller, under two minutes
 //! cargo run --release -p tether-bench -- --wal   # only the WAL written per transition
 //! cargo run --release -p tether-bench -- --quick --only physical,e2e,runtime
+//! cargo run --release -p tether-bench -- --quick --only dag --dag-jobs 20000
 //! ```
 //!
 //! `--only` runs some groups of figures (see [`GROUPS`]); the ratios whose
@@ -17,6 +18,7 @@
 //! the program creates its own database and drops it at the end.
 
 mod cron;
+mod dag;
 mod flow;
 mod http;
 mod neighbours;
@@ -35,7 +37,7 @@ use std::time::Duration;
 use report::Report;
 
 /// The groups of figures `--only` can pick, in the order a run measures them.
-pub const GROUPS: [&str; 13] = [
+pub const GROUPS: [&str; 14] = [
     "enqueue",
     "wal",
     "physical",
@@ -43,6 +45,7 @@ pub const GROUPS: [&str; 13] = [
     "runtime",
     "latency",
     "flow",
+    "dag",
     "http",
     "neighbours",
     "sdk",
@@ -94,6 +97,9 @@ pub struct Scale {
     pub neighbour_keys: usize,
     /// Seconds another tenant is timed under the noisy neighbour's load.
     pub neighbour_seconds: u64,
+    /// Jobs of each dependency-graph figure and of its independent
+    /// counterpart (each backend).
+    pub dag_jobs: usize,
 }
 
 impl Scale {
@@ -112,6 +118,7 @@ impl Scale {
             soak_retention: soak::RETENTION,
             neighbour_keys: 50_000,
             neighbour_seconds: 20,
+            dag_jobs: 10_000,
         }
     }
 
@@ -131,6 +138,7 @@ impl Scale {
             soak_retention: Duration::from_secs(5),
             neighbour_keys: 30_000,
             neighbour_seconds: 8,
+            dag_jobs: 2_000,
         }
     }
 }
@@ -145,12 +153,13 @@ fn main() {
         }
     }
     const USAGE: &str =
-        "usage: tether-bench [--quick] [--only GROUP,...] | --wal | --soak [--soak-jobs N]";
+        "usage: tether-bench [--quick] [--only GROUP,...] [--dag-jobs N] | --wal | --soak [--soak-jobs N]";
     if args.iter().any(|a| a == "--help" || a == "-h") {
         println!("{USAGE}");
         return;
     }
     let mut soak_jobs: Option<u64> = None;
+    let mut dag_jobs: Option<usize> = None;
     let mut quick = false;
     let mut wal_only = false;
     let mut only = Only::default();
@@ -171,6 +180,13 @@ fn main() {
                 only = Only(Some(names));
             }
             "--soak" => soak_jobs = soak_jobs.or(Some(1_000_000)),
+            "--dag-jobs" => {
+                let n = rest.next().and_then(|n| n.parse().ok()).unwrap_or_else(|| {
+                    eprintln!("--dag-jobs needs a number; {USAGE}");
+                    std::process::exit(2);
+                });
+                dag_jobs = Some(n);
+            }
             "--soak-jobs" => {
                 let n = rest.next().and_then(|n| n.parse().ok()).unwrap_or_else(|| {
                     eprintln!("--soak-jobs needs a number; {USAGE}");
@@ -184,7 +200,10 @@ fn main() {
             }
         }
     }
-    let scale = if quick { Scale::quick() } else { Scale::full() };
+    let mut scale = if quick { Scale::quick() } else { Scale::full() };
+    if let Some(n) = dag_jobs {
+        scale.dag_jobs = n;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -208,6 +227,9 @@ fn main() {
         pg::run(&url, &scale, &only, &mut report).await;
         if only.runs("sqlite") {
             sqlite::run(&scale, &mut report).await;
+        }
+        if only.runs("dag") {
+            dag::run_sqlite(scale.dag_jobs, &mut report).await;
         }
         if only.runs("neighbours") {
             let dir = std::env::temp_dir().join(format!("tether-bench-nb-{}", std::process::id()));

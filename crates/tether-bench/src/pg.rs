@@ -110,6 +110,9 @@ pub async fn run(admin_url: &str, scale: &Scale, only: &Only, report: &mut Repor
     if only.runs("flow") {
         crate::flow::run(engine, pool, scale.rate_seconds, report).await;
     }
+    if only.runs("dag") {
+        crate::dag::run_pg(engine, pool, scale.dag_jobs, report).await;
+    }
     if only.runs("http") {
         crate::http::run(engine, url, pool, scale, report).await;
     }
@@ -128,9 +131,9 @@ pub async fn run(admin_url: &str, scale: &Scale, only: &Only, report: &mut Repor
     db.drop_now().await;
 }
 
-/// Empties the job tables between figures.
+/// Empties the job tables (and the dependency edges) between figures.
 pub async fn reset(pool: &PgPool) {
-    sqlx::query("TRUNCATE tether.jobs, tether.job_events")
+    sqlx::query("TRUNCATE tether.jobs, tether.job_events, tether.job_dependencies")
         .execute(pool)
         .await
         .expect("truncate");

@@ -29,7 +29,7 @@
 //! <key> <seed> <name>`: another SDK's worker, which must speak the line
 //! protocol of [`obs::Line`] and follow [`plan::plan`] (the Python and
 //! TypeScript SDKs ship one each; docs/RELIABILITY.md says what they must do).
-//! `TETHER_CHAOS_SABOTAGE=1` breaks four promises behind tether's back
+//! `TETHER_CHAOS_SABOTAGE=1` breaks five promises behind tether's back
 //! after the drain, to show the checks fail the run.
 //! `TETHER_CHAOS_KEEP_DATABASE=1` keeps the run's database for a look at
 //! the history (the next run drops it).
@@ -66,12 +66,20 @@
 //! fair claims) and its jobs carry concurrency keys; the checks prove from
 //! the history that no limit was ever exceeded, and that each one bound.
 //!
+//! A share of the jobs wait for others ([`graph`]): small graphs in batches
+//! (`depends_on_entries`, with `cancel` and `run`, some rooted in a job that
+//! fails on purpose) and singles after an acknowledged job (`depends_on`);
+//! the checks prove that no job was released or claimed before its
+//! dependencies allowed, none was left waiting, and every job downstream of
+//! a failure with `cancel` ended cancelled without running.
+//!
 //! Results and the full description: `docs/RELIABILITY.md`.
 
 mod check;
 mod clock;
 mod cluster;
 mod faults;
+mod graph;
 mod leadership;
 mod net;
 mod obs;

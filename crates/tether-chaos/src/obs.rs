@@ -121,6 +121,8 @@ pub struct Obs {
     pub losts: Vec<LostObs>,
     /// Errors by who saw them and code.
     pub errors: BTreeMap<(Side, String), u64>,
+    /// Errors workers saw, by `<operation> <code>`.
+    pub worker_errors: BTreeMap<String, u64>,
     /// Every acknowledgement per idempotency key: (job id, created).
     pub acks: HashMap<String, Vec<(Uuid, bool)>>,
     /// Worker lines that did not parse.
@@ -143,7 +145,13 @@ impl Obs {
             Line::Claim(token, c) => {
                 self.claims.insert(token, c);
             }
-            Line::Err { code, .. } => self.error(Side::Worker, &code),
+            Line::Err { op, code } => {
+                self.error(Side::Worker, &code);
+                *self
+                    .worker_errors
+                    .entry(format!("{op} {code}"))
+                    .or_insert(0) += 1;
+            }
             Line::Lost(l) => self.losts.push(l),
         }
     }
@@ -156,6 +164,14 @@ impl Obs {
     /// Records an acknowledgement of `key`.
     pub fn ack(&mut self, key: String, id: Uuid, created: bool) {
         self.acks.entry(key).or_default().push((id, created));
+    }
+
+    /// Errors by code that `side` saw.
+    pub fn errors_of(&self, side: Side) -> BTreeMap<String, u64> {
+        (self.errors.iter())
+            .filter(|((s, _), _)| *s == side)
+            .map(|((_, code), n)| (code.clone(), *n))
+            .collect()
     }
 
     /// Errors by code, whoever saw them.

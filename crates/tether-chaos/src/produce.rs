@@ -12,6 +12,7 @@ use serde_json::json;
 use tether_client::{Enqueued, HttpClient, NewJob};
 use tokio::time::Instant;
 
+use crate::graph;
 use crate::obs::{Obs, Side};
 use crate::plan;
 use crate::worker::client_code;
@@ -128,14 +129,15 @@ impl Producer {
     pub async fn run(self, id: usize, chunks: Vec<Chunk>) -> Vec<String> {
         let mut problems = Vec::new();
         let mut server = id;
-        for chunk in chunks {
+        for (i, chunk) in chunks.iter().enumerate() {
             let at = self.start
                 + self
                     .window
                     .mul_f64(chunk.first as f64 / self.jobs.max(1) as f64);
             tokio::time::sleep_until(at).await;
             server = (server + 1) % self.clients.len();
-            if let Err(e) = self.submit(&chunk, server).await {
+            let previous = i.checked_sub(1).map(|p| &chunks[p]);
+            if let Err(e) = self.submit(chunk, previous, server).await {
                 problems.push(format!(
                     "jobs {}..{}: {e}",
                     chunk.first,
@@ -146,38 +148,58 @@ impl Producer {
         problems
     }
 
-    async fn submit(&self, chunk: &Chunk, server: usize) -> Result<(), String> {
-        let ns = chunk.first..chunk.first + chunk.len;
+    /// Submits `chunk`; `previous` is this producer's chunk before it (its
+    /// jobs acknowledged), which some singles wait for ([`graph::single_wait`]).
+    async fn submit(
+        &self,
+        chunk: &Chunk,
+        previous: Option<&Chunk>,
+        server: usize,
+    ) -> Result<(), String> {
         match &chunk.mode {
             Mode::Batch { resubmit } => {
-                let jobs: Vec<NewJob> = ns
-                    .clone()
-                    .map(|n| new_job(self.seed, n, self.limited_per_mille))
+                let entries = graph::batch_entries(self.seed, chunk);
+                let ns: Vec<u64> = entries.iter().map(|e| e.n).collect();
+                let jobs: Vec<NewJob> = entries
+                    .iter()
+                    .map(|e| {
+                        let job = new_job(self.seed, e.n, self.limited_per_mille);
+                        if e.after.is_empty() {
+                            return job;
+                        }
+                        (e.after.iter())
+                            .fold(job, |job, &a| job.after_entry(a))
+                            .dependency_failure(e.rule)
+                    })
                     .collect();
                 let answers = self.batch(&jobs, server).await?;
-                self.record(ns.clone(), &answers)?;
+                self.record(&ns, &answers)?;
                 if *resubmit {
                     let again = self.batch(&jobs, server + 1).await?;
-                    self.record(ns.clone(), &again)?;
+                    self.record(&ns, &again)?;
                     let mut obs = self.obs();
                     obs.resubmitted_batches += 1;
                     obs.resubmitted_jobs += chunk.len;
                 }
             }
             Mode::Singles { twice } => {
+                let ns = chunk.first..chunk.first + chunk.len;
                 for (n, twice) in ns.zip(twice) {
-                    let job = new_job(self.seed, n, self.limited_per_mille);
+                    let mut job = new_job(self.seed, n, self.limited_per_mille);
+                    if let Some((on, rule)) = graph::single_wait(self.seed, n, previous) {
+                        job = job.after(self.acknowledged(on)?).dependency_failure(rule);
+                    }
                     if *twice {
                         let (a, b) = tokio::join!(
                             self.single(job.clone(), server),
                             self.single(job, server + 1)
                         );
-                        self.record(n..n + 1, &[a?])?;
-                        self.record(n..n + 1, &[b?])?;
+                        self.record(&[n], &[a?])?;
+                        self.record(&[n], &[b?])?;
                         self.obs().concurrent_singles += 1;
                     } else {
                         let a = self.single(job, server).await?;
-                        self.record(n..n + 1, &[a])?;
+                        self.record(&[n], &[a])?;
                     }
                 }
             }
@@ -185,17 +207,23 @@ impl Producer {
         Ok(())
     }
 
-    fn record(&self, ns: std::ops::Range<u64>, answers: &[Enqueued]) -> Result<(), String> {
-        if answers.len() as u64 != ns.end - ns.start {
-            return Err(format!(
-                "{} answers for {} jobs",
-                answers.len(),
-                ns.end - ns.start
-            ));
+    /// The id job `n` was acknowledged as.
+    fn acknowledged(&self, n: u64) -> Result<uuid::Uuid, String> {
+        let key = plan::key(n);
+        (self.obs().acks.get(&key))
+            .and_then(|acks| acks.first())
+            .map(|ack| ack.0)
+            .ok_or_else(|| format!("job {n}, which a single waits for, was never acknowledged"))
+    }
+
+    /// Records the answers to the jobs `ns`, in the order sent.
+    fn record(&self, ns: &[u64], answers: &[Enqueued]) -> Result<(), String> {
+        if answers.len() != ns.len() {
+            return Err(format!("{} answers for {} jobs", answers.len(), ns.len()));
         }
         let mut obs = self.obs();
         obs.enqueue_requests += 1;
-        for (n, a) in ns.zip(answers) {
+        for (&n, a) in ns.iter().zip(answers) {
             let key = plan::key(n);
             if a.job.idempotency_key.as_deref() != Some(key.as_str()) {
                 return Err(format!(

@@ -8,7 +8,7 @@ use crate::check::{self, Findings, CHECKS, FAILOVER_CHECK};
 use crate::faults::FaultStats;
 use crate::leadership::Cause;
 use crate::net::{LinkId, Traffic};
-use crate::obs::Obs;
+use crate::obs::{Obs, Side};
 use crate::plan::{self, Limits};
 use crate::scenario::{Opts, SERVERS};
 
@@ -105,14 +105,16 @@ pub fn print(
         (
             "final states",
             format!(
-                "succeeded {}, failed {} ({}), cancelled {}, queued {} (later: {}), running {}",
+                "succeeded {}, failed {} ({}), cancelled {}, queued {} (later: {}), running {}, \
+                 waiting {}",
                 get("succeeded"),
                 get("failed"),
                 list(&failed_by),
                 get("cancelled"),
                 get("queued"),
                 s.queued_later,
-                get("running")
+                get("running"),
+                get("waiting")
             ),
         ),
         ("worker SIGKILLs", faults.worker_kills.to_string()),
@@ -197,6 +199,26 @@ pub fn print(
                 l.full_windows
             ),
         ),
+        (
+            "jobs waiting for others: jobs (edges), by rule",
+            format!(
+                "{} of {} sent so ({} edges), {}",
+                s.graphs.jobs,
+                s.graphs.waits_sent,
+                s.graphs.edges,
+                list(&s.graphs.rules.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect())
+            ),
+        ),
+        (
+            "released / cancelled by a dependency (at enqueue) / `run` jobs run after a failed dependency",
+            format!(
+                "{} / {} ({}) / {}",
+                s.graphs.released,
+                s.graphs.cancelled_by_dependency,
+                s.graphs.cancelled_at_enqueue,
+                s.graphs.ran_after_failure
+            ),
+        ),
         ("retries (retry_scheduled)", s.retries.to_string()),
         ("snoozes back to the queue (snoozed)", s.snoozes.to_string()),
         (
@@ -214,6 +236,14 @@ pub fn print(
         (
             "errors seen by clients (by code)",
             list(&obs.errors_by_code()),
+        ),
+        (
+            "errors producers saw / workers saw (by operation)",
+            format!(
+                "{} / {}",
+                list(&obs.errors_of(Side::Producer)),
+                list(&obs.worker_errors)
+            ),
         ),
         (
             "duration",

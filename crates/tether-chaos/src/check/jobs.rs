@@ -92,6 +92,21 @@ pub(super) fn check_job(f: &mut Findings, job: &JobRow, h: &[&EventRow], cx: &Co
         match ev {
             "enqueued" => {
                 enqueued += 1;
+                // A job with dependencies is `waiting` or, when they had
+                // all ended as its rule needs, `queued` at once: the
+                // history does not say which (no event for the second).
+                state = if job.depends_on.is_empty() {
+                    "queued"
+                } else {
+                    "pending"
+                };
+            }
+            "released" => {
+                if !matches!(state, "pending" | "waiting") {
+                    f.flag("history_mismatch", || {
+                        format!("job {id}: released (seq {}) while {state}", e.seq)
+                    });
+                }
                 state = "queued";
             }
             "claimed" => {
@@ -111,7 +126,9 @@ pub(super) fn check_job(f: &mut Findings, job: &JobRow, h: &[&EventRow], cx: &Co
                         )
                     });
                 }
-                if state != "queued" {
+                // From `pending`: queued at enqueue (`dependency_order`
+                // proves its dependencies had ended).
+                if !matches!(state, "queued" | "pending") {
                     f.flag("history_mismatch", || {
                         format!("job {id}: claimed (seq {}) while {state}", e.seq)
                     });
@@ -200,10 +217,24 @@ pub(super) fn check_job(f: &mut Findings, job: &JobRow, h: &[&EventRow], cx: &Co
                 }
             }
             "cancelled" => {
+                // A dependency's failure cancels a waiting job (its
+                // cause is judged by `dependency_cancel`); nobody else
+                // cancels.
+                if dependency_cancel(e).is_some() {
+                    if !matches!(state, "pending" | "waiting") {
+                        f.flag("dependency_cancel", || {
+                            format!(
+                                "job {id}: cancelled by a dependency (seq {}) while {state}",
+                                e.seq
+                            )
+                        });
+                    }
+                } else {
+                    f.flag("outcome_vs_handler", || {
+                        format!("job {id}: cancelled, though nobody cancels")
+                    });
+                }
                 state = "cancelled";
-                f.flag("outcome_vs_handler", || {
-                    format!("job {id}: cancelled, though nobody cancels")
-                });
             }
             "cancel_requested" => {}
             other => f.flag("history_mismatch", || {
@@ -223,7 +254,8 @@ pub(super) fn check_job(f: &mut Findings, job: &JobRow, h: &[&EventRow], cx: &Co
             format!("job {id}: {} accepted completions", succeeded.len())
         });
     }
-    if state != job.state {
+    let pending = state == "pending" && matches!(job.state.as_str(), "waiting" | "queued");
+    if state != job.state && !pending {
         f.flag("history_mismatch", || {
             format!(
                 "job {id}: the row says {}, its history says {state}",
@@ -270,6 +302,8 @@ pub(super) fn check_job(f: &mut Findings, job: &JobRow, h: &[&EventRow], cx: &Co
         }
         "failed" | "cancelled" => {}
         "queued" if job.run_at > cx.now => f.stats.queued_later += 1,
+        // Judged by `dependency_left_waiting` (or `not_terminal`) there.
+        "waiting" if !job.depends_on.is_empty() => {}
         other => f.flag("not_terminal", || {
             format!(
                 "job {id} is still {other} (attempt {}, run_at {})",

@@ -44,7 +44,9 @@ pub(super) fn check_limits(
         let l = &mut f.stats.limited;
         l.jobs += 1;
         *l.states.entry(job.state.clone()).or_insert(0) += 1;
-        if !matches!(job.state.as_str(), "succeeded" | "failed") {
+        // A job cancelled by a dependency is judged by `dependency_cancel`.
+        let cancelled_by_dependency = job.state == "cancelled" && !job.depends_on.is_empty();
+        if !matches!(job.state.as_str(), "succeeded" | "failed") && !cancelled_by_dependency {
             f.flag("limited_jobs", || {
                 format!(
                     "job {id} of the limited queue ended {} (attempt {})",

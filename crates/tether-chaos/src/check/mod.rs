@@ -6,12 +6,16 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use tether_core::ErrorCode;
+use tether_core::{DependencyFailure, ErrorCode};
 use uuid::Uuid;
 
+use crate::graph::Wait;
 use crate::leadership;
 
 mod failover;
+#[cfg(test)]
+mod graph_tests;
+mod graphs;
 mod jobs;
 mod limits;
 #[cfg(test)]
@@ -20,6 +24,7 @@ mod tests;
 use crate::obs::{Obs, Side};
 use crate::plan::{self, Limits};
 use failover::*;
+use graphs::*;
 use jobs::*;
 use limits::*;
 
@@ -46,6 +51,10 @@ pub struct JobRow {
     pub run_at: DateTime<Utc>,
     /// Result of the accepted completion.
     pub result: Option<Value>,
+    /// The jobs it waits (or waited) for, in the order given.
+    pub depends_on: Vec<Uuid>,
+    /// What it does when one of them fails.
+    pub dependency_failure: DependencyFailure,
 }
 
 /// One row of `tether.job_events`.
@@ -68,7 +77,7 @@ pub struct EventRow {
 }
 
 /// Every check, by name, with the promise it guards (the report lists them).
-pub const CHECKS: [(&str, &str); 30] = [
+pub const CHECKS: [(&str, &str); 35] = [
     (
         "lost",
         "every acknowledged job exists under its key (nothing lost)",
@@ -142,6 +151,26 @@ pub const CHECKS: [(&str, &str); 30] = [
     (
         "limits_not_exercised",
         "every limit was reached during the run (each one bound the claims)",
+    ),
+    (
+        "dependency_graph",
+        "every job waits for exactly the jobs, with the rule, its producer sent",
+    ),
+    (
+        "dependency_order",
+        "no job was released or claimed before every dependency succeeded (with `run`: ended)",
+    ),
+    (
+        "dependency_left_waiting",
+        "no job was left waiting whose dependencies had all ended",
+    ),
+    (
+        "dependency_cancel",
+        "every job downstream of a failure with `cancel` ended cancelled and never ran; no other job was cancelled by a dependency",
+    ),
+    (
+        "dependencies_not_exercised",
+        "jobs were released, cancelled by a failed dependency, and run after one (`run`)",
     ),
     (
         "fencing_not_exercised",
@@ -274,6 +303,8 @@ pub struct Stats {
     pub keys_acked_repeatedly: u64,
     /// The limited queue.
     pub limited: LimitedStats,
+    /// Jobs that waited for others.
+    pub graphs: GraphStats,
     /// What happened on the new primary (`--failover`).
     pub after_failover: Option<AfterFailover>,
     /// What the leadership audit shows (`--partitions`).
@@ -330,6 +361,29 @@ pub struct LimitedStats {
     pub full_windows: u64,
 }
 
+/// What the history shows of jobs that waited for others.
+#[derive(Debug, Default, Clone)]
+pub struct GraphStats {
+    /// Jobs the producers sent with dependencies.
+    pub waits_sent: u64,
+    /// Jobs with dependencies in the database.
+    pub jobs: u64,
+    /// Their edges.
+    pub edges: u64,
+    /// Those jobs by rule (`cancel`, `run`).
+    pub rules: BTreeMap<&'static str, u64>,
+    /// `released` events.
+    pub released: u64,
+    /// Jobs cancelled by a dependency (through the graph included).
+    pub cancelled_by_dependency: u64,
+    /// ... of them at enqueue (the dependency had already failed).
+    pub cancelled_at_enqueue: u64,
+    /// Jobs with `cancel` downstream of a failed or cancelled dependency.
+    pub downstream_of_failure_cancel: u64,
+    /// Jobs with `run` that ran after a dependency failed or was cancelled.
+    pub ran_after_failure: u64,
+}
+
 /// The outcome of the checks.
 #[derive(Debug, Default, Clone)]
 pub struct Findings {
@@ -382,6 +436,9 @@ pub struct Context {
     /// back during the run ([`crate::clock::ClockWatch`]): an event stamped
     /// up to this much before the claim it ends is the clock's doing.
     pub clock_back_us: i64,
+    /// What each job the producers sent with dependencies waits for, by job
+    /// number ([`crate::graph::waits`]).
+    pub waits: HashMap<u64, Wait>,
 }
 
 fn us(t: DateTime<Utc>) -> i64 {
@@ -414,6 +471,7 @@ pub fn check(jobs: &[JobRow], events: &[EventRow], obs: &Obs, cx: &Context) -> F
     }
     check_client_fencing(&mut f, &history, obs);
     check_limits(&mut f, jobs, &history, cx);
+    check_graphs(&mut f, jobs, &history, obs, cx);
     check_errors(&mut f, obs);
     check_failover(&mut f, events, cx);
     if let Some(facts) = &cx.partitions {

@@ -62,6 +62,8 @@ fn row(h: &H, n: i64, state: &str, attempt: i32, result: Option<Value>) -> JobRo
         n: Some(n),
         run_at: t(0),
         result,
+        depends_on: Vec::new(),
+        dependency_failure: DependencyFailure::Cancel,
     }
 }
 
@@ -77,6 +79,7 @@ fn cx() -> Context {
         failover: None,
         partitions: None,
         clock_back_us: 0,
+        waits: HashMap::new(),
     }
 }
 
@@ -353,6 +356,8 @@ fn limited(key: Option<&str>, spans: &[(i64, Option<(i64, &str)>)]) -> (JobRow, 
         n: None,
         run_at: t(0),
         result: None,
+        depends_on: Vec::new(),
+        dependency_failure: DependencyFailure::Cancel,
     };
     (job, h.events)
 }

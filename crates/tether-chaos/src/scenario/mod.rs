@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use crate::check::{self, Context, EventRow, Findings, JobRow};
 use crate::cluster::{self, Cluster};
 use crate::faults::{self, FaultStats, Injector};
+use crate::graph;
 use crate::leadership;
 use crate::net::{self, LinkId, Net, Traffic};
 use crate::obs::Obs;

@@ -104,11 +104,19 @@ pub(super) async fn run(
         window: produce_window,
         deadline,
     };
+    let chunks = produce::chunks(opts.seed, opts.jobs);
+    // What every job the producers send with dependencies waits for.
+    let waits = graph::waits(opts.seed, &chunks, PRODUCERS);
+    say(
+        t0,
+        format!(
+            "{} of the jobs wait for others (small graphs in about a third of the batches, \
+             and singles after an acknowledged job)",
+            waits.len()
+        ),
+    );
     let mut per_producer = vec![Vec::new(); PRODUCERS];
-    for (i, c) in produce::chunks(opts.seed, opts.jobs)
-        .into_iter()
-        .enumerate()
-    {
+    for (i, c) in chunks.into_iter().enumerate() {
         per_producer[i % PRODUCERS].push(c);
     }
     let producers: Vec<_> = per_producer
@@ -249,7 +257,8 @@ pub(super) async fn run(
             start,
             format!(
                 "TETHER_CHAOS_SABOTAGE=1: deleted a job, doubled a completion, lowered a budget, \
-                 moved {} claims of the limited queue's key {} to one instant",
+                 moved {} claims of the limited queue's key {} to one instant, left a job a \
+                 failed dependency cancelled waiting",
                 plan::LIMITS.rate.count + 1,
                 plan::HOT_KEY
             ),
@@ -288,6 +297,7 @@ pub(super) async fn run(
             .flatten(),
         partitions: partition_facts,
         clock_back_us: clock.stop(),
+        waits,
     };
     let mut findings = check::check(&jobs, &events, &obs, &cx);
     for p in producer_problems {
@@ -452,7 +462,7 @@ pub(super) async fn configure_limited(client: &HttpClient, pool: &PgPool) -> Res
     Ok(())
 }
 
-/// Breaks four promises behind tether's back, to show that the checks
+/// Breaks five promises behind tether's back, to show that the checks
 /// bite on a real database (`TETHER_CHAOS_SABOTAGE=1`; the run must fail).
 pub(super) async fn sabotage(pool: &PgPool) -> Result<(), sqlx::Error> {
     let squeeze = format!(
@@ -484,6 +494,16 @@ pub(super) async fn sabotage(pool: &PgPool) -> Result<(), sqlx::Error> {
         "UPDATE tether.jobs SET max_attempts = 1 WHERE id =
             (SELECT id FROM tether.jobs WHERE attempt >= 2 ORDER BY id LIMIT 1)",
         squeeze.as_str(),
+        // Leave a job that a failed dependency cancelled waiting instead.
+        r#"WITH victim AS (
+             SELECT job_id, seq FROM tether.job_events
+             WHERE event = 'cancelled' AND detail LIKE '{"dependency"%'
+             ORDER BY job_id LIMIT 1),
+         gone AS (
+             DELETE FROM tether.job_events e USING victim v
+             WHERE e.job_id = v.job_id AND e.seq = v.seq)
+         UPDATE tether.jobs j SET state = 'waiting', finished_at = NULL
+         FROM victim v WHERE j.id = v.job_id"#,
     ] {
         sqlx::query(statement).execute(pool).await?;
     }
@@ -543,7 +563,7 @@ pub(super) async fn load(
     let now: DateTime<Utc> = sqlx::query_scalar("SELECT now()").fetch_one(pool).await?;
     let jobs = sqlx::query(
         "SELECT id, idempotency_key, queue, concurrency_key, state, attempt, max_attempts,
-                (payload->>'n')::bigint AS n, run_at, result
+                (payload->>'n')::bigint AS n, run_at, result, depends_on, dependency_failure
          FROM tether.jobs WHERE queue <> $1",
     )
     .bind(leadership::CRON_QUEUE)
@@ -559,6 +579,13 @@ pub(super) async fn load(
             n: r.try_get("n")?,
             run_at: r.try_get("run_at")?,
             result: r.try_get("result")?,
+            depends_on: r
+                .try_get::<Option<Vec<uuid::Uuid>>, _>("depends_on")?
+                .unwrap_or_default(),
+            dependency_failure: r
+                .try_get::<String, _>("dependency_failure")?
+                .parse()
+                .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
         })
     })
     .fetch_all(pool)

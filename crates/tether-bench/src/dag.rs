@@ -1,0 +1,218 @@
+//! Jobs in dependency graphs, end to end: what waiting for other jobs costs
+//! a worker that runs them, next to as many independent jobs run the same
+//! way in the same run.
+//!
+//! Each figure starts an idle worker (the worker runtime, 256 slots, no-op
+//! handlers), then two tasks enqueue `n` jobs in batches of 1 000 entries
+//! while it runs, and the clock stops when every job has succeeded. In the
+//! graph run every batch holds 100 whole fan-out/fan-in graphs of
+//! [`GRAPH`] jobs, written with `depends_on_entries`: a root, eight jobs
+//! that wait for it, and a sink that waits for those eight (16 edges per
+//! graph). Only the roots are claimable at enqueue; the rest are released
+//! by their dependencies' completions (the store's trigger on PostgreSQL,
+//! the same transaction's statements on SQLite). The independent run
+//! enqueues the same number of jobs with no dependencies.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tether_core::{Engine, NewJob};
+use tether_sqlite::SqliteStore;
+use tether_worker::Worker;
+
+use crate::report::Report;
+use crate::workload::{rate, TENANT};
+
+/// Jobs of one graph: a root, [`GRAPH`] − 2 jobs after it, a sink after those.
+pub const GRAPH: usize = 10;
+/// Entries per enqueue call: whole graphs.
+const BATCH: usize = 1_000;
+/// Enqueue calls in flight.
+const PRODUCERS: usize = 2;
+/// Handler slots of the worker (as `pg_runtime_e2e`).
+const CONCURRENCY: usize = 256;
+
+/// One batch of `size` entries (a multiple of [`GRAPH`]) on `queue`: whole
+/// graphs when `graphs`, else independent jobs.
+pub fn batch(queue: &str, size: usize, graphs: bool) -> Vec<NewJob> {
+    (0..size)
+        .map(|i| {
+            let job = NewJob::new(queue, "noop", json!({ "i": i }));
+            if !graphs {
+                return job;
+            }
+            let root = i - i % GRAPH;
+            match i % GRAPH {
+                0 => job,
+                k if k < GRAPH - 1 => job.after_entry(root),
+                _ => (1..GRAPH - 1).fold(job, |job, m| job.after_entry(root + m)),
+            }
+        })
+        .collect()
+}
+
+/// Runs `n` jobs (rounded down to whole graphs per producer) through one
+/// worker on `queue`, enqueued while it runs; answers how many and the
+/// time from the first enqueue until the last one succeeded.
+pub async fn run(engine: &Engine, queue: &str, n: usize, graphs: bool) -> (usize, Duration) {
+    let per_task = n / PRODUCERS / GRAPH * GRAPH;
+    let n = per_task * PRODUCERS;
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counter = ran.clone();
+    let handle = Worker::builder(engine.clone())
+        .tenant(TENANT)
+        .queue(queue, CONCURRENCY)
+        .handler("noop", move |_ctx| {
+            let counter = counter.clone();
+            async move {
+                counter.fetch_add(1, Ordering::Relaxed);
+                Ok(None)
+            }
+        })
+        .maintenance(false)
+        .poll_interval(Duration::from_millis(20))
+        .build()
+        .expect("worker configuration")
+        .start();
+    // Let the worker subscribe before the clock starts.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    let producers: Vec<_> = (0..PRODUCERS)
+        .map(|_| {
+            let engine = engine.clone();
+            let queue = queue.to_owned();
+            tokio::spawn(async move {
+                let mut left = per_task;
+                while left > 0 {
+                    let size = left.min(BATCH);
+                    engine
+                        .enqueue_many(TENANT, &batch(&queue, size, graphs))
+                        .await
+                        .expect("enqueue batch");
+                    left -= size;
+                }
+            })
+        })
+        .collect();
+    for p in producers {
+        p.await.expect("producer");
+    }
+    // Every handler ran; then until the store has every completion.
+    while ran.load(Ordering::Relaxed) < n {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let stats = loop {
+        let stats = engine.queue_stats(TENANT, queue).await.expect("stats");
+        if stats.counts.succeeded as usize >= n {
+            break stats;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    };
+    let elapsed = started.elapsed();
+    handle.shutdown();
+    handle.join().await;
+    let c = stats.counts;
+    assert_eq!(
+        (c.succeeded as usize, c.waiting, c.queued, c.running),
+        (n, 0, 0, 0),
+        "every job succeeded once ({queue})"
+    );
+    assert_eq!(ran.load(Ordering::Relaxed), n, "every handler ran once");
+    (n, elapsed)
+}
+
+/// `pg_dag_e2e_jobs_per_s`, `pg_independent_e2e_jobs_per_s` and
+/// `pg_dag_ratio`, on the benchmark's PostgreSQL database.
+pub async fn run_pg(engine: &Engine, pool: &sqlx::PgPool, n: usize, report: &mut Report) {
+    crate::pg::reset(pool).await;
+    crate::pg::vacuum(pool).await;
+    let (done, elapsed) = run(engine, "dag-independent", n, false).await;
+    let independent = rate(done as u64, elapsed);
+    crate::pg::reset(pool).await;
+    crate::pg::vacuum(pool).await;
+    let (done, elapsed) = run(engine, "dag", n, true).await;
+    let dag = rate(done as u64, elapsed);
+    report.add(
+        "pg_dag_e2e_jobs_per_s",
+        dag,
+        "jobs/s",
+        format!(
+            "{done} jobs in graphs of {GRAPH} (root -> 8 -> sink), enqueued in batches of \
+             {BATCH} while one worker (256 slots, no-op) runs them, until all succeeded"
+        ),
+    );
+    report.add(
+        "pg_independent_e2e_jobs_per_s",
+        independent,
+        "jobs/s",
+        "the same number of jobs without dependencies, the same way",
+    );
+    report.add(
+        "pg_dag_ratio",
+        dag / independent,
+        "ratio",
+        "graphs / independent, same run",
+    );
+}
+
+/// `sqlite_dag_e2e_jobs_per_s`, `sqlite_independent_e2e_jobs_per_s` and
+/// `sqlite_dag_ratio`, each run on a fresh SQLite file.
+pub async fn run_sqlite(n: usize, report: &mut Report) {
+    let dir = std::env::temp_dir().join(format!("tether-bench-dag-{}", std::process::id()));
+    let mut rates = Vec::new();
+    for (graphs, file) in [(false, "independent.db"), (true, "dag.db")] {
+        std::fs::create_dir_all(&dir).expect("bench directory");
+        let store = SqliteStore::open(dir.join(file))
+            .await
+            .expect("open SQLite");
+        let engine = Engine::new(Arc::new(store));
+        let (done, elapsed) = run(&engine, "dag", n, graphs).await;
+        rates.push((done, rate(done as u64, elapsed)));
+        drop(engine);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let [(_, independent), (done, dag)] = rates[..] else {
+        unreachable!("two runs")
+    };
+    report.add(
+        "sqlite_dag_e2e_jobs_per_s",
+        dag,
+        "jobs/s",
+        format!("SQLite: {done} jobs in graphs of {GRAPH}, as pg_dag_e2e"),
+    );
+    report.add(
+        "sqlite_independent_e2e_jobs_per_s",
+        independent,
+        "jobs/s",
+        "SQLite: as many jobs without dependencies, the same way",
+    );
+    report.add(
+        "sqlite_dag_ratio",
+        dag / independent,
+        "ratio",
+        "graphs / independent, same run",
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tether_core::Dependency;
+
+    #[test]
+    fn a_batch_holds_whole_graphs() {
+        let jobs = batch("q", 2 * GRAPH, true);
+        assert!(jobs[0].depends_on.is_empty() && jobs[GRAPH].depends_on.is_empty());
+        assert_eq!(jobs[1].depends_on, [Dependency::Entry(0)]);
+        assert_eq!(jobs[GRAPH + 3].depends_on, [Dependency::Entry(GRAPH)]);
+        let sink: Vec<_> = (GRAPH + 1..2 * GRAPH - 1).map(Dependency::Entry).collect();
+        assert_eq!(jobs[2 * GRAPH - 1].depends_on, sink);
+        let edges: usize = jobs.iter().map(|j| j.depends_on.len()).sum();
+        assert_eq!(edges, 2 * 2 * (GRAPH - 2));
+        assert!(batch("q", GRAPH, false)
+            .iter()
+            .all(|j| j.depends_on.is_empty()));
+    }
+}
