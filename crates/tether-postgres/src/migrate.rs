@@ -85,6 +85,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "workflows",
         include_str!("../migrations/0014_workflows.sql"),
     ),
+    (
+        15,
+        "dependency_plans",
+        include_str!("../migrations/0015_dependency_plans.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.

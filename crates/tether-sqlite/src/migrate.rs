@@ -88,6 +88,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "workflows",
         sql: include_str!("../migrations/0012_workflows.sql"),
     },
+    Migration {
+        version: 13,
+        name: "dependency_plans",
+        sql: include_str!("../migrations/0013_dependency_plans.sql"),
+    },
 ];
 
 /// The newest schema version this build knows.

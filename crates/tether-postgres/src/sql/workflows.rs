@@ -36,17 +36,28 @@ pub(crate) const ATTACH_DEPENDENCIES: &str = "WITH edges AS (
         INSERT INTO tether.job_dependencies (depends_on, job_id)
         SELECT depends_on, job_id FROM edges
         ON CONFLICT DO NOTHING
+    ),
+    lists AS (
+        SELECT job_id, array_agg(depends_on ORDER BY ord) AS ids FROM edges GROUP BY job_id
+    ),
+    waiting AS (
+        SELECT r.id, r.rule, l.ids
+        FROM UNNEST($4::uuid[], $5::text[]) AS r(id, rule) JOIN lists l ON l.job_id = r.id
+    ),
+    depended AS (
+        SELECT DISTINCT id FROM UNNEST($6::uuid[]) AS d(id)
+    ),
+    changes AS (
+        SELECT COALESCE(w.id, d.id) AS id, w.rule, w.ids, d.id IS NOT NULL AS depended
+        FROM waiting w FULL JOIN depended d ON d.id = w.id
     )
     UPDATE tether.jobs j
-    SET has_dependents = j.has_dependents OR j.id = ANY($6::uuid[]),
-        state = CASE WHEN r.rule IS NULL THEN j.state ELSE 'waiting' END,
-        dependency_failure = COALESCE(r.rule, j.dependency_failure),
-        depends_on = CASE WHEN r.rule IS NULL THEN j.depends_on
-                          ELSE ARRAY(SELECT e.depends_on FROM edges e
-                                     WHERE e.job_id = j.id ORDER BY e.ord) END
-    FROM (SELECT id FROM UNNEST($4::uuid[]) AS w(id) UNION SELECT UNNEST($6::uuid[])) a
-    LEFT JOIN UNNEST($4::uuid[], $5::text[]) AS r(id, rule) ON r.id = a.id
-    WHERE j.id = a.id AND j.tenant = $1";
+    SET has_dependents = j.has_dependents OR c.depended,
+        state = CASE WHEN c.rule IS NULL THEN j.state ELSE 'waiting' END,
+        dependency_failure = COALESCE(c.rule, j.dependency_failure),
+        depends_on = COALESCE(c.ids, j.depends_on)
+    FROM changes c
+    WHERE j.id = c.id AND j.tenant = $1";
 
 /// Settles jobs `$1` that just entered `waiting` (enqueued, or replayed)
 /// against their dependencies as they stand now (locked by
@@ -55,14 +66,16 @@ pub(crate) const ATTACH_DEPENDENCIES: &str = "WITH edges AS (
 /// dependency and `cancel` is cancelled at once (the trigger then cancels
 /// what waits for it), one with nothing left to wait for is queued, the
 /// rest wait for `waiting_on` more ends. A dependency pruned meanwhile
-/// counts as met. Answers each job's id, queue and new state.
+/// counts as met. Answers each job's id, queue and new state. Jobs are
+/// reached by primary key only, and the state tested as an expression, so
+/// that no plan walks every waiting job (see migration 15).
 pub(crate) const SETTLE_WAITING: &str = r#"WITH deps AS (
         SELECT d.job_id, d.depends_on, COALESCE(p.state, 'succeeded') AS dep_state,
                w.dependency_failure AS rule
         FROM tether.job_dependencies d
         JOIN tether.jobs w ON w.id = d.job_id
         LEFT JOIN tether.jobs p ON p.id = d.depends_on
-        WHERE d.job_id = ANY($1::uuid[]) AND w.state = 'waiting'
+        WHERE d.job_id = ANY($1::uuid[]) AND w.state || '' = 'waiting'
     ),
     judged AS (
         SELECT *, dep_state = 'succeeded'
@@ -88,7 +101,7 @@ pub(crate) const SETTLE_WAITING: &str = r#"WITH deps AS (
             finished_at = CASE WHEN v.failed_dep IS NOT NULL THEN now() ELSE w.finished_at END,
             updated_at = now()
         FROM verdict v
-        WHERE w.id = v.job_id AND w.state = 'waiting'
+        WHERE w.id = v.job_id AND w.state || '' = 'waiting'
         RETURNING w.id, w.tenant, w.queue, w.state, w.attempt, w.updated_at,
                   v.failed_dep, v.failed_state
     ),

@@ -45,7 +45,7 @@ pub(crate) const SETTLE_EDGES: &str = "UPDATE tether_job_dependencies SET met = 
            COALESCE(p.state, 'succeeded') AS dep_state, w.dependency_failure AS rule \
            FROM tether_job_dependencies AS d JOIN tether_jobs AS w ON w.id = d.job_id \
            LEFT JOIN tether_jobs AS p ON p.id = d.depends_on \
-           WHERE d.job_id IN (SELECT value FROM json_each(?1)) AND w.state = 'waiting') AS x \
+           WHERE d.job_id IN (SELECT value FROM json_each(?1)) AND +w.state = 'waiting') AS x \
      WHERE tether_job_dependencies.job_id = x.job_id \
      AND tether_job_dependencies.depends_on = x.depends_on";
 
@@ -59,7 +59,7 @@ pub(crate) const SETTLE_FATAL: &str = "INSERT INTO tether_job_cascade \
          SELECT d.job_id AS job_id, min(d.depends_on) AS dep \
          FROM tether_job_dependencies AS d JOIN tether_jobs AS w ON w.id = d.job_id \
          JOIN tether_jobs AS p ON p.id = d.depends_on \
-         WHERE d.job_id IN (SELECT value FROM json_each(?1)) AND w.state = 'waiting' \
+         WHERE d.job_id IN (SELECT value FROM json_each(?1)) AND +w.state = 'waiting' \
          AND w.dependency_failure = 'cancel' AND p.state IN ('failed', 'cancelled') \
          GROUP BY d.job_id) AS x \
      JOIN tether_jobs AS p ON p.id = x.dep \
@@ -71,7 +71,7 @@ pub(crate) const SETTLE_FATAL: &str = "INSERT INTO tether_job_cascade \
 /// counts down the jobs of the batch that wait for it with `run`).
 pub(crate) const SETTLE_COUNTS: &str = "UPDATE tether_jobs SET waiting_on = \
      (SELECT count(*) FROM tether_job_dependencies AS d WHERE d.job_id = tether_jobs.id AND d.met = 0) \
-     WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'waiting'";
+     WHERE id IN (SELECT value FROM json_each(?1)) AND +state = 'waiting'";
 
 /// Fourth step: a job of the second step is cancelled (its `cancelled`
 /// event is the trigger `tether_jobs_dependency_cancelled`;
@@ -92,7 +92,7 @@ pub(crate) const SETTLE_STATES: &str = concat!(
     " ELSE finished_at END, updated_at = CASE WHEN state = 'waiting' THEN ",
     now_ms!(),
     " ELSE updated_at END",
-    " WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'waiting'"
+    " WHERE id IN (SELECT value FROM json_each(?1)) AND +state = 'waiting'"
 );
 
 /// Last step: empties the scratch rows of the second.

@@ -28,10 +28,11 @@ async fn migrations_are_idempotent() {
             (9, "tenant_suspension".to_owned()),
             (10, "outcome_history_time".to_owned()),
             (11, "dependencies".to_owned()),
-            (12, "workflows".to_owned())
+            (12, "workflows".to_owned()),
+            (13, "dependency_plans".to_owned())
         ]
     );
-    assert_eq!(SqliteStore::schema_version(), 12);
+    assert_eq!(SqliteStore::schema_version(), 13);
     store.close().await;
 }
 
