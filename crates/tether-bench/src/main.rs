@@ -118,7 +118,7 @@ impl Scale {
             soak_retention: soak::RETENTION,
             neighbour_keys: 50_000,
             neighbour_seconds: 20,
-            dag_jobs: 10_000,
+            dag_jobs: 100_000,
         }
     }
 

@@ -15,6 +15,7 @@ mod error;
 mod fence;
 pub mod flow;
 mod forward;
+mod graph;
 mod group_commit;
 pub mod keys;
 pub mod lifecycle;
@@ -31,6 +32,7 @@ pub use error::{Error, ErrorCode, Result};
 pub use fence::MaintenanceFence;
 #[doc(hidden)]
 pub use forward::__forward;
+pub use graph::{check_found, GraphPlan, PlannedEdge, PlannedJob, Verdict};
 pub use group_commit::{GroupCommitStats, MAX_GROUP, WRITERS};
 pub use keys::{
     ApiKeyInfo, ApiKeySecret, OperatorKeySetup, ServerSecret, StoredKey, Tenant, TenantStatus,

@@ -247,10 +247,12 @@ impl WakeupHub {
     }
 }
 
-/// How many jobs an enqueue created in each queue, by queue name.
+/// How many jobs an enqueue created in each queue, by queue name, leaving
+/// out jobs that wait for others (their release sends its own hint).
 pub fn created_by_queue(answers: &[Enqueued]) -> BTreeMap<&str, usize> {
     let mut out = BTreeMap::new();
-    for answer in answers.iter().filter(|a| a.created) {
+    let ready = |a: &&Enqueued| a.created && a.job.state != crate::JobState::Waiting;
+    for answer in answers.iter().filter(ready) {
         *out.entry(answer.job.queue.as_str()).or_default() += 1;
     }
     out

@@ -23,14 +23,15 @@ use serde_json::Value;
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row};
 use tether_core::{
-    Backoff, Enqueued, Error, Job, JobState, Limits, NewJob, NewJobRef, Result, RunAt,
+    Backoff, Enqueued, Error, GraphPlan, Job, JobState, Limits, NewJob, NewJobRef, Result, RunAt,
 };
 use uuid::Uuid;
 
 use crate::exec::Conn;
 use crate::rows::{self, Db};
 use crate::sql::enqueue::{
-    COUNT_QUEUES, DUPLICATE_CANDIDATES, INSERT_JOBS, INSERT_KEYED_JOBS, REGISTER_QUEUES,
+    COUNT_QUEUES, DUPLICATE_CANDIDATES, INSERT_GRAPH, INSERT_JOBS, INSERT_KEYED_JOBS,
+    REGISTER_QUEUES,
 };
 use crate::sql::LOCK_TENANT;
 use crate::{notify, PgStore};
@@ -169,9 +170,18 @@ pub(crate) async fn enqueue_on(
     // entry of the batch, never by a later one.
     let created_by: HashMap<Uuid, usize> =
         jobs.iter().enumerate().map(|(i, r)| (r.id, i)).collect();
+    // A graph without keys is judged first and written once (every entry
+    // creates its job, so no later round applies the plan to fewer).
+    let plan = if GraphPlan::applies(jobs) {
+        let existing = GraphPlan::existing(jobs);
+        let found = crate::workflows::lock_dependencies(conn, tenant, &existing).await?;
+        GraphPlan::of(jobs, &found)?
+    } else {
+        None
+    };
     for _ in 0..MAX_ROUNDS {
         let batch: Vec<NewJobRef<'_>> = pending.iter().map(|&i| jobs[i]).collect();
-        let (inserted, missing) = insert(conn, tenant, &batch).await?;
+        let (inserted, missing) = insert(conn, tenant, &batch, plan.as_ref()).await?;
         if !missing.is_empty() {
             // Nothing was written: create the queues, then go again.
             let names: Vec<&str> = missing.iter().map(String::as_str).collect();
@@ -243,16 +253,26 @@ pub(crate) async fn enqueue_on(
         return Err(Error::enqueue_kept_racing(pending.len()));
     }
     let mut answers: Vec<Enqueued> = answers.into_iter().map(|a| a.expect("resolved")).collect();
-    crate::workflows::attach(conn, tenant, jobs, &mut answers).await?;
+    match plan {
+        Some(plan) => {
+            for (answer, planned) in answers.iter_mut().zip(plan.jobs) {
+                answer.job.state = planned.state;
+                answer.job.depends_on = planned.depends_on;
+            }
+        }
+        None => crate::workflows::attach(conn, tenant, jobs, &mut answers).await?,
+    }
     Ok(answers)
 }
 
 /// One INSERT round: the jobs created, or (nothing written) the queues of
-/// the batch that have no row.
+/// the batch that have no row. With `plan` (for exactly these `jobs`), each
+/// job is written in the state it enters, with its edges.
 async fn insert(
     conn: &mut Conn<'_>,
     tenant: &str,
     jobs: &[NewJobRef<'_>],
+    plan: Option<&GraphPlan>,
 ) -> Result<(Vec<Job>, Vec<String>)> {
     let n = jobs.len();
     let mut ids = Vec::with_capacity(n);
@@ -300,12 +320,12 @@ async fn insert(
     let keyed = jobs
         .iter()
         .any(|r| r.job.idempotency_key.is_some() || r.job.unique_key.is_some());
-    let statement = if keyed {
-        INSERT_KEYED_JOBS
-    } else {
-        INSERT_JOBS
+    let statement = match (plan, keyed) {
+        (Some(_), _) => INSERT_GRAPH,
+        (None, true) => INSERT_KEYED_JOBS,
+        (None, false) => INSERT_JOBS,
     };
-    let rows = sqlx::query(statement)
+    let query = sqlx::query(statement)
         .bind(tenant)
         .bind(&ids)
         .bind(&queues)
@@ -324,10 +344,30 @@ async fn insert(
         .bind(&expires)
         .bind(QUEUE_ROWS_LOCK)
         .bind(&keys)
-        .bind(&workflows)
-        .fetch_all(&mut *conn)
-        .await
-        .db()?;
+        .bind(&workflows);
+    let query = match plan {
+        Some(plan) => {
+            debug_assert_eq!(plan.jobs.len(), n, "a plan covers the whole batch");
+            let waiting_on: Vec<i32> = plan.jobs.iter().map(|p| p.waiting_on as i32).collect();
+            let depended: Vec<bool> = plan.jobs.iter().map(|p| p.has_dependents).collect();
+            let rules: Vec<&str> = jobs
+                .iter()
+                .map(|r| r.job.dependency_failure.as_str())
+                .collect();
+            let edge_jobs: Vec<Uuid> = plan.edges.iter().map(|e| e.job).collect();
+            let edge_deps: Vec<Uuid> = plan.edges.iter().map(|e| e.depends_on).collect();
+            let edge_met: Vec<bool> = plan.edges.iter().map(|e| e.met).collect();
+            query
+                .bind(waiting_on)
+                .bind(depended)
+                .bind(rules)
+                .bind(edge_jobs)
+                .bind(edge_deps)
+                .bind(edge_met)
+        }
+        None => query,
+    };
+    let rows = query.fetch_all(&mut *conn).await.db()?;
     let by_id: HashMap<Uuid, &NewJobRef<'_>> = jobs.iter().map(|r| (r.id, r)).collect();
     let mut created = Vec::with_capacity(rows.len());
     let mut missing = Vec::new();

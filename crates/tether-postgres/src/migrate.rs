@@ -90,6 +90,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "dependency_plans",
         include_str!("../migrations/0015_dependency_plans.sql"),
     ),
+    (
+        16,
+        "statement_release",
+        include_str!("../migrations/0016_statement_release.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.

@@ -92,6 +92,14 @@ pub(crate) fn corrupt(what: impl std::fmt::Display) -> Error {
     Error::Storage(what.to_string().into())
 }
 
+/// A row's `state` column.
+pub(crate) fn state(row: &PgRow) -> Result<JobState> {
+    let state: String = row.try_get("state").db()?;
+    state
+        .parse::<JobState>()
+        .map_err(|e| corrupt(format!("job state: {e}")))
+}
+
 /// Decodes a row that carries `job_columns!`.
 pub(crate) fn job(row: &PgRow) -> Result<Job, sqlx::Error> {
     let state: String = row.try_get("state")?;

@@ -7,7 +7,7 @@
 //! graph, listing, cancel and retry. A workflow's state is derived from its
 //! jobs when read (migration 14 says why).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgRow;
@@ -95,21 +95,13 @@ pub(crate) async fn attach(
     let mut asked: Vec<Uuid> = existing.iter().map(|(id, _)| *id).collect();
     asked.sort_unstable();
     asked.dedup();
-    let found: HashSet<Uuid> = sqlx::query_scalar(LOCK_DEPENDENCIES)
-        .bind(tenant)
-        .bind(&asked)
-        .fetch_all(&mut *conn)
-        .await
-        .db()?
-        .into_iter()
-        .collect();
-    if let Some((id, i)) = existing.iter().find(|(id, _)| !found.contains(id)) {
-        let field = match jobs.len() {
-            1 => "depends_on".to_owned(),
-            _ => format!("jobs[{i}].depends_on"),
-        };
-        return Err(Error::invalid(field, format!("no job {id}")));
-    }
+    let found = lock_dependencies(conn, tenant, &asked).await?;
+    // Entries that resolved to existing jobs were found by their keys.
+    tether_core::check_found(
+        jobs,
+        |i| answers[i].created,
+        |id| created.contains(&id) || found.contains_key(&id),
+    )?;
     depended.sort_unstable();
     depended.dedup();
     sqlx::query(ATTACH_DEPENDENCIES)
@@ -138,6 +130,28 @@ pub(crate) async fn attach(
     Ok(())
 }
 
+/// Locks the existing jobs `ids` (in id order) that new or replayed jobs of
+/// `tenant` are about to wait for, until the transaction ends (see
+/// `LOCK_DEPENDENCIES`); answers the state of each one found.
+pub(crate) async fn lock_dependencies(
+    conn: &mut Conn<'_>,
+    tenant: &str,
+    ids: &[Uuid],
+) -> Result<HashMap<Uuid, JobState>> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows = sqlx::query(LOCK_DEPENDENCIES)
+        .bind(tenant)
+        .bind(ids)
+        .fetch_all(&mut *conn)
+        .await
+        .db()?;
+    rows.iter()
+        .map(|row| Ok((row.try_get("id").db()?, rows::state(row)?)))
+        .collect()
+}
+
 /// Settles jobs `ids` that a replay put back in `waiting`, on `conn` in
 /// the replay's transaction: locks what they wait for, then settles them.
 pub(crate) async fn enter_waiting(
@@ -153,12 +167,7 @@ pub(crate) async fn enter_waiting(
         .fetch_all(&mut *conn)
         .await
         .db()?;
-    sqlx::query(LOCK_DEPENDENCIES)
-        .bind(tenant)
-        .bind(&deps)
-        .execute(&mut *conn)
-        .await
-        .db()?;
+    lock_dependencies(conn, tenant, &deps).await?;
     settle_on(conn, ids).await
 }
 
@@ -171,13 +180,7 @@ pub(crate) async fn settle_on(conn: &mut Conn<'_>, ids: &[Uuid]) -> Result<Vec<(
         .await
         .db()?;
     rows.iter()
-        .map(|row| {
-            let state: String = row.try_get("state").db()?;
-            let state = state
-                .parse::<JobState>()
-                .map_err(|e| rows::corrupt(format!("job state: {e}")))?;
-            Ok((row.try_get("id").db()?, state))
-        })
+        .map(|row| Ok((row.try_get("id").db()?, rows::state(row)?)))
         .collect()
 }
 

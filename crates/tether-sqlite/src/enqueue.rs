@@ -7,7 +7,9 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde_json::{json, Value};
 use sqlx::{Row, Sqlite, SqliteConnection};
-use tether_core::{Enqueued, Error, Job, NewJobRef, QueueConfig, Result, RunAt};
+use tether_core::{
+    Enqueued, Error, GraphPlan, Job, NewJobRef, PlannedJob, QueueConfig, Result, RunAt,
+};
 use uuid::Uuid;
 
 use crate::rows::{self, id_array, to_json_text, Db};
@@ -76,6 +78,18 @@ pub(crate) async fn enqueue_on(
             check_queue_count(conn, tenant, max).await?;
         }
     }
+    // A graph without keys is judged first and written once (every entry
+    // creates its job); see `tether_core::GraphPlan`.
+    let plan = if GraphPlan::applies(jobs) {
+        let existing: Vec<String> = GraphPlan::existing(jobs)
+            .iter()
+            .map(Uuid::to_string)
+            .collect();
+        let found = crate::workflows::find_dependencies(conn, tenant, &existing).await?;
+        GraphPlan::of(jobs, &found)?
+    } else {
+        None
+    };
     let mut created: HashMap<Uuid, Job> = HashMap::with_capacity(jobs.len());
     let mut next = 0;
     while next < jobs.len() {
@@ -83,13 +97,16 @@ pub(crate) async fn enqueue_on(
             .into_iter()
             .find(|&n| n <= jobs.len() - next)
             .unwrap_or(1);
-        let mut query = sqlx::query(insert_jobs_sql(rows))
+        let mut query = sqlx::query(insert_jobs_sql(rows, plan.is_some()))
             .bind(tenant)
             .bind(defaults.max_attempts)
             .bind(defaults.backoff.base_ms)
             .bind(defaults.backoff.cap_ms);
         for (ordinal, entry) in jobs.iter().enumerate().skip(next).take(rows) {
             query = bind_entry(query, ordinal, entry)?;
+            if let Some(plan) = &plan {
+                query = bind_planned(query, &plan.jobs[ordinal], entry);
+            }
         }
         let inserted = query.bind(tenant).fetch_all(&mut *conn).await.db()?;
         for row in &inserted {
@@ -195,8 +212,29 @@ pub(crate) async fn enqueue_on(
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    crate::workflows::attach(conn, tenant, jobs, &mut out).await?;
+    match plan {
+        Some(plan) => crate::workflows::attach_planned(conn, jobs, &plan).await?,
+        None => crate::workflows::attach(conn, tenant, jobs, &mut out).await?,
+    }
     Ok(out)
+}
+
+/// Binds the [`GRAPH_PARAMS`] of a planned row (see `insert_jobs_sql`).
+fn bind_planned<'q>(
+    query: sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
+    planned: &PlannedJob,
+    entry: &'q NewJobRef<'q>,
+) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
+    let depends_on = (!planned.depends_on.is_empty()).then(|| {
+        let ids: Vec<String> = planned.depends_on.iter().map(Uuid::to_string).collect();
+        id_array(ids.iter().map(String::as_str))
+    });
+    query
+        .bind(planned.state.as_str())
+        .bind(i64::from(planned.waiting_on))
+        .bind(planned.has_dependents)
+        .bind(entry.job.dependency_failure.as_str())
+        .bind(depends_on)
 }
 
 /// Binds one enqueued row's `ROW_PARAMS` values (see `insert_jobs_sql`).

@@ -21,14 +21,14 @@
 //! graph, listing, cancel and retry. A workflow's state is derived from its
 //! jobs when read (migration 12 says why).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Connection, Row, SqliteConnection};
 use tether_core::{
-    Dependency, DependencyJob, Enqueued, Error, JobState, NewJobRef, NewWorkflow, Result,
-    RetryMode, StateCounts, Workflow, WorkflowCancelled, WorkflowEnqueued, WorkflowFilter,
+    Dependency, DependencyJob, Enqueued, Error, GraphPlan, JobState, NewJobRef, NewWorkflow,
+    Result, RetryMode, StateCounts, Workflow, WorkflowCancelled, WorkflowEnqueued, WorkflowFilter,
     WorkflowGraph, WorkflowJob, WorkflowPage, MAX_WORKFLOW_JOBS,
 };
 use uuid::Uuid;
@@ -39,10 +39,10 @@ use crate::sql::enqueue::SELECT_JOBS;
 use crate::sql::jobs::REPLAYED_EVENTS;
 use crate::sql::workflows::{
     list_workflows_sql, CANCEL_WORKFLOW, CANCEL_WORKFLOW_EDGES, CANCEL_WORKFLOW_EVENTS,
-    CHECK_APPENDS, DEPENDENCIES, ENTER_WAITING, FIND_JOBS, INSERT_EDGES, INSERT_WORKFLOW,
-    MARK_DEPENDED, QUEUED_BY_QUEUE, RETRY_WORKFLOW, SETTLE_COUNTS, SETTLE_DONE, SETTLE_EDGES,
-    SETTLE_FATAL, SETTLE_STATES, TAKE_RELEASES, WORKFLOW, WORKFLOW_BY_KEY, WORKFLOW_GRAPH,
-    WORKFLOW_JOBS,
+    CHECK_APPENDS, DEPENDENCIES, ENTER_WAITING, FIND_JOBS, INSERT_EDGES, INSERT_PLANNED_EDGES,
+    INSERT_WORKFLOW, MARK_DEPENDED, QUEUED_BY_QUEUE, RETRY_WORKFLOW, SETTLE_COUNTS, SETTLE_DONE,
+    SETTLE_EDGES, SETTLE_FATAL, SETTLE_STATES, TAKE_RELEASES, WORKFLOW, WORKFLOW_BY_KEY,
+    WORKFLOW_GRAPH, WORKFLOW_JOBS,
 };
 use crate::SqliteStore;
 
@@ -81,8 +81,8 @@ pub(crate) async fn attach(
     let mut entering: Vec<serde_json::Value> = Vec::new();
     let mut waiting: Vec<String> = Vec::new();
     let mut depended: Vec<String> = Vec::new();
-    let mut existing: Vec<(Uuid, usize)> = Vec::new();
-    for (i, (new, answer)) in jobs.iter().zip(answers.iter()).enumerate() {
+    let mut existing: Vec<Uuid> = Vec::new();
+    for (new, answer) in jobs.iter().zip(answers.iter()) {
         if !answer.created || new.job.depends_on.is_empty() {
             continue;
         }
@@ -101,7 +101,7 @@ pub(crate) async fn attach(
             }
             deps.push(id);
             if !created.contains(&id) {
-                existing.push((id, i));
+                existing.push(id);
             }
             depended.push(id.to_string());
             edges.push(job.clone());
@@ -117,29 +117,16 @@ pub(crate) async fn attach(
     if waiting.is_empty() {
         return Ok(());
     }
-    let mut asked: Vec<String> = existing.iter().map(|(id, _)| id.to_string()).collect();
+    let mut asked: Vec<String> = existing.iter().map(Uuid::to_string).collect();
     asked.sort_unstable();
     asked.dedup();
-    if !asked.is_empty() {
-        let found: HashSet<String> = sqlx::query_scalar(FIND_JOBS)
-            .bind(tenant)
-            .bind(id_array(asked.iter().map(String::as_str)))
-            .fetch_all(&mut *conn)
-            .await
-            .db()?
-            .into_iter()
-            .collect();
-        if let Some((id, i)) = existing
-            .iter()
-            .find(|(id, _)| !found.contains(&id.to_string()))
-        {
-            let field = match jobs.len() {
-                1 => "depends_on".to_owned(),
-                _ => format!("jobs[{i}].depends_on"),
-            };
-            return Err(Error::invalid(field, format!("no job {id}")));
-        }
-    }
+    let found = find_dependencies(conn, tenant, &asked).await?;
+    // Entries that resolved to existing jobs were found by their keys.
+    tether_core::check_found(
+        jobs,
+        |i| answers[i].created,
+        |id| created.contains(&id) || found.contains_key(&id),
+    )?;
     depended.sort_unstable();
     depended.dedup();
     sqlx::query(MARK_DEPENDED)
@@ -173,6 +160,65 @@ pub(crate) async fn attach(
             answer.job = job;
         }
     }
+    Ok(())
+}
+
+/// The jobs among `ids` that `tenant` has, each with its state (no lock
+/// needed: the caller's write transaction holds SQLite's write lock, so
+/// none can end before it commits).
+pub(crate) async fn find_dependencies(
+    conn: &mut SqliteConnection,
+    tenant: &str,
+    ids: &[String],
+) -> Result<HashMap<Uuid, JobState>> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows = sqlx::query(FIND_JOBS)
+        .bind(tenant)
+        .bind(id_array(ids.iter().map(String::as_str)))
+        .fetch_all(&mut *conn)
+        .await
+        .db()?;
+    rows.iter()
+        .map(|row| {
+            let id = rows::uuid(row.try_get("id").db()?)?;
+            let state: &str = row.try_get("state").db()?;
+            Ok((id, state.parse().map_err(rows::corrupt)?))
+        })
+        .collect()
+}
+
+/// Writes the edges of a batch inserted by `plan` (its jobs already in the
+/// states they enter), and marks the existing jobs they wait for as
+/// waited for.
+pub(crate) async fn attach_planned(
+    conn: &mut SqliteConnection,
+    jobs: &[NewJobRef<'_>],
+    plan: &GraphPlan,
+) -> Result<()> {
+    let existing: Vec<String> = GraphPlan::existing(jobs)
+        .iter()
+        .map(Uuid::to_string)
+        .collect();
+    if !existing.is_empty() {
+        sqlx::query(MARK_DEPENDED)
+            .bind(id_array(existing.iter().map(String::as_str)))
+            .execute(&mut *conn)
+            .await
+            .db()?;
+    }
+    let mut edges: Vec<serde_json::Value> = Vec::with_capacity(plan.edges.len() * 3);
+    for edge in &plan.edges {
+        edges.push(edge.job.to_string().into());
+        edges.push(edge.depends_on.to_string().into());
+        edges.push(i64::from(edge.met).into());
+    }
+    sqlx::query(INSERT_PLANNED_EDGES)
+        .bind(serde_json::Value::Array(edges).to_string())
+        .execute(&mut *conn)
+        .await
+        .db()?;
     Ok(())
 }
 

@@ -4,16 +4,50 @@
 /// (see [`INSERT_JOBS`] and [`INSERT_KEYED_JOBS`]).
 macro_rules! insert_jobs {
     ($on_conflict:literal) => {
+        insert_jobs!($on_conflict, "", "", "", "'queued'", "", "", "")
+    };
+    (graph) => {
+        insert_jobs!(
+            "",
+            ", $20::int[], $21::bool[], $22::text[]",
+            ", waiting_on, has_dependents, dependency_failure",
+            ",
+            waiting_on, has_dependents, dependency_failure, depends_on",
+            "CASE WHEN i.waiting_on > 0 THEN 'waiting' ELSE 'queued' END",
+            ",
+            i.waiting_on, i.has_dependents, i.dependency_failure, l.ids",
+            "
+        LEFT JOIN lists l ON l.job_id = i.id",
+            "
+    edges AS (
+        SELECT * FROM UNNEST($23::uuid[], $24::uuid[], $25::bool[]) WITH ORDINALITY
+            AS e(job_id, depends_on, met, ord)
+    ),
+    lists AS (
+        SELECT job_id, array_agg(depends_on ORDER BY ord) AS ids FROM edges GROUP BY job_id
+    ),
+    added AS (
+        INSERT INTO tether.job_dependencies (depends_on, job_id, met)
+        SELECT e.depends_on, e.job_id, e.met FROM edges e CROSS JOIN lk
+    ),"
+        )
+    };
+    ($on_conflict:literal, $graph_arrays:literal, $graph_names:literal, $graph_columns:literal,
+     $state:literal, $graph_values:literal, $graph_join:literal, $graph_ctes:literal) => {
         concat!(
     "WITH input AS (
         SELECT * FROM UNNEST($2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::smallint[],
                              $7::timestamptz[], $8::bigint[], $9::int[], $10::bigint[], $11::bigint[],
                              $12::bigint[], $13::text[], $14::text[], $15::jsonb[], $16::timestamptz[],
-                             $18::text[], $19::uuid[])
+                             $18::text[], $19::uuid[]",
+    $graph_arrays,
+    ")
             WITH ORDINALITY
             AS t(id, queue, kind, payload, priority, run_at, delay_ms, max_attempts,
                  backoff_base_ms, backoff_cap_ms, timeout_ms, idempotency_key, unique_key,
-                 tags, expires_at, concurrency_key, workflow_id, ord)
+                 tags, expires_at, concurrency_key, workflow_id",
+    $graph_names,
+    ", ord)
     ),
     missing AS (
         SELECT DISTINCT i.queue FROM input i
@@ -28,13 +62,19 @@ macro_rules! insert_jobs {
         SELECT $1, q.name FROM tether.queues q CROSS JOIN lk
         WHERE q.tenant = $1 AND q.name IN (SELECT queue FROM input)
         ON CONFLICT DO NOTHING
-    ),
+    ),",
+    $graph_ctes,
+    "
     inserted AS (
         INSERT INTO tether.jobs AS j (id, tenant, queue, kind, payload, state, priority, attempt,
             max_attempts, backoff_base_ms, backoff_cap_ms, run_at, created_at, updated_at,
             unique_key, idempotency_key, tags, expires_at, timeout_ms, concurrency_key,
-            workflow_id)
-        SELECT i.id, $1, i.queue, i.kind, i.payload, 'queued', i.priority, 0,
+            workflow_id",
+    $graph_columns,
+    ")
+        SELECT i.id, $1, i.queue, i.kind, i.payload, ",
+    $state,
+    ", i.priority, 0,
             COALESCE(i.max_attempts, q.max_attempts, ",
     tether_core::default_max_attempts!(),
     "),
@@ -47,10 +87,14 @@ macro_rules! insert_jobs {
             COALESCE(i.run_at, now() + i.delay_ms * interval '1 millisecond'),
             now(), now(), i.unique_key, i.idempotency_key,
             ARRAY(SELECT jsonb_array_elements_text(i.tags)), i.expires_at, i.timeout_ms,
-            i.concurrency_key, i.workflow_id
+            i.concurrency_key, i.workflow_id",
+    $graph_values,
+    "
         FROM input i
         CROSS JOIN lk
-        LEFT JOIN tether.queues q ON q.tenant = $1 AND q.name = i.queue
+        LEFT JOIN tether.queues q ON q.tenant = $1 AND q.name = i.queue",
+    $graph_join,
+    "
         ORDER BY i.ord
         ",
     $on_conflict,
@@ -91,6 +135,14 @@ pub(crate) const INSERT_JOBS: &str = insert_jobs!("");
 /// whose key is taken is not inserted (`DUPLICATE_CANDIDATES` then finds
 /// what holds it).
 pub(crate) const INSERT_KEYED_JOBS: &str = insert_jobs!("ON CONFLICT DO NOTHING");
+
+/// [`INSERT_JOBS`] for a batch planned by `tether_core::GraphPlan`: each
+/// job is written once in the state it enters, with `$20` how many of its
+/// edges are unmet (`waiting` when any), `$21` whether a later entry waits
+/// for it, `$22` its `dependency_failure`; and its edges, `$23` the job,
+/// `$24` what it waits for, `$25` whether that is met already, one per edge
+/// in the order named (its `depends_on`).
+pub(crate) const INSERT_GRAPH: &str = insert_jobs!(graph);
 
 /// How many queue rows tenant `$1` has, and how many of the names `$2` have
 /// none.

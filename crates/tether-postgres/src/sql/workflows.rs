@@ -6,13 +6,13 @@
 
 /// Locks the existing jobs `$2` of tenant `$1` that new or replayed jobs
 /// are about to wait for, and marks them `has_dependents`; answers the ids
-/// it found. Held until the transaction ends: a dependency cannot end
+/// it found, each with its state. Held until the transaction ends: a dependency cannot end
 /// between this and the commit, so its end (the trigger) sees the edges
 /// written meanwhile, and [`SETTLE_WAITING`], a later statement, sees every
 /// end that came before. In id order, so two of these cannot deadlock; the
 /// flag is written only where it is not set yet.
 pub(crate) const LOCK_DEPENDENCIES: &str = "WITH locked AS (
-        SELECT id, has_dependents FROM tether.jobs
+        SELECT id, state, has_dependents FROM tether.jobs
         WHERE id = ANY($2::uuid[]) AND tenant = $1
         ORDER BY id
         FOR NO KEY UPDATE
@@ -21,7 +21,7 @@ pub(crate) const LOCK_DEPENDENCIES: &str = "WITH locked AS (
         UPDATE tether.jobs j SET has_dependents = true
         FROM locked l WHERE j.id = l.id AND NOT l.has_dependents
     )
-    SELECT id FROM locked";
+    SELECT id, state FROM locked";
 
 /// Writes the edges of new jobs (`$2` the waiting jobs, `$3` what each
 /// waits for, one pair per edge, in the order given) and makes those jobs

@@ -11,6 +11,11 @@ pub(crate) const INSERT_CHUNKS: [usize; 3] = [32, 8, 1];
 /// Values bound per enqueued row (see `insert_jobs_sql`).
 pub(crate) const ROW_PARAMS: usize = 18;
 
+/// Values bound per row of a planned graph, after the [`ROW_PARAMS`]: the
+/// state it enters, `waiting_on`, `has_dependents`, `dependency_failure`
+/// and `depends_on` (see `insert_jobs_sql`).
+pub(crate) const GRAPH_PARAMS: usize = 5;
+
 /// Registers the queues of an enqueue batch (?2: JSON array of names).
 pub(crate) const REGISTER_QUEUES: &str = concat!(
     "INSERT INTO tether_queues (tenant, name, paused, max_attempts, backoff_base_ms, ",
@@ -35,6 +40,10 @@ pub(crate) const COUNT_QUEUES: &str = "SELECT count(*) FROM tether_queues WHERE 
 /// sqlx looks each name up with `sqlite3_bind_parameter_name`, a linear scan,
 /// which makes binding 500 values quadratic.
 ///
+/// With `graph` (a batch planned by `tether_core::GraphPlan`), each row
+/// also binds [`GRAPH_PARAMS`] values, and is written in the state it
+/// enters with its dependencies' counts.
+///
 /// Rows are inserted in batch order, so that of two entries with the same
 /// key the first wins. Entries that hit the idempotency or active-unique
 /// index are skipped by `ON CONFLICT DO NOTHING` and resolved afterwards.
@@ -42,20 +51,35 @@ pub(crate) const COUNT_QUEUES: &str = "SELECT count(*) FROM tether_queues WHERE 
 /// required disambiguation of INSERT … SELECT … ON CONFLICT.) Values are
 /// bound, not packed into JSON: a payload is stored exactly as serde_json
 /// wrote it, without SQLite escaping and unescaping it.
-pub(crate) fn insert_jobs_sql(rows: usize) -> &'static str {
-    static SQL: [OnceLock<String>; INSERT_CHUNKS.len()] =
-        [const { OnceLock::new() }; INSERT_CHUNKS.len()];
+pub(crate) fn insert_jobs_sql(rows: usize, graph: bool) -> &'static str {
+    static SQL: [[OnceLock<String>; INSERT_CHUNKS.len()]; 2] =
+        [const { [const { OnceLock::new() }; INSERT_CHUNKS.len()] }; 2];
     let slot = INSERT_CHUNKS
         .iter()
         .position(|&n| n == rows)
         .expect("enqueue chunks come from INSERT_CHUNKS");
-    SQL[slot].get_or_init(|| {
+    SQL[usize::from(graph)][slot].get_or_init(|| {
+        let (columns, state, values, params) = if graph {
+            (
+                ", waiting_on, has_dependents, dependency_failure, depends_on",
+                "v.column19",
+                ", v.column20, v.column21, v.column22, v.column23",
+                ROW_PARAMS + GRAPH_PARAMS,
+            )
+        } else {
+            ("", "'queued'", "", ROW_PARAMS)
+        };
         let mut sql = String::from(concat!(
             "INSERT INTO tether_jobs (id, tenant, queue, kind, payload, state, priority, ",
             "attempt, max_attempts, backoff_base_ms, backoff_cap_ms, run_at, created_at, ",
             "updated_at, idempotency_key, unique_key, tags, expires_at, timeout_ms, ",
-            "cancel_requested, concurrency_key, workflow_id) ",
-            "SELECT v.column2, ?, v.column3, v.column4, v.column5, 'queued', v.column6, 0, ",
+            "cancel_requested, concurrency_key, workflow_id"
+        ));
+        sql.push_str(columns);
+        sql.push_str(") SELECT v.column2, ?, v.column3, v.column4, v.column5, ");
+        sql.push_str(state);
+        sql.push_str(concat!(
+            ", v.column6, 0, ",
             "COALESCE(v.column9, q.max_attempts, ?), ",
             "COALESCE(v.column10, q.backoff_base_ms, ?), ",
             "COALESCE(v.column11, q.backoff_cap_ms, ?), ",
@@ -66,9 +90,11 @@ pub(crate) fn insert_jobs_sql(rows: usize) -> &'static str {
             ", ",
             now_ms!(),
             ", v.column13, v.column14, v.column15, v.column16, v.column12, 0, v.column17, ",
-            "v.column18 FROM (VALUES "
+            "v.column18"
         ));
-        let row = format!("({})", vec!["?"; ROW_PARAMS].join(", "));
+        sql.push_str(values);
+        sql.push_str(" FROM (VALUES ");
+        let row = format!("({})", vec!["?"; params].join(", "));
         sql.push_str(&vec![row; rows].join(", "));
         sql.push_str(concat!(
             ") AS v LEFT JOIN tether_queues AS q ON q.tenant = ? AND q.name = v.column3 ",

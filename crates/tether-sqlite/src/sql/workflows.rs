@@ -8,8 +8,9 @@
 //! its `BEGIN IMMEDIATE`, so no dependency can end between these
 //! statements and the commit.
 
-/// The jobs among ?2 (a JSON array of ids) that tenant ?1 has.
-pub(crate) const FIND_JOBS: &str = "SELECT id FROM tether_jobs \
+/// The jobs among ?2 (a JSON array of ids) that tenant ?1 has, each with
+/// its state.
+pub(crate) const FIND_JOBS: &str = "SELECT id, state FROM tether_jobs \
      WHERE tenant = ?1 AND id IN (SELECT value FROM json_each(?2))";
 
 /// Marks the jobs ?1 (a JSON array of ids) as waited for, so that their
@@ -22,6 +23,14 @@ pub(crate) const INSERT_EDGES: &str = concat!(
     "INSERT INTO tether_job_dependencies (depends_on, job_id) SELECT e.dep, e.job FROM (",
     unpack!("?1", "2", ["0" => "job", "1" => "dep"]),
     ") AS e WHERE true ON CONFLICT DO NOTHING"
+);
+
+/// Writes the judged edges of a planned graph (?1: a flat JSON array
+/// `[job, dependency, met, ...]`, `met` 0 or 1).
+pub(crate) const INSERT_PLANNED_EDGES: &str = concat!(
+    "INSERT INTO tether_job_dependencies (depends_on, job_id, met) SELECT e.dep, e.job, e.met FROM (",
+    unpack!("?1", "3", ["0" => "job", "1" => "dep", "2" => "met"]),
+    ") AS e"
 );
 
 /// Makes new jobs `waiting` with their rules and dependencies (?1: a flat
