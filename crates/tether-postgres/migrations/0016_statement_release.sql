@@ -15,8 +15,10 @@
 -- that ended.
 --
 -- As in migration 15, every statement reaches edges by the primary key's
--- prefix (one ended job at a time: a lateral join, which no statistics
--- can turn into a scan of every edge) and jobs by primary key.
+-- prefix and jobs by primary key, whatever the statistics say: edges one
+-- ended job at a time, by a lateral subquery that `OFFSET 0` keeps the
+-- planner from flattening into a join (which, with statistics taken while
+-- the table was small, hashed a scan of every edge).
 DROP TRIGGER jobs_dependency_ended ON tether.jobs;
 DROP FUNCTION tether.dependency_ended();
 
@@ -55,6 +57,7 @@ BEGIN
             CROSS JOIN LATERAL (
                 SELECT job_id FROM tether.job_dependencies
                 WHERE depends_on = e.id AND NOT met
+                OFFSET 0
             ) d
             CROSS JOIN LATERAL (
                 SELECT id FROM tether.jobs
@@ -68,6 +71,7 @@ BEGIN
             CROSS JOIN LATERAL (
                 SELECT job_id FROM tether.job_dependencies
                 WHERE depends_on = x.id AND NOT met
+                OFFSET 0
             ) d
             CROSS JOIN LATERAL (
                 SELECT id FROM tether.jobs
@@ -108,6 +112,7 @@ BEGIN
         FROM unnest(ended_ids, ended_states) AS e(id, state)
         CROSS JOIN LATERAL (
             SELECT job_id FROM tether.job_dependencies WHERE depends_on = e.id AND NOT met
+            OFFSET 0
         ) d
     ),
     locked AS MATERIALIZED (
