@@ -2,6 +2,9 @@
 //! before any row is written, so that a store inserts each job once, in the
 //! state it enters (`waiting` or `queued`), with its edges already judged.
 //!
+//! Also the checks of jobs that join a running workflow, judged from what
+//! a store read of it.
+//!
 //! The stores' own settling statements (a replay back into `waiting`, and
 //! the batches this plan declines) apply the same rule as
 //! [`DependencyFailure::judge`], in SQL.
@@ -10,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 
 use uuid::Uuid;
 
-use crate::{Dependency, DependencyFailure, Error, JobState, NewJobRef, Result};
+use crate::{Dependency, DependencyFailure, Error, JobState, NewJobRef, Result, MAX_WORKFLOW_JOBS};
 
 /// How one edge stands against its dependency's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,6 +189,65 @@ pub fn check_found(
                     return Err(Error::invalid(field, format!("no job {id}")));
                 }
             }
+        }
+    }
+    Ok(())
+}
+
+/// What a store found of a running workflow that jobs are about to join.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendTarget {
+    /// How many jobs it holds.
+    pub jobs: u64,
+    /// Whether one of them is unfinished (a workflow runs while one is).
+    pub open: bool,
+}
+
+/// The workflows that entries of `jobs` join (`workflow_id`), each once,
+/// in id order (the order in which a store locks them).
+pub fn appended_workflows(jobs: &[NewJobRef<'_>]) -> Vec<Uuid> {
+    let mut ids: Vec<Uuid> = jobs.iter().filter_map(|r| r.job.workflow_id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+/// Judges the appends of `jobs` against what the store `found` of each
+/// workflow they join: each must exist in the tenant, be unfinished, and
+/// keep at most [`MAX_WORKFLOW_JOBS`]. Errors name the first entry that
+/// joins the workflow at fault.
+pub fn check_appends(jobs: &[NewJobRef<'_>], found: &HashMap<Uuid, AppendTarget>) -> Result<()> {
+    let field = |id: Uuid| {
+        let i = jobs
+            .iter()
+            .position(|r| r.job.workflow_id == Some(id))
+            .unwrap_or(0);
+        match jobs.len() {
+            1 => "workflow_id".to_owned(),
+            _ => format!("jobs[{i}].workflow_id"),
+        }
+    };
+    for id in appended_workflows(jobs) {
+        let Some(target) = found.get(&id) else {
+            return Err(Error::invalid(field(id), format!("no workflow {id}")));
+        };
+        if !target.open {
+            return Err(Error::Conflict(format!(
+                "workflow {id} has finished: jobs can join a workflow only while it runs"
+            )));
+        }
+        let adding = jobs
+            .iter()
+            .filter(|r| r.job.workflow_id == Some(id))
+            .count() as u64;
+        if target.jobs + adding > MAX_WORKFLOW_JOBS as u64 {
+            return Err(Error::invalid(
+                field(id),
+                format!(
+                    "workflow {id} holds {} jobs; at most {MAX_WORKFLOW_JOBS} in all",
+                    target.jobs
+                ),
+            ));
         }
     }
     Ok(())

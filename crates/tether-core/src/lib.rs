@@ -32,7 +32,10 @@ pub use error::{Error, ErrorCode, Result};
 pub use fence::MaintenanceFence;
 #[doc(hidden)]
 pub use forward::__forward;
-pub use graph::{check_found, GraphPlan, PlannedEdge, PlannedJob, Verdict};
+pub use graph::{
+    appended_workflows, check_appends, check_found, AppendTarget, GraphPlan, PlannedEdge,
+    PlannedJob, Verdict,
+};
 pub use group_commit::{GroupCommitStats, MAX_GROUP, WRITERS};
 pub use keys::{
     ApiKeyInfo, ApiKeySecret, OperatorKeySetup, ServerSecret, StoredKey, Tenant, TenantStatus,

@@ -27,9 +27,9 @@ use chrono::{DateTime, Utc};
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Connection, Row, SqliteConnection};
 use tether_core::{
-    Dependency, DependencyJob, Enqueued, Error, GraphPlan, JobState, NewJobRef, NewWorkflow,
-    Result, RetryMode, StateCounts, Workflow, WorkflowCancelled, WorkflowEnqueued, WorkflowFilter,
-    WorkflowGraph, WorkflowJob, WorkflowPage, MAX_WORKFLOW_JOBS,
+    AppendTarget, Dependency, DependencyJob, Enqueued, Error, GraphPlan, JobState, NewJobRef,
+    NewWorkflow, Result, RetryMode, StateCounts, Workflow, WorkflowCancelled, WorkflowEnqueued,
+    WorkflowFilter, WorkflowGraph, WorkflowJob, WorkflowPage, MAX_WORKFLOW_JOBS,
 };
 use uuid::Uuid;
 
@@ -45,12 +45,6 @@ use crate::sql::workflows::{
     WORKFLOW_GRAPH, WORKFLOW_JOBS,
 };
 use crate::SqliteStore;
-
-/// Page size of a workflow listing that does not set one.
-const DEFAULT_PAGE: u32 = 50;
-/// How many workflows a listing with a state filter looks at per page,
-/// as a multiple of the page size (the state is derived, not indexed).
-const STATE_SCAN: u32 = 10;
 
 /// Jobs released in a transaction, by tenant and queue: the hints to send
 /// after its commit ([`SqliteStore::notify_released`]).
@@ -317,12 +311,10 @@ pub(crate) async fn check_appends(
     tenant: &str,
     jobs: &[NewJobRef<'_>],
 ) -> Result<()> {
-    let mut ids: Vec<Uuid> = jobs.iter().filter_map(|r| r.job.workflow_id).collect();
+    let ids = tether_core::appended_workflows(jobs);
     if ids.is_empty() {
         return Ok(());
     }
-    ids.sort_unstable();
-    ids.dedup();
     let texts: Vec<String> = ids.iter().map(Uuid::to_string).collect();
     let rows = sqlx::query(CHECK_APPENDS)
         .bind(tenant)
@@ -330,41 +322,16 @@ pub(crate) async fn check_appends(
         .fetch_all(&mut *conn)
         .await
         .db()?;
-    let field = |id: Uuid| {
-        let i = jobs
-            .iter()
-            .position(|r| r.job.workflow_id == Some(id))
-            .unwrap_or(0);
-        match jobs.len() {
-            1 => "workflow_id".to_owned(),
-            _ => format!("jobs[{i}].workflow_id"),
-        }
-    };
-    for (id, text) in ids.iter().zip(&texts) {
-        let Some(row) = rows
-            .iter()
-            .find(|row| row.try_get::<&str, _>("id").ok() == Some(text.as_str()))
-        else {
-            return Err(Error::invalid(field(*id), format!("no workflow {id}")));
-        };
-        if !row.try_get::<bool, _>("open").db()? {
-            return Err(Error::Conflict(format!(
-                "workflow {id} has finished: jobs can join a workflow only while it runs"
-            )));
-        }
+    let mut found = HashMap::with_capacity(rows.len());
+    for row in &rows {
         let held: i64 = row.try_get("jobs").db()?;
-        let adding = jobs
-            .iter()
-            .filter(|r| r.job.workflow_id == Some(*id))
-            .count();
-        if held as usize + adding > MAX_WORKFLOW_JOBS {
-            return Err(Error::invalid(
-                field(*id),
-                format!("workflow {id} holds {held} jobs; at most {MAX_WORKFLOW_JOBS} in all"),
-            ));
-        }
+        let target = AppendTarget {
+            jobs: held.max(0) as u64,
+            open: row.try_get("open").db()?,
+        };
+        found.insert(rows::uuid(row.try_get("id").db()?)?, target);
     }
-    Ok(())
+    tether_core::check_appends(jobs, &found)
 }
 
 /// See `Store::enqueue_workflow`.
@@ -495,56 +462,34 @@ fn workflow_of(
     ))
 }
 
-/// See `Store::list_workflows`: newest first; with a state filter, a page
-/// looks at up to [`STATE_SCAN`] times its size and may come back short
-/// with a cursor to go on from.
+/// See `Store::list_workflows`: reads what `WorkflowFilter::scan` says,
+/// newest first, and `WorkflowPage::of` makes the page.
 pub(crate) async fn list_workflows(
     store: &SqliteStore,
     tenant: &str,
     filter: &WorkflowFilter,
 ) -> Result<WorkflowPage> {
-    let limit = filter.limit.unwrap_or(DEFAULT_PAGE);
-    let scan = match filter.state {
-        Some(_) => limit * STATE_SCAN,
-        None => limit,
-    };
     let sql = list_workflows_sql(filter.name.is_some(), filter.cursor.is_some());
     let mut conn = store.reader.acquire().await.db()?;
     let rows = sqlx::query(sql)
         .bind(tenant)
         .bind(filter.name.as_deref())
         .bind(filter.cursor.map(|id| id.to_string()))
-        .bind(i64::from(scan))
+        .bind(i64::from(filter.scan()))
         .fetch_all(&mut *conn)
         .await
         .db()?;
-    let mut workflows = Vec::new();
-    let mut next_cursor = None;
-    for (i, row) in rows.iter().enumerate() {
+    let mut scanned = Vec::with_capacity(rows.len());
+    for row in &rows {
         let mut counts = StateCounts::default();
         for state in JobState::ALL {
             let n: i64 = row.try_get(state.as_str()).db()?;
             counts.add(state, n);
         }
         let last = rows::opt_ts(row.try_get("last_finished_at").db()?)?;
-        let workflow = workflow_of(row, counts, last)?;
-        let id = workflow.id;
-        if filter.state.is_none_or(|want| want == workflow.state) {
-            workflows.push(workflow);
-        }
-        if workflows.len() == limit as usize {
-            // A full page: more may follow this one.
-            next_cursor = Some(id);
-            break;
-        }
-        if i + 1 == scan as usize {
-            next_cursor = Some(id);
-        }
+        scanned.push(workflow_of(row, counts, last)?);
     }
-    Ok(WorkflowPage {
-        workflows,
-        next_cursor,
-    })
+    Ok(WorkflowPage::of(filter, scanned))
 }
 
 /// See `Store::cancel_workflow`: what waits for the jobs cancelled outside

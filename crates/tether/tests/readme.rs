@@ -5,7 +5,14 @@
 #[path = "../examples/checkout.rs"]
 mod checkout;
 
+use std::time::Duration;
+
 const README: &str = include_str!("../../../README.md");
+
+/// How long the example may take before the test calls it stuck: it polls
+/// until the receipt job ends, so a lost release would otherwise hang the
+/// suite. Generous, so that a stalled host is not taken for a fault.
+const DEADLINE: Duration = Duration::from_secs(120);
 const EXAMPLE: &str = include_str!("../examples/checkout.rs");
 
 #[test]
@@ -31,8 +38,10 @@ async fn the_example_sends_the_receipt_with_the_charge_on_sqlite() {
     let dir = std::env::temp_dir().join(format!("tether-readme-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let path = dir.join("jobs.db");
-    let sent = checkout::checkout(path.to_str().expect("utf-8"), 42)
+    let run = checkout::checkout(path.to_str().expect("utf-8"), 42);
+    let sent = tokio::time::timeout(DEADLINE, run)
         .await
+        .expect("the example finishes")
         .expect("the example runs");
     assert_eq!(sent, "receipt for order 42 (charge ch_42)");
     std::fs::remove_dir_all(dir).ok();
@@ -42,7 +51,10 @@ async fn the_example_sends_the_receipt_with_the_charge_on_sqlite() {
 async fn the_example_sends_the_receipt_with_the_charge_on_postgres() {
     let db = tether_conformance::postgres().await;
     let url = db.postgres_url().expect("postgres url");
-    let sent = checkout::checkout(&url, 7).await.expect("the example runs");
+    let sent = tokio::time::timeout(DEADLINE, checkout::checkout(&url, 7))
+        .await
+        .expect("the example finishes")
+        .expect("the example runs");
     assert_eq!(sent, "receipt for order 7 (charge ch_7)");
     db.cleanup().await;
 }

@@ -246,6 +246,31 @@ pub struct WorkflowFilter {
     pub cursor: Option<Uuid>,
 }
 
+/// Page size of a workflow listing that does not set one.
+pub const DEFAULT_WORKFLOW_PAGE: u32 = 50;
+
+/// How many workflows a listing with a state filter looks at per page, as
+/// a multiple of the page size (the state is derived, not stored, so no
+/// index finds the workflows in one state).
+const STATE_SCAN: u32 = 10;
+
+impl WorkflowFilter {
+    /// The page size asked for.
+    pub fn page_size(&self) -> u32 {
+        self.limit.unwrap_or(DEFAULT_WORKFLOW_PAGE)
+    }
+
+    /// How many workflows (newest first, after the cursor, of the name) a
+    /// store reads for one page: the page size, or with a state filter
+    /// [`STATE_SCAN`] times it.
+    pub fn scan(&self) -> u32 {
+        match self.state {
+            Some(_) => self.page_size() * STATE_SCAN,
+            None => self.page_size(),
+        }
+    }
+}
+
 /// One page of a workflow listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkflowPage {
@@ -255,6 +280,33 @@ pub struct WorkflowPage {
     /// state filter may hold fewer than its limit and still have a next
     /// page: a listing looks at a bounded number of workflows per page.
     pub next_cursor: Option<Uuid>,
+}
+
+impl WorkflowPage {
+    /// The page that `filter` answers from `scanned`, the at most
+    /// [`WorkflowFilter::scan`] workflows a store read for it, newest first:
+    /// those in the state asked for, up to the page size; a cursor when the
+    /// page is full, or when the scan was (more may follow either way).
+    pub fn of(filter: &WorkflowFilter, scanned: Vec<Workflow>) -> WorkflowPage {
+        let (limit, scan) = (filter.page_size() as usize, filter.scan() as usize);
+        let mut next_cursor = (scanned.len() == scan)
+            .then(|| scanned.last().map(|w| w.id))
+            .flatten();
+        let mut workflows = Vec::new();
+        for workflow in scanned {
+            if filter.state.is_none_or(|want| want == workflow.state) {
+                workflows.push(workflow);
+            }
+            if workflows.len() == limit {
+                next_cursor = workflows.last().map(|w| w.id);
+                break;
+            }
+        }
+        WorkflowPage {
+            workflows,
+            next_cursor,
+        }
+    }
 }
 
 /// What a new workflow's batch answered.
