@@ -360,6 +360,22 @@ impl Error {
         ))
     }
 
+    /// The error as a single job's enqueue reports it: a field of the
+    /// batch's only entry (`jobs[0].depends_on`) is named as the job's own
+    /// (`depends_on`). Other errors are unchanged.
+    pub fn of_single_job(self) -> Self {
+        match self {
+            Error::Invalid { field, message } => Error::Invalid {
+                field: field
+                    .strip_prefix("jobs[0].")
+                    .map(str::to_owned)
+                    .unwrap_or(field),
+                message,
+            },
+            other => other,
+        }
+    }
+
     /// Shorthand for an [`Error::Invalid`].
     pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
         Error::Invalid {

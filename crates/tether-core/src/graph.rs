@@ -169,8 +169,9 @@ impl GraphPlan {
 }
 
 /// Fails when an existing job that an entry of `jobs` waits for is not
-/// `found` (not the tenant's, or no such job), naming the first such entry:
-/// `depends_on` for a single job, `jobs[i].depends_on` in a batch. Only the
+/// `found` (not the tenant's, or no such job), naming the first such entry
+/// (`jobs[i].depends_on`; a single job's enqueue names its own field, see
+/// `Error::of_single_job`). Only the
 /// entries that `created` their job count (one that resolved to an
 /// existing job by its key enqueues nothing, dependencies included).
 pub fn check_found(
@@ -182,10 +183,7 @@ pub fn check_found(
         for dep in &r.job.depends_on {
             if let Dependency::Job(id) = *dep {
                 if !found(id) {
-                    let field = match jobs.len() {
-                        1 => "depends_on".to_owned(),
-                        _ => format!("jobs[{i}].depends_on"),
-                    };
+                    let field = format!("jobs[{i}].depends_on");
                     return Err(Error::invalid(field, format!("no job {id}")));
                 }
             }
@@ -222,10 +220,7 @@ pub fn check_appends(jobs: &[NewJobRef<'_>], found: &HashMap<Uuid, AppendTarget>
             .iter()
             .position(|r| r.job.workflow_id == Some(id))
             .unwrap_or(0);
-        match jobs.len() {
-            1 => "workflow_id".to_owned(),
-            _ => format!("jobs[{i}].workflow_id"),
-        }
+        format!("jobs[{i}].workflow_id")
     };
     for id in appended_workflows(jobs) {
         let Some(target) = found.get(&id) else {
@@ -343,7 +338,12 @@ mod tests {
         let missing = Uuid::now_v7();
         let one = vec![NewJob::new("q", "k", json!({})).after(missing)];
         let err = GraphPlan::of(&refs(&one), &HashMap::new()).unwrap_err();
-        assert!(err.to_string().contains("depends_on"), "{err}");
+        assert!(err.to_string().contains("jobs[0].depends_on"), "{err}");
+        let err = err.of_single_job().to_string();
+        assert!(
+            err.contains("depends_on") && !err.contains("jobs[0]"),
+            "{err}"
+        );
         let two = vec![
             NewJob::new("q", "k", json!({})),
             NewJob::new("q", "k", json!({})).after(missing),

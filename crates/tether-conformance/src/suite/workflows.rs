@@ -269,6 +269,13 @@ pub async fn bad_dependencies_write_nothing(db: &TestDb) {
     assert!(e.to_string().contains("jobs[1].depends_on"), "{e}");
     let e = expect_invalid(db.engine.enqueue(T, job(Q).after(theirs.id)).await);
     assert!(e.to_string().contains("depends_on"), "{e}");
+    assert!(
+        !e.to_string().contains("jobs[0]"),
+        "a single job names its own field: {e}"
+    );
+    // A batch of one names its entry, as validation does.
+    let e = expect_invalid(db.engine.enqueue_many(T, &[job(Q).after(theirs.id)]).await);
+    assert!(e.to_string().contains("jobs[0].depends_on"), "{e}");
     assert!(all_jobs(db, T).await.is_empty(), "nothing was written");
 
     let mine = enqueue(db, T, job(Q)).await;
@@ -479,6 +486,10 @@ pub async fn jobs_join_a_running_workflow(db: &TestDb) {
 
     let e = expect_invalid(db.engine.enqueue(T, job(Q).workflow(Uuid::now_v7())).await);
     assert!(e.to_string().contains("workflow_id"), "{e}");
+    assert!(
+        !e.to_string().contains("jobs[0]"),
+        "a single job names its own field: {e}"
+    );
     let theirs = ok(db.engine.enqueue_workflow(T2, &flow("x"), &[job(Q)]).await);
     expect_invalid(
         db.engine

@@ -16,7 +16,8 @@ impl Engine {
             // a group.
             let out = self
                 .store_enqueue(tenant, std::slice::from_ref(&job))
-                .await?;
+                .await
+                .map_err(Error::of_single_job)?;
             return Ok(out.into_iter().next().expect("one answer per job"));
         }
         let out = self
