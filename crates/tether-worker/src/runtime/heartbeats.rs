@@ -23,9 +23,13 @@ pub(super) async fn heartbeat_loop(shared: Arc<Shared>) {
                 .values()
                 .map(|fl| fl.beat_due())
                 .min();
-            *at = match (retry_at, due) {
-                (Some(r), Some(d)) => Some(r.min(d)),
-                (_, d) => d,
+            // After a failure, the retry's time alone: the jobs it failed
+            // for are overdue (their last beat did not move), and waking
+            // for them at once would try again as fast as the errors came
+            // back. The retry comes within the shortest interval anyway.
+            *at = match retry_at {
+                Some(r) => Some(r),
+                None => due,
             };
             *at
         };

@@ -1287,6 +1287,57 @@ pub async fn a_source_outage_is_survived(db: &TestDb) {
     handle.join().await;
 }
 
+/// Heartbeats that fail back off: while the source is down, a job whose
+/// heartbeat is overdue is tried again after the backoff (at most its
+/// heartbeat interval), not as fast as the errors come back. (Its overdue
+/// heartbeat made the heartbeater spin: about 30 000 failed heartbeats to
+/// replicas that were down in one chaos run.) A stalled host makes fewer
+/// attempts, never more, so the bound cannot fail for slowness.
+pub async fn failing_heartbeats_back_off(db: &TestDb) {
+    const OUTAGE: Duration = Duration::from_millis(1_500);
+    let probe = Probe::new(db.engine.clone());
+    let p = probe.clone();
+    let during = Arc::new(AtomicUsize::new(0));
+    let counted = during.clone();
+    let handle = Worker::builder_shared(probe.clone())
+        .tenant(T)
+        .maintenance(false)
+        // A heartbeat every 333 ms (the shortest lease).
+        .lease_ttl(Duration::from_secs(1))
+        .poll_interval(Duration::from_millis(100))
+        .queue(Q, 1)
+        .handler("k", move |_ctx| {
+            let (p, counted) = (p.clone(), counted.clone());
+            async move {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                let before = p.failed_calls.load(Ordering::SeqCst);
+                p.down.store(true, Ordering::SeqCst);
+                tokio::time::sleep(OUTAGE).await;
+                p.down.store(false, Ordering::SeqCst);
+                counted.store(
+                    p.failed_calls.load(Ordering::SeqCst) - before,
+                    Ordering::SeqCst,
+                );
+                Ok(Some(json!("done")))
+            }
+        })
+        .build()
+        .unwrap()
+        .start();
+    let job = enqueue(db, NewJob::new(Q, "k", json!({}))).await;
+    let job = job_where(db, job.id, "the job", 10 * SEC, |j| j.state.is_terminal()).await;
+    assert_eq!(job.state, JobState::Succeeded);
+    let tries = during.load(Ordering::SeqCst);
+    // 100 ms doubling, capped at the 333 ms interval: about 6 in 1.5 s.
+    assert!(tries >= 1, "the heartbeater tried during the outage");
+    assert!(
+        tries <= 30,
+        "{tries} failed calls in a {OUTAGE:?} outage: the heartbeater did not back off"
+    );
+    handle.shutdown();
+    handle.join().await;
+}
+
 /// Many quick jobs: all succeed, and completions go out in batches (fewer
 /// calls than jobs), most of them carried by the next claims.
 pub async fn completions_are_batched(db: &TestDb) {

@@ -44,6 +44,7 @@ tether_conformance::both_backends! {
     a_vanished_workers_job_is_requeued_by_the_runtime,
     a_kind_without_handler_is_a_retryable_failure,
     a_source_outage_is_survived,
+    failing_heartbeats_back_off,
     completions_are_batched,
     handlers_see_their_attempt,
     handlers_read_their_dependencies,
