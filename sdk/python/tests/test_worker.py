@@ -417,6 +417,57 @@ def test_reports_survive_a_server_outage(tmp_path: Path) -> None:
                 p.wait(10)
 
 
+def test_failing_heartbeats_back_off(tmp_path: Path) -> None:
+    """While the server is down, an overdue heartbeat is tried again after
+    the backoff (at most its interval), not as fast as connections are
+    refused. A stalled host makes fewer tries, never more."""
+
+    class Heartbeats(WorkerObserver):
+        def __init__(self) -> None:
+            self.failed = 0
+
+        def on_error(self, op: str, code: str, error: BaseException) -> None:
+            if op == "heartbeat":
+                self.failed += 1
+
+    data = str(tmp_path / "data")
+    proc, url = _start([], data, str(tmp_path / "1.log"))
+    port = url.rsplit(":", 1)[1]
+    key = Path(data, "admin.key").read_text().strip()
+    release = threading.Event()
+    seen = Heartbeats()
+    proc2 = None
+    try:
+        with Client(url, key) as client:
+            # A heartbeat every third of a second.
+            worker = Worker(client, "beats", lease_ttl=1, claim_wait=0.5, observer=seen)
+
+            @worker.handler("k")
+            def handler(job: JobContext) -> str:
+                release.wait(20)
+                return "done"
+
+            job = client.enqueue("beats", "k")
+            with running(worker):
+                wait_for(lambda: client.get(job.id).state == "running")
+                proc.terminate()
+                assert proc.wait(10) == 0
+                before = seen.failed
+                time.sleep(2.0)
+                tries = seen.failed - before
+                # 0.1 s doubling, capped at the 1/3 s interval: about 8 in 2 s.
+                assert 1 <= tries <= 40, f"{tries} failed heartbeats in 2 s of outage"
+                proc2, _ = _start([], data, str(tmp_path / "2.log"), f"127.0.0.1:{port}")
+                release.set()
+                wait_for(lambda: client.get(job.id).state == "succeeded", timeout=20)
+    finally:
+        release.set()
+        for p in (proc, proc2):
+            if p is not None and p.poll() is None:
+                p.terminate()
+                p.wait(10)
+
+
 def test_a_wrong_key_fails_at_start(server: Server, queue: str) -> None:
     with Client(server.url, "tth_wrong") as bad:
         worker = Worker(bad, queue)

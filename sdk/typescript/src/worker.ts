@@ -934,7 +934,10 @@ export class Worker {
         const d = beatDue(fl);
         if (due === undefined || d < due) due = d;
       }
-      this.#beatAt = retryAt === undefined || due === undefined ? due : Math.min(due, retryAt);
+      // After a failure, the retry's time alone: the jobs it failed for are overdue, and waking
+      // for them at once would try again as fast as the errors come back. The retry comes
+      // within the interval.
+      this.#beatAt = retryAt ?? due;
       const wait = this.#beatAt === undefined ? HEARTBEAT_IDLE_MS : Math.max(0, this.#beatAt - performance.now());
       const woke = await new Promise<"timer" | "sooner">((resolve) => {
         const drained = this.#drained.signal;

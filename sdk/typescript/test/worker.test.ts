@@ -31,6 +31,43 @@ async function settled(c: Client, id: string, states: Job["state"][], what = "th
 }
 
 forEachBackend("worker", (server) => {
+  test("failing heartbeats back off instead of retrying as fast as they fail", async () => {
+    const c = server().admin;
+    const queue = queueName();
+    const { logger } = memoryLogger();
+    // The server stays up; only heartbeats fail, at once, as a refused
+    // connection does. A stalled host makes fewer tries, never more.
+    let down = false;
+    let failed = 0;
+    const flaky: typeof fetch = (input, init) => {
+      if (down && new URL(String(input)).pathname.endsWith("/heartbeat")) {
+        failed++;
+        return Promise.reject(new TypeError("fetch failed"));
+      }
+      return fetch(input, init);
+    };
+    const wc = new Client({ url: server().url, key: server().key, fetch: flaky });
+    // A heartbeat every third of a second.
+    const worker = new Worker(wc, { queue, concurrency: 1, claimWaitMs: 500, leaseTtlMs: 1000, handleSignals: false, logger });
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    worker.handle("k", async () => {
+      await released;
+      return "done";
+    });
+    const job = await c.enqueue({ queue, kind: "k", payload: null });
+    startWorker(worker);
+    await settled(c, job.id, ["running"], "the job to start");
+    down = true;
+    await new Promise((r) => setTimeout(r, 2000));
+    down = false;
+    const tries = failed;
+    release();
+    await settled(c, job.id, ["succeeded"]);
+    // 100 ms doubling, capped at the 1/3 s interval: about 8 in 2 s.
+    assert.ok(tries >= 1 && tries <= 40, `${tries} failed heartbeats in 2 s`);
+  });
+
   test("runs handlers concurrently, completes in batches, carries progress", async () => {
     const c = server().admin;
     const queue = queueName();

@@ -1123,7 +1123,10 @@ class Worker:
                 (fl.beat_due() for fl in self._inflight.values() if fl.reporting_since is None),
                 default=None,
             )
-            self._beat_at = due if retry_at is None or due is None else min(due, retry_at)
+            # After a failure, the retry's time alone: the jobs it failed for
+            # are overdue, and waking for them at once would try again as fast
+            # as the errors come back. The retry comes within the interval.
+            self._beat_at = due if retry_at is None else retry_at
             self._beat_sooner.clear()
             wait = HEARTBEAT_IDLE if self._beat_at is None else self._beat_at - time.monotonic()
             drained = asyncio.ensure_future(self._drained.wait())
