@@ -262,7 +262,7 @@ impl WorkflowFilter {
 
     /// How many workflows (newest first, after the cursor, of the name) a
     /// store reads for one page: the page size, or with a state filter
-    /// [`STATE_SCAN`] times it.
+    /// `STATE_SCAN` (10) times it.
     pub fn scan(&self) -> u32 {
         match self.state {
             Some(_) => self.page_size() * STATE_SCAN,
