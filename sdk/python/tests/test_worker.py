@@ -453,6 +453,9 @@ def test_failing_heartbeats_back_off(tmp_path: Path) -> None:
                 proc.terminate()
                 assert proc.wait(10) == 0
                 before = seen.failed
+                # From the first failure on: a stalled host cannot end the
+                # outage untried.
+                wait_for(lambda: seen.failed > before, timeout=30)
                 time.sleep(2.0)
                 tries = seen.failed - before
                 # 0.1 s doubling, capped at the 1/3 s interval: about 8 in 2 s.

@@ -59,6 +59,8 @@ forEachBackend("worker", (server) => {
     startWorker(worker);
     await settled(c, job.id, ["running"], "the job to start");
     down = true;
+    // From the first failure on: a stalled host cannot end the outage untried.
+    await eventually("a heartbeat to fail", async () => failed > 0, 30_000);
     await new Promise((r) => setTimeout(r, 2000));
     down = false;
     const tries = failed;

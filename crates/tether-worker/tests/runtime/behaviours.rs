@@ -1312,6 +1312,12 @@ pub async fn failing_heartbeats_back_off(db: &TestDb) {
                 tokio::time::sleep(Duration::from_millis(300)).await;
                 let before = p.failed_calls.load(Ordering::SeqCst);
                 p.down.store(true, Ordering::SeqCst);
+                // The outage lasts until a heartbeat has failed, then
+                // OUTAGE more: a stalled host cannot end it untried.
+                let tried = Instant::now() + Duration::from_secs(30);
+                while p.failed_calls.load(Ordering::SeqCst) == before && Instant::now() < tried {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
                 tokio::time::sleep(OUTAGE).await;
                 p.down.store(false, Ordering::SeqCst);
                 counted.store(
@@ -1328,7 +1334,8 @@ pub async fn failing_heartbeats_back_off(db: &TestDb) {
     let job = job_where(db, job.id, "the job", 10 * SEC, |j| j.state.is_terminal()).await;
     assert_eq!(job.state, JobState::Succeeded);
     let tries = during.load(Ordering::SeqCst);
-    // 100 ms doubling, capped at the 333 ms interval: about 6 in 1.5 s.
+    // 100 ms doubling, capped at the 333 ms interval: about 6 in 1.5 s
+    // (plus the wait for the first).
     assert!(tries >= 1, "the heartbeater tried during the outage");
     assert!(
         tries <= 30,
