@@ -33,6 +33,8 @@ const BATCH: usize = 1_000;
 const PRODUCERS: usize = 2;
 /// Handler slots of the worker (as `pg_runtime_e2e`).
 const CONCURRENCY: usize = 256;
+/// Rounds of an independent run and a graph run per backend.
+const ROUNDS: usize = 3;
 
 /// One batch of `size` entries (a multiple of [`GRAPH`]) on `queue`: whole
 /// graphs when `graphs`, else independent jobs.
@@ -124,7 +126,10 @@ pub async fn run(engine: &Engine, queue: &str, n: usize, graphs: bool) -> (usize
 }
 
 /// `pg_dag_e2e_jobs_per_s`, `pg_independent_e2e_jobs_per_s` and
-/// `pg_dag_ratio`, on the benchmark's PostgreSQL database.
+/// `pg_dag_ratio`, on the benchmark's PostgreSQL database: [`ROUNDS`]
+/// rounds of an independent run then a graph run, each figure the median
+/// of its rounds and the ratio the median of the rounds' ratios (a single
+/// pair moved with whatever else the machine did; see `Rounds`).
 ///
 /// Each run starts from a table that holds `n` finished jobs of another
 /// queue, analyzed: as a production table with its history would be. From
@@ -133,33 +138,86 @@ pub async fn run(engine: &Engine, queue: &str, n: usize, graphs: bool) -> (usize
 /// to 100 000 jobs in seconds; autovacuum's analyze corrects them within a
 /// minute, but a run is shorter, and both figures measured that instead.
 pub async fn run_pg(engine: &Engine, pool: &sqlx::PgPool, n: usize, report: &mut Report) {
-    history(pool, n).await;
-    let (done, elapsed) = run(engine, "dag-independent", n, false).await;
-    let independent = rate(done as u64, elapsed);
-    history(pool, n).await;
-    let (done, elapsed) = run(engine, "dag", n, true).await;
-    let dag = rate(done as u64, elapsed);
-    report.add(
-        "pg_dag_e2e_jobs_per_s",
-        dag,
-        "jobs/s",
-        format!(
-            "{done} jobs in graphs of {GRAPH} (root -> 8 -> sink), enqueued in batches of \
-             {BATCH} while one worker (256 slots, no-op) runs them, until all succeeded"
-        ),
+    let mut rounds = Rounds::default();
+    for _ in 0..ROUNDS {
+        history(pool, n).await;
+        let (_, independent) = run(engine, "dag-independent", n, false).await;
+        history(pool, n).await;
+        let (done, dag) = run(engine, "dag", n, true).await;
+        rounds.add(done, independent, dag);
+    }
+    rounds.report(
+        [
+            "pg_dag_e2e_jobs_per_s",
+            "pg_independent_e2e_jobs_per_s",
+            "pg_dag_ratio",
+        ],
+        "",
+        report,
     );
-    report.add(
-        "pg_independent_e2e_jobs_per_s",
-        independent,
-        "jobs/s",
-        "the same number of jobs without dependencies, the same way",
-    );
-    report.add(
-        "pg_dag_ratio",
-        dag / independent,
-        "ratio",
-        "graphs / independent, same run",
-    );
+}
+
+/// Rounds of the same pair of runs: each figure's median and the median
+/// of the rounds' ratios. Both runs of a round share the machine's state
+/// of the moment (caches, checkpoints, whatever else runs), so their ratio
+/// is steadier than either figure; one round alone moved by ±15 %.
+#[derive(Default)]
+struct Rounds {
+    jobs: usize,
+    independent: Vec<f64>,
+    dag: Vec<f64>,
+    ratios: Vec<f64>,
+}
+
+impl Rounds {
+    /// One round: `jobs` jobs each way, in these times.
+    fn add(&mut self, jobs: usize, independent: Duration, dag: Duration) {
+        let (i, d) = (rate(jobs as u64, independent), rate(jobs as u64, dag));
+        self.jobs = jobs;
+        self.independent.push(i);
+        self.dag.push(d);
+        self.ratios.push(d / i);
+        eprintln!(
+            "  (round: {jobs} jobs, independent {i:.0}/s, graphs {d:.0}/s, ratio {:.2})",
+            d / i
+        );
+    }
+
+    /// The three figures, named `[dag, independent, ratio]`, their details
+    /// led by `lead` (which backend, where the names do not say).
+    fn report(mut self, names: [&'static str; 3], lead: &str, report: &mut Report) {
+        let [dag, independent, ratio] = names;
+        let n = self.ratios.len();
+        let jobs = self.jobs;
+        report.add(
+            dag,
+            median(&mut self.dag),
+            "jobs/s",
+            format!(
+                "{lead}{jobs} jobs in graphs of {GRAPH} (root -> 8 -> sink), enqueued in \
+                 batches of {BATCH} while one worker (256 slots, no-op) runs them, until all \
+                 succeeded; median of {n} rounds"
+            ),
+        );
+        report.add(
+            independent,
+            median(&mut self.independent),
+            "jobs/s",
+            format!("{lead}the same number of jobs without dependencies, the same way"),
+        );
+        report.add(
+            ratio,
+            median(&mut self.ratios),
+            "ratio",
+            format!("{lead}graphs / independent, median of {n} rounds' ratios"),
+        );
+    }
+}
+
+/// The middle value (of an odd count; the upper middle of an even one).
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
 }
 
 /// Empties the tables, then writes `n` succeeded jobs on queue
@@ -183,41 +241,37 @@ async fn history(pool: &sqlx::PgPool, n: usize) {
 }
 
 /// `sqlite_dag_e2e_jobs_per_s`, `sqlite_independent_e2e_jobs_per_s` and
-/// `sqlite_dag_ratio`, each run on a fresh SQLite file.
+/// `sqlite_dag_ratio`: [`ROUNDS`] rounds as [`run_pg`]'s, each run on a
+/// fresh SQLite file.
 pub async fn run_sqlite(n: usize, report: &mut Report) {
     let dir = std::env::temp_dir().join(format!("tether-bench-dag-{}", std::process::id()));
-    let mut rates = Vec::new();
-    for (graphs, file) in [(false, "independent.db"), (true, "dag.db")] {
-        std::fs::create_dir_all(&dir).expect("bench directory");
-        let store = SqliteStore::open(dir.join(file))
-            .await
-            .expect("open SQLite");
-        let engine = Engine::new(Arc::new(store));
-        let (done, elapsed) = run(&engine, "dag", n, graphs).await;
-        rates.push((done, rate(done as u64, elapsed)));
-        drop(engine);
-        let _ = std::fs::remove_dir_all(&dir);
+    let mut rounds = Rounds::default();
+    for _ in 0..ROUNDS {
+        let mut times = Vec::new();
+        for (graphs, file) in [(false, "independent.db"), (true, "dag.db")] {
+            std::fs::create_dir_all(&dir).expect("bench directory");
+            let store = SqliteStore::open(dir.join(file))
+                .await
+                .expect("open SQLite");
+            let engine = Engine::new(Arc::new(store));
+            let (done, elapsed) = run(&engine, "dag", n, graphs).await;
+            times.push((done, elapsed));
+            drop(engine);
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        let [(_, independent), (done, dag)] = times[..] else {
+            unreachable!("two runs")
+        };
+        rounds.add(done, independent, dag);
     }
-    let [(_, independent), (done, dag)] = rates[..] else {
-        unreachable!("two runs")
-    };
-    report.add(
-        "sqlite_dag_e2e_jobs_per_s",
-        dag,
-        "jobs/s",
-        format!("SQLite: {done} jobs in graphs of {GRAPH}, as pg_dag_e2e"),
-    );
-    report.add(
-        "sqlite_independent_e2e_jobs_per_s",
-        independent,
-        "jobs/s",
-        "SQLite: as many jobs without dependencies, the same way",
-    );
-    report.add(
-        "sqlite_dag_ratio",
-        dag / independent,
-        "ratio",
-        "graphs / independent, same run",
+    rounds.report(
+        [
+            "sqlite_dag_e2e_jobs_per_s",
+            "sqlite_independent_e2e_jobs_per_s",
+            "sqlite_dag_ratio",
+        ],
+        "SQLite: ",
+        report,
     );
 }
 

@@ -95,6 +95,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "statement_release",
         include_str!("../migrations/0016_statement_release.sql"),
     ),
+    (
+        17,
+        "edge_addresses",
+        include_str!("../migrations/0017_edge_addresses.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.

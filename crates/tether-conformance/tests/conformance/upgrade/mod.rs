@@ -3,6 +3,7 @@
 //! there still reads and works.
 
 mod dependencies;
+mod edge_addresses;
 mod flow_control;
 mod from_version_3;
 mod outcome_history;
