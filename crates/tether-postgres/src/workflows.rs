@@ -1,7 +1,8 @@
 //! Jobs that wait for other jobs: the edges of new jobs, jobs entering
 //! `waiting`, and a job's dependencies as its handler reads them. A
-//! dependency's end releases or cancels what waits for it by the trigger of
-//! migration 13, in the transaction of whatever statement ended it.
+//! dependency's end releases or cancels what waits for it by the
+//! statement-level trigger of migration 16 (its function as migration 17
+//! last wrote it), in the transaction of whatever statement ended it.
 //!
 //! Workflows: a new workflow's batch, appends to an unfinished one, its
 //! graph, listing, cancel and retry. A workflow's state is derived from its

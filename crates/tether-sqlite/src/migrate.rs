@@ -93,6 +93,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "dependency_plans",
         sql: include_str!("../migrations/0013_dependency_plans.sql"),
     },
+    Migration {
+        version: 14,
+        name: "release_unmet",
+        sql: include_str!("../migrations/0014_release_unmet.sql"),
+    },
 ];
 
 /// The newest schema version this build knows.

@@ -1,8 +1,8 @@
 //! Jobs that wait for other jobs: the edges of new jobs, jobs entering
 //! `waiting`, the wake-ups of jobs released, and a job's dependencies as
 //! its handler reads them. A dependency's end releases or cancels what
-//! waits for it by the triggers of migration 11, in the transaction of
-//! whatever statement ended it.
+//! waits for it by the triggers of migration 11 (as migrations 13 and 14
+//! last wrote them), in the transaction of whatever statement ended it.
 //!
 //! Wake-ups: PostgreSQL's trigger sends `pg_notify` for the jobs it
 //! releases; SQLite's hints are in-process (`SqliteStore::notify`), which a

@@ -77,7 +77,8 @@ pub(crate) const SETTLE_FATAL: &str = "INSERT INTO tether_job_cascade \
 /// Third step: how many dependencies each job waits for. No state changes
 /// here, so that every job of the set has its count before the fourth step
 /// can fire the trigger for any of them (a batch's job cancelled there
-/// counts down the jobs of the batch that wait for it with `run`).
+/// meets the edges of the jobs of the batch that wait for it with `run`,
+/// and releases those with none left unmet).
 pub(crate) const SETTLE_COUNTS: &str = "UPDATE tether_jobs SET waiting_on = \
      (SELECT count(*) FROM tether_job_dependencies AS d WHERE d.job_id = tether_jobs.id AND d.met = 0) \
      WHERE id IN (SELECT value FROM json_each(?1)) AND +state = 'waiting'";

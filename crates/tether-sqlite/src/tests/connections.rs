@@ -29,10 +29,11 @@ async fn migrations_are_idempotent() {
             (10, "outcome_history_time".to_owned()),
             (11, "dependencies".to_owned()),
             (12, "workflows".to_owned()),
-            (13, "dependency_plans".to_owned())
+            (13, "dependency_plans".to_owned()),
+            (14, "release_unmet".to_owned())
         ]
     );
-    assert_eq!(SqliteStore::schema_version(), 13);
+    assert_eq!(SqliteStore::schema_version(), 14);
     store.close().await;
 }
 
