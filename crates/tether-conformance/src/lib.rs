@@ -511,6 +511,13 @@ macro_rules! behaviour_suite {
                 retrying_a_workflow_puts_failed_jobs_back,
                 a_waiting_job_holds_its_unique_key,
             }
+            feed {
+                the_feed_reads_each_event_once_in_order,
+                feed_filters_narrow_what_is_read,
+                concurrent_writers_are_read_exactly,
+                events_pruned_before_they_were_read_are_a_gap,
+                feed_reads_refuse_bad_input,
+            }
             claim {
                 one_owner_under_eight_concurrent_claimers,
                 claim_returns_at_most_limit_jobs,

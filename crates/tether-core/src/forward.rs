@@ -1,7 +1,7 @@
 //! The one `impl Store` of both backends, written once.
 //!
 //! `tether-postgres` and `tether-sqlite` lay out their files the same way
-//! (`enqueue.rs`, `attempts.rs`, `jobs.rs`, `queues.rs`, `maintenance.rs`,
+//! (`enqueue.rs`, `attempts.rs`, `jobs.rs`, `feed.rs`, `queues.rs`, `maintenance.rs`,
 //! `tenants.rs`, `schedules.rs`, `workflows.rs`), each with a function named after every
 //! [`Store`](crate::Store) method it implements. [`forward_store!`] writes
 //! the trait impl that forwards each method to that function, so the map
@@ -161,6 +161,19 @@ macro_rules! forward_store {
                 limit: u32,
             ) -> $crate::Result<$crate::EventPage> {
                 jobs::events(self, tenant, id, cursor, limit).await
+            }
+
+            async fn feed_head(&self) -> $crate::Result<$crate::FeedCursor> {
+                feed::feed_head(self).await
+            }
+
+            async fn feed_read(
+                &self,
+                after: &$crate::FeedCursor,
+                filter: &$crate::FeedFilter,
+                limit: u32,
+            ) -> $crate::Result<$crate::FeedPage> {
+                feed::feed_read(self, after, filter, limit).await
             }
 
             async fn dependencies(

@@ -27,7 +27,9 @@ pub mod turns;
 pub mod validate;
 mod wakeup;
 
-pub use engine::{Engine, AGGREGATE_READS, MAX_LISTED_RUNS, MAX_PREVIEW, SCHEDULE_RUNS_SHOWN};
+pub use engine::{
+    Engine, AGGREGATE_READS, MAX_FEED_READ, MAX_LISTED_RUNS, MAX_PREVIEW, SCHEDULE_RUNS_SHOWN,
+};
 pub use error::{Error, ErrorCode, Result};
 pub use fence::MaintenanceFence;
 #[doc(hidden)]

@@ -11,10 +11,11 @@ use crate::error::{Error, Result};
 use crate::keys::{ApiKeyInfo, OperatorKeySetup, StoredKey, Tenant, TenantStatus};
 use crate::model::{
     BulkReplayed, CarriedReports, ClaimRequest, ClaimedJob, Completed, Completion, DependencyJob,
-    Enqueued, EventCursor, EventPage, Failure, Heartbeat, HeartbeatAck, Job, JobFilter, JobPage,
-    Lease, LeaseToken, NewWorkflow, QueueConfigPatch, QueueStats, QueueThroughput, ReapReport,
-    ReplayFilter, Reported, RetryMode, StoredClaim, WorkerSummary, WorkflowCancelled,
-    WorkflowEnqueued, WorkflowFilter, WorkflowGraph, WorkflowPage,
+    Enqueued, EventCursor, EventPage, Failure, FeedCursor, FeedFilter, FeedPage, Heartbeat,
+    HeartbeatAck, Job, JobFilter, JobPage, Lease, LeaseToken, NewWorkflow, QueueConfigPatch,
+    QueueStats, QueueThroughput, ReapReport, ReplayFilter, Reported, RetryMode, StoredClaim,
+    WorkerSummary, WorkflowCancelled, WorkflowEnqueued, WorkflowFilter, WorkflowGraph,
+    WorkflowPage,
 };
 use crate::schedule::{Fire, FireOutcome, FireRef, Schedule, ScheduleRun, ScheduleSpec};
 use crate::wakeup::Wakeup;
@@ -155,6 +156,22 @@ pub trait Store: Send + Sync + 'static {
         cursor: Option<EventCursor>,
         limit: u32,
     ) -> Result<EventPage>;
+
+    /// A cursor after every history event committed now, of every tenant:
+    /// where a reader of the live feed starts.
+    async fn feed_head(&self) -> Result<FeedCursor>;
+
+    /// Up to `limit` history events committed after `after` that pass
+    /// `filter`, in commit order per job (see [`FeedPage`]): each exactly
+    /// once across reads that resume from the cursors handed out, however
+    /// the transactions that wrote them interleaved. A cursor of another
+    /// backend is [`Error::Invalid`].
+    async fn feed_read(
+        &self,
+        after: &FeedCursor,
+        filter: &FeedFilter,
+        limit: u32,
+    ) -> Result<FeedPage>;
 
     /// The jobs job `id` waits (or waited) for, in the order it names them:
     /// what its handler reads to use their results. `JobNotFound` if the

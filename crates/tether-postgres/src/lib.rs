@@ -36,6 +36,7 @@ mod attempts;
 mod enqueue;
 mod exec;
 mod failover;
+mod feed;
 mod jobs;
 mod maintenance;
 mod migrate;

@@ -10,8 +10,8 @@ use tether_core::{Error, JobState, Lease, LeaseToken, QueueConfig, ReapReport, R
 use crate::enqueue::QUEUE_ROWS_LOCK;
 use crate::rows::{self, Db};
 use crate::sql::maintenance::{
-    ACQUIRE_LEASE, DELETE_EMPTY_QUEUES, EMPTY_QUEUES, EXPIRE, PRUNE, REAP, RELEASE_LEASE,
-    RENEW_LEASE,
+    ACQUIRE_LEASE, DELETE_EMPTY_QUEUES, EMPTY_QUEUES, EXPIRE, FOLD_PRUNED, PRUNE, REAP,
+    RELEASE_LEASE, RENEW_LEASE,
 };
 use crate::sql::TRY_LOCK_TENANT;
 use crate::PgStore;
@@ -116,6 +116,13 @@ pub(crate) async fn expire_jobs(store: &PgStore, batch: u32) -> Result<u64> {
         .fetch_one(&store.db)
         .await
         .db()?;
+    if n > 0 {
+        sqlx::query(FOLD_PRUNED)
+            .bind(crate::feed::PRUNED_KEPT)
+            .execute(&store.db)
+            .await
+            .db()?;
+    }
     Ok(n as u64)
 }
 

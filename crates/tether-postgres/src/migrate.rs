@@ -100,6 +100,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "edge_addresses",
         include_str!("../migrations/0017_edge_addresses.sql"),
     ),
+    (
+        18,
+        "event_feed",
+        include_str!("../migrations/0018_event_feed.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.

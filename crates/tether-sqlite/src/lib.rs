@@ -63,6 +63,7 @@
 mod sql;
 mod attempts;
 mod enqueue;
+mod feed;
 mod jobs;
 mod maintenance;
 mod migrate;

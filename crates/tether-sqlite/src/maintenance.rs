@@ -7,8 +7,9 @@ use tether_core::{Error, JobState, Lease, LeaseToken, QueueConfig, ReapReport, R
 
 use crate::rows::{self, id_array, Db};
 use crate::sql::maintenance::{
-    ACQUIRE_LEASE, EXPIRE, EXPIRED_EVENTS, LEASE_EXPIRED_EVENTS, LEASE_HOLDS, PRUNE, PRUNE_EDGES,
-    PRUNE_EMPTY_QUEUES, PRUNE_EVENTS, REAP, RELEASE_LEASE, RENEW_LEASE,
+    ACQUIRE_LEASE, EXPIRE, EXPIRED_EVENTS, LEASE_EXPIRED_EVENTS, LEASE_HOLDS, PRUNE,
+    PRUNE_ANNOUNCE, PRUNE_EDGES, PRUNE_EMPTY_QUEUES, PRUNE_EVENTS, REAP, RELEASE_LEASE,
+    RENEW_LEASE,
 };
 use crate::workflows::{take_released_after, Released};
 use crate::{SqliteStore, Tx};
@@ -142,11 +143,10 @@ pub(crate) async fn prune_finished(
             .map(|row| row.try_get::<&str, _>("id"))
             .collect::<std::result::Result<Vec<_>, _>>()
             .db()?;
-        sqlx::query(PRUNE_EDGES)
-            .bind(id_array(ids))
-            .execute(&mut *tx)
-            .await
-            .db()?;
+        let ids = id_array(ids);
+        for sql in [PRUNE_EDGES, PRUNE_ANNOUNCE] {
+            sqlx::query(sql).bind(&ids).execute(&mut *tx).await.db()?;
+        }
     }
     SqliteStore::finish_bulk(tx, &pruned, PRUNE_EVENTS).await
 }

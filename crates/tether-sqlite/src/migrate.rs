@@ -98,6 +98,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "release_unmet",
         sql: include_str!("../migrations/0014_release_unmet.sql"),
     },
+    Migration {
+        version: 15,
+        name: "event_feed",
+        sql: include_str!("../migrations/0015_event_feed.sql"),
+    },
 ];
 
 /// The newest schema version this build knows.

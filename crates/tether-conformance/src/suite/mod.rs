@@ -10,6 +10,7 @@ pub mod claim;
 pub mod clock;
 pub mod dedupe;
 pub mod expiry;
+pub mod feed;
 pub mod fencing;
 pub mod flow;
 pub mod history;

@@ -426,3 +426,195 @@ async fn a_slot_reservation_whose_claim_never_came_lapses() {
     pool.close().await;
     db.cleanup().await;
 }
+
+/// The feed under commits that land out of `seq` order (invariant 17).
+/// Sixteen committers each hold a transaction open for a while after
+/// writing an event (its `seq` drawn, its commit late), one in five rolls
+/// back, and each writes its own job's events under that job's row lock, as
+/// the store does; a straggler draws the first `seq` of all and commits only
+/// once the reader has read a higher one, so the run holds at least one
+/// commit that a `seq > last` reader would skip forever. The reader resumes
+/// from the text of its last cursor at every read, as a client
+/// reconnecting would. It must read every committed event exactly once,
+/// each job's in order, and no rolled-back one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_feed_reads_commits_that_land_out_of_seq_order_exactly() {
+    use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+    use tether_core::{EventKind, FeedCursor, FeedFilter};
+
+    const COMMITTERS: usize = 16;
+    const ROUNDS: usize = 12;
+    let db = tether_conformance::postgres().await;
+    let url = db.postgres_url().expect("a PostgreSQL test database");
+    let pool = PgPool::connect(&url).await.expect("committers' pool");
+    let mut jobs = Vec::new();
+    for _ in 0..=COMMITTERS {
+        let job = db
+            .engine
+            .enqueue("t", NewJob::new("q", "k", json!({})))
+            .await
+            .expect("enqueue");
+        jobs.push(job.job.id);
+    }
+    let filter = FeedFilter {
+        tenant: Some("t".into()),
+        events: vec![EventKind::CancelRequested],
+        ..FeedFilter::default()
+    };
+    let head = db.engine.feed_head().await.expect("head");
+    let done = Arc::new(AtomicBool::new(false));
+    let highest_read = Arc::new(AtomicI64::new(0));
+    let straggler = jobs.pop().expect("the straggler's job");
+    let mut straggling = pool.begin().await.expect("begin");
+    let first: i64 = sqlx::query_scalar(
+        "INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, detail)
+         VALUES ($1, 't', now(), 'cancel_requested', 0, 'straggler 0 0') RETURNING seq",
+    )
+    .bind(straggler)
+    .fetch_one(&mut *straggling)
+    .await
+    .expect("the straggler's event");
+
+    let reader = {
+        let (engine, done, filter) = (db.engine.clone(), done.clone(), filter.clone());
+        let highest_read = highest_read.clone();
+        tokio::spawn(async move {
+            let (mut text, mut read, mut reads) = (head.to_string(), Vec::new(), 0u32);
+            let mut late = 0usize;
+            let mut highest = 0i64;
+            loop {
+                let finished = done.load(Ordering::SeqCst);
+                // Reconnect: nothing but the cursor's text survives.
+                let cursor: FeedCursor = text.parse().expect("cursor");
+                let page = engine.feed_read(&cursor, &filter, 7).await.expect("read");
+                assert!(page.gap.is_none());
+                reads += 1;
+                for e in &page.events {
+                    let seq: i64 = e
+                        .event
+                        .detail
+                        .as_deref()
+                        .unwrap_or("")
+                        .split(' ')
+                        .nth(2)
+                        .and_then(|s| s.parse().ok())
+                        .unwrap_or(0);
+                    if seq < highest {
+                        late += 1;
+                    }
+                    highest = highest.max(seq);
+                }
+                highest_read.store(highest, Ordering::SeqCst);
+                read.extend(page.events);
+                text = page.next.to_string();
+                if !page.more {
+                    if finished {
+                        return (read, late, reads);
+                    }
+                    tokio::time::sleep(Duration::from_millis(3)).await;
+                }
+            }
+        })
+    };
+
+    let committers: Vec<_> = jobs
+        .iter()
+        .enumerate()
+        .map(|(task, &job)| {
+            let pool = pool.clone();
+            tokio::spawn(async move {
+                let mut kept = Vec::new();
+                for round in 0..ROUNDS {
+                    let mut tx = pool.begin().await.expect("begin");
+                    sqlx::query("SELECT 1 FROM tether.jobs WHERE id = $1 FOR UPDATE")
+                        .bind(job)
+                        .execute(&mut *tx)
+                        .await
+                        .expect("lock the job");
+                    let seq: i64 = sqlx::query_scalar(
+                        "INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, detail)
+                         VALUES ($1, 't', now(), 'cancel_requested', 0, 'placeholder')
+                         RETURNING seq",
+                    )
+                    .bind(job)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .expect("write an event");
+                    let detail = format!("{task} {round} {seq}");
+                    sqlx::query(
+                        "UPDATE tether.job_events SET detail = $1 WHERE job_id = $2 AND seq = $3",
+                    )
+                    .bind(&detail)
+                    .bind(job)
+                    .bind(seq)
+                    .execute(&mut *tx)
+                    .await
+                    .expect("name the event");
+                    // Held open with its seq drawn: others commit past it.
+                    let hold = (task * 7 + round * 13) % 23;
+                    tokio::time::sleep(Duration::from_millis(hold as u64)).await;
+                    if (task + round) % 5 == 0 {
+                        tx.rollback().await.expect("rollback");
+                    } else {
+                        tx.commit().await.expect("commit");
+                        kept.push(detail);
+                    }
+                }
+                kept
+            })
+        })
+        .collect();
+    // The straggler commits once a higher seq than its own was read.
+    while highest_read.load(Ordering::SeqCst) <= first {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    straggling.commit().await.expect("the straggler commits");
+    let mut committed = vec!["straggler 0 0".to_owned()];
+    for c in committers {
+        committed.extend(c.await.expect("committer"));
+    }
+    done.store(true, Ordering::SeqCst);
+    let (read, late, reads) = reader.await.expect("reader");
+
+    let details: Vec<String> = read
+        .iter()
+        .map(|e| e.event.detail.clone().unwrap_or_default())
+        .collect();
+    let mut sorted = details.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), details.len(), "an event was read twice");
+    let mut want = committed.clone();
+    want.sort();
+    assert_eq!(
+        sorted, want,
+        "read ≠ committed (lost, or a rolled-back one read)"
+    );
+    for (task, &job) in jobs.iter().enumerate() {
+        let rounds: Vec<usize> = read
+            .iter()
+            .filter(|e| e.job_id == job)
+            .map(|e| {
+                e.event
+                    .detail
+                    .as_deref()
+                    .unwrap()
+                    .split(' ')
+                    .nth(1)
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            })
+            .collect();
+        assert!(
+            rounds.windows(2).all(|w| w[0] < w[1]),
+            "task {task} out of order: {rounds:?}"
+        );
+    }
+    assert!(
+        late > 0,
+        "no event committed after a higher seq was read ({reads} reads)"
+    );
+    pool.close().await;
+    db.cleanup().await;
+}

@@ -20,11 +20,11 @@ use crate::keys::{
 use crate::lifecycle;
 use crate::model::{
     BulkReplayed, CarriedReports, ClaimRequest, ClaimedJob, Completion, DependencyJob, Enqueued,
-    EventPage, EventQuery, Failure, FailureReport, Heartbeat, HeartbeatAck, Job, JobEvent,
-    JobFilter, JobPage, Lease, LeaseToken, NewJob, NewWorkflow, QueueConfigPatch, QueueStats,
-    QueueThroughput, ReapReport, ReplayFilter, ReportedAndClaimed, RetryMode, WorkerSummary,
-    WorkflowCancelled, WorkflowEnqueued, WorkflowFilter, WorkflowGraph, WorkflowPage,
-    THROUGHPUT_MINUTES,
+    EventPage, EventQuery, Failure, FailureReport, FeedCursor, FeedFilter, FeedPage, Heartbeat,
+    HeartbeatAck, Job, JobEvent, JobFilter, JobPage, Lease, LeaseToken, NewJob, NewWorkflow,
+    QueueConfigPatch, QueueStats, QueueThroughput, ReapReport, ReplayFilter, ReportedAndClaimed,
+    RetryMode, WorkerSummary, WorkflowCancelled, WorkflowEnqueued, WorkflowFilter, WorkflowGraph,
+    WorkflowPage, THROUGHPUT_MINUTES,
 };
 use crate::schedule::{
     self, Fire, FireOutcome, FireRef, FireReport, RunOutcome, Schedule, SchedulePatch, ScheduleRun,
@@ -33,6 +33,8 @@ use crate::schedule::{
 use crate::store::{NewJobRef, Store};
 use crate::validate::{self, Limits};
 use crate::wakeup::Wakeup;
+
+pub use feed::MAX_FEED_READ;
 
 /// The validated front door to a [`Store`]: every public operation of tether
 /// goes through here, so every backend sees the same checked input.
@@ -68,6 +70,7 @@ impl std::fmt::Debug for Engine {
 
 mod attempts;
 mod enqueue;
+mod feed;
 mod jobs;
 mod maintenance;
 mod queues;

@@ -16,6 +16,7 @@ use crate::lifecycle;
 
 mod attempts;
 mod enqueue;
+mod feed;
 mod jobs;
 mod maintenance;
 mod queues;
@@ -23,6 +24,7 @@ mod workflows;
 
 pub use attempts::*;
 pub use enqueue::*;
+pub use feed::*;
 pub use jobs::*;
 pub use maintenance::*;
 pub use queues::*;

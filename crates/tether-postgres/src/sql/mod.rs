@@ -68,6 +68,7 @@ pub(crate) const TRY_LOCK_TENANT: &str = "SELECT pg_try_advisory_xact_lock($1, h
 
 pub(crate) mod attempts;
 pub(crate) mod enqueue;
+pub(crate) mod feed;
 pub(crate) mod jobs;
 pub(crate) mod maintenance;
 #[cfg(test)]

@@ -71,6 +71,12 @@ pub(crate) const PRUNE: &str = concat!(
     " - ?1 ORDER BY finished_at LIMIT ?2) RETURNING id"
 );
 
+/// Keeps the newest `seq` of the history of pruned jobs ?1 (a JSON array
+/// of ids) for the feed's readers (see `feed.rs`); before `PRUNE_EVENTS`.
+pub(crate) const PRUNE_ANNOUNCE: &str = "UPDATE tether_feed_pruned SET seq = max(seq, \
+     COALESCE((SELECT max(e.seq) FROM tether_job_events e \
+               WHERE e.job_id IN (SELECT value FROM json_each(?1))), 0))";
+
 pub(crate) const PRUNE_EVENTS: &str =
     "DELETE FROM tether_job_events WHERE job_id IN (SELECT value FROM json_each(?1))";
 

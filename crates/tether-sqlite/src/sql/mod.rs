@@ -111,6 +111,7 @@ macro_rules! replay_set {
 
 pub(crate) mod attempts;
 pub(crate) mod enqueue;
+pub(crate) mod feed;
 pub(crate) mod jobs;
 pub(crate) mod maintenance;
 pub(crate) mod queues;

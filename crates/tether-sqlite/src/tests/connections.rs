@@ -30,10 +30,11 @@ async fn migrations_are_idempotent() {
             (11, "dependencies".to_owned()),
             (12, "workflows".to_owned()),
             (13, "dependency_plans".to_owned()),
-            (14, "release_unmet".to_owned())
+            (14, "release_unmet".to_owned()),
+            (15, "event_feed".to_owned())
         ]
     );
-    assert_eq!(SqliteStore::schema_version(), 14);
+    assert_eq!(SqliteStore::schema_version(), 15);
     store.close().await;
 }
 

@@ -4,6 +4,7 @@
 
 mod dependencies;
 mod edge_addresses;
+mod event_feed;
 mod flow_control;
 mod from_version_3;
 mod outcome_history;
