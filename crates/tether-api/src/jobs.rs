@@ -567,6 +567,21 @@ pub struct EventsQuery {
     pub cursor: Option<String>,
 }
 
+/// Query of `GET /v1/jobs/{id}` and `GET /v1/workflows/{id}`. A value
+/// that is not an integer from 0 to the server's longest wait is 400.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+pub struct WaitQuery {
+    /// Answer once the job (the workflow) has finished, or after this many
+    /// milliseconds, whichever is first, with the object as it is then. 0
+    /// or absent: at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(inline, value_type = Option<WaitMs>))]
+    pub wait_ms: Option<String>,
+}
+
 /// `{job}`: the answer of the routes that act on one job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -636,7 +651,7 @@ pub struct EventListResponse {
 }
 
 #[cfg(feature = "openapi")]
-pub use self::openapi::{EventsLimit, ListLimit};
+pub use self::openapi::{EventsLimit, ListLimit, WaitMs};
 
 /// This topic's schemas that the derive cannot make, and its field bounds.
 #[cfg(feature = "openapi")]
@@ -659,6 +674,21 @@ mod openapi {
         /// Schema of the `limit` of `GET /v1/jobs/{id}/events`.
         EventsLimit as "EventsLimit" =>
         count(MAX_EVENT_PAGE, DEFAULT_EVENT_PAGE)
+    );
+
+    schema_of!(
+        /// Schema of the `wait_ms` of `GET /v1/jobs/{id}` and
+        /// `GET /v1/workflows/{id}`.
+        WaitMs as "WaitMs" =>
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::Type::Integer)
+            .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
+                utoipa::openapi::KnownFormat::Int64,
+            )))
+            .default(Some(0.into()))
+            .minimum(Some(0))
+            .maximum(Some(crate::DEFAULT_MAX_WAIT_MS))
+            .build()
     );
 
     /// The bounds of this topic's fields (see `bounds.rs`).

@@ -43,6 +43,7 @@ macro_rules! schema_of {
 mod attempts;
 #[cfg(feature = "openapi")]
 mod bounds;
+mod feed;
 mod jobs;
 mod queues;
 mod schedules;
@@ -52,6 +53,7 @@ pub mod time;
 mod workflows;
 
 pub use attempts::*;
+pub use feed::*;
 pub use jobs::*;
 pub use queues::*;
 pub use schedules::*;

@@ -198,6 +198,7 @@ fn job_prefix(message: &str) -> Option<(Uuid, &str)> {
 /// | `lease_lost` | `LeaseLost(id)` (id from the message; nil if absent — prefer [`Error::into_core_for_job`]) |
 /// | `invalid_state` | `InvalidState` when the message names job and state, else `Conflict` |
 /// | `unavailable`, 502–504, [`Error::Transport`] | `Unavailable` (retried by the worker runtime) |
+/// | `too_many_requests` | `Unavailable` |
 /// | `internal`, [`Error::UnknownCode`], [`Error::Decode`] | `Storage` (`Unavailable` for 502–504) |
 impl From<Error> for tether_core::Error {
     fn from(e: Error) -> Self {
@@ -269,7 +270,9 @@ impl From<Error> for tether_core::Error {
                     )
                 })
             }
-            ErrorCode::Unavailable => Core::Unavailable(Box::new(e)),
+            // Too many event streams open: nothing wrong with the request,
+            // it may succeed once one closes.
+            ErrorCode::Unavailable | ErrorCode::TooManyRequests => Core::Unavailable(Box::new(e)),
             _ if matches!(status, 502..=504) => Core::Unavailable(Box::new(e)),
             ErrorCode::Internal => Core::Storage(Box::new(e)),
         }

@@ -63,7 +63,10 @@ mod error;
 mod remote;
 mod wire;
 
-pub use client::{HttpClient, HttpClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT};
+pub use client::{
+    EventStream, HttpClient, HttpClientBuilder, StreamFilter, StreamItem, DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_TIMEOUT,
+};
 pub use error::{Error, ErrorCode, Result};
 pub use remote::{RemoteSource, DEFAULT_CLAIM_WAIT, MAX_CLAIM_WAIT};
 pub use wire::{
@@ -76,11 +79,11 @@ pub use wire::{
 pub use tether_api::{
     ApiKey, BulkReplayResponse as BulkReplayed, ClaimedJob, CreateKeyResponse as CreatedKey,
     CreateTenantResponse as CreatedTenant, DependencyJob, EnqueueResponse as Enqueued,
-    EventListResponse as EventPage, HeartbeatResponse as HeartbeatAck, Job, JobEvent,
-    JobListResponse as JobPage, Percentiles, Queue, Schedule, ScheduleRun, StateCounts, Tenant,
-    TenantRef, ThroughputMinute, ThroughputResponse as Throughput, WhoamiResponse as Whoami,
-    WorkerInfo, Workflow, WorkflowCancelResponse as WorkflowCancelled, WorkflowJob,
-    WorkflowListResponse as WorkflowPage, WorkflowResponse as WorkflowGraph,
+    EventListResponse as EventPage, FeedEventData, HeartbeatResponse as HeartbeatAck, Job,
+    JobEvent, JobListResponse as JobPage, Percentiles, Queue, Schedule, ScheduleRun, StateCounts,
+    Tenant, TenantRef, ThroughputMinute, ThroughputResponse as Throughput,
+    WhoamiResponse as Whoami, WorkerInfo, Workflow, WorkflowCancelResponse as WorkflowCancelled,
+    WorkflowJob, WorkflowListResponse as WorkflowPage, WorkflowResponse as WorkflowGraph,
 };
 
 /// Every request and response body of the API ([`tether_api`]), e.g. to

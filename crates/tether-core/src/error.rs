@@ -64,6 +64,8 @@ error_codes! {
         "the body, a payload, a result or a progress value is above the configured limit (default 1 MiB)";
     UnsupportedMediaType = "unsupported_media_type", 415,
         "a body that is not `application/json` (or `application/*+json`)";
+    TooManyRequests = "too_many_requests", 429,
+        "the tenant holds as many event streams open as the server allows; close one, or retry later";
     Unavailable = "unavailable", 503,
         "the database is unreachable or the request took longer than the server's time limit; safe to retry";
     Internal = "internal", 500,

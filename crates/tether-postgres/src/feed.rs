@@ -144,7 +144,13 @@ fn event(
         workflow_id: row.try_get("workflow_id")?,
         queue: row.try_get("queue")?,
         kind: row.try_get("kind")?,
-        state: state_after(event.event, event.detail.as_deref(), current),
+        state: state_after(
+            event.event,
+            event.detail.as_deref(),
+            row.try_get::<Option<bool>, _>("has_dependencies")?
+                .unwrap_or(false),
+            current,
+        ),
         event,
     })
 }

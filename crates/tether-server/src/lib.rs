@@ -30,6 +30,7 @@ mod dashboard;
 pub mod data_dir;
 mod error;
 mod extract;
+mod feed;
 #[doc(hidden)]
 pub mod fuzzing;
 mod metrics;
@@ -46,6 +47,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use tether_core::Engine;
+
+pub use feed::FeedTail;
 
 pub use connections::{serve, ConnectionLimits};
 pub use error::{ApiError, ApiResult};
@@ -79,6 +82,9 @@ pub struct ServerConfig {
     /// waiting places to other tenants. Past it, the tenant's claim answers
     /// at once, as with `wait_ms: 0`.
     pub max_long_polls_per_tenant: usize,
+    /// Most event streams (`GET /v1/events`) one tenant may hold open at
+    /// once (default 64); past it, 429 `too_many_requests`.
+    pub max_event_streams_per_tenant: usize,
     /// Longest any request may take, long-polls included (default 60 s, so
     /// above `max_wait_ms`); past it the answer is 503 `unavailable`.
     pub request_timeout: std::time::Duration,
@@ -97,6 +103,7 @@ impl Default for ServerConfig {
             max_wait_ms: DEFAULT_MAX_WAIT_MS,
             max_long_polls: 1_024,
             max_long_polls_per_tenant: 256,
+            max_event_streams_per_tenant: 64,
             request_timeout: std::time::Duration::from_secs(60),
             metrics_max_queues: 1_000,
         }
@@ -114,20 +121,27 @@ pub struct AppState {
     pub long_polls: Arc<tokio::sync::Semaphore>,
     /// Each tenant's waiting claims (see `max_long_polls_per_tenant`).
     pub tenant_long_polls: Arc<tether_core::turns::Turns>,
+    /// Each tenant's open event streams (see `max_event_streams_per_tenant`).
+    pub tenant_streams: Arc<tether_core::turns::Turns>,
     /// Cancelled when the server begins to stop: waiting claims answer at
     /// once (empty) so a graceful shutdown does not wait out long-polls.
     pub shutdown: tokio_util::sync::CancellationToken,
     /// What `/metrics` serves besides the queue gauges.
     pub metrics: Metrics,
+    /// The feed's one reader in this process, which waiting requests and
+    /// event streams listen to (`feed.rs`).
+    pub feed: FeedTail,
 }
 
 impl AppState {
     /// State over `engine` with `config`.
     pub fn new(engine: Engine, config: ServerConfig) -> Self {
         AppState {
+            feed: FeedTail::new(engine.clone()),
             engine,
             long_polls: Arc::new(tokio::sync::Semaphore::new(config.max_long_polls)),
             tenant_long_polls: tether_core::turns::Turns::new(config.max_long_polls_per_tenant),
+            tenant_streams: tether_core::turns::Turns::new(config.max_event_streams_per_tenant),
             shutdown: tokio_util::sync::CancellationToken::new(),
             metrics: Metrics::gauges_only(),
             config: Arc::new(config),

@@ -133,6 +133,9 @@ pub const FAMILIES: &[Family] = &[
     recorded("tether_http_request_duration_seconds", &["method", "route", "status"],
         Kind::Histogram(HTTP_BUCKETS),
         "HTTP requests by method, route template and status class (2xx...), until the response head."),
+    // The feed's reader (crate::feed), while anyone listens.
+    recorded("tether_feed_lag_seconds", &[], Kind::Gauge,
+        "How far the process's reader of the event feed is behind: now minus the time of the newest event its last read returned (0 when that read found nothing new)."),
     // The worker runtime (tether_worker), in processes that run handlers.
     recorded("tether_worker_handler_duration_seconds", &["queue", "kind"], Kind::Histogram(RUN_BUCKETS),
         "How long handlers ran, in the worker process."),

@@ -294,6 +294,7 @@ pub async fn start(
         max_wait_ms: i64::try_from(args.max_claim_wait.as_millis()).unwrap_or(i64::MAX),
         max_long_polls: args.max_long_polls,
         max_long_polls_per_tenant: args.max_long_polls_per_tenant,
+        max_event_streams_per_tenant: ServerConfig::default().max_event_streams_per_tenant,
         request_timeout: args.request_timeout,
     };
     let state = AppState::new(engine.clone(), config).with_metrics(metrics);

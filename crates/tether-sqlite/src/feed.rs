@@ -97,7 +97,12 @@ fn event(row: &SqliteRow, seq: i64) -> Result<FeedEvent> {
         workflow_id: workflow.map(rows::uuid).transpose()?,
         queue: row.try_get("queue").db()?,
         kind: row.try_get("kind").db()?,
-        state: state_after(event.event, event.detail.as_deref(), current),
+        state: state_after(
+            event.event,
+            event.detail.as_deref(),
+            row.try_get("has_dependencies").db()?,
+            current,
+        ),
         event,
     })
 }

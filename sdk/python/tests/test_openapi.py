@@ -11,6 +11,7 @@ keeps after the server dropped it.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import os
 import re
@@ -19,13 +20,15 @@ from typing import Any, Dict, Set, get_args
 
 from tether_client import (
     AsyncClient,
+    AsyncEventStream,
     Client,
     DependencyFailure,
+    EventStream,
     RetryMode,
     WorkflowState,
     _models,
 )
-from tether_client._errors import ERRORS_BY_CODE
+from tether_client._errors import ERRORS_BY_CODE, error_from
 
 PKG = Path(__file__).resolve().parent.parent
 DOC: Dict[str, Any] = json.loads(
@@ -55,6 +58,8 @@ MODELS = {
     "Job": ("Job", set(), {"created"}),
     "ClaimedJob": ("ClaimedJob", set(), {"created"}),
     "JobEvent": ("JobEvent", set(), set()),
+    # One message of `GET /v1/events` (`stream_events`).
+    "FeedEvent": ("FeedEventData", set(), set()),
     "DependencyJob": ("DependencyJob", set(), set()),
     "StateCounts": ("StateCounts", set(), set()),
     "Queue": ("Queue", set(), set()),
@@ -83,9 +88,11 @@ def _documented_routes() -> Set[str]:
 
 def _called_routes(source: str) -> Set[str]:
     """The routes a routes module calls: `self._call("METHOD", f"/path..."`
-    (its path parameters written `{seg(x)}`)."""
+    (its path parameters written `{seg(x)}`), and the streams a client
+    opens: `http.stream("GET", "/v1/events", ...)`."""
     found = set()
-    for method, path in re.findall(r'_call\(\s*"([A-Z]+)",\s*f?"(/[^"]*)"', source):
+    pattern = r'(?:_call|\.stream)\(\s*"([A-Z]+)",\s*f?"(/[^"]*)"'
+    for method, path in re.findall(pattern, source):
         found.add(f"{method} {re.sub(r'{[^}]*}', '{}', path)}")
     for route in re.findall(r'_probe\(\s*"([a-z]+)"', source):
         found.add(f"GET /{route}")
@@ -96,10 +103,31 @@ def test_one_error_class_per_documented_error_code() -> None:
     assert set(ERRORS_BY_CODE) == set(SCHEMAS["ErrorCode"]["enum"])
 
 
+def test_one_error_class_per_status_of_a_single_code() -> None:
+    """The codes the document lists with their statuses (``ErrorCode``'s
+    description): each reads as its class, and a status that only one code
+    has reads as that class without a code (an answer not from tether)."""
+    listed = re.findall(r"`([a-z_]+)` \((\d{3})\)", SCHEMAS["ErrorCode"]["description"])
+    assert {code for code, _ in listed} == set(SCHEMAS["ErrorCode"]["enum"])
+    codes_of: Dict[int, Set[str]] = {}
+    for code, status in listed:
+        codes_of.setdefault(int(status), set()).add(code)
+        assert type(error_from(code, "m", int(status))) is ERRORS_BY_CODE[code]
+    for status, codes in codes_of.items():
+        if len(codes) == 1:
+            assert error_from(None, "m", status).code == next(iter(codes)), status
+
+
 def test_every_documented_route_is_called_or_listed_as_not_called() -> None:
     documented = _documented_routes()
-    for module in ("_routes_sync.py", "_routes_async.py"):
-        called = _called_routes((PKG / "src/tether_client" / module).read_text())
+    # Each client: its routes module, and the methods written in _client.py
+    # (the event stream, which is no `_call`).
+    for module, classes in (
+        ("_routes_sync.py", (Client, EventStream)),
+        ("_routes_async.py", (AsyncClient, AsyncEventStream)),
+    ):
+        source = (PKG / "src/tether_client" / module).read_text()
+        called = _called_routes(source + "".join(inspect.getsource(c) for c in classes))
         assert called, f"no calls found in {module}: the pattern no longer matches the code"
         missing = documented - called - NOT_CALLED
         assert not missing, f"{module}: documented routes neither called nor in NOT_CALLED"

@@ -2,7 +2,8 @@
 // fields named exactly as on the wire, answers typed, errors mapped to one
 // class per API error code.
 
-import { errorFromApi, TransportError, Unavailable } from "./errors.js";
+import { errorFromApi, type TetherError, TransportError, Unavailable } from "./errors.js";
+import { SseParser, type SseMessage } from "./sse.js";
 import type { EnqueuedWorkflow, WorkflowBuilder } from "./workflow.js";
 import type {
   ApiKey,
@@ -23,7 +24,9 @@ import type {
   EnqueueRequest,
   EnqueueResponse,
   EventListResponse,
+  EventKind,
   FailBody,
+  FeedEventData,
   Health,
   HeartbeatBody,
   HeartbeatItem,
@@ -133,6 +136,72 @@ export interface CallOptions {
   timeoutMs?: number;
 }
 
+/** Options of {@link Client.wait}, {@link Client.waitWorkflow} and {@link Client.enqueueAndWait}. */
+export interface WaitOptions extends CallOptions {
+  /**
+   * How long to wait in all (ms), over as many reads as it takes (the server holds one read at most 30 s).
+   * Default 300 000 (5 minutes); 0 reads once without waiting. Each read's own time limit is the client's
+   * `timeoutMs` plus the wait it asks for.
+   */
+  timeoutMs?: number;
+}
+
+/** Filters of {@link Client.streamEvents} (`GET /v1/events`); all optional, all narrowing. */
+export interface StreamFilter {
+  /** Only the events of jobs of this queue. */
+  queue?: string;
+  /** Only this job's events. */
+  jobId?: string;
+  /** Only the events of this workflow's jobs. */
+  workflowId?: string;
+  /** Only these events (an empty list: every event). */
+  events?: EventKind[];
+  /**
+   * Start right after this cursor (the `cursor` of an item seen before). Without it the stream starts live,
+   * at about the moment it is open.
+   */
+  after?: string;
+}
+
+/** Options of {@link Client.streamEvents}. */
+export interface StreamOptions extends CallOptions {
+  /** Closes the stream: the iteration then rejects with the signal's reason (as every method of the client does). */
+  signal?: AbortSignal;
+  /** How long each connection may take to answer (ms; the stream itself has no end). Default: the client's `timeoutMs`. */
+  timeoutMs?: number;
+  /**
+   * How long an open connection may stay silent before it is dropped and opened again (ms). The server
+   * sends a comment at least every 15 s. Default 45 000.
+   */
+  idleTimeoutMs?: number;
+  /**
+   * Called each time a connection is open (the server answered): every event committed from then on is
+   * delivered. A stream without a cursor starts at about that moment.
+   */
+  onOpen?: () => void;
+  /**
+   * Called before each reconnection with what ended the connection (a {@link TransportError}, an
+   * `Unavailable`, or `undefined` when the server ended the stream), the how-many-th reconnection in a row
+   * it is, and the pause before it (ms).
+   */
+  onReconnect?: (info: { error: unknown; attempt: number; delayMs: number }) => void;
+}
+
+/**
+ * A message of the stream saying that events after the cursor were removed by retention before the stream
+ * read them: what lay between is lost, and the stream goes on from `oldest`.
+ */
+export interface StreamGap {
+  event: "gap";
+  /** Where the stream goes on from. */
+  oldest: string;
+  /** The message's id: `oldest`, where a client stands once it has this message. */
+  cursor: string;
+}
+
+/** One item of {@link Client.streamEvents}: a history event, or a {@link StreamGap}. Tell them apart by `event`. */
+export type StreamEvent = FeedEventData | StreamGap;
+
 interface RequestSpec {
   method: "GET" | "POST" | "PATCH" | "DELETE";
   path: string;
@@ -167,6 +236,59 @@ export function isTransient(e: unknown): boolean {
 }
 
 const enc = encodeURIComponent;
+
+/** The error of a non-2xx answer whose body is `text`: the API's error code, else one chosen by status. */
+function errorFromAnswer(res: Response, text: string): TetherError {
+  let code: string | undefined;
+  let message = text.slice(0, 500) || res.statusText;
+  try {
+    const parsed = JSON.parse(text) as { error?: { code?: string; message?: string } };
+    code = parsed.error?.code;
+    message = parsed.error?.message ?? message;
+  } catch {
+    // not the API's error shape (a proxy's page, say): classify by status
+  }
+  if (!code) {
+    code = res.status === 502 || res.status === 503 || res.status === 504 ? "unavailable" : res.status >= 500 ? "internal" : "invalid_argument";
+  }
+  return errorFromApi(res.status, code, message);
+}
+
+/** A stream that cannot be read as one (not an event stream, a message that is not JSON): thrown, never retried. */
+class StreamBroken extends TransportError {
+  constructor(message: string, status: number, cause?: unknown) {
+    super(message, "transport", status, { cause, reason: "decode" });
+    this.name = "TransportError";
+  }
+}
+
+/** The item of one message of `GET /v1/events`. */
+function streamItem(m: SseMessage): StreamEvent {
+  let data: unknown;
+  try {
+    data = JSON.parse(m.data);
+  } catch (e) {
+    throw new StreamBroken(`GET /v1/events: the data of a ${JSON.stringify(m.event)} message is not JSON`, 200, e);
+  }
+  if (m.event === "gap") {
+    const oldest = (data as { oldest?: unknown } | null)?.oldest;
+    if (typeof oldest !== "string") throw new StreamBroken("GET /v1/events: a gap message without `oldest`", 200);
+    return { event: "gap", oldest, cursor: m.id ?? oldest };
+  }
+  return data as FeedEventData;
+}
+
+/** The longest `wait_ms` the server takes on a read. */
+const MAX_WAIT_MS = 30_000;
+/** How long {@link Client.wait} and {@link Client.waitWorkflow} wait in all unless told. */
+const DEFAULT_WAIT_TIMEOUT_MS = 300_000;
+/** How long an open event stream may stay silent (the server sends a comment every 15 s) before it is reopened. */
+const DEFAULT_IDLE_TIMEOUT_MS = 45_000;
+
+/** Whether a job's state is final. */
+function jobFinished(state: JobState): boolean {
+  return state === "succeeded" || state === "failed" || state === "cancelled";
+}
 
 /**
  * A client of one tether server, acting as one API key (hence one tenant).
@@ -243,19 +365,38 @@ export class Client {
         throw new TransportError(`${spec.method} ${spec.path}: the answer is not JSON`, "transport", res.status, { cause: e, reason: "decode" });
       }
     }
-    let code: string | undefined;
-    let message = text.slice(0, 500) || res.statusText;
-    try {
-      const parsed = JSON.parse(text) as { error?: { code?: string; message?: string } };
-      code = parsed.error?.code;
-      message = parsed.error?.message ?? message;
-    } catch {
-      // not the API's error shape (a proxy's page, say): classify by status
+    throw errorFromAnswer(res, text);
+  }
+
+  /** Reads `path` with `wait_ms` until `finished` says so or the wait's time is up. */
+  async #waitFor<T>(path: string, finished: (answer: T) => boolean, opts: WaitOptions): Promise<T> {
+    const total = opts.timeoutMs ?? DEFAULT_WAIT_TIMEOUT_MS;
+    if (!(total >= 0)) throw new RangeError(`timeoutMs must be 0 or more, not ${total}`);
+    const deadline = Date.now() + total;
+    let early = 0;
+    for (;;) {
+      const waitMs = Math.floor(Math.max(0, Math.min(MAX_WAIT_MS, deadline - Date.now())));
+      const started = Date.now();
+      const answer = await this.#request<T>({
+        method: "GET",
+        path,
+        query: { wait_ms: waitMs },
+        retry: true,
+        opts: { signal: opts.signal, timeoutMs: this.timeoutMs + waitMs },
+      });
+      if (finished(answer)) return answer;
+      const left = deadline - Date.now();
+      if (left <= 0) return answer;
+      if (Date.now() - started < waitMs - 10) {
+        // Answered before its wait ran out, unfinished: the tenant's waiting places were all taken.
+        // Pause a little (100 ms, doubling up to 1.6 s) rather than ask again at once.
+        await sleep(Math.min(left, 100 * 2 ** Math.min(early, 4)), opts.signal);
+        early += 1;
+        if (opts.signal?.aborted) throw opts.signal.reason;
+      } else {
+        early = 0;
+      }
     }
-    if (!code) {
-      code = res.status === 502 || res.status === 503 || res.status === 504 ? "unavailable" : res.status >= 500 ? "internal" : "invalid_argument";
-    }
-    throw errorFromApi(res.status, code, message);
   }
 
   /**
@@ -284,6 +425,15 @@ export class Client {
     return this.#request({ method: "POST", path: "/v1/jobs", body: req, retry: !!req.idempotency_key, opts });
   }
 
+  /**
+   * {@link Client.enqueue} then {@link Client.wait}: answers the job once it has finished, or as it is when
+   * `timeoutMs` (default 5 minutes, counted from the enqueue's answer) has passed.
+   */
+  async enqueueAndWait(req: EnqueueRequest, opts: WaitOptions = {}): Promise<Job> {
+    const job = await this.enqueue(req, { signal: opts.signal });
+    return this.wait(job.id, opts);
+  }
+
   /** `POST /v1/jobs/batch`: 1–1000 jobs in one transaction; answers `{job, created}` in request order. */
   async enqueueBatch(jobs: EnqueueRequest[], opts?: CallOptions): Promise<EnqueueResponse[]> {
     const retry = jobs.length > 0 && jobs.every((j) => !!j.idempotency_key);
@@ -310,6 +460,18 @@ export class Client {
   /** `GET /v1/jobs/{id}`. */
   async get(id: string, opts?: CallOptions): Promise<Job> {
     return (await this.#request<{ job: Job }>({ method: "GET", path: `/v1/jobs/${enc(id)}`, retry: true, opts })).job;
+  }
+
+  /**
+   * Waits until the job has finished (`succeeded`, `failed` or `cancelled`) or `timeoutMs` (default 5
+   * minutes) has passed, and answers the job as it is then: check its `state`, a timed-out wait answers it
+   * unfinished. Asks `GET /v1/jobs/{id}?wait_ms=…` as often as it takes (each read waits at most 30 s on
+   * the server); a read the server answers early without an end (no waiting place free) is followed by
+   * a short pause. Reads are retried as reads are. `NotFound` for an unknown job.
+   */
+  async wait(id: string, opts: WaitOptions = {}): Promise<Job> {
+    const r = await this.#waitFor<{ job: Job }>(`/v1/jobs/${enc(id)}`, (a) => jobFinished(a.job.state), opts);
+    return r.job;
   }
 
   /** `GET /v1/jobs`: one page, newest first. */
@@ -354,6 +516,130 @@ export class Client {
       yield* page.events;
       if (!page.next_cursor) return;
       cursor = page.next_cursor;
+    }
+  }
+
+  /**
+   * `GET /v1/events`: the tenant's history as it is committed, as an async iterator. Each item is a
+   * {@link FeedEventData} (`event` is the event's name, `cursor` where a client stands once it has it) or,
+   * when retention removed events after the cursor before the stream read them, a {@link StreamGap}
+   * (`event: "gap"`): what lay between is lost and the stream goes on from its `oldest`.
+   *
+   * Without `filter.after` the stream starts live, where the server's reader of the history stands when it
+   * opens (see `opts.onOpen`): nothing committed after that is missed, and an event committed a moment
+   * before may still come. With `filter.after`, right after that cursor. The iterator remembers the last cursor it handed out
+   * and, when the connection drops, errs, goes silent past `idleTimeoutMs`, answers `unavailable` (503) or
+   * is ended by the server, opens it again by itself with `Last-Event-ID` after a jittered backoff (100 ms
+   * doubling up to 5 s, reset by an event), so the loop sees every committed event exactly once, each job's
+   * in order. (A stream started without a cursor that drops before its first event starts live again.)
+   * Other errors are thrown: `InvalidArgument` for a bad filter or cursor, `Unauthenticated`,
+   * `PermissionDenied`, `TooManyRequests` when the tenant holds as many streams as the server allows.
+   *
+   * The stream never ends by itself: leaving the loop (`break`, `return`, a throw) closes the connection,
+   * and so does `opts.signal`, after which the loop rejects with the signal's reason.
+   */
+  async *streamEvents(filter: StreamFilter = {}, opts: StreamOptions = {}): AsyncGenerator<StreamEvent, void, undefined> {
+    const { signal } = opts;
+    const connectMs = opts.timeoutMs ?? this.timeoutMs;
+    const idleMs = opts.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
+    let cursor = filter.after;
+    let first = true;
+    let attempt = 0;
+    for (;;) {
+      if (signal?.aborted) throw signal.reason;
+      const conn = new AbortController();
+      const abort = () => conn.abort(signal?.reason);
+      signal?.addEventListener("abort", abort, { once: true });
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      let silent = false;
+      const watch = (ms: number) => {
+        clearTimeout(timer);
+        timer = setTimeout(() => {
+          silent = true;
+          conn.abort();
+        }, ms);
+      };
+      let reader: { cancel(): Promise<void> } | undefined;
+      let openedAt: number | undefined;
+      let delivered = false;
+      let ended: unknown;
+      try {
+        const params = new URLSearchParams();
+        if (filter.queue !== undefined) params.set("queue", filter.queue);
+        if (filter.jobId !== undefined) params.set("job_id", filter.jobId);
+        if (filter.workflowId !== undefined) params.set("workflow_id", filter.workflowId);
+        if (filter.events && filter.events.length > 0) params.set("event", filter.events.join(","));
+        const headers: Record<string, string> = { accept: "text/event-stream" };
+        if (this.#key) headers.authorization = `Bearer ${this.#key}`;
+        if (cursor !== undefined && first) params.set("after", cursor);
+        else if (cursor !== undefined) headers["last-event-id"] = cursor;
+        first = false;
+        const qs = params.toString();
+        watch(connectMs);
+        let res: Response;
+        try {
+          res = await this.#fetch(`${this.url}/v1/events${qs ? "?" + qs : ""}`, { method: "GET", headers, signal: conn.signal });
+        } catch (e) {
+          if (signal?.aborted) throw signal.reason;
+          const why = silent ? `no answer within ${connectMs} ms` : String((e as Error)?.cause ?? e);
+          throw new TransportError(`GET /v1/events: ${why}`, "transport", 0, { cause: e, reason: silent ? "timeout" : "network" });
+        }
+        if (!res.ok) {
+          let text = "";
+          try {
+            text = await res.text();
+          } catch {
+            // the status says enough
+          }
+          if (signal?.aborted) throw signal.reason;
+          throw errorFromAnswer(res, text);
+        }
+        if (!res.body || !(res.headers.get("content-type") ?? "").startsWith("text/event-stream")) {
+          throw new StreamBroken(`GET /v1/events: the answer is not an event stream (content-type ${res.headers.get("content-type")})`, res.status);
+        }
+        const body = (res.body as ReadableStream<Uint8Array>).getReader();
+        reader = body;
+        openedAt = Date.now();
+        opts.onOpen?.();
+        const parser = new SseParser();
+        const decoder = new TextDecoder();
+        for (;;) {
+          watch(idleMs);
+          let chunk: Awaited<ReturnType<typeof body.read>>;
+          try {
+            chunk = await body.read();
+          } catch (e) {
+            if (signal?.aborted) throw signal.reason;
+            const why = silent ? `nothing for ${idleMs} ms` : String((e as Error)?.cause ?? e);
+            throw new TransportError(`GET /v1/events: ${why}`, "transport", 0, { cause: e, reason: silent ? "timeout" : "network" });
+          }
+          // Not watched while the loop holds an item: a slow consumer is no silent server.
+          clearTimeout(timer);
+          if (chunk.done) break;
+          for (const m of parser.push(decoder.decode(chunk.value, { stream: true }))) {
+            const item = streamItem(m);
+            if (m.id !== undefined) cursor = m.id;
+            delivered = true;
+            yield item;
+          }
+        }
+      } catch (e) {
+        if (signal?.aborted) throw signal.reason;
+        if (e instanceof StreamBroken || !isTransient(e)) throw e;
+        ended = e;
+      } finally {
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", abort);
+        conn.abort();
+        void reader?.cancel().catch(() => undefined);
+      }
+      // The connection ended (or could not open): open it again after a jittered, growing pause.
+      if (delivered || (openedAt !== undefined && Date.now() - openedAt >= 30_000)) attempt = 0;
+      const step = Math.min(5_000, 100 * 2 ** Math.min(attempt, 6));
+      attempt += 1;
+      const delayMs = Math.round(Math.random() * step + step / 2);
+      opts.onReconnect?.({ error: ended, attempt, delayMs });
+      await sleep(delayMs, signal);
     }
   }
 
@@ -445,6 +731,15 @@ export class Client {
   /** `GET /v1/workflows/{id}`: the workflow and its whole graph (`jobs`, oldest first, with `depends_on`; jobs added at run time included). */
   getWorkflow(id: string, opts?: CallOptions): Promise<WorkflowResponse> {
     return this.#request({ method: "GET", path: `/v1/workflows/${enc(id)}`, retry: true, opts });
+  }
+
+  /**
+   * Waits until the workflow has finished (any state but `running`) or `timeoutMs` (default 5 minutes) has
+   * passed, and answers it with its graph as it is then (still `running` after a timed-out wait). Asks
+   * `GET /v1/workflows/{id}?wait_ms=…` as often as it takes, as {@link Client.wait} does.
+   */
+  waitWorkflow(id: string, opts: WaitOptions = {}): Promise<WorkflowResponse> {
+    return this.#waitFor<WorkflowResponse>(`/v1/workflows/${enc(id)}`, (w) => w.state !== "running", opts);
   }
 
   /**

@@ -38,6 +38,8 @@ export class InvalidState extends TetherError {}
 export class PayloadTooLarge extends TetherError {}
 /** 415: a body that is not JSON. */
 export class UnsupportedMediaType extends TetherError {}
+/** 429: the tenant already holds as many event streams (`GET /v1/events`) open as the server allows. */
+export class TooManyRequests extends TetherError {}
 /** 503: the database is unreachable or the request timed out; safe to retry. */
 export class Unavailable extends TetherError {}
 /** 500: an unexpected storage failure (details in the server's log). */
@@ -67,6 +69,7 @@ export const ERROR_CLASSES: Record<ErrorCode, new (message: string, code: ErrorC
   invalid_state: InvalidState,
   payload_too_large: PayloadTooLarge,
   unsupported_media_type: UnsupportedMediaType,
+  too_many_requests: TooManyRequests,
   unavailable: Unavailable,
   internal: Internal,
 };

@@ -4,7 +4,21 @@
 // guarantees as tether's Rust worker runtime.
 
 export { Client, isTransient } from "./client.js";
-export type { CallOptions, ClaimAnswer, ClaimRequest, ClientOptions, CronPreviewQuery, EventsQuery, ListQuery, WorkflowListQuery } from "./client.js";
+export type {
+  CallOptions,
+  ClaimAnswer,
+  ClaimRequest,
+  ClientOptions,
+  CronPreviewQuery,
+  EventsQuery,
+  ListQuery,
+  StreamEvent,
+  StreamFilter,
+  StreamGap,
+  StreamOptions,
+  WaitOptions,
+  WorkflowListQuery,
+} from "./client.js";
 export { EnqueuedWorkflow, MAX_WORKFLOW_ENTRIES, WorkflowBuilder, WorkflowEntry } from "./workflow.js";
 export type { WorkflowDependency, WorkflowOptions, WorkflowStep } from "./workflow.js";
 export { Worker } from "./worker.js";
@@ -37,6 +51,7 @@ export {
   RetryAfter,
   Snooze,
   TetherError,
+  TooManyRequests,
   TransportError,
   Unauthenticated,
   Unavailable,

@@ -57,6 +57,7 @@ export type ErrorCode =
   | "invalid_state"
   | "payload_too_large"
   | "unsupported_media_type"
+  | "too_many_requests"
   | "unavailable"
   | "internal";
 
@@ -258,6 +259,37 @@ export interface DependencyJob {
 /** `GET /v1/jobs/{id}/dependencies`: the job's dependencies in the order it named them. */
 export interface DependenciesResponse {
   jobs: DependencyJob[];
+}
+
+/**
+ * The `data` of one message of `GET /v1/events`: a history event with its job's queue, kind and workflow,
+ * and the state it left the job in.
+ */
+export interface FeedEventData {
+  /** Where a client stands once it has this event (also the message's `id`; opaque). */
+  cursor: string;
+  job_id: string;
+  /** The job's workflow, if any. */
+  workflow_id: string | null;
+  /** The job's queue. */
+  queue: string;
+  /** The job's kind. */
+  kind: string;
+  /** What happened (also the message's `event`). */
+  event: EventKind;
+  /** When it happened. */
+  at: string;
+  /** The job's attempt after the event. */
+  attempt: number;
+  /** The worker involved, if any. */
+  worker_id: string | null;
+  /** Context, e.g. the error message. */
+  detail: string | null;
+  /**
+   * The job's state right after the event (for `enqueued`, `replayed` and `lease_lost`, which do not set
+   * one, its state when the stream read the event).
+   */
+  state: JobState;
 }
 
 export interface EventListResponse {

@@ -178,6 +178,7 @@ const ROUTES: Record<string, string> = {
   "GET /metrics": "metrics",
   "GET /openapi.json": "openapi",
   "GET /v1/cron/preview": "cronPreview",
+  "GET /v1/events": "streamEvents",
   "GET /v1/jobs": "list",
   "POST /v1/jobs": "enqueue",
   "POST /v1/jobs/batch": "enqueueBatch",

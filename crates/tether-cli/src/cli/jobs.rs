@@ -1,4 +1,4 @@
-//! `tether jobs ls | show | events | cancel | replay`.
+//! `tether jobs ls | show | wait | events | cancel | replay`.
 
 use chrono::{DateTime, Utc};
 use clap::Subcommand;
@@ -26,6 +26,16 @@ enum JobsCommand {
     Show {
         /// The job's id, or its first hex digits (at least 4) if they name one job.
         id: String,
+    },
+    /// Wait until a job has finished (or --timeout has passed), then show it.
+    /// Exits 0 if it succeeded, 1 otherwise (failed, cancelled, or not
+    /// finished in time).
+    Wait {
+        /// The job's id, or its first hex digits (at least 4) if they name one job.
+        id: String,
+        /// How long to wait.
+        #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = crate::duration::parse)]
+        timeout: std::time::Duration,
     },
     /// A job's history, oldest first.
     Events {
@@ -221,6 +231,23 @@ pub(crate) async fn run(args: JobsArgs) -> Result<(), CliError> {
             text.push_str(&indent(&events_table(&events, now).render(width_less(2))));
             out(&text);
             Ok(())
+        }
+        JobsCommand::Wait { id, timeout } => {
+            let id = resolve_id(&ctx, &id).await?;
+            let job = ctx.call(ctx.client.wait_job(id, timeout)).await?;
+            if ctx.json {
+                ctx.print_doc("job", &job)?;
+            } else {
+                out(&job_fields(&job, Utc::now()));
+            }
+            match job.state {
+                JobState::Succeeded => Ok(()),
+                state if state.is_terminal() => Err(CliError::Failed(format!("job {id} {state}"))),
+                state => Err(CliError::Failed(format!(
+                    "job {id} is still {state} after {}",
+                    humantime::format_duration(timeout)
+                ))),
+            }
         }
         JobsCommand::Events { id } => {
             let id = resolve_id(&ctx, &id).await?;

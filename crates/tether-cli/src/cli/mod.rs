@@ -14,6 +14,7 @@
 
 mod dlq;
 mod enqueue;
+mod events;
 mod format;
 mod jobs;
 mod queues;
@@ -43,8 +44,10 @@ pub enum ClientCommand {
     Enqueue(enqueue::EnqueueArgs),
     /// List, inspect, cancel and replay jobs.
     Jobs(jobs::JobsArgs),
-    /// Workflows (graphs of jobs): list, show the graph, cancel and retry whole.
+    /// Workflows (graphs of jobs): list, show the graph, wait, cancel and retry whole.
     Workflows(workflows::WorkflowsArgs),
+    /// The history as it is committed, one line per event, until Ctrl-C.
+    Events(events::EventsArgs),
     /// Queue health, settings and throughput; pause, resume and remove.
     Queues(queues::QueuesArgs),
     /// The dead-letter queue (failed jobs): list and replay.
@@ -146,6 +149,7 @@ pub async fn run(command: ClientCommand) -> Result<(), CliError> {
         ClientCommand::Enqueue(args) => enqueue::run(args).await,
         ClientCommand::Jobs(args) => jobs::run(args).await,
         ClientCommand::Workflows(args) => workflows::run(args).await,
+        ClientCommand::Events(args) => events::run(args).await,
         ClientCommand::Queues(args) => queues::run(args).await,
         ClientCommand::Dlq(args) => dlq::run(args).await,
         ClientCommand::Schedules(args) => schedules::run(args).await,

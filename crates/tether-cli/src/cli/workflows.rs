@@ -1,4 +1,4 @@
-//! `tether workflows ls | show | cancel | retry`: named graphs of jobs,
+//! `tether workflows ls | show | wait | cancel | retry`: named graphs of jobs,
 //! read, cancelled and retried whole. `show` draws the graph as a tree.
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -32,6 +32,15 @@ enum WorkflowsCommand {
     Show {
         /// The workflow's id.
         id: String,
+    },
+    /// Wait until a workflow has finished (or --timeout has passed), then
+    /// show it. Exits 0 if it succeeded, 1 otherwise.
+    Wait {
+        /// The workflow's id.
+        id: String,
+        /// How long to wait.
+        #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = crate::duration::parse)]
+        timeout: std::time::Duration,
     },
     /// Cancel every unfinished job of a workflow: waiting and queued ones at
     /// once, running ones are asked to stop.
@@ -103,6 +112,23 @@ pub(crate) async fn run(args: WorkflowsArgs) -> Result<(), CliError> {
             }
             out(&show(&graph));
             Ok(())
+        }
+        WorkflowsCommand::Wait { id, timeout } => {
+            let id = workflow_id(&id)?;
+            let graph = ctx.call(ctx.client.wait_workflow(id, timeout)).await?;
+            if ctx.json {
+                ctx.print_json(&graph)?;
+            } else {
+                out(&show(&graph));
+            }
+            match graph.workflow.state {
+                WorkflowState::Succeeded => Ok(()),
+                WorkflowState::Running => Err(CliError::Failed(format!(
+                    "workflow {id} is still running after {}",
+                    humantime::format_duration(timeout)
+                ))),
+                state => Err(CliError::Failed(format!("workflow {id} {state}"))),
+            }
         }
         WorkflowsCommand::Cancel { id } => {
             let id = workflow_id(&id)?;

@@ -65,6 +65,7 @@ fn every_example_of_docs_cli_md_parses() {
         "enqueue",
         "jobs",
         "workflows",
+        "events",
         "queues",
         "dlq",
         "schedules",

@@ -323,3 +323,82 @@ async fn workflows(s: &Setup) {
         run.stderr
     );
 }
+
+/// `tether jobs wait`, `tether workflows wait` (exit 0 once succeeded, 1
+/// while unfinished at the timeout or when it failed) and `tether events`
+/// (a line per event as it is committed), on SQLite.
+#[tokio::test]
+async fn waiting_and_tailing_events() {
+    let s = Setup::sqlite("cli-wait");
+    let made = s
+        .post(
+            "/v1/jobs/batch",
+            json!({"workflow": {"name": "w"}, "jobs": [
+                {"queue": "wait", "kind": "one"},
+                {"queue": "wait", "kind": "two", "depends_on_entries": [0]},
+            ]}),
+        )
+        .await;
+    let w = made["workflow_id"].as_str().unwrap().to_owned();
+    let first = made["results"][0]["job"]["id"].as_str().unwrap().to_owned();
+
+    let early = s
+        .cli(&["workflows", "wait", &w, "--timeout", "200ms"])
+        .expect(1);
+    assert!(
+        early.stderr.contains("still running after 200ms"),
+        "{}",
+        early.stderr
+    );
+    let job = s
+        .cli(&["jobs", "wait", &first, "--timeout", "100ms", "--json"])
+        .expect(1);
+    assert_eq!(job.json()["job"]["state"], "queued");
+
+    // Tail the stream in a child process while the jobs run.
+    let mut tail = std::process::Command::new(env!("CARGO_BIN_EXE_tether"))
+        .args([
+            "events",
+            "--json",
+            "--queue",
+            "wait",
+            "--event",
+            "succeeded",
+        ])
+        .env_clear()
+        .env("TETHER_URL", &s.url)
+        .env("TETHER_DATA_DIR", s.dir())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = tail.stdout.take().unwrap();
+    let (lines, seen) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines() {
+            if lines.send(line.unwrap()).is_err() {
+                return;
+            }
+        }
+    });
+    // Let it connect: it shows what is committed from then on.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    s.settle("wait", &[]).await;
+    s.settle("wait", &[]).await;
+
+    let done = s.cli(&["workflows", "wait", &w, "--timeout", "10s"]).ok();
+    assert!(done.stdout.contains("succeeded"), "{}", done.stdout);
+    s.cli(&["jobs", "wait", &first]).ok();
+    let mut kinds = Vec::new();
+    for _ in 0..2 {
+        let line = seen
+            .recv_timeout(Duration::from_secs(10))
+            .expect("an event line within 10 s");
+        let doc: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(doc["event"]["event"], "succeeded", "{line}");
+        kinds.push(doc["event"]["kind"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(kinds, ["one", "two"]);
+    let _ = tail.kill();
+    let _ = tail.wait();
+}

@@ -26,12 +26,15 @@ use tether_api::*;
 
 mod attempts;
 mod enqueue;
+mod feed;
 mod jobs;
 mod queues;
 mod schedules;
 mod service;
 mod tenants;
 mod workflows;
+
+pub use feed::{EventStream, StreamFilter, StreamItem};
 
 /// Default limit of one request (a long-poll claim gets its `wait_ms` on top).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);

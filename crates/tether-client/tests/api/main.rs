@@ -6,6 +6,7 @@ mod admin;
 #[path = "../common/mod.rs"]
 mod common;
 mod errors;
+mod feed;
 mod flow;
 mod jobs;
 mod operators;

@@ -85,13 +85,13 @@ pub async fn the_feed_reads_each_event_once_in_order(db: &TestDb) {
     assert_eq!(
         states,
         [
-            (a.id, EventKind::Enqueued, JobState::Succeeded),
-            (b.id, EventKind::Enqueued, JobState::Cancelled),
+            (a.id, EventKind::Enqueued, JobState::Queued),
+            (b.id, EventKind::Enqueued, JobState::Queued),
             (a.id, EventKind::Claimed, JobState::Running),
             (a.id, EventKind::Succeeded, JobState::Succeeded),
             (b.id, EventKind::Cancelled, JobState::Cancelled),
         ],
-        "enqueued says no state of its own: the job's when read"
+        "each event's own state"
     );
     let b_event = &events[1];
     assert_eq!(

@@ -51,6 +51,19 @@ impl Snapshot {
 }
 
 impl Snapshot {
+    /// Whether this snapshot sees every transaction `other` sees (it was
+    /// taken later, or no earlier: a read from `other` up to this one
+    /// misses nothing).
+    pub fn includes(&self, other: &Snapshot) -> bool {
+        let newer = other.xmax <= self.xmax
+            || (self.xmax..other.xmax).all(|x| other.xip.binary_search(&x).is_ok());
+        newer
+            && self
+                .xip
+                .iter()
+                .all(|x| *x >= other.xmax || other.xip.binary_search(x).is_ok())
+    }
+
     /// This snapshot, made to see every transaction up to `xid` as well:
     /// where a reader stands once told that events of transactions up to
     /// `xid` were removed (a gap).
@@ -214,10 +227,16 @@ pub struct FeedPage {
 
 /// The state an event left its job in, where the event says it: a claim
 /// leaves it running, a success succeeded, a lapsed lease wherever its
-/// detail says. `enqueued`, `replayed` and `lease_lost` do not say (a new
-/// or replayed job may wait for dependencies or not; a lost lease changes
-/// nothing): for those it is `current`, the job's state when read.
-pub fn state_after(event: EventKind, detail: Option<&str>, current: JobState) -> JobState {
+/// detail says; a new or replayed job without dependencies is queued.
+/// Where the event does not say (`enqueued` or `replayed` of a job with
+/// dependencies, which may have waited or not; `lease_lost`, which changes
+/// nothing) it is `current`, the job's state when read.
+pub fn state_after(
+    event: EventKind,
+    detail: Option<&str>,
+    has_dependencies: bool,
+    current: JobState,
+) -> JobState {
     match event {
         EventKind::Claimed | EventKind::CancelRequested => JobState::Running,
         EventKind::RetryScheduled | EventKind::Snoozed | EventKind::Released => JobState::Queued,
@@ -225,6 +244,7 @@ pub fn state_after(event: EventKind, detail: Option<&str>, current: JobState) ->
         EventKind::Failed | EventKind::Expired => JobState::Failed,
         EventKind::Cancelled => JobState::Cancelled,
         EventKind::LeaseExpired => detail.and_then(|d| d.parse().ok()).unwrap_or(current),
+        EventKind::Enqueued | EventKind::Replayed if !has_dependencies => JobState::Queued,
         EventKind::Enqueued | EventKind::Replayed | EventKind::LeaseLost => current,
     }
 }
@@ -281,6 +301,28 @@ mod tests {
     }
 
     #[test]
+    fn includes_is_seeing_at_least_as_much() {
+        let all: Vec<Snapshot> = [
+            "10:20:12,15",
+            "10:20:",
+            "10:25:12,15,21",
+            "12:25:12,21",
+            "16:30:",
+            "10:12:10,11",
+            "10:20:12",
+        ]
+        .iter()
+        .map(|s| s.parse().unwrap())
+        .collect();
+        for a in &all {
+            for b in &all {
+                let sees_more = (1..40).all(|x| !b.sees(x) || a.sees(x));
+                assert_eq!(a.includes(b), sees_more, "{a} includes {b}");
+            }
+        }
+    }
+
+    #[test]
     fn seeing_through_adds_exactly_what_ended_by_then() {
         let s: Snapshot = "10:20:12,15".parse().unwrap();
         for through in [5, 12, 13, 15, 19, 25] {
@@ -295,13 +337,20 @@ mod tests {
     #[test]
     fn state_after_reads_the_event_first() {
         let q = JobState::Queued;
-        assert_eq!(state_after(EventKind::Claimed, None, q), JobState::Running);
         assert_eq!(
-            state_after(EventKind::LeaseExpired, Some("failed"), q),
+            state_after(EventKind::Claimed, None, false, q),
+            JobState::Running
+        );
+        assert_eq!(
+            state_after(EventKind::LeaseExpired, Some("failed"), false, q),
             JobState::Failed
         );
         assert_eq!(
-            state_after(EventKind::Enqueued, None, JobState::Waiting),
+            state_after(EventKind::Enqueued, None, false, JobState::Succeeded),
+            JobState::Queued
+        );
+        assert_eq!(
+            state_after(EventKind::Enqueued, None, true, JobState::Waiting),
             JobState::Waiting
         );
     }

@@ -30,7 +30,8 @@ pub(crate) const READ: &str = "
     ),
     found AS (
         SELECT e.seq, e.job_id, e.tenant, e.at, e.event, e.attempt, e.worker_id, e.detail,
-               j.queue, j.kind, j.workflow_id, j.state
+               j.queue, j.kind, j.workflow_id, j.state,
+               cardinality(j.depends_on) > 0 AS has_dependencies
         FROM unseen e
         JOIN tether.jobs j ON j.id = e.job_id
         CROSS JOIN batch b

@@ -1,5 +1,7 @@
 //! `jobs`: producing and managing jobs.
 
+use std::time::Duration;
+
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
@@ -155,9 +157,10 @@ pub(crate) async fn list_jobs(
     get,
     path = "/v1/jobs/{id}",
     tag = "jobs",
-    params(("id" = Uuid, Path, description = "The job's id.")),
+    params(("id" = Uuid, Path, description = "The job's id."), WaitQuery),
     responses(
         (status = 200, description = "The job.", body = JobResponse),
+        (status = 400, response = BadRequest),
         (status = 404, description = "`not_found`: no such job in this tenant (also an id that is not a UUID).", body = ErrorBody),
     )
 )]
@@ -165,9 +168,34 @@ pub(crate) async fn get_job(
     State(st): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
+    ApiQuery(q): ApiQuery<WaitQuery>,
 ) -> ApiResult<Json<JobResponse>> {
     let id = job_id(&id)?;
-    Ok(job(st.engine.get(caller.tenant(), id).await?))
+    let wait = wait_ms(&st, q.wait_ms)?;
+    let tenant = caller.tenant();
+    let found = crate::feed::wait_for(
+        &st,
+        tenant,
+        wait,
+        |e| e.job_id == id,
+        || st.engine.get(tenant, id),
+        |j| j.state.is_terminal(),
+    )
+    .await?;
+    Ok(job(found))
+}
+
+/// The `wait_ms` of a read: 0 to the server's longest wait.
+pub(crate) fn wait_ms(st: &AppState, wait_ms: Option<String>) -> ApiResult<Duration> {
+    let max = st.config.max_wait_ms;
+    match non_empty(wait_ms).map(|s| s.parse::<i64>()) {
+        None => Ok(Duration::ZERO),
+        Some(Ok(ms)) if (0..=max).contains(&ms) => Ok(Duration::from_millis(ms as u64)),
+        Some(_) => Err(ApiError::invalid_field(
+            "wait_ms",
+            format!("must be an integer from 0 to {max}"),
+        )),
+    }
 }
 
 /// Read a job's history.

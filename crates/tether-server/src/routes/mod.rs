@@ -11,6 +11,7 @@
 //! answer 400, 413 and 415.
 
 pub(crate) mod attempts;
+pub(crate) mod feed;
 pub(crate) mod jobs;
 pub(crate) mod queues;
 pub(crate) mod schedules;
@@ -45,6 +46,7 @@ pub(crate) fn api(
         .routes(routes!(jobs::enqueue_batch))
         .routes(routes!(jobs::get_job))
         .routes(routes!(jobs::job_events))
+        .routes(routes!(feed::events))
         .routes(routes!(workflows::job_dependencies))
         .routes(routes!(workflows::list_workflows))
         .routes(routes!(workflows::get_workflow))

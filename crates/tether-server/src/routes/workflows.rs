@@ -95,9 +95,10 @@ pub(crate) async fn list_workflows(
     get,
     path = "/v1/workflows/{id}",
     tag = "workflows",
-    params(("id" = Uuid, Path, description = "The workflow's id.")),
+    params(("id" = Uuid, Path, description = "The workflow's id."), WaitQuery),
     responses(
         (status = 200, description = "The workflow and its graph.", body = WorkflowResponse),
+        (status = 400, response = BadRequest),
         (status = 404, description = "`not_found`: no such workflow in this tenant (also an id that is not a UUID).", body = ErrorBody),
     )
 )]
@@ -105,11 +106,21 @@ pub(crate) async fn get_workflow(
     State(st): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
+    ApiQuery(q): ApiQuery<WaitQuery>,
 ) -> ApiResult<Json<WorkflowResponse>> {
     let id = workflow_id(&id)?;
-    Ok(Json(
-        st.engine.get_workflow(caller.tenant(), id).await?.into(),
-    ))
+    let wait = super::jobs::wait_ms(&st, q.wait_ms)?;
+    let tenant = caller.tenant();
+    let graph = crate::feed::wait_for(
+        &st,
+        tenant,
+        wait,
+        |e| e.workflow_id == Some(id),
+        || st.engine.get_workflow(tenant, id),
+        |g| g.workflow.state != WorkflowState::Running,
+    )
+    .await?;
+    Ok(Json(graph.into()))
 }
 
 /// Cancel a workflow.

@@ -227,3 +227,94 @@ impl Ctx {
         )
     }
 }
+
+/// One message of a server-sent event stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    pub id: Option<String>,
+    pub event: String,
+    pub data: Value,
+}
+
+/// A server-sent event stream being read.
+pub struct SseReader {
+    body: axum::body::BodyDataStream,
+    buffer: String,
+}
+
+impl SseReader {
+    /// The next message, or `None` if none comes within `wait` (or the
+    /// stream ended). Comment lines (heartbeats) are skipped.
+    pub async fn next(&mut self, wait: std::time::Duration) -> Option<Message> {
+        use futures_util::StreamExt;
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let (mut id, mut event, mut data) = (None, String::from("message"), String::new());
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("id:") {
+                        id = Some(v.trim_start().to_owned());
+                    } else if let Some(v) = line.strip_prefix("event:") {
+                        event = v.trim_start().to_owned();
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data.push_str(v.trim_start());
+                    }
+                }
+                if data.is_empty() && id.is_none() {
+                    continue; // a comment
+                }
+                let data = serde_json::from_str(&data).unwrap_or(Value::String(data));
+                return Some(Message { id, event, data });
+            }
+            let chunk = tokio::time::timeout_at(deadline, self.body.next())
+                .await
+                .ok()??;
+            self.buffer
+                .push_str(std::str::from_utf8(&chunk.expect("a body chunk")).expect("text"));
+        }
+    }
+}
+
+impl Ctx {
+    /// Opens `GET uri` as an event stream with `key`, and `Last-Event-ID`
+    /// when given: the status, and the reader when it is 200 (else the
+    /// error body).
+    pub async fn stream(
+        &self,
+        uri: &str,
+        key: &str,
+        last_event_id: Option<&str>,
+    ) -> Result<SseReader, Answer> {
+        let mut req = Request::builder()
+            .method(Method::GET)
+            .uri(uri)
+            .header("authorization", format!("Bearer {key}"));
+        if let Some(id) = last_event_id {
+            req = req.header("last-event-id", id);
+        }
+        let resp = self
+            .app
+            .clone()
+            .oneshot(req.body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        let status = resp.status();
+        if status != StatusCode::OK {
+            let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+                .await
+                .unwrap();
+            let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            return Err(Answer { status, body });
+        }
+        assert_eq!(
+            resp.headers()["content-type"],
+            "text/event-stream",
+            "an event stream"
+        );
+        Ok(SseReader {
+            body: resp.into_body().into_data_stream(),
+            buffer: String::new(),
+        })
+    }
+}

@@ -7,6 +7,7 @@
 mod common;
 mod dashboard;
 mod errors;
+mod events;
 mod jobs;
 mod neighbours;
 mod openapi;
@@ -14,6 +15,7 @@ mod operators;
 mod polling;
 mod schedules;
 mod tenants;
+mod waiting;
 mod workflows;
 
 use std::time::{Duration, Instant};

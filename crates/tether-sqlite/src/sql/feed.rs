@@ -17,7 +17,8 @@ pub(crate) const READ: &str = "SELECT \
          SELECT e.seq AS seq, e.job_id AS job_id, e.tenant AS tenant, e.at AS at, \
                 e.event AS event, e.attempt AS attempt, e.worker_id AS worker_id, \
                 e.detail AS detail, j.queue AS queue, j.kind AS kind, \
-                j.workflow_id AS workflow_id, j.state AS state \
+                j.workflow_id AS workflow_id, j.state AS state, \
+                j.depends_on IS NOT NULL AS has_dependencies \
          FROM tether_job_events e CROSS JOIN tether_jobs j \
          WHERE j.id = e.job_id AND e.seq > ?1 \
            AND (?2 IS NULL OR e.tenant = ?2) AND (?3 IS NULL OR j.queue = ?3) \

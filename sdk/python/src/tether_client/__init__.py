@@ -1,7 +1,9 @@
 """Python client and worker for tether, a durable background-job queue.
 
 :class:`Client` (blocking) and :class:`AsyncClient` speak tether's HTTP API:
-enqueue jobs, read and manage them, queues, schedules, tenants and keys.
+enqueue jobs, read and manage them, wait for their results, follow the
+history as it is committed (``stream_events``), queues, schedules, tenants
+and keys.
 :class:`Worker` claims jobs of a queue and runs your handlers with the same
 guarantees as tether's Rust worker: batched heartbeats at a third of the
 lease, fenced results, retry-after vs snooze, cooperative cancel, and a
@@ -21,7 +23,7 @@ graceful hand-back on SIGTERM.
     worker.run()
 """
 
-from ._client import AsyncClient, Client
+from ._client import AsyncClient, AsyncEventStream, Client, EventStream
 from ._errors import (
     AlreadyExists,
     DecodeError,
@@ -34,6 +36,7 @@ from ._errors import (
     PayloadTooLarge,
     PermissionDenied,
     TetherError,
+    TooManyRequests,
     TransportError,
     Unauthenticated,
     Unavailable,
@@ -54,6 +57,9 @@ from ._models import (
     EnqueueResult,
     EventPage,
     FailItem,
+    FeedEvent,
+    FeedGap,
+    FeedItem,
     HeartbeatAck,
     HeartbeatItem,
     ItemResult,
@@ -85,6 +91,7 @@ __all__ = [
     "AlreadyExists",
     "ApiKey",
     "AsyncClient",
+    "AsyncEventStream",
     "Backoff",
     "BulkReplay",
     "ClaimResult",
@@ -99,8 +106,12 @@ __all__ = [
     "EnqueueResult",
     "EnqueuedWorkflow",
     "EventPage",
+    "EventStream",
     "FailItem",
     "Fatal",
+    "FeedEvent",
+    "FeedGap",
+    "FeedItem",
     "HeartbeatAck",
     "HeartbeatItem",
     "Internal",
@@ -126,6 +137,7 @@ __all__ = [
     "StateCounts",
     "Tenant",
     "TetherError",
+    "TooManyRequests",
     "TransportError",
     "Unauthenticated",
     "Unavailable",

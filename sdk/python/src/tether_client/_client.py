@@ -3,17 +3,44 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import random
 import time
-from typing import Any, AsyncIterator, Callable, Dict, Iterator, Optional, TypeVar
+from typing import (
+    Any,
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Dict,
+    Generator,
+    Iterable,
+    Iterator,
+    Optional,
+    TypeVar,
+    Union,
+)
 
 import httpx
 
 from ._errors import DecodeError, TetherError, TransportError, Unavailable, error_from_body
-from ._models import Job, JobEvent, Workflow, WorkflowState
+from ._models import JSON, FeedItem, Job, JobEvent, Workflow, WorkflowDetail, WorkflowState
 from ._routes_async import AsyncRoutes
 from ._routes_sync import SyncRoutes
+from ._stream import (
+    FINISHED_JOB_STATES,
+    SseDecoder,
+    answered_early,
+    feed_item,
+    item_id,
+    reconnects_after,
+    stream_error,
+    stream_headers,
+    stream_params,
+    stream_timeout,
+    wait_ms_for,
+)
 from ._util import UNSET
 
 T = TypeVar("T")
@@ -22,6 +49,8 @@ DEFAULT_URL = "http://127.0.0.1:7070"
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_RETRIES = 4
 USER_AGENT = "tether-client-python/0.1.0"
+
+log = logging.getLogger("tether_client.events")
 
 
 def _settings(url: Optional[str], key: Optional[str]) -> tuple[str, Optional[str]]:
@@ -206,6 +235,109 @@ class Client(_Configured, SyncRoutes):
                 return
             cursor = page.next_cursor
 
+    # ---- waiting for results ---------------------------------------------
+
+    def _wait(
+        self,
+        read: Callable[[int], T],
+        finished: Callable[[T], bool],
+        timeout: Optional[float],
+    ) -> T:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        early = 0
+        while True:
+            started = time.monotonic()
+            wait_ms = wait_ms_for(deadline, started)
+            found = read(wait_ms)
+            now = time.monotonic()
+            if finished(found) or (deadline is not None and now >= deadline):
+                return found
+            if answered_early(started, now, wait_ms):
+                early += 1
+                pause = _backoff(early)
+                time.sleep(pause if deadline is None else min(pause, deadline - now))
+            else:
+                early = 0
+
+    def wait(self, job_id: str, *, timeout: Optional[float] = None) -> Job:
+        """The job once it has finished (``succeeded``, ``failed`` or
+        ``cancelled``), or as it is when ``timeout`` has passed: check its
+        ``state``. ``timeout`` is in **seconds**, like the client's own
+        (``None``: as long as it takes; 0: one read at once). Asks
+        ``GET /v1/jobs/{id}?wait_ms=`` again every 30 s at most (the server's
+        longest wait), so the server answers as soon as the job ends, without
+        polling."""
+        return self._wait(
+            lambda ms: self.get(job_id, wait_ms=ms),
+            lambda job: job.state in FINISHED_JOB_STATES,
+            timeout,
+        )
+
+    def wait_workflow(
+        self, workflow_id: str, *, timeout: Optional[float] = None
+    ) -> WorkflowDetail:
+        """The workflow and its graph once it has finished (any state but
+        ``running``), or as it is when ``timeout`` (in **seconds**; ``None``:
+        no limit) has passed; as :meth:`wait`, over
+        ``GET /v1/workflows/{id}?wait_ms=``."""
+        return self._wait(
+            lambda ms: self.get_workflow(workflow_id, wait_ms=ms),
+            lambda wf: wf.state != "running",
+            timeout,
+        )
+
+    def enqueue_and_wait(
+        self,
+        queue: str,
+        kind: str,
+        payload: JSON = None,
+        *,
+        timeout: Optional[float] = None,
+        **options: Any,
+    ) -> Job:
+        """Enqueues a job (``options``: those of :meth:`enqueue`) and waits for
+        it (:meth:`wait`) up to ``timeout`` seconds (``None``: no limit): the
+        finished job with its ``result``, or the job as it is then. Its
+        ``created`` is the enqueue's."""
+        job = self.enqueue(queue, kind, payload, **options)
+        done = self.wait(job.id, timeout=timeout)
+        done.created = job.created
+        return done
+
+    # ---- the event stream ----------------------------------------------------
+
+    def stream_events(
+        self,
+        *,
+        queue: Optional[str] = None,
+        job_id: Optional[str] = None,
+        workflow_id: Optional[str] = None,
+        events: Union[str, Iterable[str], None] = None,
+        after: Optional[str] = None,
+    ) -> EventStream:
+        """The tenant's history as it is committed (``GET /v1/events``): an
+        iterator of :class:`FeedEvent` (and :class:`FeedGap` when retention
+        removed events before the stream read them), which blocks until the
+        next one. The filters narrow it (``events``: event names). It starts
+        right after the cursor ``after`` (a ``FeedEvent.cursor``), or with
+        what is committed from now on.
+
+        When the connection drops (no answer, a read silent for 45 s, 503,
+        the server ending the stream) it reconnects by itself, with jittered
+        backoff and as long as it takes, resuming after the last item it
+        yielded (``Last-Event-ID``): the reader sees every committed event
+        exactly once. (Until the first item of a stream started without
+        ``after`` there is nothing to resume from: a reconnect then starts
+        from now again.) Other errors raise: ``InvalidArgument`` (a bad
+        filter or cursor), ``Unauthenticated``, ``PermissionDenied``,
+        ``TooManyRequests`` (the tenant has too many streams open).
+
+        Breaking out of a ``for`` loop over it closes the connection once
+        the stream is dropped; ``with client.stream_events() as s:`` or
+        ``s.close()`` closes it at once. ``s.last_id`` is the cursor to
+        resume from later."""
+        return EventStream(self, stream_params(queue, job_id, workflow_id, events), after)
+
 
 class AsyncClient(_Configured, AsyncRoutes):
     """The asyncio twin of :class:`Client`: the same methods, awaited."""
@@ -309,3 +441,237 @@ class AsyncClient(_Configured, AsyncRoutes):
             if not page.next_cursor:
                 return
             cursor = page.next_cursor
+
+    # ---- waiting for results ---------------------------------------------
+
+    async def _wait(
+        self,
+        read: Callable[[int], Awaitable[T]],
+        finished: Callable[[T], bool],
+        timeout: Optional[float],
+    ) -> T:
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        early = 0
+        while True:
+            started = loop.time()
+            wait_ms = wait_ms_for(deadline, started)
+            found = await read(wait_ms)
+            now = loop.time()
+            if finished(found) or (deadline is not None and now >= deadline):
+                return found
+            if answered_early(started, now, wait_ms):
+                early += 1
+                pause = _backoff(early)
+                await asyncio.sleep(pause if deadline is None else min(pause, deadline - now))
+            else:
+                early = 0
+
+    async def wait(self, job_id: str, *, timeout: Optional[float] = None) -> Job:
+        """The job once it has finished (``succeeded``, ``failed`` or
+        ``cancelled``), or as it is when ``timeout`` (in **seconds**;
+        ``None``: no limit) has passed: see :meth:`Client.wait`."""
+        return await self._wait(
+            lambda ms: self.get(job_id, wait_ms=ms),
+            lambda job: job.state in FINISHED_JOB_STATES,
+            timeout,
+        )
+
+    async def wait_workflow(
+        self, workflow_id: str, *, timeout: Optional[float] = None
+    ) -> WorkflowDetail:
+        """The workflow and its graph once it has finished (any state but
+        ``running``), or as it is when ``timeout`` (in **seconds**; ``None``:
+        no limit) has passed."""
+        return await self._wait(
+            lambda ms: self.get_workflow(workflow_id, wait_ms=ms),
+            lambda wf: wf.state != "running",
+            timeout,
+        )
+
+    async def enqueue_and_wait(
+        self,
+        queue: str,
+        kind: str,
+        payload: JSON = None,
+        *,
+        timeout: Optional[float] = None,
+        **options: Any,
+    ) -> Job:
+        """Enqueues a job (``options``: those of :meth:`enqueue`) and waits
+        for it up to ``timeout`` seconds (``None``: no limit); its
+        ``created`` is the enqueue's."""
+        job = await self.enqueue(queue, kind, payload, **options)
+        done = await self.wait(job.id, timeout=timeout)
+        done.created = job.created
+        return done
+
+    # ---- the event stream ----------------------------------------------------
+
+    def stream_events(
+        self,
+        *,
+        queue: Optional[str] = None,
+        job_id: Optional[str] = None,
+        workflow_id: Optional[str] = None,
+        events: Union[str, Iterable[str], None] = None,
+        after: Optional[str] = None,
+    ) -> AsyncEventStream:
+        """The tenant's history as it is committed (``GET /v1/events``), as
+        an async iterator: ``async for item in client.stream_events(...)``.
+        It reconnects and resumes by itself like :meth:`Client.stream_events`.
+        ``async with client.stream_events() as s:`` (or ``await s.aclose()``)
+        closes the connection as soon as you are done."""
+        return AsyncEventStream(self, stream_params(queue, job_id, workflow_id, events), after)
+
+
+class EventStream(Iterator[FeedItem]):
+    """What :meth:`Client.stream_events` answers: an iterator of
+    :class:`FeedEvent` and :class:`FeedGap` over ``GET /v1/events`` that
+    reconnects by itself. The connection opens at the first ``next()``.
+    ``last_id`` is the cursor of the last item yielded (or the ``after`` it
+    started from): what the stream resumes from, and what a later stream
+    takes as ``after``. ``close()`` (or leaving a ``with`` block) closes the
+    connection."""
+
+    def __init__(self, client: Client, params: Dict[str, str], after: Optional[str]) -> None:
+        self._client = client
+        self._params = params
+        self.last_id: Optional[str] = after
+        self._items: Generator[FeedItem, None, None] = self._run()
+
+    def __next__(self) -> FeedItem:
+        return next(self._items)
+
+    def close(self) -> None:
+        """Closes the connection; the iterator then ends."""
+        self._items.close()
+
+    def __enter__(self) -> EventStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _run(self) -> Generator[FeedItem, None, None]:
+        http = self._client._http
+        timeout = stream_timeout(self._client._config.timeout)
+        # The first request names its cursor as `after` (a bad one is
+        # refused by that name); reconnects as `Last-Event-ID`.
+        params = dict(self._params)
+        if self.last_id is not None:
+            params["after"] = self.last_id
+        headers = stream_headers(None)
+        failures = 0
+        while True:
+            alive = False
+            reason = ""
+            try:
+                try:
+                    with http.stream(
+                        "GET", "/v1/events", params=params, headers=headers, timeout=timeout
+                    ) as resp:
+                        if resp.status_code != 200:
+                            resp.read()
+                        error = stream_error(resp)
+                        if error is not None:
+                            raise error
+                        decoder = SseDecoder()
+                        for chunk in resp.iter_bytes():
+                            alive = True
+                            for msg in decoder.feed(chunk):
+                                item = feed_item(msg)
+                                self.last_id = item_id(msg, item)
+                                yield item
+                except httpx.TransportError as e:
+                    raise TransportError(f"GET /v1/events: {e!r}") from e
+            except TetherError as e:
+                if not reconnects_after(e):
+                    raise
+                reason = str(e)
+            failures = 1 if alive else failures + 1
+            delay = _backoff(failures)
+            log.log(
+                logging.WARNING if reason else logging.INFO,
+                "event stream: %s; reconnecting in %.2f s after %s",
+                reason or "the server ended the stream",
+                delay,
+                self.last_id or "(no cursor yet: from now)",
+            )
+            params = dict(self._params)
+            headers = stream_headers(self.last_id)
+            time.sleep(delay)
+
+
+class AsyncEventStream(AsyncIterator[FeedItem]):
+    """What :meth:`AsyncClient.stream_events` answers: the async twin of
+    :class:`EventStream` (``async for``, ``await aclose()``,
+    ``async with``)."""
+
+    def __init__(
+        self, client: AsyncClient, params: Dict[str, str], after: Optional[str]
+    ) -> None:
+        self._client = client
+        self._params = params
+        self.last_id: Optional[str] = after
+        self._items: AsyncGenerator[FeedItem, None] = self._run()
+
+    async def __anext__(self) -> FeedItem:
+        return await self._items.__anext__()
+
+    async def aclose(self) -> None:
+        """Closes the connection; the iterator then ends."""
+        await self._items.aclose()
+
+    async def __aenter__(self) -> AsyncEventStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _run(self) -> AsyncGenerator[FeedItem, None]:
+        http = self._client._http
+        timeout = stream_timeout(self._client._config.timeout)
+        params = dict(self._params)
+        if self.last_id is not None:
+            params["after"] = self.last_id
+        headers = stream_headers(None)
+        failures = 0
+        while True:
+            alive = False
+            reason = ""
+            try:
+                try:
+                    async with http.stream(
+                        "GET", "/v1/events", params=params, headers=headers, timeout=timeout
+                    ) as resp:
+                        if resp.status_code != 200:
+                            await resp.aread()
+                        error = stream_error(resp)
+                        if error is not None:
+                            raise error
+                        decoder = SseDecoder()
+                        async for chunk in resp.aiter_bytes():
+                            alive = True
+                            for msg in decoder.feed(chunk):
+                                item = feed_item(msg)
+                                self.last_id = item_id(msg, item)
+                                yield item
+                except httpx.TransportError as e:
+                    raise TransportError(f"GET /v1/events: {e!r}") from e
+            except TetherError as e:
+                if not reconnects_after(e):
+                    raise
+                reason = str(e)
+            failures = 1 if alive else failures + 1
+            delay = _backoff(failures)
+            log.log(
+                logging.WARNING if reason else logging.INFO,
+                "event stream: %s; reconnecting in %.2f s after %s",
+                reason or "the server ended the stream",
+                delay,
+                self.last_id or "(no cursor yet: from now)",
+            )
+            params = dict(self._params)
+            headers = stream_headers(self.last_id)
+            await asyncio.sleep(delay)

@@ -86,6 +86,13 @@ class UnsupportedMediaType(TetherError):
     code = "unsupported_media_type"
 
 
+class TooManyRequests(TetherError):
+    """429: the tenant already holds as many event streams open as the server
+    allows (``GET /v1/events``); retry after closing one."""
+
+    code = "too_many_requests"
+
+
 class Unavailable(TetherError):
     """503: the database (or server) is unreachable right now; safe to retry."""
 
@@ -129,6 +136,7 @@ ERRORS_BY_CODE: Dict[str, Type[TetherError]] = {
         InvalidState,
         PayloadTooLarge,
         UnsupportedMediaType,
+        TooManyRequests,
         Unavailable,
         Internal,
     )
@@ -142,6 +150,7 @@ _BY_STATUS: Dict[int, Type[TetherError]] = {
     405: MethodNotAllowed,
     413: PayloadTooLarge,
     415: UnsupportedMediaType,
+    429: TooManyRequests,
     500: Internal,
     503: Unavailable,
 }

@@ -9,7 +9,18 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Dict, FrozenSet, Iterable, List, Literal, Optional, Type, TypeVar
+from typing import (
+    Any,
+    Dict,
+    FrozenSet,
+    Iterable,
+    List,
+    Literal,
+    Optional,
+    Type,
+    TypeVar,
+    Union,
+)
 
 T = TypeVar("T")
 
@@ -199,6 +210,53 @@ class EventPage:
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> EventPage:
         return _build(cls, data, events=[JobEvent.from_dict(e) for e in data["events"]])
+
+
+@dataclass
+class FeedEvent:
+    """One history event of ``GET /v1/events`` (what
+    :meth:`tether_client.Client.stream_events` yields): the job's event with
+    its queue, kind and workflow, and ``state``, the state it left the job in
+    (for ``enqueued``, ``replayed`` and ``lease_lost``, which set none, the
+    job's state when the stream read the event). ``cursor`` is where a
+    reader stands once it has the event (the message's ``id``): pass it as
+    ``after`` to resume right after it."""
+
+    cursor: str = ""
+    job_id: str = ""
+    workflow_id: Optional[str] = None
+    queue: str = ""
+    kind: str = ""
+    event: str = ""
+    at: str = ""
+    attempt: int = 0
+    worker_id: Optional[str] = None
+    detail: Optional[str] = None
+    state: str = ""
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> FeedEvent:
+        return _build(cls, data)
+
+
+@dataclass
+class FeedGap:
+    """A ``gap`` message of ``GET /v1/events``: retention removed events
+    after the reader's cursor before the stream read them; they are lost,
+    and the stream goes on from ``oldest`` (a cursor, as ``FeedEvent.cursor``)."""
+
+    oldest: str = ""
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> FeedGap:
+        return _build(cls, data)
+
+
+FeedItem = Union[FeedEvent, FeedGap]
+"""What an event stream yields: a :class:`FeedEvent`, or a :class:`FeedGap`
+when events were lost to retention."""
 
 
 @dataclass

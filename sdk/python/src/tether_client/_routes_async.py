@@ -183,13 +183,19 @@ class AsyncRoutes:
 
     # ---- reading and managing jobs ----------------------------------------
 
-    async def get(self, job_id: str) -> Job:
-        """A job by id (``GET /v1/jobs/{id}``)."""
+    async def get(self, job_id: str, *, wait_ms: Optional[int] = None) -> Job:
+        """A job by id (``GET /v1/jobs/{id}``). With ``wait_ms`` (0 to 30 000,
+        the server's longest wait) the server answers once the job has
+        finished (``succeeded``, ``failed`` or ``cancelled``) or when the wait
+        runs out, whichever is first, with the job as it is then; ``wait``
+        waits longer than that."""
         return await self._call(
             "GET",
             f"/v1/jobs/{seg(job_id)}",
             lambda d: Job.from_dict(d["job"]),
+            params=pick(wait_ms=wait_ms),
             retry=True,
+            timeout=None if not wait_ms else wait_ms / 1000 + 30,
         )
 
     async def list(
@@ -304,15 +310,21 @@ class AsyncRoutes:
             "GET", "/v1/workflows", WorkflowPage.from_dict, params=params, retry=True
         )
 
-    async def get_workflow(self, workflow_id: str) -> WorkflowDetail:
+    async def get_workflow(
+        self, workflow_id: str, *, wait_ms: Optional[int] = None
+    ) -> WorkflowDetail:
         """A workflow and its whole graph (``GET /v1/workflows/{id}``): its
         ``jobs`` oldest first, each with ``depends_on``, jobs added at run
-        time included."""
+        time included. With ``wait_ms`` (0 to 30 000) the server answers once
+        the workflow has finished (any state but ``running``) or when the
+        wait runs out, whichever is first; ``wait_workflow`` waits longer."""
         return await self._call(
             "GET",
             f"/v1/workflows/{seg(workflow_id)}",
             WorkflowDetail.from_dict,
+            params=pick(wait_ms=wait_ms),
             retry=True,
+            timeout=None if not wait_ms else wait_ms / 1000 + 30,
         )
 
     async def cancel_workflow(self, workflow_id: str) -> WorkflowCancel:

@@ -181,13 +181,19 @@ class SyncRoutes:
 
     # ---- reading and managing jobs ----------------------------------------
 
-    def get(self, job_id: str) -> Job:
-        """A job by id (``GET /v1/jobs/{id}``)."""
+    def get(self, job_id: str, *, wait_ms: Optional[int] = None) -> Job:
+        """A job by id (``GET /v1/jobs/{id}``). With ``wait_ms`` (0 to 30 000,
+        the server's longest wait) the server answers once the job has
+        finished (``succeeded``, ``failed`` or ``cancelled``) or when the wait
+        runs out, whichever is first, with the job as it is then; ``wait``
+        waits longer than that."""
         return self._call(
             "GET",
             f"/v1/jobs/{seg(job_id)}",
             lambda d: Job.from_dict(d["job"]),
+            params=pick(wait_ms=wait_ms),
             retry=True,
+            timeout=None if not wait_ms else wait_ms / 1000 + 30,
         )
 
     def list(
@@ -302,15 +308,21 @@ class SyncRoutes:
             "GET", "/v1/workflows", WorkflowPage.from_dict, params=params, retry=True
         )
 
-    def get_workflow(self, workflow_id: str) -> WorkflowDetail:
+    def get_workflow(
+        self, workflow_id: str, *, wait_ms: Optional[int] = None
+    ) -> WorkflowDetail:
         """A workflow and its whole graph (``GET /v1/workflows/{id}``): its
         ``jobs`` oldest first, each with ``depends_on``, jobs added at run
-        time included."""
+        time included. With ``wait_ms`` (0 to 30 000) the server answers once
+        the workflow has finished (any state but ``running``) or when the
+        wait runs out, whichever is first; ``wait_workflow`` waits longer."""
         return self._call(
             "GET",
             f"/v1/workflows/{seg(workflow_id)}",
             WorkflowDetail.from_dict,
+            params=pick(wait_ms=wait_ms),
             retry=True,
+            timeout=None if not wait_ms else wait_ms / 1000 + 30,
         )
 
     def cancel_workflow(self, workflow_id: str) -> WorkflowCancel:
