@@ -83,16 +83,10 @@ pub(crate) async fn feed_read(
         // Events this reader had not read are gone: say so, and go on from
         // a snapshot that sees every transaction retention removed events
         // of as read.
-        let past = FeedCursor::Snapshots {
+        return Ok(FeedPage::gap(FeedCursor::Snapshots {
             seen: seen.seeing_through(xid(&pruned)?),
             batch: None,
-        };
-        return Ok(FeedPage {
-            gap: Some(past.clone()),
-            events: Vec::new(),
-            next: past,
-            more: true,
-        });
+        }));
     }
     let mut events = Vec::with_capacity(found.len());
     for row in &found {

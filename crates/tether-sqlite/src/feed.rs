@@ -55,13 +55,7 @@ pub(crate) async fn feed_read(
     let pruned: i64 = first.try_get("pruned").db()?;
     if pruned > after {
         // Events after the cursor were removed before it read them.
-        let past = FeedCursor::Seq(pruned);
-        return Ok(FeedPage {
-            gap: Some(past.clone()),
-            events: Vec::new(),
-            next: past,
-            more: true,
-        });
+        return Ok(FeedPage::gap(FeedCursor::Seq(pruned)));
     }
     let mut events = Vec::with_capacity(found.len());
     for row in &found {

@@ -225,6 +225,19 @@ pub struct FeedPage {
     pub more: bool,
 }
 
+impl FeedPage {
+    /// The answer of a read that found events after its cursor removed by
+    /// retention: no events, and go on from `past` at once.
+    pub fn gap(past: FeedCursor) -> FeedPage {
+        FeedPage {
+            gap: Some(past.clone()),
+            events: Vec::new(),
+            next: past,
+            more: true,
+        }
+    }
+}
+
 /// The state an event left its job in, where the event says it: a claim
 /// leaves it running, a success succeeded, a lapsed lease wherever its
 /// detail says; a new or replayed job without dependencies is queued.
