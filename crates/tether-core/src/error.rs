@@ -393,7 +393,7 @@ mod tests {
 
     #[test]
     fn codes_round_trip_and_keep_their_statuses() {
-        assert_eq!(ErrorCode::ALL.len(), 12);
+        assert_eq!(ErrorCode::ALL.len(), 13);
         for &c in ErrorCode::ALL {
             assert_eq!(ErrorCode::parse(c.as_str()), Some(c));
             assert_eq!(serde_json::to_value(c).unwrap(), c.as_str());
@@ -402,6 +402,7 @@ mod tests {
         assert_eq!(ErrorCode::parse("lease_lots"), None);
         assert_eq!(ErrorCode::LeaseLost.status(), 409);
         assert_eq!(ErrorCode::Internal.status(), 500);
+        assert_eq!(ErrorCode::TooManyRequests.status(), 429);
         assert!(ErrorCode::Unavailable == "unavailable");
     }
 }
