@@ -26,7 +26,9 @@ forEachBackend("wait", (server) => {
     const queue = queueName();
     const job = await c.enqueue({ queue, kind: "k" });
     let settled = false;
-    const waiting = c.wait(job.id, { timeoutMs: 30_000 }).finally(() => (settled = true));
+    // Far longer than any stall of the host: answering within a fifth of it
+    // can only be the job's end (and a wait run out would have read twice).
+    const waiting = c.wait(job.id, { timeoutMs: 600_000 }).finally(() => (settled = true));
     // Let the wait reach the server and park there.
     await new Promise((r) => setTimeout(r, 300));
     assert.equal(settled, false, "an unfinished job's wait does not answer at once");
@@ -37,7 +39,7 @@ forEachBackend("wait", (server) => {
     const completedAt = Date.now();
     await c.complete(job.id, { lease_token: claimed!.lease_token, result: { answer: 42 } });
     const done = await waiting;
-    assert.ok(Date.now() - completedAt < 5_000, `answered ${Date.now() - completedAt} ms after the complete`);
+    assert.ok(Date.now() - completedAt < 120_000, `answered ${Date.now() - completedAt} ms after the complete`);
     assert.equal(done.state, "succeeded");
     assert.deepEqual(done.result, { answer: 42 });
     assert.equal(reads.length, 1, `one read held by the server: ${reads.join(" ")}`);
@@ -45,12 +47,12 @@ forEachBackend("wait", (server) => {
 
     // A finished job answers at once; a failed one is finished too.
     const t0 = Date.now();
-    assert.equal((await c.wait(job.id)).state, "succeeded");
-    assert.ok(Date.now() - t0 < 2_000);
+    assert.equal((await c.wait(job.id, { timeoutMs: 600_000 })).state, "succeeded");
+    assert.ok(Date.now() - t0 < 120_000);
     const dead = await c.enqueue({ queue, kind: "k", max_attempts: 1 });
     const [cl] = await c.claim(queue, { worker_id: "waiter-test" });
     await c.fail(dead.id, { lease_token: cl!.lease_token, error: "boom", fatal: true });
-    const failed = await c.wait(dead.id, { timeoutMs: 10_000 });
+    const failed = await c.wait(dead.id, { timeoutMs: 600_000 });
     assert.deepEqual([failed.state, failed.last_error], ["failed", "boom"]);
   });
 
@@ -64,7 +66,7 @@ forEachBackend("wait", (server) => {
     assert.equal(still.state, "queued");
     assert.equal(still.id, job.id);
     assert.ok(took >= 700, `waited only ${took} ms`);
-    assert.ok(took < 5_000, `waited ${took} ms`);
+    assert.ok(took < 120_000, `waited ${took} ms`);
     assert.ok(reads.length >= 1 && reads.length <= 3, `reads: ${reads.join(" ")}`);
     assert.equal(reads[0], "?wait_ms=800");
 
@@ -72,7 +74,7 @@ forEachBackend("wait", (server) => {
     reads.length = 0;
     const t1 = Date.now();
     assert.equal((await c.wait(job.id, { timeoutMs: 0 })).state, "queued");
-    assert.ok(Date.now() - t1 < 2_000);
+    assert.ok(Date.now() - t1 < 25_000, "one read answered at once, not held for a wait");
     assert.deepEqual(reads, ["?wait_ms=0"]);
 
     await assert.rejects(c.wait(randomUUID(), { timeoutMs: 100 }), NotFound);
@@ -86,8 +88,8 @@ forEachBackend("wait", (server) => {
     const ac = new AbortController();
     const t0 = Date.now();
     setTimeout(() => ac.abort(new Error("enough")), 300);
-    await assert.rejects(c.wait(job.id, { timeoutMs: 20_000, signal: ac.signal }), /enough/);
-    assert.ok(Date.now() - t0 < 5_000);
+    await assert.rejects(c.wait(job.id, { timeoutMs: 600_000, signal: ac.signal }), /enough/);
+    assert.ok(Date.now() - t0 < 120_000);
   });
 
   test("enqueueAndWait answers the result a worker returned", async () => {
@@ -96,7 +98,7 @@ forEachBackend("wait", (server) => {
     const w = new Worker(c, { queue, claimWaitMs: 500, handleSignals: false, logger: memoryLogger().logger });
     w.handle("double", (job) => ({ doubled: (job.payload as { n: number }).n * 2 }));
     startWorker(w);
-    const job = await c.enqueueAndWait({ queue, kind: "double", payload: { n: 21 } }, { timeoutMs: 20_000 });
+    const job = await c.enqueueAndWait({ queue, kind: "double", payload: { n: 21 } }, { timeoutMs: 600_000 });
     assert.equal(job.state, "succeeded");
     assert.deepEqual(job.result, { doubled: 42 });
   });
@@ -117,7 +119,7 @@ forEachBackend("wait", (server) => {
 
     const w = new Worker(c, { queue, claimWaitMs: 500, handleSignals: false, logger: memoryLogger().logger });
     w.handle("step", (job) => job.payload);
-    const waiting = c.waitWorkflow(done.workflowId, { timeoutMs: 20_000 });
+    const waiting = c.waitWorkflow(done.workflowId, { timeoutMs: 600_000 });
     startWorker(w);
     const finished = await waiting;
     assert.equal(finished.state, "succeeded");

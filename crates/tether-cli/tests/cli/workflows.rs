@@ -363,7 +363,7 @@ async fn waiting_and_tailing_events() {
             "--queue",
             "wait",
             "--event",
-            "succeeded",
+            "succeeded,enqueued",
         ])
         .env_clear()
         .env("TETHER_URL", &s.url)
@@ -381,22 +381,44 @@ async fn waiting_and_tailing_events() {
             }
         }
     });
-    // Let it connect: it shows what is committed from then on.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // It shows what is committed once it has connected: markers are
+    // enqueued until it shows one (their `enqueued`), so what follows is
+    // surely after that.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let marker = json!({"queue": "wait", "kind": "marker"});
+        let (status, body) = call(
+            Method::POST,
+            &s.server().url("/v1/jobs"),
+            &s.key,
+            Some(marker),
+        )
+        .await;
+        assert_eq!(status, 201, "{body}");
+        if seen.recv_timeout(Duration::from_millis(100)).is_ok() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "tether events showed nothing in 120 s"
+        );
+    }
     s.settle("wait", &[]).await;
     s.settle("wait", &[]).await;
 
-    let done = s.cli(&["workflows", "wait", &w, "--timeout", "10s"]).ok();
+    let done = s.cli(&["workflows", "wait", &w, "--timeout", "10m"]).ok();
     assert!(done.stdout.contains("succeeded"), "{}", done.stdout);
-    s.cli(&["jobs", "wait", &first]).ok();
+    s.cli(&["jobs", "wait", &first, "--timeout", "10m"]).ok();
     let mut kinds = Vec::new();
-    for _ in 0..2 {
+    while kinds.len() < 2 {
         let line = seen
-            .recv_timeout(Duration::from_secs(10))
-            .expect("an event line within 10 s");
+            .recv_timeout(Duration::from_secs(120))
+            .expect("the jobs' events within 120 s");
         let doc: Value = serde_json::from_str(&line).unwrap();
-        assert_eq!(doc["event"]["event"], "succeeded", "{line}");
-        kinds.push(doc["event"]["kind"].as_str().unwrap().to_owned());
+        let event = &doc["event"];
+        if event["event"] == "succeeded" && event["kind"] != "marker" {
+            kinds.push(event["kind"].as_str().unwrap().to_owned());
+        }
     }
     assert_eq!(kinds, ["one", "two"]);
     let _ = tail.kill();

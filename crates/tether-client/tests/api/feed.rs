@@ -1,6 +1,9 @@
 //! Waiting for a result (`wait_job`, `wait_workflow`) and the live event
 //! stream (`stream_events`): items, filters, resuming after a cursor.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
 use tether_client::{StreamFilter, StreamItem};
 
 use super::*;
@@ -29,7 +32,9 @@ async fn a_wait_returns_the_finished_job_or_what_is_there(db: &TestDb) {
         .unwrap()
         .job;
     let started = Instant::now();
-    let (done, ()) = tokio::join!(c.wait_job(job.id, Duration::from_secs(60)), async {
+    // Ten minutes, far longer than any stall of the host: ending within two
+    // can only be the job's end.
+    let (done, ()) = tokio::join!(c.wait_job(job.id, Duration::from_secs(600)), async {
         tokio::time::sleep(Duration::from_millis(300)).await;
         finish(c, "wq", job.id).await;
     });
@@ -70,7 +75,7 @@ async fn a_workflow_wait_returns_once_it_finished(db: &TestDb) {
         .unwrap();
     let id = flow.workflow_id;
     let job = flow.jobs[0].job.id;
-    let (graph, ()) = tokio::join!(c.wait_workflow(id, Duration::from_secs(60)), async {
+    let (graph, ()) = tokio::join!(c.wait_workflow(id, Duration::from_secs(600)), async {
         tokio::time::sleep(Duration::from_millis(200)).await;
         finish(c, "wf", job).await;
     });
@@ -81,20 +86,48 @@ async fn the_event_stream_reads_events_and_resumes_after_a_cursor(db: &TestDb) {
     let s = start(db).await;
     let c = &s.admin;
     let mut stream = c.stream_events(&StreamFilter::default());
-    // The stream connects on the first read; let it, then write.
-    let (first, job) = tokio::join!(stream.next(), async {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let job = c
-            .enqueue(NewJob::new("sq", "k", json!(1)))
+    // The stream connects on its first read and starts where the server
+    // stands then: markers are enqueued (on a queue of their own) until it
+    // shows one, so what follows is surely after its start.
+    let marking = Arc::new(AtomicBool::new(true));
+    let marker = {
+        let (c, marking) = (c.clone(), marking.clone());
+        tokio::spawn(async move {
+            while marking.load(Ordering::SeqCst) {
+                c.enqueue(NewJob::new("marker", "k", json!(0)))
+                    .await
+                    .unwrap();
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    loop {
+        let item = tokio::time::timeout(Duration::from_secs(120), stream.next())
             .await
-            .unwrap()
-            .job;
-        finish(c, "sq", job.id).await;
-        job
-    });
-    let mut items = vec![first.unwrap()];
-    items.push(stream.next().await.unwrap());
-    items.push(stream.next().await.unwrap());
+            .expect("a marker within 120 s")
+            .unwrap();
+        if matches!(&item, StreamItem::Event(e) if e.queue == "marker") {
+            break;
+        }
+    }
+    marking.store(false, Ordering::SeqCst);
+    marker.await.unwrap();
+    let job = c
+        .enqueue(NewJob::new("sq", "k", json!(1)))
+        .await
+        .unwrap()
+        .job;
+    finish(c, "sq", job.id).await;
+    let mut items = Vec::new();
+    while items.len() < 3 {
+        let item = tokio::time::timeout(Duration::from_secs(120), stream.next())
+            .await
+            .expect("the job's events within 120 s")
+            .unwrap();
+        if !matches!(&item, StreamItem::Event(e) if e.queue == "marker") {
+            items.push(item);
+        }
+    }
     let events: Vec<(Uuid, String, JobState)> = items
         .iter()
         .map(|i| match i {

@@ -65,7 +65,9 @@ pub(crate) const ATTACH_DEPENDENCIES: &str = "WITH edges AS (
 /// (or, with `run`, ended at all); a job with a failed or cancelled
 /// dependency and `cancel` is cancelled at once (the trigger then cancels
 /// what waits for it), one with nothing left to wait for is queued, the
-/// rest wait for `waiting_on` more ends. A dependency pruned meanwhile
+/// rest wait until none of their edges is left unmet (the release of
+/// migration 17; `waiting_on` keeps how many were unmet here, and nothing
+/// reads it). A dependency pruned meanwhile
 /// counts as met. Answers each job's id, queue and new state. Jobs are
 /// reached by primary key only, and the state tested as an expression, so
 /// that no plan walks every waiting job (see migration 15).
