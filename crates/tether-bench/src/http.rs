@@ -300,60 +300,11 @@ pub async fn run(engine: &Engine, url: &str, pool: &PgPool, scale: &Scale, repor
     );
 
     // End to end: claims of 100 each carrying the last batch's
-    // completions, 4 client workers.
+    // completions, 4 client workers; then again with 10 event-stream
+    // readers attached (their cost to the server, and how far behind the
+    // commits they read).
     let (_, n) = scale.e2e[2];
-    crate::pg::reset(pool).await;
-    enqueue_batches(engine, "http-e2e", n, 2).await;
-    // From the same start as the library's figure it is divided by.
-    crate::pg::vacuum(pool).await;
-    let peak = Arc::new(std::sync::Mutex::new(0f64));
-    let sampling = Arc::new(AtomicBool::new(true));
-    let sampler = {
-        let (peak, sampling) = (peak.clone(), sampling.clone());
-        let pid = server.child.id();
-        tokio::spawn(async move {
-            while sampling.load(Ordering::Relaxed) {
-                let rss = rss_of(pid);
-                {
-                    let mut p = peak.lock().unwrap();
-                    *p = p.max(rss);
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        })
-    };
-    let started = Instant::now();
-    let mut handles = Vec::new();
-    for w in 0..CLIENT_WORKERS {
-        let client = client.clone();
-        handles.push(tokio::spawn(async move {
-            let mut opts = ClaimOptions::new(format!("http-bench-{w}"));
-            opts.limit = Some(100);
-            let mut done = 0u64;
-            let mut reports = CarriedReports::default();
-            loop {
-                let out =
-                    (client.report_and_claim("http-e2e", &opts, &reports).await).expect("claim");
-                for item in out.reports {
-                    item.result.expect("completion accepted");
-                }
-                done += reports.complete.len() as u64;
-                if out.jobs.is_empty() {
-                    return done;
-                }
-                reports.complete = out.jobs.iter().map(ClaimedJob::success).collect();
-            }
-        }));
-    }
-    let mut done = 0;
-    for h in handles {
-        done += h.await.expect("client worker");
-    }
-    let elapsed = started.elapsed();
-    sampling.store(false, Ordering::Relaxed);
-    let _ = sampler.await;
-    assert_eq!(done as usize, n, "every job completed over HTTP");
-    let http = rate(done, elapsed);
+    let (http, peak) = e2e(engine, pool, &client, n, server.pid()).await;
     report.add(
         "http_pg_e2e_jobs_per_s",
         http,
@@ -368,9 +319,48 @@ pub async fn run(engine: &Engine, url: &str, pool: &PgPool, scale: &Scale, repor
     );
     report.add(
         "server_rss_load_mib",
-        *peak.lock().unwrap(),
+        peak,
         "MiB",
         "tether serve peak resident memory during the HTTP e2e run",
+    );
+    let readers = Readers::attach(&client, engine).await;
+    let (with_readers, _) = e2e(engine, pool, &client, n, server.pid()).await;
+    let lags = readers.detach(n).await;
+    report.add(
+        "http_pg_e2e_with_readers_ratio",
+        with_readers / http,
+        "ratio",
+        format!(
+            "the HTTP e2e with {READERS} GET /v1/events readers attached / without (bar >= 0.9)"
+        ),
+    );
+    report.add(
+        "events_lag_p50_ms",
+        percentile_ms(&lags, 0.50),
+        "ms",
+        format!("history event written -> a stream reader has it, during the HTTP e2e with {READERS} readers"),
+    );
+    report.add(
+        "events_lag_p99_ms",
+        percentile_ms(&lags, 0.99),
+        "ms",
+        format!("same, p99 of {} events (bar <= 50)", lags.len()),
+    );
+
+    // Waiting for a result: a GET ?wait_ms= waits while the job runs.
+    crate::pg::reset(pool).await;
+    let waits = wait_result(&client, engine, scale.pickup_jobs).await;
+    report.add(
+        "wait_result_p50_ms",
+        percentile_ms(&waits, 0.50),
+        "ms",
+        "completion sent -> the waiting GET /v1/jobs/{id}?wait_ms= answered",
+    );
+    report.add(
+        "wait_result_p99_ms",
+        percentile_ms(&waits, 0.99),
+        "ms",
+        format!("same, p99 of {} jobs (bar <= 20)", waits.len()),
     );
 
     // Long-poll wake-up: an idle client waits in a claim; jobs arrive ~50/s.
@@ -446,4 +436,203 @@ async fn pickup(client: &HttpClient, engine: &Engine, n: usize) -> Vec<Duration>
     seen.into_iter()
         .filter_map(|(id, got)| sent.get(&id).map(|at| got.duration_since(*at)))
         .collect()
+}
+
+/// Event-stream readers attached during the second HTTP e2e run.
+const READERS: usize = 10;
+
+/// The `p` quantile of `samples` in milliseconds (NaN without samples).
+fn percentile_ms(samples: &[Duration], p: f64) -> f64 {
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    let Some(last) = sorted.len().checked_sub(1) else {
+        return f64::NAN;
+    };
+    let at = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[at.min(last)].as_secs_f64() * 1_000.0
+}
+
+/// One HTTP e2e run over `n` queued jobs of `http-e2e`: the rate and the
+/// server's peak resident memory.
+async fn e2e(
+    engine: &Engine,
+    pool: &PgPool,
+    client: &HttpClient,
+    n: usize,
+    server_pid: u32,
+) -> (f64, f64) {
+    crate::pg::reset(pool).await;
+    enqueue_batches(engine, "http-e2e", n, 2).await;
+    // From the same start as the library's figure it is divided by.
+    crate::pg::vacuum(pool).await;
+    let peak = Arc::new(std::sync::Mutex::new(0f64));
+    let sampling = Arc::new(AtomicBool::new(true));
+    let sampler = {
+        let (peak, sampling) = (peak.clone(), sampling.clone());
+        tokio::spawn(async move {
+            while sampling.load(Ordering::Relaxed) {
+                let rss = rss_of(server_pid);
+                {
+                    let mut p = peak.lock().unwrap();
+                    *p = p.max(rss);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for w in 0..CLIENT_WORKERS {
+        let client = client.clone();
+        handles.push(tokio::spawn(async move {
+            let mut opts = ClaimOptions::new(format!("http-bench-{w}"));
+            opts.limit = Some(100);
+            let mut done = 0u64;
+            let mut reports = CarriedReports::default();
+            loop {
+                let out =
+                    (client.report_and_claim("http-e2e", &opts, &reports).await).expect("claim");
+                for item in out.reports {
+                    item.result.expect("completion accepted");
+                }
+                done += reports.complete.len() as u64;
+                if out.jobs.is_empty() {
+                    return done;
+                }
+                reports.complete = out.jobs.iter().map(ClaimedJob::success).collect();
+            }
+        }));
+    }
+    let mut done = 0;
+    for h in handles {
+        done += h.await.expect("client worker");
+    }
+    let elapsed = started.elapsed();
+    sampling.store(false, Ordering::Relaxed);
+    let _ = sampler.await;
+    assert_eq!(done as usize, n, "every job completed over HTTP");
+    let peak = *peak.lock().unwrap();
+    (rate(done, elapsed), peak)
+}
+
+/// [`READERS`] open `GET /v1/events` streams of the bench tenant, each
+/// noting how long after its writing each `succeeded` event of
+/// `http-e2e` reached it.
+struct Readers {
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    lags: tokio::sync::mpsc::UnboundedReceiver<Duration>,
+}
+
+impl Readers {
+    /// Opens the streams and returns once each has shown an event
+    /// committed after it connected (a job of its own queue).
+    async fn attach(client: &HttpClient, engine: &Engine) -> Readers {
+        let (lag_tx, lags) = tokio::sync::mpsc::unbounded_channel();
+        let (up_tx, mut up) = tokio::sync::mpsc::unbounded_channel();
+        let mut tasks = Vec::new();
+        for _ in 0..READERS {
+            let mut stream = client.stream_events(&tether_client::StreamFilter::default());
+            let (lag_tx, up_tx) = (lag_tx.clone(), up_tx.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut connected = false;
+                loop {
+                    let item = stream.next().await.expect("event stream");
+                    let tether_client::StreamItem::Event(e) = item else {
+                        panic!("a gap in the bench's event stream: {item:?}");
+                    };
+                    if !connected {
+                        connected = true;
+                        let _ = up_tx.send(());
+                    }
+                    if e.queue == "http-e2e" && e.event == "succeeded" {
+                        let written = std::time::SystemTime::from(e.at);
+                        let lag = std::time::SystemTime::now()
+                            .duration_since(written)
+                            .unwrap_or_default();
+                        let _ = lag_tx.send(lag);
+                    }
+                }
+            }));
+        }
+        // Each stream starts where the server's reader stands when it
+        // connects: jobs of another queue until every reader shows one.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut ready = 0;
+        while ready < READERS {
+            assert!(
+                Instant::now() < deadline,
+                "{ready} of {READERS} event streams connected in 60 s"
+            );
+            engine
+                .enqueue(TENANT, NewJob::new("http-readers", "marker", json!({})))
+                .await
+                .expect("enqueue");
+            while let Ok(Some(())) =
+                tokio::time::timeout(Duration::from_millis(100), up.recv()).await
+            {
+                ready += 1;
+            }
+        }
+        Readers { tasks, lags }
+    }
+
+    /// Waits (up to a minute) for every reader to have seen the `n` jobs'
+    /// `succeeded` events, closes the streams and answers the lags.
+    async fn detach(mut self, n: usize) -> Vec<Duration> {
+        let mut lags = Vec::with_capacity(n * READERS);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while lags.len() < n * READERS {
+            match tokio::time::timeout_at(deadline, self.lags.recv()).await {
+                Ok(Some(lag)) => lags.push(lag),
+                _ => panic!(
+                    "the readers showed {} of {} succeeded events within a minute of the run",
+                    lags.len(),
+                    n * READERS
+                ),
+            }
+        }
+        for task in self.tasks {
+            task.abort();
+        }
+        lags
+    }
+}
+
+/// Jobs enqueued one at a time while a `GET /v1/jobs/{id}?wait_ms=` waits
+/// for each; each sample is the completion's request sent → the waiting
+/// read answered (an upper bound of commit → answer).
+async fn wait_result(client: &HttpClient, engine: &Engine, n: usize) -> Vec<Duration> {
+    let mut samples = Vec::with_capacity(n);
+    let opts = ClaimOptions::new("http-wait");
+    for _ in 0..n {
+        let id = engine
+            .enqueue(TENANT, NewJob::new("http-wait", "noop", json!({})))
+            .await
+            .expect("enqueue")
+            .job
+            .id;
+        let waiting = {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let job = client
+                    .wait_job(id, Duration::from_secs(60))
+                    .await
+                    .expect("wait");
+                (job.state, Instant::now())
+            })
+        };
+        let claimed = client.claim("http-wait", &opts).await.expect("claim");
+        assert_eq!(claimed.len(), 1, "the job just enqueued is claimed");
+        // Let the waiting read reach the server and wait there.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let sent = Instant::now();
+        client
+            .complete_batch(&[claimed[0].success()])
+            .await
+            .expect("complete");
+        let (state, answered) = waiting.await.expect("waiting read");
+        assert_eq!(state, tether_core::JobState::Succeeded);
+        samples.push(answered.saturating_duration_since(sent));
+    }
+    samples
 }

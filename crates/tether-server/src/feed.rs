@@ -21,6 +21,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axum::body::Bytes;
+use tether_api::FeedEventData;
 use tether_core::{Engine, FeedCursor, FeedEvent, FeedFilter, MAX_FEED_READ};
 
 /// Pause between reads of the tail that found nothing more (the feed's lag
@@ -46,9 +48,32 @@ pub(crate) struct Segment {
     pub next: FeedCursor,
     /// The events read, in order.
     pub events: Vec<FeedEvent>,
+    /// Each event as a server-sent event message, made by the first stream
+    /// that takes the segment and shared by the rest: ten streams of one
+    /// tenant serialize an event once, not ten times.
+    messages: std::sync::OnceLock<Vec<Bytes>>,
     /// Set when retention removed events before the tail read them (see
     /// `FeedPage::gap`): every stream that takes this segment is told.
     pub gap: Option<FeedCursor>,
+}
+
+impl Segment {
+    /// The events as server-sent event messages (see [`message`]), in order.
+    pub fn messages(&self) -> &[Bytes] {
+        self.messages
+            .get_or_init(|| self.events.iter().map(message).collect())
+    }
+}
+
+/// A history event as one server-sent event message: its cursor as the
+/// id, its name as the event type, its JSON (one line) as the data.
+pub(crate) fn message(e: &FeedEvent) -> Bytes {
+    let data = serde_json::to_string(&FeedEventData::from(e)).expect("an event serializes");
+    Bytes::from(format!(
+        "id: {}\nevent: {}\ndata: {data}\n\n",
+        e.cursor,
+        e.event.event.as_str()
+    ))
 }
 
 /// The shared tail (cheap to clone).
@@ -265,6 +290,7 @@ fn keep(
             start,
             next,
             events,
+            messages: std::sync::OnceLock::new(),
             gap,
         };
         ring.segments.push_back(Arc::new(segment));

@@ -165,6 +165,69 @@ async fn refused_long_polls_leave_nothing_behind() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Event streams whose readers never read do not grow the server: ten of
+/// them stay open while two rounds of 30 000 events are committed, and the
+/// second round leaves the server's memory about where the first left it
+/// (each stream holds one chunk for its reader, the rest waits in the
+/// store). A server that queued events for each reader would grow by
+/// about 10 × 30 000 × 300 bytes, some 90 MB, a round.
+#[tokio::test]
+async fn stalled_event_streams_do_not_grow_the_server() {
+    let dir = temp_dir("stalled");
+    let s = Server::start(&dir, &[], &[]);
+    let key = tether_server::admin_key::read_key_file(&dir).unwrap();
+    let stalled: Vec<TcpStream> = (0..10)
+        .map(|_| {
+            let mut c = TcpStream::connect(&s.addr).unwrap();
+            let head = format!(
+                "GET /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n\r\n"
+            );
+            c.write_all(head.as_bytes()).unwrap();
+            // Read the answer's head only; from then on it never reads.
+            c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+            let mut buf = [0u8; 512];
+            let n = c.read(&mut buf).unwrap();
+            let head = String::from_utf8_lossy(&buf[..n]);
+            assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+            c
+        })
+        .collect();
+    let round = |r: usize| {
+        let (url, key) = (s.url("/v1/jobs/batch"), key.clone());
+        async move {
+            for b in 0..30 {
+                let jobs: Vec<_> = (0..1_000)
+                    .map(|i| json!({"queue": "stalled", "kind": "k", "payload": {"r": r, "b": b, "i": i}}))
+                    .collect();
+                let (status, body) = call(
+                    reqwest::Method::POST,
+                    &url,
+                    &key,
+                    Some(json!({"jobs": jobs})),
+                )
+                .await;
+                assert_eq!(status, 200, "{body}");
+            }
+        }
+    };
+    // The streams read what the rounds commit from the store once they
+    // fall behind the server's tail: let them get there.
+    round(1).await;
+    std::thread::sleep(Duration::from_secs(2));
+    let after_first = rss_kib(s.pid());
+    round(2).await;
+    std::thread::sleep(Duration::from_secs(2));
+    let growth = rss_kib(s.pid()).saturating_sub(after_first);
+    eprintln!("stalled streams: the second round grew the server by {growth} KiB");
+    assert!(
+        growth < 24 * 1024,
+        "the second round grew the server by {growth} KiB"
+    );
+    drop(stalled);
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Resident memory of a process, from /proc.
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();

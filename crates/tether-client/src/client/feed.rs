@@ -71,7 +71,7 @@ impl HttpClient {
             filter: filter.clone(),
             cursor: filter.after.clone(),
             response: None,
-            buffer: String::new(),
+            buffer: Vec::new(),
             ready: VecDeque::new(),
             pause: RECONNECT,
         }
@@ -123,7 +123,7 @@ pub struct EventStream {
     filter: StreamFilter,
     cursor: Option<String>,
     response: Option<reqwest::Response>,
-    buffer: String,
+    buffer: Vec<u8>,
     ready: VecDeque<StreamItem>,
     pause: Duration,
 }
@@ -162,13 +162,19 @@ impl EventStream {
         match response.chunk().await.map_err(Error::Transport)? {
             Some(bytes) => {
                 self.pause = RECONNECT;
-                self.buffer.push_str(&String::from_utf8_lossy(&bytes));
-                while let Some(end) = self.buffer.find("\n\n") {
-                    let block: String = self.buffer.drain(..end + 2).collect();
+                // Bytes, not text, until a message is whole: a chunk may
+                // end inside a character. One drain per chunk, not per
+                // message: a chunk carries hundreds.
+                self.buffer.extend_from_slice(&bytes);
+                let mut start = 0;
+                while let Some(len) = self.buffer[start..].windows(2).position(|w| w == b"\n\n") {
+                    let block = String::from_utf8_lossy(&self.buffer[start..start + len]);
                     if let Some(item) = parse(&block)? {
                         self.ready.push_back(item);
                     }
+                    start += len + 2;
                 }
+                self.buffer.drain(..start);
                 Ok(())
             }
             // The server ended the stream (it is stopping): reconnect.

@@ -3,13 +3,12 @@
 //! feed take its reads from memory; a stream resuming from further back
 //! reads the store until it is in step (`crate::feed`).
 
-use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::time::Duration;
 
+use axum::body::{Body, Bytes};
 use axum::extract::{RawQuery, State};
-use axum::http::HeaderMap;
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use tether_core::turns::Turn;
 use tether_core::{ErrorCode, EventKind, FeedCursor, FeedEvent, FeedFilter};
@@ -17,7 +16,7 @@ use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult, BadRequest};
 use crate::extract::Caller;
-use crate::feed::Listener;
+use crate::feed::{message, Listener};
 use crate::AppState;
 use tether_api::{ErrorBody, FeedEventData, FeedQuery};
 
@@ -81,20 +80,24 @@ pub(crate) async fn events(
         listener,
         filter,
         cursor,
-        pending: VecDeque::new(),
+        pending: Vec::new(),
+        sent: tokio::time::Instant::now(),
         _turn: turn,
     };
-    let events = futures_util::stream::unfold(stream, |mut s| async move {
-        let event = s.next().await?;
-        Some((Ok::<_, Infallible>(event), s))
+    let chunks = futures_util::stream::unfold(stream, |mut s| async move {
+        let chunk = s.next().await?;
+        Some((Ok::<_, Infallible>(chunk), s))
     });
-    Ok(Sse::new(events)
-        .keep_alive(KeepAlive::new().interval(HEARTBEAT))
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(chunks),
+    )
         .into_response())
 }
 
-/// The filter and the cursor of a request: its query (`event` may repeat)
-/// and its `Last-Event-ID` header.
 fn parse(
     tenant: &str,
     raw: &str,
@@ -150,25 +153,40 @@ fn cursor(field: &str, text: &str) -> ApiResult<FeedCursor> {
         .map_err(|_| ApiError::invalid_field(field, "not a cursor this stream handed out"))
 }
 
-/// One open stream: where it stands and the events read but not yet sent
-/// (at most one read's worth: a reader that does not take them is sent no
-/// more, and nothing queues up for it).
+/// One open stream: where it stands and the text read but not yet sent
+/// (at most about [`CHUNK`] bytes, one chunk: a reader that does not take
+/// it is sent no more, and nothing queues up for it).
 struct Stream {
     st: AppState,
     listener: Listener,
     filter: FeedFilter,
     cursor: FeedCursor,
-    pending: VecDeque<Event>,
+    pending: Vec<u8>,
+    /// When the stream last sent something: a heartbeat is due
+    /// [`HEARTBEAT`] after it, however many events others' filters took.
+    sent: tokio::time::Instant,
     _turn: Turn,
 }
 
+/// A chunk stops growing past this many bytes: what a stream holds for a
+/// slow reader, and what one write to it carries.
+const CHUNK: usize = 256 * 1024;
+
 impl Stream {
-    /// The next message, or `None` to end the stream (the server stops, or
-    /// the store failed: the client resumes from its last id).
-    async fn next(&mut self) -> Option<Event> {
+    /// The next chunk of messages (every message ready, up to about
+    /// [`CHUNK`] bytes, in one write), a heartbeat comment after
+    /// [`HEARTBEAT`] without one, or `None` to end the stream (the server
+    /// stops, or the store failed: the client resumes from its last id).
+    async fn next(&mut self) -> Option<Bytes> {
+        let chunk = self.chunk().await;
+        self.sent = tokio::time::Instant::now();
+        chunk
+    }
+
+    async fn chunk(&mut self) -> Option<Bytes> {
         loop {
-            if let Some(event) = self.pending.pop_front() {
-                return Some(event);
+            if !self.pending.is_empty() {
+                return Some(Bytes::from(std::mem::take(&mut self.pending)));
             }
             if self.st.shutdown.is_cancelled() {
                 return None;
@@ -178,35 +196,44 @@ impl Stream {
                 tokio::select! {
                     _ = self.listener.changed() => {}
                     _ = self.st.shutdown.cancelled() => return None,
+                    _ = tokio::time::sleep_until(self.sent + HEARTBEAT) => return Some(Bytes::from_static(b":\n\n")),
                 }
                 continue;
             }
             if let Some(segments) = self.listener.segments_from(&self.cursor) {
                 for segment in segments {
-                    if let Some(past) = &segment.gap {
-                        self.pending.push_back(gap(past));
+                    if self.pending.len() >= CHUNK {
+                        break;
                     }
-                    for e in &segment.events {
+                    if let Some(past) = &segment.gap {
+                        self.pending.extend_from_slice(&gap(past));
+                    }
+                    for (e, text) in segment.events.iter().zip(segment.messages()) {
                         if behind(e, &self.cursor) || !self.filter.admits(e) {
                             continue;
                         }
-                        self.pending.push_back(message(e));
+                        self.pending.extend_from_slice(text);
                     }
                     self.cursor = segment.next.clone();
                 }
                 continue;
             }
-            if let Err(e) = self.read_store().await {
-                tracing::warn!(error = %e, "event stream: a read failed; ending the stream");
-                return None;
+            match self.read_store().await {
+                Ok(true) => {}
+                Ok(false) => return Some(Bytes::from_static(b":\n\n")),
+                Err(e) => {
+                    tracing::warn!(error = %e, "event stream: a read failed; ending the stream");
+                    return None;
+                }
             }
         }
     }
 
     /// One read of the store from the stream's cursor: up to the snapshot
     /// the tail last reached when it can (then the stream is in step), else
-    /// up to now. Waits for the tail when the read found nothing new.
-    async fn read_store(&mut self) -> tether_core::Result<()> {
+    /// up to now. Waits for the tail when the read found nothing new;
+    /// answers false when that wait was long enough for a heartbeat.
+    async fn read_store(&mut self) -> tether_core::Result<bool> {
         let from = match (&self.cursor, self.listener.boundary()) {
             (
                 FeedCursor::Snapshots { seen, batch: None },
@@ -222,10 +249,10 @@ impl Stream {
         };
         let page = self.st.engine.feed_read(&from, &self.filter, READ).await?;
         if let Some(past) = &page.gap {
-            self.pending.push_back(gap(past));
+            self.pending.extend_from_slice(&gap(past));
         }
         for e in &page.events {
-            self.pending.push_back(message(e));
+            self.pending.extend_from_slice(&message(e));
         }
         let moved = page.next != self.cursor;
         self.cursor = page.next;
@@ -233,9 +260,10 @@ impl Stream {
             tokio::select! {
                 _ = self.listener.changed() => {}
                 _ = self.st.shutdown.cancelled() => {}
+                _ = tokio::time::sleep_until(self.sent + HEARTBEAT) => return Ok(false),
             }
         }
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -250,19 +278,7 @@ fn behind(e: &FeedEvent, cursor: &FeedCursor) -> bool {
 
 /// The message that events after the stream's cursor were removed before
 /// it read them; `past` is where it goes on from.
-fn gap(past: &FeedCursor) -> Event {
+fn gap(past: &FeedCursor) -> Bytes {
     let data = serde_json::json!({ "oldest": past.to_string() });
-    Event::default()
-        .id(past.to_string())
-        .event("gap")
-        .data(data.to_string())
-}
-
-/// The message of one event.
-fn message(e: &FeedEvent) -> Event {
-    let data = FeedEventData::from(e);
-    Event::default()
-        .id(e.cursor.to_string())
-        .event(e.event.event.as_str())
-        .data(serde_json::to_string(&data).expect("an event serializes"))
+    Bytes::from(format!("id: {past}\nevent: gap\ndata: {data}\n\n"))
 }
