@@ -8,10 +8,25 @@
 
 const KEY = 'tether.key';
 const TENANT = 'tether.tenant'; // the id of the tenant an admin key is looking at
-// Auto-refresh interval: `?refresh_ms=` (for tests and links), else 5 s.
-// Clamped to 1 s .. 1 h: a link with refresh_ms=1 would make whoever opens
-// it refresh back to back, and timers past 2^31 ms fire at once.
-const REFRESH_MS = refreshInterval(new URLSearchParams(location.search).get('refresh_ms'));
+// Live updates: the page follows the tenant's history (GET /v1/events, one
+// stream per page) and re-reads the view it shows when an event concerns it.
+// A timer re-reads the view too, slowly while the stream is open (what is
+// not a history event: progress, settings, schedules, others' pauses) and
+// every 5 s while it cannot be opened. `?refresh_ms=` (for tests and links)
+// sets that timer in both cases, clamped to 1 s .. 1 h: a link with
+// refresh_ms=1 would make whoever opens it refresh back to back, and timers
+// past 2^31 ms fire at once.
+const ASKED_MS = refreshInterval(new URLSearchParams(location.search).get('refresh_ms'));
+const LIVE_REFRESH_MS = 30000; // the timer while the stream is open
+const POLL_REFRESH_MS = 5000; // and while it is not
+const LIVE_MIN_MS = 500; // at most one re-read per this, however many events come
+const STREAM_IDLE_MS = 45000; // silent this long (a heartbeat comes every 15 s): reconnect
+const STREAM_HIDDEN_MS = 60000; // a tab hidden this long gives its stream back (64 a tenant)
+const STREAM_REFUSED_MS = 60000; // after a 429, try again this much later
+const SPARK_MINUTES = 30; // the overview's sparklines: this many minutes,
+const SPARK_FRESH_MS = 5000; // each re-read at most this often while jobs finish,
+const SPARK_STALE_MS = 60000; // and at least this often (the window slides),
+const SPARK_MAX = 100; // for this many queues at most (one read each)
 const STATES = ['waiting', 'queued', 'running', 'succeeded', 'failed', 'cancelled'];
 const WORKFLOW_STATES = ['running', 'succeeded', 'failed', 'cancelled'];
 const PAGE_SIZES = ['10', '25', '50', '100'];
@@ -34,16 +49,24 @@ let lastTyped = 0;
 let lastList = '#/jobs'; // where "back" from a job goes
 const opened = new Map(); // <details> open state by key, kept across refreshes
 const drafts = new Map(); // settings forms being edited, kept across refreshes
+let dirty = false; // an event came that the view on screen does not show yet
+let related = new Set(); // ids of the jobs the view shows (a job's page: its neighbours')
+const sparks = new Map(); // queue name → {minutes, at}: the overview's sparklines, read at `at`
+const sparkDirty = new Set(); // queues whose jobs finished since their sparkline was read
 
 // ---------------------------------------------------------------- helpers
 
-/** The auto-refresh interval a `refresh_ms` parameter asks for, kept
- * between 1 s and 1 h; 5 s when it is absent or not a positive number. */
+/** The refresh interval a `refresh_ms` parameter asks for, kept between
+ * 1 s and 1 h; null (the defaults) when it is absent or not a positive
+ * number. */
 function refreshInterval(asked) {
   const ms = Number(asked);
-  if (!asked || !Number.isFinite(ms) || ms <= 0) return 5000;
+  if (!asked || !Number.isFinite(ms) || ms <= 0) return null;
   return Math.min(3600000, Math.max(1000, ms));
 }
+
+/** The interval of the timer now: the asked one, else 30 s live, 5 s not. */
+const refreshMs = () => ASKED_MS ?? (stream.live ? LIVE_REFRESH_MS : POLL_REFRESH_MS);
 
 /** Builds an element. Strings among the children become Text nodes. */
 function el(tag, attrs, ...children) {
@@ -268,10 +291,69 @@ function go(view, params) {
 
 // ---------------------------------------------------------------- views
 
+/** Reads the sparklines of `names` that are missing, older than a minute,
+ * or behind a finished job (at most one read a queue per SPARK_FRESH_MS:
+ * a queue held back is read once its time comes). A failed read leaves
+ * the line as it was. */
+let sparkTimer = null;
+async function loadSparks(names) {
+  const now = Date.now();
+  const owner = streamOwner();
+  let soonest = Infinity;
+  const due = names.filter((name) => {
+    const s = sparks.get(name);
+    if (!s || now - s.at >= SPARK_STALE_MS) return true;
+    if (!sparkDirty.has(name)) return false;
+    const wait = s.at + SPARK_FRESH_MS - now;
+    if (wait <= 0) return true;
+    soonest = Math.min(soonest, wait);
+    return false;
+  });
+  if (soonest < Infinity && !sparkTimer) {
+    sparkTimer = setTimeout(() => {
+      sparkTimer = null;
+      if (route().view === 'overview') markDirty();
+    }, soonest);
+  }
+  await Promise.all(due.map(async (name) => {
+    sparkDirty.delete(name); // before the read: a job finishing meanwhile marks it again
+    try {
+      const t = await api('GET', `/v1/queues/${enc(name)}/throughput?minutes=${SPARK_MINUTES}`);
+      if (streamOwner() === owner) sparks.set(name, { minutes: t.minutes, at: Date.now() });
+    } catch { /* the counts still show; the line is read again next time */ }
+  }));
+}
+
+/** A queue's jobs finished (succeeded or failed) per minute, the last
+ * SPARK_MINUTES minutes, as a small line; its total beside it. */
+function sparkline(name) {
+  const s = sparks.get(name);
+  if (!s) return el('span', { class: 'muted' }, '—');
+  const counts = s.minutes.map((m) => m.succeeded + m.failed);
+  const total = counts.reduce((sum, c) => sum + c, 0);
+  const peak = Math.max(0, ...counts);
+  const failed = s.minutes.reduce((sum, m) => sum + m.failed, 0);
+  const w = 90;
+  const h = 20;
+  const x = (i) => (counts.length > 1 ? (i * w) / (counts.length - 1) : 0).toFixed(1);
+  const y = (c) => (h - 1 - (c / Math.max(1, peak)) * (h - 3)).toFixed(1);
+  const line = counts.map((c, i) => `${i ? 'L' : 'M'}${x(i)},${y(c)}`).join(' ');
+  const title = `${total} finished in the last ${counts.length} minutes (${failed} failed), at most ${peak} a minute`;
+  return [
+    svg('svg', { class: 'spark', 'data-spark': name, 'data-counts': counts.join(','), width: w, height: h, viewBox: `0 0 ${w} ${h}`,
+      role: 'img', 'aria-label': title },
+    svg('title', {}, title),
+    svg('path', { class: 'area', d: `${line} L${w},${h} L0,${h} Z` }),
+    svg('path', { class: 'line', d: line })),
+    el('span', { class: 'spark-total', title }, String(total)),
+  ];
+}
+
 async function overview() {
   const { queues } = await api('GET', '/v1/queues');
-  const head = ['Queue', 'Status', ['Queued'], ['Ready'], ['Scheduled'], ['Waiting'], ['Running'], ['Succeeded'], ['Failed'],
-    ['Cancelled'], ['Oldest ready'], ['Expired leases'], ''];
+  await loadSparks(queues.slice(0, SPARK_MAX).map((q) => q.name));
+  const head = ['Queue', 'Status', [`Finished, ${SPARK_MINUTES} min`], ['Queued'], ['Ready'], ['Scheduled'], ['Waiting'], ['Running'],
+    ['Succeeded'], ['Failed'], ['Cancelled'], ['Oldest ready'], ['Expired leases'], ''];
   const num = (name, value, content) => el('td', { class: 'num', 'data-count': name }, content ?? value);
   const rows = queues.map((q) => {
     const path = `/v1/queues/${enc(q.name)}`;
@@ -281,6 +363,7 @@ async function overview() {
     return el('tr', { 'data-queue': q.name },
       el('td', {}, link(`#/queues/${enc(q.name)}`, q.name, 'counts, limits and settings')),
       el('td', { 'data-count': 'paused' }, q.paused ? el('span', { class: 'badge paused' }, 'paused') : el('span', { class: 'badge active' }, 'active')),
+      el('td', { class: 'num spark-cell', 'data-count': 'finished' }, sparkline(q.name)),
       num('queued', q.counts.queued),
       num('ready', q.ready),
       num('scheduled', q.scheduled),
@@ -1178,8 +1261,230 @@ const VIEWS = { overview, queue, jobs, workflows: workflowList, workflow, dlq, j
 
 function status(text) { $('#status').textContent = text; }
 
+// ---------------------------------------------------------------- live
+
+/** The page's one event stream. The API wants the key in a header, which
+ * EventSource cannot send: the stream is read with fetch() and parsed here. */
+const stream = {
+  ctrl: null, // the AbortController of the stream open or opening
+  owner: '', // the key and tenant it is for
+  cursor: null, // the last id seen: a reconnect resumes right after it
+  live: false, // open and being read
+  backoff: 0, // the last wait before a reconnect
+  retry: null, // the timer of the next attempt
+  why: '', // why it is not open, for the indicator
+};
+let hiddenSince = null; // when the tab was hidden (null: shown)
+
+const streamOwner = () => `${key}\n${tenant || ''}`;
+
+/** Whether the page should hold a stream: signed in, auto-refresh on, and
+ * not hidden for long (a tenant has a limited number of streams). */
+function wantStream() {
+  const hiddenLong = hiddenSince !== null && Date.now() - hiddenSince >= STREAM_HIDDEN_MS;
+  return Boolean(key && me && $('#auto-refresh').checked && !hiddenLong);
+}
+
+/** Opens, keeps or closes the stream as wantStream() and the tenant say. */
+function syncStream() {
+  if (!wantStream()) {
+    closeStream();
+    showLive();
+    return;
+  }
+  if (stream.owner !== streamOwner()) {
+    // Another key or tenant: its history starts now, its sparklines anew.
+    closeStream();
+    stream.owner = streamOwner();
+    sparks.clear();
+    sparkDirty.clear();
+  }
+  if (!stream.ctrl && !stream.retry) openStream();
+}
+
+/** Closes the stream and forgets where it stood: reopened, it starts live
+ * and the view is read again (no backlog to replay). */
+function closeStream() {
+  if (stream.ctrl) stream.ctrl.abort();
+  clearTimeout(stream.retry);
+  Object.assign(stream, { ctrl: null, cursor: null, live: false, backoff: 0, retry: null, why: '' });
+  armTimer();
+}
+
+async function openStream() {
+  stream.retry = null;
+  const ctrl = new AbortController();
+  stream.ctrl = ctrl;
+  const headers = { Authorization: `Bearer ${key}`, Accept: 'text/event-stream' };
+  if (tenant) headers['X-Tether-Tenant'] = tenant;
+  if (stream.cursor) headers['Last-Event-ID'] = stream.cursor;
+  let why;
+  let wait;
+  const since = Date.now();
+  try {
+    const res = await fetch('/v1/events', { headers, cache: 'no-store', signal: ctrl.signal });
+    if (stream.ctrl !== ctrl) return; // closed or replaced as it answered
+    if (res.ok) {
+      setLive(true);
+      markDirty(); // what changed before it opened (or while it was down)
+      await readStream(res.body, ctrl);
+      why = 'the live stream ended';
+    } else {
+      let err = null;
+      try { err = (await res.json()).error; } catch { /* not JSON: the status says it */ }
+      if (res.status === 401 && stream.ctrl === ctrl) signOut(`The key was not accepted (${err ? err.message : res.statusText}).`);
+      if (res.status === 429) wait = STREAM_REFUSED_MS; // the tenant's streams are all taken
+      if (res.status === 400) stream.cursor = null; // a cursor this server does not know: start live
+      why = `the live stream was refused (${err ? `${err.code}: ${err.message}` : res.status})`;
+    }
+  } catch (e) {
+    why = `the live stream broke (${e.message || e})`;
+  }
+  if (stream.ctrl !== ctrl) return; // closed or replaced meanwhile
+  // Reconnect: at once-ish after a long run, backing off to 30 s when it
+  // keeps failing; the cursor makes it resume without a gap.
+  if (Date.now() - since > 30000) stream.backoff = 0;
+  stream.backoff = Math.min(30000, Math.max(1000, stream.backoff * 2));
+  wait = wait || stream.backoff;
+  Object.assign(stream, { ctrl: null, why: `${why}; trying again in ${span(wait)}` });
+  stream.retry = setTimeout(() => { stream.retry = null; syncStream(); }, wait);
+  setLive(false);
+}
+
+/** Reads server-sent events (`id:`, `event:`, `data:` lines; a blank line
+ * ends a message; `:` lines are heartbeats) until the stream ends. */
+async function readStream(body, ctrl) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let rest = '';
+  let msg = { event: '', data: [] };
+  let idle;
+  // A connection that died without a word (no heartbeat): reconnect.
+  const watch = () => { clearTimeout(idle); idle = setTimeout(() => ctrl.abort(), STREAM_IDLE_MS); };
+  const line = (text) => {
+    if (text === '') {
+      if (msg.data.length) onMessage(msg.event || 'message', msg.data.join('\n'));
+      msg = { event: '', data: [] };
+      return;
+    }
+    if (text.startsWith(':')) return;
+    const colon = text.indexOf(':');
+    const field = colon < 0 ? text : text.slice(0, colon);
+    let value = colon < 0 ? '' : text.slice(colon + 1);
+    if (value.startsWith(' ')) value = value.slice(1);
+    if (field === 'data') msg.data.push(value);
+    else if (field === 'event') msg.event = value;
+    else if (field === 'id' && !value.includes('\0')) stream.cursor = value;
+  };
+  watch();
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      watch();
+      rest += value;
+      const ends = /\r\n|\n|\r/g;
+      let start = 0;
+      for (let m = ends.exec(rest); m; m = ends.exec(rest)) {
+        if (m[0] === '\r' && m.index === rest.length - 1) break; // maybe half of \r\n
+        line(rest.slice(start, m.index));
+        start = ends.lastIndex;
+      }
+      rest = rest.slice(start);
+    }
+  } finally {
+    clearTimeout(idle);
+  }
+}
+
+/** One message of the stream. */
+function onMessage(name, data) {
+  let e = null;
+  try { e = JSON.parse(data); } catch { /* read as a gap */ }
+  // A gap (events removed before the stream read them), or a message not
+  // understood: anything may have changed.
+  if (name === 'gap' || !e || typeof e !== 'object') {
+    for (const q of sparks.keys()) sparkDirty.add(q);
+    markDirty();
+    return;
+  }
+  if (['succeeded', 'failed', 'cancelled', 'retry_scheduled'].includes(e.event)) sparkDirty.add(e.queue);
+  if (concerns(e, route())) markDirty();
+}
+
+/** Whether event `e` (a job's) may change what view `r` shows. */
+function concerns(e, r) {
+  const p = r.params;
+  const matches = (name, value) => !p.get(name) || p.get(name) === value;
+  switch (r.view) {
+    case 'queue': return e.queue === r.name;
+    case 'job': return e.job_id === r.id || related.has(e.job_id);
+    case 'workflow': return e.workflow_id === r.id;
+    case 'workflows': return Boolean(e.workflow_id);
+    case 'jobs':
+    case 'dlq': return matches('queue', e.queue) && matches('kind', e.kind) && matches('workflow_id', e.workflow_id);
+    default: return true; // the overview's counts, the schedules' runs, the workers
+  }
+}
+
+/** Re-reads the view soon: at most once per LIVE_MIN_MS however many
+ * events come, and not while a read is in flight or the user types. */
+let lastLive = 0;
+let liveTimer = null;
+function markDirty() {
+  dirty = true;
+  if (liveTimer) return;
+  liveTimer = setTimeout(flush, Math.max(0, lastLive + LIVE_MIN_MS - Date.now()));
+}
+
+function flush() {
+  liveTimer = null;
+  // Switched off or hidden: it stays dirty, read when shown or switched on.
+  if (!dirty || !key || !$('#auto-refresh').checked || document.hidden) return;
+  if (inflight > 0 || typing()) {
+    liveTimer = setTimeout(flush, LIVE_MIN_MS);
+    return;
+  }
+  lastLive = Date.now();
+  render();
+}
+
+function setLive(live) {
+  stream.live = live;
+  if (live) stream.why = '';
+  armTimer();
+  showLive();
+}
+
+/** The header says how the page keeps up: "live", or "refreshing every
+ * 5s" (why, on hover), or nothing when auto-refresh is off. */
+function showLive() {
+  const box = $('#live');
+  const on = Boolean(key) && $('#auto-refresh').checked;
+  const state = !on ? 'off' : stream.live ? 'live' : 'polling';
+  document.body.dataset.live = state; // for tests
+  box.hidden = !on;
+  box.className = state;
+  box.textContent = state === 'live' ? 'live' : `refreshing every ${span(refreshMs())}`;
+  box.title = state === 'live'
+    ? `Updates as jobs change (GET /v1/events); the view is also read again every ${span(refreshMs())}.`
+    : stream.why || 'Opening the live stream…';
+}
+
+/** The timer that re-reads the view whatever the stream says, re-armed
+ * when its interval changes (the stream opened or was lost). */
+let timer = null;
+let timerMs = 0;
+function armTimer() {
+  const ms = refreshMs();
+  document.body.dataset.refreshMs = String(ms); // for tests: the interval in force
+  if (timer && ms === timerMs) return;
+  clearInterval(timer);
+  timerMs = ms;
+  timer = setInterval(tick, ms);
+}
+
 function showSignIn() {
-  for (const id of ['#nav', '#sign-out', '#auto', '#view', '#flash']) $(id).hidden = true;
+  for (const id of ['#nav', '#sign-out', '#auto', '#live', '#view', '#flash']) $(id).hidden = true;
   $('#sign-in').hidden = false;
   $('#key').focus();
   status('');
@@ -1190,6 +1495,9 @@ function signOut(message) {
   me = null;
   tenant = null;
   selected.clear();
+  closeStream();
+  stream.owner = '';
+  sparks.clear();
   showTenant();
   $('#tenant-switch').hidden = true;
   sessionStorage.removeItem(KEY);
@@ -1255,7 +1563,10 @@ async function render() {
   if (!key) return showSignIn();
   for (const id of ['#nav', '#sign-out', '#auto', '#view']) $(id).hidden = false;
   $('#sign-in').hidden = true;
+  syncStream();
+  showLive();
   const mine = ++seq;
+  dirty = false; // this read shows every event so far
   const startedAt = Date.now();
   const hash = location.hash || '#/';
   const r = route();
@@ -1276,8 +1587,8 @@ async function render() {
     }
     if (mine !== seq || !key) return;
     // A refresh built before the user typed would put back the values of
-    // then: drop it (the next tick refreshes once they stop).
-    if (!fresh && lastTyped > startedAt) return;
+    // then: drop it (read again once they stop).
+    if (!fresh && lastTyped > startedAt) { markDirty(); return; }
     const x = window.scrollX;
     const y = window.scrollY;
     // A refresh swaps the data only: filters being edited, the scroll
@@ -1289,6 +1600,7 @@ async function render() {
     }
     restoreSections();
     syncBulk();
+    related = new Set([...document.querySelectorAll('#content [data-id]')].map((n) => n.dataset.id));
     if (fresh) window.scrollTo(0, 0); else window.scrollTo(x, y);
     shown = hash;
     renders += 1;
@@ -1348,6 +1660,20 @@ window.addEventListener('hashchange', () => {
   drafts.clear(); // and so does a half-edited settings form
   render();
 });
-document.body.dataset.refreshMs = String(REFRESH_MS); // for tests: the interval in force
-setInterval(tick, REFRESH_MS);
+$('#auto-refresh').addEventListener('change', (e) => {
+  syncStream(); // off: the stream is given back; on: opened again, and the view read
+  showLive();
+  if (e.target.checked) markDirty();
+});
+document.addEventListener('visibilitychange', () => {
+  if (document.hidden) {
+    hiddenSince = Date.now();
+    setTimeout(syncStream, STREAM_HIDDEN_MS); // gives the stream back if still hidden
+  } else {
+    hiddenSince = null;
+    if (key && me) syncStream();
+    if (dirty) markDirty();
+  }
+});
+armTimer();
 render();

@@ -19,7 +19,8 @@ use axum::Router;
 
 /// The page itself.
 pub const INDEX_HTML: &str = include_str!("../dashboard/index.html");
-/// The whole client: routing, views, auto-refresh.
+/// The whole client: routing, views, live updates (`GET /v1/events`) and
+/// refreshing.
 pub const APP_JS: &str = include_str!("../dashboard/app.js");
 /// The stylesheet.
 pub const STYLE_CSS: &str = include_str!("../dashboard/style.css");

@@ -1,12 +1,13 @@
 // Drives tether's dashboard in Debian's Chromium (playwright-core, no
-// downloaded browser). Run by crates/tether-server/tests/dashboard.rs, which
+// downloaded browser). Run by crates/tether-server/tests/http/dashboard.rs, which
 // starts a real server over a seeded database and passes in the environment:
 // TETHER_URL, TETHER_KEY (admin), the seeded ids (FAILED_JOB, FAILED_JOB2,
 // RUNNING_JOB, XSS_JOB, SCHEDULE_ID, SUCCEEDED_JOB, RETRIED_JOB,
 // CANCELLED_JOB, and PARENT_JOB with WAITING_JOB, which waits for it), a second tenant (OTHER_TENANT, its OTHER_QUEUE and
 // OTHER_JOB, and its non-admin OTHER_KEY) and SCREENSHOT_DIR. The expected
 // counts below mirror that seed. The workflow steps make their own graph
-// (queue `flows`) late, so that the counts before them stay the seed's.
+// (queue `flows`) late, so that the counts before them stay the seed's, and
+// the live steps (queues `live` and `live-flow`) later still.
 // Exit code 0 means every check passed.
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
@@ -15,7 +16,7 @@ import { chromium } from 'playwright-core';
 
 const need = (name) => {
   const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set (run this through cargo test --test dashboard)`);
+  if (!value) throw new Error(`${name} is not set (run this through cargo test -p tether-server --test http -- dashboard)`);
   return value;
 };
 const BASE = need('TETHER_URL');
@@ -137,11 +138,13 @@ try {
     }
   };
   const text = async (selector) => (await page.locator(selector).first().textContent({ timeout: 1000 }))?.trim();
-  const expectText = (selector, expected) =>
+  const expectText = (selector, expected, timeout) =>
     until(`${selector} to read ${JSON.stringify(expected)}`, async () => {
       const seen = await text(selector);
       return seen === expected || seen;
-    });
+    }, timeout);
+  const liveState = () => page.evaluate(() => document.body.dataset.live);
+  const isLive = () => until('the live stream', async () => (await liveState()) === 'live' || liveState());
   const renders = () => page.evaluate(() => Number(document.body.dataset.renders || 0));
   const waitRenders = async (n) => {
     const start = await renders();
@@ -975,6 +978,140 @@ try {
   await expectText(cell('reports', 'failed'), '0');
   await expectText(cell('billing', 'failed'), '0');
 
+  step('live: with the timer at an hour, the page follows GET /v1/events (counts, lists, a job\'s page, a workflow\'s graph)');
+  // The stream's requests: how many are open at once (one per page) and
+  // the cursor each resumes from.
+  const streams = { open: new Set(), most: 0, resumed: [] };
+  const isStream = (r) => new URL(r.url()).pathname === '/v1/events';
+  page.on('request', (r) => {
+    if (!isStream(r)) return;
+    streams.open.add(r);
+    streams.most = Math.max(streams.most, streams.open.size);
+    streams.resumed.push(r.headers()['last-event-id'] || null);
+  });
+  const streamGone = (r) => streams.open.delete(r);
+  page.on('requestfinished', streamGone);
+  page.on('requestfailed', streamGone);
+  // Within this bound, not the hour: a stalled host must not fail it, and
+  // the timer could not have done it.
+  const LIVE = 30000;
+  await page.goto(`${BASE}/?refresh_ms=3600000#/`);
+  await page.locator('#queues').waitFor();
+  await isLive();
+  assert.equal(await page.evaluate(() => document.body.dataset.refreshMs), '3600000');
+  await expectText('#live', 'live');
+  // The overview: every queue has its sparkline (jobs finished a minute).
+  const everyQueue = (await api('GET', '/v1/queues')).queues.map((x) => x.name);
+  for (const name of everyQueue) await page.locator(`#queues tr[data-queue="${name}"] svg.spark path.line`).waitFor({ state: 'attached' });
+  assert.equal(await page.locator('#queues svg.spark').count(), everyQueue.length);
+  const imagesLine = await page.locator('#queues svg.spark[data-spark="images"]').getAttribute('data-counts');
+  assert.equal(imagesLine.split(',').length, 30);
+  assert.equal(imagesLine.split(',').map(Number).reduce((a, b) => a + b, 0), 1, 'images: one job succeeded (the others retried, cancelled)');
+  await expectText(`${cell('images', 'finished')} .spark-total`, '1');
+  // A job enqueued, claimed and completed through the API shows up live.
+  const LIVE_JOB = (await post('/v1/jobs', { queue: 'live', kind: 'tick' })).job.id;
+  await expectText(cell('live', 'queued'), '1', LIVE);
+  await expectText(`${cell('live', 'finished')} .spark-total`, '0', LIVE);
+  let liveTokens = await claim('live');
+  await expectText(cell('live', 'running'), '1', LIVE);
+  await post(`/v1/jobs/${LIVE_JOB}/complete`, { lease_token: liveTokens.get(LIVE_JOB) });
+  await expectText(cell('live', 'succeeded'), '1', LIVE);
+  await expectText(cell('live', 'queued'), '0', LIVE);
+  await expectText(`${cell('live', 'finished')} .spark-total`, '1', LIVE);
+  await shot('overview-live');
+  // The jobs list gains a row.
+  await visit('#/jobs?queue=live');
+  await until('the live job listed', async () => (await ids('jobs')).join() === LIVE_JOB || (await ids('jobs')), LIVE);
+  const LIVE_JOB2 = (await post('/v1/jobs', { queue: 'live', kind: 'tock' })).job.id;
+  await until('the new job listed', async () => (await ids('jobs')).includes(LIVE_JOB2) || (await ids('jobs')), LIVE);
+  // A job's page follows its state and history.
+  await visit(`#/jobs/${LIVE_JOB2}`);
+  await page.locator('.job[data-state=queued]').waitFor();
+  liveTokens = await claim('live');
+  await page.locator('.job[data-state=running]').waitFor({ timeout: LIVE });
+  await post(`/v1/jobs/${LIVE_JOB2}/complete`, { lease_token: liveTokens.get(LIVE_JOB2), result: { ok: true } });
+  await page.locator('.job[data-state=succeeded]').waitFor({ timeout: LIVE });
+  await page.locator('#history tr[data-event=succeeded]').waitFor({ timeout: LIVE });
+  assert.match(await text('details[data-key^="result:"] pre'), /"ok": true/);
+  // A workflow's graph redraws a job as it finishes.
+  const flow = await post('/v1/jobs/batch', {
+    workflow: { name: 'live-flow' },
+    jobs: [{ queue: 'live-flow', kind: 'first' }, { queue: 'live-flow', kind: 'second', depends_on_entries: [0] }],
+  });
+  const [FIRST, SECOND] = flow.results.map((r) => r.job.id);
+  await visit(`#/workflows/${flow.workflow_id}`);
+  await page.locator(`#workflow-graph g.node[data-id="${SECOND}"][data-state=waiting]`).waitFor();
+  liveTokens = await claim('live-flow');
+  await post(`/v1/jobs/${FIRST}/complete`, { lease_token: liveTokens.get(FIRST) });
+  await page.locator(`#workflow-graph g.node[data-id="${FIRST}"][data-state=succeeded]`).waitFor({ timeout: LIVE });
+  await page.locator(`#workflow-graph g.node[data-id="${SECOND}"][data-state=queued]`).waitFor({ timeout: LIVE });
+  assert.equal(await page.evaluate(() => document.body.dataset.refreshMs), '3600000', 'the timer never ran');
+
+  step('live: a stream that ends is resumed right after the last id it delivered');
+  // A real cursor, the last the page saw; a first stream that hands it
+  // over (CRLF lines, a heartbeat) and ends, as a proxy cutting it would.
+  const CURSOR = await page.evaluate(() => stream.cursor); // eslint-disable-line no-undef
+  assert.ok(CURSOR, 'the page keeps the last id it saw');
+  const data = { cursor: CURSOR, job_id: LIVE_JOB2, workflow_id: null, queue: 'live', kind: 'tock', event: 'succeeded', state: 'succeeded' };
+  let cut = false;
+  const cutOnce = (url) => url.pathname === '/v1/events';
+  await page.route(cutOnce, (r) => {
+    if (cut) return r.continue();
+    cut = true;
+    return r.fulfill({ status: 200, contentType: 'text/event-stream',
+      body: `: heartbeat\r\n\r\nid: ${CURSOR}\r\nevent: succeeded\r\ndata: ${JSON.stringify(data)}\r\n\r\n` });
+  });
+  await visit('#/');
+  const opened = streams.resumed.length;
+  await page.reload(); // a new page (a goto that changes only the hash is none)
+  await page.locator('#queues').waitFor();
+  await until('a second stream', () => streams.resumed.length >= opened + 2 || streams.resumed.slice(opened));
+  assert.deepEqual(streams.resumed.slice(opened, opened + 2), [null, CURSOR], 'the second stream resumes after the first one\'s last id');
+  await isLive();
+  await page.unroute(cutOnce);
+  // And it is live: a job enqueued now shows.
+  await post('/v1/jobs', { queue: 'live', kind: 'tick' });
+  await expectText(cell('live', 'queued'), '1', LIVE);
+  assert.equal(streams.most, 1, 'one stream per page at a time');
+
+  step('live: the page\'s reader of server-sent events takes lines split anywhere');
+  // CR LF cut between chunks, a message over three chunks, data on two
+  // lines, comments; what it hands on and the id it would resume from.
+  const parsed = await page.evaluate(async () => {
+    /* eslint-disable no-undef */
+    const seen = [];
+    const kept = { cursor: stream.cursor, onMessage };
+    onMessage = (name, data) => seen.push([name, data]);
+    const chunks = [': hi\r', '\n\r\nid: 1\r', '\nevent: succeeded\ndata: {"a":', '1}\ndata:x\r\n\r', '\nid: 2\nevent: gap\ndata: {}\n', '\n: tail\n\n'];
+    const body = new ReadableStream({ start(c) { for (const t of chunks) c.enqueue(new TextEncoder().encode(t)); c.close(); } });
+    try {
+      await readStream(body, new AbortController());
+      return { seen, cursor: stream.cursor };
+    } finally {
+      onMessage = kept.onMessage;
+      stream.cursor = kept.cursor;
+    }
+    /* eslint-enable no-undef */
+  });
+  assert.deepEqual(parsed, { seen: [['succeeded', '{"a":1}\nx'], ['gap', '{}']], cursor: '2' });
+
+  step('live: a refused stream (429) falls back to refreshing every 5 s, and says so');
+  const refuse = (url) => url.pathname === '/v1/events';
+  await page.route(refuse, (r) => r.fulfill({ status: 429, contentType: 'application/json',
+    body: JSON.stringify({ error: { code: 'too_many_requests', message: 'this tenant has 64 event streams open, the most allowed' } }) }));
+  await page.goto(`${BASE}/#/`);
+  await page.locator('#queues').waitFor();
+  await until('the fallback', async () => (await liveState()) === 'polling' || liveState());
+  await expectText('#live', 'refreshing every 5s');
+  assert.match(await page.locator('#live').getAttribute('title'), /too_many_requests.*trying again in 1m/);
+  assert.equal(await page.evaluate(() => document.body.dataset.refreshMs), '5000');
+  await waitRenders(1); // the timer runs
+  await shot('overview-polling');
+  await page.unroute(refuse);
+  await page.goto(`${BASE}/?refresh_ms=${REFRESH_MS}#/`);
+  await page.locator('#queues').waitFor();
+  await isLive();
+
   step('sign out forgets the key');
   await page.click('#sign-out');
   await page.locator('#sign-in').waitFor();
@@ -994,14 +1131,18 @@ try {
   assert.deepEqual([...new Set(actingFor.slice(sentBefore))], [''], 'a tenant key never sends X-Tether-Tenant');
   assert.ok(!requests.slice(sentBefore).some((r) => r.startsWith('/v1/tenants')), 'no tenant list for a tenant key');
 
-  step('a link cannot make the page refresh back to back: refresh_ms is kept between 1 s and 1 h');
-  for (const [asked, kept] of [['1', 1000], ['0.5', 1000], ['0', 5000], ['-5', 5000], ['nope', 5000], ['1e12', 3600000]]) {
+  step('a link cannot make the page refresh back to back: refresh_ms is kept between 1 s and 1 h (else 30 s, live)');
+  for (const [asked, kept] of [['1', 1000], ['0.5', 1000], ['0', 30000], ['-5', 30000], ['nope', 30000], ['1e12', 3600000]]) {
     await page.goto(`${BASE}/?refresh_ms=${asked}`);
     await page.locator('#queues').waitFor();
+    await isLive();
     assert.equal(await page.evaluate(() => Number(document.body.dataset.refreshMs)), kept, `refresh_ms=${asked}`);
   }
   await page.goto(`${BASE}/?refresh_ms=1`);
   await page.locator('#queues').waitFor();
+  await isLive();
+  // The read the stream's opening asks for is done.
+  await until('the page at rest', () => page.evaluate(() => !dirty && liveTimer === null && inflight === 0)); // eslint-disable-line no-undef
   const rendered = await renders();
   await sleep(2500);
   const refreshes = (await renders()) - rendered;
