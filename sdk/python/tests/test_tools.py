@@ -210,7 +210,7 @@ def test_the_chaos_worker_refuses_bad_arguments() -> None:
     assert chaos_worker.main(["http://x", "k", str(2**64), "w"]) == 2
 
 
-@pytest.mark.parametrize("mode", ["pickup", "throughput"])
+@pytest.mark.parametrize("mode", ["pickup", "throughput", "cancel"])
 def test_the_bench_worker(server: Server, client: Client, queue: str, mode: str) -> None:
     child = Child("bench_worker.py", server.url, server.key, queue, "8", mode)
     try:
@@ -223,6 +223,17 @@ def test_the_bench_worker(server: Server, client: Client, queue: str, mode: str)
             assert sent <= int(f[2]) < sent + 5_000_000
             wait_for(lambda: client.get(job.id).state == "succeeded")
             assert client.get(job.id).result is None
+            assert child.stop() == 0
+        elif mode == "cancel":
+            job = client.enqueue(queue, "noop")
+            f = child.next_line().split()
+            assert f[:2] == ["START", job.id] and len(f) == 3
+            asked = time.time_ns() // 1000
+            client.cancel(job.id)
+            f = child.next_line(timeout=60).split()
+            assert f[:2] == ["CANCELLED", job.id] and len(f) == 3
+            assert int(f[2]) >= asked
+            wait_for(lambda: client.get(job.id).state == "cancelled", timeout=15)
             assert child.stop() == 0
         else:
             client.enqueue_batch([{"queue": queue, "kind": "noop", "payload": i}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import socket
@@ -10,13 +11,15 @@ import subprocess
 import sys
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
+import httpx
 import pytest
 
+import tether_client._worker as worker_module
 from conftest import Server, _start, wait_for
 from tether_client import (
     AsyncClient,
@@ -347,7 +350,7 @@ def test_cancel_reaches_a_running_handler(client: Client, queue: str) -> None:
         ja = settled(client, a.id, "cancelled")
         js = settled(client, s.id, "cancelled")
     assert ja.state == js.state == "cancelled"
-    # A heartbeat (every 0.5 s) carried the request to the handler.
+    # The worker's event stream (or a heartbeat, every 0.5 s) carried the request.
     assert set(noticed) == {"async", "sync"}
     assert max(noticed.values()) - asked < 3
 
@@ -370,9 +373,208 @@ def test_a_handler_that_ignores_a_cancel_is_reported_after_a_lease(
         asked = time.monotonic()
         client.cancel(job.id)
         done = settled(client, job.id, "cancelled")
-        # A heartbeat (every 1/3 s) brings the request, then one lease TTL.
+        # The stream (or a heartbeat) brings the request, then one lease TTL.
         assert 0.9 < time.monotonic() - asked < 5
     assert done.state == "cancelled" and not finished.is_set()
+
+
+# ---- cancels and progress within moments ----------------------------------
+# A 300 s lease is heartbeated every 100 s: what reaches the handler or the
+# server within the bounds below (generous, so a stalled host cannot fail
+# them) came by the worker's event stream or its progress heartbeat.
+
+LONG_LEASE = 300.0
+
+
+@pytest.mark.parametrize("style", ["sync", "async"])
+def test_a_cancel_reaches_the_handler_without_waiting_for_a_heartbeat(
+    client: Client, queue: str, style: str
+) -> None:
+    worker = Worker(client, queue, concurrency=1, lease_ttl=LONG_LEASE, claim_wait=0.5)
+    started = threading.Event()
+    noticed: List[float] = []
+
+    if style == "sync":
+
+        def handler(job: JobContext) -> str:
+            started.set()
+            assert job.cancel_event.wait(LONG_LEASE)
+            noticed.append(time.monotonic())
+            return "stopped"
+
+        worker.register("k", handler)
+    else:
+
+        async def handler_async(job: JobContext) -> str:
+            started.set()
+            await asyncio.wait_for(job.wait_cancelled(), LONG_LEASE)
+            noticed.append(time.monotonic())
+            return "stopped"
+
+        worker.register("k", handler_async)
+
+    job = client.enqueue(queue, "k")
+    with running(worker):
+        assert started.wait(30)
+        asked = time.monotonic()
+        client.cancel(job.id)
+        wait_for(lambda: noticed, timeout=60)
+        done = settled(client, job.id, "cancelled")
+    assert noticed[0] - asked < 60  # a heartbeat would take 100 s
+    assert done.state == "cancelled" and done.attempt == 1
+    assert events(client, job.id) == ["enqueued", "claimed", "cancel_requested", "cancelled"]
+
+
+def test_progress_reaches_the_server_within_moments_in_few_heartbeats(
+    client: Client, queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two handlers (sync and async) report progress a thousand times a
+    # second: heartbeats carry it at most every PROGRESS_EVERY (0.5 s), the
+    # jobs' progress together in one batch.
+    real_beat = AsyncClient.heartbeat_batch
+    beats: List[Tuple[float, int]] = []
+
+    async def heartbeat_batch(self: AsyncClient, items: Any) -> Any:
+        items = list(items)
+        beats.append((time.monotonic(), len(items)))
+        return await real_beat(self, items)
+
+    monkeypatch.setattr(AsyncClient, "heartbeat_batch", heartbeat_batch)
+    worker = Worker(client, queue, concurrency=2, lease_ttl=LONG_LEASE, claim_wait=0.5)
+    go = threading.Event()
+    release = threading.Event()
+    bursts: Dict[str, Tuple[float, float]] = {}
+
+    @worker.handler("sync")
+    def report_sync(job: JobContext) -> str:
+        job.progress({"step": "first"})
+        assert go.wait(60)
+        t0 = time.monotonic()
+        for i in range(1000):
+            job.progress({"step": i})
+            time.sleep(0.001)
+        bursts["sync"] = (t0, time.monotonic())
+        job.progress({"step": "last"})
+        assert release.wait(60)
+        return "ok"
+
+    @worker.handler("async")
+    async def report_async(job: JobContext) -> str:
+        job.progress({"step": "first"})
+        while not go.is_set():
+            await asyncio.sleep(0.01)
+        t0 = time.monotonic()
+        for i in range(1000):
+            job.progress({"step": i})
+            await asyncio.sleep(0.001)
+        bursts["async"] = (t0, time.monotonic())
+        job.progress({"step": "last"})
+        while not release.is_set():
+            await asyncio.sleep(0.01)
+        return "ok"
+
+    def progress_is(step: Any) -> bool:
+        return all(client.get(j.id).progress == {"step": step} for j in jobs)
+
+    jobs = [client.enqueue(queue, "sync"), client.enqueue(queue, "async")]
+    with running(worker):
+        wait_for(lambda: progress_is("first"), timeout=60)  # a heartbeat: 100 s
+        go.set()
+        wait_for(lambda: len(bursts) == 2, timeout=60)
+        wait_for(lambda: progress_is("last"), timeout=60)
+        release.set()
+        wait_for(lambda: client.get_queue(queue).counts.succeeded == 2, timeout=30)
+    start = min(t0 for t0, _ in bursts.values())
+    end = max(t1 for _, t1 in bursts.values())
+    during = [n for at, n in beats if start <= at <= end]
+    # At most one heartbeat per 0.5 s (and one at the start of the burst):
+    # never one per report, nor one per job. A stalled host sends fewer.
+    assert len(during) <= (end - start) / 0.5 + 2, (during, end - start)
+    assert max(n for _, n in beats) == 2  # both jobs' progress in one batch
+    for j in jobs:
+        assert client.get(j.id).progress == {"step": "last"}
+
+
+@contextmanager
+def every_stream_taken(server: Server) -> Iterator[Callable[[], None]]:
+    """Holds as many event streams of the tenant open as the server allows
+    (it refuses the next with 429 ``too_many_requests``); answers what
+    closes them."""
+    with ExitStack() as held:
+        http = held.enter_context(
+            httpx.Client(
+                base_url=server.url,
+                headers={"authorization": f"Bearer {server.key}"},
+                limits=httpx.Limits(max_connections=None),
+                timeout=10,
+            )
+        )
+        for _ in range(1000):
+            resp = held.enter_context(http.stream("GET", "/v1/events"))
+            if resp.status_code == 429:
+                break
+            assert resp.status_code == 200
+        else:
+            raise AssertionError("the server never refused an event stream")
+        yield held.close
+
+
+def stream_refusals(caplog: pytest.LogCaptureFixture) -> List[logging.LogRecord]:
+    return [r for r in caplog.records if "stream of cancel requests failed" in r.getMessage()]
+
+
+def test_a_refused_event_stream_leaves_the_worker_on_heartbeats(
+    server: Server,
+    client: Client,
+    queue: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The tenant holds every stream the server allows: the worker's is
+    # refused (429), which it logs once and tries again (every 0.2 s here)
+    # while it runs jobs and hears of cancels at heartbeats. Once a stream
+    # is free, it opens its own and cancels come by it again.
+    monkeypatch.setattr(worker_module, "STREAM_RETRY_MIN", 0.2)
+    monkeypatch.setattr(worker_module, "STREAM_RETRY_MAX", 0.2)
+    worker = Worker(client, queue, concurrency=2, claim_wait=0.5)
+    started: Dict[str, threading.Event] = {}
+
+    @worker.handler("quick")
+    def quick(job: JobContext) -> int:
+        return int(job.payload) * 2
+
+    @worker.handler("stoppable")
+    def stoppable(job: JobContext) -> str:
+        started[job.payload].set()
+        assert job.cancel_event.wait(LONG_LEASE)
+        return "stopped"
+
+    def cancel_running(name: str, lease: float) -> float:
+        """Runs a job (on the queue's ``lease``) until it is cancelled;
+        answers how long it took from the cancel to the job's end."""
+        client.configure(queue, default_lease_ttl_ms=int(lease * 1000))
+        started[name] = threading.Event()
+        job = client.enqueue(queue, "stoppable", name)
+        assert started[name].wait(30)
+        asked = time.monotonic()
+        client.cancel(job.id)
+        assert settled(client, job.id, "cancelled").state == "cancelled"
+        return time.monotonic() - asked
+
+    with caplog.at_level("DEBUG", logger="tether_client.worker"):
+        with every_stream_taken(server) as free_them, running(worker):
+            ids = [client.enqueue(queue, "quick", i).id for i in range(6)]
+            wait_for(lambda: client.get_queue(queue).counts.succeeded == 6, timeout=30)
+            assert [client.get(i).result for i in ids] == [0, 2, 4, 6, 8, 10]
+            # A 1 s lease: a heartbeat every third of a second brings it.
+            cancel_running("by heartbeat", 1.0)
+            wait_for(lambda: len(stream_refusals(caplog)) >= 3, timeout=30)
+            assert worker._stream_opens == 0
+            free_them()
+            wait_for(lambda: worker._stream_opens > 0, timeout=30)
+            assert cancel_running("by the stream", LONG_LEASE) < 60  # a heartbeat: 100 s
+    warned = [r for r in stream_refusals(caplog) if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "too_many_requests" in warned[0].getMessage()
 
 
 def test_reports_survive_a_server_outage(tmp_path: Path) -> None:

@@ -2,14 +2,18 @@
 """tether's bench worker, in Python: what tether-bench runs to measure the
 Python SDK's worker (docs/BENCHMARKS.md, ``py_*`` figures).
 
-    bench_worker.py <base-url> <key> <queue> <concurrency> <pickup|throughput>
+    bench_worker.py <base-url> <key> <queue> <concurrency> <pickup|throughput|cancel>
 
 One Worker on ``<queue>`` with ``<concurrency>`` slots (default lease,
 long-poll 5 s) and a handler of kind ``noop`` that does nothing and returns
 no result. In ``pickup`` mode the handler first prints
-``START <job-id> <unix-µs>``. Prints ``READY`` as the worker starts. SIGTERM
-or SIGINT stops it gracefully (exit 0); stdin's end (the parent is gone)
-exits at once with status 3.
+``START <job-id> <unix-µs>``. In ``cancel`` mode it prints that line too,
+then waits until the worker tells it the job was cancelled, prints
+``CANCELLED <job-id> <unix-µs>`` and returns (the job ends ``cancelled``):
+the parent cancels the running job and times how long the news took.
+Prints ``READY`` as the worker starts. SIGTERM or SIGINT stops it
+gracefully (exit 0); stdin's end (the parent is gone) exits at once with
+status 3.
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ from tether_client import AsyncClient, JobContext, Worker
 
 KIND = "noop"
 CLAIM_WAIT = 5.0
-MODES = ("pickup", "throughput")
 
 
 async def noop(job: JobContext) -> None:
@@ -34,17 +37,28 @@ async def noop_timed(job: JobContext) -> None:
     emit(f"START {job.id} {now_us()}")
 
 
+async def until_cancelled(job: JobContext) -> None:
+    emit(f"START {job.id} {now_us()}")
+    await job.wait_cancelled()
+    emit(f"CANCELLED {job.id} {now_us()}")
+    # Returning is how a handler stops when asked: the job ends cancelled.
+
+
+HANDLERS = {"pickup": noop_timed, "throughput": noop, "cancel": until_cancelled}
+
+
 async def run(base_url: str, key: str, queue: str, concurrency: int, mode: str) -> int:
     async with AsyncClient(base_url, key) as client:
         worker = Worker(client, queue, concurrency, claim_wait=CLAIM_WAIT)
-        worker.register(KIND, noop_timed if mode == "pickup" else noop)
+        worker.register(KIND, HANDLERS[mode])
         return await serve([worker], lambda: emit("READY"))
 
 
 def main(argv: List[str]) -> int:
-    if len(argv) != 5 or not argv[3].isdigit() or argv[4] not in MODES:
+    if len(argv) != 5 or not argv[3].isdigit() or argv[4] not in HANDLERS:
         print(
-            "usage: bench_worker.py <base-url> <key> <queue> <concurrency> <pickup|throughput>",
+            "usage: bench_worker.py <base-url> <key> <queue> <concurrency> "
+            "<pickup|throughput|cancel>",
             file=sys.stderr,
         )
         return 2

@@ -18,14 +18,18 @@ export class JobAborted extends Error {
 /** What a handler gets besides its job. */
 export interface JobContext {
   /**
-   * Aborted when the handler should stop: a cancel was requested, the job's
-   * `timeout_ms` elapsed, its lease was lost, or the shutdown grace ended.
-   * `signal.reason` is a {@link JobAborted} saying which.
+   * Aborted when the handler should stop: a cancel was requested (pushed by
+   * the worker's event stream within a second; a heartbeat notices it too),
+   * the job's `timeout_ms` elapsed, its lease was lost, or the shutdown
+   * grace ended. `signal.reason` is a {@link JobAborted} saying which.
    */
   readonly signal: AbortSignal;
   /** Aborted as soon as the worker starts shutting down (the grace period begins). */
   readonly shutdown: AbortSignal;
-  /** Records progress (any JSON); the next heartbeat carries it to the server. */
+  /**
+   * Records progress (any JSON); a heartbeat carries it to the server within about half a second
+   * (coalesced: the last value counts, at most two such heartbeats a second per worker).
+   */
   progress(value: Json): void;
   /**
    * The jobs this one waited for (`job.depends_on`), in that order, with their `state` and `result`

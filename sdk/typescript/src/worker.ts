@@ -2,13 +2,15 @@
 // their handlers, with the same guarantees as the Rust worker runtime:
 // long-poll claims sized to free slots, the queue's lease unless the user
 // set one (a worker default never overrides what the operator configured),
-// batched heartbeats at a third of each job's lease, reports (completions
-// and failures) carried by the next claim (one request and one commit for
-// both; batched completions and single failures as the fallback), fenced
-// results (a lost lease discards the outcome), retry-after vs snooze
-// (every snooze reported, so the history shows it), cooperative cancel,
-// per-job timeouts, and a graceful shutdown that hands unfinished jobs back
-// with the attempt given back.
+// batched heartbeats at a third of each job's lease (and within half a
+// second of new progress, coalesced), reports (completions and failures)
+// carried by the next claim (one request and one commit for both; batched
+// completions and single failures as the fallback), fenced results (a lost
+// lease discards the outcome), retry-after vs snooze (every snooze
+// reported, so the history shows it), cooperative cancel pushed by one
+// event stream per worker (heartbeats notice it too, should the stream be
+// down), per-job timeouts, and a graceful shutdown that hands unfinished
+// jobs back with the attempt given back.
 
 import { Client, isTransient, sleep } from "./client.js";
 import { errorFromApi, Fatal, Internal, InvalidArgument, LeaseLost, NotFound, PayloadTooLarge, PermissionDenied, Retry, RetryAfter, Snooze, TetherError, TransportError, Unauthenticated } from "./errors.js";
@@ -72,11 +74,30 @@ const ERROR_CHARS = 4000;
 const DEFAULT_LEASE_TTL_MS = 30_000;
 /** Longest sleep of the heartbeater while it holds nothing (a new job wakes it). */
 const HEARTBEAT_IDLE_MS = 3_600_000;
+/**
+ * Least time between two heartbeats sent for new progress (ms): progress shows in the API within about
+ * this long, and a handler reporting on every step costs at most two requests a second, whatever its pace.
+ */
+const PROGRESS_INTERVAL_MS = 500;
+/**
+ * First and longest pause before opening the cancellation stream again after the server refused it
+ * (`too_many_requests` when the tenant holds as many streams as allowed, or a server without the route):
+ * slow, since heartbeats deliver cancellations meanwhile and every try takes a request of a capped tenant.
+ */
+const STREAM_RETRY_FIRST_MS = 1_000;
+const STREAM_RETRY_MOST_MS = 60_000;
 
+/** Jittered exponential backoff: each pause is between half and all of `first`·2ⁿ, at most `most`. */
 class Backoff {
   #n = 0;
+  readonly #first: number;
+  readonly #most: number;
+  constructor(firstMs = 100, mostMs = 5000) {
+    this.#first = firstMs;
+    this.#most = mostMs;
+  }
   next(): number {
-    const step = Math.min(5000, 100 * 2 ** this.#n);
+    const step = Math.min(this.#most, this.#first * 2 ** this.#n);
     this.#n = Math.min(this.#n + 1, 16);
     return step / 2 + Math.random() * (step / 2);
   }
@@ -278,6 +299,10 @@ export class Worker {
   #beatSooner: (() => void) | undefined;
   /** The heartbeat request on its way, if any (settled, never rejected). */
   #beatInFlight: Promise<unknown> | undefined;
+  /** When the heartbeater sends the progress reported since its last cycle (`performance.now()`; undefined while none waits). */
+  #progressAt: number | undefined;
+  /** When a heartbeat last carried progress (`performance.now()`). */
+  #progressSentAt = -Infinity;
 
   constructor(client: Client, options: WorkerOptions) {
     this.client = client;
@@ -378,6 +403,7 @@ export class Worker {
     this.log.info("worker started", { worker_id: this.workerId, queue: this.queue, concurrency: this.concurrency });
     const heartbeater = this.#heartbeatLoop();
     const completer = this.#completerLoop();
+    const cancels = this.#cancelStreamLoop();
     try {
       await this.#fetchLoop();
       // No more claims. Wait for the handlers, at most the grace.
@@ -397,7 +423,7 @@ export class Worker {
     } finally {
       this.#drained.abort();
       this.#completerWake?.();
-      await Promise.all([heartbeater, completer]);
+      await Promise.all([heartbeater, completer, cancels]);
       if (this.handleSignals) {
         process.off("SIGTERM", onSignal);
         process.off("SIGINT", onSignal);
@@ -687,6 +713,7 @@ export class Worker {
       workerId: this.workerId,
       progress: (value: Json) => {
         fl.progress = { value };
+        this.#progressReported();
       },
       // A job without dependencies (or from a server older than them) has none to read.
       dependencies: () => (fl.job.depends_on?.length ? this.client.dependencies(fl.job.id) : Promise.resolve([])),
@@ -918,11 +945,92 @@ export class Worker {
     for (const p of batch) await this.#completeBatch([p]);
   }
 
+  // ---------------------------------------------------------------- cancellation
+
+  /**
+   * A cancel was requested for a job this worker runs, as a heartbeat's answer or the event stream says:
+   * asks its handler to stop (once; the report then acknowledges the cancellation whatever it answers).
+   * Both paths end here, so a cancel acts the same whichever noticed it first.
+   */
+  #cancelRequested(fl: InFlight, via: "heartbeat" | "event stream"): void {
+    if (fl.cancelRequested) return;
+    fl.cancelRequested = true;
+    this.log.info("cancel requested: asking the handler to stop", { job_id: fl.job.id, via });
+    abort(fl, new JobAborted("cancel", "the job's cancellation was requested"));
+  }
+
+  /**
+   * Keeps one event stream of the tenant's `cancel_requested` events open while the worker runs, so a
+   * cancellation reaches its handler at once instead of at the next heartbeat (a third of the lease). No
+   * queue filter: the events of other queues are few and dropped here. The stream reopens by itself (with
+   * `Last-Event-ID` once it has had an event) after a dropped connection or a 503; a refusal it throws (429 when
+   * the tenant holds as many streams as the server allows, a server without the route) is tried again
+   * here with a slow backoff. Neither ever fails the worker, and each outage is logged once: heartbeats
+   * still deliver cancellations meanwhile. It closes at the drain, as handlers may be cancelled until then.
+   */
+  async #cancelStreamLoop(): Promise<void> {
+    const signal = this.#drained.signal;
+    const backoff = new Backoff(STREAM_RETRY_FIRST_MS, STREAM_RETRY_MOST_MS);
+    /** Whether the stream's trouble was logged since it was last open. */
+    let warned = false;
+    const trouble = (error: unknown, delayMs: number) => {
+      const fields = { worker_id: this.workerId, error: String(error), retry_in_ms: Math.round(delayMs) };
+      if (warned) return this.log.debug("the event stream of cancellations is still not open", fields);
+      warned = true;
+      this.log.warn("the event stream of cancellations failed: heartbeats deliver cancellations until it is open again; retrying with backoff", fields);
+    };
+    while (!signal.aborted) {
+      try {
+        const stream = this.client.streamEvents(
+          { events: ["cancel_requested"] },
+          {
+            signal,
+            onOpen: () => {
+              backoff.reset();
+              if (warned) this.log.info("the event stream of cancellations is open again", { worker_id: this.workerId });
+              else this.log.debug("the event stream of cancellations is open", { worker_id: this.workerId });
+              warned = false;
+            },
+            // The server ended it when `error` is undefined (it is stopping, say).
+            onReconnect: ({ error, delayMs }) => trouble(error ?? "the server ended the stream", delayMs),
+          },
+        );
+        for await (const e of stream) {
+          // A gap (retention removed events it had not read) loses nothing a heartbeat will not tell.
+          if (e.event !== "cancel_requested") continue;
+          const fl = this.#inflight.get(e.job_id);
+          // Only the attempt this worker runs; once its report is on its way (or its lease is lost), the
+          // report's answer decides, as for a heartbeat's answer.
+          if (!fl || fl.job.attempt !== e.attempt || reporting(fl) || fl.lost) continue;
+          this.#cancelRequested(fl, "event stream");
+        }
+      } catch (e) {
+        if (signal.aborted) break;
+        const delay = backoff.next();
+        trouble(e, delay);
+        await sleep(delay, signal);
+      }
+    }
+  }
+
   // ---------------------------------------------------------------- heartbeats
 
   /**
+   * Handler progress was reported: the heartbeater sends it at once, or PROGRESS_INTERVAL_MS after it last
+   * sent progress, taking along whatever else is reported until then (one value per job: the last).
+   */
+  #progressReported(): void {
+    // Already scheduled: this value rides that heartbeat.
+    if (this.#progressAt !== undefined) return;
+    this.#progressAt = Math.max(performance.now(), this.#progressSentAt + PROGRESS_INTERVAL_MS);
+    if (this.#beatAt === undefined || this.#progressAt < this.#beatAt) this.#beatSooner?.();
+  }
+
+  /**
    * Heartbeats every held job every third of its own lease: wakes when the first job is due and takes along
-   * every job due within the shortest interval among them, so jobs of one lease share a batch.
+   * every job due within the shortest interval among them, so jobs of one lease share a batch. Wakes too
+   * when new progress is to be sent (see `#progressReported`); every heartbeat carries the
+   * progress of all the jobs that have new progress.
    */
   async #heartbeatLoop(): Promise<void> {
     const backoff = new Backoff();
@@ -936,8 +1044,10 @@ export class Worker {
       }
       // After a failure, the retry's time alone: the jobs it failed for are overdue, and waking
       // for them at once would try again as fast as the errors come back. The retry comes
-      // within the interval.
-      this.#beatAt = retryAt ?? due;
+      // within the interval (and carries the progress).
+      const beatsAt = retryAt ?? due;
+      const progressAt = retryAt === undefined ? this.#progressAt : undefined;
+      this.#beatAt = beatsAt === undefined ? progressAt : progressAt === undefined ? beatsAt : Math.min(beatsAt, progressAt);
       const wait = this.#beatAt === undefined ? HEARTBEAT_IDLE_MS : Math.max(0, this.#beatAt - performance.now());
       const woke = await new Promise<"timer" | "sooner">((resolve) => {
         const drained = this.#drained.signal;
@@ -954,7 +1064,8 @@ export class Worker {
       });
       if (this.#drained.signal.aborted) break;
       if (woke === "sooner") continue;
-      const failed = await this.#heartbeatCycle();
+      // Woken for progress alone, it sends only the jobs with new progress (and any already due).
+      const failed = await this.#heartbeatCycle(beatsAt !== undefined && (progressAt === undefined || beatsAt <= progressAt));
       if (failed === undefined) {
         backoff.reset();
         retryAt = undefined;
@@ -966,15 +1077,19 @@ export class Worker {
   }
 
   /**
-   * Heartbeats the jobs due now or within the shortest interval among the held ones (batches of at most
-   * 1000); answers the shortest interval of a batch that failed, if one did.
+   * Heartbeats the jobs with new progress and those due now or, when `beats` (it woke for a heartbeat, not
+   * for progress alone), within the shortest interval among the held ones (batches of at most 1000);
+   * answers the shortest interval of a batch that failed, if one did.
    */
-  async #heartbeatCycle(): Promise<number | undefined> {
+  async #heartbeatCycle(beats: boolean): Promise<number | undefined> {
+    // Whatever progress is reported from now on waits for the next cycle.
+    this.#progressAt = undefined;
     const all = [...this.#inflight.values()].filter((fl) => !reporting(fl));
     if (all.length === 0) return undefined;
     const now = performance.now();
-    const window = Math.min(...all.map(beatInterval));
-    const held = all.filter((fl) => beatDue(fl) <= now + window);
+    const window = beats ? Math.min(...all.map(beatInterval)) : 0;
+    const held = all.filter((fl) => fl.progress !== undefined || beatDue(fl) <= now + window);
+    if (held.some((fl) => fl.progress !== undefined)) this.#progressSentAt = now;
     let failed: number | undefined;
     for (let i = 0; i < held.length; i += MAX_BATCH) {
       const chunk = held.slice(i, i + MAX_BATCH);
@@ -998,11 +1113,7 @@ export class Worker {
           // Its report went out while the heartbeat was on its way: the report's answer decides, not this one.
           if (!r || reporting(fl)) return;
           if (r.ok) {
-            if (r.cancel_requested && !fl.cancelRequested) {
-              fl.cancelRequested = true;
-              this.log.info("cancel requested: asking the handler to stop", { job_id: fl.job.id });
-              abort(fl, new JobAborted("cancel", "the job's cancellation was requested"));
-            }
+            if (r.cancel_requested) this.#cancelRequested(fl, "heartbeat");
             return;
           }
           this.#itemFailed("heartbeat", fl.job, r.error);

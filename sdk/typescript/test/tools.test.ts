@@ -1,7 +1,8 @@
 // The programs in tools/ as their parents run them, against a real server:
 // the chaos worker follows each job's plan (exact messages, results naming
-// the worker) and prints its claims; the bench worker prints START lines;
-// both exit 0 after SIGTERM and 3 at once when stdin closes.
+// the worker) and prints its claims; the bench worker prints START lines
+// (and CANCELLED ones in cancel mode); both exit 0 after SIGTERM and 3 at
+// once when stdin closes.
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -116,6 +117,30 @@ test("the bench worker prints START for each job in pickup mode and stops on SIG
     assert.ok(start, w.lines.join("\n"));
     assert.equal(start[1], job.id);
     assert.ok(Number(start[2]) >= sent - 1000 && Number(start[2]) <= Date.now() * 1000 + 1000, "the handler's start, in µs since the epoch");
+    w.child.kill("SIGTERM");
+    assert.equal(await w.exitWithin(10_000), 0, w.stderr());
+  } finally {
+    w.child.kill("SIGKILL");
+  }
+});
+
+test("the bench worker prints START and then CANCELLED when a running job is cancelled in cancel mode", async () => {
+  const c = server!.admin;
+  const queue = queueName("bench-cancel");
+  const w = start("bench-worker.js", [server!.url, server!.key, queue, "4", "cancel"]);
+  try {
+    await eventually("READY", async () => w.lines.includes("READY"));
+    const job = await c.enqueue({ queue, kind: "noop" });
+    const started = await eventually("START", async () => w.lines.find((l) => l.startsWith(`START ${job.id} `)));
+    const asked = Date.now() * 1000;
+    await c.cancel(job.id);
+    // The queue's lease is 30 s, so a heartbeat would bring it in 10 s at the earliest; the push is
+    // expected at once, but only a minute proves anything on a stalled host.
+    const cancelled = await eventually("CANCELLED", async () => w.lines.find((l) => l.startsWith(`CANCELLED ${job.id} `)), 60_000);
+    assert.equal((await settled(job.id, "cancelled")).last_error, "cancelled on request");
+    const [startUs, cancelledUs] = [Number(started.split(" ")[2]), Number(cancelled.split(" ")[2])];
+    assert.ok(cancelledUs >= startUs && cancelledUs >= asked - 1000 && cancelledUs <= Date.now() * 1000 + 1000, `${started} / ${cancelled}`);
+    assert.ok(w.lines.every((l) => /^(READY|START \S+ \d+|CANCELLED \S+ \d+)$/.test(l)), w.lines.join("\n"));
     w.child.kill("SIGTERM");
     assert.equal(await w.exitWithin(10_000), 0, w.stderr());
   } finally {

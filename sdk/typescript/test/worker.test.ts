@@ -1,11 +1,13 @@
 // The Worker against a real server on each backend: outcomes, heartbeats
-// beyond the lease TTL, fencing, retry-after vs snooze, cancel and timeout
-// through ctx.signal, and the graceful shutdown's hand-back.
+// beyond the lease TTL, fencing, retry-after vs snooze, cancel (pushed by
+// the event stream, or brought by a heartbeat when the stream is down or
+// refused) and timeout through ctx.signal, prompt coalesced progress, and
+// the graceful shutdown's hand-back.
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { getEventListeners } from "node:events";
-import { Client, Fatal, JobAborted, LeaseLost, Retry, RetryAfter, Snooze, Unauthenticated, Worker, type Job } from "../src/index.js";
+import { Client, Fatal, JobAborted, LeaseLost, Retry, RetryAfter, Snooze, TooManyRequests, Unauthenticated, Worker, type Job } from "../src/index.js";
 import { eventually, forEachBackend, memoryLogger, queueName, startWorker } from "./harness.js";
 
 async function history(c: Client, id: string): Promise<string[]> {
@@ -28,6 +30,54 @@ async function settled(c: Client, id: string, states: Job["state"][], what = "th
     },
     timeoutMs,
   );
+}
+
+/** `p`, or a rejection naming `what` after `ms`. */
+async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** A promise and the function that resolves it. */
+function deferred<T>(): { promise: Promise<T>; resolve: (v: T) => void } {
+  let resolve!: (v: T) => void;
+  const promise = new Promise<T>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+/** A handler that waits for its signal, hands over its reason, and stops with it (as a cancelled handler should). */
+function waitsForAbort(reason: (r: unknown) => void) {
+  return async (_job: Job, ctx: { signal: AbortSignal }) => {
+    const signal = ctx.signal;
+    if (!signal.aborted) await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+    reason(signal.reason);
+    throw signal.reason;
+  };
+}
+
+/**
+ * Holds one event stream of `c` open (it counts against the tenant's cap) until the answered function
+ * closes it; rejects with what the server answered (TooManyRequests past the cap).
+ */
+async function holdStream(c: Client): Promise<() => Promise<void>> {
+  const ac = new AbortController();
+  const opened = deferred<undefined>();
+  // A queue nothing is enqueued to: the stream stays silent until it is closed.
+  const stream = c.streamEvents({ queue: queueName("silent") }, { signal: ac.signal, onOpen: () => opened.resolve(undefined) });
+  const reading = stream.next().then(
+    () => new Error("an event on a silent stream"),
+    (e: unknown) => e,
+  );
+  const failed = await Promise.race([opened.promise, reading]);
+  if (failed !== undefined) throw failed;
+  return async () => {
+    ac.abort();
+    await reading;
+  };
 }
 
 forEachBackend("worker", (server) => {
@@ -521,5 +571,202 @@ forEachBackend("worker", (server) => {
     assert.ok(aborted instanceof JobAborted && aborted.why === "shutdown");
     assert.deepEqual(await history(c, f!.job.id), ["enqueued", "claimed", "snoozed"]);
     assert.equal(worker.jobsInFlight, 0);
+  });
+  test("a cancel reaches a running handler by the event stream, long before a heartbeat could (lease 300 s)", async () => {
+    const c = server().admin;
+    const queue = queueName();
+    const mem = memoryLogger();
+    // Record the worker's requests (the server is real; this only watches), and the stream's signal.
+    const paths: string[] = [];
+    const streamSignals: AbortSignal[] = [];
+    const recording: typeof fetch = (input, init) => {
+      const path = new URL(String(input)).pathname;
+      paths.push(path);
+      if (path === "/v1/events" && init?.signal) streamSignals.push(init.signal);
+      return fetch(input, init);
+    };
+    const wc = new Client({ url: server().url, key: server().key, fetch: recording });
+    // A heartbeat every 100 s: only the push can bring the cancel within the test's minute.
+    const worker = new Worker(wc, { queue, leaseTtlMs: 300_000, claimWaitMs: 500, handleSignals: false, logger: mem.logger });
+    const aborted = deferred<unknown>();
+    worker.handle("long", waitsForAbort(aborted.resolve));
+    const job = await c.enqueue({ queue, kind: "long" });
+    const run = startWorker(worker);
+    await settled(c, job.id, ["running"]);
+    // A stream without a cursor starts live when it opens: the cancel must come after that.
+    await eventually("the worker's event stream to open", async () => mem.lines.some((l) => l.includes("the event stream of cancellations is open")), 30_000);
+    const asked = await c.cancel(job.id);
+    assert.equal(asked.cancel_requested, true);
+    // Expected within a second; bound at a minute so a stalled host cannot fail it (a heartbeat takes 100 s).
+    const reason = await within(aborted.promise, 60_000, "the handler's signal to abort");
+    assert.ok(reason instanceof JobAborted && reason.why === "cancel", String(reason));
+    const j = await settled(c, job.id, ["cancelled"], "the job to end cancelled", 30_000);
+    assert.equal(j.last_error, "cancelled on request");
+    assert.ok(!paths.includes("/v1/jobs/heartbeat"), `no heartbeat was sent: ${paths.join(" ")}`);
+    assert.ok(mem.lines.some((l) => l.startsWith("info cancel requested") && l.includes(`"via":"event stream"`)), mem.lines.join("\n"));
+    worker.shutdown();
+    await run;
+    // One stream for the worker, closed with it: no connection left to keep the process alive.
+    assert.equal(streamSignals.length, 1, paths.join(" "));
+    assert.equal(streamSignals[0]!.aborted, true, "the stream's connection is closed once the worker has stopped");
+  });
+
+  test("heartbeats still bring a cancel while the event stream cannot connect, logged once", async () => {
+    const c = server().admin;
+    const queue = queueName();
+    const mem = memoryLogger();
+    // Every connection of the stream fails, as a refused one does; everything else reaches the server.
+    let refused = 0;
+    const noStream: typeof fetch = (input, init) => {
+      if (new URL(String(input)).pathname === "/v1/events") {
+        refused++;
+        return Promise.reject(new TypeError("fetch failed"));
+      }
+      return fetch(input, init);
+    };
+    const wc = new Client({ url: server().url, key: server().key, fetch: noStream });
+    // A heartbeat every half second.
+    const worker = new Worker(wc, { queue, leaseTtlMs: 1500, claimWaitMs: 500, handleSignals: false, logger: mem.logger });
+    const aborted = deferred<unknown>();
+    worker.handle("long", waitsForAbort(aborted.resolve));
+    worker.handle("quick", (job) => job.payload);
+    const job = await c.enqueue({ queue, kind: "long" });
+    const run = startWorker(worker);
+    await settled(c, job.id, ["running"]);
+    await eventually("the stream to fail twice", async () => refused >= 2);
+    await c.cancel(job.id);
+    const reason = await within(aborted.promise, 60_000, "the handler's signal to abort");
+    assert.ok(reason instanceof JobAborted && reason.why === "cancel", String(reason));
+    assert.equal((await settled(c, job.id, ["cancelled"])).last_error, "cancelled on request");
+    assert.ok(mem.lines.some((l) => l.startsWith("info cancel requested") && l.includes(`"via":"heartbeat"`)), mem.lines.join("\n"));
+    // The worker goes on working.
+    const quick = await c.enqueue({ queue, kind: "quick", payload: 7 });
+    assert.equal((await settled(c, quick.id, ["succeeded"])).result, 7);
+    const warnings = mem.lines.filter((l) => l.startsWith("warn") && l.includes("event stream"));
+    assert.equal(warnings.length, 1, `one warning for ${refused} failed connections: ${warnings.join("\n")}`);
+    worker.shutdown();
+    await run;
+  });
+
+  test("a worker whose event stream is refused (429: the tenant's streams are all taken) keeps running jobs and opens it when a place frees", async () => {
+    const c = server().admin;
+    // `tether serve` has no flag for the cap, so this takes every place of a tenant of its own (64 by
+    // default: opened until the server refuses one), which other tests' streams cannot free.
+    const t = await c.createTenant(queueName("cap"));
+    const tc = new Client({ url: server().url, key: t.api_key });
+    const holders: Array<() => Promise<void>> = [];
+    try {
+      for (;;) {
+        try {
+          holders.push(await holdStream(tc));
+        } catch (e) {
+          if (e instanceof TooManyRequests) break;
+          throw e;
+        }
+        assert.ok(holders.length <= 10_000, "the server never refused a stream");
+      }
+      const queue = queueName();
+      const mem = memoryLogger();
+      const worker = new Worker(tc, { queue, concurrency: 2, leaseTtlMs: 300_000, claimWaitMs: 500, handleSignals: false, logger: mem.logger });
+      const aborted = deferred<unknown>();
+      worker.handle("long", waitsForAbort(aborted.resolve));
+      worker.handle("quick", (job) => job.payload);
+      const run = startWorker(worker);
+      const streamLines = () => mem.lines.filter((l) => l.includes("event stream of cancellations"));
+      await eventually("two refusals", async () => streamLines().filter((l) => l.includes("too_many_requests") || l.includes("event streams open")).length >= 2, 30_000);
+      const warnings = mem.lines.filter((l) => l.startsWith("warn") && l.includes("event stream"));
+      assert.equal(warnings.length, 1, `logged once: ${streamLines().join("\n")}`);
+      // Jobs run all the same.
+      const quick = await tc.enqueueBatch([1, 2, 3].map((payload) => ({ queue, kind: "quick", payload })));
+      for (const [i, r] of quick.entries()) assert.equal((await settled(tc, r.job.id, ["succeeded"])).result, i + 1);
+      // Places free: the worker's next try opens its stream, and cancels are pushed again.
+      await Promise.all(holders.splice(0).map((close) => close()));
+      await eventually("the stream to open again", async () => mem.lines.some((l) => l.startsWith("info the event stream of cancellations is open again")), 90_000);
+      const job = await tc.enqueue({ queue, kind: "long" });
+      await settled(tc, job.id, ["running"]);
+      await tc.cancel(job.id);
+      // A heartbeat would take 100 s.
+      const reason = await within(aborted.promise, 60_000, "the handler's signal to abort");
+      assert.ok(reason instanceof JobAborted && reason.why === "cancel", String(reason));
+      assert.equal((await settled(tc, job.id, ["cancelled"])).last_error, "cancelled on request");
+      worker.shutdown();
+      await run;
+    } finally {
+      await Promise.all(holders.map((close) => close()));
+    }
+  });
+
+  test("progress shows in the API within about half a second while the lease is long, in at most two heartbeats a second", async () => {
+    const c = server().admin;
+    const queue = queueName();
+    const { logger } = memoryLogger();
+    const beats: Array<Array<{ id: string; progress?: unknown }>> = [];
+    const recording: typeof fetch = (input, init) => {
+      if (new URL(String(input)).pathname === "/v1/jobs/heartbeat") beats.push((JSON.parse(String(init?.body)) as { items: Array<{ id: string; progress?: unknown }> }).items);
+      return fetch(input, init);
+    };
+    const wc = new Client({ url: server().url, key: server().key, fetch: recording });
+    // A heartbeat due every 100 s: only the progress can send one within the test.
+    const worker = new Worker(wc, { queue, concurrency: 2, leaseTtlMs: 300_000, claimWaitMs: 500, handleSignals: false, logger });
+    const release = deferred<undefined>();
+    const reported = deferred<number>();
+    let firstAt = 0;
+    worker.handle("busy", async (_job, ctx) => {
+      // About a thousand reports a second for a second and a half.
+      firstAt = Date.now();
+      let n = 0;
+      while (Date.now() - firstAt < 1500) {
+        ctx.progress({ n: ++n });
+        await new Promise((r) => setTimeout(r, 1));
+      }
+      reported.resolve(n);
+      await release.promise;
+      return n;
+    });
+    const job = await c.enqueue({ queue, kind: "busy" });
+    startWorker(worker);
+    await eventually("some progress", async () => (await c.get(job.id)).progress !== null, 30_000);
+    const last = await within(reported.promise, 60_000, "the handler's reports");
+    // The last report shows too (within half a second; bound generously).
+    await eventually("the last progress", async () => ((await c.get(job.id)).progress as { n?: number } | null)?.n === last, 30_000);
+    const elapsed = Date.now() - firstAt;
+    release.resolve(undefined);
+    assert.equal((await settled(c, job.id, ["succeeded"])).result, last);
+    assert.ok(last > 50, `${last} reports`);
+    // Coalesced: one at once, then at most one per half second (a stalled host sends fewer, not more).
+    assert.ok(beats.length >= 1 && beats.length <= 2 + Math.ceil(elapsed / 500), `${beats.length} heartbeats for ${last} reports in ${elapsed} ms`);
+    assert.ok(beats.every((items) => items.length === 1 && items[0]!.id === job.id && items[0]!.progress !== undefined), JSON.stringify(beats));
+  });
+
+  test("progress of several jobs goes in one heartbeat", async () => {
+    const c = server().admin;
+    const queue = queueName();
+    const { logger } = memoryLogger();
+    const beats: Array<Array<{ id: string; progress?: unknown }>> = [];
+    const recording: typeof fetch = (input, init) => {
+      if (new URL(String(input)).pathname === "/v1/jobs/heartbeat") beats.push((JSON.parse(String(init?.body)) as { items: Array<{ id: string; progress?: unknown }> }).items);
+      return fetch(input, init);
+    };
+    const wc = new Client({ url: server().url, key: server().key, fetch: recording });
+    const worker = new Worker(wc, { queue, concurrency: 3, leaseTtlMs: 300_000, claimWaitMs: 500, handleSignals: false, logger });
+    const release = deferred<undefined>();
+    const started = { n: 0 };
+    const allStarted = deferred<undefined>();
+    worker.handle("step", async (job, ctx) => {
+      if (++started.n === 3) allStarted.resolve(undefined);
+      await allStarted.promise;
+      ctx.progress({ step: job.payload });
+      await release.promise;
+    });
+    const jobs = await c.enqueueBatch([1, 2, 3].map((payload) => ({ queue, kind: "step", payload })));
+    startWorker(worker);
+    for (const [i, r] of jobs.entries()) {
+      await eventually(`job ${i + 1}'s progress`, async () => ((await c.get(r.job.id)).progress as { step?: number } | null)?.step === i + 1, 30_000);
+    }
+    release.resolve(undefined);
+    for (const r of jobs) await settled(c, r.job.id, ["succeeded"]);
+    // Reported in one turn of the event loop: one heartbeat carries all three.
+    assert.equal(beats.length, 1, JSON.stringify(beats));
+    assert.deepEqual(beats[0]!.map((i) => i.progress).sort((a, b) => (a as { step: number }).step - (b as { step: number }).step), [{ step: 1 }, { step: 2 }, { step: 3 }]);
   });
 });

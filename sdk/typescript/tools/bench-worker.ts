@@ -1,17 +1,27 @@
 // The TypeScript bench worker: tether-bench runs it as `node
 // sdk/typescript/build-test/tools/bench-worker.js <base-url> <key> <queue>
-// <concurrency> <pickup|throughput>`. One Worker with no-op handlers of
-// kind `noop`; in pickup mode each handler first prints
-// `START <job-id> <unix-µs>`.
+// <concurrency> <pickup|throughput|cancel>`. One Worker with handlers of
+// kind `noop`: no-ops in throughput mode; in pickup mode each first prints
+// `START <job-id> <unix-µs>`; in cancel mode each prints that, then waits
+// for its signal and prints `CANCELLED <job-id> <unix-µs>` when a cancel
+// aborts it (the parent cancels the running job and measures how long that
+// took).
 
-import { Client, Worker } from "../src/index.js";
+import { Client, JobAborted, Worker } from "../src/index.js";
 import { emit, nowUs, runUntilStopped, stderrLogger } from "./process.js";
+
+const MODES = ["pickup", "throughput", "cancel"] as const;
+type Mode = (typeof MODES)[number];
+
+function isMode(m: string | undefined): m is Mode {
+  return (MODES as readonly (string | undefined)[]).includes(m);
+}
 
 function main(): void {
   const [url, key, queue, concurrencyArg, mode] = process.argv.slice(2);
   const concurrency = Number(concurrencyArg);
-  if (!url || !key || !queue || !Number.isInteger(concurrency) || concurrency < 1 || (mode !== "pickup" && mode !== "throughput")) {
-    process.stderr.write("usage: bench-worker <base-url> <key> <queue> <concurrency> <pickup|throughput>\n");
+  if (!url || !key || !queue || !Number.isInteger(concurrency) || concurrency < 1 || !isMode(mode)) {
+    process.stderr.write("usage: bench-worker <base-url> <key> <queue> <concurrency> <pickup|throughput|cancel>\n");
     process.exit(2);
   }
   const worker = new Worker(new Client({ url, key }), {
@@ -21,10 +31,24 @@ function main(): void {
     handleSignals: false,
     logger: stderrLogger("bench worker:", true),
   });
-  const pickup = mode === "pickup";
-  worker.handle("noop", (job) => {
-    if (pickup) emit(`START ${job.id} ${nowUs()}`);
-  });
+  if (mode === "cancel") {
+    worker.handle("noop", async (job, ctx) => {
+      emit(`START ${job.id} ${nowUs()}`);
+      const signal = ctx.signal;
+      if (!signal.aborted) await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+      // Stamped first, so the line measures the signal's arrival, not the write.
+      const at = nowUs();
+      // Only a cancel is news to the parent (a shutdown past its grace aborts the signal too).
+      if (signal.reason instanceof JobAborted && signal.reason.why === "cancel") emit(`CANCELLED ${job.id} ${at}`);
+      // As a cancelled handler should: stop with the signal's reason (the worker reports the job cancelled).
+      throw signal.reason;
+    });
+  } else {
+    const pickup = mode === "pickup";
+    worker.handle("noop", (job) => {
+      if (pickup) emit(`START ${job.id} ${nowUs()}`);
+    });
+  }
   runUntilStopped([worker], () => emit("READY"));
 }
 

@@ -538,6 +538,9 @@ class EventStream(Iterator[FeedItem]):
         self._client = client
         self._params = params
         self.last_id: Optional[str] = after
+        self._on_open: Optional[Callable[[], None]] = None
+        """Called each time a connection is answered as a stream (the worker
+        claims once its stream of cancel requests is open)."""
         self._items: Generator[FeedItem, None, None] = self._run()
 
     def __next__(self) -> FeedItem:
@@ -576,6 +579,8 @@ class EventStream(Iterator[FeedItem]):
                         error = stream_error(resp)
                         if error is not None:
                             raise error
+                        if self._on_open is not None:
+                            self._on_open()
                         decoder = SseDecoder()
                         for chunk in resp.iter_bytes():
                             alive = True
@@ -614,6 +619,8 @@ class AsyncEventStream(AsyncIterator[FeedItem]):
         self._client = client
         self._params = params
         self.last_id: Optional[str] = after
+        self._on_open: Optional[Callable[[], None]] = None
+        """As :class:`EventStream`'s."""
         self._items: AsyncGenerator[FeedItem, None] = self._run()
 
     async def __anext__(self) -> FeedItem:
@@ -650,6 +657,8 @@ class AsyncEventStream(AsyncIterator[FeedItem]):
                         error = stream_error(resp)
                         if error is not None:
                             raise error
+                        if self._on_open is not None:
+                            self._on_open()
                         decoder = SseDecoder()
                         async for chunk in resp.aiter_bytes():
                             alive = True

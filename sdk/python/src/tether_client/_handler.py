@@ -190,6 +190,9 @@ class JobContext:
         self._on_cancel: Optional[Callable[[], None]] = None
         """Called at the first cancel (the worker's watch of a handler that
         ignores it)."""
+        self._on_progress: Optional[Callable[[], None]] = None
+        """Called on the event loop when progress is reported and none was
+        waiting to be sent (the worker then sends it soon)."""
         self._loop = loop
         self._read_dependencies = read_dependencies
         self._lock = threading.Lock()
@@ -247,9 +250,22 @@ class JobContext:
         return await self._read_dependencies(self.id)
 
     def progress(self, value: JSON) -> None:
-        """Records progress (any JSON); the next heartbeat sends it. Thread-safe."""
+        """Records progress (any JSON); the worker sends it within about half
+        a second (the latest value, when it is reported faster). Thread-safe."""
         with self._lock:
+            fresh = not self._progress[0]
             self._progress = (True, value)
+        # Only the first value since the last send wakes the worker: a handler
+        # reporting in a tight loop costs a lock per call, not a loop callback.
+        if fresh and self._on_progress is not None:
+            try:
+                self._loop.call_soon_threadsafe(self._on_progress)
+            except RuntimeError:
+                pass  # the worker's loop is gone (it was aborted)
+
+    def _has_progress(self) -> bool:
+        with self._lock:
+            return self._progress[0]
 
     def _take_progress(self) -> Tuple[bool, JSON]:
         with self._lock:

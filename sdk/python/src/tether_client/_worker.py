@@ -15,6 +15,18 @@ It behaves like tether's Rust worker runtime:
   event, and ``lease_lost`` marks the job lost (its outcome will be
   discarded) and sets the cancel event too. A job whose outcome is on its
   way is no longer heartbeated (after the report no lease is left).
+  Progress does not wait for the jobs to be due: a heartbeat of the jobs
+  with new progress goes within ``PROGRESS_EVERY`` (0.5 s) of the report,
+  at most one per ``PROGRESS_EVERY`` however often handlers report.
+- **Cancel requests are pushed**: while it runs, the worker holds one
+  stream of the tenant's ``cancel_requested`` events (``GET /v1/events``);
+  one naming a job it runs does what a heartbeat's ``cancel_requested``
+  does, so the handler hears of it within moments, not at the next
+  heartbeat (which still notices it, should the stream miss it). The
+  worker claims once the stream is open, so no cancel of a job it claims
+  comes before it. A refused stream (429: the tenant has too many open) or
+  one that fails otherwise is logged once and tried again with backoff;
+  the worker goes on with heartbeats meanwhile.
 - **Reports ride claims**: completions and failures waiting when the worker
   next claims go in that claim (``complete`` and ``fail``, applied in the
   claim's transaction: one round trip and one commit for both); such a claim
@@ -48,6 +60,7 @@ import inspect
 import json
 import logging
 import os
+import random
 import signal
 import socket
 import threading
@@ -98,6 +111,7 @@ from ._models import (
     CompleteItem,
     DependencyJob,
     FailItem,
+    FeedEvent,
     HeartbeatItem,
     ItemResult,
     Job,
@@ -132,6 +146,17 @@ READ_TRIES = 5
 ``unavailable`` or no answer, as a client's reads are (1 + its 4 retries)."""
 HEARTBEAT_IDLE = 3600.0
 """Longest sleep of the heartbeater while it holds jobs (a job due sooner wakes it)."""
+PROGRESS_EVERY = 0.5
+"""Shortest time between a heartbeat and one sent for new progress (seconds):
+progress reaches the server within it, and handlers reporting a thousand
+times a second cost the worker at most two heartbeats a second."""
+STREAM_OPEN_WAIT = 2.0
+"""Longest the worker waits at start for its stream of cancel requests to
+open before it claims anyway (seconds)."""
+STREAM_RETRY_MIN = 1.0
+STREAM_RETRY_MAX = 30.0
+"""Backoff (seconds, jittered) before the stream of cancel requests is
+tried again after a refusal or a failure it does not reconnect after itself."""
 
 
 class _InFlight:
@@ -351,6 +376,14 @@ class Worker:
         self._beat_sooner = asyncio.Event()
         self._beat_at: Optional[float] = None
         """When the heartbeater wakes next (None: it holds nothing)."""
+        self._beat_sent = -PROGRESS_EVERY
+        """When the last heartbeat request went (monotonic)."""
+        self._progress_at: Optional[float] = None
+        """When a heartbeat is due for new progress (None: none waits)."""
+        self._listening = asyncio.Event()
+        """Set once the stream of cancel requests opened or failed."""
+        self._stream_opens = 0
+        """How often the stream of cancel requests was answered as a stream."""
         self._free = self.concurrency
         self._inflight: Dict[str, _InFlight] = {}
         self._jobs: Set[asyncio.Task[None]] = set()
@@ -434,8 +467,18 @@ class Worker:
         log.info("worker %s started on queue %s", self.worker_id, self.queue)
         heartbeater = asyncio.ensure_future(self._heartbeat_loop())
         completer = asyncio.ensure_future(self._completer_loop())
-        fetcher = asyncio.ensure_future(self._fetch_loop())
+        listener = asyncio.ensure_future(self._cancel_listener())
+        tasks = [heartbeater, completer, listener]
         try:
+            # Claim once the stream of cancel requests is open: a cancel of a
+            # job claimed before would come only with a heartbeat. A stream
+            # slow to answer holds the claims up a moment at most.
+            try:
+                await asyncio.wait_for(self._listening.wait(), STREAM_OPEN_WAIT)
+            except asyncio.TimeoutError:
+                log.debug("the stream of cancel requests is not open yet: claiming anyway")
+            fetcher = asyncio.ensure_future(self._fetch_loop())
+            tasks.append(fetcher)
             await self._stop.wait()
             log.info("worker %s shutting down: no more claims", self.worker_id)
             await fetcher
@@ -455,11 +498,13 @@ class Worker:
                 while self._jobs:
                     await asyncio.wait(set(self._jobs))
             self._drained.set()
+            listener.cancel()
             await completer
             await heartbeater
+            await asyncio.gather(listener, return_exceptions=True)
             log.info("worker %s stopped", self.worker_id)
         finally:
-            for t in (fetcher, completer, heartbeater):
+            for t in tasks:
                 t.cancel()
 
     # ---- claiming --------------------------------------------------------------
@@ -594,6 +639,7 @@ class Worker:
     def _spawn(self, claimed: ClaimedJob) -> None:
         loop = asyncio.get_running_loop()
         ctx = JobContext(claimed, self.worker_id, loop, read_dependencies=self._dependencies)
+        ctx._on_progress = self._progress_reported
         fl = _InFlight(claimed, ctx, _granted_lease(claimed, self.lease_ttl))
         self._inflight[claimed.id] = fl
         due = fl.beat_due()
@@ -1110,6 +1156,70 @@ class Worker:
             for r in batch:
                 r.answer("gave up: the completer stopped")
 
+    # ---- cancel requests -------------------------------------------------------
+
+    def _cancel_requested(self, fl: _InFlight) -> None:
+        """Someone asked for the job to stop (a heartbeat's answer or the
+        event stream said so, whichever came first): its handler is asked
+        to stop, once, and the job will end ``cancelled``."""
+        if fl.cancel_requested:
+            return
+        fl.cancel_requested = True
+        log.info("job %s: cancel requested: asking the handler to stop", fl.claimed.id)
+        fl.ctx._cancel()
+
+    def _cancel_pushed(self, event: FeedEvent) -> None:
+        """A ``cancel_requested`` event of the stream: for a job whose handler
+        runs here, and this attempt of it (not an earlier run's), the
+        request is this worker's."""
+        fl = self._inflight.get(event.job_id)
+        if (
+            fl is not None
+            and event.event == "cancel_requested"
+            and event.attempt == fl.claimed.attempt
+            and fl.reporting_since is None
+        ):
+            self._cancel_requested(fl)
+
+    def _stream_opened(self) -> None:
+        self._stream_opens += 1
+        self._listening.set()
+
+    async def _cancel_listener(self) -> None:
+        """Holds one stream of the tenant's ``cancel_requested`` events (of
+        every queue: the key walls it to the tenant) until it is cancelled
+        once the worker has drained. The stream reconnects by itself after
+        a drop; whatever else ends it (a refusal, 429 when the tenant holds
+        too many streams open) is logged once and it is opened again after a
+        backoff. It never fails the worker: heartbeats bring cancels anyway."""
+        delay = STREAM_RETRY_MIN
+        warned = False
+        while True:
+            opens = self._stream_opens
+            stream = self._client.stream_events(events="cancel_requested")
+            stream._on_open = self._stream_opened
+            try:
+                async for item in stream:
+                    if isinstance(item, FeedEvent):
+                        self._cancel_pushed(item)
+            except Exception as e:  # whatever it is, heartbeats still bring cancels
+                if self._stream_opens > opens:  # it had worked: a new run of failures
+                    delay = STREAM_RETRY_MIN
+                    warned = False
+                log.log(
+                    logging.DEBUG if warned else logging.WARNING,
+                    "the stream of cancel requests failed (%s): cancels reach handlers "
+                    "at heartbeats until it is back; opening it again in about %.1f s",
+                    e if isinstance(e, TetherError) else repr(e),
+                    delay,
+                )
+                warned = True
+            finally:
+                await stream.aclose()
+            self._listening.set()  # claims are not held up for a stream that fails
+            await asyncio.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, STREAM_RETRY_MAX)
+
     # ---- heartbeats ------------------------------------------------------------
 
     async def _heartbeat_loop(self) -> None:
@@ -1123,6 +1233,8 @@ class Worker:
                 (fl.beat_due() for fl in self._inflight.values() if fl.reporting_since is None),
                 default=None,
             )
+            if self._progress_at is not None and (due is None or self._progress_at < due):
+                due = self._progress_at
             # After a failure, the retry's time alone: the jobs it failed for
             # are overdue, and waking for them at once would try again as fast
             # as the errors come back. The retry comes within the interval.
@@ -1154,18 +1266,39 @@ class Worker:
                 backoff = min(backoff * 2, MAX_BACKOFF)
         log.debug("heartbeater stopped")
 
+    def _progress_reported(self) -> None:
+        """A handler reported progress while none of its own waited to be sent:
+        a heartbeat carries it at once, or PROGRESS_EVERY after the last one
+        if that went less than PROGRESS_EVERY ago."""
+        if self._progress_at is not None:
+            return
+        self._progress_at = max(time.monotonic(), self._beat_sent + PROGRESS_EVERY)
+        if self._beat_at is None or self._progress_at < self._beat_at:
+            self._beat_sooner.set()
+
     async def _heartbeat_cycle(self) -> Optional[float]:
         """Heartbeats the jobs due now or within the shortest interval among
-        the held ones; answers the shortest interval of a batch that failed,
-        if one did."""
+        the held ones, and those with new progress when a heartbeat is due
+        for it; answers the shortest interval of a batch that failed, if one
+        did."""
+        now = time.monotonic()
+        for_progress = self._progress_at is not None and self._progress_at <= now
+        if for_progress:
+            self._progress_at = None
         # A job whose outcome is on its way is not heartbeated: after its
         # report there is no lease left to extend.
         held = [fl for fl in self._inflight.values() if fl.reporting_since is None]
         if not held:
             return None
-        now = time.monotonic()
-        window = min(fl.interval for fl in held)
-        held = [fl for fl in held if fl.beat_due() <= now + window]
+        # Progress alone takes only the jobs with progress along; a job due
+        # takes along every job due within the shortest interval.
+        due = any(fl.beat_due() <= now for fl in held)
+        window = min(fl.interval for fl in held) if due else 0.0
+        held = [
+            fl
+            for fl in held
+            if fl.beat_due() <= now + window or (for_progress and fl.ctx._has_progress())
+        ]
         failed: Optional[float] = None
         for start in range(0, len(held), MAX_BATCH):
             chunk = held[start : start + MAX_BATCH]
@@ -1176,6 +1309,7 @@ class Worker:
             ]
             interval = min(fl.interval for fl in chunk)
             sent = time.monotonic()
+            self._beat_sent = sent
             try:
                 # A stuck round trip must not cost the leases: give up after a
                 # third of the lease, so the next cycle comes in time.
@@ -1189,17 +1323,15 @@ class Worker:
                 for fl, p in zip(chunk, progress):
                     if p[0]:
                         fl.ctx._restore_progress(p[1])
+                        # Due again at once: the retry (after the backoff) takes it.
+                        self._progress_at = time.monotonic()
                 continue
             for fl in chunk:
                 fl.last_beat = sent
             for fl, r in zip(chunk, results):
                 if r.ok:
-                    if r.ack is not None and r.ack.cancel_requested and not fl.cancel_requested:
-                        fl.cancel_requested = True
-                        log.info(
-                            "job %s: cancel requested: asking the handler to stop", fl.claimed.id
-                        )
-                        fl.ctx._cancel()
+                    if r.ack is not None and r.ack.cancel_requested:
+                        self._cancel_requested(fl)
                     continue
                 if fl.reporting_since is not None and isinstance(r.error, (LeaseLost, NotFound)):
                     # Its report got there first: no lease left, nothing lost.
