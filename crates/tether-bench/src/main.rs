@@ -8,6 +8,7 @@
 //! cargo run --release -p tether-bench -- --wal   # only the WAL written per transition
 //! cargo run --release -p tether-bench -- --quick --only physical,e2e,runtime
 //! cargo run --release -p tether-bench -- --quick --only dag --dag-jobs 20000
+//! cargo run --release -p tether-bench -- --quick --only cancel
 //! ```
 //!
 //! `--only` runs some groups of figures (see [`GROUPS`]); the ratios whose
@@ -17,6 +18,7 @@
 //! `TETHER_TEST_DATABASE_URL`, else `postgres://postgres@127.0.0.1:5432/postgres`);
 //! the program creates its own database and drops it at the end.
 
+mod cancel;
 mod cron;
 mod dag;
 mod flow;
@@ -37,7 +39,7 @@ use std::time::Duration;
 use report::Report;
 
 /// The groups of figures `--only` can pick, in the order a run measures them.
-pub const GROUPS: [&str; 14] = [
+pub const GROUPS: [&str; 15] = [
     "enqueue",
     "wal",
     "physical",
@@ -50,6 +52,7 @@ pub const GROUPS: [&str; 14] = [
     "neighbours",
     "sdk",
     "cron",
+    "cancel",
     "sqlite",
     "soak",
 ];
@@ -100,6 +103,8 @@ pub struct Scale {
     /// Jobs of each dependency-graph figure and of its independent
     /// counterpart (each backend).
     pub dag_jobs: usize,
+    /// Jobs cancelled while running, per cancellation figure.
+    pub cancel_jobs: usize,
 }
 
 impl Scale {
@@ -119,6 +124,7 @@ impl Scale {
             neighbour_keys: 50_000,
             neighbour_seconds: 20,
             dag_jobs: 100_000,
+            cancel_jobs: 200,
         }
     }
 
@@ -139,6 +145,7 @@ impl Scale {
             neighbour_keys: 30_000,
             neighbour_seconds: 8,
             dag_jobs: 2_000,
+            cancel_jobs: 50,
         }
     }
 }
@@ -225,6 +232,9 @@ fn main() {
             return;
         }
         pg::run(&url, &scale, &only, &mut report).await;
+        if only.runs("cancel") {
+            cancel::run(&url, &scale, &mut report).await;
+        }
         if only.runs("sqlite") {
             sqlite::run(&scale, &mut report).await;
         }

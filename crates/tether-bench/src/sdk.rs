@@ -1,7 +1,9 @@
 //! The SDK figures: the Python and TypeScript SDKs' workers (each SDK's
 //! bench worker program, in a child process) against `tether serve` on
 //! PostgreSQL over loopback HTTP — end-to-end throughput with no-op handlers
-//! and pickup latency (enqueue → handler start) with an idle worker.
+//! and pickup latency (enqueue → handler start) with an idle worker; and,
+//! for the `cancel` group (`crate::cancel`), how long a cancel request
+//! takes to reach a running handler.
 //!
 //! The programs must be ready to run: the Python venv that
 //! `sdk/python/scripts/test` makes (or `TETHER_BENCH_PYTHON`) and the
@@ -100,8 +102,11 @@ fn now_us() -> i64 {
 struct WorkerProcess {
     child: Child,
     stdin: Option<ChildStdin>,
-    /// `START <job> <µs>` lines of pickup mode.
+    /// `START <job> <µs>` lines of pickup and cancel modes.
     starts: mpsc::UnboundedReceiver<(Uuid, i64)>,
+    /// `CANCELLED <job> <µs>` lines of cancel mode: the handler saw its
+    /// cancellation.
+    cancels: mpsc::UnboundedReceiver<(Uuid, i64)>,
 }
 
 impl WorkerProcess {
@@ -120,6 +125,7 @@ impl WorkerProcess {
         let stdout = child.stdout.take().expect("piped stdout");
         let (ready_tx, mut ready_rx) = mpsc::unbounded_channel();
         let (starts_tx, starts) = mpsc::unbounded_channel();
+        let (cancels_tx, cancels) = mpsc::unbounded_channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 let fields: Vec<&str> = line.split_whitespace().collect();
@@ -127,9 +133,14 @@ impl WorkerProcess {
                     ["READY"] => {
                         let _ = ready_tx.send(());
                     }
-                    ["START", job, at] => {
+                    [what @ ("START" | "CANCELLED"), job, at] => {
                         if let (Ok(job), Ok(at)) = (job.parse(), at.parse()) {
-                            let _ = starts_tx.send((job, at));
+                            let to = if *what == "START" {
+                                &starts_tx
+                            } else {
+                                &cancels_tx
+                            };
+                            let _ = to.send((job, at));
                         }
                     }
                     _ => {}
@@ -146,6 +157,7 @@ impl WorkerProcess {
             child,
             stdin,
             starts,
+            cancels,
         }
     }
 }
@@ -276,15 +288,14 @@ async fn pickup(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     drop(worker);
-    ms.sort_by(f64::total_cmp);
-    let pct = |p: f64| ms[((ms.len() as f64 * p).ceil() as usize).clamp(1, ms.len()) - 1];
+    let (p50_ms, p99_ms) = crate::cancel::p50_p99(&mut ms);
     let (p50, p99) = match sdk.prefix {
         "py" => ("py_pickup_p50_ms", "py_pickup_p99_ms"),
         _ => ("ts_pickup_p50_ms", "ts_pickup_p99_ms"),
     };
     report.add(
         p50,
-        pct(0.50),
+        p50_ms,
         "ms",
         format!(
             "{} SDK worker: enqueue -> handler start, idle worker",
@@ -293,8 +304,86 @@ async fn pickup(
     );
     report.add(
         p99,
-        pct(0.99),
+        p99_ms,
         "ms",
         format!("same, p99 of {n} jobs (bar <= 20)"),
+    );
+}
+
+/// The SDK worker in `cancel` mode runs `n` jobs one at a time (after one
+/// unmeasured): its handler prints `START`, waits for its cancellation and
+/// prints `CANCELLED` once it sees it. Each sample is the cancel request
+/// (through the engine) → `CANCELLED`, on the one clock of this machine.
+/// The queue's lease is long (see [`crate::cancel::LEASE`]): the SDK's push
+/// of cancel requests is what is measured, not its heartbeat.
+pub async fn cancel(
+    sdk: &Sdk,
+    engine: &Engine,
+    base: &str,
+    key: &str,
+    n: usize,
+    report: &mut Report,
+) {
+    let queue = format!("{}-cancel", sdk.prefix);
+    crate::cancel::long_lease(engine, &queue).await;
+    let mut worker = WorkerProcess::start(sdk, base, key, &queue, "cancel").await;
+    // Let its event stream and first long-poll claim reach the server.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let timeout = crate::cancel::SAMPLE_TIMEOUT;
+    let mut ms = Vec::with_capacity(n);
+    for i in 0..=n {
+        let job = engine
+            .enqueue(TENANT, NewJob::new(&queue, "noop", serde_json::Value::Null))
+            .await
+            .expect("enqueue")
+            .job
+            .id;
+        let (started, _) = tokio::time::timeout(timeout, worker.starts.recv())
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "the {} worker did not start a job within {timeout:?}",
+                    sdk.name
+                )
+            })
+            .expect("the worker's output ended");
+        assert_eq!(started, job, "the worker started the job just enqueued");
+        let sent = now_us();
+        engine.cancel(TENANT, job).await.expect("cancel");
+        let (cancelled, at) = tokio::time::timeout(timeout, worker.cancels.recv())
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "the {} worker's handler did not see its cancellation within {timeout:?} \
+                     (does its bench worker have the `cancel` mode?)",
+                    sdk.name
+                )
+            })
+            .expect("the worker's output ended");
+        assert_eq!(cancelled, job, "the handler of the cancelled job saw it");
+        if i > 0 {
+            ms.push((at - sent).max(0) as f64 / 1_000.0);
+        }
+    }
+    drop(worker);
+    let (p50_ms, p99_ms) = crate::cancel::p50_p99(&mut ms);
+    let (p50, p99) = match sdk.prefix {
+        "py" => ("py_cancel_to_handler_p50_ms", "py_cancel_to_handler_p99_ms"),
+        _ => ("ts_cancel_to_handler_p50_ms", "ts_cancel_to_handler_p99_ms"),
+    };
+    report.add(
+        p50,
+        p50_ms,
+        "ms",
+        format!(
+            "{} SDK worker: cancel request -> handler sees it (60 s lease)",
+            sdk.name
+        ),
+    );
+    report.add(
+        p99,
+        p99_ms,
+        "ms",
+        format!("same, p99 of {n} jobs (bar <= 1000)"),
     );
 }

@@ -17,7 +17,7 @@ use tether_core::{
     CarriedReports, ClaimRequest, ClaimedJob, Completion, Error, Failure, FireReport, Heartbeat,
     HeartbeatAck, JobState, Lease, LeaseToken, ReapReport, ReportedAndClaimed, Result, Wakeup,
 };
-use tether_worker::Source;
+use tether_worker::{CancelRequests, Source};
 use uuid::Uuid;
 
 use crate::obs::{now_us, ClaimObs, Line, LostObs};
@@ -201,6 +201,12 @@ impl Source for Observed {
 
     fn subscribe(&self, tenant: &str, queue: &str) -> Wakeup {
         self.inner.subscribe(tenant, queue)
+    }
+
+    /// The remote source's stream of cancel requests (nothing to observe:
+    /// it changes when a handler hears of a cancel, not what is reported).
+    fn cancel_requests(&self, tenant: &str) -> Option<CancelRequests> {
+        self.inner.cancel_requests(tenant)
     }
 
     async fn acquire_lease(&self, name: &str, holder: &str, ttl_ms: i64) -> Result<Option<Lease>> {

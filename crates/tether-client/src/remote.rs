@@ -12,10 +12,13 @@ use tether_core::{
     FireReport, Heartbeat, HeartbeatAck, JobState, Lease, LeaseToken, ReapReport,
     ReportedAndClaimed, Result, Wakeup,
 };
-use tether_worker::{Source, Worker, WorkerBuilder};
+use tether_worker::{
+    CancelPush, CancelRequests, Source, Worker, WorkerBuilder, CANCEL_PUSH_CAPACITY,
+};
+use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use crate::{ClaimOptions, HttpClient};
+use crate::{ClaimOptions, HttpClient, StreamFilter, StreamItem};
 
 /// Default long-poll of a remote worker's claims.
 pub const DEFAULT_CLAIM_WAIT: Duration = Duration::from_secs(5);
@@ -30,6 +33,11 @@ const EARLY_PAUSE: Duration = Duration::from_secs(1);
 /// Longest wait of a success for a claim to carry it (a fetcher's
 /// gathering of slots and a claim's round trip).
 const REPORT_WAIT: Duration = Duration::from_millis(20);
+/// First pause after the server refused the stream of cancel requests (a
+/// tenant's streams are capped: 429); doubled up to [`REFUSED_PAUSE_MAX`].
+const REFUSED_PAUSE: Duration = Duration::from_secs(5);
+/// Longest pause between tries of a refused stream.
+const REFUSED_PAUSE_MAX: Duration = Duration::from_secs(120);
 
 /// A [`Source`] that takes jobs from a tether server: what a remote worker
 /// runs on. Build workers with [`RemoteSource::worker`] (or
@@ -51,6 +59,14 @@ const REPORT_WAIT: Duration = Duration::from_millis(20);
 ///   **snooze** use their per-job routes and answer the job's new state.
 ///   A handler's [`JobContext::dependencies`](tether_worker::JobContext::dependencies)
 ///   is `GET /v1/jobs/{id}/dependencies`.
+/// - **Cancel requests** are pushed: each worker holds one
+///   `GET /v1/events?event=cancel_requested` stream (see
+///   [`Source::cancel_requests`]), so a cancel reaches its handler within
+///   about a second; heartbeats still deliver any the stream missed. A
+///   server that refuses the stream (429 when the tenant has
+///   `max_event_streams_per_tenant` open, default 64) leaves the worker on
+///   heartbeats alone, logged once, and it tries again with a growing pause
+///   (5 s up to 2 min); the worker never fails for it.
 /// - **Tenants:** the API key decides the tenant. The runtime's tenant
 ///   setting ([`WorkerBuilder::tenant`]) is not sent anywhere; it only labels
 ///   the worker's logs and fills [`tether_core::Job::tenant`] of the jobs
@@ -322,6 +338,12 @@ impl Source for RemoteSource {
         }
     }
 
+    fn cancel_requests(&self, _tenant: &str) -> Option<CancelRequests> {
+        let (tx, rx) = mpsc::channel(CANCEL_PUSH_CAPACITY);
+        tokio::spawn(stream_cancel_requests(self.client.clone(), tx));
+        Some(rx)
+    }
+
     fn subscribe(&self, _tenant: &str, _queue: &str) -> Wakeup {
         if self.wait.is_zero() {
             // No long-poll: a wake-up that never comes, so the runtime's
@@ -375,6 +397,65 @@ impl Source for RemoteSource {
 
     async fn prune_empty_queues(&self, _batch: u32) -> Result<u64> {
         Err(maintenance_elsewhere("removing empty queues"))
+    }
+}
+
+/// The remote push of cancel requests: one event stream of the key's
+/// tenant's `cancel_requested` events, from now on, until the runtime drops
+/// the receiver. The stream reconnects by itself after a dropped
+/// connection; a refusal it cannot cure (429 `too_many_requests`, or a
+/// server without the stream) is told to the runtime once per outage, and
+/// a new stream is tried after a growing pause. A new stream starts from
+/// now on: requests made meanwhile came with heartbeats, and an old cursor
+/// would only replay them late.
+async fn stream_cancel_requests(client: HttpClient, tx: mpsc::Sender<CancelPush>) {
+    let filter = StreamFilter {
+        events: vec!["cancel_requested".to_owned()],
+        ..StreamFilter::default()
+    };
+    let mut pause = REFUSED_PAUSE;
+    let mut told = false;
+    loop {
+        let mut stream = client.stream_events(&filter);
+        let refused = loop {
+            let item = tokio::select! {
+                _ = tx.closed() => return,
+                item = stream.next() => item,
+            };
+            match item {
+                Ok(StreamItem::Event(e)) => {
+                    (pause, told) = (REFUSED_PAUSE, false);
+                    if e.event != "cancel_requested" {
+                        continue;
+                    }
+                    let push = CancelPush::Requested {
+                        job_id: e.job_id,
+                        attempt: e.attempt,
+                    };
+                    if tx.send(push).await.is_err() {
+                        return;
+                    }
+                }
+                // Lost to retention: heartbeats deliver what it held.
+                Ok(StreamItem::Gap { .. }) => {}
+                Err(e) => break e,
+            }
+        };
+        if !told {
+            told = true;
+            let reason = format!(
+                "the server refused the stream of cancel requests ({refused}); trying again in {} s, then less often",
+                pause.as_secs()
+            );
+            if tx.send(CancelPush::Unavailable(reason)).await.is_err() {
+                return;
+            }
+        }
+        tokio::select! {
+            _ = tx.closed() => return,
+            _ = tokio::time::sleep(pause) => {}
+        }
+        pause = (pause * 2).min(REFUSED_PAUSE_MAX);
     }
 }
 

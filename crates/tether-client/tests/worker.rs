@@ -26,6 +26,8 @@ tether_conformance::both_backends!(
     snooze_hands_the_job_back_and_it_runs_again,
     batched_heartbeats_keep_long_jobs_alive,
     cancel_during_a_run_reaches_the_handler,
+    a_cancel_is_pushed_by_the_event_stream,
+    a_refused_event_stream_leaves_cancels_to_heartbeats,
     graceful_shutdown_loses_nothing,
     an_idle_worker_is_woken_by_the_long_poll,
     handlers_read_their_dependencies_over_http,
@@ -366,6 +368,164 @@ async fn cancel_during_a_run_reaches_the_handler(db: &TestDb) {
     let history = events(c, id).await;
     assert!(history.contains(&EventKind::CancelRequested), "{history:?}");
     assert_eq!(history.last(), Some(&EventKind::Cancelled));
+}
+
+/// A worker whose one handler says when it started and waits for its
+/// cancellation, then says it heard it.
+fn cancellable_worker(
+    builder: WorkerBuilder,
+    started: &Arc<AtomicBool>,
+    heard: &Arc<AtomicBool>,
+) -> tether_client::WorkerHandle {
+    let (started, heard) = (started.clone(), heard.clone());
+    builder
+        .queue("cancellable", 1)
+        .handler("wait", move |ctx| {
+            let (started, heard) = (started.clone(), heard.clone());
+            async move {
+                started.store(true, Ordering::SeqCst);
+                ctx.cancelled().await;
+                heard.store(true, Ordering::SeqCst);
+                Err(JobError::Cancelled)
+            }
+        })
+        .build()
+        .unwrap()
+        .start()
+}
+
+/// A cancel reaches the handler through the worker's event stream, long
+/// before a heartbeat could carry it: with a 300 s lease the first
+/// heartbeat is due 100 s after the claim; the bound is 60 s (generous, so
+/// that a stalled host cannot fail it; the push takes milliseconds).
+async fn a_cancel_is_pushed_by_the_event_stream(db: &TestDb) {
+    let s = start(db).await;
+    let c = &s.admin;
+    let id = c
+        .enqueue(NewJob::new("cancellable", "wait", Value::Null))
+        .await
+        .unwrap()
+        .job
+        .id;
+    let (started, heard) = (Arc::default(), Arc::default());
+    let handle = cancellable_worker(
+        quick_worker(c).lease_ttl(Duration::from_secs(300)),
+        &started,
+        &heard,
+    );
+    eventually("the handler to start", Duration::from_secs(60), || async {
+        started.load(Ordering::SeqCst).then_some(())
+    })
+    .await;
+    let claimed = c.get_job(id).await.unwrap();
+    let asked = Instant::now();
+    let j = c.cancel(id).await.unwrap();
+    assert!(j.cancel_requested);
+    eventually(
+        "the handler to hear of the cancel",
+        Duration::from_secs(60),
+        || async { heard.load(Ordering::SeqCst).then_some(()) },
+    )
+    .await;
+    let took = asked.elapsed();
+    let j = s
+        .wait_for_state(id, JobState::Cancelled, Duration::from_secs(60))
+        .await;
+    handle.shutdown();
+    handle.join().await;
+    assert!(
+        took < Duration::from_secs(100),
+        "{took:?}: a heartbeat could not have carried it"
+    );
+    assert_eq!(
+        j.heartbeat_at, claimed.heartbeat_at,
+        "no heartbeat went out: the stream delivered the cancel"
+    );
+}
+
+/// A server that refuses the worker's event stream (the tenant's streams
+/// are capped, here at one, which another client holds: 429) does not stop
+/// the worker: its jobs run, and a cancel comes with the next heartbeat.
+async fn a_refused_event_stream_leaves_cancels_to_heartbeats(db: &TestDb) {
+    let keys = db.two_tenants().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let config = tether_server::ServerConfig {
+        max_event_streams_per_tenant: 1,
+        ..tether_server::ServerConfig::default()
+    };
+    let app = tether_server::router(tether_server::AppState::new(db.engine.clone(), config));
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    let c = HttpClient::new(&base, &keys.admin_key).unwrap();
+    // Another client holds the tenant's one stream: it is open once it
+    // shows an event (markers, in a queue no worker takes).
+    let (shown, mut shows) = tokio::sync::mpsc::unbounded_channel();
+    let holder = tokio::spawn({
+        let mut stream = c.stream_events(&tether_client::StreamFilter::default());
+        async move {
+            while let Ok(item) = stream.next().await {
+                let _ = shown.send(item);
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        c.enqueue(NewJob::new("markers", "marker", Value::Null))
+            .await
+            .unwrap();
+        if let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(500), shows.recv()).await {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the holder's stream did not open within 60 s"
+        );
+    }
+    let refused = tokio::time::timeout(
+        Duration::from_secs(60),
+        c.stream_events(&tether_client::StreamFilter::default())
+            .next(),
+    )
+    .await
+    .expect("a refusal, not a stream")
+    .unwrap_err();
+    assert_eq!(
+        refused.code(),
+        Some(tether_client::ErrorCode::TooManyRequests)
+    );
+
+    let id = c
+        .enqueue(NewJob::new("cancellable", "wait", Value::Null))
+        .await
+        .unwrap()
+        .job
+        .id;
+    let (started, heard) = (Arc::default(), Arc::default());
+    let handle = cancellable_worker(
+        // A heartbeat every 333 ms.
+        quick_worker(&c).lease_ttl(Duration::from_secs(1)),
+        &started,
+        &heard,
+    );
+    eventually("the handler to start", Duration::from_secs(60), || async {
+        started.load(Ordering::SeqCst).then_some(())
+    })
+    .await;
+    c.cancel(id).await.unwrap();
+    eventually("the cancelled job", Duration::from_secs(60), || async {
+        (c.get_job(id).await.unwrap().state == JobState::Cancelled).then_some(())
+    })
+    .await;
+    assert!(
+        heard.load(Ordering::SeqCst),
+        "the handler heard of the cancel"
+    );
+    handle.shutdown();
+    handle.join().await;
+    holder.abort();
+    server.abort();
 }
 
 async fn graceful_shutdown_loses_nothing(db: &TestDb) {

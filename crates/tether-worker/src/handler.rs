@@ -144,7 +144,10 @@ impl JobContext {
 
     /// Resolves once the handler is asked to stop: a cancel was requested for
     /// the job, its lease was lost to another owner, its timeout elapsed, or
-    /// the worker is shutting down after its grace period. Stop soon after;
+    /// the worker is shutting down after its grace period. A cancel request
+    /// arrives within about a second where the worker's source pushes them
+    /// (the engine, a tether server's event stream), else with the job's
+    /// next heartbeat (every third of its lease). Stop soon after;
     /// a handler that keeps running after a cancel request is dropped one
     /// lease TTL later.
     pub async fn cancelled(&self) {
@@ -156,14 +159,13 @@ impl JobContext {
         self.inflight.ctx_cancel.is_cancelled()
     }
 
-    /// Records progress; it is sent with the job's next heartbeat and stored
-    /// on the job (a later value replaces an earlier one not yet sent).
+    /// Records progress; it is stored on the job (readable through the API)
+    /// within about half a second: the worker sends the job's heartbeat
+    /// early to carry it, every job's new progress in one batch, at most
+    /// about two batches a second however often handlers set it (a later
+    /// value replaces an earlier one not yet sent).
     pub fn set_progress(&self, progress: Value) {
-        *self
-            .inflight
-            .progress
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(progress);
+        self.inflight.set_progress(progress);
     }
 
     /// The jobs this one waited for ([`Job::depends_on`]), in the order it

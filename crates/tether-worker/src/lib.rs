@@ -43,6 +43,13 @@
 //! - An outcome is reported under the claim's lease token; if another owner
 //!   took the job meanwhile, the outcome is discarded (logged and counted as
 //!   `lease_lost`), never retried blindly.
+//! - A cancel requested for a running job reaches its handler
+//!   ([`JobContext::cancelled`]) within about a second when the source
+//!   pushes cancel requests ([`Source::cancel_requests`]: the engine's feed,
+//!   or the server's event stream), and with the job's next heartbeat
+//!   otherwise (the fallback either way). Progress a handler sets
+//!   ([`JobContext::set_progress`]) is sent within half a second, every
+//!   job's new progress in one heartbeat batch.
 //! - Handler outcomes: `Ok` → succeeded (completions are batched);
 //!   [`JobError::Retry`] → retried with backoff; [`JobError::RetryAfter`] →
 //!   retried after exactly that delay; [`JobError::Fatal`] → failed;
@@ -85,4 +92,4 @@ pub use maintenance::{
 };
 pub use runtime::{Worker, WorkerHandle};
 pub use signals::Signals;
-pub use source::Source;
+pub use source::{CancelPush, CancelRequests, Source, CANCEL_PUSH_CAPACITY};

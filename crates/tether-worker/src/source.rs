@@ -4,11 +4,48 @@ use async_trait::async_trait;
 use std::time::Duration;
 
 use tether_core::{
-    CarriedReports, ClaimRequest, ClaimedJob, Completion, DependencyJob, Engine, Error, Failure,
-    FireReport, Heartbeat, HeartbeatAck, JobState, Lease, LeaseToken, ReapReport,
-    ReportedAndClaimed, Result, Wakeup,
+    CarriedReports, ClaimRequest, ClaimedJob, Completion, DependencyJob, Engine, Error, EventKind,
+    Failure, FeedCursor, FeedFilter, FeedPage, FireReport, Heartbeat, HeartbeatAck, JobState,
+    Lease, LeaseToken, ReapReport, ReportedAndClaimed, Result, Wakeup, MAX_FEED_READ,
 };
+use tokio::sync::mpsc;
+use tracing::debug;
 use uuid::Uuid;
+
+/// What a source's push of cancellation requests carries (see
+/// [`Source::cancel_requests`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CancelPush {
+    /// A cancel was requested for this run of a job: the job's
+    /// `cancel_requested` history event. It names the attempt, so that a
+    /// request that arrives late does not reach a later attempt's run.
+    Requested {
+        /// The job.
+        job_id: Uuid,
+        /// The attempt that was running when the cancel was requested.
+        attempt: i32,
+    },
+    /// The push is down for now (the reason, for the worker's log): until
+    /// requests arrive again, cancellations reach handlers with the next
+    /// heartbeat only. Sent once per outage, not per retry.
+    Unavailable(String),
+}
+
+/// The receiving end of a push of cancellation requests (see
+/// [`Source::cancel_requests`]). The source's task that fills it stops once
+/// this end is dropped.
+pub type CancelRequests = mpsc::Receiver<CancelPush>;
+
+/// Room in a cancellation push's channel: the runtime takes each request at
+/// once, so this only absorbs a burst (a workflow cancelled whole).
+pub const CANCEL_PUSH_CAPACITY: usize = 1_024;
+
+/// How often an embedded worker reads the feed for cancel requests: one
+/// query per worker every 250 ms (not one per held job), so a cancel
+/// reaches its handler within about a quarter of a second.
+const CANCEL_POLL: Duration = Duration::from_millis(250);
+/// Longest pause between reads of the feed while they fail.
+const CANCEL_POLL_MAX: Duration = Duration::from_secs(5);
 
 /// Exactly the operations the worker runtime performs, so that the same
 /// runtime can drive jobs from an in-process [`Engine`] (embedded mode) or,
@@ -107,6 +144,29 @@ pub trait Source: Send + Sync + 'static {
     /// Hints that `queue` may have ready jobs. The runtime subscribes before
     /// its first claim and treats hints as hints: it polls as well.
     fn subscribe(&self, tenant: &str, queue: &str) -> Wakeup;
+
+    /// A push of the tenant's cancellation requests, so that a cancel of a
+    /// running job reaches its handler within about a second instead of
+    /// with the job's next heartbeat (every third of its lease).
+    ///
+    /// The runtime calls it once per started worker, inside its Tokio
+    /// runtime; the source starts the task that fills the channel, and that
+    /// task ends once the runtime drops the receiver (when the worker has
+    /// drained or was aborted). The push may carry every cancel request of
+    /// the tenant: the runtime ignores those for runs it does not hold. It
+    /// need not be lossless: heartbeats still answer `cancel_requested`, so
+    /// a request the push missed (while it reconnects, or while it is
+    /// refused) arrives with the next heartbeat. A source that cannot push
+    /// should say so once with [`CancelPush::Unavailable`] rather than fail.
+    ///
+    /// The default, `None`, leaves cancellation to heartbeats alone; a
+    /// source that wraps another should forward it. The engine reads its
+    /// feed (one query per worker every 250 ms); the HTTP client's source
+    /// holds one `GET /v1/events` stream per worker.
+    fn cancel_requests(&self, tenant: &str) -> Option<CancelRequests> {
+        let _ = tenant;
+        None
+    }
 
     /// Tries to take a named lease; `None` while another holder has it.
     async fn acquire_lease(&self, name: &str, holder: &str, ttl_ms: i64) -> Result<Option<Lease>>;
@@ -208,6 +268,12 @@ impl Source for Engine {
         Engine::subscribe(self, tenant, queue).unwrap_or_else(|_| Wakeup::never())
     }
 
+    fn cancel_requests(&self, tenant: &str) -> Option<CancelRequests> {
+        let (tx, rx) = mpsc::channel(CANCEL_PUSH_CAPACITY);
+        tokio::spawn(read_cancel_requests(self.clone(), tenant.to_owned(), tx));
+        Some(rx)
+    }
+
     async fn acquire_lease(&self, name: &str, holder: &str, ttl_ms: i64) -> Result<Option<Lease>> {
         Engine::acquire_lease(self, name, holder, ttl_ms).await
     }
@@ -250,5 +316,63 @@ impl Source for Engine {
 
     async fn prune_empty_queues(&self, batch: u32) -> Result<u64> {
         Engine::prune_empty_queues(self, batch).await
+    }
+}
+
+/// The engine's push of cancellation requests: reads the feed's
+/// `cancel_requested` events of `tenant` from its head on, every
+/// [`CANCEL_POLL`] (at once while a read says more are ready), until the
+/// runtime drops the receiver. A failed read is tried again with a growing
+/// pause and only logged at debug: the worker's other calls to the same
+/// store report the outage, and heartbeats deliver cancellations meanwhile.
+async fn read_cancel_requests(engine: Engine, tenant: String, tx: mpsc::Sender<CancelPush>) {
+    let filter = FeedFilter {
+        tenant: Some(tenant),
+        events: vec![EventKind::CancelRequested],
+        ..FeedFilter::default()
+    };
+    let mut cursor: Option<FeedCursor> = None;
+    let mut failing = CANCEL_POLL;
+    loop {
+        let read = match &cursor {
+            // The first read finds where the feed stands: requests from now on.
+            None => engine.feed_head().await.map(|head| FeedPage {
+                gap: None,
+                events: Vec::new(),
+                next: head,
+                more: false,
+            }),
+            Some(after) => engine.feed_read(after, &filter, MAX_FEED_READ).await,
+        };
+        let pause = match read {
+            Ok(page) => {
+                failing = CANCEL_POLL;
+                for e in page.events {
+                    let push = CancelPush::Requested {
+                        job_id: e.job_id,
+                        attempt: e.event.attempt,
+                    };
+                    if tx.send(push).await.is_err() {
+                        return;
+                    }
+                }
+                cursor = Some(page.next);
+                if page.more {
+                    Duration::ZERO
+                } else {
+                    CANCEL_POLL
+                }
+            }
+            Err(e) => {
+                debug!(error = %e, "reading cancel requests failed; trying again");
+                let pause = failing;
+                failing = (failing * 2).min(CANCEL_POLL_MAX);
+                pause
+            }
+        };
+        tokio::select! {
+            _ = tx.closed() => return,
+            _ = tokio::time::sleep(pause) => {}
+        }
     }
 }

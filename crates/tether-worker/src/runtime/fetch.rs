@@ -163,7 +163,11 @@ pub(super) fn spawn_job(
     claimed: ClaimedJob,
     permit: OwnedSemaphorePermit,
 ) {
-    let fl = Arc::new(InFlight::new(claimed, shared.config.lease_ttl));
+    let fl = Arc::new(InFlight::new(
+        claimed,
+        shared.config.lease_ttl,
+        shared.beat_sooner.clone(),
+    ));
     lock(&shared.inflight).insert(fl.job.id, fl.clone());
     // Wake the heartbeater if this job is due before it would wake (it
     // sleeps without end while it holds nothing). Locked after the insert:

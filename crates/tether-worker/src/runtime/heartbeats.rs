@@ -1,5 +1,7 @@
-//! The heartbeater: extends every held lease before it lapses, and fires
-//! a job's cancellation when the store asks for it or the lease is lost.
+//! The heartbeater: extends every held lease before it lapses, carries
+//! handlers' progress promptly, and fires a job's cancellation when the
+//! store asks for it or the lease is lost; and the consumer of the source's
+//! push of cancel requests.
 
 use super::*;
 
@@ -7,29 +9,43 @@ use super::*;
 /// sooner by a job due earlier).
 pub(super) const HEARTBEAT_IDLE: Duration = Duration::from_secs(3_600);
 
+/// New progress goes out at most this long after the previous heartbeat
+/// cycle ended (at once if that was longer ago): progress is visible within
+/// about half a second, and handlers that set it constantly cost the worker
+/// at most about two heartbeat requests a second.
+pub(super) const PROGRESS_DELAY: Duration = Duration::from_millis(500);
+
 /// Heartbeats every held job every third of its own lease: wakes when the
 /// first job is due, and takes along every job due within the shortest
-/// interval among them, so jobs of one lease length share one batch.
+/// interval among them, so jobs of one lease length share one batch. New
+/// progress wakes it sooner (see [`PROGRESS_DELAY`]).
 pub(super) async fn heartbeat_loop(shared: Arc<Shared>) {
     let mut backoff = Backoff::new();
     // After a failed cycle: when to try again (sooner than the jobs' due).
     let mut retry_at: Option<Instant> = None;
+    // When the last cycle ended: new progress waits for PROGRESS_DELAY after it.
+    let mut last_cycle: Option<Instant> = None;
     loop {
         let wake = {
             // `beat_at` is set under its lock after reading the jobs, so a
             // job spawned meanwhile finds it and wakes us if due sooner.
             let mut at = lock(&shared.beat_at);
-            let due = lock(&shared.inflight)
-                .values()
-                .map(|fl| fl.beat_due())
-                .min();
+            let (due, progress) = {
+                let held = lock(&shared.inflight);
+                let due = held.values().map(|fl| fl.beat_due()).min();
+                (due, held.values().any(|fl| fl.has_new_progress()))
+            };
+            let progress_due = progress.then(|| match last_cycle {
+                Some(t) => t + PROGRESS_DELAY,
+                None => Instant::now(),
+            });
             // After a failure, the retry's time alone: the jobs it failed
             // for are overdue (their last beat did not move), and waking
             // for them at once would try again as fast as the errors came
             // back. The retry comes within the shortest interval anyway.
             *at = match retry_at {
                 Some(r) => Some(r),
-                None => due,
+                None => due.into_iter().chain(progress_due).min(),
             };
             *at
         };
@@ -39,7 +55,9 @@ pub(super) async fn heartbeat_loop(shared: Arc<Shared>) {
             _ = shared.beat_sooner.notified() => continue,
             _ = sleep_until(wake.unwrap_or_else(|| Instant::now() + HEARTBEAT_IDLE)) => {}
         }
-        retry_at = match heartbeat_cycle(&shared).await {
+        let cycle = heartbeat_cycle(&shared).await;
+        last_cycle = Some(Instant::now());
+        retry_at = match cycle {
             Ok(()) => {
                 backoff.reset();
                 None
@@ -51,9 +69,10 @@ pub(super) async fn heartbeat_loop(shared: Arc<Shared>) {
     debug!("heartbeater stopped");
 }
 
-/// Heartbeats the held jobs that are due now or within the shortest
-/// heartbeat interval among them, in batches of at most 1000; answers the
-/// shortest interval of a batch that failed, if one did.
+/// Heartbeats the held jobs with new progress and, when a job is due now,
+/// every job due within the shortest heartbeat interval among them, in
+/// batches of at most 1000; answers the shortest interval of a batch that
+/// failed, if one did.
 pub(super) async fn heartbeat_cycle(shared: &Shared) -> Result<(), Duration> {
     let config = &shared.config;
     let now = Instant::now();
@@ -61,12 +80,15 @@ pub(super) async fn heartbeat_cycle(shared: &Shared) -> Result<(), Duration> {
     let Some(window) = held.iter().map(|fl| fl.heartbeat_interval()).min() else {
         return Ok(());
     };
+    // A cycle woken only by new progress carries just that progress: it
+    // does not extend every lease twice a second.
+    let any_due = held.iter().any(|fl| fl.beat_due() <= now);
     let due: Vec<Arc<InFlight>> = held
         .into_iter()
         .filter(|fl| match fl.reporting_since() {
             // Reporting: only once the report has taken a whole interval.
             Some(since) => since + fl.heartbeat_interval() <= now,
-            None => fl.beat_due() <= now + window,
+            None => fl.has_new_progress() || (any_due && fl.beat_due() <= now + window),
         })
         .collect();
     let mut failed: Option<Duration> = None;
@@ -90,11 +112,8 @@ pub(super) async fn heartbeat_cycle(shared: &Shared) -> Result<(), Duration> {
                 for (fl, answer) in chunk.iter().zip(answers) {
                     match answer {
                         Ok(ack) => {
-                            if ack.cancel_requested
-                                && !fl.cancel_requested.swap(true, Ordering::SeqCst)
-                            {
-                                info!(job_id = %fl.job.id, "cancel requested: asking the handler to stop");
-                                fl.ctx_cancel.cancel();
+                            if ack.cancel_requested {
+                                fl.cancel_requested();
                             }
                         }
                         Err(e) if is_lost(&e) => {
@@ -132,4 +151,39 @@ pub(super) async fn heartbeat_cycle(shared: &Shared) -> Result<(), Duration> {
         }
     }
     failed.map_or(Ok(()), Err)
+}
+
+/// Takes the source's push of cancel requests (see
+/// [`Source::cancel_requests`]) until the worker has drained (handlers
+/// running in the shutdown grace still get their requests): a request for a
+/// run this worker holds does what a heartbeat's `cancel_requested` answer
+/// does, at once. Requests for other jobs (other workers', finished ones)
+/// are ignored.
+pub(super) async fn cancel_push_loop(shared: Arc<Shared>, mut push: CancelRequests) {
+    loop {
+        let next = tokio::select! {
+            biased;
+            _ = shared.drained.cancelled() => break,
+            next = push.recv() => next,
+        };
+        match next {
+            Some(CancelPush::Requested { job_id, attempt }) => {
+                let held = lock(&shared.inflight).get(&job_id).cloned();
+                // The attempt tells this run from a later one, which a
+                // request that arrives late must not reach.
+                if let Some(fl) = held.filter(|fl| fl.job.attempt == attempt) {
+                    fl.cancel_requested();
+                }
+            }
+            Some(CancelPush::Unavailable(reason)) => warn!(
+                worker_id = %shared.config.worker_id,
+                %reason,
+                "cancel requests are not pushed for now: they reach handlers with the next heartbeat"
+            ),
+            None => {
+                debug!("the source's push of cancel requests ended: heartbeats alone deliver them");
+                break;
+            }
+        }
+    }
 }

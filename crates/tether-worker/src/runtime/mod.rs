@@ -4,7 +4,9 @@
 //!
 //! Ownership of a job's fate is simple on purpose: the job's own task decides
 //! and reports its outcome; the heartbeater only extends leases and fires the
-//! job's cancellation when the store says "cancel requested" or "lease lost";
+//! job's cancellation when the store says "cancel requested" or "lease lost"
+//! (and the source's push of cancel requests, when it has one, fires it
+//! sooner);
 //! the completer only batches `complete` calls for job tasks that wait on it.
 //! A job stays in the in-flight table (and keeps being heartbeated) until its
 //! outcome is acknowledged, so a slow report never costs the lease.
@@ -35,7 +37,7 @@ use crate::handler::{Handler, JobContext, JobError, JobResult};
 use crate::maintenance::Maintenance;
 use crate::outbox::Outbox;
 use crate::signals::Signals;
-use crate::source::Source;
+use crate::source::{CancelPush, CancelRequests, Source};
 
 mod fetch;
 mod heartbeats;
@@ -112,7 +114,7 @@ impl Worker {
             outbox,
             leader: Arc::new(AtomicBool::new(false)),
             beat_at: Mutex::new(None),
-            beat_sooner: Notify::new(),
+            beat_sooner: Arc::new(Notify::new()),
         });
         let join = tokio::spawn(killable(shared.kill.clone(), supervise(shared.clone())));
         WorkerHandle { shared, join }
@@ -226,8 +228,9 @@ struct Shared {
     /// When the heartbeater wakes next (`None`: it holds nothing and waits
     /// for [`Shared::beat_sooner`]).
     beat_at: Mutex<Option<Instant>>,
-    /// Wakes the heartbeater when a new job is due before [`Shared::beat_at`].
-    beat_sooner: Notify,
+    /// Wakes the heartbeater when a new job is due before [`Shared::beat_at`],
+    /// or a handler set progress (each job holds a clone).
+    beat_sooner: Arc<Notify>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -252,8 +255,12 @@ pub(crate) struct InFlight {
     /// Fired after the shutdown grace: the handler is dropped at once.
     abandon: CancellationToken,
     /// Progress waiting for the next heartbeat.
-    pub(crate) progress: Mutex<Option<Value>>,
-    /// A heartbeat said someone asked for this job to be cancelled.
+    progress: Mutex<Option<Value>>,
+    /// The worker's [`Shared::beat_sooner`]: new progress wakes the
+    /// heartbeater.
+    beat_sooner: Arc<Notify>,
+    /// A heartbeat (or the source's push) said someone asked for this job
+    /// to be cancelled.
     cancel_requested: AtomicBool,
     /// A heartbeat said another owner has the job: its outcome is discarded.
     lost: AtomicBool,
@@ -262,7 +269,7 @@ pub(crate) struct InFlight {
 }
 
 impl InFlight {
-    fn new(claimed: ClaimedJob, asked: Option<Duration>) -> Self {
+    fn new(claimed: ClaimedJob, asked: Option<Duration>, beat_sooner: Arc<Notify>) -> Self {
         let lease_ttl = granted_lease(&claimed.job, asked);
         InFlight {
             job: claimed.job,
@@ -272,6 +279,7 @@ impl InFlight {
             ctx_cancel: CancellationToken::new(),
             abandon: CancellationToken::new(),
             progress: Mutex::new(None),
+            beat_sooner,
             cancel_requested: AtomicBool::new(false),
             lost: AtomicBool::new(false),
             reporting_since: Mutex::new(None),
@@ -288,6 +296,35 @@ impl InFlight {
 
     fn reporting_since(&self) -> Option<Instant> {
         *lock(&self.reporting_since)
+    }
+
+    /// Keeps `progress` for the next heartbeat (replacing a value not yet
+    /// sent) and, when there was none waiting, wakes the heartbeater so
+    /// that it goes out within [`PROGRESS_DELAY`]. Only the first value
+    /// since the last heartbeat wakes it: a handler that sets progress in a
+    /// tight loop does not spin the heartbeater.
+    pub(crate) fn set_progress(&self, progress: Value) {
+        let waiting = lock(&self.progress).replace(progress).is_some();
+        if !waiting {
+            self.beat_sooner.notify_one();
+        }
+    }
+
+    /// Progress waits to be sent, and the handler is still running (once
+    /// the outcome is being reported, the report is what counts).
+    fn has_new_progress(&self) -> bool {
+        self.reporting_since().is_none() && lock(&self.progress).is_some()
+    }
+
+    /// Someone asked for this job to be cancelled (a heartbeat's answer
+    /// said so, or the source pushed the request): asks the handler to
+    /// stop, once, and marks the job so that its outcome is reported as a
+    /// cancellation.
+    fn cancel_requested(&self) {
+        if !self.cancel_requested.swap(true, Ordering::SeqCst) {
+            info!(job_id = %self.job.id, "cancel requested: asking the handler to stop");
+            self.ctx_cancel.cancel();
+        }
     }
 
     /// Heartbeats run three times per lease, so one lost or slow heartbeat
@@ -406,6 +443,15 @@ async fn supervise(shared: Arc<Shared>) {
         "worker started"
     );
     let heartbeater = tokio::spawn(killable(kill.clone(), heartbeat_loop(shared.clone())));
+    let pushed = shared
+        .source
+        .cancel_requests(&shared.config.tenant)
+        .map(|push| {
+            tokio::spawn(killable(
+                kill.clone(),
+                cancel_push_loop(shared.clone(), push),
+            ))
+        });
     let completer = tokio::spawn(killable(kill.clone(), completer_loop(shared.clone())));
     let maintenance = shared.config.maintenance.then(|| {
         let maintenance = Maintenance::new(shared.source.clone(), &shared.config.worker_id)
@@ -453,6 +499,9 @@ async fn supervise(shared: Arc<Shared>) {
     shared.drained.cancel();
     let _ = completer.await;
     let _ = heartbeater.await;
+    if let Some(p) = pushed {
+        let _ = p.await;
+    }
     if let Some(m) = maintenance {
         let _ = m.await;
     }

@@ -511,8 +511,9 @@ pub async fn timeout_drops_the_handler_and_fails_the_attempt(db: &TestDb) {
     handle.join().await;
 }
 
-/// Cancelling a running job reaches the handler through the next heartbeat;
-/// the handler stops and the job ends `cancelled`.
+/// Cancelling a running job reaches the handler (through the engine's push
+/// or the next heartbeat, whichever comes first); the handler stops and the
+/// job ends `cancelled`.
 pub async fn cancel_of_a_running_job_reaches_the_handler(db: &TestDb) {
     let started = Gate::new();
     let saw_cancel = Arc::new(AtomicBool::new(false));
@@ -545,6 +546,167 @@ pub async fn cancel_of_a_running_job_reaches_the_handler(db: &TestDb) {
         saw_cancel.load(Ordering::SeqCst),
         "the handler saw the cancellation"
     );
+    handle.shutdown();
+    handle.join().await;
+}
+
+/// A lease long enough that no heartbeat comes during a behaviour (every
+/// 100 s): what reaches the store sooner came another way.
+const LONG_LEASE: Duration = Duration::from_secs(300);
+
+/// A cancel reaches a running handler by the engine's push, long before a
+/// heartbeat could carry it: with a 300 s lease the first heartbeat is due
+/// 100 s after the claim, and the bound is 60 s (generous, so that a
+/// stalled host cannot fail it; the push takes about a quarter second).
+pub async fn a_cancel_is_pushed_to_the_handler_before_any_heartbeat(db: &TestDb) {
+    let probe = Probe::new(db.engine.clone());
+    let started = Gate::new();
+    let heard = Gate::new();
+    // Heartbeats sent when the handler heard of the cancel.
+    let beats_when_heard = Arc::new(AtomicUsize::new(usize::MAX));
+    let (s, h, p, b) = (
+        started.clone(),
+        heard.clone(),
+        probe.clone(),
+        beats_when_heard.clone(),
+    );
+    let handle = Worker::builder_shared(probe.clone())
+        .tenant(T)
+        .maintenance(false)
+        .lease_ttl(LONG_LEASE)
+        .poll_interval(Duration::from_millis(100))
+        .queue(Q, 1)
+        .handler("long", move |ctx| {
+            let (s, h, p, b) = (s.clone(), h.clone(), p.clone(), b.clone());
+            async move {
+                s.open();
+                ctx.cancelled().await;
+                b.store(p.heartbeat_calls.load(Ordering::SeqCst), Ordering::SeqCst);
+                h.open();
+                Err(JobError::Cancelled)
+            }
+        })
+        .build()
+        .unwrap()
+        .start();
+    let j = enqueue(db, NewJob::new(Q, "long", json!({}))).await;
+    started.wait_within("the handler to start", 60 * SEC).await;
+    let beats_before = probe.heartbeat_calls.load(Ordering::SeqCst);
+    let requested = db.engine.cancel(T, j.id).await.unwrap();
+    assert!(requested.cancel_requested);
+    heard
+        .wait_within("the handler to hear of the cancel", 60 * SEC)
+        .await;
+    assert_eq!(
+        beats_when_heard.load(Ordering::SeqCst),
+        beats_before,
+        "no heartbeat went out between the cancel and the handler hearing of it: the push delivered it"
+    );
+    let done = job_where(db, j.id, "the cancellation", 60 * SEC, |j| {
+        j.state.is_terminal()
+    })
+    .await;
+    assert_eq!(done.state, JobState::Cancelled);
+    handle.shutdown();
+    handle.join().await;
+}
+
+/// Without a push (a source that offers none), the heartbeat's answer still
+/// delivers a cancel: the fallback.
+pub async fn without_a_push_a_cancel_comes_with_a_heartbeat(db: &TestDb) {
+    let probe = Probe::new(db.engine.clone());
+    probe.no_push.store(true, Ordering::SeqCst);
+    let started = Gate::new();
+    let s = started.clone();
+    let handle = Worker::builder_shared(probe.clone())
+        .tenant(T)
+        .maintenance(false)
+        // A heartbeat every 333 ms.
+        .lease_ttl(SEC)
+        .poll_interval(Duration::from_millis(100))
+        .queue(Q, 1)
+        .handler("long", move |ctx| {
+            let s = s.clone();
+            async move {
+                s.open();
+                ctx.cancelled().await;
+                Err(JobError::Cancelled)
+            }
+        })
+        .build()
+        .unwrap()
+        .start();
+    let j = enqueue(db, NewJob::new(Q, "long", json!({}))).await;
+    started.wait_within("the handler to start", 60 * SEC).await;
+    db.engine.cancel(T, j.id).await.unwrap();
+    let done = job_where(db, j.id, "the cancellation", 60 * SEC, |j| {
+        j.state.is_terminal()
+    })
+    .await;
+    assert_eq!(done.state, JobState::Cancelled);
+    assert!(probe.heartbeat_calls.load(Ordering::SeqCst) > 0);
+    handle.shutdown();
+    handle.join().await;
+}
+
+/// Progress a handler sets is stored well before the next heartbeat due
+/// (a 300 s lease: every 100 s; the bound of 60 s only absorbs a stalled
+/// host), and a handler that sets it a thousand times a second costs at
+/// most about two heartbeat requests a second.
+pub async fn progress_is_sent_promptly_and_coalesced(db: &TestDb) {
+    const BUSY: Duration = Duration::from_secs(2);
+    let probe = Probe::new(db.engine.clone());
+    let (go, finish) = (Gate::new(), Gate::new());
+    let (g, f) = (go.clone(), finish.clone());
+    let handle = Worker::builder_shared(probe.clone())
+        .tenant(T)
+        .maintenance(false)
+        .lease_ttl(LONG_LEASE)
+        .poll_interval(Duration::from_millis(100))
+        .queue(Q, 1)
+        .handler("busy", move |ctx| {
+            let (g, f) = (g.clone(), f.clone());
+            async move {
+                ctx.set_progress(json!({ "phase": "first" }));
+                g.wait().await;
+                let begun = Instant::now();
+                let mut n = 0;
+                while begun.elapsed() < BUSY {
+                    n += 1;
+                    ctx.set_progress(json!({ "n": n }));
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                ctx.set_progress(json!({ "phase": "last" }));
+                f.wait().await;
+                Ok(None)
+            }
+        })
+        .build()
+        .unwrap()
+        .start();
+    let j = enqueue(db, NewJob::new(Q, "busy", json!({}))).await;
+    job_where(db, j.id, "the first progress", 60 * SEC, |j| {
+        j.progress == Some(json!({ "phase": "first" }))
+    })
+    .await;
+    let before = probe.heartbeat_calls.load(Ordering::SeqCst);
+    let opened = Instant::now();
+    go.open();
+    job_where(db, j.id, "the last progress", 60 * SEC, |j| {
+        j.progress == Some(json!({ "phase": "last" }))
+    })
+    .await;
+    let took = opened.elapsed();
+    let calls = probe.heartbeat_calls.load(Ordering::SeqCst) - before;
+    // One cycle per 500 ms at most (a stalled host makes fewer, never more).
+    let most = 2 * took.as_secs() as usize + 3;
+    assert!(
+        calls <= most,
+        "{calls} heartbeat requests in {took:?} of constant progress (at most {most})"
+    );
+    finish.open();
+    let done = job_where(db, j.id, "the job", 60 * SEC, |j| j.state.is_terminal()).await;
+    assert_eq!(done.state, JobState::Succeeded);
     handle.shutdown();
     handle.join().await;
 }

@@ -12,7 +12,7 @@ use tether_core::{
     Failure, Heartbeat, HeartbeatAck, Job, JobFilter, JobState, Lease, LeaseToken, NewJob,
     ReapReport, ReportedAndClaimed, Result, Wakeup,
 };
-use tether_worker::{Source, Worker, WorkerBuilder};
+use tether_worker::{CancelRequests, Source, Worker, WorkerBuilder};
 use tokio::sync::watch;
 use uuid::Uuid;
 
@@ -177,6 +177,11 @@ pub struct Probe {
     pub failed_calls: AtomicUsize,
     /// Delays each claim's answer (after the claim happened) by this much.
     pub claim_delay_ms: AtomicU64,
+    /// `heartbeat_many` calls forwarded.
+    pub heartbeat_calls: AtomicUsize,
+    /// Offers no push of cancel requests (set before the worker starts):
+    /// cancellations come with heartbeats alone.
+    pub no_push: AtomicBool,
 }
 
 impl Probe {
@@ -188,6 +193,8 @@ impl Probe {
             carried_batches: Mutex::new(Vec::new()),
             failed_calls: AtomicUsize::new(0),
             claim_delay_ms: AtomicU64::new(0),
+            heartbeat_calls: AtomicUsize::new(0),
+            no_push: AtomicBool::new(false),
         })
     }
 
@@ -246,6 +253,7 @@ impl Source for Probe {
         items: &[Heartbeat],
     ) -> Result<Vec<Result<HeartbeatAck>>> {
         self.check()?;
+        self.heartbeat_calls.fetch_add(1, Ordering::SeqCst);
         self.engine.heartbeat_many(tenant, items).await
     }
 
@@ -287,6 +295,15 @@ impl Source for Probe {
 
     fn subscribe(&self, tenant: &str, queue: &str) -> Wakeup {
         Source::subscribe(&self.engine, tenant, queue)
+    }
+
+    /// The engine's push (unless `no_push`), untouched by a simulated
+    /// outage (its reads are not calls the behaviours count).
+    fn cancel_requests(&self, tenant: &str) -> Option<CancelRequests> {
+        if self.no_push.load(Ordering::SeqCst) {
+            return None;
+        }
+        Source::cancel_requests(&self.engine, tenant)
     }
 
     async fn acquire_lease(&self, name: &str, holder: &str, ttl_ms: i64) -> Result<Option<Lease>> {
