@@ -2,9 +2,10 @@
 //! same program, re-run as `__serve`, so it runs exactly `tether serve`'s
 //! code), driven over loopback by the Rust SDK.
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,6 +13,7 @@ use serde_json::json;
 use sqlx::PgPool;
 use tether_client::{ClaimOptions, ClaimedJob, HttpClient};
 use tether_core::{CarriedReports, Engine, NewJob};
+use uuid::Uuid;
 
 use crate::report::Report;
 use crate::workload::{enqueue_batches, median_ms, rate, TENANT};
@@ -304,7 +306,7 @@ pub async fn run(engine: &Engine, url: &str, pool: &PgPool, scale: &Scale, repor
     // readers attached (their cost to the server, and how far behind the
     // commits they read).
     let (_, n) = scale.e2e[2];
-    let (http, peak) = e2e(engine, pool, &client, n, server.pid()).await;
+    let (http, peak) = e2e(engine, pool, &client, n, server.pid(), None).await;
     report.add(
         "http_pg_e2e_jobs_per_s",
         http,
@@ -324,8 +326,9 @@ pub async fn run(engine: &Engine, url: &str, pool: &PgPool, scale: &Scale, repor
         "tether serve peak resident memory during the HTTP e2e run",
     );
     let readers = Readers::attach(&client, engine).await;
-    let (with_readers, _) = e2e(engine, pool, &client, n, server.pid()).await;
-    let lags = readers.detach(n).await;
+    let probes = Probes::default();
+    let (with_readers, _) = e2e(engine, pool, &client, n, server.pid(), Some(&probes)).await;
+    let lags = readers.detach(n, &probes).await;
     report.add(
         "http_pg_e2e_with_readers_ratio",
         with_readers / http,
@@ -338,13 +341,13 @@ pub async fn run(engine: &Engine, url: &str, pool: &PgPool, scale: &Scale, repor
         "events_lag_p50_ms",
         percentile_ms(&lags, 0.50),
         "ms",
-        format!("history event written -> a stream reader has it, during the HTTP e2e with {READERS} readers"),
+        format!("commit -> a stream reader has the event, probes every {PROBE_EVERY:?} during the HTTP e2e with {READERS} readers"),
     );
     report.add(
         "events_lag_p99_ms",
         percentile_ms(&lags, 0.99),
         "ms",
-        format!("same, p99 of {} events (bar <= 50)", lags.len()),
+        format!("same, p99 of {} events read (bar <= 50)", lags.len()),
     );
 
     // Waiting for a result: a GET ?wait_ms= waits while the job runs.
@@ -453,13 +456,15 @@ fn percentile_ms(samples: &[Duration], p: f64) -> f64 {
 }
 
 /// One HTTP e2e run over `n` queued jobs of `http-e2e`: the rate and the
-/// server's peak resident memory.
+/// server's peak resident memory. With `probes`, a probe job is enqueued
+/// every [`PROBE_EVERY`] while it runs, each commit's time noted.
 async fn e2e(
     engine: &Engine,
     pool: &PgPool,
     client: &HttpClient,
     n: usize,
     server_pid: u32,
+    probes: Option<&Probes>,
 ) -> (f64, f64) {
     crate::pg::reset(pool).await;
     enqueue_batches(engine, "http-e2e", n, 2).await;
@@ -481,6 +486,7 @@ async fn e2e(
         })
     };
     let started = Instant::now();
+    let prober = probes.map(|p| p.start(engine.clone()));
     let mut handles = Vec::new();
     for w in 0..CLIENT_WORKERS {
         let client = client.clone();
@@ -510,33 +516,71 @@ async fn e2e(
     let elapsed = started.elapsed();
     sampling.store(false, Ordering::Relaxed);
     let _ = sampler.await;
+    if let Some(prober) = prober {
+        prober.abort();
+    }
     assert_eq!(done as usize, n, "every job completed over HTTP");
     let peak = *peak.lock().unwrap();
     (rate(done, elapsed), peak)
 }
 
-/// [`READERS`] open `GET /v1/events` streams of the bench tenant, each
-/// noting how long after its writing each `succeeded` event of
-/// `http-e2e` reached it.
+/// How often a probe job is enqueued during the HTTP e2e with readers.
+const PROBE_EVERY: Duration = Duration::from_millis(20);
+
+/// Probe jobs (queue `http-probe`) and when each enqueue had committed:
+/// the library's enqueue returns after its commit, so the time noted is a
+/// commit's, later by at most the return (an `at` of the history is the
+/// transaction's start, earlier than its commit by the whole transaction).
+#[derive(Clone, Default)]
+struct Probes(Arc<std::sync::Mutex<HashMap<Uuid, Instant>>>);
+
+impl Probes {
+    /// Enqueues a probe every [`PROBE_EVERY`] until the task is aborted.
+    fn start(&self, engine: Engine) -> tokio::task::JoinHandle<()> {
+        let committed = self.0.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(PROBE_EVERY);
+            loop {
+                tick.tick().await;
+                let id = engine
+                    .enqueue(TENANT, NewJob::new("http-probe", "probe", json!({})))
+                    .await
+                    .expect("enqueue a probe")
+                    .job
+                    .id;
+                committed.lock().unwrap().insert(id, Instant::now());
+            }
+        })
+    }
+}
+
+/// [`READERS`] open `GET /v1/events` streams of the bench tenant (every
+/// event), each noting when each probe's `enqueued` reached it and
+/// counting the `succeeded` events of `http-e2e`.
 struct Readers {
     tasks: Vec<tokio::task::JoinHandle<()>>,
-    lags: tokio::sync::mpsc::UnboundedReceiver<Duration>,
+    /// (probe, when a reader had it), one per reader and probe.
+    seen: tokio::sync::mpsc::UnboundedReceiver<(Uuid, Instant)>,
+    /// `succeeded` events of `http-e2e` the readers have had, all told.
+    succeeded: Arc<AtomicUsize>,
 }
 
 impl Readers {
     /// Opens the streams and returns once each has shown an event
     /// committed after it connected (a job of its own queue).
     async fn attach(client: &HttpClient, engine: &Engine) -> Readers {
-        let (lag_tx, lags) = tokio::sync::mpsc::unbounded_channel();
+        let (seen_tx, seen) = tokio::sync::mpsc::unbounded_channel();
         let (up_tx, mut up) = tokio::sync::mpsc::unbounded_channel();
+        let succeeded = Arc::new(AtomicUsize::new(0));
         let mut tasks = Vec::new();
         for _ in 0..READERS {
             let mut stream = client.stream_events(&tether_client::StreamFilter::default());
-            let (lag_tx, up_tx) = (lag_tx.clone(), up_tx.clone());
+            let (seen_tx, up_tx, succeeded) = (seen_tx.clone(), up_tx.clone(), succeeded.clone());
             tasks.push(tokio::spawn(async move {
                 let mut connected = false;
                 loop {
                     let item = stream.next().await.expect("event stream");
+                    let at = Instant::now();
                     let tether_client::StreamItem::Event(e) = item else {
                         panic!("a gap in the bench's event stream: {item:?}");
                     };
@@ -544,12 +588,10 @@ impl Readers {
                         connected = true;
                         let _ = up_tx.send(());
                     }
-                    if e.queue == "http-e2e" && e.event == "succeeded" {
-                        let written = std::time::SystemTime::from(e.at);
-                        let lag = std::time::SystemTime::now()
-                            .duration_since(written)
-                            .unwrap_or_default();
-                        let _ = lag_tx.send(lag);
+                    if e.queue == "http-probe" {
+                        let _ = seen_tx.send((e.job_id, at));
+                    } else if e.queue == "http-e2e" && e.event == "succeeded" {
+                        succeeded.fetch_add(1, Ordering::Relaxed);
                     }
                 }
             }));
@@ -573,22 +615,39 @@ impl Readers {
                 ready += 1;
             }
         }
-        Readers { tasks, lags }
+        Readers {
+            tasks,
+            seen,
+            succeeded,
+        }
     }
 
-    /// Waits (up to a minute) for every reader to have seen the `n` jobs'
-    /// `succeeded` events, closes the streams and answers the lags.
-    async fn detach(mut self, n: usize) -> Vec<Duration> {
-        let mut lags = Vec::with_capacity(n * READERS);
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        while lags.len() < n * READERS {
-            match tokio::time::timeout_at(deadline, self.lags.recv()).await {
-                Ok(Some(lag)) => lags.push(lag),
-                _ => panic!(
-                    "the readers showed {} of {} succeeded events within a minute of the run",
-                    lags.len(),
-                    n * READERS
-                ),
+    /// Waits (up to a minute) for every reader to have had the `n` jobs'
+    /// `succeeded` events and every probe, closes the streams and answers
+    /// each probe's commit → a reader had it.
+    async fn detach(mut self, n: usize, probes: &Probes) -> Vec<Duration> {
+        let committed = probes.0.lock().unwrap().clone();
+        let mut lags = Vec::with_capacity(committed.len() * READERS);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while lags.len() < committed.len() * READERS
+            || self.succeeded.load(Ordering::Relaxed) < n * READERS
+        {
+            assert!(
+                Instant::now() < deadline,
+                "within a minute of the run the readers had {} of {} probes and {} of {} succeeded events",
+                lags.len(),
+                committed.len() * READERS,
+                self.succeeded.load(Ordering::Relaxed),
+                n * READERS
+            );
+            match tokio::time::timeout(Duration::from_millis(100), self.seen.recv()).await {
+                Ok(Some((id, at))) => {
+                    if let Some(c) = committed.get(&id) {
+                        lags.push(at.saturating_duration_since(*c));
+                    }
+                }
+                Ok(None) => unreachable!("the readers hold the sender"),
+                Err(_) => {}
             }
         }
         for task in self.tasks {

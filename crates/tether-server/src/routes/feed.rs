@@ -208,11 +208,14 @@ impl Stream {
                     if let Some(past) = &segment.gap {
                         self.pending.extend_from_slice(&gap(past));
                     }
-                    for (e, text) in segment.events.iter().zip(segment.messages()) {
+                    // Messages are made only for a segment some stream
+                    // takes an event of: a worker's stream of its
+                    // cancellations makes none for the rest.
+                    for (i, e) in segment.events.iter().enumerate() {
                         if behind(e, &self.cursor) || !self.filter.admits(e) {
                             continue;
                         }
-                        self.pending.extend_from_slice(text);
+                        self.pending.extend_from_slice(&segment.messages()[i]);
                     }
                     self.cursor = segment.next.clone();
                 }
