@@ -59,6 +59,12 @@ pub struct ServeArgs {
     /// every waiting place; past it its claim answers at once.
     #[arg(long, env = "TETHER_MAX_LONG_POLLS_PER_TENANT", default_value_t = ServerConfig::default().max_long_polls_per_tenant)]
     pub max_long_polls_per_tenant: usize,
+    /// Most event streams (`GET /v1/events`) one tenant holds open; past
+    /// it a new one is refused with 429. Every worker of the SDKs and the
+    /// Rust runtime over HTTP holds one (its cancellations), every open
+    /// dashboard one: raise it for a tenant with more workers.
+    #[arg(long, env = "TETHER_MAX_EVENT_STREAMS_PER_TENANT", default_value_t = ServerConfig::default().max_event_streams_per_tenant)]
+    pub max_event_streams_per_tenant: usize,
     /// Longest any request may take, long-polls included; past it the
     /// answer is 503 `unavailable`.
     #[arg(long, env = "TETHER_REQUEST_TIMEOUT", default_value = "60s", value_parser = duration::parse)]
@@ -135,6 +141,7 @@ impl From<ServeArgs> for ServeConfig {
             max_claim_wait: args.max_claim_wait,
             max_long_polls: args.max_long_polls,
             max_long_polls_per_tenant: args.max_long_polls_per_tenant,
+            max_event_streams_per_tenant: args.max_event_streams_per_tenant,
             request_timeout: args.request_timeout,
             database_options: tether::OpenOptions {
                 migrate: !args.no_migrate,

@@ -68,6 +68,9 @@ pub struct ServeConfig {
     pub max_long_polls: usize,
     /// Most claims of one tenant waiting at once (default 256).
     pub max_long_polls_per_tenant: usize,
+    /// Most event streams one tenant holds open (default 64); past it a new
+    /// one is refused with 429.
+    pub max_event_streams_per_tenant: usize,
     /// Longest any request may take, long-polls included (default 60 s);
     /// past it the answer is 503.
     pub request_timeout: Duration,
@@ -97,6 +100,7 @@ impl Default for ServeConfig {
             max_claim_wait: Duration::from_millis(server.max_wait_ms as u64),
             max_long_polls: server.max_long_polls,
             max_long_polls_per_tenant: server.max_long_polls_per_tenant,
+            max_event_streams_per_tenant: server.max_event_streams_per_tenant,
             request_timeout: server.request_timeout,
             database_options: tether::OpenOptions::default(),
         }
@@ -294,7 +298,7 @@ pub async fn start(
         max_wait_ms: i64::try_from(args.max_claim_wait.as_millis()).unwrap_or(i64::MAX),
         max_long_polls: args.max_long_polls,
         max_long_polls_per_tenant: args.max_long_polls_per_tenant,
-        max_event_streams_per_tenant: ServerConfig::default().max_event_streams_per_tenant,
+        max_event_streams_per_tenant: args.max_event_streams_per_tenant,
         request_timeout: args.request_timeout,
     };
     let state = AppState::new(engine.clone(), config).with_metrics(metrics);

@@ -18,6 +18,7 @@ async fn serve_takes_its_settings_from_the_environment_alone() {
         ("TETHER_MAX_CLAIM_WAIT", "1500ms"),
         ("TETHER_REQUEST_TIMEOUT", "5s"),
         ("TETHER_NO_MAINTENANCE", "true"),
+        ("TETHER_MAX_EVENT_STREAMS_PER_TENANT", "1"),
     ]);
     assert!(
         server.banner.contains("backend: sqlite"),
@@ -64,6 +65,19 @@ async fn serve_takes_its_settings_from_the_environment_alone() {
         (200, Some(1)),
         "{body}"
     );
+
+    // One event stream per tenant: a second is 429 while the first is open.
+    let events = server.url("/v1/events");
+    let first = reqwest::Client::new()
+        .get(&events)
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(first.status(), 200);
+    let (status, body) = call(reqwest::Method::GET, &events, key, None).await;
+    assert_eq!(status, 429, "{body}");
+    drop(first);
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
