@@ -25,8 +25,10 @@ use axum::body::Bytes;
 use tether_api::FeedEventData;
 use tether_core::{Engine, FeedCursor, FeedEvent, FeedFilter, MAX_FEED_READ};
 
-/// Pause between reads of the tail that found nothing more (the feed's lag
-/// behind a commit is at most about this, plus the read).
+/// Reads of the tail that found nothing more start this far apart (the
+/// feed's lag behind a commit is at most about this, plus the read): the
+/// pause is what is left of it after the read, so a read slowed by load
+/// does not add itself to the lag a second time.
 const TICK: Duration = Duration::from_millis(10);
 /// Pause after a read that failed (the database away).
 const RETRY: Duration = Duration::from_millis(200);
@@ -241,6 +243,7 @@ async fn run(inner: Arc<Inner>) {
                 }
             },
         };
+        let started = tokio::time::Instant::now();
         match inner
             .engine
             .feed_read(&from, &everything, MAX_FEED_READ)
@@ -258,7 +261,7 @@ async fn run(inner: Arc<Inner>) {
                 cursor = Some(page.next.clone());
                 keep(&inner, from, page.next, page.events, page.gap);
                 if !more {
-                    tokio::time::sleep(TICK).await;
+                    tokio::time::sleep_until(started + TICK).await;
                 }
             }
             Err(e) => {
