@@ -73,6 +73,12 @@
 //! dependencies allowed, none was left waiting, and every job downstream of
 //! a failure with `cancel` ended cancelled without running.
 //!
+//! One reader of the live event stream (`GET /v1/events`,
+//! [`stream_reader`]) runs from before the first job to the end, resuming
+//! by itself through every kill, restart and failover; the check
+//! `event_stream` proves it saw every history event exactly once, each
+//! job's in order.
+//!
 //! Results and the full description: `docs/RELIABILITY.md`.
 
 mod check;
@@ -90,6 +96,7 @@ mod produce;
 mod report;
 mod scenario;
 mod serve;
+mod stream_reader;
 mod worker;
 
 use std::process::ExitCode;

@@ -303,6 +303,27 @@ pub fn print(
             ),
         );
     }
+    if let Some(e) = &s.stream {
+        rows.push((
+            "live event stream, one reader through the whole run: events seen / history events \
+             it had to see (jobs); written later, seen; missing, duplicated, not in the history, \
+             jobs out of order, gaps; caught up at the end in",
+            format!(
+                "{} / {} ({} jobs); {}, {}; {}, {}, {}, {}, {}; {}",
+                e.seen,
+                e.required,
+                e.jobs,
+                e.later,
+                e.later_seen,
+                e.missing,
+                e.duplicated,
+                e.unknown,
+                e.out_of_order,
+                e.gaps,
+                e.caught_up.map_or("- (not caught up)".to_owned(), secs)
+            ),
+        ));
+    }
     println!();
     println!("| what | value |");
     println!("|---|---|");

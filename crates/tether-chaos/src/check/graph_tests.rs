@@ -137,6 +137,7 @@ impl Story {
             partitions: None,
             clock_back_us: 0,
             waits: self.waits.clone(),
+            stream: None,
         };
         check(&self.jobs, &events, &self.obs, &cx)
     }
@@ -311,6 +312,7 @@ fn graphs_that_never_failed_are_not_exercised() {
         partitions: None,
         clock_back_us: 0,
         waits: s.waits.clone(),
+        stream: None,
     };
     let f = check(&s.jobs, &events, &s.obs, &cx);
     assert!(!f.violations.contains_key("dependencies_not_exercised"));

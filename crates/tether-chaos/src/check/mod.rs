@@ -18,6 +18,7 @@ mod graph_tests;
 mod graphs;
 mod jobs;
 mod limits;
+mod stream;
 #[cfg(test)]
 mod tests;
 
@@ -27,6 +28,8 @@ use failover::*;
 use graphs::*;
 use jobs::*;
 use limits::*;
+use stream::check_stream;
+pub use stream::{StreamRun, StreamStats, StreamedEvent, STREAM_CHECK};
 
 /// One row of `tether.jobs` (the columns the checks need).
 #[derive(Debug, Clone)]
@@ -77,7 +80,7 @@ pub struct EventRow {
 }
 
 /// Every check, by name, with the promise it guards (the report lists them).
-pub const CHECKS: [(&str, &str); 35] = [
+pub const CHECKS: [(&str, &str); 36] = [
     (
         "lost",
         "every acknowledged job exists under its key (nothing lost)",
@@ -197,6 +200,10 @@ pub const CHECKS: [(&str, &str); 35] = [
         "every replica cut off from PostgreSQL took writes again after the link came back",
     ),
     (
+        STREAM_CHECK,
+        "a live event stream read through the whole run saw every history event exactly once, each job's in order",
+    ),
+    (
         "producer_problems",
         "producers got every submission acknowledged",
     ),
@@ -311,6 +318,8 @@ pub struct Stats {
     pub leadership: Option<leadership::Stats>,
     /// How far (µs) the wall clock was stepped back during the run.
     pub clock_back_us: i64,
+    /// What the live event stream's reader saw, against the history.
+    pub stream: Option<StreamStats>,
 }
 
 /// The history written on the new primary: the events at or after the
@@ -439,6 +448,9 @@ pub struct Context {
     /// What each job the producers sent with dependencies waits for, by job
     /// number ([`crate::graph::waits`]).
     pub waits: HashMap<u64, Wait>,
+    /// What the live event stream's reader saw; `None`: no reader ran
+    /// (the check is not made).
+    pub stream: Option<StreamRun>,
 }
 
 fn us(t: DateTime<Utc>) -> i64 {
@@ -474,6 +486,7 @@ pub fn check(jobs: &[JobRow], events: &[EventRow], obs: &Obs, cx: &Context) -> F
     check_graphs(&mut f, jobs, &history, obs, cx);
     check_errors(&mut f, obs);
     check_failover(&mut f, events, cx);
+    check_stream(&mut f, events, cx);
     if let Some(facts) = &cx.partitions {
         leadership::check(&mut f, events, facts);
     }

@@ -80,6 +80,7 @@ fn cx() -> Context {
         partitions: None,
         clock_back_us: 0,
         waits: HashMap::new(),
+        stream: None,
     }
 }
 
@@ -594,4 +595,105 @@ fn work_after_the_failover_must_reach_every_replica() {
     let f = check(&[], &h.events, &Obs::default(), &cx());
     assert!(f.stats.after_failover.is_none());
     assert!(!f.violations.contains_key(FAILOVER_CHECK));
+}
+
+/// What a stream would have delivered of these history rows.
+fn streamed(rows: &[&EventRow]) -> Vec<StreamedEvent> {
+    rows.iter()
+        .map(|e| StreamedEvent {
+            job_id: e.job_id,
+            event: e.event.clone(),
+            attempt: e.attempt,
+            // The wire cuts the time to milliseconds.
+            at: DateTime::from_timestamp_millis(e.at.timestamp_millis()).unwrap(),
+            worker_id: e.worker_id.clone(),
+            detail: e.detail.clone(),
+        })
+        .collect()
+}
+
+fn stream_findings(history: &[EventRow], run: StreamRun) -> Findings {
+    let mut events = history.to_vec();
+    events.sort_by_key(|e| (e.job_id, e.seq));
+    let c = Context {
+        stream: Some(run),
+        ..cx()
+    };
+    let mut f = Findings::default();
+    stream::check_stream(&mut f, &events, &c);
+    f
+}
+
+#[test]
+fn stream_saw_the_history() {
+    let mut a = H::new();
+    a.ev(10, "claimed", 1, Some("w1"), None)
+        .ev(20, "succeeded", 1, Some("w1"), None);
+    let mut b = H::new();
+    b.ev(15, "claimed", 1, Some("w2"), None)
+        .ev(25, "retry_scheduled", 1, Some("w2"), Some("boom"));
+    let history: Vec<EventRow> = a.events.iter().chain(&b.events).cloned().collect();
+    // Interleaved across jobs, each job's in order: the stream's promise.
+    let order = [
+        &a.events[0],
+        &b.events[0],
+        &a.events[1],
+        &b.events[1],
+        &b.events[2],
+        &a.events[2],
+    ];
+    let everything: HashMap<Uuid, i64> = [(a.id, 3), (b.id, 3)].into();
+    let run = |seen: Vec<StreamedEvent>, required: HashMap<Uuid, i64>| StreamRun {
+        events: seen,
+        required,
+        caught_up: Some(std::time::Duration::from_millis(5)),
+        ..StreamRun::default()
+    };
+    let f = stream_findings(&history, run(streamed(&order), everything.clone()));
+    assert!(f.passed(), "{:?}", f.violations);
+    let s = f.stats.stream.unwrap();
+    assert_eq!((s.seen, s.required, s.jobs, s.missing), (6, 6, 2, 0));
+
+    // A lost event, a duplicate, a swap, an event from nowhere: each fails.
+    let mut lost = order.to_vec();
+    lost.remove(3);
+    let f = stream_findings(&history, run(streamed(&lost), everything.clone()));
+    assert_eq!(f.stats.stream.as_ref().unwrap().missing, 1);
+    assert_eq!(f.violations[STREAM_CHECK].count, 1, "{:?}", f.violations);
+    let mut twice = order.to_vec();
+    twice.push(&b.events[2]);
+    let f = stream_findings(&history, run(streamed(&twice), everything.clone()));
+    assert_eq!(f.stats.stream.as_ref().unwrap().duplicated, 1);
+    let mut swapped = order.to_vec();
+    swapped.swap(1, 3);
+    let f = stream_findings(&history, run(streamed(&swapped), everything.clone()));
+    let s = f.stats.stream.as_ref().unwrap();
+    assert_eq!((s.out_of_order, s.missing, s.duplicated), (1, 0, 0));
+    let mut forged = streamed(&order);
+    forged[5].attempt = 9;
+    let f = stream_findings(&history, run(forged, everything.clone()));
+    let s = f.stats.stream.as_ref().unwrap();
+    assert_eq!((s.unknown, s.missing), (1, 1));
+
+    // Events written after the reader caught up need not be seen, but
+    // those seen come in order.
+    let early: HashMap<Uuid, i64> = [(a.id, 3), (b.id, 2)].into();
+    let before = [order[0], order[1], order[2], order[3], order[5]];
+    let f = stream_findings(&history, run(streamed(&before), early.clone()));
+    assert!(f.passed(), "{:?}", f.violations);
+    let s = f.stats.stream.unwrap();
+    assert_eq!((s.required, s.later, s.later_seen), (5, 1, 0));
+    let f = stream_findings(&history, run(streamed(&order), early));
+    assert_eq!(f.stats.stream.unwrap().later_seen, 1);
+
+    // A gap, an error, or a reader that never caught up fail the check.
+    let mut gap = run(streamed(&order), everything.clone());
+    gap.gaps = 1;
+    assert!(!stream_findings(&history, gap).passed());
+    let mut err = run(streamed(&order), everything.clone());
+    err.errors.push("401 unauthorized".into());
+    assert!(!stream_findings(&history, err).passed());
+    let mut late = run(streamed(&order), everything);
+    late.caught_up = None;
+    assert!(!stream_findings(&history, late).passed());
 }

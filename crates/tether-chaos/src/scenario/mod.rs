@@ -28,6 +28,7 @@ use crate::plan;
 use crate::procs;
 use crate::produce::{self, Producer};
 use crate::report::{self, Timings};
+use crate::stream_reader::{self, StreamReader};
 
 mod database;
 mod run;

@@ -72,6 +72,14 @@ pub(super) async fn run(
         })
         .collect::<Result<Vec<_>, _>>()?;
     configure_limited(&clients[0], &pool).await?;
+    // The stream's reader, from a cursor taken before the first job, on the
+    // first replica (killed and restarted like the others).
+    let stream_client = HttpClient::builder(&cluster.base_url(0), ADMIN_KEY)
+        .timeout(Duration::from_secs(15))
+        .connect_timeout(Duration::from_secs(2))
+        .build()
+        .map_err(|e| format!("client: {e}"))?;
+    let reader = StreamReader::start(stream_client, stream_reader::head(&pool).await?);
     if partitions.is_some() {
         create_schedule(&clients[0]).await?;
         say(
@@ -234,6 +242,36 @@ pub(super) async fn run(
     let drain = drain_started.elapsed();
     progressing.store(false, Ordering::Relaxed);
     let _ = progress.join().await;
+    // The stream's reader gets time to catch up with the history as it is
+    // now, while the replicas still run (generously: a stalled host must
+    // not fail it).
+    let required = history_through(&pool)
+        .await
+        .map_err(|e| format!("cannot read the history: {e}"))?;
+    let caught_up = reader
+        .catch_up(required.values().map(|(_, n)| n).sum(), STREAM_CATCH_UP)
+        .await;
+    let mut stream = reader.stop();
+    stream.required = required
+        .into_iter()
+        .map(|(id, (seq, _))| (id, seq))
+        .collect();
+    stream.caught_up = caught_up;
+    say(
+        start,
+        match caught_up {
+            Some(t) => format!(
+                "the event stream's reader caught up in {:.1}s ({} events)",
+                t.as_secs_f64(),
+                stream.events.len()
+            ),
+            None => format!(
+                "the event stream's reader had not caught up after {} s ({} events)",
+                STREAM_CATCH_UP.as_secs(),
+                stream.events.len()
+            ),
+        },
+    );
     say(
         start,
         format!(
@@ -298,6 +336,7 @@ pub(super) async fn run(
         partitions: partition_facts,
         clock_back_us: clock.stop(),
         waits,
+        stream: Some(stream),
     };
     let mut findings = check::check(&jobs, &events, &obs, &cx);
     for p in producer_problems {
@@ -552,6 +591,30 @@ pub(super) async fn progress(
             format!("acknowledged {acked}/{jobs}; {states}; client errors so far {errors}"),
         );
     }
+}
+
+/// The longest the stream's reader is given to catch up at the end.
+const STREAM_CATCH_UP: Duration = Duration::from_secs(120);
+
+/// By job, the last `seq` of its history and its number of events (the
+/// `--partitions` schedule's job aside, as in [`load`]).
+pub(super) async fn history_through(
+    pool: &PgPool,
+) -> Result<std::collections::HashMap<uuid::Uuid, (i64, usize)>, sqlx::Error> {
+    let rows = sqlx::query(
+        "SELECT job_id, max(seq) AS seq, count(*) AS n FROM tether.job_events
+         WHERE job_id NOT IN (SELECT id FROM tether.jobs WHERE queue = $1)
+         GROUP BY job_id",
+    )
+    .bind(leadership::CRON_QUEUE)
+    .fetch_all(pool)
+    .await?;
+    rows.iter()
+        .map(|r| {
+            let n: i64 = r.try_get("n")?;
+            Ok((r.try_get("job_id")?, (r.try_get("seq")?, n as usize)))
+        })
+        .collect()
 }
 
 /// Every job and every event, and the database's `now()`; the job of the
