@@ -339,13 +339,13 @@ pub async fn run(engine: &Engine, url: &str, pool: &PgPool, scale: &Scale, repor
     );
     report.add(
         "events_lag_p50_ms",
-        percentile_ms(&lags, 0.50),
+        p50_p99_ms(&lags).0,
         "ms",
         format!("commit -> a stream reader has the event, probes every {PROBE_EVERY:?} during the HTTP e2e with {READERS} readers"),
     );
     report.add(
         "events_lag_p99_ms",
-        percentile_ms(&lags, 0.99),
+        p50_p99_ms(&lags).1,
         "ms",
         format!("same, p99 of {} events read (bar <= 50)", lags.len()),
     );
@@ -355,13 +355,13 @@ pub async fn run(engine: &Engine, url: &str, pool: &PgPool, scale: &Scale, repor
     let waits = wait_result(&client, engine, scale.pickup_jobs).await;
     report.add(
         "wait_result_p50_ms",
-        percentile_ms(&waits, 0.50),
+        p50_p99_ms(&waits).0,
         "ms",
         "completion sent -> the waiting GET /v1/jobs/{id}?wait_ms= answered",
     );
     report.add(
         "wait_result_p99_ms",
-        percentile_ms(&waits, 0.99),
+        p50_p99_ms(&waits).1,
         "ms",
         format!("same, p99 of {} jobs (bar <= 20)", waits.len()),
     );
@@ -444,15 +444,10 @@ async fn pickup(client: &HttpClient, engine: &Engine, n: usize) -> Vec<Duration>
 /// Event-stream readers attached during the second HTTP e2e run.
 const READERS: usize = 10;
 
-/// The `p` quantile of `samples` in milliseconds (NaN without samples).
-fn percentile_ms(samples: &[Duration], p: f64) -> f64 {
-    let mut sorted = samples.to_vec();
-    sorted.sort();
-    let Some(last) = sorted.len().checked_sub(1) else {
-        return f64::NAN;
-    };
-    let at = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[at.min(last)].as_secs_f64() * 1_000.0
+/// The median and the 99th percentile of `samples`, in milliseconds.
+fn p50_p99_ms(samples: &[Duration]) -> (f64, f64) {
+    let mut ms: Vec<f64> = samples.iter().map(|d| d.as_secs_f64() * 1_000.0).collect();
+    crate::cancel::p50_p99(&mut ms)
 }
 
 /// One HTTP e2e run over `n` queued jobs of `http-e2e`: the rate and the
