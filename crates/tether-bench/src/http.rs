@@ -306,7 +306,8 @@ pub async fn run(engine: &Engine, url: &str, pool: &PgPool, scale: &Scale, repor
     // readers attached (their cost to the server, and how far behind the
     // commits they read).
     let (_, n) = scale.e2e[2];
-    let (http, peak) = e2e(engine, pool, &client, n, server.pid(), None).await;
+    let first = e2e(engine, pool, &client, n, server.pid(), None).await;
+    let (http, peak) = (first.rate, first.peak_rss_mib);
     report.add(
         "http_pg_e2e_jobs_per_s",
         http,
@@ -325,16 +326,41 @@ pub async fn run(engine: &Engine, url: &str, pool: &PgPool, scale: &Scale, repor
         "MiB",
         "tether serve peak resident memory during the HTTP e2e run",
     );
-    let readers = Readers::attach(&client, engine).await;
-    let probes = Probes::default();
-    let (with_readers, _) = e2e(engine, pool, &client, n, server.pid(), Some(&probes)).await;
-    let lags = readers.detach(n, &probes).await;
+    // The readers' cost: rounds of the e2e without then with readers, the
+    // figure the median of the rounds' ratios (one e2e of the quick scale
+    // is about a second, and this machine's noise moves one by ±20 %).
+    let mut ratios = Vec::with_capacity(READER_ROUNDS);
+    let mut cpu_ratios = Vec::with_capacity(READER_ROUNDS);
+    let mut lags = Vec::new();
+    let mut without = first;
+    for round in 0..READER_ROUNDS {
+        if round > 0 {
+            without = e2e(engine, pool, &client, n, server.pid(), None).await;
+        }
+        let readers = Readers::attach(&client, engine).await;
+        let probes = Probes::default();
+        let with = e2e(engine, pool, &client, n, server.pid(), Some(&probes)).await;
+        lags.extend(readers.detach(n, &probes).await);
+        ratios.push(with.rate / without.rate);
+        cpu_ratios.push(with.cpu_ms_per_job / without.cpu_ms_per_job);
+        // The server's feed reader stops a while after its last stream
+        // closes: the next run without readers starts after it has.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
     report.add(
         "http_pg_e2e_with_readers_ratio",
-        with_readers / http,
+        crate::cancel::p50_p99(&mut ratios).0,
         "ratio",
         format!(
-            "the HTTP e2e with {READERS} GET /v1/events readers attached / without (bar >= 0.9)"
+            "the HTTP e2e with {READERS} GET /v1/events readers attached / without, median of {READER_ROUNDS} rounds' ratios (bar >= 0.9)"
+        ),
+    );
+    report.add(
+        "http_pg_e2e_readers_server_cpu_ratio",
+        crate::cancel::p50_p99(&mut cpu_ratios).0,
+        "ratio",
+        format!(
+            "CPU of tether serve + PostgreSQL per job, with the {READERS} readers / without (their cost apart from the readers' own), median of {READER_ROUNDS} rounds"
         ),
     );
     report.add(
@@ -441,8 +467,10 @@ async fn pickup(client: &HttpClient, engine: &Engine, n: usize) -> Vec<Duration>
         .collect()
 }
 
-/// Event-stream readers attached during the second HTTP e2e run.
+/// Event-stream readers attached during the HTTP e2e runs with readers.
 const READERS: usize = 10;
+/// Rounds of the HTTP e2e without and with readers.
+const READER_ROUNDS: usize = 3;
 
 /// The median and the 99th percentile of `samples`, in milliseconds.
 fn p50_p99_ms(samples: &[Duration]) -> (f64, f64) {
@@ -450,8 +478,7 @@ fn p50_p99_ms(samples: &[Duration]) -> (f64, f64) {
     crate::cancel::p50_p99(&mut ms)
 }
 
-/// One HTTP e2e run over `n` queued jobs of `http-e2e`: the rate and the
-/// server's peak resident memory. With `probes`, a probe job is enqueued
+/// One HTTP e2e run over `n` queued jobs of `http-e2e`. With `probes`, a probe job is enqueued
 /// every [`PROBE_EVERY`] while it runs, each commit's time noted.
 async fn e2e(
     engine: &Engine,
@@ -460,7 +487,7 @@ async fn e2e(
     n: usize,
     server_pid: u32,
     probes: Option<&Probes>,
-) -> (f64, f64) {
+) -> E2e {
     crate::pg::reset(pool).await;
     enqueue_batches(engine, "http-e2e", n, 2).await;
     // From the same start as the library's figure it is divided by.
@@ -480,6 +507,7 @@ async fn e2e(
             }
         })
     };
+    let cpu_before = server_and_postgres_cpu(server_pid);
     let started = Instant::now();
     let prober = probes.map(|p| p.start(engine.clone()));
     let mut handles = Vec::new();
@@ -509,6 +537,7 @@ async fn e2e(
         done += h.await.expect("client worker");
     }
     let elapsed = started.elapsed();
+    let cpu = server_and_postgres_cpu(server_pid) - cpu_before;
     sampling.store(false, Ordering::Relaxed);
     let _ = sampler.await;
     if let Some(prober) = prober {
@@ -516,7 +545,61 @@ async fn e2e(
     }
     assert_eq!(done as usize, n, "every job completed over HTTP");
     let peak = *peak.lock().unwrap();
-    (rate(done, elapsed), peak)
+    E2e {
+        rate: rate(done, elapsed),
+        peak_rss_mib: peak,
+        cpu_ms_per_job: cpu * 1_000.0 / done as f64,
+    }
+}
+
+/// What one HTTP e2e run measured.
+struct E2e {
+    /// Jobs per second.
+    rate: f64,
+    /// `tether serve`'s peak resident memory, MiB.
+    peak_rss_mib: f64,
+    /// CPU time of `tether serve` and every PostgreSQL process per job
+    /// completed, ms: the server side's cost apart from the clients'
+    /// (this bench's own readers share the machine's two cores).
+    cpu_ms_per_job: f64,
+}
+
+/// CPU seconds used so far by the process `pid` and every process named
+/// `postgres` (the bench machine's whole cluster; the others are idle).
+fn server_and_postgres_cpu(pid: u32) -> f64 {
+    let postgres: f64 = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "postgres")
+        })
+        .map(cpu_seconds)
+        .sum();
+    cpu_seconds(pid) + postgres
+}
+
+/// User and system CPU seconds of process `pid` (0 once it is gone).
+fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    // After the command's closing parenthesis, utime and stime are the
+    // 12th and 13th fields, in clock ticks (100 a second on Linux).
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
 }
 
 /// How often a probe job is enqueued during the HTTP e2e with readers.

@@ -170,6 +170,10 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             time_limit,
         ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            nudge_feed,
+        ))
         // Outside the time limit, so a request cut off is logged too; a
         // layer of the router (not around it) so it sees the matched route.
         .layer(axum::middleware::from_fn(observe::observe))
@@ -185,6 +189,21 @@ async fn time_limit(State(state): State<AppState>, req: Request, next: Next) -> 
             ApiError::unavailable("the request took too long; it is safe to retry").into_response()
         }
     }
+}
+
+/// After a request that may have written (any method but GET and HEAD),
+/// nudges the feed's tail: whatever it committed reaches the event streams
+/// and waiting reads at once, even when the feed was quiet (see `feed.rs`).
+async fn nudge_feed(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let writes = !matches!(
+        *req.method(),
+        axum::http::Method::GET | axum::http::Method::HEAD
+    );
+    let response = next.run(req).await;
+    if writes {
+        state.feed.nudge();
+    }
+    response
 }
 
 /// Authenticates every `/v1` request before its handler runs and puts the

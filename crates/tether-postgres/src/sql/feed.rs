@@ -30,11 +30,14 @@ pub(crate) const READ: &str = "
     ),
     found AS (
         SELECT e.seq, e.job_id, e.tenant, e.at, e.event, e.attempt, e.worker_id, e.detail,
-               j.queue, j.kind, j.workflow_id, j.state,
-               cardinality(j.depends_on) > 0 AS has_dependencies
+               j.queue, j.kind, j.workflow_id, j.state, j.has_dependencies
         FROM unseen e
-        JOIN tether.jobs j ON j.id = e.job_id
         CROSS JOIN batch b
+        CROSS JOIN LATERAL (
+            SELECT j.queue, j.kind, j.workflow_id, j.state,
+                   cardinality(j.depends_on) > 0 AS has_dependencies
+            FROM tether.jobs j WHERE j.id = e.job_id LIMIT 1
+        ) j
         WHERE pg_visible_in_snapshot(e.xid, b.snap)
           AND e.seq > $3
           AND ($4::text IS NULL OR e.tenant = $4)
