@@ -274,6 +274,7 @@ async fn e2e_figures(engine: &Engine, pool: &PgPool, scale: &Scale, report: &mut
             format!("claim {batch} + complete {batch}, {CLAIMERS} claimers, {n} no-op jobs"),
         );
     }
+    workflow_figure(engine, pool, scale.e2e[0].1, report).await;
     let (_, n) = scale.e2e[2];
     // The same with a running-jobs limit that never binds (4 claimers hold
     // at most 400): what the limited claim path itself costs.
@@ -575,5 +576,78 @@ async fn latency_figures(engine: &Engine, pool: &PgPool, scale: &Scale, report: 
         fair_ms / medians[1],
         "ratio",
         "fair / plain claim over as many jobs (bar <= 2)",
+    );
+}
+
+/// Rounds of [`workflow_figure`].
+const WORKFLOW_ROUNDS: usize = 3;
+
+/// `pg_workflow_e2e_b1_ratio`: the claim-one, complete-one end to end of
+/// `n` jobs enqueued as one workflow (at most 10 000 jobs a workflow; more
+/// are split) ÷ as many independent jobs, alternating, the median of the
+/// rounds' ratios. Each end of a workflow's job locks the workflow's row
+/// until its transaction commits (so that exactly one end sees none left:
+/// migration 19): this is what that costs the worst case, one job per
+/// transaction, four claimers on one workflow.
+async fn workflow_figure(engine: &Engine, pool: &PgPool, n: usize, report: &mut Report) {
+    let mut ratios = Vec::with_capacity(WORKFLOW_ROUNDS);
+    for _ in 0..WORKFLOW_ROUNDS {
+        reset(pool).await;
+        enqueue_batches(engine, "wf-e2e", n, 2).await;
+        vacuum(pool).await;
+        let (done, elapsed) = claim_complete(engine, "wf-e2e", 1, CLAIMERS).await;
+        assert_eq!(done, n as u64, "every job claimed once");
+        let independent = rate(done, elapsed);
+
+        reset(pool).await;
+        // One batch creates the workflow; the rest join it (a batch holds
+        // at most 1 000 jobs, a workflow 10 000).
+        let mut workflow = None;
+        for first in (0..n).step_by(tether_core::validate::MAX_BATCH) {
+            if first % tether_core::MAX_WORKFLOW_JOBS == 0 {
+                workflow = None;
+            }
+            let jobs: Vec<tether_core::NewJob> = (first
+                ..n.min(first + tether_core::validate::MAX_BATCH))
+                .map(|i| {
+                    let job = tether_core::NewJob::new("wf-e2e", "noop", json!({ "i": i }));
+                    match workflow {
+                        Some(id) => job.workflow(id),
+                        None => job,
+                    }
+                })
+                .collect();
+            match workflow {
+                Some(_) => {
+                    engine
+                        .enqueue_many(TENANT, &jobs)
+                        .await
+                        .expect("append to the workflow");
+                }
+                None => {
+                    let flow = tether_core::NewWorkflow {
+                        name: "bench".into(),
+                        idempotency_key: None,
+                    };
+                    let made = engine
+                        .enqueue_workflow(TENANT, &flow, &jobs)
+                        .await
+                        .expect("enqueue a workflow");
+                    workflow = Some(made.workflow.id);
+                }
+            }
+        }
+        vacuum(pool).await;
+        let (done, elapsed) = claim_complete(engine, "wf-e2e", 1, CLAIMERS).await;
+        assert_eq!(done, n as u64, "every workflow job claimed once");
+        ratios.push(rate(done, elapsed) / independent);
+    }
+    report.add(
+        "pg_workflow_e2e_b1_ratio",
+        crate::cancel::p50_p99(&mut ratios).0,
+        "ratio",
+        format!(
+            "claim 1 + complete 1, {CLAIMERS} claimers, {n} jobs in one workflow / independent, median of {WORKFLOW_ROUNDS} rounds"
+        ),
     );
 }

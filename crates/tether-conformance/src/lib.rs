@@ -510,6 +510,8 @@ macro_rules! behaviour_suite {
                 cancelling_a_workflow_stops_every_unfinished_job,
                 retrying_a_workflow_puts_failed_jobs_back,
                 a_waiting_job_holds_its_unique_key,
+                workflow_events_announce_creation_and_each_finish,
+                concurrent_last_ends_announce_once,
             }
             feed {
                 the_feed_reads_each_event_once_in_order,

@@ -45,6 +45,10 @@ pub(crate) const QUEUE_ROWS_LOCK: i32 = 0x7465_7401;
 /// of queue rows, so that the count against the limit is exact.
 pub(crate) const QUEUE_CREATE_LOCK: i32 = 0x7465_7402;
 
+// 0x7465_7403 is `schedules::SCHEDULE_CREATE_LOCK`; 0x7465_7404 (written
+// 1952805892) is taken in SQL by `tether.announce_finished_workflows`
+// (migration 19), per workflow.
+
 /// How often a batch retries the entries whose conflicting job vanished
 /// between the insert and the lookup (it finished, or was pruned).
 const MAX_ROUNDS: usize = 8;

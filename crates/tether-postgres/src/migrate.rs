@@ -105,6 +105,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "event_feed",
         include_str!("../migrations/0018_event_feed.sql"),
     ),
+    (
+        19,
+        "workflow_events",
+        include_str!("../migrations/0019_workflow_events.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.

@@ -24,9 +24,10 @@ use crate::enqueue::enqueue_on;
 use crate::exec::Conn;
 use crate::rows::{self, Db};
 use crate::sql::workflows::{
-    ATTACH_DEPENDENCIES, CANCEL_WORKFLOW, CHECK_APPENDS, DEPENDENCIES, INSERT_WORKFLOW,
-    LIST_WORKFLOWS, LOCK_DEPENDENCIES, LOCK_WORKFLOW, RETRY_WORKFLOW, SETTLE_WAITING,
-    WAITING_DEPENDENCIES, WORKFLOW, WORKFLOW_BY_KEY, WORKFLOW_GRAPH, WORKFLOW_JOBS,
+    ANNOUNCE_IF_FINISHED, ATTACH_DEPENDENCIES, CANCEL_WORKFLOW, CHECK_APPENDS, DEPENDENCIES,
+    INSERT_WORKFLOW, LIST_WORKFLOWS, LOCK_DEPENDENCIES, LOCK_WORKFLOW, RETRY_WORKFLOW,
+    SETTLE_WAITING, WAITING_DEPENDENCIES, WORKFLOW, WORKFLOW_BY_KEY, WORKFLOW_CREATED,
+    WORKFLOW_GRAPH, WORKFLOW_JOBS,
 };
 use crate::PgStore;
 
@@ -283,6 +284,26 @@ pub(crate) async fn enqueue_workflow(
             });
         }
         let answers = enqueue_on(&mut tx.conn(), tenant, jobs, Some(max_queues)).await?;
+        // The first job the batch created in the workflow carries its
+        // history events (a job an idempotency key answered is another's).
+        let first = answers
+            .iter()
+            .find(|a| a.created && a.job.workflow_id == Some(id));
+        if let Some(first) = first {
+            sqlx::query(WORKFLOW_CREATED)
+                .bind(id)
+                .bind(&workflow.name)
+                .bind(first.job.id)
+                .execute(&mut tx.conn())
+                .await
+                .db()?;
+            sqlx::query(ANNOUNCE_IF_FINISHED)
+                .bind(id)
+                .bind(first.job.id)
+                .execute(&mut tx.conn())
+                .await
+                .db()?;
+        }
         let graph = read_graph(&mut tx.conn(), tenant, id).await?;
         Ok(WorkflowEnqueued {
             workflow: graph.workflow,

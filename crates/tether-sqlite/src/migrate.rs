@@ -103,6 +103,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "event_feed",
         sql: include_str!("../migrations/0015_event_feed.sql"),
     },
+    Migration {
+        version: 16,
+        name: "workflow_events",
+        sql: include_str!("../migrations/0016_workflow_events.sql"),
+    },
 ];
 
 /// The newest schema version this build knows.

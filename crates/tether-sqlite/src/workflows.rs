@@ -39,10 +39,10 @@ use crate::sql::enqueue::SELECT_JOBS;
 use crate::sql::jobs::REPLAYED_EVENTS;
 use crate::sql::workflows::{
     list_workflows_sql, CANCEL_WORKFLOW, CANCEL_WORKFLOW_EDGES, CANCEL_WORKFLOW_EVENTS,
-    CHECK_APPENDS, DEPENDENCIES, ENTER_WAITING, FIND_JOBS, INSERT_EDGES, INSERT_PLANNED_EDGES,
-    INSERT_WORKFLOW, MARK_DEPENDED, QUEUED_BY_QUEUE, RETRY_WORKFLOW, SETTLE_COUNTS, SETTLE_DONE,
-    SETTLE_EDGES, SETTLE_FATAL, SETTLE_STATES, TAKE_RELEASES, WORKFLOW, WORKFLOW_BY_KEY,
-    WORKFLOW_GRAPH, WORKFLOW_JOBS,
+    CHECK_APPENDS, DEPENDENCIES, ENTER_WAITING, FIND_JOBS, FINISHED_AT_CREATION, INSERT_EDGES,
+    INSERT_PLANNED_EDGES, INSERT_WORKFLOW, MARK_DEPENDED, QUEUED_BY_QUEUE, RETRY_WORKFLOW,
+    SETTLE_COUNTS, SETTLE_DONE, SETTLE_EDGES, SETTLE_FATAL, SETTLE_STATES, TAKE_RELEASES, WORKFLOW,
+    WORKFLOW_BY_KEY, WORKFLOW_CREATED, WORKFLOW_GRAPH, WORKFLOW_JOBS,
 };
 use crate::SqliteStore;
 
@@ -383,6 +383,26 @@ pub(crate) async fn enqueue_workflow(
         });
     }
     let answers = enqueue_on(&mut tx, tenant, jobs, Some(max_queues)).await?;
+    // The first job the batch created in the workflow carries its history
+    // events (a job an idempotency key answered is another's).
+    let first = answers
+        .iter()
+        .find(|a| a.created && a.job.workflow_id == Some(id));
+    if let Some(first) = first {
+        sqlx::query(FINISHED_AT_CREATION)
+            .bind(id.to_string())
+            .bind(first.job.id.to_string())
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        sqlx::query(WORKFLOW_CREATED)
+            .bind(id.to_string())
+            .bind(&workflow.name)
+            .bind(first.job.id.to_string())
+            .execute(&mut *tx)
+            .await
+            .db()?;
+    }
     let graph = read_graph(&mut tx, tenant, id).await?;
     tx.commit().await.db()?;
     store.notify_created(tenant, &answers);

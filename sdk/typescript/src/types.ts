@@ -43,7 +43,9 @@ export type EventKind =
   | "cancelled"
   | "replayed"
   | "expired"
-  | "released";
+  | "released"
+  | "workflow_created"
+  | "workflow_finished";
 
 /** Every error code an API error can carry. */
 export type ErrorCode =

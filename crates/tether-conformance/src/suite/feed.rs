@@ -164,7 +164,10 @@ pub async fn feed_filters_narrow_what_is_read(db: &TestDb) {
             ..base.clone()
         })
         .await,
-        [(in_flow, EventKind::Enqueued)]
+        [
+            (in_flow, EventKind::Enqueued),
+            (in_flow, EventKind::WorkflowCreated)
+        ]
     );
     assert_eq!(
         read(FeedFilter {

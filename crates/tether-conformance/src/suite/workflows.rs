@@ -680,3 +680,174 @@ pub async fn a_waiting_job_holds_its_unique_key(db: &TestDb) {
     ok(db.engine.cancel(T, waiting.id).await);
     assert!(ok(db.engine.enqueue(T, job(Q).unique_key("receipt:1")).await).created);
 }
+
+/// Every workflow event of `ids`' histories (job by job, each job's in
+/// order), with the job that carries it and its detail.
+async fn workflow_events(db: &TestDb, ids: &[Uuid]) -> Vec<(Uuid, EventKind, String)> {
+    let mut found = Vec::new();
+    for id in ids {
+        for e in ok(db.engine.events(T, *id).await) {
+            if matches!(
+                e.event,
+                EventKind::WorkflowCreated | EventKind::WorkflowFinished
+            ) {
+                found.push((*id, e.event, e.detail.unwrap_or_default()));
+            }
+        }
+    }
+    found
+}
+
+/// `workflow_created` is an event of the batch's first job, after its
+/// `enqueued`; `workflow_finished` is written once per finish, as an event
+/// of the job whose end left none unfinished, after that end's own event,
+/// with the workflow's state: when the last job succeeds, when a failure's
+/// cascade cancels the rest, when the workflow is cancelled, again after a
+/// retry ends it again, and at creation when every job ended at once.
+pub async fn workflow_events_announce_creation_and_each_finish(db: &TestDb) {
+    // The last job's failure: failed.
+    let out = ok(db
+        .engine
+        .enqueue_workflow(
+            T,
+            &flow("publish"),
+            &[job(Q), job(Q).after_entry(0), job(Q)],
+        )
+        .await);
+    let ids: Vec<Uuid> = out.jobs.iter().map(|e| e.job.id).collect();
+    assert_eq!(
+        history(db, T, ids[0]).await,
+        vec![(EventKind::Enqueued, 0), (EventKind::WorkflowCreated, 0)]
+    );
+    succeed(db, ids[0], json!(null)).await;
+    succeed(db, ids[1], json!(null)).await;
+    assert_eq!(
+        workflow_events(db, &ids).await,
+        vec![(ids[0], EventKind::WorkflowCreated, "publish".into())],
+        "not finished while a job is left"
+    );
+    fail_for_good(db, ids[2]).await;
+    assert_eq!(
+        history(db, T, ids[2]).await.last().copied(),
+        Some((EventKind::WorkflowFinished, 1)),
+        "after the end's own event"
+    );
+    assert_eq!(
+        workflow_events(db, &ids).await[1..],
+        [(ids[2], EventKind::WorkflowFinished, "failed".into())]
+    );
+
+    // A retry runs it again; its end announces again.
+    assert_eq!(
+        ok(db
+            .engine
+            .retry_workflow(T, out.workflow.id, RetryMode::Failed)
+            .await),
+        1
+    );
+    succeed(db, ids[2], json!(null)).await;
+    assert_eq!(
+        workflow_events(db, &ids).await[2..],
+        [(ids[2], EventKind::WorkflowFinished, "succeeded".into())]
+    );
+
+    // A failure whose cascade cancels the rest: one announcement, on a
+    // cancelled job, after its `cancelled`.
+    let out = ok(db
+        .engine
+        .enqueue_workflow(
+            T,
+            &flow("chain"),
+            &[job(Q), job(Q).after_entry(0), job(Q).after_entry(1)],
+        )
+        .await);
+    let chain: Vec<Uuid> = out.jobs.iter().map(|e| e.job.id).collect();
+    fail_for_good(db, chain[0]).await;
+    let events = workflow_events(db, &chain).await;
+    assert_eq!(events.len(), 2, "{events:?}");
+    let (by, kind, detail) = &events[1];
+    assert_eq!(
+        (*kind, detail.as_str()),
+        (EventKind::WorkflowFinished, "failed")
+    );
+    assert_ne!(*by, chain[0], "the cascade's job ended it");
+    let history_of_by = history(db, T, *by).await;
+    assert_eq!(
+        history_of_by[history_of_by.len() - 2..],
+        [(EventKind::Cancelled, 0), (EventKind::WorkflowFinished, 0)]
+    );
+
+    // Cancelling the workflow: cancelled.
+    let out = ok(db
+        .engine
+        .enqueue_workflow(T, &flow("stopped"), &[job(Q), job(Q)])
+        .await);
+    let stopped: Vec<Uuid> = out.jobs.iter().map(|e| e.job.id).collect();
+    ok(db.engine.cancel_workflow(T, out.workflow.id).await);
+    let events = workflow_events(db, &stopped).await;
+    assert_eq!(
+        events
+            .iter()
+            .map(|e| (e.1, e.2.as_str()))
+            .collect::<Vec<_>>(),
+        vec![
+            (EventKind::WorkflowCreated, "stopped"),
+            (EventKind::WorkflowFinished, "cancelled")
+        ]
+    );
+
+    // Every job ended at enqueue (its dependency had failed): finished at
+    // creation, right after `workflow_created`.
+    let failed = enqueue(db, T, job(Q)).await;
+    fail_for_good(db, failed.id).await;
+    let out = ok(db
+        .engine
+        .enqueue_workflow(T, &flow("doomed"), &[job(Q).after(failed.id)])
+        .await);
+    let doomed = out.jobs[0].job.id;
+    assert_eq!(out.jobs[0].job.state, JobState::Cancelled);
+    assert_eq!(
+        workflow_events(db, &[doomed]).await,
+        vec![
+            (doomed, EventKind::WorkflowCreated, "doomed".into()),
+            (doomed, EventKind::WorkflowFinished, "cancelled".into())
+        ]
+    );
+}
+
+/// The last jobs of a workflow ending in separate transactions at the same
+/// moment (two, then four, some of them while others still run): exactly
+/// one of them announces the finish.
+pub async fn concurrent_last_ends_announce_once(db: &TestDb) {
+    for _ in 0..20 {
+        let out = ok(db
+            .engine
+            .enqueue_workflow(T, &flow("four"), &[job(Q), job(Q), job(Q), job(Q)])
+            .await);
+        let ids: Vec<Uuid> = out.jobs.iter().map(|e| e.job.id).collect();
+        let mut leases = Vec::new();
+        for id in &ids {
+            leases.push(claim_id(db, T, Q, *id).await.lease_token);
+        }
+        let e = &db.engine;
+        let (r0, r1) = tokio::join!(
+            e.complete(T, ids[0], leases[0], None),
+            e.complete(T, ids[1], leases[1], None),
+        );
+        ok(r0);
+        ok(r1);
+        let (r2, r3) = tokio::join!(
+            e.complete(T, ids[2], leases[2], None),
+            e.fail(T, ids[3], leases[3], fatal("broken")),
+        );
+        ok(r2);
+        ok(r3);
+        let finished: Vec<_> = workflow_events(db, &ids)
+            .await
+            .into_iter()
+            .filter(|e| e.1 == EventKind::WorkflowFinished)
+            .map(|e| e.2)
+            .collect();
+        assert_eq!(finished, vec!["failed".to_owned()]);
+    }
+}

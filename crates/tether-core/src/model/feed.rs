@@ -241,9 +241,10 @@ impl FeedPage {
 /// The state an event left its job in, where the event says it: a claim
 /// leaves it running, a success succeeded, a lapsed lease wherever its
 /// detail says; a new or replayed job without dependencies is queued.
-/// Where the event does not say (`enqueued` or `replayed` of a job with
-/// dependencies, which may have waited or not; `lease_lost`, which changes
-/// nothing) it is `current`, the job's state when read.
+/// Where the event does not say (`enqueued`, `replayed` or
+/// `workflow_created` of a job with dependencies, which may have waited or
+/// not; `lease_lost` and `workflow_finished`, which change nothing) it is
+/// `current`, the job's state when read.
 pub fn state_after(
     event: EventKind,
     detail: Option<&str>,
@@ -257,8 +258,16 @@ pub fn state_after(
         EventKind::Failed | EventKind::Expired => JobState::Failed,
         EventKind::Cancelled => JobState::Cancelled,
         EventKind::LeaseExpired => detail.and_then(|d| d.parse().ok()).unwrap_or(current),
-        EventKind::Enqueued | EventKind::Replayed if !has_dependencies => JobState::Queued,
-        EventKind::Enqueued | EventKind::Replayed | EventKind::LeaseLost => current,
+        EventKind::Enqueued | EventKind::Replayed | EventKind::WorkflowCreated
+            if !has_dependencies =>
+        {
+            JobState::Queued
+        }
+        EventKind::Enqueued
+        | EventKind::Replayed
+        | EventKind::WorkflowCreated
+        | EventKind::LeaseLost
+        | EventKind::WorkflowFinished => current,
     }
 }
 

@@ -122,11 +122,19 @@ pub enum EventKind {
     Expired,
     /// Its dependencies ended as it waited for: queued.
     Released,
+    /// A workflow was created with this job among its first; the detail is
+    /// the workflow's name. Written once per workflow, on the first job of
+    /// the batch that created it.
+    WorkflowCreated,
+    /// This job's end left no job of its workflow unfinished; the detail
+    /// is the workflow's state (`succeeded`, `failed` or `cancelled`).
+    /// Written again if the workflow runs again (a retry) and ends again.
+    WorkflowFinished,
 }
 
 impl EventKind {
     /// All event kinds.
-    pub const ALL: [EventKind; 13] = [
+    pub const ALL: [EventKind; 15] = [
         EventKind::Enqueued,
         EventKind::Claimed,
         EventKind::RetryScheduled,
@@ -140,6 +148,8 @@ impl EventKind {
         EventKind::Replayed,
         EventKind::Expired,
         EventKind::Released,
+        EventKind::WorkflowCreated,
+        EventKind::WorkflowFinished,
     ];
 
     /// The event's name as stored and shown.
@@ -158,6 +168,8 @@ impl EventKind {
             EventKind::Replayed => "replayed",
             EventKind::Expired => "expired",
             EventKind::Released => "released",
+            EventKind::WorkflowCreated => "workflow_created",
+            EventKind::WorkflowFinished => "workflow_finished",
         }
     }
 }

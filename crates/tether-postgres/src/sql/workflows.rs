@@ -133,12 +133,35 @@ pub(crate) const WAITING_DEPENDENCIES: &str =
     WHERE j.id = ANY($1::uuid[]) ORDER BY d.id";
 
 /// Creates workflow `$1` of tenant `$2` named `$3` with key `$4`; no row
-/// when the key is taken ([`WORKFLOW_BY_KEY`] then finds the holder).
-pub(crate) const INSERT_WORKFLOW: &str =
-    "INSERT INTO tether.workflows (id, tenant, name, idempotency_key, created_at)
-    VALUES ($1, $2, $3, $4, now())
-    ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING id";
+/// when the key is taken ([`WORKFLOW_BY_KEY`] then finds the holder). Its
+/// finish is not announced until [`WORKFLOW_CREATED`] is written (a job
+/// its batch ends at once must not announce it before).
+pub(crate) const INSERT_WORKFLOW: &str = "WITH made AS (
+        INSERT INTO tether.workflows (id, tenant, name, idempotency_key, created_at)
+        VALUES ($1, $2, $3, $4, now())
+        ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+        RETURNING id
+    ),
+    quiet AS (
+        INSERT INTO tether.workflow_finishes (workflow_id) SELECT id FROM made
+    )
+    SELECT id FROM made";
+
+/// Writes `workflow_created` (detail: its name `$2`) as an event of job
+/// `$3`, the first of the batch that created workflow `$1`, after its
+/// `enqueued`, and lets the workflow's finish be announced from now on.
+pub(crate) const WORKFLOW_CREATED: &str = "WITH announcing AS (
+        DELETE FROM tether.workflow_finishes WHERE workflow_id = $1
+    )
+    INSERT INTO tether.job_events (job_id, tenant, at, event, attempt, detail)
+    SELECT j.id, j.tenant, now(), 'workflow_created', j.attempt, $2
+    FROM tether.jobs j WHERE j.id = $3 AND j.workflow_id = $1";
+
+/// Announces workflow `$1` finished, as an event of job `$2`, if every job
+/// of it has already ended (a batch whose jobs were all cancelled at
+/// enqueue by a failed dependency): migration 19.
+pub(crate) const ANNOUNCE_IF_FINISHED: &str =
+    "SELECT tether.announce_finished_workflows(ARRAY[$1::uuid], ARRAY[$2::uuid])";
 
 /// The workflow of tenant `$1` that holds idempotency key `$2`.
 pub(crate) const WORKFLOW_BY_KEY: &str =

@@ -124,12 +124,35 @@ pub(crate) const DEPENDENCIES: &str = concat!(
 
 /// Creates workflow ?1 of tenant ?2 named ?3 with key ?4; no row when the
 /// key is taken ([`WORKFLOW_BY_KEY`] then finds the holder).
+///
+/// Its `finished_by` is `''` until [`FINISHED_AT_CREATION`]: a job its
+/// batch ends at once must not announce it before `workflow_created`.
 pub(crate) const INSERT_WORKFLOW: &str = concat!(
-    "INSERT INTO tether_workflows (id, tenant, name, idempotency_key, created_at) ",
+    "INSERT INTO tether_workflows (id, tenant, name, idempotency_key, created_at, finished_by) ",
     "VALUES (?1, ?2, ?3, ?4, ",
     now_ms!(),
-    ") ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING ",
+    ", '') ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING ",
     "RETURNING id"
+);
+
+/// Lets workflow ?1's finish be announced from now on, and marks it
+/// finished by job ?2 if every job of it has already ended (a batch whose
+/// jobs were all cancelled at enqueue by a failed dependency): the next
+/// event of ?2, [`WORKFLOW_CREATED`], then announces it (migration 16).
+pub(crate) const FINISHED_AT_CREATION: &str = concat!(
+    "UPDATE tether_workflows SET finished_by = CASE WHEN EXISTS (",
+    "SELECT 1 FROM tether_jobs j WHERE j.workflow_id = ?1 ",
+    "AND j.state IN ('waiting', 'queued', 'running')) THEN NULL ELSE ?2 END ",
+    "WHERE id = ?1"
+);
+
+/// Writes `workflow_created` (detail: its name ?2) as an event of job ?3,
+/// the first of the batch that created workflow ?1, after its `enqueued`.
+pub(crate) const WORKFLOW_CREATED: &str = concat!(
+    "INSERT INTO tether_job_events (job_id, tenant, at, event, attempt, worker_id, detail) ",
+    "SELECT id, tenant, ",
+    now_ms!(),
+    ", 'workflow_created', attempt, NULL, ?2 FROM tether_jobs WHERE id = ?3 AND workflow_id = ?1"
 );
 
 /// The workflow of tenant ?1 that holds idempotency key ?2.

@@ -31,10 +31,11 @@ async fn migrations_are_idempotent() {
             (12, "workflows".to_owned()),
             (13, "dependency_plans".to_owned()),
             (14, "release_unmet".to_owned()),
-            (15, "event_feed".to_owned())
+            (15, "event_feed".to_owned()),
+            (16, "workflow_events".to_owned())
         ]
     );
-    assert_eq!(SqliteStore::schema_version(), 15);
+    assert_eq!(SqliteStore::schema_version(), 16);
     store.close().await;
 }
 

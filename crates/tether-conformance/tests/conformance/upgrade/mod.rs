@@ -12,4 +12,5 @@ mod rate_and_keys;
 mod report_digest;
 mod state_indexes;
 mod suspension;
+mod workflow_events;
 mod workflows;
