@@ -128,7 +128,7 @@ impl FeedTail {
     }
 
     /// Tells the tail that this process may just have committed events, so
-    /// that an idle tail reads now rather than at its next [`IDLE_TICK`].
+    /// that an idle tail reads now rather than at its next idle tick (25 ms).
     /// Cheap, and harmless when nothing was written or nobody listens.
     pub fn nudge(&self) {
         self.inner.nudged.notify_one();
