@@ -38,9 +38,10 @@ struct Charged {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // "postgres://..." in production; a file path for the embedded SQLite store.
+    // "postgres://..." in production; a file path for an embedded SQLite
+    // store of this program's own (`tether serve` keeps its in tether-data).
     let url = std::env::args().nth(1);
-    let sent = checkout(url.as_deref().unwrap_or("tether-data/jobs.db"), 42).await?;
+    let sent = checkout(url.as_deref().unwrap_or("app-jobs.db"), 42).await?;
     println!("{sent}"); // receipt for order 42 (charge ch_42)
     Ok(())
 }
