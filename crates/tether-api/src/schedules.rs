@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tether_core::{Overlap, RunOutcome, SchedulePatch, ScheduleSpec};
+use tether_core::{Overlap, PutOutcome, RunOutcome, SchedulePatch, ScheduleSpec};
 use uuid::Uuid;
 
 use crate::time;
@@ -176,17 +176,93 @@ pub struct CreateScheduleBody {
 
 impl From<CreateScheduleBody> for ScheduleSpec {
     fn from(b: CreateScheduleBody) -> Self {
-        ScheduleSpec {
-            name: b.name,
+        PutScheduleBody {
             cron: b.cron,
-            timezone: b.timezone.unwrap_or_else(|| "UTC".to_owned()),
+            timezone: b.timezone,
             queue: b.queue,
             kind: b.kind,
             payload: b.payload,
-            enabled: b.enabled.unwrap_or(true),
-            overlap: b.overlap.unwrap_or_default(),
+            enabled: b.enabled,
+            overlap: b.overlap,
+        }
+        .into_spec(b.name)
+    }
+}
+
+/// `PUT /v1/schedules/{name}`: the body of `POST /v1/schedules` without
+/// `name` (the path names the schedule). Fields left out take their
+/// defaults, as at creation: the schedule becomes exactly this.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PutScheduleBody {
+    /// As at creation.
+    pub cron: String,
+    /// As at creation (default `UTC`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(default = "UTC"))]
+    pub timezone: Option<String>,
+    /// As at creation.
+    #[cfg_attr(feature = "openapi", schema(value_type = NameSchema))]
+    pub queue: String,
+    /// As at creation.
+    #[cfg_attr(feature = "openapi", schema(value_type = NameSchema))]
+    pub kind: String,
+    /// As at creation (default `null`).
+    #[serde(default)]
+    pub payload: Value,
+    /// As at creation (default true).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(default = true))]
+    pub enabled: Option<bool>,
+    /// As at creation (default `allow`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<OverlapSchema>))]
+    pub overlap: Option<Overlap>,
+}
+
+impl PutScheduleBody {
+    /// The definition it gives the schedule `name`, with the server's
+    /// defaults for what it leaves out.
+    pub fn into_spec(self, name: String) -> ScheduleSpec {
+        ScheduleSpec {
+            name,
+            cron: self.cron,
+            timezone: self.timezone.unwrap_or_else(|| "UTC".to_owned()),
+            queue: self.queue,
+            kind: self.kind,
+            payload: self.payload,
+            enabled: self.enabled.unwrap_or(true),
+            overlap: self.overlap.unwrap_or_default(),
         }
     }
+}
+
+impl From<ScheduleSpec> for PutScheduleBody {
+    /// Every field of the definition but its name.
+    fn from(s: ScheduleSpec) -> Self {
+        PutScheduleBody {
+            cron: s.cron,
+            timezone: Some(s.timezone),
+            queue: s.queue,
+            kind: s.kind,
+            payload: s.payload,
+            enabled: Some(s.enabled),
+            overlap: Some(s.overlap),
+        }
+    }
+}
+
+/// The answer of `PUT /v1/schedules/{name}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PutScheduleResponse {
+    /// The schedule as it now stands.
+    pub schedule: Schedule,
+    /// `created`, `updated` (its definition replaced, its id and runs kept)
+    /// or `unchanged` (it already was exactly this; nothing written).
+    #[cfg_attr(feature = "openapi", schema(value_type = PutOutcomeSchema))]
+    pub outcome: PutOutcome,
 }
 
 impl From<ScheduleSpec> for CreateScheduleBody {
@@ -367,7 +443,9 @@ pub struct ScheduleListQuery {
 #[cfg(feature = "openapi")]
 pub(crate) use self::openapi::field_bounds;
 #[cfg(feature = "openapi")]
-pub use self::openapi::{ListedRuns, OverlapSchema, PreviewCount, RunOutcomeSchema};
+pub use self::openapi::{
+    ListedRuns, OverlapSchema, PreviewCount, PutOutcomeSchema, RunOutcomeSchema,
+};
 
 /// This topic's schemas that the derive cannot make, and its field bounds.
 #[cfg(feature = "openapi")]
@@ -401,6 +479,18 @@ mod openapi {
     );
 
     schema_of!(
+        /// Schema of [`PutOutcome`], with the values the core knows.
+        PutOutcomeSchema as "PutOutcome" =>
+        string_enum(
+            "What `PUT /v1/schedules/{name}` did: `created` the schedule, `updated` its \
+             definition (keeping its id and runs), or nothing, as it already was exactly this \
+             (`unchanged`).",
+            [PutOutcome::Created, PutOutcome::Updated, PutOutcome::Unchanged]
+                .map(PutOutcome::as_str),
+        )
+    );
+
+    schema_of!(
         /// Schema of the `count` of `GET /v1/cron/preview`.
         PreviewCount as "PreviewCount" =>
         count(MAX_PREVIEW, 5)
@@ -420,6 +510,8 @@ mod openapi {
                 field!(CreateScheduleBody.timezone),
                 length(1..=MAX_INPUT_LEN),
             ),
+            (field!(PutScheduleBody.cron), length(1..=MAX_INPUT_LEN)),
+            (field!(PutScheduleBody.timezone), length(1..=MAX_INPUT_LEN)),
             (field!(PatchScheduleBody.cron), length(1..=MAX_INPUT_LEN)),
             (
                 field!(PatchScheduleBody.timezone),

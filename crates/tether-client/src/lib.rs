@@ -95,8 +95,9 @@ pub use tether_api as api;
 /// schedules.
 pub use tether_core::{
     Backoff, CarriedReports, Completion, DependencyFailure, EventKind, Failure, FailureReport,
-    Heartbeat, JobArgs, JobState, LeaseToken, NewJob, NewWorkflow, Overlap, QueueConfigPatch,
-    RateLimit, RetryMode, RunAt, RunOutcome, SchedulePatch, ScheduleSpec, WorkflowState,
+    Heartbeat, JobArgs, JobState, LeaseToken, NewJob, NewWorkflow, Overlap, PutOutcome,
+    QueueConfigPatch, RateLimit, RetryMode, RunAt, RunOutcome, SchedulePatch, ScheduleSpec,
+    WorkflowState,
 };
 
 /// The worker runtime a remote worker runs on (see [`HttpClient::worker`]).

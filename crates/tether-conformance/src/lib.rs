@@ -700,6 +700,7 @@ macro_rules! behaviour_suite {
             }
             schedules {
                 schedules_crud_and_tenant_walls,
+                schedules_put_by_name_create_update_or_leave_unchanged,
                 bad_schedules_are_refused_and_write_nothing,
                 a_disabled_schedule_keeps_no_next_run_even_if_given_one,
                 schedule_runs_are_pruned_and_jobs_outlive_schedules,

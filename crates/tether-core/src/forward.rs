@@ -446,6 +446,14 @@ macro_rules! forward_store {
                 schedules::get_schedule(self, tenant, id).await
             }
 
+            async fn find_schedule(
+                &self,
+                tenant: &str,
+                name: &str,
+            ) -> $crate::Result<Option<$crate::Schedule>> {
+                schedules::find_schedule(self, tenant, name).await
+            }
+
             async fn list_schedules(&self, tenant: &str) -> $crate::Result<Vec<$crate::Schedule>> {
                 schedules::list_schedules(self, tenant).await
             }

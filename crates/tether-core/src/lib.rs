@@ -45,7 +45,7 @@ pub use keys::{
 };
 pub use model::*;
 pub use schedule::{
-    FireReport, Overlap, RunOutcome, Schedule, SchedulePatch, ScheduleRun, ScheduleSpec,
+    FireReport, Overlap, PutOutcome, RunOutcome, Schedule, SchedulePatch, ScheduleRun, ScheduleSpec,
 };
 pub use store::{NewJobRef, Store};
 pub use validate::Limits;

@@ -179,6 +179,30 @@ pub struct Schedule {
     pub updated_at: DateTime<Utc>,
 }
 
+/// What `PUT /v1/schedules/{name}` (creating or replacing a schedule by
+/// name) did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PutOutcome {
+    /// There was no schedule of that name: it was created.
+    Created,
+    /// Its definition was replaced (its id and runs kept).
+    Updated,
+    /// It already was exactly this: nothing was written.
+    Unchanged,
+}
+
+impl PutOutcome {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PutOutcome::Created => "created",
+            PutOutcome::Updated => "updated",
+            PutOutcome::Unchanged => "unchanged",
+        }
+    }
+}
+
 /// What one run of a schedule did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -384,6 +384,9 @@ pub trait Store: Send + Sync + 'static {
     /// One schedule; `NotFound` if the tenant has none with this id.
     async fn get_schedule(&self, tenant: &str, id: Uuid) -> Result<Schedule>;
 
+    /// The tenant's schedule of this name, if it has one.
+    async fn find_schedule(&self, tenant: &str, name: &str) -> Result<Option<Schedule>>;
+
     /// The tenant's schedules, by name.
     async fn list_schedules(&self, tenant: &str) -> Result<Vec<Schedule>>;
 

@@ -28,8 +28,8 @@ use crate::rows::{self, Db};
 use crate::sql::schedules::{
     ADVANCE_SCHEDULES, COUNT_SCHEDULES, CREATE_SCHEDULE, DELETE_SCHEDULE, DUE_SCHEDULES,
     LIST_SCHEDULES, LOCK_SCHEDULE, NAME_CONSTRAINT, NEXT_SCHEDULE_DUE, PRUNE_SCHEDULE_RUNS,
-    RECENT_SCHEDULE_RUNS, RECORD_ENQUEUED, RECORD_EXISTING_JOBS, SCHEDULE_RUNS, SELECT_SCHEDULE,
-    UPDATE_SCHEDULE,
+    RECENT_SCHEDULE_RUNS, RECORD_ENQUEUED, RECORD_EXISTING_JOBS, SCHEDULE_BY_NAME, SCHEDULE_RUNS,
+    SELECT_SCHEDULE, UPDATE_SCHEDULE,
 };
 use crate::sql::LOCK_TENANT;
 use crate::PgStore;
@@ -97,6 +97,20 @@ pub(crate) async fn get_schedule(store: &PgStore, tenant: &str, id: Uuid) -> Res
         .await
         .db()?
         .ok_or_else(|| Error::schedule_not_found(id))
+}
+
+pub(crate) async fn find_schedule(
+    store: &PgStore,
+    tenant: &str,
+    name: &str,
+) -> Result<Option<Schedule>> {
+    sqlx::query(SCHEDULE_BY_NAME)
+        .bind(tenant)
+        .bind(name)
+        .try_map(|row| rows::schedule(&row))
+        .fetch_optional(&store.db)
+        .await
+        .db()
 }
 
 pub(crate) async fn list_schedules(store: &PgStore, tenant: &str) -> Result<Vec<Schedule>> {

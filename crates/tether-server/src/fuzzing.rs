@@ -14,7 +14,7 @@ use crate::extract::parse_json;
 use tether_api::*;
 
 /// The route decoders the fuzz target picks from.
-pub const ROUTES: [&str; 13] = [
+pub const ROUTES: [&str; 14] = [
     "enqueue",
     "enqueue_batch",
     "claim",
@@ -26,6 +26,7 @@ pub const ROUTES: [&str; 13] = [
     "queue_config",
     "create_schedule",
     "patch_schedule",
+    "put_schedule",
     "create_tenant",
     "create_key",
 ];
@@ -108,6 +109,10 @@ pub fn decode_and_validate(route: &str, body: &[u8]) -> Result<(), ApiError> {
         }
         "create_schedule" => {
             let spec: ScheduleSpec = parse_json::<CreateScheduleBody>(body)?.into();
+            validate::schedule(&spec, &limits)?;
+        }
+        "put_schedule" => {
+            let spec = parse_json::<PutScheduleBody>(body)?.into_spec("nightly".to_owned());
             validate::schedule(&spec, &limits)?;
         }
         "patch_schedule" => {

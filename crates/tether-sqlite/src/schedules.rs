@@ -24,8 +24,8 @@ use crate::rows::{self, is_unique_violation, to_json_text, Db};
 use crate::sql::schedules::{
     ACTIVE_JOBS, ADVANCE_SCHEDULES, COUNT_SCHEDULES, CREATE_SCHEDULE, DB_NOW, DELETE_SCHEDULE,
     DELETE_SCHEDULE_RUNS, DUE_SCHEDULES, INSERT_SCHEDULE_RUN, INSERT_SCHEDULE_RUNS, LIST_SCHEDULES,
-    NEXT_SCHEDULE_DUE, PRUNE_SCHEDULE_RUNS, RECENT_SCHEDULE_RUNS, SCHEDULE_RUNS, SELECT_SCHEDULE,
-    SET_LAST_JOB, SET_LAST_JOBS, TRIGGER_SCHEDULE, UPDATE_SCHEDULE,
+    NEXT_SCHEDULE_DUE, PRUNE_SCHEDULE_RUNS, RECENT_SCHEDULE_RUNS, SCHEDULE_BY_NAME, SCHEDULE_RUNS,
+    SELECT_SCHEDULE, SET_LAST_JOB, SET_LAST_JOBS, TRIGGER_SCHEDULE, UPDATE_SCHEDULE,
 };
 use crate::{SqliteStore, Tx};
 
@@ -74,6 +74,21 @@ pub(crate) async fn get_schedule(store: &SqliteStore, tenant: &str, id: Uuid) ->
         .map(rows::schedule)
         .transpose()?
         .ok_or_else(|| Error::schedule_not_found(id))
+}
+
+pub(crate) async fn find_schedule(
+    store: &SqliteStore,
+    tenant: &str,
+    name: &str,
+) -> Result<Option<Schedule>> {
+    let mut conn = store.reader.acquire().await.db()?;
+    let row = sqlx::query(SCHEDULE_BY_NAME)
+        .bind(tenant)
+        .bind(name)
+        .fetch_optional(&mut *conn)
+        .await
+        .db()?;
+    row.as_ref().map(rows::schedule).transpose()
 }
 
 pub(crate) async fn list_schedules(store: &SqliteStore, tenant: &str) -> Result<Vec<Schedule>> {

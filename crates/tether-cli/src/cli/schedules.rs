@@ -1,4 +1,4 @@
-//! `tether schedules ls | add | edit | rm | runs | preview | enable |
+//! `tether schedules ls | add | apply | edit | rm | runs | preview | enable |
 //! disable | trigger`. A schedule is named by its id or its name.
 
 use chrono::{DateTime, Utc};
@@ -38,10 +38,22 @@ enum SchedulesCommand {
         /// Create it disabled.
         #[arg(long)]
         disabled: bool,
-        /// If a schedule has this name already, change it to this one
-        /// (its runs stay) instead of failing.
+        /// If a schedule has this name already, make it this one (its id
+        /// and runs stay) instead of failing.
         #[arg(long)]
         replace: bool,
+    },
+    /// Make the schedules declared in a JSON file exist exactly as written:
+    /// each is created, updated or left unchanged (by name). The file is
+    /// `{"schedules": [{"name", "cron", "queue", "kind", "timezone"?,
+    /// "payload"?, "enabled"?, "overlap"?}, ...]}`, each entry the body of
+    /// `POST /v1/schedules`.
+    Apply {
+        /// The file (`-` reads standard input).
+        file: String,
+        /// Also delete the tenant's schedules the file does not name.
+        #[arg(long)]
+        prune: bool,
     },
     /// Change a schedule: only the fields given; its runs stay, and its
     /// next run is worked out again from now.
@@ -155,29 +167,62 @@ pub(crate) async fn run(args: SchedulesArgs) -> Result<(), CliError> {
             if let Some(overlap) = settings.overlap {
                 spec = spec.overlap(overlap);
             }
-            let (s, verb) = match ctx.client.create_schedule(&spec).await {
-                Ok(s) => (s, "created"),
-                // Created first, changed only when the name is taken: the
-                // server is the one that knows whether it is.
-                Err(e) if replace && e.code() == Some(ErrorCode::AlreadyExists) => {
-                    let old = resolve(&ctx, &spec.name).await?;
-                    let s = ctx
-                        .call(ctx.client.patch_schedule(old.id, &whole(spec)))
-                        .await?;
-                    (s, "replaced")
-                }
-                Err(error) => {
-                    return Err(CliError::Api {
-                        url: ctx.url.clone(),
-                        error,
-                    })
-                }
+            let (s, verb) = if replace {
+                let (s, outcome) = ctx.call(ctx.client.ensure_schedule(&spec)).await?;
+                (s, outcome.as_str())
+            } else {
+                (
+                    ctx.call(ctx.client.create_schedule(&spec)).await?,
+                    "created",
+                )
             };
             if ctx.json {
                 return ctx.print_doc("schedule", &s);
             }
             out(&format!("{verb} schedule {} ({})\n", s.name, s.id));
             out(&describe(&s, now));
+            Ok(())
+        }
+        SchedulesCommand::Apply { file, prune } => {
+            let declared = read_declared(&file)?;
+            let mut applied = Vec::with_capacity(declared.len());
+            for spec in &declared {
+                let (s, outcome) = ctx.call(ctx.client.ensure_schedule(spec)).await?;
+                if !ctx.json {
+                    out(&format!(
+                        "{} schedule {} ({})\n",
+                        outcome.as_str(),
+                        s.name,
+                        s.id
+                    ));
+                }
+                applied.push(ApplyLine {
+                    name: s.name,
+                    id: s.id,
+                    outcome: outcome.as_str(),
+                });
+            }
+            if prune {
+                let names: std::collections::HashSet<&str> =
+                    declared.iter().map(|s| s.name.as_str()).collect();
+                for s in ctx.call(ctx.client.list_schedules()).await? {
+                    if names.contains(s.name.as_str()) {
+                        continue;
+                    }
+                    ctx.call(ctx.client.delete_schedule(s.id)).await?;
+                    if !ctx.json {
+                        out(&format!("deleted schedule {} ({})\n", s.name, s.id));
+                    }
+                    applied.push(ApplyLine {
+                        name: s.name,
+                        id: s.id,
+                        outcome: "deleted",
+                    });
+                }
+            }
+            if ctx.json {
+                return ctx.print_doc("schedules", &applied);
+            }
             Ok(())
         }
         SchedulesCommand::Edit { schedule, changes } => {
@@ -373,16 +418,44 @@ impl From<Changes> for SchedulePatch {
     }
 }
 
-/// A patch that makes a schedule `spec` in every field (`add --replace`).
-fn whole(spec: ScheduleSpec) -> SchedulePatch {
-    SchedulePatch {
-        name: Some(spec.name),
-        cron: Some(spec.cron),
-        timezone: Some(spec.timezone),
-        queue: Some(spec.queue),
-        kind: Some(spec.kind),
-        payload: Some(spec.payload),
-        enabled: Some(spec.enabled),
-        overlap: Some(spec.overlap),
+/// What `schedules apply` did to one schedule (its `--json` line).
+#[derive(serde::Serialize)]
+struct ApplyLine {
+    name: String,
+    id: Uuid,
+    outcome: &'static str,
+}
+
+/// The file of `schedules apply`. It is read whole, and an unknown field or
+/// two entries of one name are refused, before anything is sent; entries
+/// are then applied in order, and one the server refuses (a bad cron, say)
+/// stops there, the earlier ones applied: each is idempotent, so the fix is
+/// to correct the file and apply it again.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Declared {
+    schedules: Vec<tether_client::api::CreateScheduleBody>,
+}
+
+fn read_declared(file: &str) -> Result<Vec<ScheduleSpec>, CliError> {
+    let text = if file == "-" {
+        std::io::read_to_string(std::io::stdin())
+    } else {
+        std::fs::read_to_string(file)
     }
+    .map_err(|e| CliError::Usage(format!("cannot read {file}: {e}")))?;
+    let declared: Declared = serde_json::from_str(&text)
+        .map_err(|e| CliError::Usage(format!("{file} is not a schedules file: {e}")))?;
+    let mut seen = std::collections::HashSet::new();
+    let mut specs = Vec::with_capacity(declared.schedules.len());
+    for body in declared.schedules {
+        if !seen.insert(body.name.clone()) {
+            return Err(CliError::Usage(format!(
+                "{file} declares the schedule {:?} twice",
+                body.name
+            )));
+        }
+        specs.push(ScheduleSpec::from(body));
+    }
+    Ok(specs)
 }

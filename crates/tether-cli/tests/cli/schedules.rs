@@ -301,7 +301,7 @@ async fn schedules_add_replace_creates_or_replaces_by_name() {
     assert!(
         replaced
             .stdout
-            .starts_with(&format!("replaced schedule digest ({id})")),
+            .starts_with(&format!("updated schedule digest ({id})")),
         "{}",
         replaced.stdout
     );
@@ -335,6 +335,104 @@ async fn schedules_add_replace_creates_or_replaces_by_name() {
     assert!(
         help.contains("@hourly") && help.contains("@weekly"),
         "{help}"
+    );
+}
+
+/// `schedules apply FILE`: each declared schedule is created, updated or
+/// left unchanged by name; `--prune` deletes the undeclared; a malformed
+/// file (unknown field, a name twice) sends nothing; `-` reads stdin.
+#[tokio::test]
+async fn schedules_apply_makes_the_declared_schedules_exist() {
+    let s = Setup::sqlite("cli-sched-apply");
+    let file = s.dir.join("schedules.json");
+    let path = file.to_str().unwrap();
+    let declare =
+        |entries: Value| std::fs::write(&file, json!({"schedules": entries}).to_string()).unwrap();
+
+    s.cli(&["schedules", "add", "stray", "@daily", "q", "k"])
+        .ok();
+    declare(json!([
+        {"name": "digest", "cron": "0 8 * * 1", "queue": "mail", "kind": "digest",
+         "timezone": "Europe/Berlin"},
+        {"name": "cleanup", "cron": "@hourly", "queue": "maint", "kind": "purge",
+         "payload": {"older_than": "7d"}},
+    ]));
+    let first = s.cli(&["schedules", "apply", path]).ok();
+    let lines: Vec<&str> = first.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", first.stdout);
+    assert!(
+        lines[0].starts_with("created schedule digest ("),
+        "{}",
+        first.stdout
+    );
+    assert!(
+        lines[1].starts_with("created schedule cleanup ("),
+        "{}",
+        first.stdout
+    );
+
+    // Again, one entry changed: the other is left alone.
+    declare(json!([
+        {"name": "digest", "cron": "0 8 * * 1", "queue": "mail", "kind": "digest",
+         "timezone": "Europe/Berlin"},
+        {"name": "cleanup", "cron": "@daily", "queue": "maint", "kind": "purge"},
+    ]));
+    let second = s
+        .cli(&["schedules", "apply", path, "--prune", "--json"])
+        .ok();
+    let doc: Value = serde_json::from_str(&second.stdout).unwrap();
+    let outcomes: Vec<(&str, &str)> = doc["schedules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| (l["name"].as_str().unwrap(), l["outcome"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("digest", "unchanged"),
+            ("cleanup", "updated"),
+            ("stray", "deleted")
+        ]
+    );
+    let (_, listed) = s.get("/v1/schedules").await;
+    let names: Vec<&str> = listed["schedules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.get("name").unwrap().as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["cleanup", "digest"]);
+    assert_eq!(
+        listed["schedules"][0]["payload"],
+        Value::Null,
+        "as declared"
+    );
+
+    // A malformed file sends nothing.
+    for bad in [
+        json!({"schedules": [{"name": "x", "cron": "@daily", "queue": "q", "kind": "k", "cron_tz": "UTC"}]}),
+        json!({"schedules": [
+            {"name": "x", "cron": "@daily", "queue": "q", "kind": "k"},
+            {"name": "x", "cron": "@hourly", "queue": "q", "kind": "k"}]}),
+        json!({"jobs": []}),
+    ] {
+        std::fs::write(&file, bad.to_string()).unwrap();
+        let run = s.cli(&["schedules", "apply", path]).expect(2);
+        assert!(run.stderr.contains("schedules"), "{}", run.stderr);
+    }
+    let (_, after) = s.get("/v1/schedules").await;
+    assert_eq!(after, listed, "nothing sent");
+
+    // From standard input.
+    let stdin = json!({"schedules": [{"name": "x", "cron": "@daily", "queue": "q", "kind": "k"}]});
+    let piped = s
+        .cli_stdin(&["schedules", "apply", "-"], Some(&stdin.to_string()))
+        .ok();
+    assert!(
+        piped.stdout.starts_with("created schedule x ("),
+        "{}",
+        piped.stdout
     );
 }
 

@@ -16,6 +16,18 @@ impl HttpClient {
         Ok(env.schedule)
     }
 
+    /// `PUT /v1/schedules/{name}`: makes the tenant's schedule named
+    /// `spec.name` exactly `spec`, creating it or replacing its definition
+    /// (its id and runs kept), or writing nothing when it already is: the
+    /// call for schedules declared in code, safe on every deploy.
+    pub async fn ensure_schedule(&self, spec: &ScheduleSpec) -> Result<(Schedule, PutOutcome)> {
+        let call = self.call(Method::PUT, &["v1", "schedules", &spec.name])?;
+        let env: PutScheduleResponse = self
+            .json(call, Some(&body(&PutScheduleBody::from(spec.clone()))))
+            .await?;
+        Ok((env.schedule, env.outcome))
+    }
+
     /// `GET /v1/schedules`: every schedule of the tenant, by name.
     pub async fn list_schedules(&self) -> Result<Vec<Schedule>> {
         let env: ScheduleListResponse = self.get(&["v1", "schedules"]).await?;

@@ -11,7 +11,7 @@ use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use serde_json::json;
 use tether_core::schedule::{fire_key, Fire, FireOutcome};
 use tether_core::{
-    Engine, Error, JobFilter, NewJob, NewJobRef, Overlap, Result, RunOutcome, Schedule,
+    Engine, Error, JobFilter, NewJob, NewJobRef, Overlap, PutOutcome, Result, RunOutcome, Schedule,
     SchedulePatch, ScheduleSpec,
 };
 use uuid::Uuid;
@@ -283,6 +283,107 @@ pub async fn schedules_crud_and_tenant_walls(db: &TestDb) {
     ok(e.delete_schedule("t1", s.id).await);
     expect_no_schedule(e.get_schedule("t1", s.id).await, s.id, "get deleted");
     expect_no_schedule(e.delete_schedule("t1", s.id).await, s.id, "delete twice");
+}
+
+/// A schedule put by name (as a deploy declares it): created, then the
+/// same definition again writes nothing, a different one replaces it
+/// keeping its id and runs, fields left out take their defaults; bad input
+/// changes nothing; another tenant's schedule of the name is its own; and
+/// puts racing for one new name all succeed, leaving one schedule.
+pub async fn schedules_put_by_name_create_update_or_leave_unchanged(db: &TestDb) {
+    let e = &db.engine;
+    let nightly = spec("nightly", "0 3 * * *").timezone("Europe/Berlin");
+    let (created, outcome) = ok(e.put_schedule("t1", &nightly).await);
+    assert_eq!(outcome, PutOutcome::Created);
+    assert_eq!(created.spec, nightly);
+
+    tick().await;
+    let (same, outcome) = ok(e.put_schedule("t1", &nightly).await);
+    assert_eq!(outcome, PutOutcome::Unchanged);
+    assert_eq!(same, created, "nothing written, not even updated_at");
+
+    // A run to keep across the replacement.
+    let past = minutes_ago(3);
+    ok(e.store()
+        .update_schedule("t1", created.id, &nightly, Some(past))
+        .await);
+    let stored = ok(e.get_schedule("t1", created.id).await);
+    assert!(matches!(
+        fire(db, &fire_next(&stored)).await,
+        FireOutcome::Ran(RunOutcome::Enqueued, Some(_))
+    ));
+    let runs = ok(e.schedule_runs("t1", created.id).await);
+    assert_eq!(runs.len(), 1);
+
+    tick().await;
+    let replacement = ScheduleSpec::new("nightly", "30 6 * * 1-5", "other-q", "digest");
+    let (updated, outcome) = ok(e.put_schedule("t1", &replacement).await);
+    assert_eq!(outcome, PutOutcome::Updated);
+    assert_eq!(updated.id, created.id, "the same schedule");
+    assert_eq!(updated.spec, replacement);
+    assert_eq!(updated.spec.timezone, "UTC", "a default, not the old zone");
+    assert_eq!(
+        updated.spec.payload,
+        json!(null),
+        "a default, not the old payload"
+    );
+    assert!(updated.updated_at > created.updated_at);
+    let next = updated.next_run_at.expect("enabled");
+    assert!(next > Utc::now(), "recomputed from now: {next}");
+    assert_eq!(
+        ok(e.schedule_runs("t1", created.id).await),
+        runs,
+        "runs kept"
+    );
+    assert_eq!(updated.last_run_at, Some(past));
+
+    // Disabling through a put clears the next run; putting it back
+    // enabled computes one.
+    let (off, outcome) = ok(e
+        .put_schedule("t1", &replacement.clone().enabled(false))
+        .await);
+    assert_eq!(outcome, PutOutcome::Updated);
+    assert_eq!(off.next_run_at, None);
+
+    // Refused input changes nothing.
+    for bad in [
+        ScheduleSpec::new("nightly", "not cron", "q", "k"),
+        ScheduleSpec::new("nightly", "0 3 * * *", "q", "k").timezone("Mars/Olympus"),
+        ScheduleSpec::new("bad name!", "0 3 * * *", "q", "k"),
+        ScheduleSpec::new("nightly", "0 3 * * *", "", "k"),
+    ] {
+        let err = e.put_schedule("t1", &bad).await.expect_err("refused");
+        assert!(matches!(err, Error::Invalid { .. }), "{err:?}");
+    }
+    assert_eq!(ok(e.get_schedule("t1", created.id).await), off);
+    assert_eq!(ok(e.list_schedules("t1").await).len(), 1);
+
+    // Another tenant's name is its own.
+    let (theirs, outcome) = ok(e.put_schedule("t2", &nightly).await);
+    assert_eq!(outcome, PutOutcome::Created);
+    assert_ne!(theirs.id, created.id);
+    assert_eq!(ok(e.get_schedule("t1", created.id).await), off);
+
+    // Four deploys putting one new name at once.
+    let racers = (0..4).map(|i| {
+        let spec = spec("raced", &format!("{i} 4 * * *"));
+        async move { e.put_schedule("t1", &spec).await }
+    });
+    let answers = futures_util::future::join_all(racers).await;
+    let outcomes: Vec<PutOutcome> = answers.into_iter().map(|a| ok(a).1).collect();
+    assert_eq!(
+        outcomes
+            .iter()
+            .filter(|o| **o == PutOutcome::Created)
+            .count(),
+        1,
+        "{outcomes:?}"
+    );
+    let raced: Vec<Schedule> = ok(e.list_schedules("t1").await)
+        .into_iter()
+        .filter(|s| s.spec.name == "raced")
+        .collect();
+    assert_eq!(raced.len(), 1);
 }
 
 /// Bad expressions, zones, names and payloads are refused and write

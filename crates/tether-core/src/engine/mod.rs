@@ -27,8 +27,8 @@ use crate::model::{
     WorkflowPage, THROUGHPUT_MINUTES,
 };
 use crate::schedule::{
-    self, Fire, FireOutcome, FireRef, FireReport, RunOutcome, Schedule, SchedulePatch, ScheduleRun,
-    ScheduleSpec,
+    self, Fire, FireOutcome, FireRef, FireReport, PutOutcome, RunOutcome, Schedule, SchedulePatch,
+    ScheduleRun, ScheduleSpec,
 };
 use crate::store::{NewJobRef, Store};
 use crate::validate::{self, Limits};

@@ -72,16 +72,78 @@ impl Engine {
         let current = self.store.get_schedule(tenant, id).await?;
         let spec = patch.apply(&current.spec);
         let cron = validate::schedule(&spec, &self.limits)?;
-        // Never back onto an instant that already ran, whatever this
-        // host's clock says.
-        let next_run_at =
-            Self::first_run(&spec, &cron).and_then(|next| match current.last_run_at {
-                Some(last) if next <= last => cron.next_after(last),
-                _ => Some(next),
-            });
         self.store
-            .update_schedule(tenant, id, &spec, next_run_at)
+            .update_schedule(tenant, id, &spec, Self::next_run(&spec, &cron, &current))
             .await
+    }
+
+    /// A changed schedule's next run: the first fire instant from now, but
+    /// never back onto an instant that already ran, whatever this host's
+    /// clock says.
+    fn next_run(
+        spec: &ScheduleSpec,
+        cron: &CronSchedule,
+        current: &Schedule,
+    ) -> Option<DateTime<Utc>> {
+        Self::first_run(spec, cron).and_then(|next| match current.last_run_at {
+            Some(last) if next <= last => cron.next_after(last),
+            _ => Some(next),
+        })
+    }
+
+    /// Makes the tenant's schedule named `spec.name` exactly `spec`:
+    /// creates it, replaces its definition (keeping its id and runs; the
+    /// next run recomputed as by a change), or, when it already is `spec`,
+    /// writes nothing. For schedules declared in code and applied on every
+    /// deploy. Two of these racing for one name both succeed, the later
+    /// one's definition standing.
+    pub async fn put_schedule(
+        &self,
+        tenant: &str,
+        spec: &ScheduleSpec,
+    ) -> Result<(Schedule, PutOutcome)> {
+        validate::name("tenant", tenant)?;
+        let cron = validate::schedule(spec, &self.limits)?;
+        // A create losing a race to another one, or a replace to a delete,
+        // looks again; a third race in a row is reported as it is.
+        let mut attempts_left = 3;
+        loop {
+            attempts_left -= 1;
+            let raced = match self.store.find_schedule(tenant, &spec.name).await? {
+                Some(current) if current.spec == *spec => {
+                    return Ok((current, PutOutcome::Unchanged))
+                }
+                Some(current) => {
+                    let next_run_at = Self::next_run(spec, &cron, &current);
+                    match self
+                        .store
+                        .update_schedule(tenant, current.id, spec, next_run_at)
+                        .await
+                    {
+                        Ok(s) => return Ok((s, PutOutcome::Updated)),
+                        Err(e @ Error::NotFound(_)) => e,
+                        Err(e) => return Err(e),
+                    }
+                }
+                None => match self
+                    .store
+                    .create_schedule(
+                        tenant,
+                        spec,
+                        Self::first_run(spec, &cron),
+                        self.limits.max_schedules_per_tenant,
+                    )
+                    .await
+                {
+                    Ok(s) => return Ok((s, PutOutcome::Created)),
+                    Err(e @ Error::AlreadyExists(_)) => e,
+                    Err(e) => return Err(e),
+                },
+            };
+            if attempts_left == 0 {
+                return Err(raced);
+            }
+        }
     }
 
     /// Deletes a schedule and its runs (the jobs it enqueued stay).

@@ -25,6 +25,13 @@ pub(crate) const SELECT_SCHEDULE: &str = concat!(
     " FROM tether.schedules s WHERE s.id = $1 AND s.tenant = $2"
 );
 
+/// The tenant's schedule of a name (names are unique per tenant).
+pub(crate) const SCHEDULE_BY_NAME: &str = concat!(
+    "SELECT ",
+    schedule_columns!(),
+    " FROM tether.schedules s WHERE s.tenant = $1 AND s.name = $2"
+);
+
 /// Byte order of names, as on SQLite.
 pub(crate) const LIST_SCHEDULES: &str = concat!(
     "SELECT ",

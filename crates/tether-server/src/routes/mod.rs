@@ -81,6 +81,7 @@ pub(crate) fn api(
         .routes(routes!(
             schedules::get_schedule,
             schedules::patch_schedule,
+            schedules::put_schedule,
             schedules::delete_schedule
         ))
         .routes(routes!(schedules::schedule_runs))

@@ -4,7 +4,7 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use tether_core::{Engine, Error, MAX_LISTED_RUNS};
+use tether_core::{Engine, Error, PutOutcome, MAX_LISTED_RUNS};
 use uuid::Uuid;
 
 use super::{job, non_empty, query_number, query_time};
@@ -47,6 +47,49 @@ pub(crate) async fn create_schedule(
     let spec = body.into();
     let s = st.engine.create_schedule(caller.tenant(), &spec).await?;
     Ok((StatusCode::CREATED, schedule(s)))
+}
+
+/// Create or replace a schedule by name.
+///
+/// For schedules declared in code and applied on every deploy: the
+/// tenant's schedule of this name becomes exactly the body (the body of a
+/// creation without `name`; fields left out take their defaults). A new
+/// name is created (201); an existing schedule keeps its id and runs and
+/// gets this definition, its next run recomputed as by a change (200,
+/// `updated`), or, when it already is exactly this, nothing is written
+/// (200, `unchanged`).
+#[utoipa::path(
+    put,
+    path = "/v1/schedules/{id}",
+    tag = "schedules",
+    params(("id" = String, Path, description = "The schedule's **name** (this method addresses a schedule by its name; the others by its id).")),
+    request_body = PutScheduleBody,
+    responses(
+        (status = 200, description = "The schedule existed: `outcome` is `updated` or `unchanged`.", body = PutScheduleResponse),
+        (status = 201, description = "The schedule was created (`outcome` is `created`).", body = PutScheduleResponse),
+        (status = 400, response = BadRequest),
+        (status = 409, description = "`invalid_state`: the tenant has as many schedules as the server allows (`--max-schedules-per-tenant`).", body = ErrorBody),
+    )
+)]
+pub(crate) async fn put_schedule(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+    ApiJson(body): ApiJson<PutScheduleBody>,
+) -> ApiResult<(StatusCode, Json<PutScheduleResponse>)> {
+    let spec = body.into_spec(name);
+    let (s, outcome) = st.engine.put_schedule(caller.tenant(), &spec).await?;
+    let status = match outcome {
+        PutOutcome::Created => StatusCode::CREATED,
+        PutOutcome::Updated | PutOutcome::Unchanged => StatusCode::OK,
+    };
+    Ok((
+        status,
+        Json(PutScheduleResponse {
+            schedule: s.into(),
+            outcome,
+        }),
+    ))
 }
 
 /// List the tenant's schedules.

@@ -28,7 +28,7 @@ fn api_md_routes() -> BTreeSet<(String, String)> {
             let rest = &reference[at + method.len() + 2..];
             let path = rest.split(['`', ' ', '?']).next().unwrap();
             if path != "/" {
-                routes.insert((method.to_lowercase(), path.to_owned()));
+                routes.insert((method.to_lowercase(), unnamed(path)));
             }
         }
     }
@@ -41,11 +41,32 @@ fn documented_routes(doc: &Value) -> BTreeSet<(String, String)> {
     for (path, item) in doc["paths"].as_object().unwrap() {
         for (method, _) in item.as_object().unwrap() {
             if METHODS.contains(&method.as_str()) {
-                documented.insert((method.clone(), path.clone()));
+                documented.insert((method.clone(), unnamed(path)));
             }
         }
     }
     documented
+}
+
+/// A path with its parameters' names left out (`/v1/schedules/{}`): a name
+/// is not on the wire, and the router needs one name per position where
+/// the text may say what a method takes there (`PUT /v1/schedules/{name}`
+/// beside `GET /v1/schedules/{id}`).
+fn unnamed(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    let mut inside = false;
+    for c in path.chars() {
+        match c {
+            '{' => {
+                inside = true;
+                out.push_str("{}");
+            }
+            '}' => inside = false,
+            c if !inside => out.push(c),
+            _ => {}
+        }
+    }
+    out
 }
 
 const METHODS: [&str; 8] = [

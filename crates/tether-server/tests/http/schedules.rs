@@ -5,6 +5,7 @@ use super::*;
 tether_conformance::both_backends!(
     schedule_crud_round_trip,
     schedule_defaults,
+    schedule_put_by_name,
     schedule_bad_input_is_refused,
     schedule_name_conflicts,
     schedule_tenant_walls,
@@ -181,6 +182,70 @@ async fn schedule_defaults(db: &TestDb) {
     let id = s["id"].as_str().unwrap();
     let runs = c.get(&format!("/v1/schedules/{id}/runs")).await;
     assert_eq!(runs.expect(200), &json!({"runs": []}));
+}
+
+/// `PUT /v1/schedules/{name}`: 201 created, then 200 unchanged for the
+/// same body, 200 updated (same id) for another; bad input is 400 and
+/// changes nothing; `name` in the body is an unknown field.
+async fn schedule_put_by_name(db: &TestDb) {
+    let c = setup(db).await;
+    let put = |body: Value| {
+        let c = &c;
+        async move {
+            c.call(
+                "PUT",
+                "/v1/schedules/digest",
+                Some(&c.admin.clone()),
+                Some(body),
+            )
+            .await
+        }
+    };
+    let body = json!({"cron": "0 3 * * *", "queue": "mail", "kind": "digest",
+                      "payload": {"v": 1}, "timezone": "Europe/Paris"});
+    let first = put(body.clone()).await;
+    let created = first.expect(201).clone();
+    assert_eq!(created["outcome"], "created", "{created}");
+    assert_eq!(keys(&created["schedule"]), sorted(&SCHEDULE_FIELDS));
+    assert_eq!(created["schedule"]["name"], "digest");
+    let id = created["schedule"]["id"].as_str().unwrap().to_owned();
+
+    let again = put(body.clone()).await;
+    assert_eq!(again.expect(200)["outcome"], "unchanged");
+    assert_eq!(again.body["schedule"], created["schedule"]);
+
+    let changed = put(json!({"cron": "@hourly", "queue": "mail", "kind": "digest"})).await;
+    let updated = changed.expect(200).clone();
+    assert_eq!(updated["outcome"], "updated");
+    assert_eq!(updated["schedule"]["id"], id.as_str());
+    assert_eq!(
+        updated["schedule"]["timezone"], "UTC",
+        "left out: the default"
+    );
+    assert_eq!(updated["schedule"]["payload"], Value::Null);
+
+    for bad in [
+        json!({"cron": "nope", "queue": "mail", "kind": "digest"}),
+        json!({"cron": "@daily", "queue": "mail"}),
+        json!({"name": "digest", "cron": "@daily", "queue": "mail", "kind": "digest"}),
+        json!({"cron": "@daily", "queue": "mail", "kind": "digest", "timezone": "Nowhere/Else"}),
+    ] {
+        let a = put(bad.clone()).await;
+        assert_eq!(a.expect(400)["error"]["code"], "invalid_argument", "{bad}");
+    }
+    let bad_name = c
+        .call(
+            "PUT",
+            "/v1/schedules/bad%20name",
+            Some(&c.admin.clone()),
+            Some(json!({"cron": "@daily", "queue": "mail", "kind": "digest"})),
+        )
+        .await;
+    assert_eq!(bad_name.expect(400)["error"]["code"], "invalid_argument");
+    let now = c.get(&format!("/v1/schedules/{id}")).await;
+    assert_eq!(now.expect(200)["schedule"], updated["schedule"]);
+    let listed = c.get("/v1/schedules").await;
+    assert_eq!(listed.expect(200)["schedules"].as_array().unwrap().len(), 1);
 }
 
 async fn schedule_bad_input_is_refused(db: &TestDb) {

@@ -24,6 +24,13 @@ pub(crate) const SELECT_SCHEDULE: &str = concat!(
     " FROM tether_schedules WHERE tenant = ?1 AND id = ?2"
 );
 
+/// The tenant's schedule of a name (names are unique per tenant).
+pub(crate) const SCHEDULE_BY_NAME: &str = concat!(
+    "SELECT ",
+    schedule_columns!(),
+    " FROM tether_schedules WHERE tenant = ?1 AND name = ?2"
+);
+
 pub(crate) const LIST_SCHEDULES: &str = concat!(
     "SELECT ",
     schedule_columns!(),
