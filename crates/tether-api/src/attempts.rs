@@ -6,6 +6,8 @@ use serde_json::Value;
 use tether_core::LeaseToken;
 use uuid::Uuid;
 
+#[cfg(feature = "openapi")]
+use crate::NameSchema;
 use crate::{time, ErrorDetail, Job};
 
 /// The longest `wait_ms` of a claim when the server sets none (its
@@ -451,20 +453,46 @@ pub struct CompleteManyResponse {
     pub results: Vec<CompleteResult>,
 }
 
-/// A worker holding running jobs.
+/// A worker: one holding running jobs, or one that announced itself and
+/// was seen within the last 5 minutes, or both.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WorkerInfo {
     /// The id it claims with.
     pub worker_id: String,
-    /// The queues of its running jobs, by name.
+    /// The queues it announced and those of its running jobs, by name.
     pub queues: Vec<String>,
-    /// How many jobs it holds.
+    /// How many jobs it holds (0 for an idle worker).
     pub running: u64,
     /// Its latest heartbeat on any of them (its claim before the first).
     #[serde(serialize_with = "time::ser_opt")]
     #[cfg_attr(feature = "openapi", schema(required))]
     pub last_heartbeat_at: Option<DateTime<Utc>>,
+    /// Its last announcement or claim (claims refresh it at most every 30
+    /// s); `null` for a worker that never announced.
+    #[serde(default, serialize_with = "time::ser_opt")]
+    #[cfg_attr(feature = "openapi", schema(required))]
+    pub last_seen_at: Option<DateTime<Utc>>,
+    /// How many jobs it runs at once, as announced.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required))]
+    pub concurrency: Option<u32>,
+    /// Its SDK, as announced.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required))]
+    pub sdk: Option<String>,
+    /// Its SDK's (or application's) version, as announced.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required))]
+    pub version: Option<String>,
+    /// Its host, as announced.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required))]
+    pub host: Option<String>,
+    /// Its process id, as announced.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required))]
+    pub pid: Option<u32>,
 }
 
 /// The answer of `GET /v1/workers`.
@@ -477,11 +505,72 @@ pub struct WorkerListResponse {
 
 impl From<tether_core::WorkerSummary> for WorkerInfo {
     fn from(w: tether_core::WorkerSummary) -> Self {
+        let (announced, last_seen_at) = match w.presence {
+            Some(p) => (Some(p.announcement), Some(p.last_seen_at)),
+            None => (None, None),
+        };
+        let announced = announced.as_ref();
         WorkerInfo {
             worker_id: w.worker_id,
             queues: w.queues,
             running: w.running,
             last_heartbeat_at: w.last_heartbeat_at,
+            last_seen_at,
+            concurrency: announced.map(|a| a.concurrency),
+            sdk: announced.and_then(|a| a.sdk.clone()),
+            version: announced.and_then(|a| a.version.clone()),
+            host: announced.and_then(|a| a.host.clone()),
+            pid: announced.and_then(|a| a.pid),
+        }
+    }
+}
+
+/// `PUT /v1/workers/{worker_id}`: what a worker says of itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct AnnounceWorkerBody {
+    /// The queues it serves (1 to 100 names).
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<NameSchema>))]
+    pub queues: Vec<String>,
+    /// How many jobs it runs at once, in all (1 to 100 000).
+    pub concurrency: u32,
+    /// Its SDK (`python`, `typescript`, `rust`, ...), up to 255 characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sdk: Option<String>,
+    /// Its SDK's or application's version, up to 255 characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The host it runs on, up to 255 characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// Its process id there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+}
+
+impl From<AnnounceWorkerBody> for tether_core::WorkerAnnouncement {
+    fn from(b: AnnounceWorkerBody) -> Self {
+        tether_core::WorkerAnnouncement {
+            queues: b.queues,
+            concurrency: b.concurrency,
+            sdk: b.sdk,
+            version: b.version,
+            host: b.host,
+            pid: b.pid,
+        }
+    }
+}
+
+impl From<tether_core::WorkerAnnouncement> for AnnounceWorkerBody {
+    fn from(a: tether_core::WorkerAnnouncement) -> Self {
+        AnnounceWorkerBody {
+            queues: a.queues,
+            concurrency: a.concurrency,
+            sdk: a.sdk,
+            version: a.version,
+            host: a.host,
+            pid: a.pid,
         }
     }
 }

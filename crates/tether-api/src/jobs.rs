@@ -1,5 +1,7 @@
 //! `jobs`: the job object, enqueueing, listing, history and replay.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -110,6 +112,11 @@ pub struct Job {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(required))]
     pub workflow_id: Option<Uuid>,
+    /// The string headers it was enqueued with (`{}` when none): W3C trace
+    /// context, say.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required))]
+    pub headers: BTreeMap<String, String>,
 }
 
 impl From<tether_core::Job> for Job {
@@ -144,6 +151,7 @@ impl From<tether_core::Job> for Job {
             depends_on: j.depends_on,
             dependency_failure: j.dependency_failure,
             workflow_id: j.workflow_id,
+            headers: j.headers,
         }
     }
 }
@@ -188,6 +196,7 @@ impl Job {
             depends_on: self.depends_on,
             dependency_failure: self.dependency_failure,
             workflow_id: self.workflow_id,
+            headers: self.headers,
         }
     }
 }
@@ -316,6 +325,12 @@ pub struct EnqueueRequest {
     /// any job, of the workflow or not). A finished workflow is a 409.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workflow_id: Option<Uuid>,
+    /// String headers carried unchanged with the job and returned by claim
+    /// and GET (W3C trace context, say): at most 32, names of 1 to 64
+    /// characters of `A-Z a-z 0-9 _ . -`, values of at most 1 024 bytes
+    /// without control characters, 4 096 bytes of names and values in all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub headers: Option<BTreeMap<String, String>>,
 }
 
 impl EnqueueRequest {
@@ -361,6 +376,7 @@ impl EnqueueRequest {
                 .collect(),
             dependency_failure: self.dependency_failure.unwrap_or_default(),
             workflow_id: self.workflow_id,
+            headers: self.headers.unwrap_or_default(),
         })
     }
 }
@@ -400,6 +416,7 @@ impl From<NewJob> for EnqueueRequest {
             dependency_failure: (job.dependency_failure != DependencyFailure::default())
                 .then_some(job.dependency_failure),
             workflow_id: job.workflow_id,
+            headers: (!job.headers.is_empty()).then_some(job.headers),
         }
     }
 }

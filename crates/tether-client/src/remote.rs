@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use tether_core::{
     CarriedReports, ClaimRequest, ClaimedJob, Completion, DependencyJob, Error, Failure,
     FireReport, Heartbeat, HeartbeatAck, JobState, Lease, LeaseToken, ReapReport,
-    ReportedAndClaimed, Result, Wakeup,
+    ReportedAndClaimed, Result, Wakeup, WorkerAnnouncement,
 };
 use tether_worker::{
     CancelPush, CancelRequests, Source, Worker, WorkerBuilder, CANCEL_PUSH_CAPACITY,
@@ -329,6 +329,18 @@ impl Source for RemoteSource {
             Ok(job) => Ok(job.state),
             Err(e) => Err(e.into_core_for_job(id)),
         }
+    }
+
+    async fn announce(
+        &self,
+        _tenant: &str,
+        worker_id: &str,
+        announcement: &WorkerAnnouncement,
+    ) -> Result<()> {
+        self.client
+            .announce_worker(worker_id, announcement)
+            .await
+            .map_err(Into::into)
     }
 
     async fn dependencies(&self, _tenant: &str, id: Uuid) -> Result<Vec<DependencyJob>> {

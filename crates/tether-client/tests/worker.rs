@@ -642,6 +642,25 @@ async fn an_idle_worker_is_woken_by_the_long_poll(db: &TestDb) {
         .build()
         .unwrap();
     let handle = worker.start();
+    // Idle, it is listed: it announced itself.
+    let idle = eventually(
+        "the idle worker is listed",
+        Duration::from_secs(20),
+        || async {
+            c.list_workers()
+                .await
+                .unwrap()
+                .into_iter()
+                .find(|w| w.sdk.as_deref() == Some("rust"))
+        },
+    )
+    .await;
+    assert_eq!(
+        (idle.queues.as_slice(), idle.running),
+        (&["idle".to_owned()][..], 0)
+    );
+    assert_eq!(idle.concurrency, Some(1));
+    assert_eq!(idle.pid, Some(std::process::id()));
     tokio::time::sleep(Duration::from_millis(700)).await;
     let enqueued = Instant::now();
     let id = c

@@ -44,6 +44,7 @@ trait Hooks: Send + Sync {
     async fn lapse(&self, id: Uuid) -> Result<()>;
     async fn lapse_named(&self, name: &str) -> Result<()>;
     async fn due(&self, id: Uuid) -> Result<()>;
+    async fn age_worker(&self, tenant: &str, worker_id: &str, ms: i64) -> Result<()>;
 }
 
 #[async_trait]
@@ -57,6 +58,9 @@ impl Hooks for PgStore {
     async fn due(&self, id: Uuid) -> Result<()> {
         PgStore::make_due(self, id).await
     }
+    async fn age_worker(&self, tenant: &str, worker_id: &str, ms: i64) -> Result<()> {
+        PgStore::age_worker(self, tenant, worker_id, ms).await
+    }
 }
 
 #[async_trait]
@@ -69,6 +73,9 @@ impl Hooks for SqliteStore {
     }
     async fn due(&self, id: Uuid) -> Result<()> {
         SqliteStore::make_due(self, id).await
+    }
+    async fn age_worker(&self, tenant: &str, worker_id: &str, ms: i64) -> Result<()> {
+        SqliteStore::age_worker(self, tenant, worker_id, ms).await
     }
 }
 
@@ -143,6 +150,14 @@ impl TestDb {
     pub async fn make_due(&self, id: Uuid) {
         if let Err(e) = self.hooks.due(id).await {
             panic!("testing hook make_due({id}) failed: {e}");
+        }
+    }
+
+    /// Moves an announced worker's `last_seen_at` `ms` into the past, as if
+    /// it had not been seen since. Panics if the hook fails.
+    pub async fn age_worker(&self, tenant: &str, worker_id: &str, ms: i64) {
+        if let Err(e) = self.hooks.age_worker(tenant, worker_id, ms).await {
+            panic!("testing hook age_worker({worker_id}) failed: {e}");
         }
     }
 
@@ -653,6 +668,7 @@ macro_rules! behaviour_suite {
             }
             operators {
                 workers_are_read_from_running_jobs,
+                announced_workers_are_listed_idle_and_forgotten,
                 throughput_counts_outcomes_per_minute,
                 only_an_empty_queue_is_removed,
                 recent_runs_of_every_schedule,
@@ -694,6 +710,10 @@ macro_rules! behaviour_suite {
             }
             wakeups {
                 enqueue_replay_and_hand_back_wake_subscribers,
+            }
+            headers {
+                headers_travel_with_the_job,
+                bad_headers_are_refused_and_enqueue_nothing,
             }
             model {
                 model_based_random_operation_sequences,

@@ -234,6 +234,16 @@ impl Error {
         }
     }
 
+    /// The tenant has `limit` workers announced and not yet forgotten, and
+    /// another announces itself.
+    pub fn too_many_workers(limit: u32) -> Self {
+        Error::LimitReached {
+            what: "announced workers",
+            limit,
+            hint: "; a worker not seen for 5 minutes is forgotten",
+        }
+    }
+
     /// No tenant with this id.
     pub fn tenant_not_found(id: Uuid) -> Self {
         Error::NotFound(format!("tenant {id}"))

@@ -260,6 +260,27 @@ macro_rules! forward_store {
                 jobs::list_workers(self, tenant).await
             }
 
+            async fn announce_worker(
+                &self,
+                tenant: &str,
+                worker_id: &str,
+                announcement: &$crate::WorkerAnnouncement,
+                max_live: u32,
+            ) -> $crate::Result<$crate::__forward::DateTime<$crate::__forward::Utc>> {
+                jobs::announce_worker(self, tenant, worker_id, announcement, max_live).await
+            }
+
+            async fn touch_worker(&self, tenant: &str, worker_id: &str) -> $crate::Result<()> {
+                jobs::touch_worker(self, tenant, worker_id).await
+            }
+
+            async fn announced_workers(
+                &self,
+                tenant: &str,
+            ) -> $crate::Result<Vec<(String, $crate::WorkerPresence)>> {
+                jobs::announced_workers(self, tenant).await
+            }
+
             async fn set_paused(
                 &self,
                 tenant: &str,

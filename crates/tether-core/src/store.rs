@@ -14,8 +14,8 @@ use crate::model::{
     Enqueued, EventCursor, EventPage, Failure, FeedCursor, FeedFilter, FeedPage, Heartbeat,
     HeartbeatAck, Job, JobFilter, JobPage, Lease, LeaseToken, NewWorkflow, QueueConfigPatch,
     QueueStats, QueueThroughput, ReapReport, ReplayFilter, Reported, RetryMode, StoredClaim,
-    WorkerSummary, WorkflowCancelled, WorkflowEnqueued, WorkflowFilter, WorkflowGraph,
-    WorkflowPage,
+    WorkerAnnouncement, WorkerPresence, WorkerSummary, WorkflowCancelled, WorkflowEnqueued,
+    WorkflowFilter, WorkflowGraph, WorkflowPage,
 };
 use crate::schedule::{Fire, FireOutcome, FireRef, Schedule, ScheduleRun, ScheduleSpec};
 use crate::wakeup::Wakeup;
@@ -225,8 +225,30 @@ pub trait Store: Send + Sync + 'static {
     /// finished in them (see [`crate::QueueThroughput`]).
     async fn throughput(&self, tenant: &str, queue: &str, minutes: u32) -> Result<QueueThroughput>;
 
-    /// The workers holding `running` jobs of the tenant, by `worker_id`.
+    /// The workers holding `running` jobs of the tenant, by `worker_id`
+    /// (`presence` left `None`: [`Store::announced_workers`] has it).
     async fn list_workers(&self, tenant: &str) -> Result<Vec<WorkerSummary>>;
+
+    /// Records a worker's announcement, seen now (database clock): creates
+    /// or replaces its row, and deletes the tenant's rows not seen for
+    /// [`crate::WORKER_FORGET_AFTER_MS`]. A worker new to a tenant that has
+    /// `max_live` others not yet forgotten is [`crate::Error::LimitReached`].
+    /// Answers when it was seen.
+    async fn announce_worker(
+        &self,
+        tenant: &str,
+        worker_id: &str,
+        announcement: &WorkerAnnouncement,
+        max_live: u32,
+    ) -> Result<DateTime<Utc>>;
+
+    /// Marks an announced worker seen now; nothing for one that did not
+    /// announce (or was forgotten).
+    async fn touch_worker(&self, tenant: &str, worker_id: &str) -> Result<()>;
+
+    /// The tenant's announced workers seen within
+    /// [`crate::WORKER_FORGET_AFTER_MS`], by `worker_id`.
+    async fn announced_workers(&self, tenant: &str) -> Result<Vec<(String, WorkerPresence)>>;
 
     /// Pauses or resumes a queue. Pausing a queue without a row creates it
     /// (within `max_queues`, as for [`Store::enqueue`]); resuming one needs

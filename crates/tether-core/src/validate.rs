@@ -18,6 +18,18 @@ pub const MAX_NAME_LEN: usize = 128;
 pub const MAX_KEY_LEN: usize = 255;
 /// Most tags on one job.
 pub const MAX_TAGS: usize = 32;
+/// Most headers on one job.
+pub const MAX_HEADERS: usize = 32;
+/// Longest header name (bytes; names are `[A-Za-z0-9_.-]`).
+pub const MAX_HEADER_NAME_LEN: usize = 64;
+/// Longest header value, in bytes of UTF-8.
+pub const MAX_HEADER_VALUE_LEN: usize = 1_024;
+/// Most bytes of one job's header names and values together.
+pub const MAX_HEADERS_BYTES: usize = 4_096;
+/// Most queues a worker may announce.
+pub const MAX_WORKER_QUEUES: usize = 100;
+/// Longest `sdk`, `version` or `host` of a worker's announcement.
+pub const MAX_WORKER_LABEL_LEN: usize = 255;
 /// Priority range.
 pub const PRIORITY_RANGE: std::ops::RangeInclusive<i16> = -100..=100;
 /// Attempt budget range.
@@ -366,6 +378,7 @@ fn new_job_at(field: &str, job: &NewJob, limits: &Limits, index: Option<usize>) 
     for (i, tag) in job.tags.iter().enumerate() {
         name(&f(&format!("tags[{i}]")), tag)?;
     }
+    headers(&f("headers"), &job.headers)?;
     dependencies(&f, &job.depends_on, index)
 }
 
@@ -665,6 +678,112 @@ pub fn printable_ascii(field: &str, value: &str) -> Result<()> {
             u32::from(c)
         ),
     ))
+}
+
+/// A job's headers: at most [`MAX_HEADERS`], names of 1 to
+/// [`MAX_HEADER_NAME_LEN`] characters of `A-Z a-z 0-9 _ . -`, values of at
+/// most [`MAX_HEADER_VALUE_LEN`] bytes without control characters (they
+/// are shown by the CLI and the dashboard, and PostgreSQL's JSON cannot
+/// hold a NUL), [`MAX_HEADERS_BYTES`] in all.
+pub fn headers(field: &str, headers: &std::collections::BTreeMap<String, String>) -> Result<()> {
+    if headers.len() > MAX_HEADERS {
+        return Err(Error::invalid(
+            field,
+            format!("at most {MAX_HEADERS} headers, got {}", headers.len()),
+        ));
+    }
+    let mut total = 0;
+    for (name, value) in headers {
+        let at = format!("{field}.{name}");
+        if name.is_empty() || name.len() > MAX_HEADER_NAME_LEN {
+            return Err(Error::invalid(
+                field,
+                format!(
+                    "a header name must be 1 to {MAX_HEADER_NAME_LEN} characters, got {} ({name:?})",
+                    name.len()
+                ),
+            ));
+        }
+        if let Some(bad) = name
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+        {
+            return Err(Error::invalid(
+                field,
+                format!("header name {name:?} contains {bad:?}; allowed are A-Z a-z 0-9 . _ -"),
+            ));
+        }
+        if value.len() > MAX_HEADER_VALUE_LEN {
+            return Err(Error::invalid(
+                at,
+                format!(
+                    "must be at most {MAX_HEADER_VALUE_LEN} bytes, got {}",
+                    value.len()
+                ),
+            ));
+        }
+        if let Some(bad) = value.chars().find(|c| c.is_control()) {
+            return Err(Error::invalid(
+                at,
+                format!("contains the control character {bad:?}"),
+            ));
+        }
+        total += name.len() + value.len();
+    }
+    if total > MAX_HEADERS_BYTES {
+        return Err(Error::invalid(
+            field,
+            format!(
+                "names and values must be at most {MAX_HEADERS_BYTES} bytes in all, got {total}"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A worker's announcement: a valid worker id, 1 to [`MAX_WORKER_QUEUES`]
+/// distinct queue names, a concurrency of 1 to 100 000, and labels of at
+/// most [`MAX_WORKER_LABEL_LEN`] characters without control characters.
+pub fn worker_announcement(id: &str, a: &crate::WorkerAnnouncement) -> Result<()> {
+    worker_id("worker_id", id)?;
+    if a.queues.is_empty() || a.queues.len() > MAX_WORKER_QUEUES {
+        return Err(Error::invalid(
+            "queues",
+            format!(
+                "must name 1 to {MAX_WORKER_QUEUES} queues, got {}",
+                a.queues.len()
+            ),
+        ));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (i, queue) in a.queues.iter().enumerate() {
+        name(&format!("queues[{i}]"), queue)?;
+        if !seen.insert(queue) {
+            return Err(Error::invalid(
+                format!("queues[{i}]"),
+                format!("{queue:?} is named twice"),
+            ));
+        }
+    }
+    if !(1..=100_000).contains(&a.concurrency) {
+        return Err(Error::invalid(
+            "concurrency",
+            format!("must be between 1 and 100000, got {}", a.concurrency),
+        ));
+    }
+    for (field, value) in [("sdk", &a.sdk), ("version", &a.version), ("host", &a.host)] {
+        let Some(value) = value else { continue };
+        if value.is_empty() || value.chars().count() > MAX_WORKER_LABEL_LEN {
+            return Err(Error::invalid(
+                field,
+                format!("must be 1 to {MAX_WORKER_LABEL_LEN} characters"),
+            ));
+        }
+        if value.chars().any(char::is_control) {
+            return Err(Error::invalid(field, "must not contain control characters"));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@
 //! it. An enqueue whose snapshot still showed a row that a removal deleted
 //! meanwhile puts the row back (the `registered` step).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -296,6 +296,7 @@ async fn insert(
     let mut expires = Vec::with_capacity(n);
     let mut keys = Vec::with_capacity(n);
     let mut workflows: Vec<Option<Uuid>> = Vec::with_capacity(n);
+    let mut headers: Vec<Option<Value>> = Vec::with_capacity(n);
     for r in jobs {
         let job = r.job;
         ids.push(r.id);
@@ -320,6 +321,7 @@ async fn insert(
         expires.push(job.expires_at);
         keys.push(job.concurrency_key.as_deref());
         workflows.push(job.workflow_id);
+        headers.push(headers_json(&job.headers));
     }
     let keyed = jobs
         .iter()
@@ -348,7 +350,8 @@ async fn insert(
         .bind(&expires)
         .bind(QUEUE_ROWS_LOCK)
         .bind(&keys)
-        .bind(&workflows);
+        .bind(&workflows)
+        .bind(&headers);
     let query = match plan {
         Some(plan) => {
             debug_assert_eq!(plan.jobs.len(), n, "a plan covers the whole batch");
@@ -426,5 +429,20 @@ fn created_job(tenant: &str, new: &NewJobRef<'_>, row: &PgRow) -> Result<Job, sq
         depends_on: Vec::new(),
         dependency_failure: job.dependency_failure,
         workflow_id: job.workflow_id,
+        headers: job.headers.clone(),
     })
+}
+
+/// A job's headers as stored: a JSON object, NULL for none (most jobs:
+/// nothing stored).
+fn headers_json(headers: &BTreeMap<String, String>) -> Option<Value> {
+    if headers.is_empty() {
+        return None;
+    }
+    Some(Value::Object(
+        headers
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect(),
+    ))
 }

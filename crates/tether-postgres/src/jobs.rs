@@ -6,12 +6,16 @@ use sqlx::postgres::PgRow;
 use sqlx::{QueryBuilder, Row};
 use tether_core::{
     BulkReplayed, Error, EventCursor, EventPage, Job, JobEvent, JobFilter, JobPage, JobState,
-    ReplayFilter, Result, WorkerSummary,
+    ReplayFilter, Result, WorkerAnnouncement, WorkerPresence, WorkerSummary,
+    WORKER_FORGET_AFTER_MS,
 };
 use uuid::Uuid;
 
 use crate::rows::{self, is_unique_violation, Db};
-use crate::sql::jobs::{CANCEL, EVENTS, REPLAY, REPLAY_MANY, SELECT_JOB, WORKERS};
+use crate::sql::jobs::{
+    ANNOUNCED_WORKERS, ANNOUNCE_WORKER, CANCEL, EVENTS, REPLAY, REPLAY_MANY, SELECT_JOB,
+    TOUCH_WORKER, WORKERS,
+};
 use crate::{workflows, PgStore};
 
 /// Page size of a listing that does not set one.
@@ -274,7 +278,72 @@ pub(crate) async fn list_workers(store: &PgStore, tenant: &str) -> Result<Vec<Wo
                 queues: row.try_get("queues")?,
                 running: running as u64,
                 last_heartbeat_at: row.try_get("last_heartbeat_at")?,
+                presence: None,
             })
+        })
+        .fetch_all(&store.db)
+        .await
+        .db()
+}
+
+pub(crate) async fn announce_worker(
+    store: &PgStore,
+    tenant: &str,
+    worker_id: &str,
+    a: &WorkerAnnouncement,
+    max_live: u32,
+) -> Result<DateTime<Utc>> {
+    sqlx::query_scalar(ANNOUNCE_WORKER)
+        .bind(tenant)
+        .bind(worker_id)
+        .bind(&a.queues)
+        .bind(a.concurrency as i32)
+        .bind(a.sdk.as_deref())
+        .bind(a.version.as_deref())
+        .bind(a.host.as_deref())
+        .bind(a.pid.map(i64::from))
+        .bind(WORKER_FORGET_AFTER_MS)
+        .bind(i64::from(max_live))
+        .fetch_optional(&store.db)
+        .await
+        .db()?
+        .ok_or_else(|| Error::too_many_workers(max_live))
+}
+
+pub(crate) async fn touch_worker(store: &PgStore, tenant: &str, worker_id: &str) -> Result<()> {
+    sqlx::query(TOUCH_WORKER)
+        .bind(tenant)
+        .bind(worker_id)
+        .execute(&store.db)
+        .await
+        .db()?;
+    Ok(())
+}
+
+pub(crate) async fn announced_workers(
+    store: &PgStore,
+    tenant: &str,
+) -> Result<Vec<(String, WorkerPresence)>> {
+    sqlx::query(ANNOUNCED_WORKERS)
+        .bind(tenant)
+        .bind(WORKER_FORGET_AFTER_MS)
+        .try_map(|row: PgRow| {
+            let concurrency: i32 = row.try_get("concurrency")?;
+            let pid: Option<i64> = row.try_get("pid")?;
+            Ok((
+                row.try_get("worker_id")?,
+                WorkerPresence {
+                    announcement: WorkerAnnouncement {
+                        queues: row.try_get("queues")?,
+                        concurrency: concurrency as u32,
+                        sdk: row.try_get("sdk")?,
+                        version: row.try_get("version")?,
+                        host: row.try_get("host")?,
+                        pid: pid.map(|p| p as u32),
+                    },
+                    last_seen_at: row.try_get("last_seen_at")?,
+                },
+            ))
         })
         .fetch_all(&store.db)
         .await

@@ -110,6 +110,16 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "workflow_events",
         include_str!("../migrations/0019_workflow_events.sql"),
     ),
+    (
+        20,
+        "job_headers",
+        include_str!("../migrations/0020_job_headers.sql"),
+    ),
+    (
+        21,
+        "worker_presence",
+        include_str!("../migrations/0021_worker_presence.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.

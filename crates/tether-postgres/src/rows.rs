@@ -1,6 +1,8 @@
 //! Row mapping (sqlx is used without its macros, so rows are read by hand)
 //! and the translation of sqlx errors into tether's.
 
+use std::collections::BTreeMap;
+
 use serde_json::Value;
 use sqlx::postgres::{PgDatabaseError, PgRow, PgSeverity};
 use sqlx::Row;
@@ -145,6 +147,10 @@ pub(crate) fn job(row: &PgRow) -> Result<Job, sqlx::Error> {
             .parse()
             .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
         workflow_id: row.try_get("workflow_id")?,
+        headers: row
+            .try_get::<Option<sqlx::types::Json<BTreeMap<String, String>>>, _>("headers")?
+            .map(|h| h.0)
+            .unwrap_or_default(),
     })
 }
 

@@ -36,6 +36,22 @@ impl PgStore {
         Ok(())
     }
 
+    /// Testing aid: moves an announced worker's `last_seen_at` `ms` into
+    /// the past, as if it had not been seen since.
+    pub async fn age_worker(&self, tenant: &str, worker_id: &str, ms: i64) -> Result<()> {
+        sqlx::query(
+            "UPDATE tether.workers SET last_seen_at = last_seen_at - $3 * interval '1 millisecond'
+             WHERE tenant = $1 AND worker_id = $2",
+        )
+        .bind(tenant)
+        .bind(worker_id)
+        .bind(ms)
+        .execute(&self.db)
+        .await
+        .db()?;
+        Ok(())
+    }
+
     /// Testing aid: makes a queued job due now, as if its delay had passed.
     pub async fn make_due(&self, id: Uuid) -> Result<()> {
         sqlx::query("UPDATE tether.jobs SET run_at = now() WHERE id = $1 AND state = 'queued'")

@@ -1240,17 +1240,23 @@ async function schedules() {
 
 async function workers() {
   const list = (await api('GET', '/v1/workers')).workers;
+  const runsOn = (w) => [w.sdk && `${w.sdk}${w.version ? ` ${w.version}` : ''}`,
+    w.host && `${w.host}${w.pid != null ? `:${w.pid}` : ''}`].filter(Boolean).join(' on ') || '—';
   const rows = list.map((w) => el('tr', { 'data-worker': w.worker_id },
     el('td', { class: 'mono' }, w.worker_id),
     el('td', {}, w.queues.map((q, i) => [i ? ', ' : '', link(`#/queues/${enc(q)}`, q)])),
     el('td', { class: 'num', 'data-count': 'running' }, link(`#/jobs?${new URLSearchParams({ state: 'running' })}`, w.running)),
+    el('td', { class: 'num' }, w.concurrency ?? '—'),
+    el('td', {}, runsOn(w)),
+    el('td', {}, when(w.last_seen_at, true)),
     el('td', {}, when(w.last_heartbeat_at, true))));
   const content = list.length
-    ? table(['Worker', 'Queues', ['Running'], 'Last heartbeat'], rows, { id: 'workers' })
-    : el('p', { class: 'muted', id: 'no-workers' }, 'No worker holds a running job.');
+    ? table(['Worker', 'Queues', ['Running'], ['Concurrency'], 'Runs on', 'Last seen', 'Last heartbeat'], rows, { id: 'workers' })
+    : el('p', { class: 'muted', id: 'no-workers' }, 'No worker holds a job or announced itself in the last 5 minutes.');
+  const idle = list.filter((w) => w.running === 0).length;
   return {
     toolbar: [el('h1', {}, 'Workers'),
-      el('p', { class: 'muted' }, `${plural(list.length, 'worker')} holding running jobs, read from the jobs themselves.`)],
+      el('p', { class: 'muted' }, `${plural(list.length, 'worker')} (${idle} idle): those holding running jobs, and those that announced themselves in the last 5 minutes.`)],
     content,
   };
 }

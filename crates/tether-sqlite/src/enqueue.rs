@@ -3,7 +3,7 @@
 //! duplicates are skipped by the unique indexes and then resolved to the
 //! jobs that hold their keys; all in one write transaction.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::{json, Value};
 use sqlx::{Row, Sqlite, SqliteConnection};
@@ -268,7 +268,18 @@ fn bind_entry<'q>(
         .bind(tags)
         .bind(job.expires_at.map(|at| at.timestamp_millis()))
         .bind(job.concurrency_key.as_deref())
-        .bind(job.workflow_id.map(|id| id.to_string())))
+        .bind(job.workflow_id.map(|id| id.to_string()))
+        .bind(headers_text(&job.headers)?))
+}
+
+/// A job's headers as stored: a JSON object, NULL for none.
+fn headers_text(headers: &BTreeMap<String, String>) -> Result<Option<String>> {
+    if headers.is_empty() {
+        return Ok(None);
+    }
+    serde_json::to_string(headers)
+        .map(Some)
+        .map_err(|e| Error::Storage(Box::new(e)))
 }
 
 /// `LimitReached` if tenant has more than `max` queue rows (counted on the

@@ -5,14 +5,16 @@ use chrono::{DateTime, Utc};
 use sqlx::{Row, SqliteConnection};
 use tether_core::{
     BulkReplayed, Error, EventCursor, EventKind, EventPage, Job, JobFilter, JobPage, JobState,
-    ReplayFilter, Result, WorkerSummary,
+    ReplayFilter, Result, WorkerAnnouncement, WorkerPresence, WorkerSummary,
+    WORKER_FORGET_AFTER_MS,
 };
 use uuid::Uuid;
 
 use crate::rows::{self, id_array, is_unique_violation, Db};
 use crate::sql::jobs::{
-    ACTIVE_HOLDER, CANCEL_QUEUED, COUNT_QUEUED, EVENTS, INSERT_EVENT, REPLAY, REPLAYED_EVENTS,
-    REPLAY_MANY, REPLAY_SCAN, REQUEST_CANCEL, SELECT_JOB, WORKERS,
+    ACTIVE_HOLDER, ANNOUNCED_WORKERS, ANNOUNCE_WORKER, CANCEL_QUEUED, COUNT_QUEUED, EVENTS,
+    FORGET_WORKERS, INSERT_EVENT, LIVE_WORKERS, REPLAY, REPLAYED_EVENTS, REPLAY_MANY, REPLAY_SCAN,
+    REQUEST_CANCEL, SELECT_JOB, TOUCH_WORKER, WORKERS,
 };
 use crate::workflows::{self, take_released, take_released_after, Released};
 use crate::SqliteStore;
@@ -354,7 +356,99 @@ pub(crate) async fn list_workers(store: &SqliteStore, tenant: &str) -> Result<Ve
             queues,
             running: running as u64,
             last_heartbeat_at: last.map(rows::ts).transpose()?,
+            presence: None,
         });
+    }
+    Ok(workers)
+}
+
+pub(crate) async fn announce_worker(
+    store: &SqliteStore,
+    tenant: &str,
+    worker_id: &str,
+    a: &WorkerAnnouncement,
+    max_live: u32,
+) -> Result<DateTime<Utc>> {
+    let queues = serde_json::to_string(&a.queues).map_err(|e| Error::Storage(Box::new(e)))?;
+    let mut tx = store.begin().await?;
+    sqlx::query(FORGET_WORKERS)
+        .bind(tenant)
+        .bind(worker_id)
+        .bind(WORKER_FORGET_AFTER_MS)
+        .execute(&mut *tx)
+        .await
+        .db()?;
+    let live = sqlx::query(LIVE_WORKERS)
+        .bind(tenant)
+        .bind(worker_id)
+        .fetch_one(&mut *tx)
+        .await
+        .db()?;
+    let (others, known): (i64, bool) = (live.try_get("others").db()?, live.try_get("known").db()?);
+    if !known && others >= i64::from(max_live) {
+        tx.commit().await.db()?;
+        return Err(Error::too_many_workers(max_live));
+    }
+    let seen: i64 = sqlx::query_scalar(ANNOUNCE_WORKER)
+        .bind(tenant)
+        .bind(worker_id)
+        .bind(queues)
+        .bind(i64::from(a.concurrency))
+        .bind(a.sdk.as_deref())
+        .bind(a.version.as_deref())
+        .bind(a.host.as_deref())
+        .bind(a.pid.map(i64::from))
+        .fetch_one(&mut *tx)
+        .await
+        .db()?;
+    tx.commit().await.db()?;
+    rows::ts(seen)
+}
+
+pub(crate) async fn touch_worker(store: &SqliteStore, tenant: &str, worker_id: &str) -> Result<()> {
+    let mut tx = store.begin().await?;
+    sqlx::query(TOUCH_WORKER)
+        .bind(tenant)
+        .bind(worker_id)
+        .execute(&mut *tx)
+        .await
+        .db()?;
+    tx.commit().await.db()?;
+    Ok(())
+}
+
+pub(crate) async fn announced_workers(
+    store: &SqliteStore,
+    tenant: &str,
+) -> Result<Vec<(String, WorkerPresence)>> {
+    let mut conn = store.reader.acquire().await.db()?;
+    let found = sqlx::query(ANNOUNCED_WORKERS)
+        .bind(tenant)
+        .bind(WORKER_FORGET_AFTER_MS)
+        .fetch_all(&mut *conn)
+        .await
+        .db()?;
+    let mut workers = Vec::with_capacity(found.len());
+    for row in &found {
+        let queues: &str = row.try_get("queues").db()?;
+        let queues: Vec<String> = serde_json::from_str(queues)
+            .map_err(|e| Error::Storage(format!("a worker's queues: {e}").into()))?;
+        let concurrency: i64 = row.try_get("concurrency").db()?;
+        let pid: Option<i64> = row.try_get("pid").db()?;
+        workers.push((
+            row.try_get("worker_id").db()?,
+            WorkerPresence {
+                announcement: WorkerAnnouncement {
+                    queues,
+                    concurrency: concurrency as u32,
+                    sdk: row.try_get("sdk").db()?,
+                    version: row.try_get("version").db()?,
+                    host: row.try_get("host").db()?,
+                    pid: pid.map(|p| p as u32),
+                },
+                last_seen_at: rows::ts(row.try_get("last_seen_at").db()?)?,
+            },
+        ));
     }
     Ok(workers)
 }

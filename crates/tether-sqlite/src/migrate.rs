@@ -108,6 +108,16 @@ const MIGRATIONS: &[Migration] = &[
         name: "workflow_events",
         sql: include_str!("../migrations/0016_workflow_events.sql"),
     },
+    Migration {
+        version: 17,
+        name: "job_headers",
+        sql: include_str!("../migrations/0017_job_headers.sql"),
+    },
+    Migration {
+        version: 18,
+        name: "worker_presence",
+        sql: include_str!("../migrations/0018_worker_presence.sql"),
+    },
 ];
 
 /// The newest schema version this build knows.

@@ -2,6 +2,8 @@
 //! the values SQLite binds (JSON text, JSON arrays of ids), and the
 //! translation of sqlx errors into tether's.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::sqlite::SqliteRow;
@@ -178,6 +180,12 @@ pub(crate) fn job(row: &SqliteRow) -> Result<Job> {
             .db()?
             .map(uuid)
             .transpose()?,
+        headers: match row.try_get::<Option<&str>, _>("headers").db()? {
+            Some(text) => {
+                serde_json::from_str(text).map_err(|e| corrupt(format!("bad headers: {e}")))?
+            }
+            None => BTreeMap::new(),
+        },
     })
 }
 

@@ -44,6 +44,24 @@ impl SqliteStore {
         Ok(())
     }
 
+    /// Moves an announced worker's `last_seen_at` `ms` into the past, as if
+    /// it had not been seen since.
+    pub async fn age_worker(&self, tenant: &str, worker_id: &str, ms: i64) -> Result<()> {
+        let mut tx = self.begin().await?;
+        sqlx::query(
+            "UPDATE tether_workers SET last_seen_at = last_seen_at - ?3 \
+             WHERE tenant = ?1 AND worker_id = ?2",
+        )
+        .bind(tenant)
+        .bind(worker_id)
+        .bind(ms)
+        .execute(&mut *tx)
+        .await
+        .db()?;
+        tx.commit().await.db()?;
+        Ok(())
+    }
+
     /// Makes a queued job due now (`run_at = now`), as if its delay had passed.
     pub async fn make_due(&self, id: uuid::Uuid) -> Result<()> {
         self.testing_update(

@@ -6,7 +6,8 @@ use std::time::Duration;
 use tether_core::{
     CarriedReports, ClaimRequest, ClaimedJob, Completion, DependencyJob, Engine, Error, EventKind,
     Failure, FeedCursor, FeedFilter, FeedPage, FireReport, Heartbeat, HeartbeatAck, JobState,
-    Lease, LeaseToken, ReapReport, ReportedAndClaimed, Result, Wakeup, MAX_FEED_READ,
+    Lease, LeaseToken, ReapReport, ReportedAndClaimed, Result, Wakeup, WorkerAnnouncement,
+    MAX_FEED_READ,
 };
 use tokio::sync::mpsc;
 use tracing::debug;
@@ -126,6 +127,20 @@ pub trait Source: Send + Sync + 'static {
         token: LeaseToken,
         delay_ms: i64,
     ) -> Result<JobState>;
+
+    /// Announces the worker (`PUT /v1/workers/{worker_id}`), so that it is
+    /// listed while idle too. Presence is advisory: the default does
+    /// nothing (a source of its own that wraps another should forward it);
+    /// the engine's and the HTTP client's sources record it.
+    async fn announce(
+        &self,
+        tenant: &str,
+        worker_id: &str,
+        announcement: &WorkerAnnouncement,
+    ) -> Result<()> {
+        let _ = (tenant, worker_id, announcement);
+        Ok(())
+    }
 
     /// The jobs job `id` waits (or waited) for, in the order it names them,
     /// with their states and results: what
@@ -261,6 +276,16 @@ impl Source for Engine {
 
     async fn dependencies(&self, tenant: &str, id: Uuid) -> Result<Vec<DependencyJob>> {
         Engine::dependencies(self, tenant, id).await
+    }
+
+    async fn announce(
+        &self,
+        tenant: &str,
+        worker_id: &str,
+        announcement: &WorkerAnnouncement,
+    ) -> Result<()> {
+        Engine::announce_worker(self, tenant, worker_id, announcement).await?;
+        Ok(())
     }
 
     fn subscribe(&self, tenant: &str, queue: &str) -> Wakeup {

@@ -1,5 +1,6 @@
-//! `tether workers`: who holds running jobs now, read from the jobs
-//! themselves (`GET /v1/workers`).
+//! `tether workers`: who holds running jobs now (read from the jobs
+//! themselves) and who announced itself lately, idle or not
+//! (`GET /v1/workers`).
 
 use chrono::Utc;
 
@@ -20,14 +21,37 @@ pub(crate) async fn run(args: WorkersArgs) -> Result<(), CliError> {
         return ctx.print_doc("workers", &workers);
     }
     let now = Utc::now();
-    let mut t = Table::new(&["WORKER", "QUEUES", "RUNNING", "LAST HEARTBEAT"]).flex("QUEUES");
+    let mut t = Table::new(&[
+        "WORKER",
+        "QUEUES",
+        "RUNNING",
+        "CONCURRENCY",
+        "SDK",
+        "HOST",
+        "LAST SEEN",
+        "LAST HEARTBEAT",
+    ])
+    .flex("QUEUES");
+    let dash = || "-".to_owned();
     for w in &workers {
         t.row(vec![
             w.worker_id.clone(),
             w.queues.join(", "),
             w.running.to_string(),
+            w.concurrency.map_or_else(dash, |c| c.to_string()),
+            match (&w.sdk, &w.version) {
+                (Some(sdk), Some(version)) => format!("{sdk} {version}"),
+                (Some(sdk), None) => sdk.clone(),
+                _ => dash(),
+            },
+            match (&w.host, w.pid) {
+                (Some(host), Some(pid)) => format!("{host}:{pid}"),
+                (Some(host), None) => host.clone(),
+                _ => dash(),
+            },
+            w.last_seen_at.map_or_else(dash, |at| format::ago(at, now)),
             w.last_heartbeat_at
-                .map_or_else(|| "-".to_owned(), |at| format::ago(at, now)),
+                .map_or_else(dash, |at| format::ago(at, now)),
         ]);
     }
     t.print();

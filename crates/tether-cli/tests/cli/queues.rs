@@ -356,7 +356,8 @@ async fn stats_watch_refreshes_until_interrupted() {
     assert_eq!(status.code(), Some(0), "{status}");
 }
 
-/// `tether workers` lists who holds running jobs; `tether queues rm`
+/// `tether workers` lists who holds running jobs and who announced itself
+/// (idle, with its SDK and host); `tether queues rm`
 /// removes a queue only while it holds no job.
 #[tokio::test]
 async fn workers_and_removing_an_empty_queue() {
@@ -381,6 +382,25 @@ async fn workers_and_removing_an_empty_queue() {
         table.contains("WORKER") && table.contains("importer-1") && table.contains("imports"),
         "{table}"
     );
+    let (status, body) = call(
+        Method::PUT,
+        &s.server().url("/v1/workers/idle-7"),
+        &s.key,
+        Some(
+            json!({"queues": ["mail"], "concurrency": 8, "sdk": "python",
+                    "version": "0.1.0", "host": "box", "pid": 31}),
+        ),
+    )
+    .await;
+    assert_eq!(status, 204, "{body}");
+    let table = s.cli(&["workers"]).ok().stdout;
+    let idle = table
+        .lines()
+        .find(|l| l.contains("idle-7"))
+        .unwrap_or_default();
+    for part in ["mail", " 0 ", " 8 ", "python 0.1.0", "box:31"] {
+        assert!(idle.contains(part), "{part:?} in {table}");
+    }
 
     // A name that never held a job: done, with a warning naming the known ones.
     let typo = s.cli(&["queues", "pause", "imprts"]).ok();

@@ -159,4 +159,20 @@ impl HttpClient {
         let env: WorkerListResponse = self.get(&["v1", "workers"]).await?;
         Ok(env.workers)
     }
+
+    /// `PUT /v1/workers/{worker_id}`: announces a worker (its queues,
+    /// concurrency, SDK, version, host and pid), so that `GET /v1/workers`
+    /// lists it while idle too; forgotten after 5 minutes without an
+    /// announcement or a claim.
+    pub async fn announce_worker(
+        &self,
+        worker_id: &str,
+        announcement: &WorkerAnnouncement,
+    ) -> Result<()> {
+        let call = self.call(Method::PUT, &["v1", "workers", worker_id])?;
+        let mut req = self.request(&call, true);
+        req = req.json(&body(&AnnounceWorkerBody::from(announcement.clone())));
+        self.send(req).await?;
+        Ok(())
+    }
 }

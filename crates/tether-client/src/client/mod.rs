@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tether_core::{
     CarriedReports, Completion, Failure, Heartbeat, JobArgs, LeaseToken, NewJob, NewWorkflow,
-    PutOutcome, QueueConfigPatch, RetryMode, SchedulePatch, ScheduleSpec,
+    PutOutcome, QueueConfigPatch, RetryMode, SchedulePatch, ScheduleSpec, WorkerAnnouncement,
 };
 use uuid::Uuid;
 

@@ -13,6 +13,7 @@ pub mod expiry;
 pub mod feed;
 pub mod fencing;
 pub mod flow;
+pub mod headers;
 pub mod history;
 pub mod keys;
 pub mod leader;

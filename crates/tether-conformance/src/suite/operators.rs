@@ -4,7 +4,10 @@
 //! creation time.
 
 use chrono::{Duration, Utc};
-use tether_core::{ClaimRequest, IdPrefix, JobFilter, JobState, ScheduleSpec};
+use tether_core::{
+    ClaimRequest, IdPrefix, JobFilter, JobState, ScheduleSpec, WorkerAnnouncement,
+    WORKER_FORGET_AFTER_MS,
+};
 
 use super::support::*;
 use crate::TestDb;
@@ -54,6 +57,110 @@ pub async fn workers_are_read_from_running_jobs(db: &TestDb) {
     assert_eq!(workers.len(), 1);
     assert_eq!(workers[0].worker_id, "w-a");
     assert_eq!(ok(e.list_workers(T2).await)[0].worker_id, "w-other");
+}
+
+/// Announced workers are listed idle (running 0) with what they said,
+/// merged with what their running jobs say once they claim; announcing
+/// again replaces it; a worker unseen for 5 minutes is forgotten, and a
+/// claim keeps it seen; tenants are apart; bad announcements are refused.
+pub async fn announced_workers_are_listed_idle_and_forgotten(db: &TestDb) {
+    let e = &db.engine;
+    let announced = |queues: &[&str], concurrency: u32| WorkerAnnouncement {
+        queues: queues.iter().map(|q| q.to_string()).collect(),
+        concurrency,
+        sdk: Some("python".into()),
+        version: Some("0.1.0".into()),
+        host: Some("box-1".into()),
+        pid: Some(4242),
+    };
+    let before = Utc::now() - Duration::seconds(60);
+    ok(
+        e.announce_worker(T, "idle-1", &announced(&["mail", "pdf"], 8))
+            .await,
+    );
+    ok(e.announce_worker(T2, "theirs", &announced(&["mail"], 1))
+        .await);
+    let workers = ok(e.list_workers(T).await);
+    assert_eq!(workers.len(), 1, "{workers:?}");
+    let w = &workers[0];
+    assert_eq!((w.worker_id.as_str(), w.running), ("idle-1", 0));
+    assert_eq!(w.queues, ["mail", "pdf"]);
+    assert_eq!(w.last_heartbeat_at, None);
+    let presence = w.presence.as_ref().expect("announced");
+    assert_eq!(presence.announcement, announced(&["mail", "pdf"], 8));
+    assert!(presence.last_seen_at > before);
+
+    // It claims: its running job is counted, its queues merged.
+    enqueue(db, T, job("zip")).await;
+    let claimed = ok(e.claim(T, &claim_as("zip", "idle-1", 1)).await);
+    assert_eq!(claimed.len(), 1);
+    let w = ok(e.list_workers(T).await).remove(0);
+    assert_eq!(
+        (w.running, w.queues.clone()),
+        (1, vec!["mail".to_owned(), "pdf".into(), "zip".into()])
+    );
+    assert!(w.presence.is_some() && w.last_heartbeat_at.is_some());
+
+    // Announcing again replaces what it said.
+    let mut less = announced(&["mail"], 2);
+    less.host = None;
+    ok(e.announce_worker(T, "idle-1", &less).await);
+    let w = ok(e.list_workers(T).await).remove(0);
+    assert_eq!(w.presence.unwrap().announcement, less);
+
+    // Unseen for five minutes: forgotten (the job it holds still lists it,
+    // without presence).
+    db.age_worker(T, "idle-1", WORKER_FORGET_AFTER_MS + 1_000)
+        .await;
+    let w = ok(e.list_workers(T).await).remove(0);
+    assert_eq!((w.worker_id.as_str(), w.running), ("idle-1", 1));
+    assert!(w.presence.is_none(), "forgotten");
+    ok(
+        e.complete(T, claimed[0].job.id, claimed[0].lease_token, None)
+            .await,
+    );
+    assert!(ok(e.list_workers(T).await).is_empty());
+
+    // A claim keeps an announced worker seen (a fresh engine: this one's
+    // refresh interval has not passed).
+    ok(e.announce_worker(T, "claimer", &announced(&["q"], 1)).await);
+    db.age_worker(T, "claimer", WORKER_FORGET_AFTER_MS - 1_000)
+        .await;
+    let fresh = tether_core::Engine::new(e.store().clone());
+    ok(fresh.claim(T, &claim_as("q", "claimer", 1)).await);
+    db.age_worker(T, "claimer", 2_000).await;
+    let listed: Vec<String> = ok(e.list_workers(T).await)
+        .into_iter()
+        .map(|w| w.worker_id)
+        .collect();
+    assert_eq!(listed, ["claimer"], "the claim refreshed it");
+
+    // Bad announcements change nothing.
+    for (id, bad) in [
+        ("", announced(&["q"], 1)),
+        ("w", announced(&[], 1)),
+        ("w", announced(&["bad name"], 1)),
+        ("w", announced(&["q", "q"], 1)),
+        ("w", announced(&["q"], 0)),
+        (
+            "w",
+            WorkerAnnouncement {
+                sdk: Some("a\nb".into()),
+                ..announced(&["q"], 1)
+            },
+        ),
+        (
+            "w",
+            WorkerAnnouncement {
+                host: Some("h".repeat(256)),
+                ..announced(&["q"], 1)
+            },
+        ),
+    ] {
+        expect_invalid(e.announce_worker(T, id, &bad).await);
+    }
+    assert_eq!(ok(e.list_workers(T).await).len(), 1);
+    assert_eq!(ok(e.list_workers(T2).await)[0].worker_id, "theirs");
 }
 
 /// Throughput: `minutes` entries ending with the current minute, counting

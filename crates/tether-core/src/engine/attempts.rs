@@ -1,5 +1,5 @@
 //! Claims and the reports of an attempt: heartbeats, completions,
-//! failures, snoozes; and the workers holding jobs.
+//! failures, snoozes.
 
 use super::*;
 
@@ -8,6 +8,7 @@ impl Engine {
     pub async fn claim(&self, tenant: &str, req: &ClaimRequest) -> Result<Vec<ClaimedJob>> {
         validate::name("tenant", tenant)?;
         validate::claim(req)?;
+        self.seen(tenant, &req.worker_id).await;
         let jobs = self.store.claim(tenant, req).await?;
         counters::claimed(tenant, &req.queue, &jobs);
         Ok(jobs)
@@ -35,6 +36,7 @@ impl Engine {
         validate::name("tenant", tenant)?;
         validate::claim(req)?;
         validate::carried_reports(reports, &self.limits)?;
+        self.seen(tenant, &req.worker_id).await;
         // Errors keep their tail, as `fail` keeps it (copied only then).
         let trimmed;
         let reports = match (reports.fail.iter())
@@ -185,13 +187,5 @@ impl Engine {
             counters::snoozed(tenant, &reported.job);
         }
         Ok(reported.job)
-    }
-
-    /// Who holds the tenant's running jobs now (an aggregate read: in the
-    /// tenant's turn).
-    pub async fn list_workers(&self, tenant: &str) -> Result<Vec<WorkerSummary>> {
-        validate::name("tenant", tenant)?;
-        let _turn = self.aggregates.take(tenant.to_owned()).await;
-        self.store.list_workers(tenant).await
     }
 }

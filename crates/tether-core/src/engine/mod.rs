@@ -52,6 +52,8 @@ pub struct Engine {
     aggregates: Arc<crate::turns::Turns>,
     /// Single enqueues, grouped into shared commits.
     group_commit: Arc<GroupCommit>,
+    /// When each worker's claims last refreshed its presence.
+    seen_workers: Arc<workers::SeenWorkers>,
 }
 
 /// How many aggregate reads (see [`Engine::throughput`]) one tenant runs
@@ -76,6 +78,7 @@ mod maintenance;
 mod queues;
 mod schedules;
 mod tenants;
+mod workers;
 mod workflows;
 
 impl Engine {
@@ -86,6 +89,7 @@ impl Engine {
             server_secret: None,
             aggregates: crate::turns::Turns::new(AGGREGATE_READS),
             group_commit: GroupCommit::new(store.clone()),
+            seen_workers: Arc::default(),
             store,
         }
     }

@@ -207,17 +207,63 @@ pub struct Failure {
     pub cancelled: bool,
 }
 
-/// A worker as its jobs show it: the `running` jobs that name it as their
-/// `worker_id`. There is no registry of workers that could go stale.
+/// A worker as `GET /v1/workers` shows it: what its `running` jobs say
+/// (how many, their queues, its latest heartbeat), merged with what it
+/// said of itself when it announced (see [`WorkerAnnouncement`]), if it
+/// did and was seen within [`WORKER_FORGET_AFTER_MS`]. A worker that holds
+/// no job shows only through its announcement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerSummary {
     /// The id the worker claims with.
     pub worker_id: String,
-    /// The queues of its running jobs, by name.
+    /// The queues it announced, and those of its running jobs, by name.
     pub queues: Vec<String>,
     /// How many jobs it holds.
     pub running: u64,
     /// Its latest heartbeat on any of them (or claim, before the first
     /// heartbeat).
     pub last_heartbeat_at: Option<DateTime<Utc>>,
+    /// What it announced, and when it was last seen (an announcement or a
+    /// claim); `None` for a worker that never announced.
+    pub presence: Option<WorkerPresence>,
 }
+
+/// What a worker says of itself (`PUT /v1/workers/{worker_id}`): so that
+/// an idle, long-polling worker is listed too, with what it runs on.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct WorkerAnnouncement {
+    /// The queues it serves (1 to [`crate::validate::MAX_WORKER_QUEUES`]).
+    pub queues: Vec<String>,
+    /// How many jobs it runs at once, in all.
+    pub concurrency: u32,
+    /// Its SDK (`python`, `typescript`, `rust`, ...).
+    pub sdk: Option<String>,
+    /// The SDK's (or the application's) version.
+    pub version: Option<String>,
+    /// The host it runs on.
+    pub host: Option<String>,
+    /// Its process id there.
+    pub pid: Option<u32>,
+}
+
+/// A worker's announcement as stored, with when it was last seen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerPresence {
+    /// What it announced last.
+    pub announcement: WorkerAnnouncement,
+    /// Its last announcement or claim (database clock; claims refresh it
+    /// at most every [`WORKER_SEEN_REFRESH_MS`]).
+    pub last_seen_at: DateTime<Utc>,
+}
+
+/// A worker not seen (announced or claimed) for this long is forgotten:
+/// no longer listed, its row deleted.
+pub const WORKER_FORGET_AFTER_MS: i64 = 5 * 60_000;
+
+/// How often a claim refreshes its worker's `last_seen_at`, at most: far
+/// inside [`WORKER_FORGET_AFTER_MS`], and a write per worker per interval
+/// rather than per claim.
+pub const WORKER_SEEN_REFRESH_MS: i64 = 30_000;
+
+/// Most workers a tenant may have announced and not yet forgotten.
+pub const MAX_LIVE_WORKERS: u32 = 10_000;

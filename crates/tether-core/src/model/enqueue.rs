@@ -49,6 +49,10 @@ pub struct NewJob {
     pub dependency_failure: DependencyFailure,
     /// The unfinished workflow it joins (an append), if any.
     pub workflow_id: Option<Uuid>,
+    /// String headers carried unchanged with the job and handed to its
+    /// worker with each claim (W3C trace context, say); bounded by
+    /// [`crate::validate::MAX_HEADERS`] and its neighbours.
+    pub headers: BTreeMap<String, String>,
 }
 
 impl NewJob {
@@ -71,6 +75,7 @@ impl NewJob {
             depends_on: Vec::new(),
             dependency_failure: DependencyFailure::Cancel,
             workflow_id: None,
+            headers: BTreeMap::new(),
         }
     }
 
@@ -137,6 +142,12 @@ impl NewJob {
     /// Sets the expiry instant.
     pub fn expires_at(mut self, at: DateTime<Utc>) -> Self {
         self.expires_at = Some(at);
+        self
+    }
+
+    /// Adds a header (replacing one of the same name).
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.insert(name.into(), value.into());
         self
     }
 

@@ -279,6 +279,8 @@ pub struct Job {
     pub dependency_failure: DependencyFailure,
     /// The workflow it belongs to, if any.
     pub workflow_id: Option<Uuid>,
+    /// The headers it was enqueued with (empty when none).
+    pub headers: BTreeMap<String, String>,
 }
 
 /// One event of a job's history.

@@ -4,6 +4,7 @@
 //! One file per topic, named as the backends' files are.
 
 // The imports every topic file takes (`use super::*`).
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 

@@ -9,7 +9,7 @@ macro_rules! insert_jobs {
     (graph) => {
         insert_jobs!(
             "",
-            ", $20::int[], $21::bool[], $22::text[]",
+            ", $21::int[], $22::bool[], $23::text[]",
             ", waiting_on, has_dependents, dependency_failure",
             ",
             waiting_on, has_dependents, dependency_failure, depends_on",
@@ -20,7 +20,7 @@ macro_rules! insert_jobs {
         LEFT JOIN lists l ON l.job_id = i.id",
             "
     edges AS (
-        SELECT * FROM UNNEST($23::uuid[], $24::uuid[], $25::bool[]) WITH ORDINALITY
+        SELECT * FROM UNNEST($24::uuid[], $25::uuid[], $26::bool[]) WITH ORDINALITY
             AS e(job_id, depends_on, met, ord)
     ),
     lists AS (
@@ -39,13 +39,13 @@ macro_rules! insert_jobs {
         SELECT * FROM UNNEST($2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::smallint[],
                              $7::timestamptz[], $8::bigint[], $9::int[], $10::bigint[], $11::bigint[],
                              $12::bigint[], $13::text[], $14::text[], $15::jsonb[], $16::timestamptz[],
-                             $18::text[], $19::uuid[]",
+                             $18::text[], $19::uuid[], $20::jsonb[]",
     $graph_arrays,
     ")
             WITH ORDINALITY
             AS t(id, queue, kind, payload, priority, run_at, delay_ms, max_attempts,
                  backoff_base_ms, backoff_cap_ms, timeout_ms, idempotency_key, unique_key,
-                 tags, expires_at, concurrency_key, workflow_id",
+                 tags, expires_at, concurrency_key, workflow_id, headers",
     $graph_names,
     ", ord)
     ),
@@ -69,7 +69,7 @@ macro_rules! insert_jobs {
         INSERT INTO tether.jobs AS j (id, tenant, queue, kind, payload, state, priority, attempt,
             max_attempts, backoff_base_ms, backoff_cap_ms, run_at, created_at, updated_at,
             unique_key, idempotency_key, tags, expires_at, timeout_ms, concurrency_key,
-            workflow_id",
+            workflow_id, headers",
     $graph_columns,
     ")
         SELECT i.id, $1, i.queue, i.kind, i.payload, ",
@@ -87,7 +87,7 @@ macro_rules! insert_jobs {
             COALESCE(i.run_at, now() + i.delay_ms * interval '1 millisecond'),
             now(), now(), i.unique_key, i.idempotency_key,
             ARRAY(SELECT jsonb_array_elements_text(i.tags)), i.expires_at, i.timeout_ms,
-            i.concurrency_key, i.workflow_id",
+            i.concurrency_key, i.workflow_id, i.headers",
     $graph_values,
     "
         FROM input i
@@ -122,7 +122,7 @@ macro_rules! insert_jobs {
 /// Inserts a batch whose queues all have rows; otherwise inserts nothing
 /// and answers the missing queues (rows with only `missing_queue` set).
 /// `$17` is `QUEUE_ROWS_LOCK`; `$18` the concurrency keys; `$19` the
-/// workflows the jobs join. The lock is taken before any row is
+/// workflows the jobs join; `$20` their headers (NULL for none). The lock is taken before any row is
 /// written: both writes join `lk`. Unset attempts/backoff come from the
 /// queue row, else the defaults of `tether_core::lifecycle` (from its `default_*!` macros).
 /// For a batch with no idempotency or unique key: nothing can conflict
@@ -137,10 +137,10 @@ pub(crate) const INSERT_JOBS: &str = insert_jobs!("");
 pub(crate) const INSERT_KEYED_JOBS: &str = insert_jobs!("ON CONFLICT DO NOTHING");
 
 /// [`INSERT_JOBS`] for a batch planned by `tether_core::GraphPlan`: each
-/// job is written once in the state it enters, with `$20` how many of its
-/// edges are unmet (`waiting` when any), `$21` whether a later entry waits
-/// for it, `$22` its `dependency_failure`; and its edges, `$23` the job,
-/// `$24` what it waits for, `$25` whether that is met already, one per edge
+/// job is written once in the state it enters, with `$21` how many of its
+/// edges are unmet (`waiting` when any), `$22` whether a later entry waits
+/// for it, `$23` its `dependency_failure`; and its edges, `$24` the job,
+/// `$25` what it waits for, `$26` whether that is met already, one per edge
 /// in the order named (its `depends_on`).
 pub(crate) const INSERT_GRAPH: &str = insert_jobs!(graph);
 

@@ -116,6 +116,43 @@ pub(crate) const REPLAY_MANY: &str = "WITH candidates AS (
            ARRAY(SELECT id FROM done WHERE state = 'waiting') AS waiting";
 
 /// The workers holding running jobs of tenant `$1`.
+/// Records worker `$2`'s announcement (`$3` queues, `$4` concurrency, `$5`
+/// sdk, `$6` version, `$7` host, `$8` pid), seen now, and forgets the
+/// tenant's others not seen for `$9` ms. A worker new to the tenant is
+/// written only while fewer than `$10` others are remembered: no row
+/// answered means the limit.
+pub(crate) const ANNOUNCE_WORKER: &str = "WITH forgotten AS (
+        DELETE FROM tether.workers
+        WHERE tenant = $1 AND worker_id <> $2
+          AND last_seen_at < now() - $9 * interval '1 millisecond'
+    ),
+    live AS (
+        SELECT count(*) AS n FROM tether.workers
+        WHERE tenant = $1 AND worker_id <> $2
+          AND last_seen_at >= now() - $9 * interval '1 millisecond'
+    )
+    INSERT INTO tether.workers AS w (tenant, worker_id, queues, concurrency, sdk, version, host,
+                                    pid, last_seen_at)
+    SELECT $1, $2, $3, $4, $5, $6, $7, $8, now() FROM live
+    WHERE live.n < $10
+       OR EXISTS (SELECT 1 FROM tether.workers WHERE tenant = $1 AND worker_id = $2)
+    ON CONFLICT (tenant, worker_id) DO UPDATE SET
+        queues = excluded.queues, concurrency = excluded.concurrency, sdk = excluded.sdk,
+        version = excluded.version, host = excluded.host, pid = excluded.pid,
+        last_seen_at = excluded.last_seen_at
+    RETURNING w.last_seen_at";
+
+/// Marks announced worker `$2` seen now.
+pub(crate) const TOUCH_WORKER: &str =
+    "UPDATE tether.workers SET last_seen_at = now() WHERE tenant = $1 AND worker_id = $2";
+
+/// The tenant's announced workers seen within `$2` ms, by id.
+pub(crate) const ANNOUNCED_WORKERS: &str = "SELECT worker_id, queues, concurrency, sdk, version,
+        host, pid, last_seen_at
+    FROM tether.workers
+    WHERE tenant = $1 AND last_seen_at >= now() - $2 * interval '1 millisecond'
+    ORDER BY worker_id COLLATE \"C\"";
+
 pub(crate) const WORKERS: &str = "SELECT worker_id,
         array_agg(DISTINCT queue ORDER BY queue) AS queues,
         count(*) AS running,

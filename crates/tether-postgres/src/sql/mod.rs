@@ -33,7 +33,7 @@ macro_rules! job_columns {
          j.finished_at, j.updated_at, j.last_error, j.unique_key, j.idempotency_key, j.tags, \
          j.expires_at, j.timeout_ms, j.cancel_requested, j.worker_id, j.lease_expires_at, \
          j.heartbeat_at, j.progress, j.concurrency_key, j.depends_on, j.dependency_failure, \
-         j.workflow_id"
+         j.workflow_id, j.headers"
     };
 }
 

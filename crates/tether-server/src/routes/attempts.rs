@@ -3,11 +3,12 @@
 use std::time::Duration;
 
 use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use axum::Json;
 use tether_core::{CarriedReports, ClaimRequest, Completion, Failure, FailureReport, Heartbeat};
 
 use super::{job, job_id};
-use crate::error::{item_failure, ApiError, ApiResult};
+use crate::error::{item_failure, ApiError, ApiResult, BadRequest};
 use crate::extract::{ApiJson, Caller};
 use crate::AppState;
 use tether_api::*;
@@ -331,11 +332,44 @@ pub(crate) async fn snooze(
     Ok(job(j))
 }
 
+/// Announce a worker.
+///
+/// A worker says which queues it serves, how many jobs it runs at once and
+/// what it runs on, so that `GET /v1/workers` lists it while it is idle
+/// too. Its claims keep it seen (at most every 30 s); a worker neither
+/// announcing nor claiming for 5 minutes is forgotten. Announcing again
+/// replaces what it said. The SDKs' workers announce when they start and
+/// every minute.
+#[utoipa::path(
+    put,
+    path = "/v1/workers/{worker_id}",
+    tag = "workers",
+    params(("worker_id" = String, Path, description = "The id the worker claims with (1–128 characters).")),
+    request_body = AnnounceWorkerBody,
+    responses(
+        (status = 204, description = "Announced."),
+        (status = 400, response = BadRequest),
+        (status = 409, description = "`invalid_state`: the tenant has 10 000 announced workers not yet forgotten, and this one is new.", body = ErrorBody),
+    )
+)]
+pub(crate) async fn announce_worker(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(worker_id): Path<String>,
+    ApiJson(body): ApiJson<AnnounceWorkerBody>,
+) -> ApiResult<StatusCode> {
+    st.engine
+        .announce_worker(caller.tenant(), &worker_id, &body.into())
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
 /// Who is working.
 ///
-/// The workers holding running jobs of the tenant now, with their queues,
-/// how many jobs each holds and its latest heartbeat: read from the jobs
-/// themselves, so there is no registry of workers to go stale.
+/// The workers holding running jobs of the tenant now (with how many and
+/// their latest heartbeat, read from the jobs themselves), and the workers
+/// that announced themselves (`PUT /v1/workers/{worker_id}`) and were seen
+/// within the last 5 minutes, idle or not, with what they announced.
 #[utoipa::path(
     get,
     path = "/v1/workers",

@@ -64,6 +64,7 @@ pub(crate) fn api(
         .routes(routes!(attempts::fail))
         .routes(routes!(attempts::snooze))
         .routes(routes!(attempts::list_workers))
+        .routes(routes!(attempts::announce_worker))
         .routes(routes!(queues::list_queues))
         .routes(routes!(
             queues::get_queue,

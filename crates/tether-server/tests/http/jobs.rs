@@ -5,6 +5,7 @@ use super::*;
 tether_conformance::both_backends!(
     health_and_readiness,
     job_object_has_exactly_the_api_fields,
+    headers_are_carried_to_the_claim,
     enqueue_single_batch_and_dedupe,
     claim_heartbeat_complete,
     fail_retry_fatal_and_cancel_ack,
@@ -20,6 +21,65 @@ async fn health_and_readiness(db: &TestDb) {
     let c = setup(db).await;
     c.call("GET", "/healthz", None, None).await.expect(200);
     c.call("GET", "/readyz", None, None).await.expect(200);
+}
+
+/// `headers` at enqueue (one and batch) come back from GET, claim and the
+/// batch answer unchanged; `{}` without; bad headers are a 400 naming the
+/// field, enqueueing nothing.
+async fn headers_are_carried_to_the_claim(db: &TestDb) {
+    let c = setup(db).await;
+    let headers = json!({"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                         "tracestate": "a=1"});
+    let one = c
+        .post(
+            "/v1/jobs",
+            json!({"queue": "hq", "kind": "k", "headers": headers}),
+        )
+        .await;
+    let id = one.expect(201)["job"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(one.body["job"]["headers"], headers);
+    let batch = c
+        .post(
+            "/v1/jobs/batch",
+            json!({"jobs": [{"queue": "hq", "kind": "k"}, {"queue": "hq", "kind": "k",
+                             "headers": {"x-req": "7"}}]}),
+        )
+        .await;
+    let jobs = batch.expect(200)["results"].as_array().unwrap().clone();
+    assert_eq!(jobs[0]["job"]["headers"], json!({}));
+    assert_eq!(jobs[1]["job"]["headers"], json!({"x-req": "7"}));
+    let got = c.get(&format!("/v1/jobs/{id}")).await;
+    assert_eq!(got.expect(200)["job"]["headers"], headers);
+    let claimed = c
+        .post(
+            "/v1/queues/hq/claim",
+            json!({"worker_id": "w", "limit": 10}),
+        )
+        .await;
+    let claimed = claimed.expect(200)["jobs"].as_array().unwrap().clone();
+    let by_id = |id: &Value| claimed.iter().find(|j| &j["id"] == id).unwrap()["headers"].clone();
+    assert_eq!(by_id(&json!(id)), headers);
+    assert_eq!(by_id(&jobs[1]["job"]["id"]), json!({"x-req": "7"}));
+    assert_eq!(by_id(&jobs[0]["job"]["id"]), json!({}));
+
+    for (bad, field) in [
+        (json!({"a": 1}), "headers"),
+        (json!(["a"]), "headers"),
+        (json!({"bad name": "v"}), "headers"),
+        (json!({"n": "x".repeat(1_025)}), "headers.n"),
+    ] {
+        let a = c
+            .post(
+                "/v1/jobs",
+                json!({"queue": "hq2", "kind": "k", "headers": bad}),
+            )
+            .await;
+        assert_eq!(a.expect(400)["error"]["code"], "invalid_argument");
+        let message = a.body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(field), "{message}");
+    }
+    let none = c.get("/v1/jobs?queue=hq2").await;
+    assert_eq!(none.expect(200)["jobs"], json!([]));
 }
 
 async fn job_object_has_exactly_the_api_fields(db: &TestDb) {

@@ -25,7 +25,7 @@ use serde_json::{json, Value};
 use tether_conformance::TestDb;
 use tether_server::ServerConfig;
 
-const JOB_FIELDS: [&str; 29] = [
+const JOB_FIELDS: [&str; 30] = [
     "id",
     "queue",
     "kind",
@@ -55,6 +55,7 @@ const JOB_FIELDS: [&str; 29] = [
     "depends_on",
     "dependency_failure",
     "workflow_id",
+    "headers",
 ];
 
 fn is_rfc3339_utc(v: &Value) -> bool {

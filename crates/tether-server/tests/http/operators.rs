@@ -9,6 +9,7 @@ tether_conformance::both_backends!(
     bulk_replay_with_a_bad_expires_at_is_400_and_changes_nothing,
     jobs_are_found_by_prefix_and_time,
     workers_and_throughput,
+    idle_workers_announce_themselves,
     empty_queues_are_removed,
     schedules_list_with_runs_and_next_times,
 );
@@ -214,6 +215,94 @@ async fn workers_and_throughput(db: &TestDb) {
             .expect_error(400, "invalid_argument");
     }
     // Tenant walls: the other tenant sees no worker and no throughput.
+    let theirs = c.call("GET", "/v1/workers", Some(&c.other), None).await;
+    assert_eq!(theirs.expect(200)["workers"], json!([]));
+}
+
+/// `PUT /v1/workers/{worker_id}`: 204, then listed idle with what it
+/// announced (every field of the object); bad bodies are 400 and list
+/// nothing; another tenant does not see it.
+async fn idle_workers_announce_themselves(db: &TestDb) {
+    let c = setup(db).await;
+    let put = |id: &str, body: Value| {
+        let c = &c;
+        let uri = format!("/v1/workers/{id}");
+        async move {
+            c.call("PUT", &uri, Some(&c.admin.clone()), Some(body))
+                .await
+        }
+    };
+    let body = json!({"queues": ["mail", "pdf"], "concurrency": 8, "sdk": "typescript",
+                      "version": "0.1.0", "host": "box-1", "pid": 4242});
+    put("ts-1", body.clone()).await.expect(204);
+    let listed = c.get("/v1/workers").await;
+    let workers = listed.expect(200)["workers"].as_array().unwrap().clone();
+    assert_eq!(workers.len(), 1);
+    let w = &workers[0];
+    let mut fields: Vec<&str> = w.as_object().unwrap().keys().map(String::as_str).collect();
+    fields.sort();
+    assert_eq!(
+        fields,
+        [
+            "concurrency",
+            "host",
+            "last_heartbeat_at",
+            "last_seen_at",
+            "pid",
+            "queues",
+            "running",
+            "sdk",
+            "version",
+            "worker_id"
+        ]
+    );
+    assert_eq!(
+        (
+            &w["worker_id"],
+            &w["queues"],
+            &w["running"],
+            &w["concurrency"]
+        ),
+        (
+            &json!("ts-1"),
+            &json!(["mail", "pdf"]),
+            &json!(0),
+            &json!(8)
+        )
+    );
+    assert_eq!(
+        (&w["sdk"], &w["version"]),
+        (&json!("typescript"), &json!("0.1.0"))
+    );
+    assert_eq!((&w["host"], &w["pid"]), (&json!("box-1"), &json!(4242)));
+    assert_eq!(w["last_heartbeat_at"], Value::Null);
+    assert!(is_rfc3339_utc(&w["last_seen_at"]));
+    // Only the required fields.
+    put("bare", json!({"queues": ["q"], "concurrency": 1}))
+        .await
+        .expect(204);
+    for (id, bad) in [
+        ("w", json!({"queues": [], "concurrency": 1})),
+        ("w", json!({"queues": ["q"]})),
+        ("w", json!({"queues": ["q"], "concurrency": 0})),
+        (
+            "w",
+            json!({"queues": ["q"], "concurrency": 1, "colour": "red"}),
+        ),
+        ("w", json!({"queues": ["q"], "concurrency": 1, "pid": -1})),
+    ] {
+        put(id, bad.clone())
+            .await
+            .expect_error(400, "invalid_argument");
+    }
+    let listed = c.get("/v1/workers").await;
+    let ids: Vec<&str> = listed.expect(200)["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["worker_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["bare", "ts-1"]);
     let theirs = c.call("GET", "/v1/workers", Some(&c.other), None).await;
     assert_eq!(theirs.expect(200)["workers"], json!([]));
 }

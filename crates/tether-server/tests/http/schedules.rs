@@ -475,7 +475,7 @@ async fn schedule_tenant_walls(db: &TestDb) {
     }
     // Wrong methods.
     for (method, uri) in [
-        ("PUT", format!("/v1/schedules/{id}")),
+        ("POST", format!("/v1/schedules/{id}")),
         ("GET", format!("/v1/schedules/{id}/trigger")),
         ("POST", format!("/v1/schedules/{id}/runs")),
         ("DELETE", "/v1/schedules".to_owned()),

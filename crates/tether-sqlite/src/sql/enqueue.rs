@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 pub(crate) const INSERT_CHUNKS: [usize; 3] = [32, 8, 1];
 
 /// Values bound per enqueued row (see `insert_jobs_sql`).
-pub(crate) const ROW_PARAMS: usize = 18;
+pub(crate) const ROW_PARAMS: usize = 19;
 
 /// Values bound per row of a planned graph, after the [`ROW_PARAMS`]: the
 /// state it enters, `waiting_on`, `has_dependents`, `dependency_failure`
@@ -35,7 +35,7 @@ pub(crate) const COUNT_QUEUES: &str = "SELECT count(*) FROM tether_queues WHERE 
 /// [`ROW_PARAMS`] values per row bound by `bind_entry` (ordinal, id, queue,
 /// kind, payload, priority, run_at, delay, max_attempts, backoff base, cap,
 /// timeout, idempotency key, unique key, tags, expires_at, concurrency key,
-/// workflow), and the tenant
+/// workflow, headers), and the tenant
 /// again. They are anonymous `?` on purpose: for numbered or named ones,
 /// sqlx looks each name up with `sqlite3_bind_parameter_name`, a linear scan,
 /// which makes binding 500 values quadratic.
@@ -62,8 +62,8 @@ pub(crate) fn insert_jobs_sql(rows: usize, graph: bool) -> &'static str {
         let (columns, state, values, params) = if graph {
             (
                 ", waiting_on, has_dependents, dependency_failure, depends_on",
-                "v.column19",
-                ", v.column20, v.column21, v.column22, v.column23",
+                "v.column20",
+                ", v.column21, v.column22, v.column23, v.column24",
                 ROW_PARAMS + GRAPH_PARAMS,
             )
         } else {
@@ -73,7 +73,7 @@ pub(crate) fn insert_jobs_sql(rows: usize, graph: bool) -> &'static str {
             "INSERT INTO tether_jobs (id, tenant, queue, kind, payload, state, priority, ",
             "attempt, max_attempts, backoff_base_ms, backoff_cap_ms, run_at, created_at, ",
             "updated_at, idempotency_key, unique_key, tags, expires_at, timeout_ms, ",
-            "cancel_requested, concurrency_key, workflow_id"
+            "cancel_requested, concurrency_key, workflow_id, headers"
         ));
         sql.push_str(columns);
         sql.push_str(") SELECT v.column2, ?, v.column3, v.column4, v.column5, ");
@@ -90,7 +90,7 @@ pub(crate) fn insert_jobs_sql(rows: usize, graph: bool) -> &'static str {
             ", ",
             now_ms!(),
             ", v.column13, v.column14, v.column15, v.column16, v.column12, 0, v.column17, ",
-            "v.column18"
+            "v.column18, v.column19"
         ));
         sql.push_str(values);
         sql.push_str(" FROM (VALUES ");

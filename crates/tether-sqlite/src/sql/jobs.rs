@@ -98,6 +98,46 @@ pub(crate) const COUNT_QUEUED: &str = "SELECT count(*) FROM tether_jobs \
 pub(crate) const REPLAYED_EVENTS: &str = events_of_ids!("updated_at", "replayed", "NULL", "NULL");
 
 /// The workers holding running jobs of tenant ?1 (queues as a JSON array).
+/// Forgets tenant ?1's announced workers other than ?2 not seen for ?3 ms.
+pub(crate) const FORGET_WORKERS: &str = concat!(
+    "DELETE FROM tether_workers WHERE tenant = ?1 AND worker_id <> ?2 AND last_seen_at < ",
+    now_ms!(),
+    " - ?3"
+);
+
+/// How many workers other than ?2 tenant ?1 remembers, and whether ?2 is
+/// one of its workers already.
+pub(crate) const LIVE_WORKERS: &str = "SELECT \
+     (SELECT count(*) FROM tether_workers WHERE tenant = ?1 AND worker_id <> ?2) AS others, \
+     EXISTS (SELECT 1 FROM tether_workers WHERE tenant = ?1 AND worker_id = ?2) AS known";
+
+/// Records worker ?2's announcement (?3 queues as JSON, ?4 concurrency, ?5
+/// sdk, ?6 version, ?7 host, ?8 pid), seen now.
+pub(crate) const ANNOUNCE_WORKER: &str = concat!(
+    "INSERT INTO tether_workers (tenant, worker_id, queues, concurrency, sdk, version, host, ",
+    "pid, last_seen_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ",
+    now_ms!(),
+    ") ON CONFLICT (tenant, worker_id) DO UPDATE SET queues = excluded.queues, ",
+    "concurrency = excluded.concurrency, sdk = excluded.sdk, version = excluded.version, ",
+    "host = excluded.host, pid = excluded.pid, last_seen_at = excluded.last_seen_at ",
+    "RETURNING last_seen_at"
+);
+
+/// Marks announced worker ?2 seen now.
+pub(crate) const TOUCH_WORKER: &str = concat!(
+    "UPDATE tether_workers SET last_seen_at = ",
+    now_ms!(),
+    " WHERE tenant = ?1 AND worker_id = ?2"
+);
+
+/// Tenant ?1's announced workers seen within ?2 ms, by id.
+pub(crate) const ANNOUNCED_WORKERS: &str = concat!(
+    "SELECT worker_id, queues, concurrency, sdk, version, host, pid, last_seen_at ",
+    "FROM tether_workers WHERE tenant = ?1 AND last_seen_at >= ",
+    now_ms!(),
+    " - ?2 ORDER BY worker_id"
+);
+
 pub(crate) const WORKERS: &str = "SELECT worker_id, \
      json_group_array(DISTINCT queue) AS queues, count(*) AS running, \
      max(coalesce(heartbeat_at, started_at)) AS last_heartbeat_at \

@@ -42,7 +42,7 @@ macro_rules! job_columns {
          backoff_base_ms, backoff_cap_ms, run_at, created_at, started_at, finished_at, \
          updated_at, last_error, unique_key, idempotency_key, tags, expires_at, timeout_ms, \
          cancel_requested, worker_id, lease_token, lease_expires_at, heartbeat_at, progress, \
-         concurrency_key, depends_on, dependency_failure, has_dependents, workflow_id"
+         concurrency_key, depends_on, dependency_failure, has_dependents, workflow_id, headers"
     };
 }
 

@@ -23,7 +23,7 @@ use futures_util::FutureExt;
 use serde_json::Value;
 use tether_core::{
     validate, CarriedReports, ClaimRequest, ClaimedJob, Completion, Error, Failure, Heartbeat, Job,
-    JobState, LeaseToken,
+    JobState, LeaseToken, WorkerAnnouncement,
 };
 use tokio::sync::{oneshot, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::{sleep, sleep_until, Instant};
@@ -432,6 +432,52 @@ fn millis(d: Duration) -> i64 {
     (d.as_millis().min(validate::MAX_DURATION_MS as u128)) as i64
 }
 
+/// How often a worker announces itself (see [`Source::announce`]): well
+/// inside the 5 minutes after which the server forgets a worker.
+const ANNOUNCE_EVERY: Duration = Duration::from_secs(60);
+
+/// Announces the worker now and every [`ANNOUNCE_EVERY`] until it stops
+/// claiming. A failed announcement is logged and tried again next time:
+/// presence never holds up work.
+async fn announce_loop(shared: Arc<Shared>) {
+    let config = &shared.config;
+    let announcement = WorkerAnnouncement {
+        queues: config.queues.iter().map(|q| q.name.clone()).collect(),
+        concurrency: config
+            .queues
+            .iter()
+            .map(|q| q.concurrency as u32)
+            .sum::<u32>()
+            .min(100_000),
+        sdk: Some("rust".to_owned()),
+        version: Some(env!("CARGO_PKG_VERSION").to_owned()),
+        host: host_name(),
+        pid: Some(std::process::id()),
+    };
+    loop {
+        if let Err(e) = shared
+            .source
+            .announce(&config.tenant, &config.worker_id, &announcement)
+            .await
+        {
+            debug!(worker_id = %config.worker_id, error = %e, "announcing the worker failed");
+        }
+        tokio::select! {
+            _ = shared.stop.cancelled() => return,
+            _ = tokio::time::sleep(ANNOUNCE_EVERY) => {}
+        }
+    }
+}
+
+/// This machine's name, where the system says it (Linux), else `$HOSTNAME`.
+fn host_name() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+}
+
 /// The worker's main task: starts the loops, waits for the shutdown, then
 /// drains in order (claims, handlers, reports, background loops).
 async fn supervise(shared: Arc<Shared>) {
@@ -453,6 +499,7 @@ async fn supervise(shared: Arc<Shared>) {
             ))
         });
     let completer = tokio::spawn(killable(kill.clone(), completer_loop(shared.clone())));
+    let announcer = tokio::spawn(killable(kill.clone(), announce_loop(shared.clone())));
     let maintenance = shared.config.maintenance.then(|| {
         let maintenance = Maintenance::new(shared.source.clone(), &shared.config.worker_id)
             .tick(shared.config.maintenance_tick)
@@ -476,6 +523,7 @@ async fn supervise(shared: Arc<Shared>) {
 
     shared.stop.cancelled().await;
     info!(worker_id = %shared.config.worker_id, "shutting down: no more claims");
+    let _ = announcer.await;
     for f in fetchers {
         let _ = f.await;
     }

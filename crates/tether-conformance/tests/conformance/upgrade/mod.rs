@@ -7,6 +7,7 @@ mod edge_addresses;
 mod event_feed;
 mod flow_control;
 mod from_version_3;
+mod job_headers;
 mod outcome_history;
 mod rate_and_keys;
 mod report_digest;
