@@ -3,6 +3,10 @@
 
     TETHER_URL=http://127.0.0.1:7070 TETHER_KEY=... python examples/worker.py
 
+or, the same worker through the SDK's runner (from examples/):
+
+    python -m tether_client worker worker:worker --url http://127.0.0.1:7070 --key ...
+
 Settings (environment): TETHER_QUEUE (default ``emails``),
 TETHER_CONCURRENCY (8), TETHER_SHUTDOWN_GRACE (seconds, 30),
 TETHER_CLAIM_WAIT (seconds, 5), TETHER_LEASE_TTL (seconds; unset: the

@@ -58,8 +58,8 @@ def test_enqueue_get_and_idempotency(client: Client, queue: str) -> None:
     run_at = datetime.now(timezone.utc) + timedelta(hours=1)
     job = client.enqueue(
         queue, "send", {"to": "ada"}, idempotency_key=f"{queue}:1", priority=5,
-        run_at=run_at, max_attempts=3, timeout_ms=5000, tags=["a", "b"],
-        backoff=Backoff(base_ms=2000, cap_ms=4000), unique_key=f"u:{queue}",
+        run_at=run_at, max_attempts=3, timeout=5, tags=["a", "b"],
+        backoff=Backoff(base=2, cap=timedelta(seconds=4)), unique_key=f"u:{queue}",
     )
     assert job.created is True
     assert job.state == "queued" and job.kind == "send" and job.payload == {"to": "ada"}
@@ -72,13 +72,12 @@ def test_enqueue_get_and_idempotency(client: Client, queue: str) -> None:
     assert got.id == job.id and got.created is None
     assert got.raw["id"] == job.id
     with pytest.raises(InvalidArgument):
-        client.enqueue(queue, "send", run_at=run_at, delay_ms=5)
+        client.enqueue(queue, "send", run_at=run_at, delay=5)
 
 
 def test_enqueue_batch_list_and_paging(client: Client, queue: str) -> None:
     results = client.enqueue_batch(
-        [{"queue": queue, "kind": "a" if i % 2 else "b", "payload": i, "tags": ["t"]}
-         for i in range(7)]
+        [batch_entry(queue, "a" if i % 2 else "b", i, tags=["t"]) for i in range(7)]
     )
     assert [r.created for r in results] == [True] * 7
     assert [r.job.payload for r in results] == list(range(7))
@@ -89,7 +88,7 @@ def test_enqueue_batch_list_and_paging(client: Client, queue: str) -> None:
     assert {j.kind for j in client.iter_jobs(queue=queue, kind="a")} == {"a"}
     assert len(list(client.iter_jobs(queue=queue, tag="t", state="queued"))) == 7
     with pytest.raises(InvalidArgument):
-        client.enqueue_batch([{"queue": queue, "kind": "ok"}, {"queue": "bad name", "kind": "x"}])
+        client.enqueue_batch([batch_entry(queue, "ok"), batch_entry("bad name", "x")])
     assert len(list(client.iter_jobs(queue=queue))) == 7
 
 
@@ -145,9 +144,10 @@ def test_queues_pause_resume_configure(client: Client, queue: str) -> None:
     assert client.claim(queue, "w") == []
     assert client.resume(queue).paused is False
     q = client.configure(
-        queue, max_attempts=9, backoff={"base_ms": 1500, "cap_ms": 9000}, default_lease_ttl_ms=4000
+        queue, max_attempts=9, backoff=Backoff(1.5, 9), default_lease_ttl=4
     )
-    assert q.max_attempts == 9 and q.backoff == Backoff(1500, 9000)
+    assert q.max_attempts == 9 and q.backoff == Backoff(1.5, 9)
+    assert q.backoff.raw == {"base_ms": 1500, "cap_ms": 9000}
     assert q.default_lease_ttl_ms == 4000
     assert client.enqueue(queue, "k").max_attempts == 9
     with pytest.raises(InvalidArgument):
@@ -159,11 +159,11 @@ def test_worker_protocol(client: Client, queue: str) -> None:
     b = client.enqueue(queue, "k", 2)
     c3 = client.enqueue(queue, "k", 3, max_attempts=5)
     claimed_elsewhere = client.enqueue(queue, "k", 4)
-    claimed = client.claim(queue, "w1", limit=3, lease_ttl_ms=5000)
+    claimed = client.claim(queue, "w1", limit=3, lease_ttl=5)
     assert {c.id for c in claimed} == {a.id, b.id, c3.id}
     assert all(c.lease_token and c.state == "running" and c.worker_id == "w1" for c in claimed)
     by = {c.id: c for c in claimed}
-    ack = client.heartbeat(a.id, by[a.id].lease_token, lease_ttl_ms=8000, progress={"p": 50})
+    ack = client.heartbeat(a.id, by[a.id].lease_token, lease_ttl=8, progress={"p": 50})
     assert ack.cancel_requested is False and ack.lease_expires_at
     assert client.get(a.id).progress == {"p": 50}
     acks = client.heartbeat_batch(
@@ -183,7 +183,7 @@ def test_worker_protocol(client: Client, queue: str) -> None:
     )
     assert results[0].ok and not results[1].ok and isinstance(results[1].error, LeaseLost)
     assert client.get(b.id).result == "two"
-    failed = client.fail(c3.id, by[c3.id].lease_token, "later", retry_after_ms=60_000)
+    failed = client.fail(c3.id, by[c3.id].lease_token, "later", retry_after=60)
     assert failed.state == "queued" and failed.attempt == 1 and failed.last_error == "later"
     # Exactly retry_after_ms later.
     run_at = datetime.fromisoformat(failed.run_at.replace("Z", "+00:00"))
@@ -210,7 +210,7 @@ def test_a_claim_carries_completions_and_failures(client: Client, queue: str) ->
             CompleteItem(nobody, str(uuid.uuid4())),
         ],
         failures=[
-            FailItem(c.id, token[c.id], "later", retry_after_ms=60_000),
+            FailItem(c.id, token[c.id], "later", retry_after=60),
             FailItem(nothing, str(uuid.uuid4()), "nobody's"),
         ],
     )
@@ -232,7 +232,7 @@ def test_a_claim_carries_completions_and_failures(client: Client, queue: str) ->
     again = client.claim(
         queue, "w",
         completions=[CompleteItem(a.id, token[a.id], {"r": 1})],
-        failures=[FailItem(c.id, token[c.id], "later", retry_after_ms=60_000)],
+        failures=[FailItem(c.id, token[c.id], "later", retry_after=60)],
     )
     assert again == [] and [(r.id, r.ok) for r in again.reports] == [(a.id, True), (c.id, True)]
     assert client.get(a.id).result == {"r": 1} and client.get(c.id).attempt == 1
@@ -271,9 +271,9 @@ def test_a_claim_refused_as_a_whole_changes_nothing(client: Client, queue: str) 
 
 def test_fencing_stale_worker_gets_lease_lost(client: Client, queue: str) -> None:
     job = client.enqueue(queue, "k")
-    [stale] = client.claim(queue, "old", lease_ttl_ms=1000)
+    [stale] = client.claim(queue, "old", lease_ttl=1)
     # The reaper requeues the lapsed lease; a new owner claims it.
-    fresh = wait_for(lambda: client.claim(queue, "new", wait_ms=1000), timeout=15)
+    fresh = wait_for(lambda: client.claim(queue, "new", wait=1), timeout=15)
     assert fresh[0].id == job.id and fresh[0].lease_token != stale.lease_token
     with pytest.raises(LeaseLost):
         client.complete(job.id, stale.lease_token, "stale")
@@ -580,9 +580,7 @@ def test_a_batch_enqueues_a_graph(client: Client, queue: str) -> None:
             batch_entry(queue, "thumb", 0),
             batch_entry(queue, "thumb", 1),
             batch_entry(queue, "publish", depends_on_entries=[0, 1]),
-            # A plain dict works as well; Job objects stand for their ids.
-            {"queue": queue, "kind": "summary", "depends_on_entries": [2],
-             "dependency_failure": "run"},
+            batch_entry(queue, "summary", depends_on_entries=[2], dependency_failure="run"),
         ]
     )
     t0, t1, publish, summary = (r.job for r in results)
@@ -590,7 +588,8 @@ def test_a_batch_enqueues_a_graph(client: Client, queue: str) -> None:
         "queued", "queued", "waiting", "waiting"]
     assert publish.depends_on == [t0.id, t1.id] and summary.depends_on == [publish.id]
     assert summary.dependency_failure == "run"
-    more = client.enqueue_batch([{"queue": queue, "kind": "x", "depends_on": [t0]}])
+    # Job objects stand for their ids.
+    more = client.enqueue_batch([batch_entry(queue, "x", depends_on=[t0])])
     assert more[0].job.depends_on == [t0.id] and more[0].job.state == "waiting"
     with pytest.raises(InvalidArgument) as e:
         # An entry may wait only for earlier entries (so a graph has no cycle).
@@ -611,5 +610,86 @@ def test_the_async_client_reads_dependencies(server: Server, queue: str) -> None
             [dep] = await c.dependencies(b.id)
             assert dep.id == a.id and dep.state == "queued"
             assert [j.id async for j in c.iter_jobs(depends_on=a.id)] == [b.id]
+
+    asyncio.run(main())
+
+
+def test_bulk_cancel_and_replay(client: Client, queue: str) -> None:
+    a, b = client.enqueue(queue, "k"), client.enqueue(queue, "k")
+    [running] = client.claim(queue, "w", limit=1)  # `a`, or `b`
+    unknown = str(uuid.uuid4())
+    results = client.cancel_jobs([a, b.id, unknown])
+    assert [r.id for r in results] == [a.id, b.id, unknown]
+    assert results[0].ok and results[0].job is not None
+    # The running one is asked to stop; the queued one is cancelled.
+    by_id = {r.id: r for r in results}
+    assert by_id[running.id].job is not None and by_id[running.id].job.cancel_requested
+    other = b.id if running.id == a.id else a.id
+    assert by_id[other].ok and by_id[other].job is not None
+    assert by_id[other].job.state == "cancelled"
+    assert not results[2].ok and isinstance(results[2].error, NotFound)
+    assert results[2].job is None
+    expires = datetime.now(timezone.utc) + timedelta(days=2)
+    replayed = client.replay_jobs([other, running.id], expires_at=expires)
+    assert replayed[0].ok and replayed[0].job is not None
+    assert replayed[0].job.state == "queued" and replayed[0].job.expires_at
+    assert not replayed[1].ok and isinstance(replayed[1].error, InvalidState)
+    with pytest.raises(InvalidArgument):
+        client.cancel_jobs([])
+
+
+def test_delete_queue(client: Client, queue: str) -> None:
+    client.enqueue(queue, "k")
+    with pytest.raises(InvalidState):
+        client.delete_queue(queue)  # it holds a job
+    other = f"{queue}-empty"
+    client.pause(other)
+    assert other in [q.name for q in client.queues()]
+    client.delete_queue(other)
+    assert other not in [q.name for q in client.queues()]
+    with pytest.raises(NotFound):
+        client.delete_queue(other)
+
+
+def test_throughput_and_workers(client: Client, queue: str) -> None:
+    for i in range(3):
+        client.enqueue(queue, "k", i, max_attempts=2)
+    claimed = client.claim(queue, "w-through", limit=3)
+    assert [w.running for w in client.workers() if w.worker_id == "w-through"] == [3]
+    [me] = [w for w in client.workers() if w.worker_id == "w-through"]
+    assert me.queues == [queue] and me.last_heartbeat_at
+    client.complete(claimed[0].id, claimed[0].lease_token, 1)
+    client.fail(claimed[1].id, claimed[1].lease_token, "again")
+    client.fail(claimed[2].id, claimed[2].lease_token, "no", fatal=True)
+    t = client.throughput(queue, minutes=5)
+    assert len(t.minutes) == 5 and t.minutes[-1].at
+    total = (
+        sum(m.succeeded for m in t.minutes),
+        sum(m.failed for m in t.minutes),
+        sum(m.retried for m in t.minutes),
+    )
+    assert total == (1, 1, 1)
+    assert t.wait_ms is not None and t.run_ms is not None
+    assert 0 <= t.wait_ms.p50 <= t.wait_ms.p99 and 0 <= t.run_ms.p50 <= t.run_ms.p99
+    assert client.throughput(f"{queue}-idle").run_ms is None
+    # It holds no running job any more: not listed.
+    assert "w-through" not in [w.worker_id for w in client.workers()]
+    with pytest.raises(InvalidArgument):
+        client.throughput(queue, minutes=0)
+
+
+def test_the_async_client_has_the_bulk_and_queue_routes(server: Server, queue: str) -> None:
+    async def main() -> None:
+        async with AsyncClient(server.url, server.key) as c:
+            job = await c.enqueue(queue, "k")
+            [r] = await c.cancel_jobs([job])
+            assert r.ok and r.job is not None and r.job.state == "cancelled"
+            [r] = await c.replay_jobs([job.id])
+            assert r.ok and r.job is not None and r.job.state == "queued"
+            assert len((await c.throughput(queue, minutes=2)).minutes) == 2
+            await c.claim(queue, "w-async")
+            assert "w-async" in [w.worker_id for w in await c.workers()]
+            await c.pause(f"{queue}-x")
+            await c.delete_queue(f"{queue}-x")
 
     asyncio.run(main())

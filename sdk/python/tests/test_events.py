@@ -149,7 +149,7 @@ def test_wait_answers_when_the_job_finishes(server: Server, client: Client, queu
     t0 = time.monotonic()
     assert client.wait(job.id, timeout=600).state == "succeeded"
     assert time.monotonic() - t0 < 120
-    assert client.get(job.id, wait_ms=20_000).state == "succeeded"
+    assert client.get(job.id, wait=20).state == "succeeded"
 
 
 def test_a_wait_that_times_out_answers_the_unfinished_job(client: Client, queue: str) -> None:
@@ -160,9 +160,9 @@ def test_a_wait_that_times_out_answers_the_unfinished_job(client: Client, queue:
     assert time.monotonic() - t0 >= 0.5
     # No time at all: one read, at once.
     assert client.wait(job.id, timeout=0).state == "queued"
-    assert client.get(job.id, wait_ms=0).state == "queued"
+    assert client.get(job.id, wait=0).state == "queued"
     with pytest.raises(InvalidArgument):
-        client.get(job.id, wait_ms=30_001)
+        client.get(job.id, wait=30.001)
 
 
 def test_wait_for_a_cancelled_job_and_a_failed_one(client: Client, queue: str) -> None:
@@ -180,7 +180,7 @@ def test_wait_for_a_cancelled_job_and_a_failed_one(client: Client, queue: str) -
 def test_enqueue_and_wait(server: Server, client: Client, queue: str) -> None:
     def work() -> None:
         with Client(server.url, server.key) as w:
-            [job] = w.claim(queue, "w1", wait_ms=20_000)
+            [job] = w.claim(queue, "w1", wait=20)
             w.complete(job.id, job.lease_token, {"doubled": job.payload * 2})
 
     worker = threading.Thread(target=work)
@@ -203,7 +203,7 @@ def test_wait_workflow(server: Server, client: Client, queue: str) -> None:
         # The second job is queued once the first succeeded.
         with Client(server.url, server.key) as w:
             for _ in range(2):
-                [job] = w.claim(queue, "w1", wait_ms=20_000)
+                [job] = w.claim(queue, "w1", wait=20)
                 w.complete(job.id, job.lease_token)
 
     worker = threading.Thread(target=work)

@@ -19,7 +19,7 @@ import pytest
 import chaos_worker
 from chaos_worker import FATAL_MESSAGE, Plan, mix, moved_ms, plan, retry_message
 from conftest import TOOLS, Server, wait_for
-from tether_client import Client, Job
+from tether_client import Backoff, Client, Job, batch_entry
 
 # Reference values printed by a copy of crates/tether-chaos/src/plan.rs's
 # `mix` and `plan` compiled with rustc (wrapping u64 arithmetic).
@@ -124,7 +124,7 @@ def ts(s: str) -> datetime:
 
 def test_the_chaos_worker_runs_each_plan(server: Server, client: Client) -> None:
     name = f"t{os.getpid()}"
-    backoff = {"base_ms": 100, "cap_ms": 1000}
+    backoff = Backoff(0.1, 1)
     ns = [0, 1, 2, 5, 6, 10, 11, 13, 30]
     jobs: Dict[Any, Job] = {}
     for n in ns:
@@ -236,8 +236,7 @@ def test_the_bench_worker(server: Server, client: Client, queue: str, mode: str)
             wait_for(lambda: client.get(job.id).state == "cancelled", timeout=15)
             assert child.stop() == 0
         else:
-            client.enqueue_batch([{"queue": queue, "kind": "noop", "payload": i}
-                                  for i in range(300)])
+            client.enqueue_batch([batch_entry(queue, "noop", i) for i in range(300)])
             wait_for(lambda: client.get_queue(queue).counts.succeeded == 300, timeout=30)
             assert child.rest() == ["READY"]  # no START lines in this mode
             assert child.stop(None) == 3

@@ -27,7 +27,10 @@ from tether_client import (
     Client,
     Fatal,
     InvalidArgument,
+    Job,
     JobContext,
+    NotFound,
+    PermissionDenied,
     Retry,
     RetryAfter,
     Snooze,
@@ -35,6 +38,7 @@ from tether_client import (
     Unauthenticated,
     Worker,
     WorkerObserver,
+    batch_entry,
 )
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "worker.py"
@@ -211,7 +215,7 @@ def test_the_queues_lease_applies_and_is_heartbeated_at_a_third(
     # lease configured on its queue (not a worker default of 30 s), and is
     # heartbeated every third of it, so a 3 s handler keeps it while the
     # server reaps lapsed leases every 200 ms.
-    client.configure(queue, default_lease_ttl_ms=2000)
+    client.configure(queue, default_lease_ttl=2)
     source: Any = client if style == "sync" else AsyncClient(client.url, client.key)
     worker = Worker(source, queue, concurrency=1, claim_wait=0.5)
     assert worker.lease_ttl is None
@@ -255,7 +259,7 @@ def test_the_queues_lease_applies_and_is_heartbeated_at_a_third(
 
 
 def test_an_explicit_lease_ttl_wins_over_the_queues(client: Client, queue: str) -> None:
-    client.configure(queue, default_lease_ttl_ms=2000)
+    client.configure(queue, default_lease_ttl=2)
     worker = Worker(client, queue, concurrency=1, lease_ttl=5.0, claim_wait=0.5)
     claimed: List[int] = []
 
@@ -552,7 +556,7 @@ def test_a_refused_event_stream_leaves_the_worker_on_heartbeats(
     def cancel_running(name: str, lease: float) -> float:
         """Runs a job (on the queue's ``lease``) until it is cancelled;
         answers how long it took from the cancel to the job's end."""
-        client.configure(queue, default_lease_ttl_ms=int(lease * 1000))
+        client.configure(queue, default_lease_ttl=lease)
         started[name] = threading.Event()
         job = client.enqueue(queue, "stoppable", name)
         assert started[name].wait(30)
@@ -687,7 +691,7 @@ def test_job_timeout(client: Client, queue: str) -> None:
     async def slow(job: JobContext) -> None:
         await asyncio.sleep(30)
 
-    job = client.enqueue(queue, "slow", timeout_ms=300, max_attempts=1)
+    job = client.enqueue(queue, "slow", timeout=0.3, max_attempts=1)
     with running(worker):
         done = settled(client, job.id, "failed")
     assert done.state == "failed" and done.last_error == "timed out after 300 ms"
@@ -714,7 +718,7 @@ def test_lease_lost_discards_the_result(client: Client, queue: str) -> None:
         wait_for(lambda: client.get(job.id).state == "running")
         # Without heartbeats the lease lapses and the reaper requeues the job:
         # a new owner takes it.
-        thief = wait_for(lambda: client.claim(queue, "thief", wait_ms=1000), timeout=15)[0]
+        thief = wait_for(lambda: client.claim(queue, "thief", wait=1), timeout=15)[0]
         assert thief.id == job.id
         release.set()
         assert returned.wait(10)
@@ -918,7 +922,7 @@ def test_observer_sees_every_lease_lost_report(client: Client, queue: str) -> No
     with running(worker):
         wait_for(lambda: client.get_queue(queue).counts.running == 3)
         stolen: List[Any] = []
-        wait_for(lambda: stolen.extend(client.claim(queue, "thief", limit=3, wait_ms=500))
+        wait_for(lambda: stolen.extend(client.claim(queue, "thief", limit=3, wait=0.5))
                  or len(stolen) == 3, timeout=15)
         release.set()
         wait_for(lambda: len(seen.of("lost")) == 3, timeout=15)
@@ -967,7 +971,7 @@ def test_observer_sees_a_heartbeat_lease_lost_in_an_asyncio_program(
                 await asyncio.sleep(0.05)
             thief: List[Any] = []
             for _ in range(300):
-                thief = await client.claim(queue, "thief", wait_ms=100)
+                thief = await client.claim(queue, "thief", wait=0.1)
                 if thief:
                     break
             assert thief and thief[0].id == job.id
@@ -1053,7 +1057,7 @@ def test_the_worker_sends_its_reports_with_its_claims(client: Client, queue: str
         return int(job.payload)
 
     n = 200
-    client.enqueue_batch([{"queue": queue, "kind": "k", "payload": i} for i in range(n)])
+    client.enqueue_batch([batch_entry(queue, "k", i) for i in range(n)])
     complete_before = http_requests(client, "/v1/jobs/complete")
     fail_before = http_requests(client, "/v1/jobs/{id}/fail")
     with running(worker):
@@ -1351,3 +1355,211 @@ def test_a_failed_dependency_never_runs_a_cancel_dependent(client: Client, queue
     assert client.get(cancel.id).state == "cancelled"
     assert ran == [run.id]
     assert client.get(run.id).result == [["failed", "no luck"]]
+
+
+def test_httpx_logs_none_of_the_worker_traffic(
+    server: Server, client: Client, queue: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """At INFO, httpx logs every request; the worker's own (claims, idle
+    long-polls, heartbeats, reports, its event stream) are left out, while
+    the application's requests, a handler's included, still log."""
+    caplog.set_level(logging.INFO)
+    worker = Worker(client, queue, concurrency=2, lease_ttl=1.0, claim_wait=0.3)
+
+    @worker.handler("slow")
+    async def slow(job: JobContext) -> str:
+        async with AsyncClient(server.url, server.key) as own:
+            await own.get_queue(queue)  # the handler's own request logs
+        await asyncio.sleep(1.2)  # heartbeats every third of the 1 s lease
+        return "done"
+
+    with running(worker):
+        job = client.enqueue(queue, "slow")
+        wait_for(lambda: client.get(job.id).state == "succeeded", timeout=15)
+        time.sleep(1.0)  # a few idle long-polls
+    lines = [r.getMessage() for r in caplog.records if r.name == "httpx"]
+    assert any(f"/v1/queues/{queue} " in line for line in lines), lines  # the handler's
+    assert any("POST" in line and line.split()[3].endswith("/v1/jobs") for line in lines)
+    for route in ("/claim", "/heartbeat", "/v1/jobs/complete", "/fail", "/v1/events"):
+        assert not [line for line in lines if route in line], route
+
+
+def test_a_failure_is_stored_with_the_traceback_from_the_handler_on(
+    client: Client, queue: str
+) -> None:
+    worker = Worker(client, queue, concurrency=2, claim_wait=0.3)
+
+    def parse(payload: Any) -> int:
+        return int(payload["n"])
+
+    @worker.handler("sync")
+    def sync(job: JobContext) -> int:
+        return parse(job.payload)
+
+    @worker.handler("async")
+    async def async_(job: JobContext) -> int:
+        await asyncio.sleep(0)
+        return parse(job.payload)
+
+    jobs = [client.enqueue(queue, kind, {"n": "x"}, max_attempts=1) for kind in ("sync", "async")]
+    with running(worker):
+        for job in jobs:
+            wait_for(lambda: client.get(job.id).state == "failed", timeout=15)  # noqa: B023
+    for job, fn in zip(jobs, ("sync", "async_")):
+        error = client.get(job.id).last_error or ""
+        frames = [line for line in error.splitlines() if line.startswith('  File "')]
+        assert "tether_client/_worker.py" not in error and "/tether_client/" not in error, error
+        assert error.startswith("Traceback (most recent call last):\n"), error
+        assert frames[0].startswith(f'  File "{__file__}"') and frames[0].endswith(f"in {fn}")
+        assert frames[-1].endswith("in parse"), error
+        assert error.rstrip().endswith("ValueError: invalid literal for int() with base 10: 'x'")
+
+
+def test_one_worker_serves_several_queues_each_with_its_slots(client: Client) -> None:
+    qa, qb = (f"q-{os.urandom(6).hex()}" for _ in range(2))
+    worker = Worker(client, {qa: 1, qb: 3}, claim_wait=0.3)
+    assert worker.queues == {qa: 1, qb: 3}
+    release = threading.Event()
+    seen: List[str] = []
+
+    @worker.handler("block")
+    def block(job: JobContext) -> str:
+        seen.append(job.queue)
+        release.wait(15)
+        return job.queue
+
+    for q in (qa, qb):
+        for i in range(5):
+            client.enqueue(q, "block", i)
+    with running(worker):
+        wait_for(lambda: (client.get_queue(qa).counts.running, client.get_queue(qb).counts.running)
+                 == (1, 3))
+        time.sleep(0.5)  # no queue takes another's slots
+        assert (client.get_queue(qa).counts.running, client.get_queue(qb).counts.running) == (1, 3)
+        [me] = [w for w in client.workers() if w.worker_id == worker.worker_id]
+        assert sorted(me.queues) == sorted([qa, qb]) and me.running == 4
+        release.set()
+        wait_for(lambda: client.get_queue(qa).counts.succeeded == 5
+                 and client.get_queue(qb).counts.succeeded == 5, timeout=20)
+    assert sorted(seen) == sorted([qa] * 5 + [qb] * 5)
+    for job in client.iter_jobs(queue=qb):
+        assert job.result == qb and job.worker_id == worker.worker_id
+
+
+def test_a_list_of_queues_gets_concurrency_each_and_a_busy_one_holds_up_none(
+    client: Client,
+) -> None:
+    busy, free = (f"q-{os.urandom(6).hex()}" for _ in range(2))
+    worker = Worker(client, [busy, free], concurrency=2, claim_wait=0.3)
+    assert worker.queues == {busy: 2, free: 2}
+    release = threading.Event()
+
+    @worker.handler("block")
+    def block(job: JobContext) -> None:
+        release.wait(15)
+
+    @worker.handler("quick")
+    async def quick(job: JobContext) -> int:
+        return int(job.payload) + 1
+
+    for i in range(4):
+        client.enqueue(busy, "block", i)
+    with running(worker):
+        wait_for(lambda: client.get_queue(busy).counts.running == 2)
+        # Both of `busy`'s slots are taken: `free` is claimed all the same,
+        # and a handler serves its kind on any of the worker's queues.
+        jobs = [client.enqueue(free, "quick", i) for i in range(6)]
+        jobs.append(client.enqueue(busy, "quick", 10))
+        for job in jobs[:6]:
+            assert client.wait(job, timeout=15).result == int(job.payload) + 1
+        assert client.get(jobs[6].id).state == "queued"  # behind busy's blocked slots
+        release.set()
+        assert client.wait(jobs[6], timeout=15).result == 11
+    with pytest.raises(ValueError, match="twice"):
+        Worker(client, [busy, busy])
+    with pytest.raises(ValueError, match="at least one"):
+        Worker(client, [])
+    with pytest.raises(ValueError, match=r"1\.\.1000"):
+        Worker(client, {busy: 0})
+
+
+def test_shutdown_drains_every_queue(client: Client) -> None:
+    qa, qb = (f"q-{os.urandom(6).hex()}" for _ in range(2))
+    worker = Worker(client, [qa, qb], concurrency=1, claim_wait=0.3, shutdown_grace=0.5)
+    started = threading.Event()
+    count = [0]
+
+    @worker.handler("finish")
+    def finish(job: JobContext) -> str:
+        count[0] += 1
+        if count[0] == 2:
+            started.set()
+        time.sleep(0.2)
+        return "finished"
+
+    @worker.handler("stuck")
+    def stuck(job: JobContext) -> None:
+        job.cancel_event.wait(30)
+
+    a = client.enqueue(qa, "finish")
+    b = client.enqueue(qb, "finish")
+    c = client.enqueue(qa, "stuck")
+    d = client.enqueue(qb, "stuck")
+    with running(worker):
+        started.wait(15)
+        wait_for(lambda: {client.get(c.id).state, client.get(d.id).state} == {"running"})
+    # Finished within the grace on both queues; the rest handed back on both.
+    assert client.get(a.id).state == client.get(b.id).state == "succeeded"
+    for job in (c, d):
+        back = client.get(job.id)
+        assert back.state == "queued" and back.attempt == 0, back
+        assert events(client, job.id)[-1] == "snoozed"
+
+
+def test_an_admin_key_acting_for_a_tenant_enqueues_and_works_there(
+    server: Server, client: Client, queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = client.create_tenant(f"t-{os.urandom(5).hex()}")
+    acting = Client(server.url, server.key, tenant=made.tenant.name)
+    own = Client(server.url, made.api_key)
+    try:
+        assert acting.tenant == made.tenant.name
+        assert acting.whoami().tenant.id == made.tenant.id
+        job = acting.enqueue(queue, "k", {"x": 1})
+        assert own.get(job.id).payload == {"x": 1}  # the tenant's job
+        with pytest.raises(NotFound):
+            client.get(job.id)  # not the admin's own tenant's
+        worker = Worker(acting, queue, claim_wait=0.3)
+
+        @worker.handler("k")
+        async def k(ctx: JobContext) -> Any:
+            return ctx.payload
+
+        with running(worker):
+            done = own.wait(job.id, timeout=15)
+        assert done.state == "succeeded" and done.result == {"x": 1}
+        assert done.worker_id == worker.worker_id
+        # By id as well as by name, and from the environment.
+        monkeypatch.setenv("TETHER_TENANT", made.tenant.id)
+        with Client(server.url, server.key) as env:
+            assert env.tenant == made.tenant.id and env.get(job.id).state == "succeeded"
+        # Only an admin key may act for a tenant.
+        with Client(server.url, made.api_key, tenant=made.tenant.name) as refused:
+            with pytest.raises(PermissionDenied):
+                refused.get(job.id)
+    finally:
+        acting.close()
+        own.close()
+
+
+def test_an_async_client_acts_for_a_tenant(server: Server, client: Client) -> None:
+    made = client.create_tenant(f"t-{os.urandom(5).hex()}")
+
+    async def main() -> Job:
+        async with AsyncClient(server.url, server.key, tenant=made.tenant.name) as acting:
+            assert (await acting.whoami()).tenant.id == made.tenant.id
+            return await acting.enqueue("q", "k")
+
+    job = asyncio.run(main())
+    with Client(server.url, made.api_key) as own:
+        assert own.get(job.id).queue == "q"

@@ -318,10 +318,12 @@ def test_the_builder_refuses_what_the_server_would(client: Client, queue: str) -
     }
     with pytest.raises(ValueError, match="another WorkflowBuilder"):
         WorkflowBuilder("other").add(queue, "c", after=[a])
-    with pytest.raises(TypeError, match="after="):
-        wf.add(queue, "c", depends_on=[existing.id])
-    with pytest.raises(TypeError, match="after="):
-        wf.add(queue, "c", workflow_id=str(uuid.uuid4()))
+    # Not keywords of add(): `after` names what an entry waits for, and the
+    # batch makes the workflow.
+    with pytest.raises(TypeError, match="depends_on"):
+        wf.add(queue, "c", depends_on=[existing.id])  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="workflow_id"):
+        wf.add(queue, "c", workflow_id=str(uuid.uuid4()))  # type: ignore[call-arg]
     with pytest.raises(TypeError):
         wf.add(queue, "c", after=[1])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="no jobs"):

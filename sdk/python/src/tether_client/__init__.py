@@ -4,17 +4,20 @@
 enqueue jobs, read and manage them, wait for their results, follow the
 history as it is committed (``stream_events``), queues, schedules, tenants
 and keys.
-:class:`Worker` claims jobs of a queue and runs your handlers with the same
-guarantees as tether's Rust worker: batched heartbeats at a third of the
-lease, fenced results, retry-after vs snooze, cooperative cancel, and a
-graceful hand-back on SIGTERM.
+:class:`Worker` claims jobs of one or more queues and runs your handlers
+with the same guarantees as tether's Rust worker: batched heartbeats at a
+third of the lease, fenced results, retry-after vs snooze, cooperative
+cancel, and a graceful hand-back on SIGTERM. :func:`task` declares a typed
+job kind once, for its enqueues and its handler. ``python -m tether_client
+worker module:attr`` runs a worker. Every duration is seconds (or a
+``timedelta``).
 
     from tether_client import Client, Worker
 
     client = Client("http://127.0.0.1:7070", key)
-    client.enqueue("emails", "send_welcome", {"to": "ada@example.com"})
+    client.enqueue("emails", "send_welcome", {"to": "ada@example.com"}, timeout=60)
 
-    worker = Worker(client, "emails", concurrency=8)
+    worker = Worker(client, "emails")  # 8 handlers at once
 
     @worker.handler("send_welcome")
     def send_welcome(job):
@@ -24,6 +27,7 @@ graceful hand-back on SIGTERM.
 """
 
 from ._client import AsyncClient, AsyncEventStream, Client, EventStream
+from ._duration import Duration
 from ._errors import (
     AlreadyExists,
     DecodeError,
@@ -66,13 +70,19 @@ from ._models import (
     Job,
     JobEvent,
     JobPage,
+    JobResult,
+    Percentiles,
     Queue,
+    RateLimit,
     RetryMode,
     Schedule,
     ScheduleRun,
     StateCounts,
     Tenant,
+    Throughput,
+    ThroughputMinute,
     WhoAmI,
+    WorkerInfo,
     Workflow,
     WorkflowCancel,
     WorkflowDetail,
@@ -81,7 +91,8 @@ from ._models import (
     WorkflowRetry,
     WorkflowState,
 )
-from ._util import batch_entry
+from ._task import DoesNotFit, Task, TaskHandler, TaskJob, task
+from ._util import BatchEntry, batch_entry
 from ._worker import Worker
 from ._workflow import EnqueuedWorkflow, WorkflowBuilder, WorkflowEntry
 
@@ -93,6 +104,7 @@ __all__ = [
     "AsyncClient",
     "AsyncEventStream",
     "Backoff",
+    "BatchEntry",
     "BulkReplay",
     "ClaimResult",
     "ClaimedJob",
@@ -103,6 +115,8 @@ __all__ = [
     "DecodeError",
     "DependencyFailure",
     "DependencyJob",
+    "DoesNotFit",
+    "Duration",
     "EnqueueResult",
     "EnqueuedWorkflow",
     "EventPage",
@@ -122,12 +136,15 @@ __all__ = [
     "JobContext",
     "JobEvent",
     "JobPage",
+    "JobResult",
     "LeaseLost",
     "MethodNotAllowed",
     "NotFound",
     "PayloadTooLarge",
+    "Percentiles",
     "PermissionDenied",
     "Queue",
+    "RateLimit",
     "Retry",
     "RetryAfter",
     "RetryMode",
@@ -135,8 +152,13 @@ __all__ = [
     "ScheduleRun",
     "Snooze",
     "StateCounts",
+    "Task",
+    "TaskHandler",
+    "TaskJob",
     "Tenant",
     "TetherError",
+    "Throughput",
+    "ThroughputMinute",
     "TooManyRequests",
     "TransportError",
     "Unauthenticated",
@@ -144,6 +166,7 @@ __all__ = [
     "UnsupportedMediaType",
     "WhoAmI",
     "Worker",
+    "WorkerInfo",
     "WorkerObserver",
     "Workflow",
     "WorkflowBuilder",
@@ -155,4 +178,5 @@ __all__ = [
     "WorkflowRetry",
     "WorkflowState",
     "batch_entry",
+    "task",
 ]

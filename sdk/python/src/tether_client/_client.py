@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import os
 import random
@@ -20,12 +21,25 @@ from typing import (
     Optional,
     TypeVar,
     Union,
+    overload,
 )
 
 import httpx
 
+from ._duration import Duration, seconds
 from ._errors import DecodeError, TetherError, TransportError, Unavailable, error_from_body
-from ._models import JSON, FeedItem, Job, JobEvent, Workflow, WorkflowDetail, WorkflowState
+from ._models import (
+    JSON,
+    Backoff,
+    DependencyFailure,
+    FeedItem,
+    Job,
+    JobEvent,
+    JobPage,
+    Workflow,
+    WorkflowDetail,
+    WorkflowState,
+)
 from ._routes_async import AsyncRoutes
 from ._routes_sync import SyncRoutes
 from ._stream import (
@@ -41,22 +55,55 @@ from ._stream import (
     stream_timeout,
     wait_ms_for,
 )
-from ._util import UNSET
+from ._task import TaskJob
+from ._util import UNSET, Time
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 DEFAULT_URL = "http://127.0.0.1:7070"
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_RETRIES = 4
 USER_AGENT = "tether-client-python/0.1.0"
 
+TENANT_HEADER = "x-tether-tenant"
+
 log = logging.getLogger("tether_client.events")
 
+_worker_traffic: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "tether_worker_traffic", default=False
+)
+"""True while a worker's own client sends a request (see :class:`_QuietWorkerTraffic`)."""
 
-def _settings(url: Optional[str], key: Optional[str]) -> tuple[str, Optional[str]]:
-    url = url or os.environ.get("TETHER_URL") or DEFAULT_URL
-    key = key if key is not None else os.environ.get("TETHER_KEY")
-    return url.rstrip("/"), key
+
+class _QuietWorkerTraffic(logging.Filter):
+    """Drops httpx's ``HTTP Request: ...`` INFO lines of a worker's own
+    requests (its claims, heartbeats, reports and event stream): an idle
+    worker long-polls every few seconds, and an application logging at INFO
+    would see little else. The requests of the application's own clients
+    still log as httpx logs them. Installed on the ``httpx`` logger when
+    this module is imported; it drops a record only while a worker's request
+    is being sent (``_worker_traffic``), so nothing else changes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not _worker_traffic.get()
+
+
+def _worker_client(
+    url: str, key: Optional[str], tenant: Optional[str], timeout: float
+) -> AsyncClient:
+    """A worker's own client: it never retries (the worker retries its
+    protocol calls itself), and httpx does not log its requests."""
+    client = AsyncClient(url, key, tenant=tenant, timeout=timeout, retries=0)
+    client._config.quiet = True
+    return client
+
+
+logging.getLogger("httpx").addFilter(_QuietWorkerTraffic())
+
+
+def _env(value: Optional[str], name: str) -> Optional[str]:
+    return value if value is not None else os.environ.get(name)
 
 
 def _backoff(attempt: int) -> float:
@@ -97,17 +144,25 @@ class _Config:
         self,
         url: Optional[str],
         key: Optional[str],
-        timeout: float,
+        tenant: Optional[str],
+        timeout: Duration,
         retries: int,
     ) -> None:
-        self.url, self.key = _settings(url, key)
-        self.timeout = timeout
+        self.url = (url or os.environ.get("TETHER_URL") or DEFAULT_URL).rstrip("/")
+        self.key = _env(key, "TETHER_KEY")
+        self.tenant = _env(tenant, "TETHER_TENANT")
+        self.timeout = seconds(timeout, "timeout")
         self.retries = retries
+        self.quiet = False
+        """Whether this is a worker's own client, whose requests httpx does
+        not log (see :class:`_QuietWorkerTraffic`)."""
 
     def headers(self) -> Dict[str, str]:
         h = {"user-agent": USER_AGENT, "accept": "application/json"}
         if self.key:
             h["authorization"] = f"Bearer {self.key}"
+        if self.tenant:
+            h[TENANT_HEADER] = self.tenant
         return h
 
 
@@ -125,15 +180,26 @@ class _Configured:
         return self._config.key
 
     @property
+    def tenant(self) -> Optional[str]:
+        """The tenant an admin key acts for (``X-Tether-Tenant``), if any."""
+        return self._config.tenant
+
+    @property
     def timeout(self) -> float:
+        """The timeout of a request, in seconds."""
         return self._config.timeout
 
 
 class Client(_Configured, SyncRoutes):
     """A blocking client of a tether server.
 
-    ``url`` and ``key`` default to the ``TETHER_URL`` and ``TETHER_KEY``
-    environment variables (and ``http://127.0.0.1:7070``). Requests that are
+    ``url``, ``key`` and ``tenant`` default to the ``TETHER_URL``,
+    ``TETHER_KEY`` and ``TETHER_TENANT`` environment variables (and
+    ``http://127.0.0.1:7070``). With ``tenant`` (a name or id), an admin key
+    acts for that tenant: every request carries ``X-Tether-Tenant`` and
+    reads and writes that tenant's jobs, queues and schedules (any other
+    key is refused with ``PermissionDenied``). ``timeout`` is per request,
+    in seconds (or a ``timedelta``). Requests that are
     safe to repeat (reads, queue settings, an enqueue with an idempotency
     key) are retried up to ``retries`` times with jittered backoff when no
     answer comes or the server answers ``unavailable``; others raise at once.
@@ -145,15 +211,16 @@ class Client(_Configured, SyncRoutes):
         url: Optional[str] = None,
         key: Optional[str] = None,
         *,
-        timeout: float = DEFAULT_TIMEOUT,
+        tenant: Optional[str] = None,
+        timeout: Duration = DEFAULT_TIMEOUT,
         retries: int = DEFAULT_RETRIES,
         transport: Optional[httpx.BaseTransport] = None,
     ) -> None:
-        self._config = _Config(url, key, timeout, retries)
+        self._config = _Config(url, key, tenant, timeout, retries)
         self._http = httpx.Client(
             base_url=self._config.url,
             headers=self._config.headers(),
-            timeout=timeout,
+            timeout=self._config.timeout,
             transport=transport,
         )
 
@@ -198,11 +265,37 @@ class Client(_Configured, SyncRoutes):
                     raise
             time.sleep(_backoff(attempt))
 
-    def iter_jobs(self, **filters: Any) -> Iterator[Job]:
-        """Every job matching ``filters`` (those of :meth:`list`), page after page."""
-        cursor = filters.pop("cursor", None)
+    def iter_jobs(
+        self,
+        *,
+        queue: Optional[str] = None,
+        state: Optional[str] = None,
+        kind: Optional[str] = None,
+        tag: Optional[str] = None,
+        limit: Optional[int] = None,
+        cursor: Optional[str] = None,
+        depends_on: Optional[str] = None,
+        workflow_id: Optional[str] = None,
+        id_prefix: Optional[str] = None,
+        created_after: Optional[Time] = None,
+        created_before: Optional[Time] = None,
+    ) -> Iterator[Job]:
+        """Every job matching the filters of :meth:`list`, page after page
+        (``limit`` is the size of a page)."""
         while True:
-            page = self.list(cursor=cursor, **filters)
+            page: JobPage = self.list(
+                queue=queue,
+                state=state,
+                kind=kind,
+                tag=tag,
+                limit=limit,
+                cursor=cursor,
+                depends_on=depends_on,
+                workflow_id=workflow_id,
+                id_prefix=id_prefix,
+                created_after=created_after,
+                created_before=created_before,
+            )
             yield from page.jobs
             if not page.next_cursor:
                 return
@@ -239,16 +332,16 @@ class Client(_Configured, SyncRoutes):
 
     def _wait(
         self,
-        read: Callable[[int], T],
+        read: Callable[[float], T],
         finished: Callable[[T], bool],
-        timeout: Optional[float],
+        timeout: Optional[Duration],
     ) -> T:
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if timeout is None else time.monotonic() + seconds(timeout, "timeout")
         early = 0
         while True:
             started = time.monotonic()
             wait_ms = wait_ms_for(deadline, started)
-            found = read(wait_ms)
+            found = read(wait_ms / 1000)
             now = time.monotonic()
             if finished(found) or (deadline is not None and now >= deadline):
                 return found
@@ -259,29 +352,41 @@ class Client(_Configured, SyncRoutes):
             else:
                 early = 0
 
-    def wait(self, job_id: str, *, timeout: Optional[float] = None) -> Job:
-        """The job once it has finished (``succeeded``, ``failed`` or
-        ``cancelled``), or as it is when ``timeout`` has passed: check its
-        ``state``. ``timeout`` is in **seconds**, like the client's own
-        (``None``: as long as it takes; 0: one read at once). Asks
+    @overload
+    def wait(self, job: TaskJob[R], *, timeout: Optional[Duration] = None) -> TaskJob[R]: ...
+
+    @overload
+    def wait(self, job: Union[str, Job], *, timeout: Optional[Duration] = None) -> Job: ...
+
+    def wait(self, job: Union[str, Job], *, timeout: Optional[Duration] = None) -> Job:
+        """The job (an id or a :class:`Job`) once it has finished
+        (``succeeded``, ``failed`` or ``cancelled``), or as it is when
+        ``timeout`` has passed: check its ``state``. ``timeout`` is in
+        **seconds** (or a ``timedelta``; ``None``: as long as it takes; 0:
+        one read at once). Asks
         ``GET /v1/jobs/{id}?wait_ms=`` again every 30 s at most (the server's
         longest wait), so the server answers as soon as the job ends, without
-        polling."""
-        return self._wait(
-            lambda ms: self.get(job_id, wait_ms=ms),
-            lambda job: job.state in FINISHED_JOB_STATES,
+        polling. A typed task's job (:class:`TaskJob`) is answered as one,
+        its ``result`` read as the task's result type."""
+        job_id = job.id if isinstance(job, Job) else job
+        found = self._wait(
+            lambda wait: self.get(job_id, wait=wait),
+            lambda j: j.state in FINISHED_JOB_STATES,
             timeout,
         )
+        if isinstance(job, TaskJob) and job.task is not None:
+            return TaskJob.of(found, job.task)
+        return found
 
     def wait_workflow(
-        self, workflow_id: str, *, timeout: Optional[float] = None
+        self, workflow_id: str, *, timeout: Optional[Duration] = None
     ) -> WorkflowDetail:
         """The workflow and its graph once it has finished (any state but
         ``running``), or as it is when ``timeout`` (in **seconds**; ``None``:
         no limit) has passed; as :meth:`wait`, over
         ``GET /v1/workflows/{id}?wait_ms=``."""
         return self._wait(
-            lambda ms: self.get_workflow(workflow_id, wait_ms=ms),
+            lambda wait: self.get_workflow(workflow_id, wait=wait),
             lambda wf: wf.state != "running",
             timeout,
         )
@@ -292,14 +397,46 @@ class Client(_Configured, SyncRoutes):
         kind: str,
         payload: JSON = None,
         *,
-        timeout: Optional[float] = None,
-        **options: Any,
+        timeout: Optional[Duration] = None,
+        priority: Optional[int] = None,
+        run_at: Optional[Time] = None,
+        delay: Optional[Duration] = None,
+        max_attempts: Optional[int] = None,
+        job_timeout: Optional[Duration] = None,
+        idempotency_key: Optional[str] = None,
+        unique_key: Optional[str] = None,
+        tags: Optional[Iterable[str]] = None,
+        expires_at: Optional[Time] = None,
+        backoff: Optional[Backoff] = None,
+        concurrency_key: Optional[str] = None,
+        depends_on: Optional[Iterable[Union[str, Job]]] = None,
+        dependency_failure: Optional[DependencyFailure] = None,
+        workflow_id: Optional[str] = None,
     ) -> Job:
-        """Enqueues a job (``options``: those of :meth:`enqueue`) and waits for
-        it (:meth:`wait`) up to ``timeout`` seconds (``None``: no limit): the
+        """Enqueues a job (the arguments of :meth:`enqueue`, but the job's own
+        ``timeout`` is ``job_timeout``) and waits for it (:meth:`wait`) up to
+        ``timeout`` (seconds or a ``timedelta``; ``None``: no limit): the
         finished job with its ``result``, or the job as it is then. Its
         ``created`` is the enqueue's."""
-        job = self.enqueue(queue, kind, payload, **options)
+        job = self.enqueue(
+            queue,
+            kind,
+            payload,
+            priority=priority,
+            run_at=run_at,
+            delay=delay,
+            max_attempts=max_attempts,
+            timeout=job_timeout,
+            idempotency_key=idempotency_key,
+            unique_key=unique_key,
+            tags=tags,
+            expires_at=expires_at,
+            backoff=backoff,
+            concurrency_key=concurrency_key,
+            depends_on=depends_on,
+            dependency_failure=dependency_failure,
+            workflow_id=workflow_id,
+        )
         done = self.wait(job.id, timeout=timeout)
         done.created = job.created
         return done
@@ -347,15 +484,16 @@ class AsyncClient(_Configured, AsyncRoutes):
         url: Optional[str] = None,
         key: Optional[str] = None,
         *,
-        timeout: float = DEFAULT_TIMEOUT,
+        tenant: Optional[str] = None,
+        timeout: Duration = DEFAULT_TIMEOUT,
         retries: int = DEFAULT_RETRIES,
         transport: Optional[httpx.AsyncBaseTransport] = None,
     ) -> None:
-        self._config = _Config(url, key, timeout, retries)
+        self._config = _Config(url, key, tenant, timeout, retries)
         self._http = httpx.AsyncClient(
             base_url=self._config.url,
             headers=self._config.headers(),
-            timeout=timeout,
+            timeout=self._config.timeout,
             transport=transport,
         )
 
@@ -384,6 +522,7 @@ class AsyncClient(_Configured, AsyncRoutes):
         while True:
             attempt += 1
             try:
+                quiet = _worker_traffic.set(self._config.quiet)
                 try:
                     resp = await self._http.request(
                         method,
@@ -394,17 +533,45 @@ class AsyncClient(_Configured, AsyncRoutes):
                     )
                 except httpx.TransportError as e:
                     raise TransportError(f"{method} {path}: {e!r}") from e
+                finally:
+                    _worker_traffic.reset(quiet)
                 return _decode(resp, parse)
             except TetherError as e:
                 if attempt >= tries or not _retryable(e):
                     raise
             await asyncio.sleep(_backoff(attempt))
 
-    async def iter_jobs(self, **filters: Any) -> AsyncIterator[Job]:
-        """Every job matching ``filters`` (those of :meth:`list`), page after page."""
-        cursor = filters.pop("cursor", None)
+    async def iter_jobs(
+        self,
+        *,
+        queue: Optional[str] = None,
+        state: Optional[str] = None,
+        kind: Optional[str] = None,
+        tag: Optional[str] = None,
+        limit: Optional[int] = None,
+        cursor: Optional[str] = None,
+        depends_on: Optional[str] = None,
+        workflow_id: Optional[str] = None,
+        id_prefix: Optional[str] = None,
+        created_after: Optional[Time] = None,
+        created_before: Optional[Time] = None,
+    ) -> AsyncIterator[Job]:
+        """Every job matching the filters of :meth:`list`, page after page
+        (``limit`` is the size of a page)."""
         while True:
-            page = await self.list(cursor=cursor, **filters)
+            page: JobPage = await self.list(
+                queue=queue,
+                state=state,
+                kind=kind,
+                tag=tag,
+                limit=limit,
+                cursor=cursor,
+                depends_on=depends_on,
+                workflow_id=workflow_id,
+                id_prefix=id_prefix,
+                created_after=created_after,
+                created_before=created_before,
+            )
             for job in page.jobs:
                 yield job
             if not page.next_cursor:
@@ -446,17 +613,17 @@ class AsyncClient(_Configured, AsyncRoutes):
 
     async def _wait(
         self,
-        read: Callable[[int], Awaitable[T]],
+        read: Callable[[float], Awaitable[T]],
         finished: Callable[[T], bool],
-        timeout: Optional[float],
+        timeout: Optional[Duration],
     ) -> T:
         loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
+        deadline = None if timeout is None else loop.time() + seconds(timeout, "timeout")
         early = 0
         while True:
             started = loop.time()
             wait_ms = wait_ms_for(deadline, started)
-            found = await read(wait_ms)
+            found = await read(wait_ms / 1000)
             now = loop.time()
             if finished(found) or (deadline is not None and now >= deadline):
                 return found
@@ -467,24 +634,38 @@ class AsyncClient(_Configured, AsyncRoutes):
             else:
                 early = 0
 
-    async def wait(self, job_id: str, *, timeout: Optional[float] = None) -> Job:
-        """The job once it has finished (``succeeded``, ``failed`` or
-        ``cancelled``), or as it is when ``timeout`` (in **seconds**;
-        ``None``: no limit) has passed: see :meth:`Client.wait`."""
-        return await self._wait(
-            lambda ms: self.get(job_id, wait_ms=ms),
-            lambda job: job.state in FINISHED_JOB_STATES,
+    @overload
+    async def wait(
+        self, job: TaskJob[R], *, timeout: Optional[Duration] = None
+    ) -> TaskJob[R]: ...
+
+    @overload
+    async def wait(self, job: Union[str, Job], *, timeout: Optional[Duration] = None) -> Job: ...
+
+    async def wait(self, job: Union[str, Job], *, timeout: Optional[Duration] = None) -> Job:
+        """The job (an id or a :class:`Job`) once it has finished
+        (``succeeded``, ``failed`` or ``cancelled``), or as it is when
+        ``timeout`` (in **seconds** or a ``timedelta``; ``None``: no limit)
+        has passed: see :meth:`Client.wait` (a :class:`TaskJob` is answered
+        as one)."""
+        job_id = job.id if isinstance(job, Job) else job
+        found = await self._wait(
+            lambda wait: self.get(job_id, wait=wait),
+            lambda j: j.state in FINISHED_JOB_STATES,
             timeout,
         )
+        if isinstance(job, TaskJob) and job.task is not None:
+            return TaskJob.of(found, job.task)
+        return found
 
     async def wait_workflow(
-        self, workflow_id: str, *, timeout: Optional[float] = None
+        self, workflow_id: str, *, timeout: Optional[Duration] = None
     ) -> WorkflowDetail:
         """The workflow and its graph once it has finished (any state but
         ``running``), or as it is when ``timeout`` (in **seconds**; ``None``:
         no limit) has passed."""
         return await self._wait(
-            lambda ms: self.get_workflow(workflow_id, wait_ms=ms),
+            lambda wait: self.get_workflow(workflow_id, wait=wait),
             lambda wf: wf.state != "running",
             timeout,
         )
@@ -495,13 +676,45 @@ class AsyncClient(_Configured, AsyncRoutes):
         kind: str,
         payload: JSON = None,
         *,
-        timeout: Optional[float] = None,
-        **options: Any,
+        timeout: Optional[Duration] = None,
+        priority: Optional[int] = None,
+        run_at: Optional[Time] = None,
+        delay: Optional[Duration] = None,
+        max_attempts: Optional[int] = None,
+        job_timeout: Optional[Duration] = None,
+        idempotency_key: Optional[str] = None,
+        unique_key: Optional[str] = None,
+        tags: Optional[Iterable[str]] = None,
+        expires_at: Optional[Time] = None,
+        backoff: Optional[Backoff] = None,
+        concurrency_key: Optional[str] = None,
+        depends_on: Optional[Iterable[Union[str, Job]]] = None,
+        dependency_failure: Optional[DependencyFailure] = None,
+        workflow_id: Optional[str] = None,
     ) -> Job:
-        """Enqueues a job (``options``: those of :meth:`enqueue`) and waits
-        for it up to ``timeout`` seconds (``None``: no limit); its
-        ``created`` is the enqueue's."""
-        job = await self.enqueue(queue, kind, payload, **options)
+        """Enqueues a job (the arguments of :meth:`enqueue`, but the job's own
+        ``timeout`` is ``job_timeout``) and waits for it up to ``timeout``
+        (seconds or a ``timedelta``; ``None``: no limit); its ``created`` is
+        the enqueue's."""
+        job = await self.enqueue(
+            queue,
+            kind,
+            payload,
+            priority=priority,
+            run_at=run_at,
+            delay=delay,
+            max_attempts=max_attempts,
+            timeout=job_timeout,
+            idempotency_key=idempotency_key,
+            unique_key=unique_key,
+            tags=tags,
+            expires_at=expires_at,
+            backoff=backoff,
+            concurrency_key=concurrency_key,
+            depends_on=depends_on,
+            dependency_failure=dependency_failure,
+            workflow_id=workflow_id,
+        )
         done = await self.wait(job.id, timeout=timeout)
         done.created = job.created
         return done

@@ -17,6 +17,7 @@ from typing import (
     Tuple,
 )
 
+from ._duration import Duration, seconds
 from ._errors import (
     Internal,
     LeaseLost,
@@ -32,24 +33,26 @@ assumed only for a claimed job that does not show its lease."""
 
 
 class RetryAfter(Exception):
-    """Raise from a handler to fail the attempt and retry exactly ``seconds``
-    later (the upstream said when), instead of the queue's backoff."""
+    """Raise from a handler to fail the attempt and retry exactly ``delay``
+    later (seconds or a ``timedelta``: the upstream said when), instead of
+    the queue's backoff. ``seconds`` is the delay in seconds."""
 
-    def __init__(self, seconds: float, message: Optional[str] = None) -> None:
-        super().__init__(message or f"retry after {seconds} s")
-        self.seconds = seconds
-        self.message = message or f"retry after {seconds} s"
+    def __init__(self, delay: Duration, message: Optional[str] = None) -> None:
+        self.seconds = seconds(delay, "RetryAfter delay")
+        self.message = message or f"retry after {self.seconds:g} s"
+        super().__init__(self.message)
 
 
 class Snooze(Exception):
-    """Raise from a handler to put the job back for ``seconds`` without
-    counting the attempt: "not now, not my fault" (a rate limit, a busy
-    resource). Always reported to the server, however short: the job's
-    history shows ``snoozed`` and any worker may claim it when it is due."""
+    """Raise from a handler to put the job back for ``delay`` (seconds or a
+    ``timedelta``) without counting the attempt: "not now, not my fault" (a
+    rate limit, a busy resource). Always reported to the server, however
+    short: the job's history shows ``snoozed`` and any worker may claim it
+    when it is due. ``seconds`` is the delay in seconds."""
 
-    def __init__(self, seconds: float = 0.0) -> None:
-        super().__init__(f"snooze {seconds} s")
-        self.seconds = seconds
+    def __init__(self, delay: Duration = 0.0) -> None:
+        self.seconds = seconds(delay, "Snooze delay")
+        super().__init__(f"snooze {self.seconds:g} s")
 
 
 class Retry(Exception):
@@ -125,10 +128,6 @@ def _outcome_of(error: BaseException) -> str:
     if isinstance(error, (Unavailable, Internal)):
         return f"gave up: {error}"
     return f"rejected:{error}"
-
-
-def _ms(seconds: float) -> int:
-    return max(0, round(seconds * 1000))
 
 
 def _instant(text: Optional[str]) -> Optional[datetime]:

@@ -22,6 +22,8 @@ from typing import (
     Union,
 )
 
+from ._duration import Duration, opt_ms, seconds, to_ms
+
 T = TypeVar("T")
 
 JSON = Any
@@ -61,20 +63,60 @@ def _build(cls: Type[T], data: Dict[str, Any], **nested: Any) -> T:
     return cls(raw=data, **kwargs)  # type: ignore[call-arg]
 
 
-@dataclass
+@dataclass(init=False)
 class Backoff:
-    """Retry backoff: the delay doubles from ``base_ms`` up to ``cap_ms``."""
+    """Retry backoff: the delay doubles from ``base`` up to ``cap``, in
+    seconds (``float`` or ``timedelta`` given; kept as float seconds; sent
+    as whole milliseconds)."""
 
-    base_ms: int = 1000
-    cap_ms: int = 3_600_000
-    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    base: float
+    cap: float
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    def __init__(
+        self, base: Duration = 1.0, cap: Duration = 3600.0, *, raw: Optional[Dict[str, Any]] = None
+    ) -> None:
+        self.base = seconds(base, "backoff base")
+        self.cap = seconds(cap, "backoff cap")
+        self.raw = {} if raw is None else raw
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> Backoff:
-        return _build(cls, data)
+        """From the server's ``{base_ms, cap_ms}``."""
+        return cls(data.get("base_ms", 1000) / 1000, data.get("cap_ms", 3_600_000) / 1000, raw=data)
 
     def to_dict(self) -> Dict[str, int]:
-        return {"base_ms": self.base_ms, "cap_ms": self.cap_ms}
+        """The server's ``{base_ms, cap_ms}``."""
+        return {
+            "base_ms": to_ms(self.base, "backoff base"),
+            "cap_ms": to_ms(self.cap, "backoff cap"),
+        }
+
+
+@dataclass(init=False)
+class RateLimit:
+    """A queue's rate limit: at most ``count`` claims in any ``period``
+    (seconds, or a ``timedelta``; sent as ``period_ms``)."""
+
+    count: int
+    period: float
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    def __init__(
+        self, count: int, period: Duration, *, raw: Optional[Dict[str, Any]] = None
+    ) -> None:
+        self.count = count
+        self.period = seconds(period, "rate limit period")
+        self.raw = {} if raw is None else raw
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> RateLimit:
+        """From the server's ``{count, period_ms}``."""
+        return cls(int(data["count"]), data["period_ms"] / 1000, raw=data)
+
+    def to_dict(self) -> Dict[str, int]:
+        """The server's ``{count, period_ms}``."""
+        return {"count": self.count, "period_ms": to_ms(self.period, "rate limit period")}
 
 
 @dataclass
@@ -388,7 +430,7 @@ class Queue:
     backoff: Backoff = field(default_factory=Backoff)
     default_lease_ttl_ms: int = 0
     max_running: Optional[int] = None
-    rate_limit: Optional[Dict[str, int]] = None
+    rate_limit: Optional[RateLimit] = None
     key_max_running: Optional[int] = None
     fair: bool = False
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -400,6 +442,9 @@ class Queue:
             data,
             counts=StateCounts.from_dict(data.get("counts") or {}),
             backoff=Backoff.from_dict(data.get("backoff") or {}),
+            rate_limit=None if data.get("rate_limit") is None else RateLimit.from_dict(
+                data["rate_limit"]
+            ),
         )
 
 
@@ -558,18 +603,110 @@ class BulkReplay:
 
 
 @dataclass
+class JobResult:
+    """One job's answer in a bulk cancel or replay (``cancel_jobs``,
+    ``replay_jobs``), in request order: ``ok`` and the ``job`` as it is now,
+    or ``error``, the exception the single route would have raised for it
+    (``InvalidState``, ``NotFound``, ...)."""
+
+    id: str
+    ok: bool
+    job: Optional[Job] = None
+    error: Optional[Exception] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass
+class ThroughputMinute:
+    """One minute of a queue's history (``throughput``): ``at`` is the
+    minute's start; the counts are of jobs that succeeded, failed for good,
+    were scheduled again (``retried``) or were cancelled in it."""
+
+    at: str = ""
+    succeeded: int = 0
+    failed: int = 0
+    retried: int = 0
+    cancelled: int = 0
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> ThroughputMinute:
+        return _build(cls, data)
+
+
+@dataclass
+class Percentiles:
+    """The 50th, 95th and 99th percentiles of some durations, in milliseconds
+    (as the server answers them)."""
+
+    p50: int = 0
+    p95: int = 0
+    p99: int = 0
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> Percentiles:
+        return _build(cls, data)
+
+
+@dataclass
+class Throughput:
+    """A queue's recent history (``GET /v1/queues/{queue}/throughput``):
+    ``minutes``, oldest first (the last is the current, partial minute), and
+    over the jobs that finished in the window, ``wait_ms`` (ready to
+    claimed) and ``run_ms`` (claimed to finished) of their last attempt;
+    None when none finished."""
+
+    minutes: List[ThroughputMinute] = field(default_factory=list)
+    wait_ms: Optional[Percentiles] = None
+    run_ms: Optional[Percentiles] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> Throughput:
+        def pct(value: Any) -> Optional[Percentiles]:
+            return None if value is None else Percentiles.from_dict(value)
+
+        return _build(
+            cls,
+            data,
+            minutes=[ThroughputMinute.from_dict(m) for m in data["minutes"]],
+            wait_ms=pct(data.get("wait_ms")),
+            run_ms=pct(data.get("run_ms")),
+        )
+
+
+@dataclass
+class WorkerInfo:
+    """A worker holding running jobs of the tenant now (``GET /v1/workers``):
+    the ``queues`` of those jobs, how many it holds (``running``) and its
+    latest heartbeat on any of them (its claim, before the first)."""
+
+    worker_id: str = ""
+    queues: List[str] = field(default_factory=list)
+    running: int = 0
+    last_heartbeat_at: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> WorkerInfo:
+        return _build(cls, data)
+
+
+@dataclass
 class HeartbeatItem:
-    """One job of a batch heartbeat. ``progress`` is sent only when not None."""
+    """One job of a batch heartbeat. ``lease_ttl`` (seconds or a
+    ``timedelta``) and ``progress`` are sent only when not None."""
 
     id: str
     lease_token: str
-    lease_ttl_ms: Optional[int] = None
+    lease_ttl: Optional[Duration] = None
     progress: JSON = None
 
     def to_dict(self) -> Dict[str, Any]:
         d: Dict[str, Any] = {"id": self.id, "lease_token": self.lease_token}
-        if self.lease_ttl_ms is not None:
-            d["lease_ttl_ms"] = self.lease_ttl_ms
+        if self.lease_ttl is not None:
+            d["lease_ttl_ms"] = to_ms(self.lease_ttl, "lease_ttl")
         if self.progress is not None:
             d["progress"] = self.progress
         return d
@@ -593,19 +730,21 @@ class CompleteItem:
 @dataclass
 class FailItem:
     """One failure a claim carries (``claim(..., failures=[...])``): the
-    fields of ``fail`` for one job. Optional fields are sent only when not None."""
+    fields of ``fail`` for one job (``retry_after`` in seconds or a
+    ``timedelta``). Optional fields are sent only when not None."""
 
     id: str
     lease_token: str
     error: str
-    retry_after_ms: Optional[int] = None
+    retry_after: Optional[Duration] = None
     fatal: Optional[bool] = None
     cancelled: Optional[bool] = None
 
     def to_dict(self) -> Dict[str, Any]:
         d: Dict[str, Any] = {"id": self.id, "lease_token": self.lease_token, "error": self.error}
-        if self.retry_after_ms is not None:
-            d["retry_after_ms"] = self.retry_after_ms
+        retry_after_ms = opt_ms(self.retry_after, "retry_after")
+        if retry_after_ms is not None:
+            d["retry_after_ms"] = retry_after_ms
         if self.fatal is not None:
             d["fatal"] = self.fatal
         if self.cancelled is not None:

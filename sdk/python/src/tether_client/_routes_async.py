@@ -9,8 +9,9 @@ and regenerate.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, TypeVar, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, TypeVar, Union
 
+from ._duration import Duration, opt_ms, to_ms
 from ._models import (
     JSON,
     ApiKey,
@@ -30,26 +31,34 @@ from ._models import (
     ItemResult,
     Job,
     JobPage,
+    JobResult,
     Queue,
+    RateLimit,
     RetryMode,
     Schedule,
     ScheduleRun,
     Tenant,
+    Throughput,
     WhoAmI,
+    WorkerInfo,
     WorkflowCancel,
     WorkflowDetail,
     WorkflowPage,
     WorkflowRetry,
     WorkflowState,
 )
+from ._task import Task, TaskJob
 from ._util import (
     UNSET,
+    BatchEntry,
     Time,
-    backoff_dict,
-    batch_entries,
+    _Unset,
     claim_result,
     enqueue_body,
+    enqueued,
     item_results,
+    job_ids,
+    job_results,
     pick,
     seg,
     time_str,
@@ -57,6 +66,7 @@ from ._util import (
 from ._workflow import EnqueuedWorkflow, WorkflowBuilder
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 class AsyncRoutes:
@@ -85,24 +95,32 @@ class AsyncRoutes:
         *,
         priority: Optional[int] = None,
         run_at: Optional[Time] = None,
-        delay_ms: Optional[int] = None,
+        delay: Optional[Duration] = None,
         max_attempts: Optional[int] = None,
-        timeout_ms: Optional[int] = None,
+        timeout: Optional[Duration] = None,
         idempotency_key: Optional[str] = None,
         unique_key: Optional[str] = None,
         tags: Optional[Iterable[str]] = None,
         expires_at: Optional[Time] = None,
-        backoff: Union[Backoff, Dict[str, int], None] = None,
+        backoff: Optional[Backoff] = None,
         concurrency_key: Optional[str] = None,
         depends_on: Optional[Iterable[Union[str, Job]]] = None,
         dependency_failure: Optional[DependencyFailure] = None,
         workflow_id: Optional[str] = None,
-        **extra: Any,
     ) -> Job:
         """Enqueues a job (``POST /v1/jobs``). The answer's ``created`` is False
         when an existing job with the same idempotency or active unique key was
-        answered instead. ``concurrency_key`` groups the job for its queue's
-        ``key_max_running`` and ``fair`` claims.
+        answered instead.
+
+        Durations are seconds (``int``/``float``) or ``timedelta``, sent as
+        whole milliseconds (a negative one raises ``ValueError``): ``delay``
+        runs it that much later (or ``run_at``: an instant; not both),
+        ``timeout`` bounds one run (the worker enforces it), ``backoff`` is
+        ``Backoff(base, cap)``. ``priority`` is -100..100, higher first;
+        ``max_attempts`` and ``backoff`` default to the queue's.
+        ``concurrency_key`` groups the job for its queue's
+        ``key_max_running`` and ``fair`` claims; ``expires_at`` fails it
+        ``expired`` if it is still queued then.
 
         ``depends_on`` (job ids, or :class:`Job` objects) makes it wait for
         those jobs: it is created ``waiting`` and queued once they all
@@ -116,17 +134,17 @@ class AsyncRoutes:
         ``depends_on`` may name any job. A finished workflow raises
         ``InvalidState``, an unknown one ``InvalidArgument``.
 
-        ``extra`` passes newer fields as they are. Retried on transport
-        errors and ``unavailable`` only when ``idempotency_key`` is given."""
+        Retried on transport errors and ``unavailable`` only when
+        ``idempotency_key`` is given."""
         body = enqueue_body(
             queue,
             kind,
             payload,
             priority=priority,
             run_at=run_at,
-            delay_ms=delay_ms,
+            delay=delay,
             max_attempts=max_attempts,
-            timeout_ms=timeout_ms,
+            timeout=timeout,
             idempotency_key=idempotency_key,
             unique_key=unique_key,
             tags=tags,
@@ -136,32 +154,39 @@ class AsyncRoutes:
             depends_on=depends_on,
             dependency_failure=dependency_failure,
             workflow_id=workflow_id,
-            extra=extra,
+        )
+        retry = idempotency_key is not None
+        return await self._call("POST", "/v1/jobs", enqueued, json=body, retry=retry)
+
+    async def _enqueue_task(self, task: Task[Any, R], body: Dict[str, Any]) -> TaskJob[R]:
+        """The enqueue of a typed task's job (``task.enqueue(client, ...)``
+        makes the body): its answer as a :class:`TaskJob`."""
+        return await self._call(
+            "POST",
+            "/v1/jobs",
+            lambda d: TaskJob.of(enqueued(d), task),
+            json=body,
+            retry=body.get("idempotency_key") is not None,
         )
 
-        def parse(d: Any) -> Job:
-            job = Job.from_dict(d["job"])
-            job.created = bool(d["created"])
-            return job
-
-        retry = idempotency_key is not None
-        return await self._call("POST", "/v1/jobs", parse, json=body, retry=retry)
-
-    async def enqueue_batch(self, jobs: Iterable[Mapping[str, Any]]) -> List[EnqueueResult]:
+    async def enqueue_batch(self, entries: Iterable[BatchEntry]) -> List[EnqueueResult]:
         """Enqueues 1 to 1000 jobs at once (``POST /v1/jobs/batch``), all or
-        nothing; each entry is a dict of enqueue fields (``queue``, ``kind``,
-        ``payload``, ...), or one :func:`tether_client.batch_entry` made with
-        typed arguments. An entry's ``depends_on_entries`` names earlier
-        entries of the same batch (by index) it waits for, so a whole graph
-        is enqueued at once. One bad entry refuses the whole batch. Retried
-        only when every entry has an idempotency key."""
-        entries = batch_entries(jobs)
-        retry = bool(entries) and all(e.get("idempotency_key") for e in entries)
+        nothing; each entry is made by :func:`tether_client.batch_entry`
+        (the arguments of :meth:`enqueue`). An entry's ``depends_on_entries``
+        names earlier entries of the same batch (by index) it waits for, so
+        a whole graph is enqueued at once. One bad entry refuses the whole
+        batch. Retried only when every entry has an idempotency key."""
+        bodies = []
+        for e in entries:
+            if not isinstance(e, BatchEntry):
+                raise TypeError(f"enqueue_batch takes batch_entry(...) items, not {e!r}")
+            bodies.append(e.body)
+        retry = bool(bodies) and all(b.get("idempotency_key") for b in bodies)
         return await self._call(
             "POST",
             "/v1/jobs/batch",
             lambda d: [EnqueueResult.from_dict(r) for r in d["results"]],
-            json={"jobs": entries},
+            json={"jobs": bodies},
             retry=retry,
         )
 
@@ -183,12 +208,13 @@ class AsyncRoutes:
 
     # ---- reading and managing jobs ----------------------------------------
 
-    async def get(self, job_id: str, *, wait_ms: Optional[int] = None) -> Job:
-        """A job by id (``GET /v1/jobs/{id}``). With ``wait_ms`` (0 to 30 000,
-        the server's longest wait) the server answers once the job has
-        finished (``succeeded``, ``failed`` or ``cancelled``) or when the wait
-        runs out, whichever is first, with the job as it is then; ``wait``
-        waits longer than that."""
+    async def get(self, job_id: str, *, wait: Optional[Duration] = None) -> Job:
+        """A job by id (``GET /v1/jobs/{id}``). With ``wait`` (seconds or a
+        ``timedelta``, up to 30 s, the server's longest wait) the server
+        answers once the job has finished (``succeeded``, ``failed`` or
+        ``cancelled``) or when the wait runs out, whichever is first, with
+        the job as it is then; :meth:`wait` waits longer than that."""
+        wait_ms = opt_ms(wait, "wait")
         return await self._call(
             "GET",
             f"/v1/jobs/{seg(job_id)}",
@@ -209,13 +235,18 @@ class AsyncRoutes:
         cursor: Optional[str] = None,
         depends_on: Optional[str] = None,
         workflow_id: Optional[str] = None,
-        **filters: Any,
+        id_prefix: Optional[str] = None,
+        created_after: Optional[Time] = None,
+        created_before: Optional[Time] = None,
     ) -> JobPage:
         """One page of jobs, newest first (``GET /v1/jobs``); pass the page's
         ``next_cursor`` as ``cursor`` for the next one, or use ``iter_jobs``.
         ``state="failed"`` is the dead-letter queue; ``depends_on=id`` lists
         the jobs that wait (or waited) directly for job ``id``;
-        ``workflow_id`` the jobs of a workflow."""
+        ``workflow_id`` the jobs of a workflow; ``id_prefix`` the jobs whose
+        id starts with those hex digits; ``created_after`` (inclusive) and
+        ``created_before`` (exclusive) bound their creation. Every filter
+        narrows."""
         params = pick(
             queue=queue,
             state=state,
@@ -225,7 +256,9 @@ class AsyncRoutes:
             cursor=cursor,
             depends_on=depends_on,
             workflow_id=workflow_id,
-            **filters,
+            id_prefix=id_prefix,
+            created_after=time_str(created_after),
+            created_before=time_str(created_before),
         )
         return await self._call("GET", "/v1/jobs", JobPage.from_dict, params=params, retry=True)
 
@@ -271,6 +304,26 @@ class AsyncRoutes:
             json=body,
         )
 
+    async def cancel_jobs(self, jobs: Iterable[Union[str, Job]]) -> List[JobResult]:
+        """Cancels 1 to 500 jobs (ids or :class:`Job` objects), each as
+        :meth:`cancel` would (``POST /v1/jobs/cancel``); answers one
+        :class:`JobResult` per job, in order: ``ok`` and the job, or the
+        ``error`` :meth:`cancel` would have raised (one that cannot be
+        cancelled does not stop the others)."""
+        return await self._call(
+            "POST", "/v1/jobs/cancel", job_results, json={"ids": job_ids(jobs)}
+        )
+
+    async def replay_jobs(
+        self, jobs: Iterable[Union[str, Job]], *, expires_at: Optional[Time] = None
+    ) -> List[JobResult]:
+        """Replays 1 to 500 finished jobs (ids or :class:`Job` objects), each
+        as :meth:`replay` would (``POST /v1/jobs/replay``), every one with
+        ``expires_at`` (or none); answers one :class:`JobResult` per job, in
+        order."""
+        body = pick(ids=job_ids(jobs), expires_at=time_str(expires_at))
+        return await self._call("POST", "/v1/jobs/replay", job_results, json=body)
+
     async def replay_queue(
         self,
         queue: str,
@@ -311,13 +364,15 @@ class AsyncRoutes:
         )
 
     async def get_workflow(
-        self, workflow_id: str, *, wait_ms: Optional[int] = None
+        self, workflow_id: str, *, wait: Optional[Duration] = None
     ) -> WorkflowDetail:
         """A workflow and its whole graph (``GET /v1/workflows/{id}``): its
         ``jobs`` oldest first, each with ``depends_on``, jobs added at run
-        time included. With ``wait_ms`` (0 to 30 000) the server answers once
-        the workflow has finished (any state but ``running``) or when the
-        wait runs out, whichever is first; ``wait_workflow`` waits longer."""
+        time included. With ``wait`` (seconds or a ``timedelta``, up to 30 s)
+        the server answers once the workflow has finished (any state but
+        ``running``) or when the wait runs out, whichever is first;
+        ``wait_workflow`` waits longer."""
+        wait_ms = opt_ms(wait, "wait")
         return await self._call(
             "GET",
             f"/v1/workflows/{seg(workflow_id)}",
@@ -389,24 +444,56 @@ class AsyncRoutes:
         queue: str,
         *,
         max_attempts: Optional[int] = None,
-        backoff: Union[Backoff, Dict[str, int], None] = None,
-        default_lease_ttl_ms: Optional[int] = None,
-        **settings: Any,
+        backoff: Optional[Backoff] = None,
+        default_lease_ttl: Optional[Duration] = None,
+        max_running: Union[int, _Unset, None] = UNSET,
+        rate_limit: Union[RateLimit, _Unset, None] = UNSET,
+        key_max_running: Union[int, _Unset, None] = UNSET,
+        fair: Optional[bool] = None,
     ) -> Queue:
-        """Changes a queue's settings (``PATCH /v1/queues/{queue}``); new jobs
-        copy them. ``settings`` passes newer fields (``max_running``,
-        ``rate_limit``, ...) as they are, ``None`` included (which clears them)."""
+        """Changes a queue's settings (``PATCH /v1/queues/{queue}``); what is
+        left out stays as it is. ``max_attempts``, ``backoff`` and
+        ``default_lease_ttl`` (seconds or a ``timedelta``, 1 to 3600) apply
+        to jobs enqueued afterwards. The flow-control limits apply at once:
+        ``max_running``, ``rate_limit`` (``RateLimit(count, period)``) and
+        ``key_max_running`` take ``None`` to remove the limit; ``fair`` takes
+        a bool."""
         body: Dict[str, Any] = pick(
             max_attempts=max_attempts,
-            backoff=backoff_dict(backoff),
-            default_lease_ttl_ms=default_lease_ttl_ms,
+            backoff=None if backoff is None else backoff.to_dict(),
+            default_lease_ttl_ms=opt_ms(default_lease_ttl, "default_lease_ttl"),
+            fair=fair,
         )
-        body.update(settings)
+        if max_running is not UNSET:
+            body["max_running"] = max_running
+        if rate_limit is not UNSET:
+            body["rate_limit"] = None if rate_limit is None else rate_limit.to_dict()
+        if key_max_running is not UNSET:
+            body["key_max_running"] = key_max_running
         return await self._call(
             "PATCH",
             f"/v1/queues/{seg(queue)}",
             lambda d: Queue.from_dict(d["queue"]),
             json=body,
+            retry=True,
+        )
+
+    async def delete_queue(self, queue: str) -> None:
+        """Removes a queue's row (its pause flag, its settings, its entry in
+        :meth:`queues`) when it holds no job in any state
+        (``DELETE /v1/queues/{queue}``): for a name made by a typo. A queue
+        holding jobs raises ``InvalidState``; one without a row ``NotFound``."""
+        await self._call("DELETE", f"/v1/queues/{seg(queue)}", lambda d: None)
+
+    async def throughput(self, queue: str, *, minutes: Optional[int] = None) -> Throughput:
+        """A queue's last ``minutes`` (1 to 1440, default 60) minute by
+        minute, and the wait and run time percentiles of the jobs that
+        finished in them (``GET /v1/queues/{queue}/throughput``)."""
+        return await self._call(
+            "GET",
+            f"/v1/queues/{seg(queue)}/throughput",
+            Throughput.from_dict,
+            params=pick(minutes=minutes),
             retry=True,
         )
 
@@ -418,14 +505,16 @@ class AsyncRoutes:
         worker_id: str,
         *,
         limit: Optional[int] = None,
-        lease_ttl_ms: Optional[int] = None,
-        wait_ms: Optional[int] = None,
+        lease_ttl: Optional[Duration] = None,
+        wait: Optional[Duration] = None,
         completions: Optional[Iterable[CompleteItem]] = None,
         failures: Optional[Iterable[FailItem]] = None,
     ) -> ClaimResult:
-        """Claims up to ``limit`` ready jobs; with ``wait_ms`` an empty queue
-        holds the request until a job is ready or the wait ends. Never
-        retried here (a lost answer's jobs come back when their lease lapses).
+        """Claims up to ``limit`` ready jobs, each with a lease of
+        ``lease_ttl`` (seconds or a ``timedelta``, 1 to 3600; default the
+        queue's); with ``wait`` (up to 30 s) an empty queue holds the request
+        until a job is ready or the wait ends. Never retried here (a lost
+        answer's jobs come back when their lease lapses).
 
         The claim may carry the previous batch's reports: ``completions`` and
         ``failures`` (together at most 1000) are applied first, completions
@@ -433,10 +522,16 @@ class AsyncRoutes:
         answer is a :class:`ClaimResult`: the list of claimed jobs, whose
         ``reports`` has one :class:`ItemResult` per carried report in that
         order (a refused one never fails the claim). Reports are answered
-        only with the claim, so a claim that carries them should use
-        ``wait_ms`` 0. A request bad as a whole (over 1000 reports, a bad
-        item) raises ``InvalidArgument`` and changes nothing."""
-        body = pick(worker_id=worker_id, limit=limit, lease_ttl_ms=lease_ttl_ms, wait_ms=wait_ms)
+        only with the claim, so a claim that carries them should not
+        ``wait``. A request bad as a whole (over 1000 reports, a bad item)
+        raises ``InvalidArgument`` and changes nothing."""
+        wait_ms = opt_ms(wait, "wait")
+        body = pick(
+            worker_id=worker_id,
+            limit=limit,
+            lease_ttl_ms=opt_ms(lease_ttl, "lease_ttl"),
+            wait_ms=wait_ms,
+        )
         complete = [i.to_dict() for i in completions or ()]
         fail = [i.to_dict() for i in failures or ()]
         if complete:
@@ -457,11 +552,16 @@ class AsyncRoutes:
         job_id: str,
         lease_token: str,
         *,
-        lease_ttl_ms: Optional[int] = None,
+        lease_ttl: Optional[Duration] = None,
         progress: JSON = None,
     ) -> HeartbeatAck:
-        """Extends a lease (and records ``progress`` when given)."""
-        body = pick(lease_token=lease_token, lease_ttl_ms=lease_ttl_ms, progress=progress)
+        """Extends a lease, by ``lease_ttl`` (seconds or a ``timedelta``) or
+        else the claim's, and records ``progress`` when given."""
+        body = pick(
+            lease_token=lease_token,
+            lease_ttl_ms=opt_ms(lease_ttl, "lease_ttl"),
+            progress=progress,
+        )
         return await self._call(
             "POST", f"/v1/jobs/{seg(job_id)}/heartbeat", HeartbeatAck.from_dict, json=body
         )
@@ -498,17 +598,18 @@ class AsyncRoutes:
         lease_token: str,
         error: str,
         *,
-        retry_after_ms: Optional[int] = None,
+        retry_after: Optional[Duration] = None,
         fatal: Optional[bool] = None,
         cancelled: Optional[bool] = None,
     ) -> Job:
         """Fails the attempt: queued again with backoff (exactly
-        ``retry_after_ms`` later when given), ``failed`` when ``fatal`` or out
-        of attempts, ``cancelled`` with ``cancelled=True``."""
+        ``retry_after`` later when given: seconds or a ``timedelta``),
+        ``failed`` when ``fatal`` or out of attempts, ``cancelled`` with
+        ``cancelled=True``."""
         body = pick(
             lease_token=lease_token,
             error=error,
-            retry_after_ms=retry_after_ms,
+            retry_after_ms=opt_ms(retry_after, "retry_after"),
             fatal=fatal,
             cancelled=cancelled,
         )
@@ -516,10 +617,10 @@ class AsyncRoutes:
             "POST", f"/v1/jobs/{seg(job_id)}/fail", lambda d: Job.from_dict(d["job"]), json=body
         )
 
-    async def snooze(self, job_id: str, lease_token: str, delay_ms: int = 0) -> Job:
-        """Puts the job back in the queue for ``delay_ms`` with the attempt given
-        back: "not now, not my fault"."""
-        body = {"lease_token": lease_token, "delay_ms": delay_ms}
+    async def snooze(self, job_id: str, lease_token: str, delay: Duration = 0) -> Job:
+        """Puts the job back in the queue for ``delay`` (seconds or a
+        ``timedelta``) with the attempt given back: "not now, not my fault"."""
+        body = {"lease_token": lease_token, "delay_ms": to_ms(delay, "delay")}
         return await self._call(
             "POST",
             f"/v1/jobs/{seg(job_id)}/snooze",
@@ -574,14 +675,38 @@ class AsyncRoutes:
             retry=True,
         )
 
-    async def patch_schedule(self, schedule_id: str, **changes: Any) -> Schedule:
-        """Changes any create field (``cron=``, ``enabled=``, ``payload=``, ...);
+    async def patch_schedule(
+        self,
+        schedule_id: str,
+        *,
+        name: Optional[str] = None,
+        cron: Optional[str] = None,
+        timezone: Optional[str] = None,
+        queue: Optional[str] = None,
+        kind: Optional[str] = None,
+        payload: Union[JSON, _Unset] = UNSET,
+        enabled: Optional[bool] = None,
+        overlap: Optional[str] = None,
+    ) -> Schedule:
+        """Changes the fields given (those of :meth:`create_schedule`); what is
+        left out stays as it is (``payload=None`` sets a ``null`` payload).
         ``next_run_at`` is computed again from now."""
+        body = pick(
+            name=name,
+            cron=cron,
+            timezone=timezone,
+            queue=queue,
+            kind=kind,
+            enabled=enabled,
+            overlap=overlap,
+        )
+        if payload is not UNSET:
+            body["payload"] = payload
         return await self._call(
             "PATCH",
             f"/v1/schedules/{seg(schedule_id)}",
             lambda d: Schedule.from_dict(d["schedule"]),
-            json=changes,
+            json=body,
         )
 
     async def delete_schedule(self, schedule_id: str) -> None:
@@ -629,6 +754,17 @@ class AsyncRoutes:
     async def whoami(self) -> WhoAmI:
         """The key's tenant, its id and whether it is an admin key."""
         return await self._call("GET", "/v1/whoami", WhoAmI.from_dict, retry=True)
+
+    async def workers(self) -> List[WorkerInfo]:
+        """Who holds the tenant's running jobs now (``GET /v1/workers``), by
+        ``worker_id``: read from the jobs themselves, so a worker holding
+        none is not listed."""
+        return await self._call(
+            "GET",
+            "/v1/workers",
+            lambda d: [WorkerInfo.from_dict(w) for w in d["workers"]],
+            retry=True,
+        )
 
     async def create_tenant(self, name: str) -> CreatedTenant:
         """Creates a tenant and its first key (admin only)."""

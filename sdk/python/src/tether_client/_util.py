@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import enum
 from datetime import datetime, timezone
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
+from typing import Any, Dict, Final, Iterable, List, Optional, Union
 from urllib.parse import quote
 
-from ._errors import error_from
+from ._duration import Duration, opt_ms
+from ._errors import TetherError, error_from
 from ._models import (
     JSON,
     Backoff,
@@ -16,16 +18,22 @@ from ._models import (
     HeartbeatAck,
     ItemResult,
     Job,
+    JobResult,
 )
 
 
-class _Unset:
+class _Unset(enum.Enum):
+    """The type of :data:`UNSET`."""
+
+    UNSET = "UNSET"
+
     def __repr__(self) -> str:
         return "UNSET"
 
 
-UNSET: Any = _Unset()
-"""No request body at all (as opposed to a JSON ``null``)."""
+UNSET: Final = _Unset.UNSET
+"""Left out: no request body at all (as opposed to a JSON ``null``), or a
+field to leave as it is where ``None`` means "clear it"."""
 
 Time = Union[str, datetime]
 """An instant: an RFC 3339 string, or a ``datetime`` (naive ones are taken as UTC)."""
@@ -51,14 +59,6 @@ def seg(value: str) -> str:
     return quote(str(value), safe="")
 
 
-def backoff_dict(b: Union[Backoff, Dict[str, int], None]) -> Optional[Dict[str, int]]:
-    if b is None:
-        return None
-    if isinstance(b, Backoff):
-        return b.to_dict()
-    return dict(b)
-
-
 def enqueue_body(
     queue: str,
     kind: str,
@@ -66,34 +66,35 @@ def enqueue_body(
     *,
     priority: Optional[int],
     run_at: Optional[Time],
-    delay_ms: Optional[int],
+    delay: Optional[Duration],
     max_attempts: Optional[int],
-    timeout_ms: Optional[int],
+    timeout: Optional[Duration],
     idempotency_key: Optional[str],
     unique_key: Optional[str],
     tags: Optional[Iterable[str]],
     expires_at: Optional[Time],
-    backoff: Union[Backoff, Dict[str, int], None],
-    concurrency_key: Optional[str] = None,
-    depends_on: Optional[Iterable[Union[str, Job]]] = None,
+    backoff: Optional[Backoff],
+    concurrency_key: Optional[str],
+    depends_on: Optional[Iterable[Union[str, Job]]],
     depends_on_entries: Optional[Iterable[int]] = None,
-    dependency_failure: Optional[DependencyFailure] = None,
-    workflow_id: Optional[str] = None,
-    extra: Mapping[str, Any],
+    dependency_failure: Optional[DependencyFailure],
+    workflow_id: Optional[str],
 ) -> Dict[str, Any]:
+    """The body of an enqueue (or one entry of a batch): durations as whole
+    milliseconds, times as RFC 3339 text, jobs as their ids."""
     body: Dict[str, Any] = {"queue": queue, "kind": kind, "payload": payload}
     body.update(
         pick(
             priority=priority,
             run_at=time_str(run_at),
-            delay_ms=delay_ms,
+            delay_ms=opt_ms(delay, "delay"),
             max_attempts=max_attempts,
-            timeout_ms=timeout_ms,
+            timeout_ms=opt_ms(timeout, "timeout"),
             idempotency_key=idempotency_key,
             unique_key=unique_key,
             tags=None if tags is None else [str(t) for t in tags],
             expires_at=time_str(expires_at),
-            backoff=backoff_dict(backoff),
+            backoff=None if backoff is None else backoff.to_dict(),
             concurrency_key=concurrency_key,
             depends_on=job_ids(depends_on),
             depends_on_entries=None if depends_on_entries is None else list(depends_on_entries),
@@ -101,8 +102,14 @@ def enqueue_body(
             workflow_id=workflow_id,
         )
     )
-    body.update(extra)
     return body
+
+
+def enqueued(data: Any) -> Job:
+    """An enqueue's answer: the job, with ``created``."""
+    job = Job.from_dict(data["job"])
+    job.created = bool(data["created"])
+    return job
 
 
 def job_ids(jobs: Optional[Iterable[Union[str, Job]]]) -> Optional[List[str]]:
@@ -112,6 +119,19 @@ def job_ids(jobs: Optional[Iterable[Union[str, Job]]]) -> Optional[List[str]]:
     return [j.id if isinstance(j, Job) else str(j) for j in jobs]
 
 
+class BatchEntry:
+    """One entry of ``enqueue_batch``, made by :func:`batch_entry`; ``body``
+    is the entry as sent."""
+
+    __slots__ = ("body",)
+
+    def __init__(self, body: Dict[str, Any]) -> None:
+        self.body = body
+
+    def __repr__(self) -> str:
+        return f"BatchEntry({self.body!r})"
+
+
 def batch_entry(
     queue: str,
     kind: str,
@@ -119,73 +139,71 @@ def batch_entry(
     *,
     priority: Optional[int] = None,
     run_at: Optional[Time] = None,
-    delay_ms: Optional[int] = None,
+    delay: Optional[Duration] = None,
     max_attempts: Optional[int] = None,
-    timeout_ms: Optional[int] = None,
+    timeout: Optional[Duration] = None,
     idempotency_key: Optional[str] = None,
     unique_key: Optional[str] = None,
     tags: Optional[Iterable[str]] = None,
     expires_at: Optional[Time] = None,
-    backoff: Union[Backoff, Dict[str, int], None] = None,
+    backoff: Optional[Backoff] = None,
     concurrency_key: Optional[str] = None,
     depends_on: Optional[Iterable[Union[str, Job]]] = None,
     depends_on_entries: Optional[Iterable[int]] = None,
     dependency_failure: Optional[DependencyFailure] = None,
     workflow_id: Optional[str] = None,
-    **extra: Any,
-) -> Dict[str, Any]:
+) -> BatchEntry:
     """One entry of ``enqueue_batch``, from the arguments of ``enqueue``
-    (typed), plus ``depends_on_entries``: the indexes of earlier entries of
-    the same batch this one waits for. (A graph that should be a workflow
-    is easier to write with :class:`tether_client.WorkflowBuilder`.)"""
-    return enqueue_body(
-        queue,
-        kind,
-        payload,
-        priority=priority,
-        run_at=run_at,
-        delay_ms=delay_ms,
-        max_attempts=max_attempts,
-        timeout_ms=timeout_ms,
-        idempotency_key=idempotency_key,
-        unique_key=unique_key,
-        tags=tags,
-        expires_at=expires_at,
-        backoff=backoff,
-        concurrency_key=concurrency_key,
-        depends_on=depends_on,
-        depends_on_entries=depends_on_entries,
-        dependency_failure=dependency_failure,
-        workflow_id=workflow_id,
-        extra=extra,
+    (durations in seconds or ``timedelta``), plus ``depends_on_entries``:
+    the indexes of earlier entries of the same batch this one waits for. (A
+    graph that should be a workflow is easier to write with
+    :class:`tether_client.WorkflowBuilder`.) A negative duration raises
+    ``ValueError`` here."""
+    return BatchEntry(
+        enqueue_body(
+            queue,
+            kind,
+            payload,
+            priority=priority,
+            run_at=run_at,
+            delay=delay,
+            max_attempts=max_attempts,
+            timeout=timeout,
+            idempotency_key=idempotency_key,
+            unique_key=unique_key,
+            tags=tags,
+            expires_at=expires_at,
+            backoff=backoff,
+            concurrency_key=concurrency_key,
+            depends_on=depends_on,
+            depends_on_entries=depends_on_entries,
+            dependency_failure=dependency_failure,
+            workflow_id=workflow_id,
+        )
     )
 
 
-def batch_entries(jobs: Iterable[Mapping[str, Any]]) -> List[Dict[str, Any]]:
-    """The entries of a batch enqueue as sent: times as RFC 3339 text, a
-    ``Backoff`` as its dict, ``depends_on`` as job ids."""
-    entries = []
-    for j in jobs:
-        entry: Dict[str, Any] = {}
-        for k, v in j.items():
-            if k in ("run_at", "expires_at"):
-                v = time_str(v)
-            elif k == "backoff" and isinstance(v, Backoff):
-                v = v.to_dict()
-            elif k == "depends_on" and v is not None:
-                v = job_ids(v)
-            entry[k] = v
-        entries.append(entry)
-    return entries
+def _item_error(r: Dict[str, Any]) -> TetherError:
+    """The exception a failed item of a batch answer stands for."""
+    err = r.get("error") or {}
+    return error_from(str(err.get("code")), str(err.get("message", "")), 0)
 
 
 def _item_result(r: Dict[str, Any], heartbeat: bool) -> ItemResult:
     if r.get("ok"):
         ack = HeartbeatAck.from_dict(r) if heartbeat else None
         return ItemResult(id=str(r["id"]), ok=True, ack=ack, raw=r)
-    err = r.get("error") or {}
-    exc = error_from(str(err.get("code")), str(err.get("message", "")), 0)
-    return ItemResult(id=str(r["id"]), ok=False, error=exc, raw=r)
+    return ItemResult(id=str(r["id"]), ok=False, error=_item_error(r), raw=r)
+
+
+def job_results(data: Any) -> List[JobResult]:
+    """The per-job answers of a bulk cancel or replay."""
+    return [
+        JobResult(id=str(r["id"]), ok=True, job=Job.from_dict(r["job"]), raw=r)
+        if r.get("ok")
+        else JobResult(id=str(r["id"]), ok=False, error=_item_error(r), raw=r)
+        for r in data["results"]
+    ]
 
 
 def item_results(data: Any, *, heartbeat: bool) -> List[ItemResult]:

@@ -1,11 +1,14 @@
-"""The worker: claims jobs of one queue and runs their handlers.
+"""The worker: claims jobs of one or more queues and runs their handlers.
 
 It behaves like tether's Rust worker runtime:
 
-- **Claims** are long-polls sized to the free slots (``concurrency`` minus the
-  handlers running), so a job is never claimed without a slot to run it in.
-  A claim in flight is never interrupted, so a shutdown may wait up to
-  ``claim_wait`` before it starts draining.
+- **Claims** are long-polls sized to the free slots (a queue's concurrency
+  minus its handlers running), so a job is never claimed without a slot to
+  run it in. Each queue has its own slots and its own claim loop; the
+  queues share the worker's connection pool, heartbeats, reports, stream
+  of cancel requests and handlers. A claim in flight is never
+  interrupted, so a shutdown may wait up to ``claim_wait`` before it
+  starts draining.
 - **Leases** are the queue's: a claim names a TTL only when ``lease_ttl``
   was given, so the lease the operator configured on the queue (its
   ``default_lease_ttl_ms``) is never overridden by a worker default.
@@ -68,6 +71,7 @@ import time
 import traceback
 import uuid
 import warnings
+from types import TracebackType
 from typing import (
     Any,
     Awaitable,
@@ -75,14 +79,18 @@ from typing import (
     Deque,
     Dict,
     List,
+    Mapping,
     Optional,
+    Sequence,
     Set,
     Tuple,
     TypeVar,
     Union,
+    overload,
 )
 
-from ._client import AsyncClient, Client
+from ._client import AsyncClient, Client, _worker_client, _worker_traffic
+from ._duration import Duration, seconds
 from ._errors import (
     DecodeError,
     Internal,
@@ -103,7 +111,6 @@ from ._handler import (
     WorkerObserver,
     _code_of,
     _granted_lease,
-    _ms,
     _outcome_of,
 )
 from ._models import (
@@ -116,11 +123,16 @@ from ._models import (
     ItemResult,
     Job,
 )
+from ._task import Task, TaskHandler
 
 log = logging.getLogger("tether_client.worker")
 
 T = TypeVar("T")
+P = TypeVar("P")
+R = TypeVar("R")
 
+DEFAULT_CONCURRENCY = 8
+"""Handlers a worker runs at once per queue, unless told otherwise."""
 MAX_BATCH = 1000
 """Most items in one claim, heartbeat or completion batch (the server's limit)."""
 COMPLETION_BATCH = 250
@@ -157,11 +169,76 @@ STREAM_RETRY_MIN = 1.0
 STREAM_RETRY_MAX = 30.0
 """Backoff (seconds, jittered) before the stream of cancel requests is
 tried again after a refusal or a failure it does not reconnect after itself."""
+SDK_DIR = os.path.join(os.path.dirname(__file__), "")
+"""This package's directory (as its code objects name their files): a
+handler's traceback starts below its frames."""
+
+
+Queues = Union[str, Sequence[str], Mapping[str, int]]
+"""The queues a worker serves: one name, names, or names with their concurrency."""
+
+
+class _QueueSlots:
+    """One queue of a worker: its slots and the state of its claim loop."""
+
+    def __init__(self, name: str, concurrency: int) -> None:
+        self.name = name
+        self.concurrency = concurrency
+        self.free = concurrency
+        """Slots without a handler running (or a claim in flight for them)."""
+        self.slot_freed = asyncio.Event()
+        self.claim_soon = False
+        """Whether its claim loop will claim soon (it is not long-polling,
+        sleeping or stopped), so a waiting report may ride that claim."""
+
+
+def _queue_table(queues: Queues, concurrency: int) -> Dict[str, int]:
+    """Each queue's concurrency: the mapping's, or ``concurrency`` for each name."""
+    if isinstance(queues, str):
+        table = {queues: concurrency}
+    elif isinstance(queues, Mapping):
+        table = dict(queues)
+    else:
+        names = list(queues)
+        table = {name: concurrency for name in names}
+        if len(table) != len(names):
+            raise ValueError(f"a queue is named twice in {names!r}")
+    if not table:
+        raise ValueError("a worker needs at least one queue")
+    for name, n in table.items():
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a queue name must be a non-empty string, not {name!r}")
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_BATCH:
+            raise ValueError(f"the concurrency of queue {name!r} must be 1..1000, not {n!r}")
+    return table
+
+
+def _from_handler(tb: Optional[TracebackType]) -> Optional[TracebackType]:
+    """The traceback from the handler's frame on: the frames of this package
+    that called it (the worker's thread, a typed task's decoding) are left
+    out, so a job's error starts where the user's code does. A traceback
+    that is all this package's (it raised itself) is kept whole."""
+    start = tb
+    while start is not None and start.tb_frame.f_code.co_filename.startswith(SDK_DIR):
+        start = start.tb_next
+    return tb if start is None else start
+
+
+def _error_text(error: BaseException) -> str:
+    """A handler's exception as a job's error: the traceback from the
+    handler's frame on, and its last ERROR_TAIL characters (what the server
+    keeps)."""
+    lines = traceback.format_exception(type(error), error, _from_handler(error.__traceback__))
+    return "".join(lines)[-ERROR_TAIL:]
 
 
 class _InFlight:
-    def __init__(self, claimed: ClaimedJob, ctx: JobContext, lease_ttl: float) -> None:
+    def __init__(
+        self, claimed: ClaimedJob, ctx: JobContext, lease_ttl: float, slots: _QueueSlots
+    ) -> None:
         self.claimed = claimed
+        self.slots = slots
+        """The queue whose slot it holds."""
         self.token = claimed.lease_token
         self.ctx = ctx
         self.lease_ttl = lease_ttl
@@ -217,17 +294,26 @@ _Ended = Tuple[str, Any]
 
 
 class Worker:
-    """Runs handlers for the jobs of one queue.
+    """Runs handlers for the jobs of one or more queues.
 
-    ``client`` gives the server's address and key (a :class:`Client` or an
-    :class:`AsyncClient`; the worker opens its own connection pool). Times
-    are in seconds. ``lease_ttl`` (1 to 3600), when given, is the lease asked
-    for at claim, overriding the queue's; left out (the default), claims name
-    none and each job gets the lease configured on its queue (30 s unless the
-    operator set another). Either way each job is heartbeated every third of
-    the lease its claim granted. ``claim_wait`` is the long-poll of each
-    claim (0 to 30); ``shutdown_grace`` how long running handlers may take
-    to finish at shutdown. Every :class:`Snooze` is reported to the server
+    ``client`` gives the server's address, key and tenant (a :class:`Client`
+    or an :class:`AsyncClient`; the worker opens its own connection pool).
+    ``queues`` is a queue name, a sequence of names, or a mapping of names
+    to their concurrency; with a name or names, each queue runs up to
+    ``concurrency`` handlers at once (default 8; a mapping's numbers take
+    its place). Each queue is claimed on its own, so a busy queue never
+    holds up another; handlers are registered by kind and run jobs of that
+    kind from any of the queues.
+
+    Times are seconds (or ``timedelta``). ``lease_ttl`` (1 to 3600), when
+    given, is the lease asked for at claim, overriding the queue's; left out
+    (the default), claims name none and each job gets the lease configured
+    on its queue (30 s unless the operator set another). Either way each job
+    is heartbeated every third of the lease its claim granted.
+    ``claim_wait`` is the long-poll of each claim (0 to 30);
+    ``shutdown_grace`` how long running handlers may take to finish at
+    shutdown; ``poll_interval`` the pause between claims when ``claim_wait``
+    is 0. Every :class:`Snooze` is reported to the server
     (``max_in_process_snooze`` is accepted for old callers and ignored).
     ``observer`` (a :class:`WorkerObserver`) is told of every claim answer,
     failed request and ``lease_lost`` answer.
@@ -236,29 +322,27 @@ class Worker:
     def __init__(
         self,
         client: Union[Client, AsyncClient],
-        queue: str,
-        concurrency: int = 8,
+        queues: Queues,
+        concurrency: int = DEFAULT_CONCURRENCY,
         *,
-        lease_ttl: Optional[float] = None,
-        claim_wait: float = 5.0,
-        shutdown_grace: float = 30.0,
-        poll_interval: float = 1.0,
+        lease_ttl: Optional[Duration] = None,
+        claim_wait: Duration = 5.0,
+        shutdown_grace: Duration = 30.0,
+        poll_interval: Duration = 1.0,
         max_in_process_snooze: Optional[float] = None,
         worker_id: Optional[str] = None,
         observer: Optional[WorkerObserver] = None,
     ) -> None:
-        if not 1 <= concurrency <= MAX_BATCH:
-            raise ValueError("concurrency must be 1..1000")
-        if lease_ttl is not None and not 1.0 <= lease_ttl <= 3600.0:
+        self.queues: Dict[str, int] = _queue_table(queues, concurrency)
+        """Each queue served, with its concurrency (handlers at once)."""
+        self.lease_ttl = None if lease_ttl is None else seconds(lease_ttl, "lease_ttl")
+        if self.lease_ttl is not None and not 1.0 <= self.lease_ttl <= 3600.0:
             raise ValueError("lease_ttl must be 1..3600 seconds")
-        if not 0.0 <= claim_wait <= 30.0:
+        self.claim_wait = seconds(claim_wait, "claim_wait")
+        if self.claim_wait > 30.0:
             raise ValueError("claim_wait must be 0..30 seconds")
-        self.queue = queue
-        self.concurrency = concurrency
-        self.lease_ttl = lease_ttl
-        self.claim_wait = claim_wait
-        self.shutdown_grace = shutdown_grace
-        self.poll_interval = poll_interval
+        self.shutdown_grace = seconds(shutdown_grace, "shutdown_grace")
+        self.poll_interval = seconds(poll_interval, "poll_interval")
         if max_in_process_snooze is not None:
             warnings.warn(
                 "max_in_process_snooze has no effect: every Snooze is reported to the server",
@@ -271,6 +355,7 @@ class Worker:
         self.observer = observer
         self._url = client.url
         self._key = client.key
+        self._tenant = client.tenant
         self._timeout = client.timeout
         self._handlers: Dict[str, Tuple[Handler, bool]] = {}
         """By kind: the handler, and whether it is ``async def``."""
@@ -279,19 +364,55 @@ class Worker:
 
     # ---- configuration -------------------------------------------------------
 
-    def handler(self, kind: str) -> Callable[[Handler], Handler]:
-        """Decorator: runs the function for jobs of ``kind``. Plain functions run
-        on a thread of their own; ``async def`` ones on the worker's event loop."""
+    def _use_server(
+        self, *, url: Optional[str], key: Optional[str], tenant: Optional[str]
+    ) -> None:
+        """Points the worker elsewhere than its client did (the settings that
+        are not None): the runner's flags and environment win over the code's."""
+        if self._running:
+            raise RuntimeError("the worker is running")
+        self._url = self._url if url is None else url.rstrip("/")
+        self._key = self._key if key is None else key
+        self._tenant = self._tenant if tenant is None else tenant
 
-        def register(fn: Handler) -> Handler:
+
+    @overload
+    def handler(self, kind: str) -> Callable[[Handler], Handler]: ...
+
+    @overload
+    def handler(
+        self, kind: Task[P, R]
+    ) -> Callable[[TaskHandler[P, R]], TaskHandler[P, R]]: ...
+
+    def handler(self, kind: Union[str, Task[Any, Any]]) -> Callable[[Any], Any]:
+        """Decorator: runs the function for jobs of ``kind`` (of any of the
+        worker's queues). Plain functions run on a thread of their own;
+        ``async def`` ones on the worker's event loop.
+
+        ``kind`` is a kind name, and the function takes the
+        :class:`JobContext`; or a typed :class:`Task`, and the function
+        takes the context and the payload decoded as the task's payload type
+        (a payload that does not fit fails the job for good, before the
+        function runs) and returns the task's result type."""
+
+        def register(fn: Any) -> Any:
             self.register(kind, fn)
             return fn
 
         return register
 
-    def register(self, kind: str, fn: Handler) -> None:
+    @overload
+    def register(self, kind: str, fn: Handler) -> None: ...
+
+    @overload
+    def register(self, kind: Task[P, R], fn: TaskHandler[P, R]) -> None: ...
+
+    def register(self, kind: Union[str, Task[Any, Any]], fn: Any) -> None:
         """Registers ``fn`` as the handler of ``kind`` (what :meth:`handler` does)."""
-        self._handlers[kind] = (fn, inspect.iscoroutinefunction(fn))
+        if isinstance(kind, Task):
+            self._handlers[kind.kind] = kind._handler(fn)
+        else:
+            self._handlers[kind] = (fn, inspect.iscoroutinefunction(fn))
 
     @property
     def jobs_in_flight(self) -> int:
@@ -372,7 +493,6 @@ class Worker:
         self._stop = asyncio.Event()
         self._abort = asyncio.Event()
         self._drained = asyncio.Event()
-        self._slot_freed = asyncio.Event()
         self._beat_sooner = asyncio.Event()
         self._beat_at: Optional[float] = None
         """When the heartbeater wakes next (None: it holds nothing)."""
@@ -384,7 +504,7 @@ class Worker:
         """Set once the stream of cancel requests opened or failed."""
         self._stream_opens = 0
         """How often the stream of cancel requests was answered as a stream."""
-        self._free = self.concurrency
+        self._slots = [_QueueSlots(name, n) for name, n in self.queues.items()]
         self._inflight: Dict[str, _InFlight] = {}
         self._jobs: Set[asyncio.Task[None]] = set()
         self._pending: Deque[_Report] = collections.deque()
@@ -394,12 +514,9 @@ class Worker:
         self._pending_changed = asyncio.Event()
         self._completer_timed = False
         """Whether the completer sleeps with a deadline (for the oldest report)."""
-        self._claim_soon = False
-        """Whether the fetcher will claim soon (it is not long-polling,
-        sleeping or stopped), so a waiting report may ride that claim."""
         self._carry = True
         """Whether claims carry reports (off for a server that refuses them)."""
-        self._client = AsyncClient(self._url, self._key, timeout=self._timeout, retries=0)
+        self._client = _worker_client(self._url, self._key, self._tenant, self._timeout)
         installed = self._install_signals(loop) if handle_signals else []
         main = asyncio.ensure_future(self._main())
         aborted = asyncio.ensure_future(self._abort.wait())
@@ -448,7 +565,8 @@ class Worker:
 
     def _request_stop(self) -> None:
         self._stop.set()
-        self._slot_freed.set()
+        for slots in self._slots:
+            slots.slot_freed.set()
 
     async def _check_key(self) -> None:
         """Fails fast on a wrong key; anything else (an older server without
@@ -464,7 +582,11 @@ class Worker:
 
     async def _main(self) -> None:
         await self._check_key()
-        log.info("worker %s started on queue %s", self.worker_id, self.queue)
+        log.info(
+            "worker %s started on %s",
+            self.worker_id,
+            ", ".join(f"queue {name} ({n} at once)" for name, n in self.queues.items()),
+        )
         heartbeater = asyncio.ensure_future(self._heartbeat_loop())
         completer = asyncio.ensure_future(self._completer_loop())
         listener = asyncio.ensure_future(self._cancel_listener())
@@ -477,11 +599,11 @@ class Worker:
                 await asyncio.wait_for(self._listening.wait(), STREAM_OPEN_WAIT)
             except asyncio.TimeoutError:
                 log.debug("the stream of cancel requests is not open yet: claiming anyway")
-            fetcher = asyncio.ensure_future(self._fetch_loop())
-            tasks.append(fetcher)
+            fetchers = [asyncio.ensure_future(self._fetch_loop(s)) for s in self._slots]
+            tasks.extend(fetchers)
             await self._stop.wait()
             log.info("worker %s shutting down: no more claims", self.worker_id)
-            await fetcher
+            await asyncio.gather(*fetchers)
             if self._jobs:
                 _, pending = await asyncio.wait(set(self._jobs), timeout=self.shutdown_grace)
                 if pending:
@@ -515,58 +637,57 @@ class Worker:
         except asyncio.TimeoutError:
             pass
 
-    async def _fetch_loop(self) -> None:
+    async def _fetch_loop(self, slots: _QueueSlots) -> None:
         try:
-            await self._fetch()
+            await self._fetch(slots)
         finally:
-            self._set_claim_soon(False)
-        log.debug("fetcher stopped")
+            self._set_claim_soon(slots, False)
+        log.debug("fetcher of queue %s stopped", slots.name)
 
-    async def _fetch(self) -> None:
-        """Claims as slots free up. Each claim carries the completions and
-        failures waiting then, and is then no long-poll (``wait_ms`` 0: the
-        reports' answers come back only with the claim's); the next claim
-        without reports long-polls."""
+    async def _fetch(self, slots: _QueueSlots) -> None:
+        """Claims jobs of one queue as its slots free up. Each claim carries
+        the completions and failures waiting then (of any queue's jobs), and
+        is then no long-poll (``wait`` 0: the reports' answers come back only
+        with the claim's); the next claim without reports long-polls."""
         backoff = MIN_BACKOFF
-        target = max(1, min(self.concurrency // 2, MAX_BATCH))
-        wait_ms = _ms(self.claim_wait)
+        target = max(1, min(slots.concurrency // 2, MAX_BATCH))
         loop = asyncio.get_running_loop()
         while not self._stop.is_set():
-            self._claim_soon = True
-            if self._free <= 0:
-                self._slot_freed.clear()
-                await self._slot_freed.wait()
+            slots.claim_soon = True
+            if slots.free <= 0:
+                slots.slot_freed.clear()
+                await slots.slot_freed.wait()
                 continue
-            if self._free < target:
+            if slots.free < target:
                 deadline = loop.time() + FETCH_COOLDOWN
-                while self._free < target and not self._stop.is_set():
+                while slots.free < target and not self._stop.is_set():
                     left = deadline - loop.time()
                     if left <= 0:
                         break
-                    self._slot_freed.clear()
+                    slots.slot_freed.clear()
                     try:
-                        await asyncio.wait_for(self._slot_freed.wait(), timeout=left)
+                        await asyncio.wait_for(slots.slot_freed.wait(), timeout=left)
                     except asyncio.TimeoutError:
                         break
             if self._stop.is_set():
                 break
-            limit = min(self._free, MAX_BATCH)
-            self._free -= limit
+            limit = min(slots.free, MAX_BATCH)
+            slots.free -= limit
             completions, failures = self._take_for_claim()
             carried = completions + failures  # the order of the answer's reports
-            wait = 0 if carried else wait_ms
+            wait = 0.0 if carried else self.claim_wait
             if wait:
-                self._set_claim_soon(False)
+                self._set_claim_soon(slots, False)
             started = loop.time()
             try:
                 try:
                     claimed = await self._client.claim(
-                        self.queue,
+                        slots.name,
                         self.worker_id,
                         limit=limit,
                         # Only a TTL the user set: otherwise the queue's applies.
-                        lease_ttl_ms=None if self.lease_ttl is None else _ms(self.lease_ttl),
-                        wait_ms=wait,
+                        lease_ttl=self.lease_ttl,
+                        wait=wait,
                         completions=[
                             r.item for r in completions if isinstance(r.item, CompleteItem)
                         ],
@@ -576,7 +697,7 @@ class Worker:
                     if carried:
                         self._saw_reports("claim", len(completions), len(failures))
             except TetherError as e:
-                self._free += limit
+                slots.free += limit
                 self._saw_error("claim", e)
                 if carried:
                     # Resending is safe: each goes again by its own route,
@@ -598,8 +719,13 @@ class Worker:
                                 e,
                             )
                         continue  # claim again at once, without them
-                log.warning("claim failed (%s); trying again in %.1f s", e, backoff)
-                self._set_claim_soon(False)
+                log.warning(
+                    "claim of queue %s failed (%s); trying again in %.1f s",
+                    slots.name,
+                    e,
+                    backoff,
+                )
+                self._set_claim_soon(slots, False)
                 await self._sleep_unless_stopped(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF)
                 continue
@@ -608,24 +734,24 @@ class Worker:
                 self._answer_carried(carried, claimed.reports)
             self._saw_claim(claimed)
             if self._stop.is_set():
-                self._free += limit
+                slots.free += limit
                 for c in claimed:
                     await self._hand_back_unstarted(c)
                 break
             for c in claimed[:limit]:
-                self._spawn(c)
+                self._spawn(c, slots)
             for c in claimed[limit:]:
                 log.warning("the server answered more jobs than asked for; handing %s back", c.id)
                 await self._hand_back_unstarted(c)
-            self._free += limit - min(len(claimed), limit)
+            slots.free += limit - min(len(claimed), limit)
             elapsed = loop.time() - started
             if len(claimed) < limit:
-                if wait_ms == 0:
-                    self._set_claim_soon(False)
+                if self.claim_wait == 0:
+                    self._set_claim_soon(slots, False)
                     await self._sleep_unless_stopped(self.poll_interval)
                 elif not claimed and wait and elapsed + EARLY_SLACK < self.claim_wait:
                     # The server did not hold the long-poll: pause, don't spin.
-                    self._set_claim_soon(False)
+                    self._set_claim_soon(slots, False)
                     await self._sleep_unless_stopped(min(self.claim_wait - elapsed, EARLY_PAUSE))
 
     async def _hand_back_unstarted(self, c: ClaimedJob) -> None:
@@ -636,11 +762,11 @@ class Worker:
         except TetherError as e:
             log.warning("could not hand back job %s claimed during shutdown (%s)", c.id, e)
 
-    def _spawn(self, claimed: ClaimedJob) -> None:
+    def _spawn(self, claimed: ClaimedJob, slots: _QueueSlots) -> None:
         loop = asyncio.get_running_loop()
         ctx = JobContext(claimed, self.worker_id, loop, read_dependencies=self._dependencies)
         ctx._on_progress = self._progress_reported
-        fl = _InFlight(claimed, ctx, _granted_lease(claimed, self.lease_ttl))
+        fl = _InFlight(claimed, ctx, _granted_lease(claimed, self.lease_ttl), slots)
         self._inflight[claimed.id] = fl
         due = fl.beat_due()
         if self._beat_at is None or due < self._beat_at:
@@ -677,8 +803,8 @@ class Worker:
                 ended = await self._execute(fl)
             finally:
                 # The handler is done: its slot frees now, not after the report.
-                self._free += 1
-                self._slot_freed.set()
+                fl.slots.free += 1
+                fl.slots.slot_freed.set()
             fl.reporting_since = time.monotonic()
             # A completion or failure is queued before this task first yields,
             # so the claim the freed slot lets out finds it waiting to ride.
@@ -816,17 +942,16 @@ class Worker:
         elif how == "timed_out":
             fail = {"error": f"timed out after {value} ms"}
         elif how == "raised" and isinstance(value, Snooze):
-            await self._snooze(fl, _ms(value.seconds), "snoozed")
+            await self._snooze(fl, value.seconds, "snoozed")
             return
         elif how == "raised" and isinstance(value, RetryAfter):
-            fail = {"error": value.message, "retry_after_ms": _ms(value.seconds)}
+            fail = {"error": value.message, "retry_after": value.seconds}
         elif how == "raised" and isinstance(value, Retry):
             fail = {"error": value.message}
         elif how == "raised" and isinstance(value, Fatal):
             fail = {"error": value.message, "fatal": True}
         elif how == "raised":
-            text = "".join(traceback.format_exception(type(value), value, value.__traceback__))
-            fail = {"error": text[-ERROR_TAIL:]}
+            fail = {"error": _error_text(value)}
         else:
             try:
                 if value is not None:  # no result (the usual) needs no check
@@ -867,11 +992,11 @@ class Worker:
                 outcome,
             )
 
-    async def _snooze(self, fl: _InFlight, delay_ms: int, what: str) -> None:
+    async def _snooze(self, fl: _InFlight, delay: float, what: str) -> None:
         job = fl.claimed
         try:
             answer = await self._retrying(
-                "snooze", lambda: self._client.snooze(job.id, fl.token, delay_ms)
+                "snooze", lambda: self._client.snooze(job.id, fl.token, delay)
             )
         except (LeaseLost, NotFound) as e:
             if isinstance(e, LeaseLost):
@@ -931,12 +1056,16 @@ class Worker:
         return fut
 
     def _carrying(self) -> bool:
-        """Whether a claim is coming soon to carry what is waiting."""
-        return self._claim_soon and self._carry and not self._stop.is_set()
+        """Whether a claim (of any queue) is coming soon to carry what is waiting."""
+        return (
+            self._carry
+            and not self._stop.is_set()
+            and any(slots.claim_soon for slots in self._slots)
+        )
 
-    def _set_claim_soon(self, soon: bool) -> None:
-        self._claim_soon = soon
-        if not soon and self._pending:
+    def _set_claim_soon(self, slots: _QueueSlots, soon: bool) -> None:
+        slots.claim_soon = soon
+        if not soon and self._pending and not self._carrying():
             self._pending_changed.set()
 
     def _send_alone(self, reports: List[_Report]) -> None:
@@ -1082,7 +1211,7 @@ class Worker:
                     item.id,
                     item.lease_token,
                     item.error,
-                    retry_after_ms=item.retry_after_ms,
+                    retry_after=item.retry_after,
                     fatal=item.fatal,
                     cancelled=item.cancelled,
                 )
@@ -1192,6 +1321,8 @@ class Worker:
         a drop; whatever else ends it (a refusal, 429 when the tenant holds
         too many streams open) is logged once and it is opened again after a
         backoff. It never fails the worker: heartbeats bring cancels anyway."""
+        # This task only reads the stream: httpx logs none of its requests.
+        _worker_traffic.set(True)
         delay = STREAM_RETRY_MIN
         warned = False
         while True:

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Union
 
+from ._duration import Duration
 from ._models import JSON, Backoff, DependencyFailure, EnqueueResult, Job
 from ._util import Time, enqueue_body
 
 MAX_ENTRIES = 1000
 """How many jobs one batch, hence one :class:`WorkflowBuilder`, may hold.
 A workflow grows past it only by jobs added at run time (``workflow_id=``)."""
-
-_NOT_IN_ADD = ("depends_on", "depends_on_entries", "workflow_id")
 
 Dependency = Union["WorkflowEntry", str, Job]
 """What ``after`` names: an entry of the same builder, or an existing job
@@ -84,31 +83,24 @@ class WorkflowBuilder:
         after: Optional[Iterable[Dependency]] = None,
         priority: Optional[int] = None,
         run_at: Optional[Time] = None,
-        delay_ms: Optional[int] = None,
+        delay: Optional[Duration] = None,
         max_attempts: Optional[int] = None,
-        timeout_ms: Optional[int] = None,
+        timeout: Optional[Duration] = None,
         idempotency_key: Optional[str] = None,
         unique_key: Optional[str] = None,
         tags: Optional[Iterable[str]] = None,
         expires_at: Optional[Time] = None,
-        backoff: Union[Backoff, Dict[str, int], None] = None,
+        backoff: Optional[Backoff] = None,
         concurrency_key: Optional[str] = None,
         dependency_failure: Optional[DependencyFailure] = None,
-        **extra: Any,
     ) -> WorkflowEntry:
         """Adds a job that waits for everything in ``after``; answers its entry.
-        ``dependency_failure`` applies as in ``enqueue``; ``extra`` passes
-        newer enqueue fields as they are."""
+        The other arguments are those of ``enqueue`` (durations in seconds or
+        ``timedelta``); the job's ``workflow_id`` is the one the batch makes."""
         if len(self._entries) >= MAX_ENTRIES:
             raise ValueError(
                 f"workflow {self.name!r} already has {MAX_ENTRIES} jobs, the most one batch "
                 "holds: add more at run time with enqueue(..., workflow_id=...)"
-            )
-        named = [k for k in _NOT_IN_ADD if k in extra]
-        if named:
-            raise TypeError(
-                f"WorkflowBuilder.add() takes after=[...] instead of {', '.join(named)} "
-                "(the workflow_id is the one the batch makes)"
             )
         ids: List[str] = []
         entries: List[int] = []
@@ -132,9 +124,9 @@ class WorkflowBuilder:
             payload,
             priority=priority,
             run_at=run_at,
-            delay_ms=delay_ms,
+            delay=delay,
             max_attempts=max_attempts,
-            timeout_ms=timeout_ms,
+            timeout=timeout,
             idempotency_key=idempotency_key,
             unique_key=unique_key,
             tags=tags,
@@ -144,7 +136,7 @@ class WorkflowBuilder:
             depends_on=ids or None,
             depends_on_entries=entries or None,
             dependency_failure=dependency_failure,
-            extra=extra,
+            workflow_id=None,
         )
         entry = WorkflowEntry(self, len(self._entries), queue, kind)
         self._entries.append(entry)
