@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tether_core::{validate, JobArgs};
 
-use crate::handler::{self, Handler, JobContext, JobError, JobResult};
+use crate::handler::{self, Handler, Hooks, JobContext, JobError, JobResult};
 use crate::maintenance::{DEFAULT_MAINTENANCE_TICK, DEFAULT_RETENTION};
 use crate::source::Source;
 use crate::Worker;
@@ -102,6 +102,7 @@ pub struct WorkerBuilder {
     worker_id: Option<String>,
     queues: Vec<QueueSpec>,
     handlers: Vec<(String, Handler)>,
+    hooks: Hooks,
     lease_ttl: Option<Duration>,
     poll_interval: Duration,
     shutdown_grace: Duration,
@@ -132,6 +133,7 @@ impl WorkerBuilder {
             worker_id: None,
             queues: Vec::new(),
             handlers: Vec::new(),
+            hooks: Hooks::default(),
             lease_ttl: None,
             poll_interval: DEFAULT_POLL_INTERVAL,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
@@ -223,6 +225,45 @@ impl WorkerBuilder {
     /// three ticks (at least 1 s), so a dead leader is replaced that fast.
     pub fn maintenance_tick(mut self, tick: Duration) -> Self {
         self.maintenance_tick = tick;
+        self
+    }
+
+    /// Runs `f` before every handler, in the handler's task, with its
+    /// context (hooks run in the order registered): to open a database
+    /// session, set a log context, or continue the trace whose W3C context
+    /// the job carries in `ctx.job().headers` (`traceparent`). An `Err`
+    /// fails the attempt exactly as the handler returning it would; the
+    /// handler then does not run (the `on_error` and `after` hooks do). A
+    /// panic counts as the handler's.
+    pub fn before<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&JobContext) -> Result<(), JobError> + Send + Sync + 'static,
+    {
+        self.hooks.before.push(Arc::new(f));
+        self
+    }
+
+    /// Runs `f` after every handler with how it ended: its answer, or the
+    /// error a panic, a timeout or an ignored cancel became (not for a job
+    /// handed back at shutdown, which did not end). A panic in `f` is
+    /// logged and changes nothing.
+    pub fn after<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&JobContext, &JobResult) + Send + Sync + 'static,
+    {
+        self.hooks.after.push(Arc::new(f));
+        self
+    }
+
+    /// Runs `f` when a handler (or a `before` hook) failed — a retryable,
+    /// retry-after or fatal error, a panic or a timeout; not a snooze or a
+    /// cancellation — before the `after` hooks: where an error tracker
+    /// reports it. A panic in `f` is logged and changes nothing.
+    pub fn on_error<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&JobContext, &JobError) + Send + Sync + 'static,
+    {
+        self.hooks.on_error.push(Arc::new(f));
         self
     }
 
@@ -363,6 +404,7 @@ impl WorkerBuilder {
             source: self.source,
             config,
             handlers,
+            hooks: self.hooks,
         })
     }
 }

@@ -16,6 +16,26 @@ use uuid::Uuid;
 use crate::runtime::{retrying, InFlight};
 use crate::source::Source;
 
+/// A function run before every handler (see [`crate::WorkerBuilder::before`]):
+/// an `Err` fails the attempt with it, and the handler does not run.
+pub type BeforeHook = Arc<dyn Fn(&JobContext) -> Result<(), JobError> + Send + Sync>;
+
+/// A function run after every handler with how it ended (see
+/// [`crate::WorkerBuilder::after`]).
+pub type AfterHook = Arc<dyn Fn(&JobContext, &JobResult) + Send + Sync>;
+
+/// A function run when a handler failed (see
+/// [`crate::WorkerBuilder::on_error`]).
+pub type ErrorHook = Arc<dyn Fn(&JobContext, &JobError) + Send + Sync>;
+
+/// The hooks of a worker, each list in registration order.
+#[derive(Clone, Default)]
+pub(crate) struct Hooks {
+    pub(crate) before: Vec<BeforeHook>,
+    pub(crate) after: Vec<AfterHook>,
+    pub(crate) on_error: Vec<ErrorHook>,
+}
+
 /// What a handler answers: `Ok` with an optional result (stored on the job)
 /// or a [`JobError`] saying what should happen to the job instead.
 pub type JobResult = Result<Option<Value>, JobError>;

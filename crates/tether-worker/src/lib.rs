@@ -86,7 +86,7 @@ pub use builder::{
     BuildError, WorkerBuilder, DEFAULT_LEASE_TTL, DEFAULT_POLL_INTERVAL, DEFAULT_SHUTDOWN_GRACE,
     DEFAULT_TENANT, MAX_CONCURRENCY,
 };
-pub use handler::{JobContext, JobError, JobResult};
+pub use handler::{AfterHook, BeforeHook, ErrorHook, JobContext, JobError, JobResult};
 pub use maintenance::{
     Maintenance, MaintenanceHandle, DEFAULT_MAINTENANCE_TICK, DEFAULT_RETENTION, MAINTENANCE_BATCH,
 };

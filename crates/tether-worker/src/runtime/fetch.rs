@@ -187,7 +187,13 @@ pub(super) fn spawn_job(
         queue = %queue,
         kind = %fl.job.kind,
         attempt = fl.job.attempt,
+        // The W3C trace context the job was enqueued with, for a
+        // subscriber (or a `before` hook) that continues its trace.
+        traceparent = tracing::field::Empty,
     );
+    if let Some(parent) = fl.job.headers.get("traceparent") {
+        span.record("traceparent", parent.as_str());
+    }
     shared.jobs.spawn(killable(
         shared.kill.clone(),
         run_job(shared.clone(), fl, permit).instrument(span),

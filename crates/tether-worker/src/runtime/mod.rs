@@ -33,7 +33,7 @@ use tracing::{debug, error, info, warn, Instrument};
 use uuid::Uuid;
 
 use crate::builder::{Config, QueueSpec, WorkerBuilder, DEFAULT_LEASE_TTL};
-use crate::handler::{Handler, JobContext, JobError, JobResult};
+use crate::handler::{Handler, Hooks, JobContext, JobError, JobResult};
 use crate::maintenance::Maintenance;
 use crate::outbox::Outbox;
 use crate::signals::Signals;
@@ -65,6 +65,7 @@ pub struct Worker {
     pub(crate) source: Arc<dyn Source>,
     pub(crate) config: Config,
     pub(crate) handlers: HashMap<String, Handler>,
+    pub(crate) hooks: Hooks,
 }
 
 impl std::fmt::Debug for Worker {
@@ -106,6 +107,7 @@ impl Worker {
             source: self.source,
             config: self.config,
             handlers: self.handlers,
+            hooks: self.hooks,
             inflight: Mutex::new(HashMap::new()),
             stop: CancellationToken::new(),
             drained: CancellationToken::new(),
@@ -210,6 +212,8 @@ struct Shared {
     source: Arc<dyn Source>,
     config: Config,
     handlers: HashMap<String, Handler>,
+    /// Run around every handler.
+    hooks: Hooks,
     /// Every job this worker holds, by id.
     inflight: Mutex<HashMap<Uuid, Arc<InFlight>>>,
     /// Shutdown requested: claim nothing more.

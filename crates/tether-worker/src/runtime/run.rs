@@ -24,7 +24,7 @@ pub(super) async fn run_job(shared: Arc<Shared>, fl: Arc<InFlight>, permit: Owne
     let handler = shared.handlers.get(&fl.job.kind).cloned();
     let started = Instant::now();
     let ended = match handler {
-        Some(h) => execute(&fl, shared.source.clone(), h).await,
+        Some(h) => execute(&fl, shared.source.clone(), h, &shared.hooks).await,
         None => Ended::NoHandler,
     };
     let labels = [
@@ -60,6 +60,7 @@ pub(super) async fn execute(
     fl: &Arc<InFlight>,
     source: Arc<dyn Source>,
     handler: Handler,
+    hooks: &Hooks,
 ) -> Ended {
     let timeout_ms = fl.job.timeout_ms.filter(|ms| *ms > 0);
     let deadline = timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms as u64));
@@ -67,9 +68,18 @@ pub(super) async fn execute(
         inflight: fl.clone(),
         source,
     };
-    // Calling the handler inside the future catches a panic while it builds
-    // its future as well as one while it runs.
-    let run = AssertUnwindSafe(async move { handler(ctx).await }).catch_unwind();
+    let hook_ctx = ctx.clone();
+    let before = hooks.before.clone();
+    // Calling the hooks and the handler inside the future catches a panic
+    // while they run or while the handler builds its future, as one while
+    // it runs.
+    let run = AssertUnwindSafe(async move {
+        for hook in &before {
+            hook(&ctx)?;
+        }
+        handler(ctx).await
+    })
+    .catch_unwind();
     let timeout = async {
         match deadline {
             Some(d) => sleep_until(d).await,
@@ -81,19 +91,54 @@ pub(super) async fn execute(
         fl.ctx_cancel.cancelled().await;
         sleep(fl.lease_ttl).await
     };
-    let answer = tokio::select! {
+    let ended = tokio::select! {
         biased;
         _ = fl.abandon.cancelled() => return Ended::Abandoned,
-        r = run => r,
+        r = run => match r {
+            Ok(a) => Ended::Returned(a),
+            Err(panic) => Ended::Panicked(panic_message(panic.as_ref())),
+        },
         _ = timeout => {
             fl.ctx_cancel.cancel();
-            return Ended::TimedOut(timeout_ms.unwrap_or_default());
+            Ended::TimedOut(timeout_ms.unwrap_or_default())
         }
-        _ = unanswered => return Ended::Unanswered,
+        _ = unanswered => Ended::Unanswered,
     };
-    match answer {
-        Ok(a) => Ended::Returned(a),
-        Err(panic) => Ended::Panicked(panic_message(panic.as_ref())),
+    after_hooks(hooks, &hook_ctx, &ended);
+    ended
+}
+
+/// Runs the `on_error` hooks (for a failure) and the `after` hooks with how
+/// the handler ended. A hook's panic is logged and changes nothing.
+fn after_hooks(hooks: &Hooks, ctx: &JobContext, ended: &Ended) {
+    if hooks.after.is_empty() && hooks.on_error.is_empty() {
+        return;
+    }
+    let outcome: JobResult = match ended {
+        Ended::Returned(r) => r.clone(),
+        Ended::Panicked(msg) => Err(JobError::Retry(format!("handler panicked: {msg}"))),
+        Ended::TimedOut(ms) => Err(JobError::Retry(format!("timed out after {ms} ms"))),
+        Ended::Unanswered => Err(JobError::Cancelled),
+        Ended::NoHandler | Ended::Abandoned => return,
+    };
+    let guarded = |what: &str, call: &dyn Fn()| {
+        if let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(call)) {
+            error!(
+                job_id = %ctx.id(),
+                panic = %panic_message(panic.as_ref()),
+                "a worker's {what} hook panicked; the job's outcome stands"
+            );
+        }
+    };
+    if let Err(e @ (JobError::Retry(_) | JobError::RetryAfter { .. } | JobError::Fatal(_))) =
+        &outcome
+    {
+        for hook in &hooks.on_error {
+            guarded("on_error", &|| hook(ctx, e));
+        }
+    }
+    for hook in &hooks.after {
+        guarded("after", &|| hook(ctx, &outcome));
     }
 }
 

@@ -62,6 +62,83 @@ pub async fn success_stores_the_result(db: &TestDb) {
     handle.join().await;
 }
 
+/// Hooks run around each handler, in order: `before` sees the job and its
+/// headers (a trace context) and may refuse it (the handler then does not
+/// run, and the attempt fails with the hook's error); `on_error` sees
+/// failures (a returned error, a panic), not successes; `after` sees every
+/// outcome; a panicking `after` hook changes nothing.
+pub async fn hooks_run_around_every_handler(db: &TestDb) {
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (b, a, e) = (seen.clone(), seen.clone(), seen.clone());
+    let handle = worker(db)
+        .queue(Q, 1)
+        .before(move |ctx| {
+            let parent = ctx
+                .job()
+                .headers
+                .get("traceparent")
+                .cloned()
+                .unwrap_or_default();
+            b.lock()
+                .unwrap()
+                .push(format!("before {} {parent}", ctx.job().kind));
+            if ctx.job().payload["refuse"] == json!(true) {
+                return Err(JobError::fatal("refused by a hook"));
+            }
+            Ok(())
+        })
+        .on_error(move |ctx, err| {
+            e.lock()
+                .unwrap()
+                .push(format!("error {} {err}", ctx.job().kind));
+        })
+        .after(move |ctx, outcome| {
+            a.lock()
+                .unwrap()
+                .push(format!("after {} {}", ctx.job().kind, outcome.is_ok()));
+        })
+        .after(|_, _| panic!("a broken after hook"))
+        .handler("ok", |_| async { Ok(Some(json!(1))) })
+        .handler("boom", |_| async { panic!("kaboom") })
+        .build()
+        .unwrap()
+        .start();
+    let ok = enqueue(
+        db,
+        NewJob::new(Q, "ok", json!({})).header("traceparent", "00-abc-def-01"),
+    )
+    .await;
+    let done = job_where(db, ok.id, "ok", 5 * SEC, |j| j.state.is_terminal()).await;
+    assert_eq!(
+        (done.state, done.result),
+        (JobState::Succeeded, Some(json!(1)))
+    );
+    let refused = enqueue(db, NewJob::new(Q, "ok", json!({"refuse": true}))).await;
+    let done = job_where(db, refused.id, "refused", 5 * SEC, |j| {
+        j.state.is_terminal()
+    })
+    .await;
+    assert_eq!(done.state, JobState::Failed);
+    assert_eq!(done.last_error.as_deref(), Some("refused by a hook"));
+    let boom = enqueue(db, NewJob::new(Q, "boom", json!({})).max_attempts(1)).await;
+    job_where(db, boom.id, "boom", 5 * SEC, |j| j.state.is_terminal()).await;
+    handle.shutdown();
+    handle.join().await;
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            "before ok 00-abc-def-01",
+            "after ok true",
+            "before ok ",
+            "error ok refused by a hook",
+            "after ok false",
+            "before boom ",
+            "error boom handler panicked: kaboom",
+            "after boom false",
+        ]
+    );
+}
+
 #[derive(Serialize, Deserialize)]
 struct Add {
     a: i64,

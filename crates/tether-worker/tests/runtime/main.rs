@@ -19,6 +19,7 @@ use behaviours::*;
 tether_conformance::both_backends! {
     threads = 4;
     success_stores_the_result,
+    hooks_run_around_every_handler,
     typed_jobs_decode_args_and_bad_payloads_are_fatal,
     retry_then_success,
     fatal_fails_at_once,
