@@ -915,6 +915,9 @@ async function job(r) {
     ['id', j.id], ['queue', j.queue], ['kind', j.kind], ['state', badge(j.state)],
     ['attempt', `${j.attempt} of ${j.max_attempts}`], ['priority', j.priority],
     ['tags', j.tags.length ? j.tags.map((t) => el('span', { class: 'tag' }, t)) : '—'],
+    ['headers', Object.keys(j.headers || {}).length
+      ? el('span', { class: 'mono', id: 'job-headers' }, Object.entries(j.headers).map(([k, v]) => `${k}=${v}`).join(', '))
+      : '—'],
     ['workflow', j.workflow_id ? el('span', { id: 'job-workflow', class: 'mono' }, link(`#/workflows/${enc(j.workflow_id)}`, j.workflow_id, 'the workflow and its graph')) : '—'],
     ['created', when(j.created_at)], ['run at', when(j.run_at)], ['started', when(j.started_at)],
     ['finished', when(j.finished_at)], ['updated', when(j.updated_at)], ['expires', when(j.expires_at)],

@@ -52,6 +52,10 @@ pub struct EnqueueArgs {
     /// A tag (repeat for more).
     #[arg(long = "tag", value_name = "TAG")]
     tags: Vec<String>,
+    /// A header carried to the worker with the job, `NAME=VALUE` (repeat
+    /// for more): a request id, a W3C `traceparent`.
+    #[arg(long = "header", value_name = "NAME=VALUE", value_parser = header)]
+    headers: Vec<(String, String)>,
     /// Fail the job (reason `expired`) if not claimed by this instant (RFC 3339).
     #[arg(long, value_name = "TIME")]
     expires_at: Option<DateTime<Utc>>,
@@ -78,6 +82,12 @@ pub struct EnqueueArgs {
 fn workflow_id(text: &str) -> Result<uuid::Uuid, String> {
     uuid::Uuid::try_parse(text.trim())
         .map_err(|_| format!("{text:?} is not a workflow id (the whole id)"))
+}
+
+fn header(text: &str) -> Result<(String, String), String> {
+    text.split_once('=')
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .ok_or_else(|| format!("{text:?} is not NAME=VALUE"))
 }
 
 fn dependency_failure(text: &str) -> Result<DependencyFailure, String> {
@@ -115,6 +125,9 @@ pub(crate) async fn run(args: EnqueueArgs) -> Result<(), CliError> {
     }
     if !args.tags.is_empty() {
         job = job.tags(args.tags);
+    }
+    for (name, value) in args.headers {
+        job = job.header(name, value);
     }
     if let Some(at) = args.expires_at {
         job = job.expires_at(at);

@@ -373,6 +373,14 @@ fn job_fields(job: &Job, now: DateTime<Utc>) -> String {
         ),
         ("priority", job.priority.to_string()),
         ("tags", job.tags.join(", ")),
+        (
+            "headers",
+            job.headers
+                .iter()
+                .map(|(name, value)| format!("{name}={value}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
         ("created", format::time_ago(Some(job.created_at), now)),
         ("run at", format::time_ago(Some(job.run_at), now)),
         ("started", format::time_ago(job.started_at, now)),

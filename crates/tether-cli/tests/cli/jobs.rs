@@ -29,6 +29,10 @@ async fn enqueue_takes_every_option_and_payloads_from_argument_file_and_stdin() 
             "signup",
             "--tag",
             "vip",
+            "--header",
+            "traceparent=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "--header",
+            "x-request-id=a=b",
             "--expires-at",
             &expires,
             "--backoff-base",
@@ -53,6 +57,13 @@ async fn enqueue_takes_every_option_and_payloads_from_argument_file_and_stdin() 
     assert_eq!(job["idempotency_key"], "welcome:ada");
     assert_eq!(job["unique_key"], "u:ada");
     assert_eq!(job["tags"], json!(["signup", "vip"]));
+    assert_eq!(
+        job["headers"],
+        json!({"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+               "x-request-id": "a=b"})
+    );
+    let shown = s.cli(&["jobs", "show", &id]).ok().stdout;
+    assert!(shown.contains("x-request-id=a=b"), "{shown}");
     let run_at: DateTime<Utc> = job["run_at"].as_str().unwrap().parse().unwrap();
     let delay = (run_at - before).num_seconds();
     assert!(
