@@ -120,6 +120,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "worker_presence",
         include_str!("../migrations/0021_worker_presence.sql"),
     ),
+    (
+        22,
+        "sql_enqueue",
+        include_str!("../migrations/0022_sql_enqueue.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
