@@ -37,6 +37,7 @@ worker.handle("send_welcome", async (job) => {
 
 worker.handle("sleep", async (job, ctx) => {
   const ms = Number(job.payload?.ms ?? 1000);
+  console.log(`sleeping ${ms} ms`);
   await new Promise((resolve, reject) => {
     const t = setTimeout(resolve, ms);
     ctx.signal.addEventListener("abort", () => {
@@ -52,6 +53,6 @@ worker.handle("flaky", async (job) => {
   return "ok";
 });
 
-console.log(`worker ${worker.workerId} on queue ${worker.queue}`);
+console.log(`worker ${worker.workerId} on queue ${Object.keys(worker.queues).join(", ")}`);
 await worker.run();
 console.log("worker drained; bye");

@@ -2,10 +2,12 @@
 // fields named exactly as on the wire, answers typed, errors mapped to one
 // class per API error code.
 
-import { errorFromApi, type TetherError, TransportError, Unavailable } from "./errors.js";
+import { errorFromApi, JobNotSucceeded, type TetherError, TransportError, Unavailable } from "./errors.js";
 import { SseParser, type SseMessage } from "./sse.js";
 import type { EnqueuedWorkflow, WorkflowBuilder } from "./workflow.js";
+import type { Task, TaskEnqueueOptions, TaskJob, TaskPayload, TaskResult } from "./task.js";
 import type {
+  AnnounceWorkerBody,
   ApiKey,
   BatchEnqueueResponse,
   BulkReplayBody,
@@ -44,6 +46,8 @@ import type {
   JobState,
   Json,
   PatchScheduleBody,
+  PutScheduleBody,
+  PutScheduleResponse,
   Queue,
   QueueConfigBody,
   ReplayBody,
@@ -69,6 +73,13 @@ export interface ClientOptions {
   url?: string;
   /** API key. Default: `TETHER_KEY`. */
   key?: string;
+  /**
+   * The tenant (name or id) an admin key acts for: sent as `X-Tether-Tenant` on every request, so the
+   * client (and every worker built on it) reads and writes that tenant's jobs, queues and schedules as the
+   * tenant's own key would. Any other key is refused (`PermissionDenied`); an unknown tenant is `NotFound`.
+   * Default: `TETHER_TENANT`, else none (the key's own tenant).
+   */
+  tenant?: string;
   /** Per-request timeout in ms (a claim's long-poll is added to it). Default 30 000. */
   timeoutMs?: number;
   /** Retries of a safe request (reads, enqueues with an idempotency key) after a transport error or `unavailable`. Default 4. */
@@ -83,8 +94,15 @@ export interface ListQuery {
   state?: JobState;
   kind?: string;
   tag?: string;
+  /** Page size, 1–500 (default 50). */
   limit?: number;
   cursor?: string;
+  /** Only jobs whose id starts with these hex digits (1–32; dashes ignored), e.g. from a log line. */
+  id_prefix?: string;
+  /** Only jobs created at or after this instant (RFC 3339). */
+  created_after?: string;
+  /** Only jobs created before this instant (RFC 3339). */
+  created_before?: string;
   /** Only the jobs that wait (or waited) directly for this job id. */
   depends_on?: string;
   /** Only the jobs of this workflow. */
@@ -98,6 +116,20 @@ export interface WorkflowListQuery {
   /** Page size, 1–500 (default 50). */
   limit?: number;
   cursor?: string;
+}
+
+/** What `GET /v1/schedules` adds to each schedule. */
+export interface ScheduleListQuery {
+  /** Its newest runs (`recent_runs`), this many (1–20). */
+  runs?: number;
+  /** Its next fire instants (`next_runs`), this many (1–20). */
+  next?: number;
+}
+
+/** Parameters of `GET /v1/queues/{queue}/throughput`. */
+export interface ThroughputQuery {
+  /** How many minutes, ending with the current one (1–1440, default 60). */
+  minutes?: number;
 }
 
 /** Paging of `GET /v1/jobs/{id}/events`. */
@@ -203,7 +235,7 @@ export interface StreamGap {
 export type StreamEvent = FeedEventData | StreamGap;
 
 interface RequestSpec {
-  method: "GET" | "POST" | "PATCH" | "DELETE";
+  method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
   path: string;
   query?: Record<string, string | number | undefined | null>;
   body?: unknown;
@@ -296,6 +328,8 @@ function jobFinished(state: JobState): boolean {
  */
 export class Client {
   readonly url: string;
+  /** The tenant an admin key acts for (`X-Tether-Tenant`), if any. */
+  readonly tenant: string | undefined;
   readonly timeoutMs: number;
   readonly retries: number;
   #key: string | undefined;
@@ -305,12 +339,22 @@ export class Client {
     const url = options.url ?? process.env.TETHER_URL ?? DEFAULT_URL;
     this.url = url.replace(/\/+$/, "");
     this.#key = options.key ?? process.env.TETHER_KEY ?? undefined;
+    // An empty value is the server's 400 on every request: treated as none, as an empty TETHER_KEY is.
+    this.tenant = (options.tenant ?? process.env.TETHER_TENANT) || undefined;
     this.timeoutMs = options.timeoutMs ?? 30_000;
     this.retries = options.retries ?? 4;
     this.#fetch = options.fetch ?? globalThis.fetch;
   }
 
   // ---------------------------------------------------------------- transport
+
+  /** The headers of every request: what it accepts, the key, and the tenant it acts for. */
+  #headers(accept: string): Record<string, string> {
+    const headers: Record<string, string> = { accept };
+    if (this.#key) headers.authorization = `Bearer ${this.#key}`;
+    if (this.tenant) headers["x-tether-tenant"] = this.tenant;
+    return headers;
+  }
 
   async #request<T>(spec: RequestSpec): Promise<T> {
     let attempt = 0;
@@ -337,8 +381,7 @@ export class Client {
       const qs = params.toString();
       if (qs) url += "?" + qs;
     }
-    const headers: Record<string, string> = { accept: "application/json" };
-    if (this.#key) headers.authorization = `Bearer ${this.#key}`;
+    const headers = this.#headers("application/json");
     let body: string | undefined;
     if (spec.body !== undefined) {
       headers["content-type"] = "application/json";
@@ -404,7 +447,7 @@ export class Client {
    * parsed JSON; errors map as for every other method. Never retried.
    */
   request<T = unknown>(
-    method: "GET" | "POST" | "PATCH" | "DELETE",
+    method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE",
     path: string,
     init: { query?: Record<string, string | number | undefined | null>; body?: unknown } = {},
     opts?: CallOptions,
@@ -432,6 +475,31 @@ export class Client {
   async enqueueAndWait(req: EnqueueRequest, opts: WaitOptions = {}): Promise<Job> {
     const job = await this.enqueue(req, { signal: opts.signal });
     return this.wait(job.id, opts);
+  }
+
+  /**
+   * `POST /v1/jobs` for a task (see `defineTask`): its queue and defaults, each overridden by `options`, and
+   * `payload`, which the compiler checks against the task's payload type. Answers the job, typed, for
+   * {@link Client.waitResult}. Retried only with an `idempotencyKey`, as every enqueue.
+   */
+  async enqueueTask<T extends Task<unknown, unknown>>(
+    task: T,
+    payload: TaskPayload<T>,
+    options?: TaskEnqueueOptions,
+    opts?: CallOptions,
+  ): Promise<TaskJob<TaskPayload<T>, TaskResult<T>>> {
+    return (await this.enqueue(task.request(payload, options), opts)) as TaskJob<TaskPayload<T>, TaskResult<T>>;
+  }
+
+  /**
+   * Waits until the job has finished (as {@link Client.wait}) and answers its result, typed as its task's
+   * when it came from {@link Client.enqueueTask}. Throws {@link JobNotSucceeded} (with the job) when it
+   * `failed`, was `cancelled`, or had not finished within `timeoutMs` (default 5 minutes).
+   */
+  async waitResult<In, Out>(job: TaskJob<In, Out>, opts: WaitOptions = {}): Promise<Out> {
+    const done = await this.wait(job.id, opts);
+    if (done.state !== "succeeded") throw new JobNotSucceeded(done, opts.timeoutMs ?? DEFAULT_WAIT_TIMEOUT_MS);
+    return done.result as Out;
   }
 
   /** `POST /v1/jobs/batch`: 1–1000 jobs in one transaction; answers `{job, created}` in request order. */
@@ -569,8 +637,7 @@ export class Client {
         if (filter.jobId !== undefined) params.set("job_id", filter.jobId);
         if (filter.workflowId !== undefined) params.set("workflow_id", filter.workflowId);
         if (filter.events && filter.events.length > 0) params.set("event", filter.events.join(","));
-        const headers: Record<string, string> = { accept: "text/event-stream" };
-        if (this.#key) headers.authorization = `Bearer ${this.#key}`;
+        const headers = this.#headers("text/event-stream");
         if (cursor !== undefined && first) params.set("after", cursor);
         else if (cursor !== undefined) headers["last-event-id"] = cursor;
         first = false;
@@ -658,21 +725,34 @@ export class Client {
     return (await this.#request<JobResultsResponse>({ method: "POST", path: "/v1/jobs/cancel", body: { ids }, retry: false, opts })).results;
   }
 
-  /** `POST /v1/jobs/replay`: replays 1–500 finished jobs, each on its own; one result per id, in order. */
-  async replayJobs(ids: string[], expiresAt?: string | null, opts?: CallOptions): Promise<JobResult[]> {
-    const body: ReplayIdsBody = expiresAt === undefined ? { ids } : { ids, expires_at: expiresAt };
-    return (await this.#request<JobResultsResponse>({ method: "POST", path: "/v1/jobs/replay", body, retry: false, opts })).results;
+  /**
+   * `POST /v1/jobs/replay`: replays 1–500 finished jobs, each on its own (with `expires_at`, a new expiry for
+   * each); one result per id, in order.
+   */
+  async replayJobs(ids: string[], body: ReplayBody = {}, opts?: CallOptions): Promise<JobResult[]> {
+    const request: ReplayIdsBody = { ...body, ids };
+    return (await this.#request<JobResultsResponse>({ method: "POST", path: "/v1/jobs/replay", body: request, retry: false, opts })).results;
   }
 
-  /** `GET /v1/workers`: who holds the tenant's running jobs now. */
+  /**
+   * `PUT /v1/workers/{worker_id}`: announces a worker (what a `Worker` does when it starts and every
+   * minute), so that `GET /v1/workers` lists it while it is idle; forgotten when unseen for 5 minutes.
+   */
+  async announceWorker(workerId: string, body: AnnounceWorkerBody, opts?: CallOptions): Promise<void> {
+    await this.#request<void>({ method: "PUT", path: `/v1/workers/${enc(workerId)}`, body, retry: true, opts });
+  }
+
+  /** `GET /v1/workers`: the workers holding the tenant's running jobs now, and those seen lately (announced). */
   async workers(opts?: CallOptions): Promise<WorkerInfo[]> {
     return (await this.#request<WorkerListResponse>({ method: "GET", path: "/v1/workers", retry: true, opts })).workers;
   }
 
-  /** `GET /v1/queues/{queue}/throughput`: per-minute outcomes and wait/run percentiles. */
-  throughput(queue: string, minutes?: number, opts?: CallOptions): Promise<ThroughputResponse> {
-    const q = minutes === undefined ? "" : `?minutes=${minutes}`;
-    return this.#request({ method: "GET", path: `/v1/queues/${enc(queue)}/throughput${q}`, retry: true, opts });
+  /**
+   * `GET /v1/queues/{queue}/throughput`: the queue's outcomes per minute over the last `minutes` (default
+   * 60), oldest first, and the percentiles of its jobs' waits and runs then (`null` when none finished).
+   */
+  throughput(queue: string, query: ThroughputQuery = {}, opts?: CallOptions): Promise<ThroughputResponse> {
+    return this.#request({ method: "GET", path: `/v1/queues/${enc(queue)}/throughput`, query: { ...query }, retry: true, opts });
   }
 
   /** `DELETE /v1/queues/{queue}`: removes an empty queue (409 while it holds jobs). */
@@ -842,9 +922,19 @@ export class Client {
     return (await this.#request<{ schedule: Schedule }>({ method: "GET", path: `/v1/schedules/${enc(id)}`, retry: true, opts })).schedule;
   }
 
-  /** `GET /v1/schedules` (by name). */
-  async listSchedules(opts?: CallOptions): Promise<Schedule[]> {
-    return (await this.#request<{ schedules: Schedule[] }>({ method: "GET", path: "/v1/schedules", retry: true, opts })).schedules;
+  /** `GET /v1/schedules` (by name); `runs` and `next` add each one's `recent_runs` and `next_runs`. */
+  async listSchedules(query: ScheduleListQuery = {}, opts?: CallOptions): Promise<Schedule[]> {
+    return (await this.#request<{ schedules: Schedule[] }>({ method: "GET", path: "/v1/schedules", query: { ...query }, retry: true, opts })).schedules;
+  }
+
+  /**
+   * `PUT /v1/schedules/{name}`: makes the schedule named `name` exactly `body` — creates it, replaces its
+   * definition (its id and runs kept) or, when it already is exactly that, writes nothing — and answers it
+   * with the `outcome`. How a deployment declares its schedules in code; sending it again changes nothing,
+   * so it is retried like a read.
+   */
+  putSchedule(name: string, body: PutScheduleBody, opts?: CallOptions): Promise<PutScheduleResponse> {
+    return this.#request({ method: "PUT", path: `/v1/schedules/${enc(name)}`, body, retry: true, opts });
   }
 
   /** `PATCH /v1/schedules/{id}`: absent fields stay; every patch recomputes `next_run_at`. */

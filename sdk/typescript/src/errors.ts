@@ -1,7 +1,7 @@
 // Errors of the tether client: one class per API error code, all extending
 // TetherError, plus TransportError for requests that got no answer.
 
-import type { ErrorCode } from "./types.js";
+import type { ErrorCode, Job } from "./types.js";
 
 /** Any error of this package. `code` is the API's error code, or "transport". */
 export class TetherError extends Error {
@@ -79,6 +79,25 @@ export function errorFromApi(status: number, code: string, message: string): Tet
   const cls = (ERROR_CLASSES as Record<string, (typeof ERROR_CLASSES)[ErrorCode] | undefined>)[code];
   if (cls) return new cls(message, code as ErrorCode, status);
   return new TetherError(message, code as ErrorCode, status);
+}
+
+/**
+ * What `client.waitResult` throws when the job has no result to give: it `failed` (its `last_error` is in
+ * the message), was `cancelled`, or had not finished when the wait ran out. `job` is the job as it was then.
+ */
+export class JobNotSucceeded extends Error {
+  readonly job: Job;
+  constructor(job: Job, waitedMs: number) {
+    const why =
+      job.state === "failed"
+        ? `failed: ${job.last_error ?? "no error recorded"}`
+        : job.state === "cancelled"
+          ? "was cancelled"
+          : `has not finished after ${waitedMs} ms (it is ${job.state})`;
+    super(`job ${job.id} (${job.kind}) ${why}`);
+    this.name = "JobNotSucceeded";
+    this.job = job;
+  }
 }
 
 // ---- what a handler throws to steer the outcome of its job ----

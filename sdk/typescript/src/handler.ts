@@ -39,12 +39,20 @@ export interface JobContext {
   dependencies(): Promise<DependencyJob[]>;
   /** This worker's id. */
   readonly workerId: string;
+  /** The job (as the handler of a kind gets it first): how a task's handler, given the payload, reads its id or attempt. */
+  readonly job: Job;
 }
 
 /** A handler: resolves with the job's result (any JSON; `undefined` is none). */
 export type Handler = (job: Job, ctx: JobContext) => Promise<Json | void> | Json | void;
 
-/** Where the worker writes what it does. */
+/**
+ * Where the worker writes what it does: a message and structured fields. Each failed attempt is one
+ * call: `warn("job failed; it will run again", …)` or `error("job failed for good (fatal)" | "job failed
+ * for good (no attempts left)", …)`, with the fields `job_id`, `kind`, `queue`, `attempt`, `max_attempts`,
+ * `error` (the message), `stack` (for a thrown Error: its stack without the SDK's frames) and, for a
+ * `RetryAfter`, `retry_after_ms`.
+ */
 export interface Logger {
   debug(msg: string, fields?: Record<string, unknown>): void;
   info(msg: string, fields?: Record<string, unknown>): void;

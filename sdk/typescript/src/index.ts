@@ -1,7 +1,9 @@
 // tether-client: the TypeScript SDK of tether, a durable background-job
 // queue. `Client` speaks the server's HTTP/JSON API (one method per route);
-// `Worker` claims jobs of a queue and runs their handlers with the same
-// guarantees as tether's Rust worker runtime.
+// `Worker` claims jobs of one queue or several and runs their handlers with
+// the same guarantees as tether's Rust worker runtime; `defineTask` declares
+// a typed task both sides share. The `tether-worker` bin (bin.ts) runs a
+// worker module.
 
 export { Client, isTransient } from "./client.js";
 export type {
@@ -12,17 +14,21 @@ export type {
   CronPreviewQuery,
   EventsQuery,
   ListQuery,
+  ScheduleListQuery,
   StreamEvent,
   StreamFilter,
   StreamGap,
   StreamOptions,
+  ThroughputQuery,
   WaitOptions,
   WorkflowListQuery,
 } from "./client.js";
 export { EnqueuedWorkflow, MAX_WORKFLOW_ENTRIES, WorkflowBuilder, WorkflowEntry } from "./workflow.js";
 export type { WorkflowDependency, WorkflowOptions, WorkflowStep } from "./workflow.js";
+export { defineTask, Task } from "./task.js";
+export type { TaskDefaults, TaskDefinition, TaskEnqueueOptions, TaskHandler, TaskJob, TaskPayload, TaskResult } from "./task.js";
 export { Worker } from "./worker.js";
-export type { WorkerOptions } from "./worker.js";
+export type { WorkerOptions, WorkerQueues } from "./worker.js";
 export { JobAborted } from "./handler.js";
 export type {
   ClaimEvent,
@@ -42,6 +48,7 @@ export {
   Internal,
   InvalidArgument,
   InvalidState,
+  JobNotSucceeded,
   LeaseLost,
   MethodNotAllowed,
   NotFound,

@@ -110,6 +110,8 @@ export interface Job {
   dependency_failure: DependencyFailure;
   /** The workflow it belongs to, if any: a handler passes it on enqueue to add jobs to its own workflow. */
   workflow_id: string | null;
+  /** The string headers it was enqueued with (`{}` when none): W3C trace context, say. */
+  headers: Record<string, string>;
 }
 
 /** A claimed job: the job plus the lease token only its claimer sees. */
@@ -157,6 +159,11 @@ export interface EnqueueRequest {
    * `InvalidState`, an unknown one `InvalidArgument`. Not in the entries of a batch that makes a workflow.
    */
   workflow_id?: string | null;
+  /**
+   * String headers carried unchanged with the job and returned by claim and get (W3C trace context, say): at
+   * most 32, names of 1–64 characters of `A-Z a-z 0-9 _ . -`, values of at most 1 024 bytes.
+   */
+  headers?: Record<string, string> | null;
 }
 
 export interface EnqueueResponse {
@@ -545,6 +552,31 @@ export interface CreateScheduleBody {
   overlap?: Overlap | null;
 }
 
+/**
+ * `PUT /v1/schedules/{name}`: the body of `POST /v1/schedules` without `name` (the path names it). Fields
+ * left out take their defaults, as at creation: the schedule becomes exactly this.
+ */
+export interface PutScheduleBody {
+  cron: string;
+  timezone?: string | null;
+  queue: string;
+  kind: string;
+  payload?: Json;
+  enabled?: boolean | null;
+  overlap?: Overlap | null;
+}
+
+/** What `PUT /v1/schedules/{name}` did. */
+export type PutOutcome = "created" | "updated" | "unchanged";
+
+/** The answer of `PUT /v1/schedules/{name}`. */
+export interface PutScheduleResponse {
+  /** The schedule as it now stands. */
+  schedule: Schedule;
+  /** `created`, `updated` (its definition replaced, its id and runs kept) or `unchanged` (nothing written). */
+  outcome: PutOutcome;
+}
+
 /** `PATCH /v1/schedules/{id}`: absent (or null) fields stay, except `payload`. */
 export interface PatchScheduleBody {
   name?: string | null;
@@ -695,12 +727,37 @@ export interface ThroughputResponse {
   run_ms: Percentiles | null;
 }
 
-/** A worker holding running jobs (`GET /v1/workers`). */
+/** A worker holding running jobs, or one that announced itself within the last 5 minutes (`GET /v1/workers`). */
 export interface WorkerInfo {
   worker_id: string;
+  /** The queues it announced and those of its running jobs. */
   queues: string[];
+  /** How many jobs it holds (0 for an idle worker). */
   running: number;
+  /** Its latest heartbeat on any job (its claim before the first). */
   last_heartbeat_at: string | null;
+  /** Its last announcement or claim; `null` for a worker that never announced. */
+  last_seen_at: string | null;
+  /** As announced (`null` for a worker that never announced). */
+  concurrency: number | null;
+  sdk: string | null;
+  version: string | null;
+  host: string | null;
+  pid: number | null;
+}
+
+/** `PUT /v1/workers/{worker_id}`: what a worker says of itself (announcing again replaces it). */
+export interface AnnounceWorkerBody {
+  /** The queues it serves (1–100 names). */
+  queues: string[];
+  /** How many jobs it runs at once, in all (1–100 000). */
+  concurrency: number;
+  /** Its SDK (`typescript`, `python`, `rust`, …). */
+  sdk?: string | null;
+  /** Its SDK's or application's version. */
+  version?: string | null;
+  host?: string | null;
+  pid?: number | null;
 }
 
 /** `GET /v1/workers`. */

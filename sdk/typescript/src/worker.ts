@@ -1,5 +1,6 @@
-// The tether worker: claims jobs of one queue from a tether server and runs
-// their handlers, with the same guarantees as the Rust worker runtime:
+// The tether worker: claims jobs of one queue or several (one claim loop
+// and its own slots per queue) from a tether server and runs their
+// handlers, with the same guarantees as the Rust worker runtime:
 // long-poll claims sized to free slots, the queue's lease unless the user
 // set one (a worker default never overrides what the operator configured),
 // batched heartbeats at a third of each job's lease (and within half a
@@ -15,17 +16,32 @@
 import { Client, isTransient, sleep } from "./client.js";
 import { errorFromApi, Fatal, Internal, InvalidArgument, LeaseLost, NotFound, PayloadTooLarge, PermissionDenied, Retry, RetryAfter, Snooze, TetherError, TransportError, Unauthenticated } from "./errors.js";
 import type { ClaimAnswer } from "./client.js";
-import type { ClaimBody, ClaimedJob, CompleteItem, ErrorDetail, FailBody, FailItem, Job, Json, ReportResult } from "./types.js";
+import type { AnnounceWorkerBody, ClaimBody, ClaimedJob, CompleteItem, ErrorDetail, FailBody, FailItem, Job, Json, ReportResult } from "./types.js";
 import { JobAborted } from "./handler.js";
 import type { FailureCode, Handler, JobContext, Logger, WorkerObserver, WorkerOp } from "./handler.js";
+import type { Task, TaskHandler, TaskPayload, TaskResult } from "./task.js";
 import { hostname } from "node:os";
 import { randomUUID } from "node:crypto";
+import { dirname, sep } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+
+/**
+ * The queues a worker works: one name, several names (each with `concurrency` slots), or a record of each
+ * queue's own number of slots, e.g. `{ emails: 8, reports: 2 }`.
+ */
+export type WorkerQueues = string | readonly string[] | Readonly<Record<string, number>>;
 
 /** Options of a {@link Worker}. */
 export interface WorkerOptions {
-  /** The queue to work. */
-  queue: string;
-  /** Handlers running at once. Default 1. */
+  /**
+   * The queue or queues to work (see {@link WorkerQueues}). Each queue is claimed by its own loop into its
+   * own slots, so a busy queue never takes the slots of another; the handlers serve every queue by kind.
+   */
+  queue: WorkerQueues;
+  /**
+   * Handlers running at once, per queue named by `queue` as a name or a list (a record gives each queue its
+   * own). Default 8, as in the Python SDK.
+   */
   concurrency?: number;
   /**
    * Lease asked for at each claim (ms, 1 000–3 600 000), overriding the queue's. Left out (the default),
@@ -45,7 +61,11 @@ export interface WorkerOptions {
   pollIntervalMs?: number;
   /** Whether `run()` stops on SIGTERM/SIGINT (a second signal exits at once). Default true. */
   handleSignals?: boolean;
-  /** Logs; default: one line per message on stderr, `debug` dropped. */
+  /**
+   * Logs; default: one line per message on stderr (a multi-line field, such as a stack, on the lines after
+   * it), `debug` dropped. Every failed attempt is logged once: `warn` while the job will run again,
+   * `error` when it failed for good (see {@link Logger}).
+   */
   logger?: Logger;
   /** Sees every claim answer, failed request and `lease_lost` answer (see {@link WorkerObserver}). */
   observer?: WorkerObserver;
@@ -87,6 +107,11 @@ const PROGRESS_INTERVAL_MS = 500;
 const STREAM_RETRY_FIRST_MS = 1_000;
 const STREAM_RETRY_MOST_MS = 60_000;
 
+/** How often a worker announces itself (`PUT /v1/workers/{id}`): well inside the 5 minutes after which the server forgets it. */
+const ANNOUNCE_EVERY_MS = 60_000;
+/** This SDK's version, as a worker announces it: package.json's (a test keeps them equal). */
+const SDK_VERSION = "0.1.0";
+
 /** Jittered exponential backoff: each pause is between half and all of `first`·2ⁿ, at most `most`. */
 class Backoff {
   #n = 0;
@@ -113,18 +138,37 @@ const stderrLogger: Logger = {
   error: (m, f) => write("ERROR", m, f),
 };
 function write(level: string, msg: string, fields?: Record<string, unknown>) {
-  const extra = fields
-    ? " " +
-      Object.entries(fields)
-        .map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`)
-        .join(" ")
-    : "";
-  process.stderr.write(`${new Date().toISOString()} ${level} tether worker: ${msg}${extra}\n`);
+  let line = `${new Date().toISOString()} ${level} tether worker: ${msg}`;
+  // A multi-line text (a stack) goes under the line, as the runtime prints one, not escaped into it.
+  const blocks: string[] = [];
+  for (const [k, v] of Object.entries(fields ?? {})) {
+    if (typeof v === "string" && v.includes("\n")) blocks.push(v.replace(/\n*$/, "\n"));
+    else line += ` ${k}=${typeof v === "string" ? v : JSON.stringify(v)}`;
+  }
+  process.stderr.write(`${line}\n${blocks.join("")}`);
+}
+
+/** One queue of a worker: its claim loop's state and its slots. */
+interface Lane {
+  readonly queue: string;
+  /** Its slots: handlers of its jobs running at once. */
+  readonly concurrency: number;
+  /** Its handlers running (slots taken). */
+  running: number;
+  /** Told when one of its slots frees (or the stop begins). */
+  slotWaiters: Array<() => void>;
+  /**
+   * Whether its claim loop claims as soon as one of its slots frees (and carries what is pending then):
+   * false during a long-poll, a pause, and once it stopped.
+   */
+  claimSoon: boolean;
 }
 
 /** A job this worker holds, from claim until its outcome is reported. */
 interface InFlight {
   job: ClaimedJob;
+  /** The queue it was claimed from. */
+  lane: Lane;
   /** The lease its claim granted (ms): it is heartbeated every third of it. */
   leaseTtlMs: number;
   /** When its last heartbeat was sent (`performance.now()`; at first, when the claim answered). */
@@ -164,6 +208,8 @@ type Reported =
 /** A report (complete or fail) waiting for a claim to carry it, or for the completer to send it by the old routes. */
 type PendingReport = ({ kind: "complete"; item: CompleteItem } | { kind: "fail"; item: FailItem }) & {
   done: (r: Reported) => void;
+  /** The queue of its job: the slot its job freed lets out that queue's next claim, which may carry it. */
+  lane: Lane;
   /** When it was queued (`performance.now()`). */
   since: number;
   /** A claim carried it and got no usable answer for it: it is the completer's now (the old routes). */
@@ -220,10 +266,30 @@ function abort(fl: InFlight, reason: JobAborted): void {
   fl.onAbort?.();
 }
 
+/** The directory of this SDK's compiled files (this module's), as a path and as a `file:` URL prefix. */
+const SDK_DIR = dirname(fileURLToPath(import.meta.url)) + sep;
+const SDK_URL = pathToFileURL(SDK_DIR).href;
+
+/** Whether a stack line is a frame of this SDK's own code (the worker that called the handler, the client). */
+function sdkFrame(line: string): boolean {
+  return /^\s+at /.test(line) && (line.includes(SDK_URL) || line.includes(SDK_DIR));
+}
+
+/**
+ * The stack of `e` as its user wrote it: the SDK's own frames dropped (the worker's loops that called the
+ * handler, the client's when a request failed), and so the Node.js scheduler frames that, once those are
+ * gone, trail the last frame of the user's code. Those frames would bury the handler's in every failure.
+ */
+function userStack(e: Error): string {
+  const lines = (e.stack && e.stack.includes(e.message) ? e.stack : `${e.name}: ${e.message}\n${e.stack ?? ""}`).split("\n").filter((l) => !sdkFrame(l));
+  while (lines.length > 1 && /^\s+at .*\(?node:internal\//.test(lines[lines.length - 1])) lines.pop();
+  return lines.join("\n").replace(/\n+$/, "");
+}
+
 function errorText(e: unknown): string {
   let text: string;
   if (e instanceof Error) {
-    text = e.stack && e.stack.includes(e.message) ? e.stack : `${e.name}: ${e.message}\n${e.stack ?? ""}`;
+    text = userStack(e);
   } else {
     try {
       text = typeof e === "string" ? e : JSON.stringify(e);
@@ -253,14 +319,36 @@ function classify(e: unknown): Reported {
   return { kind: "rejected", error: e };
 }
 
+/** The lanes of `queues` given `concurrency` slots per named queue; throws a RangeError on a bad set. */
+function lanesOf(queues: WorkerQueues, concurrency: number | undefined): Lane[] {
+  const slots = concurrency ?? 8;
+  const pairs: Array<[string, number]> =
+    typeof queues === "string"
+      ? [[queues, slots]]
+      : Array.isArray(queues)
+        ? (queues as readonly string[]).map((q): [string, number] => [q, slots])
+        : Object.entries(queues as Readonly<Record<string, number>>);
+  if (pairs.length === 0) throw new RangeError("a worker needs at least one queue");
+  const seen = new Set<string>();
+  return pairs.map(([queue, n]) => {
+    if (typeof queue !== "string" || queue === "") throw new RangeError(`a queue name must be a non-empty string, not ${JSON.stringify(queue)}`);
+    if (seen.has(queue)) throw new RangeError(`queue ${queue} is named twice`);
+    seen.add(queue);
+    if (!Number.isInteger(n) || n < 1) throw new RangeError(`the concurrency of queue ${queue} must be a whole number of at least 1, not ${n}`);
+    return { queue, concurrency: n, running: 0, slotWaiters: [], claimSoon: true };
+  });
+}
+
 /**
- * A worker of one queue. Register handlers with {@link Worker.handle}, then
+ * A worker of one queue or several. Register handlers with {@link Worker.handle}, then
  * `await worker.run()`: it resolves after SIGTERM/SIGINT (or
- * {@link Worker.shutdown}) and the drain.
+ * {@link Worker.shutdown}) and the drain of every queue.
  */
 export class Worker {
   readonly client: Client;
-  readonly queue: string;
+  /** Each queue it works and its number of slots, in the order given. */
+  readonly queues: Readonly<Record<string, number>>;
+  /** Handlers it runs at once, over all its queues. */
   readonly concurrency: number;
   /** The lease asked for at claim, if the user set one; otherwise each job gets its queue's. */
   readonly leaseTtlMs: number | undefined;
@@ -273,10 +361,16 @@ export class Worker {
   readonly observer: WorkerObserver | undefined;
 
   #handlers = new Map<string, Handler>();
+  /**
+   * The jobs held, by lease token: one job may be held twice, when its lease lapsed while its handler ran
+   * (heartbeats not getting through) and this worker claimed it again.
+   */
   #inflight = new Map<string, InFlight>();
-  /** Handlers running (slots taken). */
+  readonly #lanes: Lane[];
+  /** Handlers running over all queues. */
   #running = 0;
-  #slotWaiters: Array<() => void> = [];
+  /** Told when no handler runs any more. */
+  #idleWaiters: Array<() => void> = [];
   #stop = new AbortController();
   /** Aborted when every job's outcome is reported: background loops end. */
   #drained = new AbortController();
@@ -287,8 +381,6 @@ export class Worker {
   #completerWake: (() => void) | undefined;
   /** When the sleeping completer wakes by itself, if it set a timer. */
   #completerWakeAt: number | undefined;
-  /** Whether the claim loop will claim soon (and carry what is pending): false during a long-poll, a pause, and once it stopped. */
-  #claimSoon = true;
   /** Whether claims carry reports (until a server refuses them). */
   #carryReports = true;
   #started = false;
@@ -306,8 +398,9 @@ export class Worker {
 
   constructor(client: Client, options: WorkerOptions) {
     this.client = client;
-    this.queue = options.queue;
-    this.concurrency = Math.max(1, Math.floor(options.concurrency ?? 1));
+    this.#lanes = lanesOf(options.queue, options.concurrency);
+    this.queues = Object.freeze(Object.fromEntries(this.#lanes.map((l) => [l.queue, l.concurrency])));
+    this.concurrency = this.#lanes.reduce((n, l) => n + l.concurrency, 0);
     this.leaseTtlMs = options.leaseTtlMs;
     if (this.leaseTtlMs !== undefined && !(this.leaseTtlMs >= 1000 && this.leaseTtlMs <= 3_600_000)) {
       throw new RangeError(`leaseTtlMs must be 1000..3600000, got ${this.leaseTtlMs}`);
@@ -352,9 +445,37 @@ export class Worker {
     this.#requestFailed(op, errorFromApi(0, detail.code, detail.message), job);
   }
 
-  /** Registers the handler of a job kind (replacing an earlier one). */
-  handle(kind: string, handler: Handler): this {
-    this.#handlers.set(kind, handler);
+  /**
+   * Registers the handler of a job kind, or of a task (see `defineTask`), replacing an earlier one of the
+   * same kind. A kind's handler gets the job; a task's gets its payload, checked by the task's `validate`
+   * first (a payload it refuses fails the job for good, with its message), and must answer the task's
+   * result type. Either serves the kind's jobs of every queue of the worker.
+   */
+  handle(kind: string, handler: Handler): this;
+  handle<T extends Task<unknown, unknown>>(task: T, handler: TaskHandler<TaskPayload<T>, TaskResult<T>>): this;
+  handle(what: string | Task<unknown, unknown>, handler: Handler | TaskHandler<unknown, unknown>): this {
+    if (typeof what === "string") {
+      this.#handlers.set(what, handler as Handler);
+      return this;
+    }
+    const task = what;
+    const run = handler as TaskHandler<unknown, unknown>;
+    if (!(task.queue in this.queues)) {
+      // Its jobs may still come by another queue (an enqueue may name one), but most likely this is a slip.
+      this.log.warn(`task ${task.kind} goes to queue ${task.queue}, which this worker does not work`, { queues: Object.keys(this.queues) });
+    }
+    this.#handlers.set(task.kind, async (job, ctx) => {
+      let payload: unknown = job.payload;
+      if (task.validate) {
+        try {
+          payload = task.validate(job.payload);
+        } catch (e) {
+          // The same payload would be refused at every attempt.
+          throw new Fatal(`the payload of task ${task.kind} was refused by its validate: ${e instanceof Error ? e.message : String(e)}`);
+        }
+      }
+      return (await run(payload, ctx)) as Json | void;
+    });
     return this;
   }
 
@@ -400,10 +521,11 @@ export class Worker {
       process.on("SIGTERM", onSignal);
       process.on("SIGINT", onSignal);
     }
-    this.log.info("worker started", { worker_id: this.workerId, queue: this.queue, concurrency: this.concurrency });
+    this.log.info("worker started", { worker_id: this.workerId, queues: this.queues });
     const heartbeater = this.#heartbeatLoop();
     const completer = this.#completerLoop();
     const cancels = this.#cancelStreamLoop();
+    const announcer = this.#announceLoop();
     try {
       await this.#fetchLoop();
       // No more claims. Wait for the handlers, at most the grace.
@@ -423,7 +545,7 @@ export class Worker {
     } finally {
       this.#drained.abort();
       this.#completerWake?.();
-      await Promise.all([heartbeater, completer, cancels]);
+      await Promise.all([heartbeater, completer, cancels, announcer]);
       if (this.handleSignals) {
         process.off("SIGTERM", onSignal);
         process.off("SIGINT", onSignal);
@@ -432,12 +554,20 @@ export class Worker {
     }
   }
 
-  /** Checks the key once before claiming: a wrong or revoked key stops the worker with a clear error. */
+  /**
+   * Checks the key once before claiming: a wrong or revoked key, or a tenant it may not act for, stops the
+   * worker with a clear error.
+   */
   async #checkKey(): Promise<void> {
+    const tenant = this.client.tenant;
     try {
       const me = await this.client.whoami();
       this.log.info("key checked", { tenant: me.tenant.name, key_id: me.key_id });
     } catch (e) {
+      if (tenant !== undefined && (e instanceof PermissionDenied || e instanceof NotFound)) {
+        const why = e instanceof NotFound ? "there is no such tenant" : "only an admin key may act for a tenant";
+        throw errorFromApi(e.status, e.code, `the worker may not act for tenant ${tenant}: ${why} (${e.message})`);
+      }
       if (e instanceof Unauthenticated || e instanceof PermissionDenied) {
         throw new Unauthenticated(`the worker's API key was refused (${e.message}): check TETHER_KEY`, e.code, e.status);
       }
@@ -446,15 +576,40 @@ export class Worker {
     }
   }
 
-  #allHandlersDone(): Promise<void> {
-    return new Promise((resolve) => {
-      const check = () => (this.#running === 0 ? resolve() : this.#slotWaiters.push(check));
-      check();
-    });
+  /**
+   * Announces the worker (`PUT /v1/workers/{id}`: its queues, concurrency, SDK, host and pid) now and every
+   * minute until it stops claiming, so `GET /v1/workers` lists it while it is idle, as the Rust runtime does.
+   * Presence never holds up work: a failed announcement (a server without the route, say) is logged at
+   * `debug` and tried again next time.
+   */
+  async #announceLoop(): Promise<void> {
+    const body: AnnounceWorkerBody = {
+      queues: Object.keys(this.queues),
+      concurrency: Math.min(100_000, this.concurrency),
+      sdk: "typescript",
+      version: SDK_VERSION,
+      host: hostname(),
+      pid: process.pid,
+    };
+    // The drain ends it too, should the claims end otherwise than by a stop.
+    const signal = AbortSignal.any([this.#stop.signal, this.#drained.signal]);
+    while (!signal.aborted) {
+      try {
+        await this.client.announceWorker(this.workerId, body, { signal });
+      } catch (e) {
+        if (signal.aborted) break;
+        this.log.debug("announcing the worker failed", { worker_id: this.workerId, error: String(e) });
+      }
+      await sleep(ANNOUNCE_EVERY_MS, signal);
+    }
   }
 
-  /** Resolves when a slot frees (or the stop begins). */
-  #slotFreed(timeoutMs?: number): Promise<void> {
+  #allHandlersDone(): Promise<void> {
+    return new Promise((resolve) => (this.#running === 0 ? resolve() : this.#idleWaiters.push(resolve)));
+  }
+
+  /** Resolves when a slot of `lane` frees (or the stop begins). */
+  #slotFreed(lane: Lane, timeoutMs?: number): Promise<void> {
     return new Promise((resolve) => {
       let t: NodeJS.Timeout | undefined;
       const done = () => {
@@ -462,49 +617,57 @@ export class Worker {
         this.#stop.signal.removeEventListener("abort", done);
         resolve();
       };
-      this.#slotWaiters.push(done);
+      lane.slotWaiters.push(done);
       this.#stop.signal.addEventListener("abort", done, { once: true });
       if (timeoutMs !== undefined) t = setTimeout(done, timeoutMs);
     });
   }
 
-  #freeSlot() {
+  #freeSlot(lane: Lane) {
+    lane.running -= 1;
     this.#running -= 1;
-    const waiters = this.#slotWaiters;
-    this.#slotWaiters = [];
+    const waiters = lane.slotWaiters;
+    lane.slotWaiters = [];
     for (const w of waiters) w();
+    if (this.#running === 0) for (const w of this.#idleWaiters.splice(0)) w();
   }
 
   // ---------------------------------------------------------------- claims
 
+  /** Claims every queue, each on its own loop, until the stop. */
   async #fetchLoop(): Promise<void> {
-    try {
-      await this.#claimLoop();
-    } finally {
-      // No claim will carry anything any more: the completer sends what is left at once.
-      this.#setClaimSoon(false);
-    }
+    await Promise.all(
+      this.#lanes.map(async (lane) => {
+        try {
+          await this.#claimLoop(lane);
+        } finally {
+          // No claim of this queue will carry anything any more: the completer sends its reports at once.
+          this.#setClaimSoon(lane, false);
+        }
+      }),
+    );
   }
 
-  async #claimLoop(): Promise<void> {
+  /** Claims `lane`'s queue into its free slots until the stop. */
+  async #claimLoop(lane: Lane): Promise<void> {
     const backoff = new Backoff();
     const stop = this.#stop.signal;
     /** Carrying claims refused whole as invalid in a row: a server older than carrying refuses the fields. */
     let refusedCarrying = 0;
     while (!stop.aborted) {
-      if (this.#running >= this.concurrency) {
-        await this.#slotFreed();
+      if (lane.running >= lane.concurrency) {
+        await this.#slotFreed(lane);
         continue;
       }
       // A busy worker would claim one job per freed slot; wait briefly for
       // half the slots so claims come in batches. An idle one claims at once.
-      const target = Math.max(1, Math.floor(this.concurrency / 2));
+      const target = Math.max(1, Math.floor(lane.concurrency / 2));
       const cooldownEnd = Date.now() + FETCH_COOLDOWN_MS;
-      while (this.concurrency - this.#running < target && Date.now() < cooldownEnd && !stop.aborted) {
-        await this.#slotFreed(Math.max(0, cooldownEnd - Date.now()));
+      while (lane.concurrency - lane.running < target && Date.now() < cooldownEnd && !stop.aborted) {
+        await this.#slotFreed(lane, Math.max(0, cooldownEnd - Date.now()));
       }
       if (stop.aborted) break;
-      const limit = Math.min(MAX_BATCH, this.concurrency - this.#running);
+      const limit = Math.min(MAX_BATCH, lane.concurrency - lane.running);
       // The reports waiting now ride this claim: one request and one commit instead of two.
       const carried = this.#carryReports ? this.#takeCarriable() : [];
       // A claim that carries reports does not long-poll: their answers come back only with the claim's.
@@ -523,12 +686,12 @@ export class Worker {
       // The server answers completions first, then failures.
       const order = [...carried.filter((p) => p.kind === "complete"), ...carried.filter((p) => p.kind === "fail")];
       // While a long-poll is in flight no claim can carry what finishes meanwhile.
-      this.#setClaimSoon(waitMs === 0);
+      this.#setClaimSoon(lane, waitMs === 0);
       const started = Date.now();
       let answer: ClaimAnswer;
       try {
         // Not interrupted by a shutdown: its jobs would be lost until their leases lapse.
-        answer = await this.client.claimDetailed(this.queue, body);
+        answer = await this.client.claimDetailed(lane.queue, body);
         backoff.reset();
       } catch (e) {
         this.#requestFailed("claim", e);
@@ -545,25 +708,25 @@ export class Worker {
           continue;
         }
         const delay = backoff.next();
-        this.log.warn(`claim failed; trying again in ${Math.round(delay)} ms`, { queue: this.queue, error: String(e), reports: order.length });
-        this.#setClaimSoon(false);
+        this.log.warn(`claim failed; trying again in ${Math.round(delay)} ms`, { queue: lane.queue, error: String(e), reports: order.length });
+        this.#setClaimSoon(lane, false);
         await sleep(delay, stop);
-        this.#setClaimSoon(true);
+        this.#setClaimSoon(lane, true);
         continue;
       }
-      this.#setClaimSoon(true);
+      this.#setClaimSoon(lane, true);
       if (order.length > 0) refusedCarrying = 0;
       order.forEach((p, i) => this.#answerCarried(p, answer.reports[i]));
       const claimed = answer.jobs;
       const workerId = this.workerId;
-      const queue = this.queue;
+      const queue = lane.queue;
       this.#observe((o) => o.onClaim?.({ workerId, queue, jobs: claimed }));
       if (stop.aborted) {
         // Claimed while stopping: give them straight back.
         await Promise.all(claimed.map((c) => this.#handBackUnstarted(c)));
         break;
       }
-      for (const c of claimed) this.#start(c);
+      for (const c of claimed) this.#start(c, lane);
       if (claimed.length > 0 || carried.length > 0) {
         // More work, or a claim that carried reports did not wait: the next one (long-polling) goes at once.
         continue;
@@ -577,23 +740,26 @@ export class Worker {
         pause = this.pollIntervalMs;
       }
       if (pause !== undefined) {
-        this.#setClaimSoon(false);
+        this.#setClaimSoon(lane, false);
         await sleep(pause, stop);
-        this.#setClaimSoon(true);
+        this.#setClaimSoon(lane, true);
       }
     }
   }
 
-  /** Says whether a claim is coming soon; the completer sends pending reports at once when none is. */
-  #setClaimSoon(soon: boolean): void {
-    if (this.#claimSoon === soon) return;
-    this.#claimSoon = soon;
-    if (!soon && this.#pending.length > 0) this.#completerWake?.();
+  /** Says whether `lane`'s claim is coming soon; the completer sends its pending reports at once when none is. */
+  #setClaimSoon(lane: Lane, soon: boolean): void {
+    if (lane.claimSoon === soon) return;
+    lane.claimSoon = soon;
+    if (!soon && this.#pending.some((p) => p.lane === lane)) this.#completerWake?.();
   }
 
-  /** Whether a claim that carries reports is coming soon. */
-  get #carrierSoon(): boolean {
-    return this.#claimSoon && this.#carryReports;
+  /**
+   * Whether a claim that may carry `p` is coming soon: its queue's, let out by the slot its job freed. (A
+   * claim of another queue carries it too if it goes first, but nothing says when that one goes.)
+   */
+  #carrierSoon(p: PendingReport): boolean {
+    return p.lane.claimSoon && this.#carryReports;
   }
 
   /** Takes the reports a claim may carry (at most the server's 1000), oldest first. */
@@ -630,11 +796,12 @@ export class Worker {
     this.#settle(r, c, () => "handed back (claimed while stopping)");
   }
 
-  #start(job: ClaimedJob) {
+  #start(job: ClaimedJob, lane: Lane) {
     let abandon!: () => void;
     const abandoned = new Promise<Ended>((resolve) => (abandon = () => resolve({ kind: "abandoned" })));
     const fl: InFlight = {
       job,
+      lane,
       leaseTtlMs: grantedLease(job, this.leaseTtlMs),
       lastBeat: performance.now(),
       ctrl: undefined,
@@ -647,15 +814,16 @@ export class Worker {
       abandon,
       abandoned: false,
     };
-    this.#inflight.set(job.id, fl);
+    this.#inflight.set(job.lease_token, fl);
     const due = beatDue(fl);
     if (this.#beatAt === undefined || due < this.#beatAt) {
       this.#beatAt = due;
       this.#beatSooner?.();
     }
+    lane.running += 1;
     this.#running += 1;
     const p = this.#runJob(fl, abandoned).finally(() => {
-      this.#inflight.delete(job.id);
+      this.#inflight.delete(job.lease_token);
       this.#reports.delete(p);
     });
     this.#reports.add(p);
@@ -671,7 +839,7 @@ export class Worker {
       // The slot frees when the handler is done, not after the report's round trip. The claim loop it wakes
       // resumes only after this synchronous run: #report queues a complete or fail (#queueReport) before
       // its first await, so the claim that slot lets out finds the report there and carries it.
-      this.#freeSlot();
+      this.#freeSlot(fl.lane);
     }
     fl.reportingSince = performance.now();
     try {
@@ -705,7 +873,10 @@ export class Worker {
         fl.onAbort = () => timers.push(setTimeout(() => resolve({ kind: "unanswered" }), fl.leaseTtlMs));
       }),
     );
+    // Strip the lease token: handlers get the job as the API shows it.
+    const { lease_token: _token, ...job } = fl.job;
     const ctx: JobContext = {
+      job,
       get signal() {
         return signalOf(fl);
       },
@@ -718,8 +889,6 @@ export class Worker {
       // A job without dependencies (or from a server older than them) has none to read.
       dependencies: () => (fl.job.depends_on?.length ? this.client.dependencies(fl.job.id) : Promise.resolve([])),
     };
-    // Strip the lease token: handlers get the job as the API shows it.
-    const { lease_token: _token, ...job } = fl.job;
     const runOnce = async (): Promise<Ended> => {
       try {
         const result = await handler(job, ctx);
@@ -757,8 +926,10 @@ export class Worker {
       failure = { error: "cancelled: the handler did not stop when asked", cancelled: true };
     } else if (ended.kind === "no_handler") {
       failure = { error: `no handler for kind ${job.kind} on worker ${this.workerId}` };
+      this.#logFailure(job, failure, undefined);
     } else if (ended.kind === "timed_out") {
       failure = { error: `timed out after ${ended.ms} ms` };
+      this.#logFailure(job, failure, undefined);
     } else if (ended.kind === "returned") {
       await this.#complete(fl, ended.result);
       return;
@@ -777,10 +948,33 @@ export class Worker {
       } else {
         failure = { error: errorText(e) };
       }
+      this.#logFailure(job, failure, e);
     }
     const r = await this.#fail(fl, failure);
     // A failure a claim carried is answered without the job's new state.
-    this.#settle(r, job, (s) => (s === undefined ? "attempt failed; reported" : s === "queued" ? "attempt failed; retry scheduled" : `attempt failed; job ${s}`));
+    this.#settle(r, job, (s) => (s === undefined ? "failure reported" : s === "queued" ? "failure reported; retry scheduled" : `failure reported; job ${s}`));
+  }
+
+  /**
+   * Logs a failed attempt, once, as it is reported: `warn` while the job will run again, `error` when it
+   * failed for good (`fatal`, or its last attempt). The fields name the job and carry the error's message
+   * and, for a thrown Error, its stack (the SDK's frames dropped) even when the stored error is the message
+   * alone (`Retry`, `RetryAfter`, `Fatal`), so the log shows where the handler gave up.
+   */
+  #logFailure(job: Job, failure: Omit<FailBody, "lease_token">, thrown: unknown): void {
+    const final = !!failure.fatal || job.attempt >= job.max_attempts;
+    const fields: Record<string, unknown> = {
+      job_id: job.id,
+      kind: job.kind,
+      queue: job.queue,
+      attempt: job.attempt,
+      max_attempts: job.max_attempts,
+      error: thrown instanceof Error ? thrown.message : failure.error,
+    };
+    if (failure.retry_after_ms != null && !final) fields.retry_after_ms = failure.retry_after_ms;
+    if (thrown instanceof Error) fields.stack = userStack(thrown);
+    if (!final) this.log.warn("job failed; it will run again", fields);
+    else this.log.error(failure.fatal ? "job failed for good (fatal)" : "job failed for good (no attempts left)", fields);
   }
 
   #settle(r: Reported, job: { id: string }, onDone: (state: string | undefined) => string) {
@@ -819,7 +1013,7 @@ export class Worker {
   /** Queues a failure for the next claim to carry (or the completer, by `POST /v1/jobs/{id}/fail`). */
   #fail(fl: InFlight, failure: Omit<FailBody, "lease_token">): Promise<Reported> {
     const item: FailItem = { id: fl.job.id, lease_token: fl.job.lease_token, ...failure };
-    return new Promise<Reported>((done) => this.#queueReport({ kind: "fail", item, done, since: performance.now(), carried: false }));
+    return new Promise<Reported>((done) => this.#queueReport({ kind: "fail", item, done, lane: fl.lane, since: performance.now(), carried: false }));
   }
 
   async #snooze(fl: InFlight, delayMs: number): Promise<Reported> {
@@ -834,7 +1028,7 @@ export class Worker {
   async #complete(fl: InFlight, result: Json | undefined): Promise<void> {
     const item: CompleteItem = { id: fl.job.id, lease_token: fl.job.lease_token };
     if (result !== undefined) item.result = result;
-    const answer = await new Promise<Reported>((done) => this.#queueReport({ kind: "complete", item, done, since: performance.now(), carried: false }));
+    const answer = await new Promise<Reported>((done) => this.#queueReport({ kind: "complete", item, done, lane: fl.lane, since: performance.now(), carried: false }));
     if (answer.kind === "rejected") {
       this.log.warn("the result was refused; failing the attempt", { job_id: fl.job.id, error: String(answer.error) });
       const r = await this.#fail(fl, { error: `the result could not be stored: ${String(answer.error)}` });
@@ -847,7 +1041,7 @@ export class Worker {
   #queueReport(p: PendingReport): void {
     this.#pending.push(p);
     // The completer sets a timer for the first report it sees; with no claim coming soon it sends at once.
-    if (!this.#carrierSoon || this.#completerWakeAt === undefined) this.#completerWake?.();
+    if (!this.#carrierSoon(p) || this.#completerWakeAt === undefined) this.#completerWake?.();
   }
 
   /**
@@ -868,7 +1062,7 @@ export class Worker {
       const completes: PendingReport[] = [];
       const keep: PendingReport[] = [];
       for (const p of this.#pending) {
-        if (p.carried || !this.#carrierSoon || now - p.since >= CARRY_WAIT_MS) {
+        if (p.carried || !this.#carrierSoon(p) || now - p.since >= CARRY_WAIT_MS) {
           if (p.kind === "fail") track(others, this.#failAlone(p.item, p.done));
           else completes.push(p);
         } else {
@@ -998,11 +1192,12 @@ export class Worker {
         for await (const e of stream) {
           // A gap (retention removed events it had not read) loses nothing a heartbeat will not tell.
           if (e.event !== "cancel_requested") continue;
-          const fl = this.#inflight.get(e.job_id);
           // Only the attempt this worker runs; once its report is on its way (or its lease is lost), the
           // report's answer decides, as for a heartbeat's answer.
-          if (!fl || fl.job.attempt !== e.attempt || reporting(fl) || fl.lost) continue;
-          this.#cancelRequested(fl, "event stream");
+          for (const fl of this.#inflight.values()) {
+            if (fl.job.id !== e.job_id || fl.job.attempt !== e.attempt || reporting(fl) || fl.lost) continue;
+            this.#cancelRequested(fl, "event stream");
+          }
         }
       } catch (e) {
         if (signal.aborted) break;

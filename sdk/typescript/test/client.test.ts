@@ -21,7 +21,7 @@ import {
   errorFromApi,
   type Job,
 } from "../src/index.js";
-import { forEachBackend, queueName } from "./harness.js";
+import { forEachBackend, queueName, serverHas } from "./harness.js";
 
 test("errorFromApi maps codes to classes (unknown codes stay TetherError)", () => {
   const e = errorFromApi(415, "unsupported_media_type", "nope");
@@ -231,6 +231,100 @@ forEachBackend("client", (server) => {
     assert.equal(unused.counts.queued, 0);
   });
 
+  test("many jobs at once: cancelJobs and replayJobs answer each id on its own, in order", async () => {
+    const c = server().admin;
+    const queue = queueName();
+    const [a, b] = (await c.enqueueBatch([{ queue, kind: "k" }, { queue, kind: "k" }])).map((r) => r.job.id) as [string, string];
+    const missing = randomUUID();
+    const cancelled = await c.cancelJobs([a, missing, b]);
+    assert.deepEqual(cancelled.map((r) => [r.id, r.ok]), [[a, true], [missing, false], [b, true]]);
+    assert.ok(cancelled[0]!.ok && cancelled[0]!.job.state === "cancelled");
+    assert.ok(!cancelled[1]!.ok && cancelled[1]!.error.code === "not_found");
+    const replayed = await c.replayJobs([b, a], { expires_at: "2999-01-01T00:00:00Z" });
+    assert.deepEqual(replayed.map((r) => r.id), [b, a]);
+    for (const r of replayed) {
+      assert.ok(r.ok, JSON.stringify(r));
+      assert.equal(r.job.state, "queued");
+      assert.equal(r.job.expires_at, "2999-01-01T00:00:00.000Z");
+    }
+    const again = await c.replayJobs([a]);
+    assert.ok(!again[0]!.ok && again[0]!.error.code === "invalid_state", "a queued job is not replayed");
+    await assert.rejects(c.cancelJobs([]), InvalidArgument);
+  });
+
+  test("list narrows by id prefix and creation time", async () => {
+    const c = server().admin;
+    const queue = queueName();
+    const first = await c.enqueue({ queue, kind: "k" });
+    await new Promise((r) => setTimeout(r, 20));
+    const second = await c.enqueue({ queue, kind: "k" });
+    const prefix = second.id.replace(/-/g, "").slice(0, 20);
+    assert.deepEqual((await c.list({ queue, id_prefix: prefix })).jobs.map((j) => j.id), [second.id]);
+    assert.deepEqual((await c.list({ queue, created_after: second.created_at })).jobs.map((j) => j.id), [second.id]);
+    assert.deepEqual((await c.list({ queue, created_before: second.created_at })).jobs.map((j) => j.id), [first.id]);
+    await assert.rejects(c.list({ id_prefix: "not hex" }), InvalidArgument);
+  });
+
+  test("throughput counts a queue's outcomes per minute; workers lists who holds jobs; deleteQueue removes an empty queue", async () => {
+    const c = server().admin;
+    const queue = queueName();
+    const job = await c.enqueue({ queue, kind: "k" });
+    const [claimed] = await c.claim(queue, { worker_id: "tp-worker" });
+    assert.ok(claimed);
+    const holding = (await c.workers()).find((w) => w.worker_id === "tp-worker");
+    assert.ok(holding, "a worker holding a job is listed");
+    assert.deepEqual(holding.queues, [queue]);
+    assert.equal(holding.running, 1);
+    await c.complete(job.id, { lease_token: claimed.lease_token });
+    const t = await c.throughput(queue, { minutes: 5 });
+    assert.equal(t.minutes.length, 5);
+    assert.equal(t.minutes.reduce((n, m) => n + m.succeeded, 0), 1);
+    assert.ok(t.run_ms && t.wait_ms, "percentiles of the finished job");
+    assert.equal((await c.throughput(queue)).minutes.length, 60, "an hour by default");
+    await assert.rejects(c.throughput(queue, { minutes: 0 }), InvalidArgument);
+    await assert.rejects(c.deleteQueue(queue), InvalidState, "a queue holding a job stays");
+    const empty = queueName("empty");
+    await c.pause(empty);
+    assert.ok((await c.queues()).some((q) => q.name === empty));
+    await c.deleteQueue(empty);
+    assert.ok(!(await c.queues()).some((q) => q.name === empty));
+    await assert.rejects(c.deleteQueue(empty), NotFound);
+  });
+
+  test("putSchedule creates, leaves unchanged and replaces by name, keeping the id", async (t) => {
+    if (!(await serverHas(server(), "PUT /v1/schedules/{id}"))) return t.skip("the server under test predates PUT /v1/schedules/{name}");
+    const c = server().admin;
+    const queue = queueName();
+    const name = queueName("declared");
+    const body = { cron: "0 3 * * *", timezone: "Europe/Paris", queue, kind: "nightly", payload: { a: 1 } };
+    const created = await c.putSchedule(name, body);
+    assert.equal(created.outcome, "created");
+    assert.equal(created.schedule.name, name);
+    assert.equal((await c.putSchedule(name, body)).outcome, "unchanged");
+    const updated = await c.putSchedule(name, { ...body, cron: "0 4 * * *" });
+    assert.equal(updated.outcome, "updated");
+    assert.equal(updated.schedule.id, created.schedule.id, "its id is kept");
+    assert.equal(updated.schedule.cron, "0 4 * * *");
+    assert.equal(updated.schedule.timezone, "Europe/Paris");
+    // Exactly the body: what it leaves out takes its default.
+    assert.equal((await c.putSchedule(name, { cron: "0 4 * * *", queue, kind: "nightly" })).schedule.timezone, "UTC");
+    await assert.rejects(c.putSchedule(name, { ...body, cron: "not cron" }), InvalidArgument);
+    await c.deleteSchedule(created.schedule.id);
+  });
+
+  test("headers travel with a job: enqueue, claim, get", async (t) => {
+    if (!(await serverHas(server(), "PUT /v1/workers/{worker_id}"))) return t.skip("the server under test predates job headers");
+    const c = server().admin;
+    const queue = queueName();
+    const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    const job = await c.enqueue({ queue, kind: "k", headers: { traceparent } });
+    assert.deepEqual(job.headers, { traceparent });
+    const [claimed] = await c.claim(queue, { worker_id: "h" });
+    assert.deepEqual(claimed!.headers, { traceparent });
+    assert.deepEqual((await c.enqueue({ queue, kind: "k" })).headers, {}, "none: {}");
+    await assert.rejects(c.enqueue({ queue, kind: "k", headers: { "bad name": "x" } }), InvalidArgument);
+  });
+
   test("schedules: create, get, list, patch, trigger, runs, delete; cronPreview", async () => {
     const c = server().admin;
     const queue = queueName();
@@ -242,6 +336,9 @@ forEachBackend("client", (server) => {
     assert.ok(s.next_run_at);
     assert.equal((await c.getSchedule(s.id)).id, s.id);
     assert.ok((await c.listSchedules()).some((x) => x.id === s.id));
+    const listed = (await c.listSchedules({ runs: 2, next: 3 })).find((x) => x.id === s.id)!;
+    assert.equal(listed.next_runs?.length, 3, "next: the next fire instants");
+    assert.deepEqual(listed.recent_runs, [], "runs: none yet");
     await assert.rejects(c.createSchedule({ name, cron: "* * * * *", queue, kind: "k" }), AlreadyExists);
     await assert.rejects(c.createSchedule({ name: queueName("s"), cron: "not cron", queue, kind: "k" }), InvalidArgument);
     const p = await c.patchSchedule(s.id, { enabled: false, overlap: "skip" });

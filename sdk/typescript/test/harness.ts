@@ -3,8 +3,8 @@
 // suite against each. Nothing is mocked; a missing binary or database fails
 // the run.
 
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, existsSync } from "node:fs";
+import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, existsSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -131,6 +131,43 @@ export function forEachBackend(name: string, suite: (get: () => Server) => void)
       });
     });
   }
+}
+
+const documents = new WeakMap<Server, Promise<Record<string, any>>>();
+
+/**
+ * Whether the server under test has `route` (e.g. `PUT /v1/workers/{worker_id}`), by its own
+ * `/openapi.json`: a test of a route newer than the binary it runs against skips, saying so, rather than
+ * failing on a server that predates it (`TETHER_BIN` may be an older build than docs/openapi.json).
+ */
+export async function serverHas(server: Server, route: string): Promise<boolean> {
+  let doc = documents.get(server);
+  if (!doc) documents.set(server, (doc = server.admin.openapi()));
+  const [method, path] = route.split(" ") as [string, string];
+  return !!(await doc).paths?.[path]?.[method.toLowerCase()];
+}
+
+/** What `npm pack` builds the package from: the package files, the build's settings, the sources, the examples. */
+const SDK_SOURCES = ["package.json", "package-lock.json", "tsconfig.json", "README.md", "src", "examples"];
+
+/** Copies the SDK's sources (what `npm ci && npm pack` needs, no node_modules, no build) into `dir`. */
+export function copySdk(dir: string): void {
+  for (const f of SDK_SOURCES) cpSync(join(PKG_DIR, f), join(dir, f), { recursive: true });
+}
+
+/**
+ * The package as `npm pack` makes it (its `prepack` builds dist/), made from a copy of the sources in
+ * `dir`, so that the build never rewrites this checkout's dist/ while other tests run from it. Answers the
+ * tarball's path (in `dir`).
+ */
+export function packSdk(dir: string): string {
+  const copy = join(dir, "sdk");
+  copySdk(copy);
+  symlinkSync(join(PKG_DIR, "node_modules"), join(copy, "node_modules"), "dir");
+  execFileSync("npm", ["pack", "--silent", "--pack-destination", dir], { cwd: copy, stdio: ["ignore", "ignore", "inherit"] });
+  const tgz = readdirSync(dir).find((f) => f.endsWith(".tgz"));
+  if (!tgz) throw new Error(`npm pack made no tarball in ${dir}`);
+  return join(dir, tgz);
 }
 
 /** A fresh queue name per test. */

@@ -1,5 +1,7 @@
 // `npm pack` makes a package that installs into an empty project and runs
-// there on its own: a producer and a worker, against a real server.
+// there on its own: a producer and a worker, against a real server. (It
+// packs a copy of the sources: its build must not rewrite the dist/ other
+// tests run from meanwhile.)
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -7,7 +9,7 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, readdirSync, rmSync, writeFileSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { PKG_DIR, startServer, type Server } from "./harness.js";
+import { packSdk, PKG_DIR, startServer, type Server } from "./harness.js";
 
 let server: (Server & { stop: () => Promise<void> }) | undefined;
 let dir: string;
@@ -23,13 +25,11 @@ after(async () => {
 
 test("npm pack installs and runs on its own", () => {
   const npm = process.platform === "win32" ? "npm.cmd" : "npm";
-  execFileSync(npm, ["pack", "--silent", "--pack-destination", dir], { cwd: PKG_DIR, stdio: ["ignore", "ignore", "inherit"] });
-  const tgz = readdirSync(dir).find((f) => f.endsWith(".tgz"));
-  assert.ok(tgz, "npm pack made a tarball");
+  const tgz = packSdk(join(dir, "pack"));
   const app = join(dir, "app");
   execFileSync("mkdir", ["-p", app]);
   writeFileSync(join(app, "package.json"), JSON.stringify({ name: "app", version: "1.0.0", type: "module", private: true }));
-  execFileSync(npm, ["install", "--offline", "--no-audit", "--no-fund", "--silent", join(dir, tgz)], { cwd: app, stdio: ["ignore", "ignore", "inherit"] });
+  execFileSync(npm, ["install", "--offline", "--no-audit", "--no-fund", "--silent", tgz], { cwd: app, stdio: ["ignore", "ignore", "inherit"] });
   const installed = join(app, "node_modules/tether-client");
   assert.ok(existsSync(join(installed, "dist/index.js")));
   assert.ok(existsSync(join(installed, "dist/index.d.ts")), "type declarations are shipped");
@@ -54,9 +54,15 @@ await run;
   // The declarations serve a strict TypeScript consumer.
   writeFileSync(
     join(app, "check.ts"),
-    `import { Client, Worker, RetryAfter, Snooze, Fatal, LeaseLost, type Job, type JobContext } from "tether-client";
-const client = new Client({ url: "http://127.0.0.1:7070", key: "k" });
-const worker = new Worker(client, { queue: "emails", concurrency: 8 });
+    `import { Client, Worker, RetryAfter, Snooze, Fatal, LeaseLost, defineTask, type Job, type JobContext } from "tether-client";
+const client = new Client({ url: "http://127.0.0.1:7070", key: "k", tenant: "acme" });
+const worker = new Worker(client, { queue: { emails: 8, reports: 2 } });
+const report = defineTask<{ month: string }, { rows: number }>({ kind: "report", queue: "reports", maxAttempts: 3 });
+worker.handle(report, async (payload, ctx) => ({ rows: payload.month.length + ctx.job.attempt }));
+export async function g(): Promise<number> {
+  const job = await client.enqueueTask(report, { month: "2026-12" }, { delayMs: 1_000 });
+  return (await client.waitResult(job)).rows;
+}
 worker.handle("send_welcome", async (job: Job, ctx: JobContext) => {
   ctx.progress({ step: 1 });
   if (ctx.signal.aborted) throw new Snooze(1000);

@@ -36,10 +36,8 @@ forEachBackend("SIGTERM", (server) => {
     child.stderr!.on("data", (d: Buffer) => (output += d.toString()));
     const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
     try {
-      await eventually("both jobs running", async () => {
-        const [a, b] = await Promise.all([c.get(short!.job.id), c.get(long!.job.id)]);
-        return a.state === "running" && b.state === "running";
-      });
+      // Their handlers, not only their claim: a claim whose answer the signal beats hands its jobs straight back.
+      await eventually("both handlers running", async () => output.includes("sleeping 800 ms") && output.includes("sleeping 60000 ms"));
       child.kill("SIGTERM");
       const code = await Promise.race([exited, new Promise<"timeout">((r) => setTimeout(() => r("timeout"), 10_000))]);
       assert.equal(code, 0, `the worker exits 0 after the drain; its output:\n${output}`);

@@ -1,7 +1,9 @@
 // The wire types of src/types.ts against the server's OpenAPI document
 // (docs/openapi.json of the repository): every schema is modelled, with the
 // same property names, the same required-ness and the same nullability, and
-// every string enum has the same values. No server needed.
+// every string enum has the same values. And the Client against its routes:
+// every route has a method, every query parameter a field of the method's
+// query type, and every method a typed answer. No server needed.
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -21,7 +23,7 @@ const RENAMED: Record<string, string> = { ErrorBody: "Error" };
 /** Schemas with nothing to model as an interface or a string union. */
 const NOT_MODELLED = new Set(["Name"]);
 /** Types of routes newer than the committed document: compared as soon as it has them. */
-const AHEAD = new Set(["WhoamiResponse", "TenantRef"]);
+const AHEAD = new Set<string>();
 
 interface Prop {
   optional: boolean;
@@ -162,13 +164,8 @@ test("one error class per documented error code", () => {
   assert.deepEqual(Object.keys(ERROR_CLASSES).sort(), [...schemas.ErrorCode!.enum].sort());
 });
 
-test("GET /v1/whoami answers WhoamiResponse once documented", (t) => {
-  const op = doc.paths["/v1/whoami"]?.get;
-  if (!op) {
-    t.diagnostic("GET /v1/whoami is not in the document yet; the server tests check it");
-    return;
-  }
-  assert.equal(op.responses["200"].content["application/json"].schema.$ref, "#/components/schemas/WhoamiResponse");
+test("GET /v1/whoami answers WhoamiResponse", () => {
+  assert.equal(doc.paths["/v1/whoami"].get.responses["200"].content["application/json"].schema.$ref, "#/components/schemas/WhoamiResponse");
 });
 
 /** The Client method of each documented route. */
@@ -187,6 +184,7 @@ const ROUTES: Record<string, string> = {
   "DELETE /v1/queues/{queue}": "deleteQueue",
   "GET /v1/queues/{queue}/throughput": "throughput",
   "GET /v1/workers": "workers",
+  "PUT /v1/workers/{worker_id}": "announceWorker",
   "POST /v1/jobs/complete": "completeBatch",
   "POST /v1/jobs/heartbeat": "heartbeatBatch",
   "GET /v1/jobs/{id}": "get",
@@ -211,6 +209,7 @@ const ROUTES: Record<string, string> = {
   "GET /v1/schedules/{id}": "getSchedule",
   "DELETE /v1/schedules/{id}": "deleteSchedule",
   "PATCH /v1/schedules/{id}": "patchSchedule",
+  "PUT /v1/schedules/{id}": "putSchedule",
   "GET /v1/schedules/{id}/runs": "scheduleRuns",
   "POST /v1/schedules/{id}/trigger": "triggerSchedule",
   "GET /v1/tenants": "listTenants",
@@ -226,7 +225,68 @@ const ROUTES: Record<string, string> = {
   "POST /v1/workflows/{id}/retry": "retryWorkflow",
 };
 /** Routes the client has before the committed document does. */
-const ROUTES_AHEAD = new Set(["GET /v1/whoami"]);
+const ROUTES_AHEAD = new Set<string>();
+
+/**
+ * For each route with query parameters: the type (in src/client.ts) of the method's query argument, and the
+ * wire name of each of its fields that is not named as on the wire. `wait_ms` is the wait methods' own.
+ */
+const QUERIES: Record<string, { type: string; wire?: Record<string, string> }> = {
+  "GET /v1/jobs": { type: "ListQuery" },
+  "GET /v1/jobs/{id}/events": { type: "EventsQuery" },
+  "GET /v1/workflows": { type: "WorkflowListQuery" },
+  "GET /v1/cron/preview": { type: "CronPreviewQuery" },
+  "GET /v1/schedules": { type: "ScheduleListQuery" },
+  "GET /v1/queues/{queue}/throughput": { type: "ThroughputQuery" },
+  "GET /v1/events": { type: "StreamFilter", wire: { jobId: "job_id", workflowId: "workflow_id", events: "event" } },
+};
+/** The routes whose `wait_ms` a method of its own uses, waiting until the thing has finished. */
+const WAITS: Record<string, string> = { "GET /v1/jobs/{id}": "wait", "GET /v1/workflows/{id}": "waitWorkflow" };
+
+const clientSource = ts.createSourceFile("client.ts", readFileSync(join(PKG_DIR, "src/client.ts"), "utf8"), ts.ScriptTarget.ES2022, true);
+
+/** The property names of an interface of src/client.ts. */
+function clientInterface(name: string): string[] {
+  const decl = clientSource.statements.find((st): st is ts.InterfaceDeclaration => ts.isInterfaceDeclaration(st) && st.name.text === name);
+  assert.ok(decl, `no interface ${name} in src/client.ts`);
+  return decl.members.filter(ts.isPropertySignature).map((m) => m.name.getText(clientSource));
+}
+
+test("every query parameter of the document is a field of its method's query type", () => {
+  for (const [path, ops] of Object.entries<Record<string, any>>(doc.paths)) {
+    for (const [method, op] of Object.entries<any>(ops)) {
+      const route = `${method.toUpperCase()} ${path}`;
+      const params = ((op.parameters ?? []) as Schema[]).filter((p) => p.in === "query").map((p) => p.name as string);
+      const waits = params.includes("wait_ms");
+      if (waits) assert.equal(typeof (Client.prototype as unknown as Record<string, unknown>)[WAITS[route] ?? ""], "function", `${route}: wait_ms has no wait method`);
+      const rest = params.filter((p) => p !== "wait_ms");
+      if (rest.length === 0) {
+        assert.ok(!QUERIES[route], `${route} has no query parameters but the table names ${QUERIES[route]?.type}`);
+        continue;
+      }
+      const q = QUERIES[route];
+      assert.ok(q, `${route} takes ${rest.join(", ")}: name its method's query type in this table`);
+      const fields = clientInterface(q.type).map((f) => q.wire?.[f] ?? f);
+      assert.deepEqual(fields.sort(), [...rest].sort(), `${route}: the fields of ${q.type}`);
+    }
+  }
+});
+
+test("every method of a route answers a type, never any or unknown", () => {
+  const program = ts.createProgram([join(PKG_DIR, "src/index.ts")], { strict: true, target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext, types: ["node"] });
+  const checker = program.getTypeChecker();
+  const file = program.getSourceFile(join(PKG_DIR, "src/client.ts"))!;
+  const cls = file.statements.find((st): st is ts.ClassDeclaration => ts.isClassDeclaration(st) && st.name?.text === "Client")!;
+  const classType = checker.getTypeAtLocation(cls);
+  for (const method of new Set(Object.values(ROUTES))) {
+    const sym = classType.getProperty(method);
+    assert.ok(sym, `Client.${method}`);
+    const sig = checker.getSignaturesOfType(checker.getTypeOfSymbolAtLocation(sym, cls), ts.SignatureKind.Call)[0]!;
+    const answer = checker.typeToString(checker.getReturnTypeOfSignature(sig));
+    assert.match(answer, /^(Promise|AsyncGenerator)<.+>$/, `Client.${method} answers ${answer}`);
+    assert.doesNotMatch(answer, /^\w+<(any|unknown)[,>]|\bany\b/, `Client.${method} answers ${answer}`);
+  }
+});
 
 test("every documented route has a Client method", () => {
   const documented = Object.entries<Record<string, unknown>>(doc.paths).flatMap(([path, ops]) =>
@@ -241,4 +301,31 @@ test("every documented route has a Client method", () => {
   for (const [route, method] of Object.entries(ROUTES)) {
     assert.equal(typeof (Client.prototype as unknown as Record<string, unknown>)[method], "function", `${route}: Client.${method}`);
   }
+});
+
+test("every duration option of the SDK's own API (not the wire's) is in milliseconds and named …Ms", () => {
+  let checked = 0;
+  const offenders: string[] = [];
+  for (const file of ["client.ts", "worker.ts", "task.ts", "handler.ts", "workflow.ts"]) {
+    const sf = ts.createSourceFile(file, readFileSync(join(PKG_DIR, "src", file), "utf8"), ts.ScriptTarget.ES2022, true);
+    const visit = (node: ts.Node) => {
+      if (ts.isPropertySignature(node) && node.type) {
+        const doc = ts
+          .getJSDocCommentsAndTags(node)
+          .map((d) => d.getText(sf))
+          .join(" ");
+        // A number documented in ms (or milliseconds) is a duration, and so is anything named like one.
+        const isNumber = node.type.getText(sf).split("|").some((t) => t.trim() === "number");
+        const name = node.name.getText(sf);
+        if (isNumber && (/\bms\b|millisecond/i.test(doc) || /(timeout|delay|wait|grace|interval|ttl)/i.test(name))) {
+          checked++;
+          if (!/Ms$/.test(name)) offenders.push(`${file}: ${name}`);
+        }
+      }
+      ts.forEachChild(node, visit);
+    };
+    visit(sf);
+  }
+  assert.deepEqual(offenders, [], "duration options not named …Ms");
+  assert.ok(checked >= 10, `only ${checked} duration options found`);
 });

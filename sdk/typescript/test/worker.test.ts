@@ -220,7 +220,8 @@ forEachBackend("worker", (server) => {
     const dropHeartbeats: typeof fetch = (input, init) =>
       String(input).endsWith("/v1/jobs/heartbeat") ? Promise.reject(new TypeError("simulated network failure")) : fetch(input, init);
     const lossy = new Client({ url: server().url, key: server().key, fetch: dropHeartbeats });
-    const worker = new Worker(lossy, { queue, leaseTtlMs: 1000, claimWaitMs: 300, handleSignals: false, logger: mem.logger });
+    // One slot, held by the job: the worker cannot claim it again itself once its lease lapsed (the test does).
+    const worker = new Worker(lossy, { queue, concurrency: 1, leaseTtlMs: 1000, claimWaitMs: 300, handleSignals: false, logger: mem.logger });
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
     worker.handle("k", async () => {
@@ -241,6 +242,33 @@ forEachBackend("worker", (server) => {
     assert.ok((await history(c, job.id)).includes("lease_lost"));
     worker.shutdown();
     await run;
+  });
+
+  test("a job claimed again by the same worker after its lease lapsed is held twice, and the shutdown drains both", async () => {
+    const c = server().admin;
+    const queue = queueName();
+    const mem = memoryLogger();
+    // Heartbeats never arrive: the lease lapses while the handler runs, and the worker's free slot claims the job again.
+    const dropHeartbeats: typeof fetch = (input, init) =>
+      String(input).endsWith("/v1/jobs/heartbeat") ? Promise.reject(new TypeError("simulated network failure")) : fetch(input, init);
+    const lossy = new Client({ url: server().url, key: server().key, fetch: dropHeartbeats });
+    const worker = new Worker(lossy, { queue, concurrency: 2, leaseTtlMs: 1000, claimWaitMs: 300, shutdownGraceMs: 300, handleSignals: false, logger: mem.logger });
+    const attempts: number[] = [];
+    worker.handle("k", async (job, ctx) => {
+      attempts.push(job.attempt);
+      await new Promise<void>((resolve) => ctx.signal.addEventListener("abort", () => resolve(), { once: true }));
+      throw ctx.signal.reason;
+    });
+    const job = await c.enqueue({ queue, kind: "k" });
+    const run = startWorker(worker);
+    await eventually("the second claim", async () => attempts.length >= 2, 20_000);
+    assert.deepEqual(attempts.slice(0, 2), [1, 2]);
+    assert.equal(worker.jobsInFlight, 2, "both holds are tracked");
+    worker.shutdown();
+    await within(run, 10_000, "the drain of both holds");
+    assert.equal(worker.jobsInFlight, 0);
+    // Handed back by its current owner (or, on a host too slow to hand it back within its lease, requeued by the reaper).
+    await eventually("the job queued again", async () => (await c.get(job.id)).state === "queued");
   });
 
   test("RetryAfter fails with the exact delay; Snooze gives the attempt back; Fatal and throws", async () => {

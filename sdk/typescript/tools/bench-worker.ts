@@ -29,7 +29,7 @@ function main(): void {
     concurrency,
     claimWaitMs: 5_000,
     handleSignals: false,
-    logger: stderrLogger("bench worker:", true),
+    logger: stderrLogger("bench worker:", { warnings: true, failures: true }),
   });
   if (mode === "cancel") {
     worker.handle("noop", async (job, ctx) => {

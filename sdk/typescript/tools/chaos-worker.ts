@@ -105,8 +105,9 @@ function main(): void {
       pollIntervalMs: 500,
       shutdownGraceMs: 5_000,
       handleSignals: false,
-      // Warnings (failed tries, lost leases) are what the faults cause by design: the lines on stdout count them.
-      logger: stderrLogger(`chaos worker ${workerId}:`, false),
+      // Warnings (failed tries, lost leases) and the jobs' failures are what the faults and the plans cause
+      // by design: the lines on stdout count them.
+      logger: stderrLogger(`chaos worker ${workerId}:`, { warnings: false, failures: false }),
       observer,
     }).handle("chaos", handler(seed, workerId, snoozed));
   };

@@ -36,12 +36,17 @@ export function nowUs(): number {
   return Math.round((performance.timeOrigin + performance.now()) * 1000);
 }
 
-/** Errors (and warnings, if `warnings`) on stderr, prefixed with `who`; debug and info dropped. */
-export function stderrLogger(who: string, warnings: boolean): Logger {
-  const write = (level: string) => (msg: string, fields?: Record<string, unknown>) => {
+/**
+ * Errors (and warnings, if `warnings`) on stderr, prefixed with `who`; debug and info dropped. Without
+ * `failures`, the worker's line for each failed attempt ("job failed …", warn or error) is dropped too: a
+ * run whose jobs fail by design would print one per planned failure.
+ */
+export function stderrLogger(who: string, opts: { warnings: boolean; failures: boolean }): Logger {
+  const write = (level: string, on: boolean) => (msg: string, fields?: Record<string, unknown>) => {
+    if (!on || (!opts.failures && msg.startsWith("job failed"))) return;
     process.stderr.write(`${who} ${level} ${msg}${fields ? " " + JSON.stringify(fields) : ""}\n`);
   };
-  return { debug() {}, info() {}, warn: warnings ? write("WARN") : () => {}, error: write("ERROR") };
+  return { debug() {}, info() {}, warn: write("WARN", opts.warnings), error: write("ERROR", true) };
 }
 
 /**
