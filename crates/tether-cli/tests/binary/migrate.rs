@@ -9,8 +9,8 @@ use std::path::Path;
 use common::{temp_dir, tether, Run, Server};
 use sqlx::Connection;
 
-/// The newest SQLite migration (16: workflow events).
-const LATEST_SQLITE: i64 = 16;
+/// The newest SQLite migration (18: worker presence).
+const LATEST_SQLITE: i64 = 18;
 
 fn status(target: &[&str]) -> Run {
     let mut args = vec!["migrate", "status", "--json"];
