@@ -33,7 +33,10 @@ from tether_client import (
     Unauthenticated,
     Unavailable,
     UnsupportedMediaType,
+    WorkflowBuilder,
+    __version__,
     batch_entry,
+    task,
 )
 from tether_client._errors import error_from_body
 
@@ -339,6 +342,100 @@ def test_schedules(client: Client, queue: str) -> None:
     client.delete_schedule(s.id)
     with pytest.raises(NotFound):
         client.get_schedule(s.id)
+
+
+def test_ensure_schedule_creates_updates_or_leaves_a_schedule_by_name(
+    client: Client, queue: str
+) -> None:
+    name = f"declared-{queue}"
+    first = client.ensure_schedule(name, "0 3 * * *", queue, "nightly", {"n": 1},
+                                   timezone="Europe/Paris")
+    assert first.outcome == "created"
+    s = first.schedule
+    assert (s.name, s.cron, s.queue, s.kind, s.payload) == (name, "0 3 * * *", queue, "nightly",
+                                                            {"n": 1})
+    assert s.timezone == "Europe/Paris" and s.enabled and s.overlap == "allow"
+    # The same declaration on the next deploy writes nothing.
+    again = client.ensure_schedule(name, "0 3 * * *", queue, "nightly", {"n": 1},
+                                   timezone="Europe/Paris")
+    assert again.outcome == "unchanged" and again.schedule.id == s.id
+    assert again.schedule.updated_at == s.updated_at
+    job = client.trigger_schedule(s.id)
+    # A changed one keeps its id and runs; what is left out is the default.
+    changed = client.ensure_schedule(name, "0 4 * * *", queue, "nightly", enabled=False,
+                                     overlap="skip")
+    assert changed.outcome == "updated" and changed.schedule.id == s.id
+    c = changed.schedule
+    assert (c.cron, c.timezone, c.payload, c.enabled, c.overlap) == ("0 4 * * *", "UTC", None,
+                                                                     False, "skip")
+    assert [r.job_id for r in client.schedule_runs(s.id)] == [job.id]
+    with pytest.raises(InvalidArgument):
+        client.ensure_schedule(name, "not cron", queue, "nightly")
+    assert client.get_schedule(s.id).cron == "0 4 * * *"  # a bad one changed nothing
+
+    async def main() -> None:
+        async with AsyncClient(client.url, client.key) as c:
+            answer = await c.ensure_schedule(f"{name}-a", "@daily", queue, "nightly")
+            assert answer.outcome == "created" and answer.schedule.cron == "@daily"
+            answer = await c.ensure_schedule(f"{name}-a", "@daily", queue, "nightly")
+            assert answer.outcome == "unchanged"
+
+    asyncio.run(main())
+
+
+def test_headers_travel_with_the_job_on_every_enqueue(client: Client, queue: str) -> None:
+    sent = {"x-request-id": "r-42", "locale": "fr_FR"}
+    job = client.enqueue(queue, "k", headers=sent)
+    assert job.headers == sent and client.get(job.id).headers == sent
+    assert client.enqueue(queue, "k").headers == {}
+    [one, two] = client.enqueue_batch([
+        batch_entry(queue, "k", 1, headers={"n": "1"}),
+        batch_entry(queue, "k", 2),
+    ])
+    assert one.job.headers == {"n": "1"} and two.job.headers == {}
+    wf = WorkflowBuilder("with-headers")
+    entry = wf.add(queue, "k", headers={"step": "a"})
+    assert client.enqueue_workflow(wf)[entry].headers == {"step": "a"}
+    typed = task("typed", queue=queue, payload=int)
+    assert typed.enqueue(client, 3, headers={"t": "3"}).headers == {"t": "3"}
+    waited = client.enqueue_and_wait(queue, "k", headers={"w": "1"}, timeout=0)
+    assert waited.headers == {"w": "1"}
+    claimed = client.claim(queue, "w-headers", limit=10)
+    assert {c.id: c.headers for c in claimed}[job.id] == sent
+    with pytest.raises(InvalidArgument):
+        client.enqueue(queue, "k", headers={"bad name": "x"})
+
+    async def main() -> None:
+        async with AsyncClient(client.url, client.key) as c:
+            answer = await c.enqueue(queue, "k", headers={"a": "1"})
+            assert answer.headers == {"a": "1"}
+
+    asyncio.run(main())
+
+
+def test_announce_worker_lists_an_idle_worker(client: Client, queue: str) -> None:
+    worker_id = f"w-announced-{queue}"
+    client.announce_worker(worker_id, queues=[queue, f"{queue}-b"], concurrency=12,
+                           sdk="python", version=__version__, host="box-1", pid=4242)
+    [me] = [w for w in client.workers() if w.worker_id == worker_id]
+    assert sorted(me.queues) == sorted([queue, f"{queue}-b"]) and me.running == 0
+    assert (me.concurrency, me.sdk, me.version, me.host, me.pid) == (
+        12, "python", __version__, "box-1", 4242
+    )
+    assert me.last_seen_at and me.last_heartbeat_at is None
+    # Announcing again replaces what it said.
+    client.announce_worker(worker_id, queues=[queue], concurrency=1)
+    [me] = [w for w in client.workers() if w.worker_id == worker_id]
+    assert me.queues == [queue] and me.concurrency == 1 and me.sdk is None
+    with pytest.raises(InvalidArgument):
+        client.announce_worker(worker_id, queues=[], concurrency=1)
+
+    async def main() -> None:
+        async with AsyncClient(client.url, client.key) as c:
+            await c.announce_worker(f"{worker_id}-a", queues=[queue], concurrency=2)
+            assert f"{worker_id}-a" in [w.worker_id for w in await c.workers()]
+
+    asyncio.run(main())
 
 
 def test_cron_preview(client: Client) -> None:

@@ -242,3 +242,29 @@ def test_the_bench_worker(server: Server, client: Client, queue: str, mode: str)
             assert child.stop(None) == 3
     finally:
         child.kill()
+
+
+def test_the_bench_worker_with_hooks_and_tracing(
+    server: Server, client: Client, queue: str
+) -> None:
+    """``--hooks``: the same worker with a no-op hook of each kind and
+    tracing on; jobs with trace context (a span each) and without both run."""
+    child = Child("bench_worker.py", server.url, server.key, queue, "8", "throughput", "--hooks")
+    parent = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+    try:
+        assert child.next_line() == "READY"
+        client.enqueue_batch(
+            [batch_entry(queue, "noop", i, headers=parent if i % 2 else None) for i in range(200)]
+        )
+        wait_for(lambda: client.get_queue(queue).counts.succeeded == 200, timeout=30)
+        assert child.rest() == ["READY"]
+        assert child.stop() == 0
+    finally:
+        child.kill()
+
+
+def test_the_bench_worker_refuses_bad_arguments() -> None:
+    import bench_worker
+
+    assert bench_worker.main(["http://x", "k", "q", "8", "bogus", "--hooks"]) == 2
+    assert bench_worker.main(["http://x", "k", "q", "8", "throughput", "--other"]) == 2

@@ -19,8 +19,9 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 import httpx
 import pytest
 
+import tether_client
 import tether_client._worker as worker_module
-from conftest import Server, _start, wait_for
+from conftest import Server, wait_for
 from tether_client import (
     AsyncClient,
     ClaimedJob,
@@ -40,6 +41,7 @@ from tether_client import (
     WorkerObserver,
     batch_entry,
 )
+from tether_client.testing import TetherServer, start_server
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "worker.py"
 
@@ -585,11 +587,11 @@ def test_reports_survive_a_server_outage(tmp_path: Path) -> None:
     """The server goes away while a handler runs: the worker keeps its result,
     retries the report until the server is back, and claims again after."""
     data = str(tmp_path / "data")
-    proc, url = _start([], data, str(tmp_path / "1.log"))
+    first_server = start_server(data, log_path=tmp_path / "1.log")
+    url, key = first_server.url, first_server.key
     port = url.rsplit(":", 1)[1]
-    key = Path(data, "admin.key").read_text().strip()
     release = threading.Event()
-    proc2 = None
+    second_server: Optional[TetherServer] = None
     try:
         with Client(url, key) as client:
             worker = Worker(client, "outage", concurrency=2, lease_ttl=30, claim_wait=0.5)
@@ -603,11 +605,13 @@ def test_reports_survive_a_server_outage(tmp_path: Path) -> None:
             first = client.enqueue("outage", "k", "first")
             with running(worker):
                 wait_for(lambda: client.get(first.id).state == "running")
-                proc.terminate()
-                assert proc.wait(10) == 0
+                first_server.process.terminate()
+                assert first_server.process.wait(10) == 0
                 release.set()
                 time.sleep(1.0)  # the report fails meanwhile, and is retried
-                proc2, _ = _start([], data, str(tmp_path / "2.log"), f"127.0.0.1:{port}")
+                second_server = start_server(
+                    data, listen=f"127.0.0.1:{port}", log_path=tmp_path / "2.log"
+                )
                 done = wait_for(
                     lambda: client.get(first.id).state == "succeeded" and client.get(first.id),
                     timeout=20,
@@ -617,10 +621,9 @@ def test_reports_survive_a_server_outage(tmp_path: Path) -> None:
                 wait_for(lambda: client.get(second.id).state == "succeeded", timeout=10)
     finally:
         release.set()
-        for p in (proc, proc2):
-            if p is not None and p.poll() is None:
-                p.terminate()
-                p.wait(10)
+        for started in (first_server, second_server):
+            if started is not None:
+                started.stop()
 
 
 def test_failing_heartbeats_back_off(tmp_path: Path) -> None:
@@ -637,12 +640,12 @@ def test_failing_heartbeats_back_off(tmp_path: Path) -> None:
                 self.failed += 1
 
     data = str(tmp_path / "data")
-    proc, url = _start([], data, str(tmp_path / "1.log"))
+    first_server = start_server(data, log_path=tmp_path / "1.log")
+    url, key = first_server.url, first_server.key
     port = url.rsplit(":", 1)[1]
-    key = Path(data, "admin.key").read_text().strip()
     release = threading.Event()
     seen = Heartbeats()
-    proc2 = None
+    second_server: Optional[TetherServer] = None
     try:
         with Client(url, key) as client:
             # A heartbeat every third of a second.
@@ -656,8 +659,8 @@ def test_failing_heartbeats_back_off(tmp_path: Path) -> None:
             job = client.enqueue("beats", "k")
             with running(worker):
                 wait_for(lambda: client.get(job.id).state == "running")
-                proc.terminate()
-                assert proc.wait(10) == 0
+                first_server.process.terminate()
+                assert first_server.process.wait(10) == 0
                 before = seen.failed
                 # From the first failure on: a stalled host cannot end the
                 # outage untried.
@@ -666,15 +669,16 @@ def test_failing_heartbeats_back_off(tmp_path: Path) -> None:
                 tries = seen.failed - before
                 # 0.1 s doubling, capped at the 1/3 s interval: about 8 in 2 s.
                 assert 1 <= tries <= 40, f"{tries} failed heartbeats in 2 s of outage"
-                proc2, _ = _start([], data, str(tmp_path / "2.log"), f"127.0.0.1:{port}")
+                second_server = start_server(
+                    data, listen=f"127.0.0.1:{port}", log_path=tmp_path / "2.log"
+                )
                 release.set()
                 wait_for(lambda: client.get(job.id).state == "succeeded", timeout=20)
     finally:
         release.set()
-        for p in (proc, proc2):
-            if p is not None and p.poll() is None:
-                p.terminate()
-                p.wait(10)
+        for started in (first_server, second_server):
+            if started is not None:
+                started.stop()
 
 
 def test_a_wrong_key_fails_at_start(server: Server, queue: str) -> None:
@@ -1563,3 +1567,43 @@ def test_an_async_client_acts_for_a_tenant(server: Server, client: Client) -> No
     job = asyncio.run(main())
     with Client(server.url, made.api_key) as own:
         assert own.get(job.id).queue == "q"
+
+
+def test_a_started_idle_worker_is_listed_with_what_it_announced(
+    client: Client, queue: str
+) -> None:
+    worker = Worker(client, {queue: 3, f"{queue}-b": 2}, claim_wait=0.5)
+    with running(worker):
+        [me] = wait_for(
+            lambda: [w for w in client.workers() if w.worker_id == worker.worker_id]
+        )
+        assert me.running == 0 and sorted(me.queues) == sorted([queue, f"{queue}-b"])
+        assert (me.sdk, me.version, me.concurrency) == ("python", tether_client.__version__, 5)
+        assert (me.host, me.pid) == (socket.gethostname(), os.getpid())
+        assert me.last_seen_at
+
+
+def test_a_failed_announcement_never_stops_the_worker(
+    client: Client, queue: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The server refuses an announcement of more than 100 queues.
+    worker = Worker(client, [f"{queue}-{i}" for i in range(101)], concurrency=1, claim_wait=0.5)
+    worker.register("k", lambda job: "done")
+    job = client.enqueue(f"{queue}-100", "k")
+    with caplog.at_level(logging.DEBUG, logger="tether_client.worker"), running(worker):
+        wait_for(lambda: client.get(job.id).state == "succeeded", timeout=15)
+    assert worker.worker_id not in [w.worker_id for w in client.workers()]
+    failed = [r for r in caplog.records if "announcing itself failed" in r.getMessage()]
+    assert failed and all(r.levelno == logging.DEBUG for r in failed)
+    assert "InvalidArgument" in failed[0].getMessage()
+
+
+def test_a_handler_reads_the_headers_of_its_job(client: Client, queue: str) -> None:
+    worker = Worker(client, queue, claim_wait=0.5)
+    seen: List[Dict[str, str]] = []
+    worker.register("k", lambda job: seen.append(job.headers))
+    client.enqueue(queue, "k", headers={"x-request-id": "r-7"})
+    client.enqueue(queue, "k")
+    with running(worker):
+        wait_for(lambda: len(seen) == 2)
+    assert sorted(seen, key=len) == [{}, {"x-request-id": "r-7"}]

@@ -7,10 +7,13 @@ and keys.
 :class:`Worker` claims jobs of one or more queues and runs your handlers
 with the same guarantees as tether's Rust worker: batched heartbeats at a
 third of the lease, fenced results, retry-after vs snooze, cooperative
-cancel, and a graceful hand-back on SIGTERM. :func:`task` declares a typed
-job kind once, for its enqueues and its handler. ``python -m tether_client
-worker module:attr`` runs a worker. Every duration is seconds (or a
-``timedelta``).
+cancel, and a graceful hand-back on SIGTERM; hooks run around its
+handlers, and with OpenTelemetry installed a job's handler continues the
+trace that enqueued it. :func:`task` declares a typed job kind once, for
+its enqueues and its handler. ``python -m tether_client worker
+module:attr`` runs a worker. ``tether_client.testing`` is a pytest plugin
+(a real server per session, a tenant per test) with ``run_until_empty``.
+Every duration is seconds (or a ``timedelta``).
 
     from tether_client import Client, Worker
 
@@ -46,7 +49,16 @@ from ._errors import (
     Unavailable,
     UnsupportedMediaType,
 )
-from ._handler import Fatal, JobContext, Retry, RetryAfter, Snooze, WorkerObserver
+from ._handler import (
+    Fatal,
+    JobContext,
+    Outcome,
+    OutcomeStatus,
+    Retry,
+    RetryAfter,
+    Snooze,
+    WorkerObserver,
+)
 from ._models import (
     ApiKey,
     Backoff,
@@ -59,6 +71,7 @@ from ._models import (
     DependencyFailure,
     DependencyJob,
     EnqueueResult,
+    EnsuredSchedule,
     EventPage,
     FailItem,
     FeedEvent,
@@ -76,6 +89,7 @@ from ._models import (
     RateLimit,
     RetryMode,
     Schedule,
+    ScheduleOutcome,
     ScheduleRun,
     StateCounts,
     Tenant,
@@ -93,10 +107,11 @@ from ._models import (
 )
 from ._task import DoesNotFit, Task, TaskHandler, TaskJob, task
 from ._util import BatchEntry, batch_entry
+from ._version import VERSION
 from ._worker import Worker
 from ._workflow import EnqueuedWorkflow, WorkflowBuilder, WorkflowEntry
 
-__version__ = "0.1.0"
+__version__ = VERSION
 
 __all__ = [
     "AlreadyExists",
@@ -119,6 +134,7 @@ __all__ = [
     "Duration",
     "EnqueueResult",
     "EnqueuedWorkflow",
+    "EnsuredSchedule",
     "EventPage",
     "EventStream",
     "FailItem",
@@ -140,6 +156,8 @@ __all__ = [
     "LeaseLost",
     "MethodNotAllowed",
     "NotFound",
+    "Outcome",
+    "OutcomeStatus",
     "PayloadTooLarge",
     "Percentiles",
     "PermissionDenied",
@@ -149,6 +167,7 @@ __all__ = [
     "RetryAfter",
     "RetryMode",
     "Schedule",
+    "ScheduleOutcome",
     "ScheduleRun",
     "Snooze",
     "StateCounts",

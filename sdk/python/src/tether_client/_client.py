@@ -18,6 +18,7 @@ from typing import (
     Generator,
     Iterable,
     Iterator,
+    Mapping,
     Optional,
     TypeVar,
     Union,
@@ -57,6 +58,7 @@ from ._stream import (
 )
 from ._task import TaskJob
 from ._util import UNSET, Time
+from ._version import VERSION
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -64,7 +66,7 @@ R = TypeVar("R")
 DEFAULT_URL = "http://127.0.0.1:7070"
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_RETRIES = 4
-USER_AGENT = "tether-client-python/0.1.0"
+USER_AGENT = f"tether-client-python/{VERSION}"
 
 TENANT_HEADER = "x-tether-tenant"
 
@@ -412,6 +414,7 @@ class Client(_Configured, SyncRoutes):
         depends_on: Optional[Iterable[Union[str, Job]]] = None,
         dependency_failure: Optional[DependencyFailure] = None,
         workflow_id: Optional[str] = None,
+        headers: Optional[Mapping[str, str]] = None,
     ) -> Job:
         """Enqueues a job (the arguments of :meth:`enqueue`, but the job's own
         ``timeout`` is ``job_timeout``) and waits for it (:meth:`wait`) up to
@@ -436,6 +439,7 @@ class Client(_Configured, SyncRoutes):
             depends_on=depends_on,
             dependency_failure=dependency_failure,
             workflow_id=workflow_id,
+            headers=headers,
         )
         done = self.wait(job.id, timeout=timeout)
         done.created = job.created
@@ -691,6 +695,7 @@ class AsyncClient(_Configured, AsyncRoutes):
         depends_on: Optional[Iterable[Union[str, Job]]] = None,
         dependency_failure: Optional[DependencyFailure] = None,
         workflow_id: Optional[str] = None,
+        headers: Optional[Mapping[str, str]] = None,
     ) -> Job:
         """Enqueues a job (the arguments of :meth:`enqueue`, but the job's own
         ``timeout`` is ``job_timeout``) and waits for it up to ``timeout``
@@ -714,6 +719,7 @@ class AsyncClient(_Configured, AsyncRoutes):
             depends_on=depends_on,
             dependency_failure=dependency_failure,
             workflow_id=workflow_id,
+            headers=headers,
         )
         done = await self.wait(job.id, timeout=timeout)
         done.created = job.created

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from dataclasses import dataclass
 from datetime import datetime
 from typing import (
     Any,
     Awaitable,
     Callable,
+    Dict,
     List,
+    Literal,
     Optional,
     Tuple,
 )
@@ -71,6 +74,41 @@ class Fatal(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+OutcomeStatus = Literal["succeeded", "failed", "retry_after", "snooze", "cancelled"]
+"""What a handler's run comes to (see :class:`Outcome`)."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a job's run came to, as an ``@worker.after`` hook is told: the
+    report the worker sends for it.
+
+    - ``succeeded``: the handler returned ``result`` (JSON).
+    - ``failed``: the attempt failed (``error``: what the handler or a
+      ``before`` hook raised, a ``TimeoutError`` when the job ran past its
+      timeout, a ``TypeError`` when the result is not JSON); the job is
+      retried with backoff, or ``failed`` for good when it raised
+      :class:`Fatal` or was on its last attempt.
+    - ``retry_after``: it raised :class:`RetryAfter` (``error``); it is
+      retried ``delay`` seconds later.
+    - ``snooze``: it raised :class:`Snooze` (``error``), or was handed back
+      at shutdown (no ``error``, ``delay`` 0): queued again ``delay``
+      seconds later, the attempt given back.
+    - ``cancelled``: a cancel was asked for while it ran; ``error`` is what
+      it raised, if it raised.
+    """
+
+    status: OutcomeStatus
+    result: JSON = None
+    error: Optional[BaseException] = None
+    delay: Optional[float] = None
+    """Seconds, for ``retry_after`` and ``snooze``."""
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == "succeeded"
 
 
 class WorkerObserver:
@@ -156,8 +194,8 @@ def _granted_lease(job: Job, asked: Optional[float]) -> float:
 class JobContext:
     """What a handler gets: the job, progress reporting and cancellation.
 
-    ``id``, ``queue``, ``kind``, ``payload``, ``attempt``, ``max_attempts``
-    and ``workflow_id`` are the claimed job's; ``job`` is the whole
+    ``id``, ``queue``, ``kind``, ``payload``, ``attempt``, ``max_attempts``,
+    ``workflow_id`` and ``headers`` are the claimed job's; ``job`` is the whole
     :class:`Job`. :meth:`dependencies` (or ``await``
     :meth:`dependencies_async`) reads the jobs it waited for, with their
     results. A handler fans out into its own workflow with
@@ -181,6 +219,8 @@ class JobContext:
         self.max_attempts: int = job.max_attempts
         self.workflow_id: Optional[str] = job.workflow_id
         """The workflow the job belongs to (None outside one)."""
+        self.headers: Dict[str, str] = job.headers
+        """The string headers the job was enqueued with (``{}`` when none)."""
         self.worker_id: str = worker_id
         # Made on first use: most handlers never look (and a threading.Event
         # costs more than the rest of this object).
@@ -292,3 +332,11 @@ class JobContext:
 
 
 Handler = Callable[[JobContext], Any]
+"""A handler: takes the job's context, answers its result (or an awaitable of it)."""
+
+BeforeHook = Callable[[JobContext], Any]
+"""An ``@worker.before`` hook: takes the job's context (sync, or ``async def``)."""
+AfterHook = Callable[[JobContext, Outcome], Any]
+"""An ``@worker.after`` hook: takes the job's context and its :class:`Outcome`."""
+ErrorHook = Callable[[JobContext, BaseException], Any]
+"""An ``@worker.on_error`` hook: takes the job's context and the exception."""

@@ -157,6 +157,9 @@ class Job:
     workflow_id: Optional[str] = None
     """The workflow it belongs to, if any: a handler passes it as
     ``enqueue(..., workflow_id=...)`` to add jobs to its own workflow."""
+    headers: Dict[str, str] = field(default_factory=dict)
+    """The string headers it was enqueued with (``{}`` when none): W3C trace
+    context (``traceparent``, ``tracestate``), a request id, ..."""
     created: Optional[bool] = None
     """Only on enqueue answers: whether this request made the job (False: an
     existing job with the same idempotency or unique key was answered)."""
@@ -501,6 +504,26 @@ class Schedule:
         return _build(cls, data)
 
 
+ScheduleOutcome = Literal["created", "updated", "unchanged"]
+"""What ``ensure_schedule`` did: ``created`` the schedule, ``updated`` its
+definition (its id and runs kept), or nothing (``unchanged``: it already
+was exactly this)."""
+
+
+@dataclass
+class EnsuredSchedule:
+    """What ``ensure_schedule`` answers (``PUT /v1/schedules/{name}``): the
+    schedule as it now stands, and the ``outcome``."""
+
+    schedule: Schedule
+    outcome: ScheduleOutcome
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> EnsuredSchedule:
+        return _build(cls, data, schedule=Schedule.from_dict(data["schedule"]))
+
+
 @dataclass
 class ScheduleRun:
     """One run of a schedule: ``outcome`` is ``enqueued`` or ``skipped``."""
@@ -678,14 +701,26 @@ class Throughput:
 
 @dataclass
 class WorkerInfo:
-    """A worker holding running jobs of the tenant now (``GET /v1/workers``):
-    the ``queues`` of those jobs, how many it holds (``running``) and its
-    latest heartbeat on any of them (its claim, before the first)."""
+    """A worker of the tenant (``GET /v1/workers``): one holding running jobs
+    now, or one that announced itself (``PUT /v1/workers/{id}``, as every
+    :class:`tether_client.Worker` does) and was seen within the last 5
+    minutes, idle or not. ``queues`` are the queues it announced and those
+    of its running jobs; ``running`` how many jobs it holds (0 when idle);
+    ``last_heartbeat_at`` its latest heartbeat on any of them (its claim,
+    before the first). ``last_seen_at`` (its last announcement or claim)
+    and what it announced (``concurrency``, ``sdk``, ``version``, ``host``,
+    ``pid``) are None for a worker that never announced itself."""
 
     worker_id: str = ""
     queues: List[str] = field(default_factory=list)
     running: int = 0
     last_heartbeat_at: Optional[str] = None
+    last_seen_at: Optional[str] = None
+    concurrency: Optional[int] = None
+    sdk: Optional[str] = None
+    version: Optional[str] = None
+    host: Optional[str] = None
+    pid: Optional[int] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod

@@ -7,7 +7,7 @@ and regenerate.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, List, Optional, TypeVar, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, TypeVar, Union
 
 from ._duration import Duration, opt_ms, to_ms
 from ._models import (
@@ -22,6 +22,7 @@ from ._models import (
     DependencyFailure,
     DependencyJob,
     EnqueueResult,
+    EnsuredSchedule,
     EventPage,
     FailItem,
     HeartbeatAck,
@@ -46,6 +47,7 @@ from ._models import (
     WorkflowState,
 )
 from ._task import Task, TaskJob
+from ._tracing import traced, traced_all
 from ._util import (
     UNSET,
     BatchEntry,
@@ -105,6 +107,7 @@ class SyncRoutes:
         depends_on: Optional[Iterable[Union[str, Job]]] = None,
         dependency_failure: Optional[DependencyFailure] = None,
         workflow_id: Optional[str] = None,
+        headers: Optional[Mapping[str, str]] = None,
     ) -> Job:
         """Enqueues a job (``POST /v1/jobs``). The answer's ``created`` is False
         when an existing job with the same idempotency or active unique key was
@@ -132,6 +135,14 @@ class SyncRoutes:
         ``depends_on`` may name any job. A finished workflow raises
         ``InvalidState``, an unknown one ``InvalidArgument``.
 
+        ``headers`` (string to string; at most 32, names of ``A-Z a-z 0-9
+        _ . -``) travel with the job unchanged: its handler reads them as
+        ``ctx.headers``. When OpenTelemetry is installed and a span is
+        current, its W3C trace context (``traceparent``, ``tracestate``) is
+        added to them (a header given here wins), so the handler's span
+        continues this trace. Every enqueue does the same: typed tasks,
+        batches and workflows.
+
         Retried on transport errors and ``unavailable`` only when
         ``idempotency_key`` is given."""
         body = enqueue_body(
@@ -152,9 +163,10 @@ class SyncRoutes:
             depends_on=depends_on,
             dependency_failure=dependency_failure,
             workflow_id=workflow_id,
+            headers=headers,
         )
         retry = idempotency_key is not None
-        return self._call("POST", "/v1/jobs", enqueued, json=body, retry=retry)
+        return self._call("POST", "/v1/jobs", enqueued, json=traced(body), retry=retry)
 
     def _enqueue_task(self, task: Task[Any, R], body: Dict[str, Any]) -> TaskJob[R]:
         """The enqueue of a typed task's job (``task.enqueue(client, ...)``
@@ -163,7 +175,7 @@ class SyncRoutes:
             "POST",
             "/v1/jobs",
             lambda d: TaskJob.of(enqueued(d), task),
-            json=body,
+            json=traced(body),
             retry=body.get("idempotency_key") is not None,
         )
 
@@ -184,7 +196,7 @@ class SyncRoutes:
             "POST",
             "/v1/jobs/batch",
             lambda d: [EnqueueResult.from_dict(r) for r in d["results"]],
-            json={"jobs": bodies},
+            json={"jobs": traced_all(bodies)},
             retry=retry,
         )
 
@@ -199,6 +211,7 @@ class SyncRoutes:
         body = workflow.to_request()
         if not body["jobs"]:
             raise ValueError(f"workflow {workflow.name!r} has no jobs: add() at least one")
+        body["jobs"] = traced_all(body["jobs"])
         retry = workflow.idempotency_key is not None or all(
             e.get("idempotency_key") for e in body["jobs"]
         )
@@ -655,6 +668,47 @@ class SyncRoutes:
             "POST", "/v1/schedules", lambda d: Schedule.from_dict(d["schedule"]), json=body
         )
 
+    def ensure_schedule(
+        self,
+        name: str,
+        cron: str,
+        queue: str,
+        kind: str,
+        payload: JSON = None,
+        *,
+        timezone: Optional[str] = None,
+        enabled: Optional[bool] = None,
+        overlap: Optional[str] = None,
+    ) -> EnsuredSchedule:
+        """Makes the tenant's schedule ``name`` exactly this
+        (``PUT /v1/schedules/{name}``): the way to declare schedules in code
+        and apply them on every deploy. A new name is created (``outcome``
+        ``"created"``); an existing schedule keeps its id and runs and takes
+        this definition, its next run worked out again from now
+        (``"updated"``); one that already is exactly this is not written
+        (``"unchanged"``). What is left out takes its default, as at
+        creation (``timezone`` UTC, ``enabled`` true, ``overlap``
+        ``"allow"``, a ``null`` payload). Answers an
+        :class:`EnsuredSchedule`: the schedule as it now stands, and the
+        outcome. Safe to repeat, so retried like a read (a retry after a
+        lost answer reads ``"unchanged"``)."""
+        body = pick(
+            cron=cron,
+            timezone=timezone,
+            queue=queue,
+            kind=kind,
+            payload=payload,
+            enabled=enabled,
+            overlap=overlap,
+        )
+        return self._call(
+            "PUT",
+            f"/v1/schedules/{seg(name)}",
+            EnsuredSchedule.from_dict,
+            json=body,
+            retry=True,
+        )
+
     def get_schedule(self, schedule_id: str) -> Schedule:
         """A schedule by id."""
         return self._call(
@@ -754,14 +808,45 @@ class SyncRoutes:
         return self._call("GET", "/v1/whoami", WhoAmI.from_dict, retry=True)
 
     def workers(self) -> List[WorkerInfo]:
-        """Who holds the tenant's running jobs now (``GET /v1/workers``), by
-        ``worker_id``: read from the jobs themselves, so a worker holding
-        none is not listed."""
+        """The tenant's workers (``GET /v1/workers``), by ``worker_id``: those
+        holding running jobs now, and those that announced themselves
+        (:meth:`announce_worker`, as every :class:`tether_client.Worker`
+        does) and were seen in the last 5 minutes, idle or not."""
         return self._call(
             "GET",
             "/v1/workers",
             lambda d: [WorkerInfo.from_dict(w) for w in d["workers"]],
             retry=True,
+        )
+
+    def announce_worker(
+        self,
+        worker_id: str,
+        *,
+        queues: Iterable[str],
+        concurrency: int,
+        sdk: Optional[str] = None,
+        version: Optional[str] = None,
+        host: Optional[str] = None,
+        pid: Optional[int] = None,
+    ) -> None:
+        """Says that worker ``worker_id`` runs (``PUT /v1/workers/{id}``): the
+        ``queues`` it serves (1 to 100), how many jobs it runs at once in
+        all (``concurrency``), and what it runs on, so that :meth:`workers`
+        lists it while it is idle too. Announcing again replaces what it
+        said; a worker neither announcing nor claiming for 5 minutes is
+        forgotten. A :class:`tether_client.Worker` announces itself when it
+        starts and every minute: call this only for a worker of your own."""
+        body = pick(
+            queues=list(queues),
+            concurrency=concurrency,
+            sdk=sdk,
+            version=version,
+            host=host,
+            pid=pid,
+        )
+        self._call(
+            "PUT", f"/v1/workers/{seg(worker_id)}", lambda d: None, json=body, retry=True
         )
 
     def create_tenant(self, name: str) -> CreatedTenant:

@@ -273,6 +273,7 @@ class Task(Generic[P, R]):
             depends_on=None,
             dependency_failure=self.dependency_failure,
             workflow_id=None,
+            headers=None,
         )
 
     def __repr__(self) -> str:
@@ -351,6 +352,7 @@ class Task(Generic[P, R]):
         depends_on: Optional[Iterable[Union[str, Job]]] = None,
         dependency_failure: Optional[DependencyFailure] = None,
         workflow_id: Optional[str] = None,
+        headers: Optional[Mapping[str, str]] = None,
     ) -> TaskJob[R]: ...
 
     @overload
@@ -374,6 +376,7 @@ class Task(Generic[P, R]):
         depends_on: Optional[Iterable[Union[str, Job]]] = None,
         dependency_failure: Optional[DependencyFailure] = None,
         workflow_id: Optional[str] = None,
+        headers: Optional[Mapping[str, str]] = None,
     ) -> Awaitable[TaskJob[R]]: ...
 
     def enqueue(
@@ -396,6 +399,7 @@ class Task(Generic[P, R]):
         depends_on: Optional[Iterable[Union[str, Job]]] = None,
         dependency_failure: Optional[DependencyFailure] = None,
         workflow_id: Optional[str] = None,
+        headers: Optional[Mapping[str, str]] = None,
     ) -> Union[TaskJob[R], Awaitable[TaskJob[R]]]:
         """Enqueues a job of this task with ``payload`` (encoded as the
         module says) through ``client``: a :class:`Client` answers the
@@ -423,6 +427,7 @@ class Task(Generic[P, R]):
                 self.dependency_failure if dependency_failure is None else dependency_failure
             ),
             workflow_id=workflow_id,
+            headers=headers,
         )
         return client._enqueue_task(self, body)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from datetime import datetime, timezone
-from typing import Any, Dict, Final, Iterable, List, Optional, Union
+from typing import Any, Dict, Final, Iterable, List, Mapping, Optional, Union
 from urllib.parse import quote
 
 from ._duration import Duration, opt_ms
@@ -79,9 +79,11 @@ def enqueue_body(
     depends_on_entries: Optional[Iterable[int]] = None,
     dependency_failure: Optional[DependencyFailure],
     workflow_id: Optional[str],
+    headers: Optional[Mapping[str, str]],
 ) -> Dict[str, Any]:
     """The body of an enqueue (or one entry of a batch): durations as whole
-    milliseconds, times as RFC 3339 text, jobs as their ids."""
+    milliseconds, times as RFC 3339 text, jobs as their ids. (The trace
+    context goes into ``headers`` when the body is sent: see ``_tracing``.)"""
     body: Dict[str, Any] = {"queue": queue, "kind": kind, "payload": payload}
     body.update(
         pick(
@@ -100,6 +102,7 @@ def enqueue_body(
             depends_on_entries=None if depends_on_entries is None else list(depends_on_entries),
             dependency_failure=dependency_failure,
             workflow_id=workflow_id,
+            headers=None if headers is None else dict(headers),
         )
     )
     return body
@@ -152,6 +155,7 @@ def batch_entry(
     depends_on_entries: Optional[Iterable[int]] = None,
     dependency_failure: Optional[DependencyFailure] = None,
     workflow_id: Optional[str] = None,
+    headers: Optional[Mapping[str, str]] = None,
 ) -> BatchEntry:
     """One entry of ``enqueue_batch``, from the arguments of ``enqueue``
     (durations in seconds or ``timedelta``), plus ``depends_on_entries``:
@@ -179,6 +183,7 @@ def batch_entry(
             depends_on_entries=depends_on_entries,
             dependency_failure=dependency_failure,
             workflow_id=workflow_id,
+            headers=headers,
         )
     )
 

@@ -53,12 +53,19 @@ It behaves like tether's Rust worker runtime:
 - **Observing**: an optional :class:`WorkerObserver` is told of every claim
   answer, every failed request (each try), every ``lease_lost`` answer and
   every request that carried reports (a claim or a report route).
+- **Hooks** (``@worker.before``, ``@worker.after``, ``@worker.on_error``)
+  run around every handler, in its context (its thread or its task), and
+  a job whose headers carry W3C trace context runs them and the handler in
+  a span of its own (``_tracing``).
+- **Presence**: the worker announces itself (``PUT /v1/workers/{id}``) when
+  it starts and every minute, so ``GET /v1/workers`` lists it while idle.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
 import inspect
 import json
 import logging
@@ -102,9 +109,13 @@ from ._errors import (
     Unavailable,
 )
 from ._handler import (
+    AfterHook,
+    BeforeHook,
+    ErrorHook,
     Fatal,
     Handler,
     JobContext,
+    Outcome,
     Retry,
     RetryAfter,
     Snooze,
@@ -124,12 +135,18 @@ from ._models import (
     Job,
 )
 from ._task import Task, TaskHandler
+from ._tracing import end_job_span, start_job_span
+from ._version import VERSION
 
 log = logging.getLogger("tether_client.worker")
 
 T = TypeVar("T")
 P = TypeVar("P")
 R = TypeVar("R")
+# A hook keeps its own type through the decorator that registers it.
+B = TypeVar("B", bound=BeforeHook)
+A = TypeVar("A", bound=AfterHook)
+E = TypeVar("E", bound=ErrorHook)
 
 DEFAULT_CONCURRENCY = 8
 """Handlers a worker runs at once per queue, unless told otherwise."""
@@ -169,6 +186,9 @@ STREAM_RETRY_MIN = 1.0
 STREAM_RETRY_MAX = 30.0
 """Backoff (seconds, jittered) before the stream of cancel requests is
 tried again after a refusal or a failure it does not reconnect after itself."""
+ANNOUNCE_EVERY = 60.0
+"""How often a running worker announces itself (seconds): the server forgets
+a worker it has not seen for 5 minutes."""
 SDK_DIR = os.path.join(os.path.dirname(__file__), "")
 """This package's directory (as its code objects name their files): a
 handler's traceback starts below its frames."""
@@ -232,6 +252,61 @@ def _error_text(error: BaseException) -> str:
     return "".join(lines)[-ERROR_TAIL:]
 
 
+# How a job's run ended, before it is mapped to a report: ("returned",
+# result), ("raised", exception), ("not_json", the encoding's error),
+# ("no_handler", None), ("timed_out", timeout_ms), ("unanswered", None) (a
+# cancel ignored for a whole lease) or ("abandoned", None) (the end of the
+# shutdown grace).
+_Ended = Tuple[str, Any]
+
+
+def _returned(value: Any) -> _Ended:
+    """A handler's return value as an ending: a result that is not JSON
+    fails the attempt (checked where the handler ran, off the loop for a
+    sync one)."""
+    if value is not None:  # no result (the usual) needs no check
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError) as e:
+            return ("not_json", e)
+    return ("returned", value)
+
+
+def outcome_of(ended: _Ended, cancel_requested: bool) -> Outcome:
+    """What the worker reports for ``ended`` (see ``Worker._report``), as the
+    hooks are told."""
+    how, value = ended
+    raised = value if how == "raised" else None
+    if how == "abandoned":
+        return Outcome("snooze", delay=0.0)
+    if cancel_requested or how == "unanswered":
+        return Outcome("cancelled", error=raised if isinstance(raised, Exception) else None)
+    if how == "timed_out":
+        return Outcome("failed", error=TimeoutError(f"timed out after {value} ms"))
+    if how == "not_json":
+        return Outcome("failed", error=TypeError(f"the handler's result is not JSON: {value}"))
+    if how == "no_handler":
+        return Outcome("failed", error=LookupError(value))
+    if isinstance(raised, Snooze):
+        return Outcome("snooze", error=raised, delay=raised.seconds)
+    if isinstance(raised, RetryAfter):
+        return Outcome("retry_after", error=raised, delay=raised.seconds)
+    if raised is not None:
+        return Outcome("failed", error=raised)
+    return Outcome("succeeded", result=value)
+
+
+def _hook_name(hook: Callable[..., Any]) -> str:
+    return getattr(hook, "__qualname__", None) or repr(hook)
+
+
+async def _context_after(awaitable: Awaitable[Any]) -> contextvars.Context:
+    """Awaits ``awaitable`` and answers the context it ran in (with the
+    context variables it set)."""
+    await awaitable
+    return contextvars.copy_context()
+
+
 class _InFlight:
     def __init__(
         self, claimed: ClaimedJob, ctx: JobContext, lease_ttl: float, slots: _QueueSlots
@@ -246,11 +321,52 @@ class _InFlight:
         self.last_beat = time.monotonic()
         """When its last heartbeat was sent (at first: when the claim answered)."""
         self.abandon = asyncio.Event()
-        self.wake: Optional[Callable[[str], None]] = None
-        """While a handler runs: ends the worker's wait for it, with why."""
+        self.give_up: Optional[Callable[[_Ended], None]] = None
+        """While a handler runs: ends the worker's wait for it, with the
+        ending the worker then reports (unless the handler ended first)."""
         self.cancel_requested = False
         self.lost = False
         self.reporting_since: Optional[float] = None
+        # The handler's end (on its thread, or in its task) and the worker
+        # giving up on it (on the loop: its timeout, a cancel it ignored,
+        # the end of the shutdown grace) race; whichever comes first decides
+        # the ending, under this lock, so the hooks are told what is reported.
+        self.lock = threading.Lock()
+        self.verdict: Optional[_Ended] = None
+        """The ending the worker decided on when it gave up on the handler."""
+        self.handler_ended = False
+        """The handler ended first: its ending stands (the after hooks may
+        still run), and the worker no longer gives up on it."""
+
+    def decide(self, ending: _Ended) -> bool:
+        """The worker gives up on the handler (on the loop) with ``ending``:
+        True when that decides the run's ending, False when the handler
+        ended first (or the worker already gave up)."""
+        with self.lock:
+            if self.handler_ended or self.verdict is not None:
+                return False
+            self.verdict = ending
+            return True
+
+    def handler_end(self, ending: _Ended) -> Tuple[_Ended, bool]:
+        """The handler (or a before hook) ended with ``ending`` (where it
+        ran): the run's ending, which is the worker's verdict if it gave up
+        first, and whether a cancel was asked for by then."""
+        with self.lock:
+            if self.verdict is not None:
+                return self.verdict, self.cancel_requested
+            self.handler_ended = True
+            return ending, self.cancel_requested
+
+    def take_cancel_request(self) -> bool:
+        """Marks the job's cancel as asked for (on the loop): False when it
+        already was, or when the run's ending is decided (the handler ended,
+        or the worker gave up on it): that ending stands."""
+        with self.lock:
+            if self.cancel_requested or self.handler_ended or self.verdict is not None:
+                return False
+            self.cancel_requested = True
+            return True
 
     @property
     def interval(self) -> float:
@@ -289,10 +405,6 @@ class _Report:
             self.fut.set_result(outcome)
 
 
-# How a handler run ended, before it is mapped to a report.
-_Ended = Tuple[str, Any]
-
-
 class Worker:
     """Runs handlers for the jobs of one or more queues.
 
@@ -316,7 +428,8 @@ class Worker:
     is 0. Every :class:`Snooze` is reported to the server
     (``max_in_process_snooze`` is accepted for old callers and ignored).
     ``observer`` (a :class:`WorkerObserver`) is told of every claim answer,
-    failed request and ``lease_lost`` answer.
+    failed request and ``lease_lost`` answer. :meth:`before`,
+    :meth:`after` and :meth:`on_error` register hooks around every handler.
     """
 
     def __init__(
@@ -359,6 +472,12 @@ class Worker:
         self._timeout = client.timeout
         self._handlers: Dict[str, Tuple[Handler, bool]] = {}
         """By kind: the handler, and whether it is ``async def``."""
+        self._before: List[BeforeHook] = []
+        self._after: List[AfterHook] = []
+        self._on_error: List[ErrorHook] = []
+        self._outcome_listener: Optional[Callable[[JobContext, _Ended, Outcome], None]] = None
+        """Told of every job's ending as it is reported, on the loop (what
+        ``tether_client.testing.run_until_empty`` counts)."""
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._running = False
 
@@ -413,6 +532,44 @@ class Worker:
             self._handlers[kind.kind] = kind._handler(fn)
         else:
             self._handlers[kind] = (fn, inspect.iscoroutinefunction(fn))
+
+    # ---- hooks -------------------------------------------------------------------
+
+    def before(self, fn: B) -> B:
+        """Decorator: ``fn(ctx)`` runs before every handler of this worker, in
+        the handler's own context (its thread for a plain handler, its task
+        for an ``async def`` one), so context variables it sets (a log
+        context, a database session) are seen by the handler. Plain or
+        ``async def``; several run in the order they were registered. If
+        one raises, the handler does not run and the job fails as if the
+        handler had raised that exception (``on_error`` and ``after`` hooks
+        still run)."""
+        self._before.append(fn)
+        return fn
+
+    def after(self, fn: A) -> A:
+        """Decorator: ``fn(ctx, outcome)`` runs once the handler has ended,
+        whatever it did, in its context (and its trace span), before the job
+        is reported; ``outcome`` (an :class:`Outcome`) says what is
+        reported: ``succeeded`` (with ``result``), ``failed`` (with
+        ``error``), ``retry_after``, ``snooze`` or ``cancelled``. Plain or
+        ``async def``; several run in registration order. What one raises
+        is logged with its traceback and changes nothing."""
+        self._after.append(fn)
+        return fn
+
+    def on_error(self, fn: E) -> E:
+        """Decorator: ``fn(ctx, error)`` runs when the run's outcome carries
+        an exception: what the handler or a ``before`` hook raised (the
+        SDK's own :class:`Retry`, :class:`RetryAfter`, :class:`Snooze` and
+        :class:`Fatal` included: filter them by type where they are not
+        errors to you), or the worker's ``TimeoutError`` when the job ran
+        past its timeout. For error trackers (Sentry). Runs before the
+        ``after`` hooks, in the handler's context; plain or ``async def``;
+        several in registration order. What one raises is logged with its
+        traceback and changes nothing."""
+        self._on_error.append(fn)
+        return fn
 
     @property
     def jobs_in_flight(self) -> int:
@@ -590,7 +747,8 @@ class Worker:
         heartbeater = asyncio.ensure_future(self._heartbeat_loop())
         completer = asyncio.ensure_future(self._completer_loop())
         listener = asyncio.ensure_future(self._cancel_listener())
-        tasks = [heartbeater, completer, listener]
+        announcer = asyncio.ensure_future(self._announce_loop())
+        tasks = [heartbeater, completer, listener, announcer]
         try:
             # Claim once the stream of cancel requests is open: a cancel of a
             # job claimed before would come only with a heartbeat. A stream
@@ -615,19 +773,42 @@ class Worker:
                     for fl in list(self._inflight.values()):
                         fl.ctx._cancel()
                         fl.abandon.set()
-                        if fl.wake is not None:
-                            fl.wake("abandoned")
+                        if fl.give_up is not None:
+                            fl.give_up(("abandoned", None))
                 while self._jobs:
                     await asyncio.wait(set(self._jobs))
             self._drained.set()
             listener.cancel()
+            announcer.cancel()
             await completer
             await heartbeater
-            await asyncio.gather(listener, return_exceptions=True)
+            await asyncio.gather(listener, announcer, return_exceptions=True)
             log.info("worker %s stopped", self.worker_id)
         finally:
             for t in tasks:
                 t.cancel()
+
+    async def _announce_loop(self) -> None:
+        """Announces the worker (``PUT /v1/workers/{id}``) now and every
+        ANNOUNCE_EVERY seconds until it is cancelled, so that ``GET
+        /v1/workers`` lists it while it is idle: its queues, its concurrency
+        in all, this SDK and its version, the host and the process. Presence
+        is advisory: a failed announcement (an older server without the
+        route, a blip) is logged at DEBUG and never stops the worker."""
+        while True:
+            try:
+                await self._client.announce_worker(
+                    self.worker_id,
+                    queues=list(self.queues),
+                    concurrency=sum(self.queues.values()),
+                    sdk="python",
+                    version=VERSION,
+                    host=socket.gethostname(),
+                    pid=os.getpid(),
+                )
+            except Exception as e:
+                log.debug("worker %s: announcing itself failed: %r", self.worker_id, e)
+            await asyncio.sleep(ANNOUNCE_EVERY)
 
     # ---- claiming --------------------------------------------------------------
 
@@ -816,88 +997,193 @@ class Worker:
         finally:
             self._inflight.pop(fl.claimed.id, None)
 
-    def _start_handler(self, fn: Handler, is_async: bool, ctx: JobContext) -> asyncio.Future[Any]:
+    def _start_run(self, fl: _InFlight, fn: Handler, is_async: bool) -> asyncio.Future[_Ended]:
+        """Starts the job's run, the handler with its hooks: an ``async def``
+        handler in a task of its own on the loop, a plain one on a thread of
+        its own. The future answers the run's ending."""
         loop = asyncio.get_running_loop()
         if is_async:
-            return loop.create_task(fn(ctx))
-        fut: asyncio.Future[Any] = loop.create_future()
+            return loop.create_task(self._run_async(fl, fn))
+        fut: asyncio.Future[_Ended] = loop.create_future()
 
-        def settle(ok: bool, value: Any) -> None:
-            if fut.done():
-                return
-            if ok:
-                fut.set_result(value)
-            else:
-                fut.set_exception(value)
+        def settle(ended: _Ended) -> None:
+            if not fut.done():
+                fut.set_result(ended)
 
         def target() -> None:
+            ended = self._run_sync(fl, fn, loop)
             try:
-                value = fn(ctx)
-                if inspect.isawaitable(value):
-                    raise TypeError("a sync handler returned an awaitable; use async def")
-                ok, out = True, value
-            except BaseException as e:  # the handler's failure is the job's
-                ok, out = False, e
-            try:
-                loop.call_soon_threadsafe(settle, ok, out)
+                loop.call_soon_threadsafe(settle, ended)
             except RuntimeError:
                 pass  # the loop is gone (aborted): nobody waits for this job
 
-        threading.Thread(target=target, name=f"tether-job-{ctx.id[:8]}", daemon=True).start()
+        threading.Thread(target=target, name=f"tether-job-{fl.ctx.id[:8]}", daemon=True).start()
         return fut
 
+    def _run_sync(
+        self, fl: _InFlight, fn: Handler, loop: asyncio.AbstractEventLoop
+    ) -> _Ended:
+        """A plain handler's run, on its thread: its trace span, the before
+        hooks, the handler, then the on_error and after hooks. An ``async
+        def`` hook runs on the worker's loop, and the context variables it
+        set are carried back to this thread (as if it had run here)."""
+        ctx = fl.ctx
+
+        def call(hook: Callable[..., Any], *args: Any) -> None:
+            value = hook(ctx, *args)
+            if inspect.isawaitable(value):
+                done = asyncio.run_coroutine_threadsafe(_context_after(value), loop).result()
+                for var, var_value in done.items():
+                    var.set(var_value)
+
+        span = start_job_span(ctx.job)
+        outcome: Optional[Outcome] = None
+        try:
+            ended: Optional[_Ended] = None
+            for hook in self._before:
+                try:
+                    call(hook)
+                except BaseException as e:  # fails the job as the handler raising it would
+                    ended = ("raised", e)
+                    break
+            if ended is None:
+                try:
+                    value = fn(ctx)
+                    if inspect.isawaitable(value):
+                        raise TypeError("a sync handler returned an awaitable; use async def")
+                    ended = _returned(value)
+                except BaseException as e:  # the handler's failure is the job's
+                    ended = ("raised", e)
+            ended, cancelled = fl.handler_end(ended)
+            if span is not None or self._after or self._on_error:
+                outcome = outcome_of(ended, cancelled)
+                if outcome.error is not None:
+                    for error_hook in self._on_error:
+                        try:
+                            call(error_hook, outcome.error)
+                        except Exception:
+                            self._hook_failed("on_error", error_hook, ctx)
+                for after_hook in self._after:
+                    try:
+                        call(after_hook, outcome)
+                    except Exception:
+                        self._hook_failed("after", after_hook, ctx)
+            return ended
+        finally:
+            if span is not None:
+                end_job_span(span, outcome)
+
+    async def _run_async(self, fl: _InFlight, fn: Handler) -> _Ended:
+        """An ``async def`` handler's run, in its task: as :meth:`_run_sync`
+        (plain hooks are called on the loop, like the handler: keep them
+        quick)."""
+        ctx = fl.ctx
+
+        async def call(hook: Callable[..., Any], *args: Any) -> None:
+            value = hook(ctx, *args)
+            if inspect.isawaitable(value):
+                await value
+
+        span = start_job_span(ctx.job)
+        outcome: Optional[Outcome] = None
+        try:
+            ended: Optional[_Ended] = None
+            for hook in self._before:
+                try:
+                    await call(hook)
+                except (Exception, asyncio.CancelledError) as e:
+                    ended = ("raised", e)
+                    break
+            if ended is None:
+                try:
+                    ended = _returned(await fn(ctx))
+                # A CancelledError is the worker giving up on it (its
+                # verdict is then the ending) or the handler's own.
+                except (Exception, asyncio.CancelledError) as e:
+                    ended = ("raised", e)
+            ended, cancelled = fl.handler_end(ended)
+            if span is not None or self._after or self._on_error:
+                outcome = outcome_of(ended, cancelled)
+                if outcome.error is not None:
+                    for error_hook in self._on_error:
+                        try:
+                            await call(error_hook, outcome.error)
+                        except Exception:
+                            self._hook_failed("on_error", error_hook, ctx)
+                for after_hook in self._after:
+                    try:
+                        await call(after_hook, outcome)
+                    except Exception:
+                        self._hook_failed("after", after_hook, ctx)
+            return ended
+        finally:
+            if span is not None:
+                end_job_span(span, outcome)
+
+    def _hook_failed(self, which: str, hook: Callable[..., Any], ctx: JobContext) -> None:
+        """Logs (with its traceback) what an after or on_error hook raised:
+        the job's outcome stands."""
+        log.exception(
+            "job %s: the %s hook %s raised (the job's outcome stands)",
+            ctx.id,
+            which,
+            _hook_name(hook),
+        )
+
     async def _execute(self, fl: _InFlight) -> _Ended:
-        """Runs the handler until it ends, times out, ignores a cancel for a
-        whole lease, or is abandoned at shutdown. A :class:`Snooze` is an
-        answer like any other: it is reported, never slept here."""
+        """Runs the handler (with its hooks) until it ends, times out,
+        ignores a cancel for a whole lease, or is abandoned at shutdown. A
+        :class:`Snooze` is an answer like any other: it is reported, never
+        slept here."""
         handler = self._handlers.get(fl.claimed.kind)
         if handler is None:
-            return ("no_handler", None)
+            return ("no_handler", f"no handler for kind {fl.claimed.kind}")
         ctx = fl.ctx
         timeout_ms = fl.claimed.timeout_ms if fl.claimed.timeout_ms else None
         loop = asyncio.get_running_loop()
-        run = self._start_handler(handler[0], handler[1], ctx)
-        # One future, woken by whatever ends the wait first: the handler, its
-        # timeout, the end of the shutdown grace (fl.wake) or a cancel it
+        run = self._start_run(fl, handler[0], handler[1])
+        # One future, woken by whatever ends the wait first: the run, its
+        # timeout, the end of the shutdown grace (fl.give_up) or a cancel it
         # ignored for a whole lease. Callbacks and timers, not a task per
         # condition: this is every job's path.
-        woken: asyncio.Future[str] = loop.create_future()
+        woken: asyncio.Future[None] = loop.create_future()
 
-        def wake(why: str) -> None:
+        def wake(_: object = None) -> None:
             if not woken.done():
-                woken.set_result(why)
+                woken.set_result(None)
+
+        def give_up(ending: _Ended) -> None:
+            # Only while the handler runs: once it ended, its after hooks
+            # run to their end and its own outcome is reported.
+            if fl.decide(ending):
+                wake()
 
         timers: List[asyncio.TimerHandle] = []
 
         def unanswered() -> None:
-            timers.append(loop.call_later(fl.lease_ttl, wake, "unanswered"))
+            timers.append(loop.call_later(fl.lease_ttl, give_up, ("unanswered", None)))
 
-        run.add_done_callback(lambda _: wake("finished"))
+        run.add_done_callback(wake)
         if timeout_ms is not None:
-            timers.append(loop.call_later(timeout_ms / 1000, wake, "timed_out"))
-        fl.wake = wake
+            timers.append(loop.call_later(timeout_ms / 1000, give_up, ("timed_out", timeout_ms)))
+        fl.give_up = give_up
         ctx._on_cancel = unanswered
         if ctx.cancelled:
             unanswered()
         if fl.abandon.is_set():
-            wake("abandoned")
+            give_up(("abandoned", None))
         try:
-            why = await woken
+            await woken
         finally:
-            fl.wake = None
+            fl.give_up = None
             ctx._on_cancel = None
             for t in timers:
                 t.cancel()
-        if run.done():  # the handler's end wins over a timer that fired with it
-            exc = run.exception()
-            if exc is None:
-                return ("returned", run.result())
-            return ("raised", exc)
+        if fl.verdict is None:  # the run ended: the handler first, then its hooks
+            return run.result()
         ctx._cancel()
         run.cancel()
-        if why == "timed_out":
-            return ("timed_out", timeout_ms)
-        return (why, None)
+        return fl.verdict
 
     # ---- reporting -------------------------------------------------------------
 
@@ -922,6 +1208,11 @@ class Worker:
     async def _report(self, fl: _InFlight, ended: _Ended) -> None:
         job = fl.claimed
         how, value = ended
+        if self._outcome_listener is not None:
+            try:
+                self._outcome_listener(fl.ctx, ended, outcome_of(ended, fl.cancel_requested))
+            except Exception:
+                log.exception("job %s: the outcome listener raised", job.id)
         if fl.lost:
             log.warning(
                 "job %s: lease lost while the handler ran (another owner has the job): "
@@ -938,7 +1229,9 @@ class Worker:
         elif how == "unanswered":
             fail = {"error": "cancelled: the handler did not stop when asked", "cancelled": True}
         elif how == "no_handler":
-            fail = {"error": f"no handler for kind {job.kind} on worker {self.worker_id}"}
+            fail = {"error": f"{value} on worker {self.worker_id}"}
+        elif how == "not_json":
+            fail = {"error": f"the handler's result is not JSON: {value}"}
         elif how == "timed_out":
             fail = {"error": f"timed out after {value} ms"}
         elif how == "raised" and isinstance(value, Snooze):
@@ -953,14 +1246,8 @@ class Worker:
         elif how == "raised":
             fail = {"error": _error_text(value)}
         else:
-            try:
-                if value is not None:  # no result (the usual) needs no check
-                    json.dumps(value)
-            except (TypeError, ValueError) as e:
-                fail = {"error": f"the handler's result is not JSON: {e}"}
-            else:
-                await self._complete(fl, value)
-                return
+            await self._complete(fl, value)
+            return
         await self._fail(fl, fail)
 
     async def _fail(self, fl: _InFlight, fail: Dict[str, Any]) -> None:
@@ -1291,9 +1578,8 @@ class Worker:
         """Someone asked for the job to stop (a heartbeat's answer or the
         event stream said so, whichever came first): its handler is asked
         to stop, once, and the job will end ``cancelled``."""
-        if fl.cancel_requested:
+        if not fl.take_cancel_request():
             return
-        fl.cancel_requested = True
         log.info("job %s: cancel requested: asking the handler to stop", fl.claimed.id)
         fl.ctx._cancel()
 

@@ -5,7 +5,7 @@ answer back to the builder's entries."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Union
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Union
 
 from ._duration import Duration
 from ._models import JSON, Backoff, DependencyFailure, EnqueueResult, Job
@@ -93,6 +93,7 @@ class WorkflowBuilder:
         backoff: Optional[Backoff] = None,
         concurrency_key: Optional[str] = None,
         dependency_failure: Optional[DependencyFailure] = None,
+        headers: Optional[Mapping[str, str]] = None,
     ) -> WorkflowEntry:
         """Adds a job that waits for everything in ``after``; answers its entry.
         The other arguments are those of ``enqueue`` (durations in seconds or
@@ -137,6 +138,7 @@ class WorkflowBuilder:
             depends_on_entries=entries or None,
             dependency_failure=dependency_failure,
             workflow_id=None,
+            headers=headers,
         )
         entry = WorkflowEntry(self, len(self._entries), queue, kind)
         self._entries.append(entry)
