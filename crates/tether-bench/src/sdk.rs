@@ -22,7 +22,7 @@ use uuid::Uuid;
 
 use crate::http::ServerProcess;
 use crate::report::Report;
-use crate::workload::{enqueue_batches, rate, TENANT};
+use crate::workload::{enqueue_made, rate, TENANT};
 use crate::Scale;
 
 /// Handler slots of the SDK worker (the bar's setting).
@@ -110,11 +110,22 @@ struct WorkerProcess {
 }
 
 impl WorkerProcess {
-    /// Starts the SDK's worker on `queue` and waits for its `READY`.
-    async fn start(sdk: &Sdk, base: &str, key: &str, queue: &str, mode: &str) -> WorkerProcess {
+    /// Starts the SDK's worker on `queue` and waits for its `READY`; with
+    /// `hooks`, the worker runs a no-op before, after and on-error hook
+    /// around each handler, and tracing is on where the SDK traces (no
+    /// exporter).
+    async fn start(
+        sdk: &Sdk,
+        base: &str,
+        key: &str,
+        queue: &str,
+        mode: &str,
+        hooks: bool,
+    ) -> WorkerProcess {
         let mut child = Command::new(&sdk.command[0])
             .args(&sdk.command[1..])
             .args([base, key, queue, &CONCURRENCY.to_string(), mode])
+            .args(hooks.then_some("--hooks"))
             .current_dir(repo())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -200,7 +211,14 @@ pub async fn run(
     drop(server);
 }
 
-/// 20 000 queued jobs, then the SDK worker (64 slots) runs them all.
+/// Rounds of the throughput figure, each a run without hooks and one with
+/// them, alternating (so that the machine's drift falls on both alike).
+const THROUGHPUT_ROUNDS: usize = 2;
+
+/// 20 000 queued jobs, then the SDK worker (64 slots) runs them all;
+/// [`THROUGHPUT_ROUNDS`] times without hooks and as many with them. The
+/// figure is the mean rate without; the hooks ratio is the rate with over
+/// the rate without.
 async fn throughput(
     sdk: &Sdk,
     engine: &Engine,
@@ -209,11 +227,58 @@ async fn throughput(
     key: &str,
     report: &mut Report,
 ) {
+    let (mut plain, mut hooked) = (Duration::ZERO, Duration::ZERO);
+    for _ in 0..THROUGHPUT_ROUNDS {
+        plain += run_all(sdk, engine, pool, base, key, false).await;
+        hooked += run_all(sdk, engine, pool, base, key, true).await;
+    }
+    let jobs = (THROUGHPUT_JOBS * THROUGHPUT_ROUNDS) as u64;
+    let (name, ratio) = match sdk.prefix {
+        "py" => ("py_worker_jobs_per_s", "py_worker_hooks_ratio"),
+        _ => ("ts_worker_jobs_per_s", "ts_worker_hooks_ratio"),
+    };
+    report.add(
+        name,
+        rate(jobs, plain),
+        "jobs/s",
+        format!(
+            "{} SDK worker over HTTP, no-op handlers, concurrency {CONCURRENCY}, {THROUGHPUT_JOBS} jobs, mean of {THROUGHPUT_ROUNDS} runs ({})",
+            sdk.name, sdk.throughput_bar
+        ),
+    );
+    report.add(
+        ratio,
+        plain.as_secs_f64() / hooked.as_secs_f64(),
+        "ratio",
+        format!(
+            "{name} with a no-op before, after and on-error hook and tracing on (no exporter) / without, alternating runs (bar >= 0.9)"
+        ),
+    );
+}
+
+/// One throughput run: how long the worker took to run every job.
+async fn run_all(
+    sdk: &Sdk,
+    engine: &Engine,
+    pool: &PgPool,
+    base: &str,
+    key: &str,
+    hooks: bool,
+) -> Duration {
     let queue = format!("{}-e2e", sdk.prefix);
     crate::pg::reset(pool).await;
-    enqueue_batches(engine, &queue, THROUGHPUT_JOBS, 2).await;
+    // Every job carries a trace context, as jobs enqueued inside a traced
+    // request do: with hooks and tracing on, each gets its span.
+    let traced = queue.clone();
+    enqueue_made(engine, THROUGHPUT_JOBS, 2, move |i| {
+        NewJob::new(&traced, "noop", serde_json::json!({ "i": i })).header(
+            "traceparent",
+            format!("00-{:032x}-{:016x}-01", i as u128 + 1, i as u64 + 1),
+        )
+    })
+    .await;
     crate::pg::vacuum(pool).await;
-    let worker = WorkerProcess::start(sdk, base, key, &queue, "throughput").await;
+    let worker = WorkerProcess::start(sdk, base, key, &queue, "throughput", hooks).await;
     let started = Instant::now();
     let deadline = started + Duration::from_secs(300);
     while crate::workload::unfinished(pool, &queue).await {
@@ -238,19 +303,7 @@ async fn throughput(
         "every job succeeded through the {} worker",
         sdk.name
     );
-    let name = match sdk.prefix {
-        "py" => "py_worker_jobs_per_s",
-        _ => "ts_worker_jobs_per_s",
-    };
-    report.add(
-        name,
-        rate(THROUGHPUT_JOBS as u64, elapsed),
-        "jobs/s",
-        format!(
-            "{} SDK worker over HTTP, no-op handlers, concurrency {CONCURRENCY}, {THROUGHPUT_JOBS} jobs ({})",
-            sdk.name, sdk.throughput_bar
-        ),
-    );
+    elapsed
 }
 
 /// Jobs enqueued one at a time (about 50 per second) while the SDK worker
@@ -267,7 +320,7 @@ async fn pickup(
 ) {
     let queue = format!("{}-pickup", sdk.prefix);
     crate::pg::reset(pool).await;
-    let mut worker = WorkerProcess::start(sdk, base, key, &queue, "pickup").await;
+    let mut worker = WorkerProcess::start(sdk, base, key, &queue, "pickup", false).await;
     // Let its first long-poll claim reach the server before timing.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut ms = Vec::with_capacity(n);
@@ -326,7 +379,7 @@ pub async fn cancel(
 ) {
     let queue = format!("{}-cancel", sdk.prefix);
     crate::cancel::long_lease(engine, &queue).await;
-    let mut worker = WorkerProcess::start(sdk, base, key, &queue, "cancel").await;
+    let mut worker = WorkerProcess::start(sdk, base, key, &queue, "cancel", false).await;
     // Let its event stream and first long-poll claim reach the server.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let timeout = crate::cancel::SAMPLE_TIMEOUT;

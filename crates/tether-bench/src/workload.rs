@@ -23,26 +23,37 @@ pub async fn enqueue_keyed(
     tasks: usize,
     keys: usize,
 ) -> Duration {
+    let queue = queue.to_owned();
+    enqueue_made(engine, n, tasks, move |i| {
+        let job = NewJob::new(&queue, "noop", json!({ "i": i }));
+        match keys {
+            0 => job,
+            k => job.concurrency_key(format!("key-{}", i % k)),
+        }
+    })
+    .await
+}
+
+/// Enqueues `n` jobs made by `make` (from the job's index within its
+/// batch) in batches of 1 000, from `tasks` concurrent tasks.
+pub async fn enqueue_made(
+    engine: &Engine,
+    n: usize,
+    tasks: usize,
+    make: impl Fn(usize) -> NewJob + Clone + Send + 'static,
+) -> Duration {
     let started = Instant::now();
     let per_task = n.div_ceil(tasks);
     let mut handles = Vec::new();
     for t in 0..tasks {
         let engine = engine.clone();
-        let queue = queue.to_owned();
+        let make = make.clone();
         let count = per_task.min(n.saturating_sub(t * per_task));
         handles.push(tokio::spawn(async move {
             let mut left = count;
             while left > 0 {
                 let size = left.min(1_000);
-                let jobs: Vec<NewJob> = (0..size)
-                    .map(|i| {
-                        let job = NewJob::new(queue.as_str(), "noop", json!({ "i": i }));
-                        match keys {
-                            0 => job,
-                            k => job.concurrency_key(format!("key-{}", i % k)),
-                        }
-                    })
-                    .collect();
+                let jobs: Vec<NewJob> = (0..size).map(&make).collect();
                 engine
                     .enqueue_many(TENANT, &jobs)
                     .await
