@@ -13,6 +13,8 @@ trace that enqueued it. :func:`task` declares a typed job kind once, for
 its enqueues and its handler. ``python -m tether_client worker
 module:attr`` runs a worker. ``tether_client.testing`` is a pytest plugin
 (a real server per session, a tenant per test) with ``run_until_empty``.
+``tether_client.sql`` enqueues inside your own PostgreSQL transaction
+(psycopg 3), when tether's store is PostgreSQL.
 Every duration is seconds (or a ``timedelta``).
 
     from tether_client import Client, Worker

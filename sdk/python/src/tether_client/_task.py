@@ -407,7 +407,52 @@ class Task(Generic[P, R]):
         keywords are those of ``client.enqueue``; each one left out takes
         the task's default (its ``queue``, ``priority``, ``max_attempts``,
         ``timeout``, ``backoff``, ``tags``, ``dependency_failure``)."""
-        body = enqueue_body(
+        body = self._body(
+            payload,
+            queue=queue,
+            priority=priority,
+            run_at=run_at,
+            delay=delay,
+            max_attempts=max_attempts,
+            timeout=timeout,
+            idempotency_key=idempotency_key,
+            unique_key=unique_key,
+            tags=tags,
+            expires_at=expires_at,
+            backoff=backoff,
+            concurrency_key=concurrency_key,
+            depends_on=depends_on,
+            dependency_failure=dependency_failure,
+            workflow_id=workflow_id,
+            headers=headers,
+        )
+        return client._enqueue_task(self, body)
+
+    def _body(
+        self,
+        payload: P,
+        *,
+        queue: Optional[str],
+        priority: Optional[int],
+        run_at: Optional[Time],
+        delay: Optional[Duration],
+        max_attempts: Optional[int],
+        timeout: Optional[Duration],
+        idempotency_key: Optional[str],
+        unique_key: Optional[str],
+        tags: Optional[Iterable[str]],
+        expires_at: Optional[Time],
+        backoff: Optional[Backoff],
+        concurrency_key: Optional[str],
+        depends_on: Optional[Iterable[Union[str, Job]]],
+        dependency_failure: Optional[DependencyFailure],
+        workflow_id: Optional[str],
+        headers: Optional[Mapping[str, str]],
+    ) -> Dict[str, Any]:
+        """The enqueue body of a job of this task (:meth:`enqueue`, and
+        ``tether_client.sql.enqueue_task``): the payload encoded, each
+        keyword left out (None) taken from the task's defaults."""
+        return enqueue_body(
             self.queue if queue is None else queue,
             self.kind,
             self.encode_payload(payload),
@@ -429,7 +474,6 @@ class Task(Generic[P, R]):
             workflow_id=workflow_id,
             headers=headers,
         )
-        return client._enqueue_task(self, body)
 
 
 @overload
