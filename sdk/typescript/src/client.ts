@@ -6,6 +6,7 @@ import { errorFromApi, JobNotSucceeded, type TetherError, TransportError, Unavai
 import { SseParser, type SseMessage } from "./sse.js";
 import type { EnqueuedWorkflow, WorkflowBuilder } from "./workflow.js";
 import type { Task, TaskEnqueueOptions, TaskJob, TaskPayload, TaskResult } from "./task.js";
+import { activeTraceHeaders, withTraceHeaders, type TracingApi } from "./tracing.js";
 import type {
   AnnounceWorkerBody,
   ApiKey,
@@ -86,6 +87,12 @@ export interface ClientOptions {
   retries?: number;
   /** The `fetch` to use. Default: the global one. */
   fetch?: typeof fetch;
+  /**
+   * OpenTelemetry's API (`import * as api from "@opentelemetry/api"`): every enqueue then carries the
+   * active trace context (`traceparent`, and `tracestate`) in the job's headers, unless the request sets a
+   * `traceparent` itself; and workers built on this client run each job in a span that continues it.
+   */
+  tracing?: TracingApi;
 }
 
 /** Filters of `GET /v1/jobs`. */
@@ -332,6 +339,8 @@ export class Client {
   readonly tenant: string | undefined;
   readonly timeoutMs: number;
   readonly retries: number;
+  /** OpenTelemetry's API, when enqueues carry the trace context (see {@link ClientOptions.tracing}). */
+  readonly tracing: TracingApi | undefined;
   #key: string | undefined;
   #fetch: typeof fetch;
 
@@ -344,6 +353,12 @@ export class Client {
     this.timeoutMs = options.timeoutMs ?? 30_000;
     this.retries = options.retries ?? 4;
     this.#fetch = options.fetch ?? globalThis.fetch;
+    this.tracing = options.tracing;
+  }
+
+  /** The trace context of the active span, to put into enqueued jobs' headers (none without `tracing`). */
+  #traceHeaders(): Record<string, string> | undefined {
+    return this.tracing ? activeTraceHeaders(this.tracing) : undefined;
   }
 
   // ---------------------------------------------------------------- transport
@@ -464,8 +479,9 @@ export class Client {
 
   /** `POST /v1/jobs` answering `{job, created}`: `created` is false when an existing job answered. */
   enqueueDetailed(req: EnqueueRequest, opts?: CallOptions): Promise<EnqueueResponse> {
+    const body = withTraceHeaders(req, this.#traceHeaders());
     // Only an idempotency key makes a resend harmless.
-    return this.#request({ method: "POST", path: "/v1/jobs", body: req, retry: !!req.idempotency_key, opts });
+    return this.#request({ method: "POST", path: "/v1/jobs", body, retry: !!req.idempotency_key, opts });
   }
 
   /**
@@ -505,7 +521,9 @@ export class Client {
   /** `POST /v1/jobs/batch`: 1–1000 jobs in one transaction; answers `{job, created}` in request order. */
   async enqueueBatch(jobs: EnqueueRequest[], opts?: CallOptions): Promise<EnqueueResponse[]> {
     const retry = jobs.length > 0 && jobs.every((j) => !!j.idempotency_key);
-    const r = await this.#request<{ results: EnqueueResponse[] }>({ method: "POST", path: "/v1/jobs/batch", body: { jobs }, retry, opts });
+    const found = this.#traceHeaders();
+    const body = { jobs: found ? jobs.map((j) => withTraceHeaders(j, found)) : jobs };
+    const r = await this.#request<{ results: EnqueueResponse[] }>({ method: "POST", path: "/v1/jobs/batch", body, retry, opts });
     return r.results;
   }
 
@@ -516,7 +534,9 @@ export class Client {
    * and writes nothing; retried, then, like a read (or when every entry has an idempotency key).
    */
   async enqueueWorkflow(workflow: WorkflowBuilder, opts?: CallOptions): Promise<EnqueuedWorkflow> {
-    const body = workflow.toRequest();
+    const found = this.#traceHeaders();
+    const request = workflow.toRequest();
+    const body = found ? { ...request, jobs: request.jobs.map((j) => withTraceHeaders(j, found)) } : request;
     if (body.jobs.length === 0) throw new RangeError(`workflow ${JSON.stringify(workflow.name)} has no jobs: add() at least one`);
     const retry = !!body.workflow?.idempotency_key || body.jobs.every((j) => !!j.idempotency_key);
     const r = await this.#request<BatchEnqueueResponse>({ method: "POST", path: "/v1/jobs/batch", body, retry, opts });
@@ -928,12 +948,17 @@ export class Client {
   }
 
   /**
-   * `PUT /v1/schedules/{name}`: makes the schedule named `name` exactly `body` — creates it, replaces its
-   * definition (its id and runs kept) or, when it already is exactly that, writes nothing — and answers it
-   * with the `outcome`. How a deployment declares its schedules in code; sending it again changes nothing,
-   * so it is retried like a read.
+   * `PUT /v1/schedules/{name}`: the way to declare schedules in code, run on every deploy. Makes the
+   * schedule named `name` exactly `body` — creates it, replaces its definition (its id and runs kept) or,
+   * when it already is exactly that, writes nothing — and answers it with the `outcome` (`created`,
+   * `updated` or `unchanged`). Sending it again changes nothing, so it is retried like a read. The same
+   * call as `ensure_schedule` of the Rust and Python SDKs.
+   *
+   * ```ts
+   * await client.ensureSchedule("nightly-report", { cron: "0 3 * * *", timezone: "Europe/Paris", queue: "reports", kind: "nightly" });
+   * ```
    */
-  putSchedule(name: string, body: PutScheduleBody, opts?: CallOptions): Promise<PutScheduleResponse> {
+  ensureSchedule(name: string, body: PutScheduleBody, opts?: CallOptions): Promise<PutScheduleResponse> {
     return this.#request({ method: "PUT", path: `/v1/schedules/${enc(name)}`, body, retry: true, opts });
   }
 

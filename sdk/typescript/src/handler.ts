@@ -2,7 +2,7 @@
 // and what a worker tells its observer and its logger. The worker that runs
 // handlers is in worker.ts.
 
-import type { TetherError } from "./errors.js";
+import type { RetryAfter, Snooze, TetherError } from "./errors.js";
 import type { ClaimedJob, DependencyJob, ErrorCode, Job, Json } from "./types.js";
 
 /** Why a handler's `ctx.signal` was aborted (its `reason`). */
@@ -41,10 +41,47 @@ export interface JobContext {
   readonly workerId: string;
   /** The job (as the handler of a kind gets it first): how a task's handler, given the payload, reads its id or attempt. */
   readonly job: Job;
+  /**
+   * Values of this run of the job, empty at first: what a `worker.before` hook puts here, the handler and
+   * the `after` and `onError` hooks read (a request id, a user, a timer). The context object itself is
+   * the same for all of them too.
+   */
+  readonly locals: Record<string, unknown>;
 }
 
 /** A handler: resolves with the job's result (any JSON; `undefined` is none). */
 export type Handler = (job: Job, ctx: JobContext) => Promise<Json | void> | Json | void;
+
+/**
+ * What a job's run came to, as the worker reports it (and `worker.after` hooks are told it):
+ *
+ * - `succeeded`: the handler returned `result` (`undefined`: none).
+ * - `failed`: the attempt failed: `error` is what the handler (or a `before` hook) threw, or the
+ *   {@link JobAborted} (`why: "timeout"`) of a job that ran past its `timeout_ms`. The job runs again after
+ *   its queue's backoff, or has failed for good: it threw `Fatal`, or it was its last attempt
+ *   (`ctx.job.attempt >= ctx.job.max_attempts`).
+ * - `retryAfter`: it threw `RetryAfter` (`error`): the job runs again `delayMs` from now (or, on its last
+ *   attempt, has failed for good).
+ * - `snooze`: it threw `Snooze` (`error`): queued again `delayMs` from now, the attempt given back; or the
+ *   worker handed it back at shutdown (`error` undefined, `delayMs` 0).
+ * - `cancelled`: a cancel was requested while it ran; `error` is what it threw, if it threw.
+ */
+export type JobOutcome =
+  | { status: "succeeded"; result: Json | undefined }
+  | { status: "failed"; error: unknown }
+  | { status: "retryAfter"; error: RetryAfter; delayMs: number }
+  | { status: "snooze"; error: Snooze | undefined; delayMs: number }
+  | { status: "cancelled"; error: unknown };
+
+/**
+ * A hook run before every handler of a worker (see `worker.before`), in the handler's own async context:
+ * what it throws fails the job as if the handler had thrown it (and the handler does not run).
+ */
+export type BeforeHook = (ctx: JobContext) => void | Promise<void>;
+/** A hook run once a handler ended, whatever it did, before the job is reported (see `worker.after`). */
+export type AfterHook = (ctx: JobContext, outcome: JobOutcome) => void | Promise<void>;
+/** A hook run when an attempt failed, with its error (see `worker.onError`): for error trackers. */
+export type ErrorHook = (ctx: JobContext, error: unknown) => void | Promise<void>;
 
 /**
  * Where the worker writes what it does: a message and structured fields. Each failed attempt is one

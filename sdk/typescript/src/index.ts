@@ -2,8 +2,10 @@
 // queue. `Client` speaks the server's HTTP/JSON API (one method per route);
 // `Worker` claims jobs of one queue or several and runs their handlers with
 // the same guarantees as tether's Rust worker runtime; `defineTask` declares
-// a typed task both sides share. The `tether-worker` bin (bin.ts) runs a
-// worker module.
+// a typed task both sides share; `enqueueInTransaction` enqueues with SQL
+// in the caller's own PostgreSQL transaction. The `tether-worker` bin
+// (bin.ts) runs a worker module; `tether-client/testing` (testing.ts) starts
+// a server for tests and drains workers.
 
 export { Client, isTransient } from "./client.js";
 export type {
@@ -27,14 +29,21 @@ export { EnqueuedWorkflow, MAX_WORKFLOW_ENTRIES, WorkflowBuilder, WorkflowEntry 
 export type { WorkflowDependency, WorkflowOptions, WorkflowStep } from "./workflow.js";
 export { defineTask, Task } from "./task.js";
 export type { TaskDefaults, TaskDefinition, TaskEnqueueOptions, TaskHandler, TaskJob, TaskPayload, TaskResult } from "./task.js";
+export { enqueueInTransaction, enqueueManyInTransaction, enqueueTaskInTransaction } from "./transaction.js";
+export type { InTransactionOptions, InTransactionResult, PgQueryable } from "./transaction.js";
+export type { TracingApi, TracingContext, TracingSpan, TracingTracer } from "./tracing.js";
 export { Worker } from "./worker.js";
 export type { WorkerOptions, WorkerQueues } from "./worker.js";
 export { JobAborted } from "./handler.js";
 export type {
+  AfterHook,
+  BeforeHook,
   ClaimEvent,
+  ErrorHook,
   FailureCode,
   Handler,
   JobContext,
+  JobOutcome,
   LeaseLostEvent,
   Logger,
   RequestErrorEvent,

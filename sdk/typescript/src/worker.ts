@@ -11,15 +11,19 @@
 // reported, so the history shows it), cooperative cancel pushed by one
 // event stream per worker (heartbeats notice it too, should the stream be
 // down), per-job timeouts, and a graceful shutdown that hands unfinished
-// jobs back with the attempt given back.
+// jobs back with the attempt given back. Hooks (`before`, `after`,
+// `onError`) run around every handler, in its own async context and, with
+// `tracing`, in its OpenTelemetry span.
 
 import { Client, isTransient, sleep } from "./client.js";
 import { errorFromApi, Fatal, Internal, InvalidArgument, LeaseLost, NotFound, PayloadTooLarge, PermissionDenied, Retry, RetryAfter, Snooze, TetherError, TransportError, Unauthenticated } from "./errors.js";
 import type { ClaimAnswer } from "./client.js";
 import type { AnnounceWorkerBody, ClaimBody, ClaimedJob, CompleteItem, ErrorDetail, FailBody, FailItem, Job, Json, ReportResult } from "./types.js";
 import { JobAborted } from "./handler.js";
-import type { FailureCode, Handler, JobContext, Logger, WorkerObserver, WorkerOp } from "./handler.js";
+import type { AfterHook, BeforeHook, ErrorHook, FailureCode, Handler, JobContext, JobOutcome, Logger, WorkerObserver, WorkerOp } from "./handler.js";
 import type { Task, TaskHandler, TaskPayload, TaskResult } from "./task.js";
+import { endJobSpan, startJobSpan, type JobSpan, type TracingApi } from "./tracing.js";
+import { AsyncResource } from "node:async_hooks";
 import { hostname } from "node:os";
 import { randomUUID } from "node:crypto";
 import { dirname, sep } from "node:path";
@@ -69,6 +73,12 @@ export interface WorkerOptions {
   logger?: Logger;
   /** Sees every claim answer, failed request and `lease_lost` answer (see {@link WorkerObserver}). */
   observer?: WorkerObserver;
+  /**
+   * OpenTelemetry's API (`import * as api from "@opentelemetry/api"`): each job's hooks and handler then run
+   * in a span `tether.job <kind>` (kind CONSUMER) whose parent is the trace context of the job's headers.
+   * Default: the client's `tracing`, if it has one (so the enqueues it makes carry the context too).
+   */
+  tracing?: TracingApi;
 }
 
 /** How often a report (complete, fail, snooze) is tried before giving up on it (the lease then lapses and the reaper requeues the job). */
@@ -184,8 +194,14 @@ interface InFlight {
   lost: boolean;
   /** When the report began (`performance.now()`), if it did. */
   reportingSince: number | undefined;
-  /** Resolves the handler race when the shutdown grace ends. */
-  abandon: () => void;
+  /**
+   * While its handler runs: decides how the run ended, the first time it is called (the handler ending, its
+   * timeout, a cancel it did not answer, the end of the shutdown grace); true when that call decided.
+   */
+  decide: ((ended: Ended) => boolean) | undefined;
+  /** How the run ended, once that is decided: the report says so, and its hooks are told it. */
+  decided: Ended | undefined;
+  /** Handed back at the end of the shutdown grace. */
   abandoned: boolean;
 }
 
@@ -197,6 +213,42 @@ type Ended =
   | { kind: "unanswered" }
   | { kind: "abandoned" }
   | { kind: "no_handler" };
+
+/** What the hooks are told, and the worker reports, for a run that ended so (the report's cases, in its order). */
+function outcomeOf(ended: Ended, fl: InFlight): JobOutcome {
+  if (ended.kind === "abandoned" || (fl.abandoned && !fl.cancelRequested)) return { status: "snooze", error: undefined, delayMs: 0 };
+  const thrown = ended.kind === "threw" ? ended.error : undefined;
+  if (fl.cancelRequested || ended.kind === "unanswered") return { status: "cancelled", error: thrown };
+  switch (ended.kind) {
+    case "timed_out":
+      return { status: "failed", error: fl.aborted?.why === "timeout" ? fl.aborted : new JobAborted("timeout", `timed out after ${ended.ms} ms`) };
+    case "no_handler":
+      return { status: "failed", error: new Error(`no handler for kind ${fl.job.kind}`) };
+    case "returned":
+      return { status: "succeeded", result: ended.result };
+  }
+  if (thrown instanceof Snooze) return { status: "snooze", error: thrown, delayMs: thrown.ms };
+  if (thrown instanceof RetryAfter) return { status: "retryAfter", error: thrown, delayMs: thrown.ms };
+  return { status: "failed", error: thrown };
+}
+
+/**
+ * What `drain` (`tether-client/testing`) changes in a run of a worker: a shorter claim long-poll, no
+ * signal handlers, and a look at every outcome. Not part of the public API.
+ */
+export interface DrainRun {
+  claimWaitMs: number;
+  /** Every run that ended, as it is reported: the job, its outcome, and what its handler (or a before hook) threw. */
+  onOutcome(job: Job, outcome: JobOutcome, thrown: unknown): void;
+}
+
+/** Runs `worker` as {@link DrainRun} says, until it is shut down (set by the Worker class, which alone can). */
+let runDrainedImpl: ((worker: Worker, drain: DrainRun) => Promise<void>) | undefined;
+
+/** `worker.run()` as `drain` of `tether-client/testing` needs it (see {@link DrainRun}). */
+export function runDrained(worker: Worker, drain: DrainRun): Promise<void> {
+  return runDrainedImpl!(worker, drain);
+}
 
 /** What became of a report. */
 type Reported =
@@ -276,13 +328,19 @@ function sdkFrame(line: string): boolean {
 }
 
 /**
+ * A frame of Node.js's own machinery that the worker's calls leave under the user's frames: its scheduler,
+ * the async scope each job runs in, and the `Promise.all` of the claim loops.
+ */
+const SCHEDULER_FRAME = /^\s+at (?:.*\(?node:(?:internal\/|async_hooks:)|async Promise\.all \(index \d+\))/;
+
+/**
  * The stack of `e` as its user wrote it: the SDK's own frames dropped (the worker's loops that called the
  * handler, the client's when a request failed), and so the Node.js scheduler frames that, once those are
- * gone, trail the last frame of the user's code. Those frames would bury the handler's in every failure.
+ * gone, trail the last frame of the user's code (see SCHEDULER_FRAME). Those frames would bury the handler's in every failure.
  */
 function userStack(e: Error): string {
   const lines = (e.stack && e.stack.includes(e.message) ? e.stack : `${e.name}: ${e.message}\n${e.stack ?? ""}`).split("\n").filter((l) => !sdkFrame(l));
-  while (lines.length > 1 && /^\s+at .*\(?node:internal\//.test(lines[lines.length - 1])) lines.pop();
+  while (lines.length > 1 && SCHEDULER_FRAME.test(lines[lines.length - 1])) lines.pop();
   return lines.join("\n").replace(/\n+$/, "");
 }
 
@@ -359,8 +417,21 @@ export class Worker {
   readonly pollIntervalMs: number;
   readonly log: Logger;
   readonly observer: WorkerObserver | undefined;
+  /** OpenTelemetry's API, when jobs run in spans (see {@link WorkerOptions.tracing}). */
+  readonly tracing: TracingApi | undefined;
+
+  static {
+    runDrainedImpl = (worker, drain) => worker.#run(drain);
+  }
 
   #handlers = new Map<string, Handler>();
+  #before: BeforeHook[] = [];
+  #after: AfterHook[] = [];
+  #onError: ErrorHook[] = [];
+  /** The run's drain settings, while `drain` runs it. */
+  #drain: DrainRun | undefined;
+  /** Whether a run is under way (`run()` has not resolved yet). */
+  #active = false;
   /**
    * The jobs held, by lease token: one job may be held twice, when its lease lapsed while its handler ran
    * (heartbeats not getting through) and this worker claimed it again.
@@ -383,7 +454,6 @@ export class Worker {
   #completerWakeAt: number | undefined;
   /** Whether claims carry reports (until a server refuses them). */
   #carryReports = true;
-  #started = false;
   #reports = new Set<Promise<void>>();
   /** When the heartbeater wakes next (`performance.now()`; undefined while it holds nothing). */
   #beatAt: number | undefined;
@@ -412,6 +482,7 @@ export class Worker {
     this.pollIntervalMs = Math.max(0, options.pollIntervalMs ?? 1_000);
     this.log = options.logger ?? stderrLogger;
     this.observer = options.observer;
+    this.tracing = options.tracing ?? client.tracing;
   }
 
   // ---------------------------------------------------------------- observer
@@ -479,6 +550,44 @@ export class Worker {
     return this;
   }
 
+  /**
+   * Registers a hook run before every handler of this worker (a kind's or a task's), after the ones
+   * registered before it, in the handler's own async context: a value it sets on `ctx.locals` (or on `ctx`),
+   * an `AsyncLocalStorage` store it enters with `enterWith` (in a plain function, or an `async` one before
+   * its first `await`), the OpenTelemetry span of the job, are the handler's too. May be `async`. What it
+   * throws fails the job exactly as if the handler had thrown it (`Retry`, `Snooze`, … work too): the
+   * handler and the later `before` hooks do not run, the `onError` and `after` hooks do.
+   */
+  before(hook: BeforeHook): this {
+    this.#before.push(hook);
+    return this;
+  }
+
+  /**
+   * Registers a hook run once every handler of this worker has ended, whatever it did, after the ones
+   * registered before it: `hook(ctx, outcome)`, where `outcome` (a {@link JobOutcome}) is what the worker
+   * then reports: `succeeded` (`result`), `failed` (`error`), `retryAfter`, `snooze` or `cancelled`. It runs in
+   * the handler's context (its span, its `AsyncLocalStorage` stores) before the report is sent; the job's
+   * slot stays taken meanwhile, so keep it quick. May be `async`. What it throws is logged and changes
+   * nothing. A handler the worker gave up on (its timeout, a cancel it did not answer for a lease, the end
+   * of the shutdown grace) is reported at once, and its `after` hooks run when it ends, told that outcome.
+   */
+  after(hook: AfterHook): this {
+    this.#after.push(hook);
+    return this;
+  }
+
+  /**
+   * Registers a hook run when an attempt failed — the handler or a `before` hook threw (anything but
+   * `Snooze`, and a cancelled job's answer), or the job ran past its timeout — with the error (a
+   * {@link JobAborted} for a timeout): for error trackers such as Sentry. It runs before the `after` hooks,
+   * in the same way; what it throws is logged and changes nothing.
+   */
+  onError(hook: ErrorHook): this {
+    this.#onError.push(hook);
+    return this;
+  }
+
   /** Jobs held now (running, or waiting for their outcome to be acknowledged). */
   get jobsInFlight(): number {
     return this.#inflight.size;
@@ -503,10 +612,35 @@ export class Worker {
     this.#stop.abort();
   }
 
-  /** Runs until a shutdown (SIGTERM, SIGINT or {@link Worker.shutdown}) and its drain. */
-  async run(): Promise<void> {
-    if (this.#started) throw new Error("a Worker runs once");
-    this.#started = true;
+  /**
+   * Runs until a shutdown (SIGTERM, SIGINT or {@link Worker.shutdown}) and its drain. Once that has
+   * resolved, it may be called again (a new run, with every queue claimed again); never twice at once.
+   */
+  run(): Promise<void> {
+    return this.#run(undefined);
+  }
+
+  async #run(drain: DrainRun | undefined): Promise<void> {
+    if (this.#active) throw new Error("this Worker is running already: a Worker runs once at a time");
+    this.#active = true;
+    try {
+      await this.#runOnce(drain);
+    } finally {
+      this.#active = false;
+      this.#drain = undefined;
+    }
+  }
+
+  async #runOnce(drain: DrainRun | undefined): Promise<void> {
+    if (this.#drained.signal.aborted) {
+      // A new run after an earlier one: fresh signals, and every queue claimed again.
+      this.#stop = new AbortController();
+      this.#drained = new AbortController();
+      this.#graceOver = new AbortController();
+      for (const lane of this.#lanes) lane.claimSoon = true;
+    }
+    this.#drain = drain;
+    const handleSignals = this.handleSignals && !drain;
     await this.#checkKey();
     const onSignal = (sig: NodeJS.Signals) => {
       if (this.stopping) {
@@ -517,7 +651,7 @@ export class Worker {
       this.log.info(`${sig}: shutting down, no more claims`, { worker_id: this.workerId });
       this.shutdown();
     };
-    if (this.handleSignals) {
+    if (handleSignals) {
       process.on("SIGTERM", onSignal);
       process.on("SIGINT", onSignal);
     }
@@ -532,13 +666,14 @@ export class Worker {
       const graceTimer = setTimeout(() => this.#graceOver.abort(), this.shutdownGraceMs);
       await Promise.race([this.#allHandlersDone(), new Promise((r) => this.#graceOver.signal.addEventListener("abort", r, { once: true }))]);
       clearTimeout(graceTimer);
-      const left = [...this.#inflight.values()].filter((fl) => fl.reportingSince === undefined);
+      // Handlers still running (not those that ended, whose after hooks run on to their report).
+      const left = [...this.#inflight.values()].filter((fl) => fl.reportingSince === undefined && fl.decided === undefined);
       if (left.length > 0) {
         this.log.warn("handlers still running after the shutdown grace: aborting them and handing their jobs back", { jobs: left.length });
         for (const fl of left) {
+          if (!fl.decide?.({ kind: "abandoned" })) continue;
           fl.abandoned = true;
           abort(fl, new JobAborted("shutdown", "the worker is shutting down"));
-          fl.abandon();
         }
       }
       while (this.#reports.size > 0) await Promise.all([...this.#reports]);
@@ -546,7 +681,7 @@ export class Worker {
       this.#drained.abort();
       this.#completerWake?.();
       await Promise.all([heartbeater, completer, cancels, announcer]);
-      if (this.handleSignals) {
+      if (handleSignals) {
         process.off("SIGTERM", onSignal);
         process.off("SIGINT", onSignal);
       }
@@ -654,6 +789,7 @@ export class Worker {
     const stop = this.#stop.signal;
     /** Carrying claims refused whole as invalid in a row: a server older than carrying refuses the fields. */
     let refusedCarrying = 0;
+    const claimWaitMs = this.#drain ? Math.min(this.claimWaitMs, this.#drain.claimWaitMs) : this.claimWaitMs;
     while (!stop.aborted) {
       if (lane.running >= lane.concurrency) {
         await this.#slotFreed(lane);
@@ -671,7 +807,7 @@ export class Worker {
       // The reports waiting now ride this claim: one request and one commit instead of two.
       const carried = this.#carryReports ? this.#takeCarriable() : [];
       // A claim that carries reports does not long-poll: their answers come back only with the claim's.
-      const waitMs = carried.length > 0 ? 0 : this.claimWaitMs;
+      const waitMs = carried.length > 0 ? 0 : claimWaitMs;
       const body: ClaimBody = { worker_id: this.workerId, limit, wait_ms: waitMs };
       // Only a TTL the user set: otherwise the queue's applies.
       if (this.leaseTtlMs !== undefined) body.lease_ttl_ms = this.leaseTtlMs;
@@ -733,10 +869,10 @@ export class Worker {
       }
       const elapsed = Date.now() - started;
       let pause: number | undefined;
-      if (elapsed + EARLY_SLACK_MS < this.claimWaitMs) {
+      if (elapsed + EARLY_SLACK_MS < claimWaitMs) {
         // The server did not hold the long-poll: pause instead of spinning.
-        pause = Math.min(this.claimWaitMs - elapsed, this.pollIntervalMs);
-      } else if (this.claimWaitMs === 0) {
+        pause = Math.min(claimWaitMs - elapsed, this.pollIntervalMs);
+      } else if (claimWaitMs === 0) {
         pause = this.pollIntervalMs;
       }
       if (pause !== undefined) {
@@ -797,8 +933,6 @@ export class Worker {
   }
 
   #start(job: ClaimedJob, lane: Lane) {
-    let abandon!: () => void;
-    const abandoned = new Promise<Ended>((resolve) => (abandon = () => resolve({ kind: "abandoned" })));
     const fl: InFlight = {
       job,
       lane,
@@ -811,7 +945,8 @@ export class Worker {
       cancelRequested: false,
       lost: false,
       reportingSince: undefined,
-      abandon,
+      decide: undefined,
+      decided: undefined,
       abandoned: false,
     };
     this.#inflight.set(job.lease_token, fl);
@@ -822,7 +957,7 @@ export class Worker {
     }
     lane.running += 1;
     this.#running += 1;
-    const p = this.#runJob(fl, abandoned).finally(() => {
+    const p = this.#runJob(fl).finally(() => {
       this.#inflight.delete(job.lease_token);
       this.#reports.delete(p);
     });
@@ -831,10 +966,10 @@ export class Worker {
 
   // ---------------------------------------------------------------- running
 
-  async #runJob(fl: InFlight, abandoned: Promise<Ended>): Promise<void> {
+  async #runJob(fl: InFlight): Promise<void> {
     let ended: Ended;
     try {
-      ended = await this.#execute(fl, abandoned);
+      ended = await this.#execute(fl);
     } finally {
       // The slot frees when the handler is done, not after the report's round trip. The claim loop it wakes
       // resumes only after this synchronous run: #report queues a complete or fail (#queueReport) before
@@ -849,30 +984,35 @@ export class Worker {
     }
   }
 
-  async #execute(fl: InFlight, abandoned: Promise<Ended>): Promise<Ended> {
+  /**
+   * Runs the job's hooks and handler until the run's ending is decided: the handler's (after its `onError`
+   * and `after` hooks, which run before the report), or the worker's when it gives up on the handler first
+   * (its timeout, a cancel it did not answer for a lease, the end of the shutdown grace), which is reported
+   * at once (the hooks then run when the handler ends). A Snooze is an answer like any other: it is
+   * reported, never slept here.
+   */
+  async #execute(fl: InFlight): Promise<Ended> {
     const handler = this.#handlers.get(fl.job.kind);
     if (!handler) return { kind: "no_handler" };
     const timers: NodeJS.Timeout[] = [];
-    const races: Promise<Ended>[] = [abandoned];
+    let settle!: (ended: Ended) => void;
+    const decided = new Promise<Ended>((resolve) => (settle = resolve));
+    fl.decide = (ended) => {
+      if (fl.decided) return false;
+      fl.decided = ended;
+      settle(ended);
+      return true;
+    };
     const timeoutMs = fl.job.timeout_ms && fl.job.timeout_ms > 0 ? fl.job.timeout_ms : undefined;
     if (timeoutMs !== undefined) {
-      races.push(
-        new Promise((resolve) =>
-          timers.push(
-            setTimeout(() => {
-              abort(fl, new JobAborted("timeout", `timed out after ${timeoutMs} ms`));
-              resolve({ kind: "timed_out", ms: timeoutMs });
-            }, timeoutMs),
-          ),
-        ),
+      timers.push(
+        setTimeout(() => {
+          if (fl.decide!({ kind: "timed_out", ms: timeoutMs })) abort(fl, new JobAborted("timeout", `timed out after ${timeoutMs} ms`));
+        }, timeoutMs),
       );
     }
     // A handler asked to stop gets one lease TTL to do so.
-    races.push(
-      new Promise((resolve) => {
-        fl.onAbort = () => timers.push(setTimeout(() => resolve({ kind: "unanswered" }), fl.leaseTtlMs));
-      }),
-    );
+    fl.onAbort = () => timers.push(setTimeout(() => fl.decide!({ kind: "unanswered" }), fl.leaseTtlMs));
     // Strip the lease token: handlers get the job as the API shows it.
     const { lease_token: _token, ...job } = fl.job;
     const ctx: JobContext = {
@@ -888,21 +1028,66 @@ export class Worker {
       },
       // A job without dependencies (or from a server older than them) has none to read.
       dependencies: () => (fl.job.depends_on?.length ? this.client.dependencies(fl.job.id) : Promise.resolve([])),
+      locals: {},
     };
-    const runOnce = async (): Promise<Ended> => {
+    const tracing = this.tracing;
+    const span = tracing ? startJobSpan(tracing, SDK_VERSION, fl.job) : undefined;
+    /** Whether the handler's own ending decided the run (its hooks then run before the report). */
+    let handlerDecided = false;
+    const body = async (): Promise<void> => {
+      let own: Ended;
       try {
+        for (const hook of this.#before) await hook(ctx);
         const result = await handler(job, ctx);
-        return { kind: "returned", result: result === undefined ? undefined : result };
+        own = { kind: "returned", result: result === undefined ? undefined : result };
       } catch (error) {
-        return { kind: "threw", error };
+        own = { kind: "threw", error };
       }
+      handlerDecided = fl.decide!(own);
+      await this.#afterRun(fl, ctx, fl.decided!, span);
     };
+    // Each job runs in an async context of its own: an AsyncLocalStorage store a hook or the handler enters
+    // stays the job's, and the OpenTelemetry context the job's span's.
+    const main = tracing && span ? () => tracing.context.with(span.context, body) : body;
+    const running = new AsyncResource("tether.job").runInAsyncScope(main).catch((e: unknown) => {
+      this.log.error("running the job's hooks failed unexpectedly", { job_id: fl.job.id, error: errorText(e) });
+    });
     try {
-      // A Snooze is an answer like any other: it is reported, never slept here.
-      return await Promise.race([runOnce(), ...races]);
+      const ended = await decided;
+      if (handlerDecided) await running;
+      return ended;
     } finally {
       fl.onAbort = undefined;
       for (const t of timers) clearTimeout(t);
+    }
+  }
+
+  /**
+   * Once the handler ended (told how the run ended, which may be the worker's own ending if it gave up on
+   * the handler first): the `onError` hooks for a failed attempt, then the `after` hooks, then the end of the
+   * job's span. What a hook throws is logged, never the job's outcome.
+   */
+  async #afterRun(fl: InFlight, ctx: JobContext, ended: Ended, span: JobSpan | undefined): Promise<void> {
+    if (!span && this.#after.length === 0 && this.#onError.length === 0) return;
+    const outcome = outcomeOf(ended, fl);
+    try {
+      if (outcome.status === "failed" || outcome.status === "retryAfter") {
+        for (const hook of this.#onError) await this.#callHook("onError", hook, fl.job.id, () => hook(ctx, outcome.error));
+      }
+      for (const hook of this.#after) await this.#callHook("after", hook, fl.job.id, () => hook(ctx, outcome));
+    } finally {
+      if (span) endJobSpan(this.tracing!, span.span, outcome);
+    }
+  }
+
+  /** Calls an `after` or `onError` hook; what it throws (or rejects with) is logged: the job's outcome stands. */
+  async #callHook(which: "after" | "onError", hook: AfterHook | ErrorHook, jobId: string, call: () => void | Promise<void>): Promise<void> {
+    try {
+      await call();
+    } catch (e) {
+      const fields: Record<string, unknown> = { job_id: jobId, hook: hook.name || "(anonymous)", error: e instanceof Error ? e.message : errorText(e) };
+      if (e instanceof Error) fields.stack = userStack(e);
+      this.log.error(`the ${which} hook threw; the job's outcome stands`, fields);
     }
   }
 
@@ -910,6 +1095,13 @@ export class Worker {
 
   async #report(fl: InFlight, ended: Ended): Promise<void> {
     const job = fl.job;
+    if (this.#drain) {
+      try {
+        this.#drain.onOutcome(job, outcomeOf(ended, fl), ended.kind === "threw" ? ended.error : undefined);
+      } catch (e) {
+        this.log.error("drain: counting the outcome failed", { job_id: job.id, error: errorText(e) });
+      }
+    }
     if (fl.lost) {
       this.log.warn("lease lost while the handler ran (another owner has the job): its outcome is discarded", { job_id: job.id });
       return;
@@ -1147,7 +1339,8 @@ export class Worker {
    * Both paths end here, so a cancel acts the same whichever noticed it first.
    */
   #cancelRequested(fl: InFlight, via: "heartbeat" | "event stream"): void {
-    if (fl.cancelRequested) return;
+    // Once the run's ending is decided (the handler ended, its after hooks may still run), it stands.
+    if (fl.cancelRequested || fl.decided) return;
     fl.cancelRequested = true;
     this.log.info("cancel requested: asking the handler to stop", { job_id: fl.job.id, via });
     abort(fl, new JobAborted("cancel", "the job's cancellation was requested"));

@@ -291,24 +291,24 @@ forEachBackend("client", (server) => {
     await assert.rejects(c.deleteQueue(empty), NotFound);
   });
 
-  test("putSchedule creates, leaves unchanged and replaces by name, keeping the id", async (t) => {
+  test("ensureSchedule creates, leaves unchanged and replaces by name, keeping the id", async (t) => {
     if (!(await serverHas(server(), "PUT /v1/schedules/{id}"))) return t.skip("the server under test predates PUT /v1/schedules/{name}");
     const c = server().admin;
     const queue = queueName();
     const name = queueName("declared");
     const body = { cron: "0 3 * * *", timezone: "Europe/Paris", queue, kind: "nightly", payload: { a: 1 } };
-    const created = await c.putSchedule(name, body);
+    const created = await c.ensureSchedule(name, body);
     assert.equal(created.outcome, "created");
     assert.equal(created.schedule.name, name);
-    assert.equal((await c.putSchedule(name, body)).outcome, "unchanged");
-    const updated = await c.putSchedule(name, { ...body, cron: "0 4 * * *" });
+    assert.equal((await c.ensureSchedule(name, body)).outcome, "unchanged");
+    const updated = await c.ensureSchedule(name, { ...body, cron: "0 4 * * *" });
     assert.equal(updated.outcome, "updated");
     assert.equal(updated.schedule.id, created.schedule.id, "its id is kept");
     assert.equal(updated.schedule.cron, "0 4 * * *");
     assert.equal(updated.schedule.timezone, "Europe/Paris");
     // Exactly the body: what it leaves out takes its default.
-    assert.equal((await c.putSchedule(name, { cron: "0 4 * * *", queue, kind: "nightly" })).schedule.timezone, "UTC");
-    await assert.rejects(c.putSchedule(name, { ...body, cron: "not cron" }), InvalidArgument);
+    assert.equal((await c.ensureSchedule(name, { cron: "0 4 * * *", queue, kind: "nightly" })).schedule.timezone, "UTC");
+    await assert.rejects(c.ensureSchedule(name, { ...body, cron: "not cron" }), InvalidArgument);
     await c.deleteSchedule(created.schedule.id);
   });
 

@@ -1,16 +1,17 @@
 // Test harness: starts a real `tether serve` per backend (a temporary
-// SQLite data directory, and a throwaway PostgreSQL database) and runs a
-// suite against each. Nothing is mocked; a missing binary or database fails
-// the run.
+// SQLite data directory, and a throwaway PostgreSQL database) with the
+// SDK's own `startTetherServer` (tether-client/testing), and runs a suite
+// against each. Nothing is mocked; a missing binary or database fails the
+// run.
 
-import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, existsSync, symlinkSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { execFileSync, spawnSync } from "node:child_process";
+import { cpSync, readdirSync, existsSync, symlinkSync } from "node:fs";
 import { join, dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, before, after, afterEach } from "node:test";
 import { randomBytes } from "node:crypto";
-import { Client, type Worker } from "../src/index.js";
+import type { Client, Worker } from "../src/index.js";
+import { startTetherServer, type TetherTestServer } from "../src/testing.js";
 
 /** sdk/typescript, wherever the tests were compiled to. */
 export const PKG_DIR = (() => {
@@ -35,10 +36,12 @@ export interface Server {
   url: string;
   key: string;
   admin: Client;
-  dataDir: string;
-  proc: ChildProcess;
+  /** The server as `tether-client/testing` started it. */
+  test: TetherTestServer;
   /** The throwaway PostgreSQL database (postgres backend only). */
   dbName?: string;
+  /** The URL of that database (postgres backend only). */
+  databaseUrl?: string;
 }
 
 export function psql(url: string, sql: string) {
@@ -53,58 +56,38 @@ function withDatabase(url: string, db: string): string {
   return u.toString();
 }
 
-/** Starts `tether serve` on the backend; resolves once it listens. */
+/**
+ * Starts `tether serve` on the backend with `startTetherServer` (tether-client/testing), on a throwaway
+ * PostgreSQL database for `postgres`; resolves once it is ready.
+ */
 export async function startServer(backend: Backend): Promise<Server & { stop: () => Promise<void> }> {
   if (!existsSync(TETHER_BIN)) throw new Error(`tether binary not found at ${TETHER_BIN} (set TETHER_BIN)`);
-  const dataDir = mkdtempSync(join(tmpdir(), "tether-ts-test-"));
-  const args = ["serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--maintenance-tick", "200ms"];
   let dbName: string | undefined;
+  let databaseUrl: string | undefined;
   if (backend === "postgres") {
     dbName = `tether_test_${process.pid}_${randomBytes(4).toString("hex")}`;
     psql(DATABASE_URL, `CREATE DATABASE ${dbName}`);
-    args.push("--database-url", withDatabase(DATABASE_URL, dbName));
+    databaseUrl = withDatabase(DATABASE_URL, dbName);
   }
-  const env: NodeJS.ProcessEnv = { ...process.env, TETHER_LOG: process.env.TETHER_LOG ?? "warn" };
-  delete env.TETHER_ADMIN_KEY;
-  delete env.TETHER_DATABASE_URL;
-  const proc = spawn(TETHER_BIN, args, { env, stdio: ["ignore", "pipe", "pipe"] });
-  let stderr = "";
-  proc.stderr!.on("data", (d: Buffer) => {
-    stderr += d.toString();
-    if (process.env.TETHER_TEST_SERVER_LOG) process.stderr.write(d);
-    if (stderr.length > 20_000) stderr = stderr.slice(-10_000);
-  });
-  const url = await new Promise<string>((resolveUrl, reject) => {
-    let out = "";
-    const timer = setTimeout(() => reject(new Error(`tether serve did not start within 20 s:\n${stderr}`)), 20_000);
-    proc.stdout!.on("data", (d: Buffer) => {
-      out += d.toString();
-      const m = /tether serve: listening on (http:\/\/\S+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolveUrl(m[1]!);
-      }
-    });
-    proc.on("exit", (code) => {
-      clearTimeout(timer);
-      reject(new Error(`tether serve exited (${code}) before listening:\n${stderr}`));
-    });
-  });
-  proc.stdout!.resume();
-  const key = readFileSync(join(dataDir, "admin.key"), "utf8").trim();
-  const admin = new Client({ url, key });
-  const stop = async () => {
-    if (proc.exitCode === null && proc.signalCode === null) {
-      const exited = new Promise((r) => proc.once("exit", r));
-      proc.kill("SIGTERM");
-      const t = setTimeout(() => proc.kill("SIGKILL"), 5_000);
-      await exited;
-      clearTimeout(t);
-    }
-    rmSync(dataDir, { recursive: true, force: true });
+  const dropDatabase = () => {
     if (dbName) psql(DATABASE_URL, `DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
   };
-  return { backend, url, key, admin, dataDir, proc, dbName, stop };
+  let test: TetherTestServer;
+  try {
+    test = await startTetherServer({
+      bin: TETHER_BIN,
+      databaseUrl,
+      onLog: process.env.TETHER_TEST_SERVER_LOG ? (text) => process.stderr.write(text) : undefined,
+    });
+  } catch (e) {
+    dropDatabase();
+    throw e;
+  }
+  const stop = async () => {
+    await test.stop();
+    dropDatabase();
+  };
+  return { backend, url: test.url, key: test.key, admin: test.client(), test, dbName, databaseUrl, stop };
 }
 
 /**

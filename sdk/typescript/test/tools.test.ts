@@ -1,8 +1,8 @@
 // The programs in tools/ as their parents run them, against a real server:
 // the chaos worker follows each job's plan (exact messages, results naming
 // the worker) and prints its claims; the bench worker prints START lines
-// (and CANCELLED ones in cancel mode); both exit 0 after SIGTERM and 3 at
-// once when stdin closes.
+// (and CANCELLED ones in cancel mode), and runs with --hooks too; both exit
+// 0 after SIGTERM and 3 at once when stdin closes.
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -146,4 +146,25 @@ test("the bench worker prints START and then CANCELLED when a running job is can
   } finally {
     w.child.kill("SIGKILL");
   }
+});
+
+test("the bench worker with --hooks runs its jobs with the hooks and tracing on; a flag it does not know exits 2", async () => {
+  const c = server!.admin;
+  const queue = queueName("bench-hooks");
+  const w = start("bench-worker.js", [server!.url, server!.key, queue, "4", "throughput", "--hooks"]);
+  try {
+    await eventually("READY", async () => w.lines.includes("READY"));
+    const jobs = await c.enqueueBatch(Array.from({ length: 20 }, () => ({ queue, kind: "noop" })));
+    for (const { job } of jobs) assert.equal((await settled(job.id, "succeeded")).result, null);
+    // @opentelemetry/api is a devDependency of the tests, so the bench worker finds it.
+    assert.match(w.stderr(), /bench worker: hooks on; tracing on \(@opentelemetry\/api, no provider\)/);
+    assert.deepEqual(w.lines, ["READY"], "throughput mode prints nothing per job");
+    w.child.kill("SIGTERM");
+    assert.equal(await w.exitWithin(10_000), 0, w.stderr());
+  } finally {
+    w.child.kill("SIGKILL");
+  }
+  const bad = start("bench-worker.js", [server!.url, server!.key, queue, "4", "throughput", "--hook"]);
+  assert.equal(await bad.exitWithin(10_000), 2);
+  assert.match(bad.stderr(), /usage: bench-worker .* \[--hooks\]/);
 });

@@ -209,7 +209,7 @@ const ROUTES: Record<string, string> = {
   "GET /v1/schedules/{id}": "getSchedule",
   "DELETE /v1/schedules/{id}": "deleteSchedule",
   "PATCH /v1/schedules/{id}": "patchSchedule",
-  "PUT /v1/schedules/{id}": "putSchedule",
+  "PUT /v1/schedules/{id}": "ensureSchedule",
   "GET /v1/schedules/{id}/runs": "scheduleRuns",
   "POST /v1/schedules/{id}/trigger": "triggerSchedule",
   "GET /v1/tenants": "listTenants",
