@@ -141,7 +141,7 @@ mod tests {
 
     #[test]
     fn every_route_accepts_a_good_body_and_refuses_a_bad_one() {
-        let good: [&[u8]; 13] = [
+        let good: [&[u8]; 14] = [
             br#"{"queue": "q", "kind": "k"}"#,
             br#"{"jobs": [{"queue": "q", "kind": "k"}]}"#,
             br#"{"worker_id": "w"}"#,
@@ -153,6 +153,7 @@ mod tests {
             br#"{"max_attempts": 3}"#,
             br#"{"name": "n", "cron": "0 3 * * *", "queue": "q", "kind": "k"}"#,
             br#"{"timezone": "Europe/Berlin"}"#,
+            br#"{"cron": "0 3 * * *", "queue": "q", "kind": "k"}"#,
             br#"{"name": "acme"}"#,
             br#"{"name": "ci"}"#,
         ];

@@ -32,10 +32,12 @@ async fn migrations_are_idempotent() {
             (13, "dependency_plans".to_owned()),
             (14, "release_unmet".to_owned()),
             (15, "event_feed".to_owned()),
-            (16, "workflow_events".to_owned())
+            (16, "workflow_events".to_owned()),
+            (17, "job_headers".to_owned()),
+            (18, "worker_presence".to_owned())
         ]
     );
-    assert_eq!(SqliteStore::schema_version(), 16);
+    assert_eq!(SqliteStore::schema_version(), 18);
     store.close().await;
 }
 
